@@ -1,0 +1,64 @@
+// Package seglog is sluice's durable, append-only, segmented log of records
+// addressed by uint64 offsets. The agent's spool and the sink's embedded store
+// are both a seglog.
+//
+// # Records
+//
+// Every record is framed as follows (integers little-endian), and the frame is
+// padded with zero bytes to a multiple of 8 so that a length field never
+// straddles a sector boundary:
+//
+//	0   uint32  body length in bytes
+//	4   uint8   format version (1)
+//	5   uint8   record type (1 = data)
+//	6   uint16  reserved, zero
+//	8   uint64  offset of this record
+//	16  uint32  CRC-32C (Castagnoli) of bytes 0..15 followed by the body
+//	20  body
+//	..  zero padding up to the next multiple of 8
+//
+// The offset is inside the checksummed header, so a record copied to the wrong
+// place, or a stale record left behind by an earlier truncation, fails
+// validation instead of being returned under a wrong offset.
+//
+// # Segments
+//
+// Records live in segment files named "%020d.seg" after the offset of their
+// first record. The last segment is the active one; when an append would grow
+// it past SegmentBytes, it is sealed (synced, its sparse index written to
+// "%020d.idx") and a new segment begins. The index holds one (offset, byte
+// position) pair about every IndexIntervalBytes and ends with a checksummed
+// trailer; it is only an accelerator and is rebuilt from the segment whenever
+// it is missing or does not match.
+//
+// # Durability
+//
+// Append encodes records into a shared buffer; one appender at a time (the
+// leader) writes everything that has accumulated with one write and, under
+// SyncAlways, one fdatasync — group commit — then wakes all appenders whose
+// records were in that write. Append returns only when the configured
+// durability holds: SyncAlways — the records were fdatasync'ed; SyncInterval —
+// they were handed to the OS and a background fdatasync follows within the
+// interval (a power failure can lose that interval, a process crash nothing);
+// SyncNone — handed to the OS, synced only on seal and Close (unsafe on power
+// failure). Readers see a record only once Append would return for it.
+//
+// A failed write (ENOSPC, EIO) is undone: the segment is truncated back to its
+// last complete record, every append of the failed and the queued batches gets
+// the error, and the log stays usable, so a later append succeeds once space
+// is back. A failed fdatasync is different: the kernel may have dropped the
+// dirty pages, so nothing written since the last good sync can be trusted; the
+// log refuses all further appends (ErrBroken) until it is reopened, and
+// recovery re-reads what really is on disk.
+//
+// # Recovery
+//
+// Open checks every segment. In the last segment, a bad final record — one
+// that runs past the end of the file, fails its checksum, or is followed by
+// nothing valid — is a torn write from a crash: it is truncated, logged and
+// counted (Stats.TornTails), never returned. Any other bad record is
+// corruption: Open fails with a *CorruptionError naming the file and byte
+// position, and nothing is skipped silently. Check reports every problem
+// without changing anything; Repair moves the damaged bytes, and every later
+// segment, to DIR/quarantine/ and keeps every good record before them.
+package seglog

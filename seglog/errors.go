@@ -1,0 +1,47 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by operations on a closed Log.
+	ErrClosed = errors.New("seglog: log closed")
+	// ErrRecordTooLarge is returned by Append for a record over the limit.
+	ErrRecordTooLarge = errors.New("seglog: record too large")
+	// ErrBroken is wrapped by every Append after an fdatasync failed: what
+	// the kernel holds for the file can no longer be trusted, so the log
+	// must be reopened (which re-reads what is really on disk).
+	ErrBroken = errors.New("seglog: log unusable after a failed sync; reopen it")
+	// ErrTruncated is returned when reading below the first offset still in
+	// the log: those segments were removed.
+	ErrTruncated = errors.New("seglog: offset below the first retained offset")
+	// ErrCorrupt is wrapped by every *CorruptionError.
+	ErrCorrupt = errors.New("seglog: corrupt log")
+)
+
+// CorruptionError reports damaged data that is not a torn final write: the
+// file, the byte position of the bad record inside it, and what is wrong.
+type CorruptionError struct {
+	File   string // path of the segment
+	Pos    int64  // byte position of the bad record in the file
+	Offset uint64 // record offset expected at Pos
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("seglog: corrupt record in %s at byte %d (expected offset %d): %s", e.File, e.Pos, e.Offset, e.Reason)
+}
+
+// Unwrap lets errors.Is(err, ErrCorrupt) match.
+func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
+
+// WriteError reports a failed write; the log undid it and stays usable.
+type WriteError struct {
+	File string
+	Err  error
+}
+
+func (e *WriteError) Error() string { return fmt.Sprintf("seglog: write %s: %v", e.File, e.Err) }
+func (e *WriteError) Unwrap() error { return e.Err }

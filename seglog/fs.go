@@ -1,0 +1,68 @@
+package seglog
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// fsys is the slice of the filesystem the log uses; tests substitute it to
+// inject failures at exact points.
+type fsys interface {
+	OpenFile(name string, flag int, perm os.FileMode) (file, error)
+	Remove(name string) error
+	Rename(oldpath, newpath string) error
+	ReadDir(name string) ([]os.DirEntry, error)
+	MkdirAll(path string, perm os.FileMode) error
+	// SyncDir makes creations, renames and removals in dir durable.
+	SyncDir(dir string) error
+}
+
+type file interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	Truncate(size int64) error
+	// Datasync flushes the file's data (and the metadata needed to read it).
+	Datasync() error
+	Size() (int64, error)
+	Name() string
+}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) Rename(a, b string) error                     { return os.Rename(a, b) }
+func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
+func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) SyncDir(dir string) error                     { return syncDir(dir) }
+
+type osFile struct{ *os.File }
+
+func (f osFile) Datasync() error { return datasync(f.File) }
+func (f osFile) Size() (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

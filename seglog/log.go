@@ -1,0 +1,691 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Log is a segmented append-only log. All methods are safe for concurrent
+// use.
+type Log struct {
+	dir string
+	cfg config
+
+	mu   sync.Mutex
+	cond sync.Cond // signalled when a batch completes
+
+	// segs are the live segments in offset order; the last one is active.
+	// Invariant: segs[i].next == segs[i+1].base.
+	segs []*segment
+
+	// next is the offset the next appended record gets.
+	next uint64
+	// tailBase and tailSize describe the segment the next encoded record
+	// goes into as it will be once every pending batch is written: they run
+	// ahead of the active segment's size by what is queued.
+	tailBase uint64
+	tailSize int64
+	// lastIndexed is the position of the newest index entry in the tail.
+	lastIndexed int64
+
+	pending *batch // accumulating; written by the next leader
+	spare   *batch // the batch object the current leader will hand back
+	// flushing is true while a leader writes a batch outside the lock.
+	flushing bool
+	// completed is the sequence number of the newest finished batch.
+	completed uint64
+	failures  []failedRange
+	broken    error
+	closed    bool
+
+	// durable: every offset below it has been fdatasync'ed.
+	durable uint64
+	// unsynced is true when bytes were written since the last fdatasync.
+	unsynced bool
+
+	// notify is closed and replaced when records become visible, but only
+	// if someone waits (so the append path does not allocate).
+	notify  chan struct{}
+	waiters bool
+
+	stats     Stats
+	stopSync  chan struct{}
+	syncerRun sync.WaitGroup
+}
+
+// batch is a group of encoded records that one leader writes at once.
+type batch struct {
+	seq  uint64
+	buf  []byte
+	n    int    // records
+	from uint64 // offset of the first record
+	// splits are positions in buf where a new segment must begin.
+	splits []split
+	// index entries for the records in buf, with positions in their segment.
+	index []indexEntry
+}
+
+type split struct {
+	pos  int
+	base uint64
+}
+
+type failedRange struct {
+	lo, hi uint64 // batch sequence numbers, inclusive
+	err    error
+}
+
+func (b *batch) reset(seq uint64) {
+	b.seq, b.buf, b.n, b.splits, b.index = seq, b.buf[:0], 0, b.splits[:0], b.index[:0]
+}
+
+// Stats are counters since Open.
+type Stats struct {
+	Appends        uint64 // Append calls that succeeded
+	Records        uint64 // records appended
+	Bytes          uint64 // frame bytes written
+	Writes         uint64 // write batches (group commits)
+	Syncs          uint64 // fdatasync calls on segments
+	TornTails      uint64 // torn final records truncated at Open
+	TornBytes      uint64 // bytes truncated at Open
+	WriteErrors    uint64 // failed writes that were undone
+	SegmentsSealed uint64
+	SegmentsRemove uint64
+}
+
+// Open opens or creates the log in dir and recovers it (see the package
+// documentation).
+func Open(dir string, opts ...Option) (*Log, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("seglog: create %s: %w", dir, err)
+	}
+	l := &Log{dir: dir, cfg: cfg}
+	l.cond.L = &l.mu
+	l.pending, l.spare = &batch{seq: 1}, &batch{}
+	if err := l.recover(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	if cfg.sync.mode == syncInterval {
+		l.stopSync = make(chan struct{})
+		l.syncerRun.Add(1)
+		go l.syncLoop(cfg.sync.interval)
+	}
+	return l, nil
+}
+
+func (l *Log) recover() error {
+	fs := l.cfg.fs
+	// Leftover temporary files are from interrupted index or metadata
+	// writes; the originals are intact.
+	if entries, err := fs.ReadDir(l.dir); err == nil {
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), idxSuffix+".tmp") {
+				_ = fs.Remove(filepath.Join(l.dir, e.Name()))
+			}
+		}
+	}
+	bases, err := listSegments(fs, l.dir)
+	if err != nil {
+		return fmt.Errorf("seglog: list %s: %w", l.dir, err)
+	}
+	if len(bases) == 0 {
+		s, err := l.createSegment(0)
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+	}
+	for i, base := range bases {
+		last := i == len(bases)-1
+		s, err := l.openSegment(base, last)
+		if err != nil {
+			return err
+		}
+		if i > 0 && l.segs[i-1].next != base {
+			prev := l.segs[i-1]
+			return &CorruptionError{File: s.path, Pos: 0, Offset: prev.next,
+				Reason: fmt.Sprintf("segment starts at offset %d but the previous one ends at %d (missing or extra data)", base, prev.next)}
+		}
+		l.segs = append(l.segs, s)
+	}
+	tail := l.segs[len(l.segs)-1]
+	l.next, l.durable = tail.next, tail.next
+	l.tailBase, l.tailSize = tail.base, tail.size
+	l.lastIndexed = -l.cfg.indexInterval
+	if n := len(tail.index); n > 0 {
+		l.lastIndexed = tail.index[n-1].pos
+	}
+	return nil
+}
+
+// openSegment opens and verifies one segment. For the last segment, a bad
+// final record is a torn write and is truncated.
+func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
+	path := filepath.Join(l.dir, segmentName(base))
+	flag := os.O_RDONLY
+	if last {
+		flag = os.O_RDWR
+	}
+	f, err := l.cfg.fs.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("seglog: open segment: %w", err)
+	}
+	s := &segment{base: base, path: path, f: f, sealed: !last}
+	if !last && l.cfg.trustSealed {
+		if size, err := f.Size(); err == nil {
+			if idx, next, err := readIndex(l.cfg.fs, l.dir, base, size); err == nil {
+				s.index, s.next, s.size = idx, next, size
+				return s, nil
+			}
+		}
+	}
+	r, err := scanSegment(f, base, l.cfg.maxRecordBytes, l.cfg.indexInterval)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: read %s: %w", path, err)
+	}
+	s.index, s.next, s.size = r.index, r.next, r.size
+	if r.bad == nil {
+		return s, nil
+	}
+	corrupt := &CorruptionError{File: path, Pos: r.size, Offset: r.next, Reason: r.bad.Error()}
+	if !last {
+		f.Close()
+		return nil, corrupt
+	}
+	found, at, err := validAfter(f, r.size, r.next, l.cfg.maxRecordBytes)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: read %s: %w", path, err)
+	}
+	if found {
+		f.Close()
+		corrupt.Reason += fmt.Sprintf("; a valid record follows at byte %d, so this is not a torn write", at)
+		return nil, corrupt
+	}
+	// A torn write: everything from r.size on was never acknowledged.
+	if err := f.Truncate(r.size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: truncate torn tail of %s: %w", path, err)
+	}
+	if err := f.Datasync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: sync %s: %w", path, err)
+	}
+	l.stats.TornTails++
+	l.stats.TornBytes += uint64(r.fileLen - r.size)
+	l.cfg.logger.Warn("seglog: truncated torn final record",
+		"file", path, "pos", r.size, "offset", r.next, "bytes", r.fileLen-r.size, "reason", r.bad.Error())
+	return s, nil
+}
+
+func (l *Log) createSegment(base uint64) (*segment, error) {
+	path := filepath.Join(l.dir, segmentName(base))
+	f, err := l.cfg.fs.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("seglog: create segment: %w", err)
+	}
+	if err := l.cfg.fs.SyncDir(l.dir); err != nil {
+		f.Close()
+		_ = l.cfg.fs.Remove(path)
+		return nil, fmt.Errorf("seglog: sync dir %s: %w", l.dir, err)
+	}
+	return &segment{base: base, path: path, f: f, next: base}, nil
+}
+
+// Append appends records and returns the offset of the first; the others
+// follow consecutively. It returns once the configured durability holds for
+// all of them (see SyncPolicy). Records are copied; the caller may reuse
+// them at once. On error none of the records is in the log.
+func (l *Log) Append(records [][]byte) (first uint64, err error) {
+	for _, r := range records {
+		if len(r) > l.cfg.maxRecordBytes {
+			return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, len(r), l.cfg.maxRecordBytes)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if l.broken != nil {
+		return 0, l.broken
+	}
+	first = l.next
+	if len(records) == 0 {
+		return first, nil
+	}
+	b := l.pending
+	if b.n == 0 {
+		b.from = l.next
+	}
+	for _, r := range records {
+		l.encode(b, r)
+	}
+	seq := b.seq
+	for l.completed < seq {
+		if !l.flushing {
+			l.flush()
+			continue
+		}
+		l.cond.Wait()
+	}
+	if err := l.failure(seq); err != nil {
+		return 0, err
+	}
+	l.stats.Appends++
+	return first, nil
+}
+
+// encode adds one record to the pending batch, deciding where segments roll
+// and where index entries fall. Caller holds mu.
+func (l *Log) encode(b *batch, rec []byte) {
+	size := int64(frameSize(len(rec)))
+	if l.tailSize > 0 && l.tailSize+size > l.cfg.segmentBytes {
+		b.splits = append(b.splits, split{pos: len(b.buf), base: l.next})
+		l.tailBase, l.tailSize = l.next, 0
+		l.lastIndexed = -l.cfg.indexInterval
+	}
+	if l.tailSize-l.lastIndexed >= l.cfg.indexInterval {
+		b.index = append(b.index, indexEntry{offset: l.next, pos: l.tailSize})
+		l.lastIndexed = l.tailSize
+	}
+	b.buf = appendRecord(b.buf, l.next, rec)
+	b.n++
+	l.next++
+	l.tailSize += size
+}
+
+func (l *Log) failure(seq uint64) error {
+	for i := len(l.failures) - 1; i >= 0; i-- {
+		f := l.failures[i]
+		if seq >= f.lo && seq <= f.hi {
+			return f.err
+		}
+		if seq > f.hi {
+			break
+		}
+	}
+	return nil
+}
+
+// flush makes the caller the leader: it takes the pending batch, writes it
+// outside the lock, and publishes the result. Caller holds mu.
+func (l *Log) flush() {
+	b := l.pending
+	l.pending = l.spare
+	l.pending.reset(b.seq + 1)
+	l.spare = nil
+	l.flushing = true
+	active := l.segs[len(l.segs)-1]
+	activeSize := active.size
+	sync := l.cfg.sync.mode == syncAlways
+	l.mu.Unlock()
+
+	created, werr := l.write(b, active, activeSize, sync)
+
+	l.mu.Lock()
+	l.flushing = false
+	l.spare = b
+	l.completed = b.seq
+	defer l.cond.Broadcast()
+	if werr != nil {
+		for _, s := range created {
+			s.f.Close()
+		}
+		l.fail(b, werr)
+		return
+	}
+	l.publish(b, created)
+	if sync {
+		l.durable = b.from + uint64(b.n)
+		l.stats.Syncs++
+	} else {
+		l.unsynced = true
+	}
+}
+
+// write puts a batch on disk: parts before each split go to the current
+// segment, which is then sealed before the next one is created, so that a
+// torn write can only ever be in the last segment.
+func (l *Log) write(b *batch, active *segment, pos int64, sync bool) (created []*segment, err error) {
+	cur := active
+	start := 0
+	for i := 0; i <= len(b.splits); i++ {
+		end := len(b.buf)
+		if i < len(b.splits) {
+			end = b.splits[i].pos
+		}
+		if end > start {
+			if _, err := cur.f.WriteAt(b.buf[start:end], pos); err != nil {
+				return created, &WriteError{File: cur.path, Err: err}
+			}
+			pos += int64(end - start)
+		}
+		if i == len(b.splits) {
+			break
+		}
+		// Seal cur: its data must be durable before a later segment exists.
+		if l.cfg.sync.mode != syncNone {
+			if err := l.timedSync(cur); err != nil {
+				return created, err
+			}
+		}
+		next, err := l.createSegment(b.splits[i].base)
+		if err != nil {
+			return created, &WriteError{File: filepath.Join(l.dir, segmentName(b.splits[i].base)), Err: err}
+		}
+		created = append(created, next)
+		cur, pos, start = next, 0, end
+	}
+	if sync {
+		if err := l.timedSync(cur); err != nil {
+			return created, err
+		}
+	}
+	return created, nil
+}
+
+func (l *Log) timedSync(s *segment) error {
+	start := time.Now()
+	err := s.f.Datasync()
+	l.observeSync(err == nil, start)
+	if err != nil {
+		return fmt.Errorf("%w: fdatasync %s: %v", ErrBroken, s.path, err)
+	}
+	return nil
+}
+
+func (l *Log) observeSync(ok bool, start time.Time) {
+	if !ok {
+		return
+	}
+	d := time.Since(start)
+	if l.cfg.onSync != nil {
+		l.cfg.onSync(d)
+	}
+	if d > l.cfg.slowSync {
+		l.cfg.logger.Warn("seglog: slow fdatasync", "dir", l.dir, "duration", d)
+	}
+}
+
+// publish makes a written batch visible. Caller holds mu.
+func (l *Log) publish(b *batch, created []*segment) {
+	cur := l.segs[len(l.segs)-1]
+	start, idx := 0, 0
+	for i := 0; i <= len(b.splits); i++ {
+		end, endOff := len(b.buf), b.from+uint64(b.n)
+		if i < len(b.splits) {
+			end, endOff = b.splits[i].pos, b.splits[i].base
+		}
+		for idx < len(b.index) && b.index[idx].offset < endOff {
+			cur.index = append(cur.index, b.index[idx])
+			idx++
+		}
+		cur.size += int64(end - start)
+		cur.next = endOff
+		if i == len(b.splits) {
+			break
+		}
+		cur.sealed = true
+		l.stats.SegmentsSealed++
+		if err := writeIndex(l.cfg.fs, l.dir, cur); err != nil {
+			l.cfg.logger.Warn("seglog: index not written; it will be rebuilt on open", "segment", cur.path, "err", err)
+		}
+		cur = created[i]
+		l.segs = append(l.segs, cur)
+		start = end
+	}
+	l.stats.Records += uint64(b.n)
+	l.stats.Bytes += uint64(len(b.buf))
+	l.stats.Writes++
+	if l.waiters {
+		close(l.notify)
+		l.notify, l.waiters = nil, false
+	}
+}
+
+// fail undoes a failed write and fails the batch and everything queued
+// behind it. Caller holds mu.
+func (l *Log) fail(b *batch, err error) {
+	l.stats.WriteErrors++
+	hi := l.pending.seq
+	l.failures = append(l.failures, failedRange{lo: b.seq, hi: hi, err: err})
+	if len(l.failures) > 64 {
+		l.failures = append(l.failures[:0], l.failures[len(l.failures)-64:]...)
+	}
+	// Everything queued behind the failed batch was encoded with offsets
+	// and positions that assumed it would succeed.
+	l.completed = hi
+	l.pending.reset(hi + 1)
+	active := l.segs[len(l.segs)-1]
+	if errors.Is(err, ErrBroken) {
+		l.broken = err
+	} else if terr := l.undo(active); terr != nil {
+		l.broken = fmt.Errorf("%w: undo failed write: %v (after %v)", ErrBroken, terr, err)
+	}
+	l.next = active.next
+	l.tailBase, l.tailSize = active.base, active.size
+	l.lastIndexed = -l.cfg.indexInterval
+	if n := len(active.index); n > 0 {
+		l.lastIndexed = active.index[n-1].pos
+	}
+}
+
+// undo truncates the active segment back to its last published record and
+// removes segments a failed batch created.
+func (l *Log) undo(active *segment) error {
+	bases, err := listSegments(l.cfg.fs, l.dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, base := range bases {
+		if base > active.base {
+			if err := l.cfg.fs.Remove(filepath.Join(l.dir, segmentName(base))); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		if err := l.cfg.fs.SyncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	return active.f.Truncate(active.size)
+}
+
+// Sync forces everything appended so far to stable storage.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if !l.unsynced || l.broken != nil {
+		err := l.broken
+		l.mu.Unlock()
+		return err
+	}
+	active := l.segs[len(l.segs)-1]
+	active.refs++
+	target := active.next
+	l.unsynced = false
+	l.mu.Unlock()
+
+	err := l.timedSync(active)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.release(active)
+	if err != nil {
+		l.broken = err
+		return err
+	}
+	l.stats.Syncs++
+	if target > l.durable {
+		l.durable = target
+	}
+	return nil
+}
+
+func (l *Log) syncLoop(d time.Duration) {
+	defer l.syncerRun.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-t.C:
+			if err := l.Sync(); err != nil && !errors.Is(err, ErrClosed) {
+				l.cfg.logger.Error("seglog: background sync failed", "dir", l.dir, "err", err)
+			}
+		}
+	}
+}
+
+// FirstOffset is the offset of the oldest record still in the log.
+func (l *Log) FirstOffset() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.segs[0].base
+}
+
+// NextOffset is the offset the next appended record will get; every record
+// below it is visible to readers.
+func (l *Log) NextOffset() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.segs[len(l.segs)-1].next
+}
+
+// Stats returns counters since Open.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Dir is the directory of the log.
+func (l *Log) Dir() string { return l.dir }
+
+// Wait returns a channel that is closed once a record at or above offset is
+// visible (at once if one already is), for readers that follow the tail.
+func (l *Log) Wait(offset uint64) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.segs[len(l.segs)-1].next > offset {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if l.notify == nil {
+		l.notify = make(chan struct{})
+	}
+	l.waiters = true
+	return l.notify
+}
+
+// RemoveBefore deletes whole segments all of whose records are below
+// offset; the active segment is always kept, so the log never forgets its
+// next offset. It returns how many segments were removed.
+func (l *Log) RemoveBefore(offset uint64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	for n < len(l.segs)-1 && l.segs[n].next <= offset {
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	for i, s := range l.segs[:n] {
+		if err := l.cfg.fs.Remove(s.path); err != nil && !os.IsNotExist(err) {
+			l.segs = l.segs[i:]
+			return i, fmt.Errorf("seglog: remove %s: %w", s.path, err)
+		}
+		_ = l.cfg.fs.Remove(filepath.Join(l.dir, indexName(s.base)))
+		s.removed = true
+		if s.refs == 0 {
+			s.f.Close()
+		}
+	}
+	l.segs = append(l.segs[:0:0], l.segs[n:]...)
+	l.stats.SegmentsRemove += uint64(n)
+	if err := l.cfg.fs.SyncDir(l.dir); err != nil {
+		return n, fmt.Errorf("seglog: sync dir %s: %w", l.dir, err)
+	}
+	return n, nil
+}
+
+// Close waits for in-progress appends, syncs (unless SyncNone) and closes
+// the files. Readers get ErrClosed afterwards.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	for l.flushing {
+		l.cond.Wait()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	if l.waiters {
+		close(l.notify)
+		l.notify, l.waiters = nil, false
+	}
+	l.mu.Unlock()
+	if l.stopSync != nil {
+		close(l.stopSync)
+		l.syncerRun.Wait()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	if l.broken == nil && l.unsynced && l.cfg.sync.mode != syncNone {
+		err = l.segs[len(l.segs)-1].f.Datasync()
+	}
+	if cerr := l.closeFiles(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (l *Log) closeFiles() error {
+	var err error
+	for _, s := range l.segs {
+		if s.refs == 0 {
+			if cerr := s.f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		s.removed = true
+	}
+	return err
+}
+
+// release drops a reader's reference. Caller holds mu.
+func (l *Log) release(s *segment) {
+	s.refs--
+	if s.refs == 0 && s.removed {
+		s.f.Close()
+	}
+}

@@ -1,0 +1,153 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// SyncPolicy says when appended records are forced to stable storage.
+type SyncPolicy struct {
+	mode     syncMode
+	interval time.Duration
+}
+
+type syncMode uint8
+
+const (
+	syncAlways syncMode = iota
+	syncInterval
+	syncNone
+)
+
+// SyncAlways makes Append return only after the records were fdatasync'ed.
+// Concurrent appends share one fdatasync (group commit). This is the default.
+func SyncAlways() SyncPolicy { return SyncPolicy{mode: syncAlways} }
+
+// SyncInterval makes Append return once the records are handed to the OS,
+// and fdatasyncs in the background every d: a process crash loses nothing, a
+// power failure can lose the last d of appends.
+func SyncInterval(d time.Duration) SyncPolicy { return SyncPolicy{mode: syncInterval, interval: d} }
+
+// SyncNone never fdatasyncs except when a segment is sealed or the log is
+// closed. Unsafe on power failure; meant for benchmarks and data that can be
+// regenerated.
+func SyncNone() SyncPolicy { return SyncPolicy{mode: syncNone} }
+
+func (p SyncPolicy) String() string {
+	switch p.mode {
+	case syncAlways:
+		return "always"
+	case syncInterval:
+		return "interval(" + p.interval.String() + ")"
+	default:
+		return "none"
+	}
+}
+
+// ParseSyncPolicy parses "always", "none" or a Go duration such as "10ms"
+// (SyncInterval).
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	switch s {
+	case "always", "":
+		return SyncAlways(), nil
+	case "none":
+		return SyncNone(), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return SyncPolicy{}, fmt.Errorf("seglog: sync policy %q: want always, none or a positive duration", s)
+	}
+	return SyncInterval(d), nil
+}
+
+// Option configures a Log.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	segmentBytes   int64
+	indexInterval  int64
+	maxRecordBytes int
+	sync           SyncPolicy
+	trustSealed    bool
+	logger         *slog.Logger
+	slowSync       time.Duration
+	onSync         func(time.Duration)
+	fs             fsys
+}
+
+func defaultConfig() config {
+	return config{
+		segmentBytes:   64 << 20,
+		indexInterval:  4 << 10,
+		maxRecordBytes: 32 << 20,
+		sync:           SyncAlways(),
+		logger:         slog.Default(),
+		slowSync:       time.Second,
+		fs:             osFS{},
+	}
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if c.segmentBytes < 4<<10 || c.segmentBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("segment size %d outside [4 KiB, 1 GiB]", c.segmentBytes))
+	}
+	if c.indexInterval < 64 {
+		errs = append(errs, fmt.Errorf("index interval %d below 64 bytes", c.indexInterval))
+	}
+	if c.maxRecordBytes < 1 || c.maxRecordBytes > MaxRecordLimit {
+		errs = append(errs, fmt.Errorf("max record size %d outside [1, %d]", c.maxRecordBytes, MaxRecordLimit))
+	}
+	if c.sync.mode == syncInterval && c.sync.interval <= 0 {
+		errs = append(errs, errors.New("sync interval must be positive"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("seglog: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// WithSegmentBytes sets the size at which a segment is sealed and a new one
+// begins. Default 64 MiB. Smaller segments let the spool free space sooner;
+// larger ones mean fewer files.
+func WithSegmentBytes(n int64) Option { return optionFunc(func(c *config) { c.segmentBytes = n }) }
+
+// WithIndexInterval sets how many bytes of records lie between two entries of
+// the sparse index. Default 4 KiB: a read from an arbitrary offset scans at
+// most that much before reaching it.
+func WithIndexInterval(n int64) Option { return optionFunc(func(c *config) { c.indexInterval = n }) }
+
+// WithMaxRecordBytes bounds the size of one record body. Default 32 MiB;
+// larger appends fail with ErrRecordTooLarge. It also bounds what recovery
+// believes a length field, so keep it no larger than needed.
+func WithMaxRecordBytes(n int) Option { return optionFunc(func(c *config) { c.maxRecordBytes = n }) }
+
+// WithSync sets the durability policy. Default SyncAlways.
+func WithSync(p SyncPolicy) Option { return optionFunc(func(c *config) { c.sync = p }) }
+
+// WithTrustSealedSegments skips checksum verification of sealed segments
+// whose index trailer matches at Open; reads still verify every record they
+// return. Default off: Open verifies every record of every segment, which
+// costs one sequential read of the log.
+func WithTrustSealedSegments() Option { return optionFunc(func(c *config) { c.trustSealed = true }) }
+
+// WithLogger sets where recovery reports and slow syncs are logged. Default
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// WithSyncObserver registers a function called with the duration of every
+// fdatasync (for a latency histogram). It runs on the appending goroutine and
+// must be fast. Syncs slower than one second are also logged as warnings.
+func WithSyncObserver(f func(time.Duration)) Option {
+	return optionFunc(func(c *config) { c.onSync = f })
+}
+
+// withFS replaces the filesystem; tests use it to inject write and sync
+// failures.
+func withFS(fs fsys) Option { return optionFunc(func(c *config) { c.fs = fs }) }

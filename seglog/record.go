@@ -1,0 +1,115 @@
+package seglog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+const (
+	headerSize    = 20
+	formatVersion = 1
+	typeData      = 1
+	// MaxRecordLimit is the largest body a record can have in any
+	// configuration: positions inside a segment are stored as uint32.
+	MaxRecordLimit = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// frameSize is the number of bytes a record with a body of n bytes occupies.
+func frameSize(n int) int { return (headerSize + n + 7) &^ 7 }
+
+// appendRecord appends the frame of one record to dst.
+func appendRecord(dst []byte, offset uint64, body []byte) []byte {
+	start := len(dst)
+	size := frameSize(len(body))
+	dst = grow(dst, size)
+	frame := dst[start : start+size]
+	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(body)))
+	frame[4] = formatVersion
+	frame[5] = typeData
+	frame[6], frame[7] = 0, 0
+	binary.LittleEndian.PutUint64(frame[8:16], offset)
+	crc := crc32.Update(0, castagnoli, frame[0:16])
+	crc = crc32.Update(crc, castagnoli, body)
+	binary.LittleEndian.PutUint32(frame[16:20], crc)
+	n := copy(frame[headerSize:], body)
+	clear(frame[headerSize+n:])
+	return dst
+}
+
+// grow extends b by n bytes, reallocating geometrically when needed.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) < n {
+		nb := make([]byte, len(b), 2*cap(b)+n)
+		copy(nb, b)
+		b = nb
+	}
+	return b[:len(b)+n]
+}
+
+// Decoding outcomes that recovery must tell apart.
+var (
+	// errShort: the buffer ends inside the record (a partial write, or the
+	// caller must read more).
+	errShort = errors.New("record extends past the end of the data")
+	// errZero: an all-zero header, i.e. space that was never written.
+	errZero = errors.New("zero header: no record here")
+	// errChecksum: the CRC does not match the header and body.
+	errChecksum = errors.New("checksum mismatch")
+	// errHeader: an impossible header (version, type, reserved bits, length).
+	errHeader = errors.New("malformed record header")
+)
+
+// decodeRecord decodes the record at the start of buf. It returns the
+// record's offset, its body (aliasing buf) and its frame size. maxBody bounds
+// the length field so a corrupt length cannot make a caller allocate or read
+// gigabytes. Any input gives an error or a record, never a panic.
+func decodeRecord(buf []byte, maxBody int) (offset uint64, body []byte, size int, err error) {
+	if len(buf) < headerSize {
+		if allZero(buf) && len(buf) > 0 {
+			return 0, nil, 0, errZero
+		}
+		return 0, nil, 0, errShort
+	}
+	n := binary.LittleEndian.Uint32(buf[0:4])
+	if n == 0 && allZero(buf[:headerSize]) {
+		return 0, nil, 0, errZero
+	}
+	if buf[4] != formatVersion {
+		return 0, nil, 0, fmt.Errorf("%w: unknown format version %d", errHeader, buf[4])
+	}
+	if buf[5] != typeData || buf[6] != 0 || buf[7] != 0 {
+		return 0, nil, 0, fmt.Errorf("%w: type %d, reserved %#x", errHeader, buf[5], buf[6:8])
+	}
+	if uint64(n) > uint64(maxBody) {
+		return 0, nil, 0, fmt.Errorf("%w: length %d exceeds limit %d", errHeader, n, maxBody)
+	}
+	size = frameSize(int(n))
+	if len(buf) < size {
+		return 0, nil, 0, errShort
+	}
+	body = buf[headerSize : headerSize+int(n)]
+	crc := crc32.Update(0, castagnoli, buf[0:16])
+	crc = crc32.Update(crc, castagnoli, body)
+	if crc != binary.LittleEndian.Uint32(buf[16:20]) {
+		return 0, nil, 0, errChecksum
+	}
+	if !allZero(buf[headerSize+int(n) : size]) {
+		// Padding is outside the checksum; requiring zeros there means
+		// every byte of a frame is verified.
+		return 0, nil, 0, fmt.Errorf("%w: non-zero padding", errHeader)
+	}
+	return binary.LittleEndian.Uint64(buf[8:16]), body, size, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,206 @@
+package seglog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func isTruncated(err error) bool { return errors.Is(err, ErrTruncated) }
+
+// buildLog writes n records into small segments and returns the path and
+// frame position of the last record.
+func buildLog(t *testing.T, dir string, n int) (lastSeg string, lastPos, lastSize int64) {
+	t.Helper()
+	l := openT(t, dir, WithSegmentBytes(4096))
+	for i := 0; i < n; i++ {
+		appendT(t, l, rec(i))
+	}
+	s := l.segs[len(l.segs)-1]
+	lastSeg, lastSize = s.path, int64(frameSize(len(rec(n-1))))
+	lastPos = s.size - lastSize
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+	}
+	return dst
+}
+
+// TestTornWrite truncates the last record at every position, and flips
+// every byte of it: Open must keep every earlier record, report the tail,
+// and accept appends after it.
+func TestTornWrite(t *testing.T) {
+	const n = 300
+	golden := t.TempDir()
+	seg, pos, size := buildLog(t, golden, n)
+	segName := filepath.Base(seg)
+	damage := map[string]func(path string, p int64){
+		"truncate": func(path string, p int64) { os.Truncate(path, p) },
+		"flip": func(path string, p int64) {
+			f, _ := os.OpenFile(path, os.O_RDWR, 0)
+			b := make([]byte, 1)
+			f.ReadAt(b, p)
+			b[0] ^= 0x5A
+			f.WriteAt(b, p)
+			f.Close()
+		},
+		"zero-extend": func(path string, p int64) { os.Truncate(path, p); os.Truncate(path, pos+size+4096) },
+	}
+	for name, hurt := range damage {
+		for p := pos; p < pos+size; p++ {
+			if name == "truncate" && p == pos {
+				continue // a clean cut between records is not a torn write
+			}
+			if name == "zero-extend" && p >= pos+headerSize+int64(len(rec(n-1))) {
+				continue // zeroing zero padding leaves the record intact
+			}
+			dir := copyDir(t, golden)
+			hurt(filepath.Join(dir, segName), p)
+			l, err := Open(dir, WithSegmentBytes(4096), quiet)
+			if err != nil {
+				t.Fatalf("%s at %d: open: %v", name, p, err)
+			}
+			if got := l.Stats().TornTails; got != 1 {
+				t.Fatalf("%s at %d: TornTails = %d", name, p, got)
+			}
+			offs, vals := readAll(t, l, 0, 4096)
+			if len(offs) != n-1 {
+				t.Fatalf("%s at %d: %d records survive, want %d", name, p, len(offs), n-1)
+			}
+			for i := range offs {
+				if string(vals[i]) != string(rec(i)) {
+					t.Fatalf("%s at %d: record %d = %q", name, p, i, vals[i])
+				}
+			}
+			if off := appendT(t, l, []byte("after")); off != n-1 {
+				t.Fatalf("%s at %d: append after recovery at %d", name, p, off)
+			}
+			l.Close()
+		}
+	}
+}
+
+// TestCorruptionIsAnError damages a record that is not the last one: Open
+// must refuse with the file and position, Check must report it, and Repair
+// must keep every record before it.
+func TestCorruptionIsAnError(t *testing.T) {
+	const n = 300
+	golden := t.TempDir()
+	buildLog(t, golden, n)
+	bases, _ := listSegments(osFS{}, golden)
+	for _, tc := range []struct {
+		name    string
+		segment int   // index into bases
+		pos     int64 // byte to flip
+		keep    int   // records before the damage
+	}{
+		{"first segment, first record", 0, 10, 0},
+		{"first segment, later record", 0, 3*int64(frameSize(len(rec(0)))) + 9, 3},
+		{"middle segment", 1, 0, int(bases[1])},
+		{"last segment, not the last record", len(bases) - 1, 40, int(bases[len(bases)-1]) + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyDir(t, golden)
+			path := filepath.Join(dir, segmentName(bases[tc.segment]))
+			f, _ := os.OpenFile(path, os.O_RDWR, 0)
+			b := make([]byte, 1)
+			f.ReadAt(b, tc.pos)
+			b[0] ^= 0xFF
+			f.WriteAt(b, tc.pos)
+			f.Close()
+
+			_, err := Open(dir, WithSegmentBytes(4096))
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.File != path || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("open: %v, want corruption in %s", err, path)
+			}
+			rep, err := Check(dir)
+			if err != nil || len(rep.Problems) == 0 || rep.Problems[0].File != path || rep.Problems[0].Torn {
+				t.Fatalf("check: %+v %v", rep, err)
+			}
+			rep, err = Repair(dir)
+			if err != nil || len(rep.Recovered) == 0 {
+				t.Fatalf("repair: %+v %v", rep, err)
+			}
+			if q, _ := os.ReadDir(filepath.Join(dir, "quarantine")); len(q) == 0 {
+				t.Fatal("nothing quarantined")
+			}
+			if rep, err := Check(dir); err != nil || len(rep.Problems) != 0 {
+				t.Fatalf("check after repair: %+v %v", rep, err)
+			}
+			l := openT(t, dir, WithSegmentBytes(4096))
+			defer l.Close()
+			offs, vals := readAll(t, l, l.FirstOffset(), 4096)
+			if len(offs) != tc.keep {
+				t.Fatalf("%d records kept, want %d", len(offs), tc.keep)
+			}
+			for i := range offs {
+				if string(vals[i]) != string(rec(i)) {
+					t.Fatalf("record %d = %q", i, vals[i])
+				}
+			}
+			if off := appendT(t, l, []byte("x")); off != uint64(tc.keep) {
+				t.Fatalf("append after repair at %d, want %d", off, tc.keep)
+			}
+		})
+	}
+}
+
+func TestMissingSegmentIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	buildLog(t, dir, 300)
+	bases, _ := listSegments(osFS{}, dir)
+	os.Remove(filepath.Join(dir, segmentName(bases[1])))
+	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open with a gap: %v", err)
+	}
+}
+
+func TestIndexRebuiltWhenDamaged(t *testing.T) {
+	dir := t.TempDir()
+	buildLog(t, dir, 300)
+	bases, _ := listSegments(osFS{}, dir)
+	os.WriteFile(filepath.Join(dir, indexName(bases[0])), []byte("garbage"), 0o644)
+	os.Remove(filepath.Join(dir, indexName(bases[1])))
+	l := openT(t, dir, WithTrustSealedSegments())
+	defer l.Close()
+	if offs, _ := readAll(t, l, 0, 4096); len(offs) != 300 {
+		t.Fatalf("%d records", len(offs))
+	}
+}
+
+func TestMeta(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadMeta(dir, "m"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+	for _, v := range []string{"one", "", "three"} {
+		if err := WriteMeta(dir, "m", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadMeta(dir, "m")
+		if err != nil || string(got) != v {
+			t.Fatalf("got %q %v", got, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "m"))
+	b[len(b)-1] ^= 1
+	os.WriteFile(filepath.Join(dir, "m"), b, 0o644)
+	if _, err := ReadMeta(dir, "m"); !errors.Is(err, ErrMetaCorrupt) {
+		t.Fatalf("corrupt: %v", err)
+	}
+}

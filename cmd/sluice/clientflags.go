@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// clientFlags are the transport and credential flags of every command that
+// connects to a sink (agent, consume).
+type clientFlags struct {
+	caFile, certFile, keyFile, serverName string
+	token, tokenFile                      string
+	insecureToken                         bool
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.caFile, "tls-ca", "", "connect with TLS, trusting this CA bundle (PEM)")
+	fs.StringVar(&f.certFile, "tls-cert", "", "client certificate for mTLS (PEM)")
+	fs.StringVar(&f.keyFile, "tls-key", "", "client key for mTLS (PEM)")
+	fs.StringVar(&f.serverName, "tls-server-name", "", "expected server name (default: the host of the address)")
+	fs.StringVar(&f.token, "token", "", "bearer token identifying this client to the sink")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file")
+	fs.BoolVar(&f.insecureToken, "insecure-token", false, "allow sending the token without TLS (loopback testing only)")
+}
+
+// dialOptions turns the flags into gRPC dial options.
+func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
+	var opts []grpc.DialOption
+	useTLS := f.caFile != "" || f.certFile != ""
+	if useTLS {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.serverName}
+		if f.caFile != "" {
+			pem, err := os.ReadFile(f.caFile)
+			if err != nil {
+				return nil, err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--tls-ca %s: no PEM certificates in it", f.caFile)
+			}
+			cfg.RootCAs = pool
+		}
+		if f.certFile != "" || f.keyFile != "" {
+			cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	tok := f.token
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	if tok != "" {
+		if !useTLS && !f.insecureToken {
+			return nil, errors.New("a token without TLS would travel in clear text: add --tls-ca, or --insecure-token for loopback tests")
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: tok, requireTLS: useTLS}))
+	}
+	return opts, nil
+}
+
+// bearer sends "authorization: Bearer TOKEN" with every call.
+type bearer struct {
+	token      string
+	requireTLS bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.requireTLS }

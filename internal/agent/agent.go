@@ -1,0 +1,282 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+var (
+	// ErrRecordTooLarge: a record exceeds Config.MaxRecordBytes.
+	ErrRecordTooLarge = errors.New("agent: record too large")
+	// ErrSpoolFull: the spool reached Config.SpoolQuota; retry once the
+	// sink has caught up.
+	ErrSpoolFull = errors.New("agent: spool quota reached")
+	// ErrClosed: the agent is shutting down.
+	ErrClosed = errors.New("agent: closed")
+	// ErrBadRequest: an ingest call the agent cannot make sense of.
+	ErrBadRequest = errors.New("agent: bad request")
+)
+
+// Agent is a running edge agent. Create it with New; stop it with Close.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	spool   *spool
+	client  sluicev1.SinkClient
+	grpc    *grpc.ClientConn
+	metrics *metrics
+	origin  time.Time
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	in        chan ingestReq
+	stopBatch chan struct{}
+	spooledCh chan []spooledInfo
+	connCh    chan connEvent
+	loopDone  chan struct{}
+	writerWG  sync.WaitGroup
+
+	prodMu    sync.Mutex
+	prodLocks map[string]*producerLock
+
+	closeOnce sync.Once
+	mu        sync.RWMutex // held for reading by Ingest, for writing by Close
+	closed    bool
+}
+
+// New opens the spool, resumes delivery of everything not yet
+// acknowledged, and starts the agent.
+func New(cfg Config) (*Agent, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := newMetrics(cfg.Registry)
+	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota,
+		seglog.WithSync(cfg.SpoolSync),
+		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
+		seglog.WithLogger(cfg.Logger),
+		seglog.WithSyncObserver(func(d time.Duration) { m.fsync.Observe(d.Seconds()) }))
+	if err != nil {
+		return nil, err
+	}
+	sender, err := delivery.NewSender(delivery.SenderConfig{
+		Watermark:        sp.ackedWatermark(),
+		MaxInFlightMsgs:  cfg.MaxInFlightMsgs,
+		MaxInFlightBytes: cfg.MaxInFlightBytes,
+		MinRTO:           cfg.MinRTO,
+		InitialRTO:       max(cfg.MinRTO, time.Second),
+		ReconnectMin:     cfg.ReconnectMin,
+		ReconnectMax:     cfg.ReconnectMax,
+	})
+	if err != nil {
+		sp.close()
+		return nil, err
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Large HTTP/2 windows: with the defaults a stream is capped at
+		// window/RTT, far below a long fat link's capacity.
+		grpc.WithInitialWindowSize(16 << 20),
+		grpc.WithInitialConnWindowSize(32 << 20),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
+	}
+	opts = append(opts, cfg.DialOptions...)
+	cc, err := grpc.NewClient(cfg.SinkAddr, opts...)
+	if err != nil {
+		sp.close()
+		return nil, fmt.Errorf("agent: sink address %q: %w", cfg.SinkAddr, err)
+	}
+	backlog, err := readBacklog(sp)
+	if err != nil {
+		cc.Close()
+		sp.close()
+		return nil, err
+	}
+	enc := codec.NewEncoder(codec.LevelDefault)
+	if cfg.Dictionary != nil {
+		if err := enc.AddDictionary(*cfg.Dictionary); err != nil {
+			cc.Close()
+			sp.close()
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &Agent{
+		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, client: sluicev1.NewSinkClient(cc), grpc: cc,
+		metrics: m, origin: time.Now(), ctx: ctx, cancel: cancel,
+		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
+		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
+		prodLocks: map[string]*producerLock{},
+	}
+	m.spoolBytes = sp.size
+	sealed := make(chan sealedMsg, 16)
+	bt := &batcher{cfg: &a.cfg, in: a.in, out: sealed, enc: enc, stop: a.stopBatch}
+	a.writerWG.Add(2)
+	go func() { defer a.writerWG.Done(); bt.run() }()
+	go func() { defer a.writerWG.Done(); a.spoolWriter(sealed) }()
+	for i := range backlog {
+		backlog[i].at = a.now()
+	}
+	go a.runLoop(sender, backlog)
+	a.log.Info("agent started", "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
+		"resuming_messages", len(backlog), "watermark", sp.ackedWatermark())
+	return a, nil
+}
+
+// readBacklog lists the spooled messages not yet acknowledged, with their
+// wire sizes, so the Sender can resend them.
+func readBacklog(sp *spool) ([]spooledInfo, error) {
+	var out []spooledInfo
+	it := sp.log.NewIterator(sp.ackedWatermark(), 4<<20)
+	for it.Next() {
+		m, err := decodeSpooled(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("agent: spool message %d: %w", it.Offset(), err)
+		}
+		out = append(out, spooledInfo{id: it.Offset(), size: int64(len(m.Body)), records: int(m.Records)})
+		sp.completed(m.Marks)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("agent: read spool: %w", err)
+	}
+	return out, nil
+}
+
+func (a *Agent) now() int64 { return int64(time.Since(a.origin)) }
+
+// ID is the agent's stable id, kept in the spool directory.
+func (a *Agent) ID() string { return a.spool.id }
+
+// Ingest accepts records and returns once they are durably in the spool
+// (under the configured SpoolSync). On error none or only some of the
+// records may be spooled, and a retry can duplicate them; IngestFrom makes
+// retries exact.
+func (a *Agent) Ingest(ctx context.Context, records [][]byte) error {
+	_, err := a.IngestFrom(ctx, "", 0, records)
+	return err
+}
+
+// IngestFrom is Ingest for a producer that numbers its requests: seq must
+// grow with every new request of producer (an id of at most 64 bytes,
+// unique per producer run). A request whose seq is not above the newest
+// completed one is a retry of a request already spooled: it is answered
+// with duplicate=true and spooled again never, also across agent crashes,
+// because the completion mark is stored in the spool with the request's
+// last record. An empty producer disables this.
+func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, records [][]byte) (duplicate bool, err error) {
+	if len(producer) > maxProducerIDLen {
+		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, maxProducerIDLen)
+	}
+	if producer != "" && seq == 0 {
+		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)
+	}
+	var total int64
+	for i, r := range records {
+		if len(r) > a.cfg.MaxRecordBytes {
+			return false, fmt.Errorf("%w: record %d has %d bytes, limit %d", ErrRecordTooLarge, i, len(r), a.cfg.MaxRecordBytes)
+		}
+		total += int64(len(r)) + 4
+	}
+	if len(records) == 0 {
+		return false, nil
+	}
+	if producer != "" {
+		// One request per producer at a time, so a retry that arrives while
+		// the original is still being spooled waits for it and then sees
+		// it as complete.
+		unlock := a.lockProducer(producer)
+		defer unlock()
+		if seq <= a.spool.lastSeq(producer) {
+			a.metrics.duplicates.Inc()
+			return true, nil
+		}
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return false, ErrClosed
+	}
+	if !a.spool.reserve(total) {
+		a.metrics.spoolFull.Inc()
+		return false, fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.size(), a.cfg.SpoolQuota)
+	}
+	req := ingestReq{records: records, bytes: total, mark: mark{producer: producer, seq: seq}, done: make(chan error, 1)}
+	select {
+	case a.in <- req:
+	case <-ctx.Done():
+		a.spool.release(total)
+		return false, ctx.Err()
+	}
+	// Wait even if ctx ends: the producer lock must be held until the
+	// outcome is known, or a retry could race the original.
+	err = <-req.done
+	if err == nil {
+		a.metrics.ingested(len(records), total)
+	}
+	return false, err
+}
+
+// lockProducer serialises requests of one producer.
+func (a *Agent) lockProducer(p string) (unlock func()) {
+	a.prodMu.Lock()
+	l, ok := a.prodLocks[p]
+	if !ok {
+		l = &producerLock{}
+		a.prodLocks[p] = l
+	}
+	l.refs++
+	a.prodMu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		a.prodMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(a.prodLocks, p)
+		}
+		a.prodMu.Unlock()
+	}
+}
+
+type producerLock struct {
+	sync.Mutex
+	refs int
+}
+
+// Close stops accepting records, spools what was accepted, stops delivery
+// (unacknowledged messages stay in the spool for the next start) and closes
+// the spool.
+func (a *Agent) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		a.mu.Lock()
+		a.closed = true
+		a.mu.Unlock()
+		close(a.stopBatch)
+		a.writerWG.Wait()
+		a.cancel()
+		<-a.loopDone
+		a.grpc.Close()
+		err = a.spool.close()
+	})
+	return err
+}
+
+// Stats is a snapshot for progress reports.
+func (a *Agent) Stats() Stats { return a.metrics.snapshot() }
+
+// SpoolDir returns the spool directory.
+func (a *Agent) SpoolDir() string { return filepath.Clean(a.cfg.SpoolDir) }

@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// newTestAgent starts an agent whose sink address accepts no connections,
+// so everything stays in the spool.
+func newTestAgent(t *testing.T, dir string, mod func(*Config)) *Agent {
+	t.Helper()
+	cfg := Config{SinkAddr: "127.0.0.1:1", SpoolDir: dir, Logger: quietLog, ReconnectMin: time.Hour, ReconnectMax: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// spooledRecords decodes every record in the spool from its watermark.
+func spooledRecords(t *testing.T, a *Agent) []string {
+	t.Helper()
+	dec := codec.NewDecoder(8 << 20)
+	var out []string
+	it := a.spool.log.NewIterator(a.spool.ackedWatermark(), 1<<20)
+	for it.Next() {
+		m, err := decodeSpooled(it.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := dec.Decode(nil, m.Body, m.Kind, m.DictID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if err := batch.Decode(body, func(rec []byte) error { out = append(out, string(rec)); n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if uint32(n) != m.Records {
+			t.Fatalf("message %d says %d records, holds %d", it.Offset(), m.Records, n)
+		}
+	}
+	if it.Err() != nil {
+		t.Fatal(it.Err())
+	}
+	return out
+}
+
+// TestIngestIsDurableBeforeReturn: once Ingest returns, the records are in
+// the spool, packed into messages no larger than the limit, and they are
+// still there after a restart.
+func TestIngestIsDurableBeforeReturn(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestAgent(t, dir, func(c *Config) { c.MaxMessageBytes = 4096 })
+	var want []string
+	for i := 0; i < 50; i++ {
+		var recs [][]byte
+		for j := 0; j < 20; j++ {
+			r := fmt.Sprintf("rec-%d-%d-%s", i, j, strings.Repeat("x", (i*j)%97))
+			recs = append(recs, []byte(r))
+			want = append(want, r)
+		}
+		if err := a.Ingest(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := spooledRecords(t, a); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("spool holds %d records, want %d", len(got), len(want))
+	}
+	if a.spool.log.NextOffset() < 5 {
+		t.Fatalf("expected several messages of ≤4 KiB, got %d", a.spool.log.NextOffset())
+	}
+	a.Close()
+	a = newTestAgent(t, dir, nil)
+	defer a.Close()
+	if got := spooledRecords(t, a); len(got) != len(want) {
+		t.Fatalf("after restart %d records", len(got))
+	}
+	id := a.ID()
+	if !strings.HasPrefix(id, "agent-") {
+		t.Fatalf("agent id %q", id)
+	}
+}
+
+func TestAgentIDIsStable(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestAgent(t, dir, nil)
+	id := a.ID()
+	a.Close()
+	a = newTestAgent(t, dir, nil)
+	defer a.Close()
+	if a.ID() != id {
+		t.Fatalf("id changed: %s → %s", id, a.ID())
+	}
+}
+
+// TestIngestHTTP: the status codes of POST /v1/records.
+func TestIngestHTTP(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.MaxRecordBytes = 100; c.SpoolQuota = 64 << 10 })
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	post := func(body string) (int, string) {
+		resp, err := http.Post(srv.URL+"/v1/records", "application/x-ndjson", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		name string
+		body string
+		want int
+	}{
+		{"two records", "a\nb\n", 200},
+		{"no final newline", "a\nb", 200},
+		{"empty lines skipped", "\n\na\n\n", 200},
+		{"record over limit", "ok\n" + strings.Repeat("x", 101) + "\n", 413},
+		{"no records", "\n\n", 400},
+		{"empty body", "", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, msg := post(tc.body); got != tc.want {
+				t.Fatalf("status %d (%s), want %d", got, msg, tc.want)
+			}
+		})
+	}
+	resp, err := http.Get(srv.URL + "/v1/records")
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %v %v", resp.StatusCode, err)
+	}
+	// Fill the quota: incompressible records until 507.
+	big := make([]byte, 0, 8<<10)
+	for i := 0; i < 80; i++ {
+		r := make([]byte, 45)
+		rand.Read(r)
+		big = append(big, fmt.Sprintf("%x", r)...)
+		big = append(big, '\n')
+	}
+	got := 0
+	for i := 0; i < 400 && got != 507; i++ {
+		got, _ = post(string(big))
+	}
+	if got != 507 {
+		t.Fatalf("spool quota never reached: %d", got)
+	}
+}
+
+func TestIngestRejectsOversizeRecord(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.MaxRecordBytes = 10 })
+	defer a.Close()
+	err := a.Ingest(context.Background(), [][]byte{[]byte("short"), []byte("far too long")})
+	if !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("%v", err)
+	}
+	if n := a.spool.log.NextOffset(); n != 0 {
+		t.Fatalf("a partial request was spooled: %d messages", n)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, c := range []Config{
+		{SpoolDir: "x"},
+		{SinkAddr: "x"},
+		{SinkAddr: "x", SpoolDir: "x", MaxMessageBytes: 8 << 20},
+		{SinkAddr: "x", SpoolDir: "x", Compression: codec.ZstdDict},
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("config %+v accepted", c)
+		}
+	}
+}
+
+func TestSpooledRecordFormat(t *testing.T) {
+	m := spooled{Kind: codec.ZstdDict, DictID: 7, Records: 3, Marks: []mark{{"p1", 9}, {"producer-two", 1 << 40}}, Body: []byte("body")}
+	b := appendSpooled(nil, m)
+	got, err := decodeSpooled(b)
+	if err != nil || got.Kind != m.Kind || got.DictID != 7 || got.Records != 3 || string(got.Body) != "body" ||
+		len(got.Marks) != 2 || got.Marks[1] != m.Marks[1] {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, b[:5], append([]byte{9}, b[1:]...), append([]byte{1, 9}, b[2:]...),
+		appendSpooled(nil, spooled{Kind: codec.Zstd, DictID: 3})} {
+		if _, err := decodeSpooled(bad); err == nil {
+			t.Errorf("accepted %x", bad)
+		}
+	}
+}
+
+func FuzzDecodeSpooled(f *testing.F) {
+	f.Add(appendSpooled(nil, spooled{Kind: codec.Zstd, Records: 1, Body: []byte("x")}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeSpooled(b)
+		if err == nil && !bytes.Equal(appendSpooled(nil, m), b) {
+			t.Fatal("re-encoding differs")
+		}
+	})
+}
+
+// TestIngestIdempotent: a retried request (same producer and sequence) is
+// answered without being spooled again, also after a restart.
+func TestIngestIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestAgent(t, dir, nil)
+	ctx := context.Background()
+	send := func(a *Agent, seq uint64, recs ...string) bool {
+		t.Helper()
+		var rs [][]byte
+		for _, r := range recs {
+			rs = append(rs, []byte(r))
+		}
+		dup, err := a.IngestFrom(ctx, "prod-1", seq, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dup
+	}
+	if send(a, 1, "a", "b") || send(a, 2, "c") {
+		t.Fatal("first sends reported as duplicates")
+	}
+	if !send(a, 2, "c") || !send(a, 1, "a", "b") {
+		t.Fatal("retries not recognised")
+	}
+	a.Close()
+	a = newTestAgent(t, dir, nil)
+	if !send(a, 2, "c") {
+		t.Fatal("retry after restart not recognised")
+	}
+	if send(a, 3, "d") {
+		t.Fatal("new request reported as duplicate")
+	}
+	if got := strings.Join(spooledRecords(t, a), ","); got != "a,b,c,d" {
+		t.Fatalf("spool holds %s", got)
+	}
+	// The table also survives the spool being acknowledged and removed.
+	if err := a.spool.acknowledge(a.spool.log.NextOffset()); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	a = newTestAgent(t, dir, nil)
+	defer a.Close()
+	if !send(a, 3, "d") {
+		t.Fatal("retry after acknowledgement not recognised")
+	}
+	if _, err := a.IngestFrom(ctx, "prod-1", 0, [][]byte{[]byte("x")}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("seq 0: %v", err)
+	}
+}

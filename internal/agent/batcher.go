@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+)
+
+// ingestReq is one Ingest call on its way through the batcher.
+type ingestReq struct {
+	records [][]byte
+	bytes   int64
+	mark    mark       // producer "" means an anonymous request
+	done    chan error // buffered; receives exactly one result
+}
+
+// sealedMsg is a finished message on its way to the spool writer.
+type sealedMsg struct {
+	rec      *[]byte // the spool record (header + compressed body), pooled
+	payload  int     // bytes that go on the wire (the compressed body)
+	records  int
+	raw      int          // uncompressed body bytes
+	reserved int64        // quota bytes reserved by its ingest calls
+	waiters  []chan error // ingest calls whose last record is in it
+	marks    []mark       // of those calls, the ones from a producer
+	sealedAt time.Time
+}
+
+var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// batcher packs records into messages of up to MaxMessageBytes, sealing a
+// message when the next record would not fit, when it is full, or when it
+// has lingered; then compresses it once and hands it to the spool writer.
+type batcher struct {
+	cfg  *Config
+	in   chan ingestReq
+	out  chan<- sealedMsg
+	enc  *codec.Encoder
+	b    batch.Builder
+	cur  sealedMsg
+	stop chan struct{}
+}
+
+func (bt *batcher) run() {
+	defer close(bt.out)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	for {
+		select {
+		case req := <-bt.in:
+			bt.add(req, linger)
+		case <-linger.C:
+			bt.seal()
+		case <-bt.stop:
+			// Seal what is pending so every accepted ingest call gets an
+			// answer, then drain calls that raced with the stop.
+			for {
+				select {
+				case req := <-bt.in:
+					bt.add(req, linger)
+					continue
+				default:
+				}
+				break
+			}
+			bt.seal()
+			return
+		}
+	}
+}
+
+func (bt *batcher) add(req ingestReq, linger *time.Timer) {
+	for _, rec := range req.records {
+		if bt.b.Count() > 0 && bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes {
+			bt.seal()
+		}
+		if bt.b.Count() == 0 {
+			linger.Reset(bt.cfg.Linger)
+		}
+		if err := bt.b.Add(rec); err != nil {
+			// Only ErrTooManyRecords, far beyond any size limit; seal and
+			// retry once.
+			bt.seal()
+			linger.Reset(bt.cfg.Linger)
+			_ = bt.b.Add(rec)
+		}
+	}
+	bt.cur.reserved += req.bytes
+	bt.cur.waiters = append(bt.cur.waiters, req.done)
+	if req.mark.producer != "" {
+		bt.cur.marks = append(bt.cur.marks, req.mark)
+	}
+	if bt.b.Len() >= bt.cfg.MaxMessageBytes-batchOverhead {
+		bt.seal()
+	}
+}
+
+// seal compresses the pending message and passes it on.
+func (bt *batcher) seal() {
+	if bt.b.Count() == 0 {
+		if len(bt.cur.waiters) > 0 { // only empty ingest calls (Ingest never sends them)
+			for _, w := range bt.cur.waiters {
+				w <- nil
+			}
+			bt.cur = sealedMsg{}
+		}
+		return
+	}
+	body := bt.b.Bytes()
+	recp := recPool.Get().(*[]byte)
+	rec := appendSpooledHeader((*recp)[:0], spooled{Kind: bt.cfg.Compression, DictID: bt.dictID(), Records: uint32(bt.b.Count()), Marks: bt.cur.marks})
+	header := len(rec)
+	rec, err := bt.enc.Encode(rec, body, bt.cfg.Compression, bt.dictID())
+	if err != nil {
+		// Our own encoder failing is a bug or a bad dictionary; fail the
+		// ingest calls rather than spool something unreadable.
+		for _, w := range bt.cur.waiters {
+			w <- err
+		}
+		recPool.Put(recp)
+		bt.b.Reset()
+		bt.cur = sealedMsg{}
+		return
+	}
+	*recp = rec
+	m := bt.cur
+	m.rec, m.payload, m.records, m.raw, m.sealedAt = recp, len(rec)-header, bt.b.Count(), len(body), time.Now()
+	bt.out <- m
+	bt.b.Reset()
+	bt.cur = sealedMsg{}
+}
+
+func (bt *batcher) dictID() uint32 {
+	if bt.cfg.Compression == codec.ZstdDict {
+		return bt.cfg.Dictionary.ID
+	}
+	return 0
+}
+
+// spoolWriter appends sealed messages to the spool, as many per Append as
+// are waiting (one fdatasync for all of them), answers the ingest calls and
+// tells the loop which ids are now spooled.
+func (a *Agent) spoolWriter(in <-chan sealedMsg) {
+	defer close(a.spooledCh)
+	var group []sealedMsg
+	var recs [][]byte
+	for m := range in {
+		group = append(group[:0], m)
+	drain:
+		for len(group) < 256 {
+			select {
+			case m, ok := <-in:
+				if !ok {
+					break drain
+				}
+				group = append(group, m)
+			default:
+				break drain
+			}
+		}
+		recs = recs[:0]
+		for _, m := range group {
+			recs = append(recs, *m.rec)
+		}
+		first, err := a.spool.log.Append(recs)
+		now := a.now()
+		infos := make([]spooledInfo, 0, len(group))
+		for i, m := range group {
+			for _, w := range m.waiters {
+				w <- err
+			}
+			if err == nil {
+				infos = append(infos, spooledInfo{id: first + uint64(i), size: int64(m.payload), records: m.records, raw: m.raw, at: now})
+				a.metrics.spooled(m)
+				a.spool.completed(m.marks)
+			} else {
+				a.spool.release(m.reserved)
+			}
+			recPool.Put(m.rec)
+		}
+		if err != nil {
+			a.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))
+			continue
+		}
+		a.spooledCh <- infos
+	}
+}
+
+// spooledInfo tells the loop a message is in the spool.
+type spooledInfo struct {
+	id      uint64
+	size    int64 // wire bytes
+	records int
+	raw     int // uncompressed bytes
+	at      int64 // loop clock
+}

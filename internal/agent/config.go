@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// Config configures an Agent. Zero fields take the documented defaults.
+type Config struct {
+	// SinkAddr is the sink's gRPC address, HOST:PORT. Required.
+	SinkAddr string
+	// SpoolDir holds the spool log, the agent id and the acknowledged
+	// watermark. Required.
+	SpoolDir string
+	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
+	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB.
+	SpoolQuota int64
+	// SpoolSync is the spool's durability. Default seglog.SyncAlways():
+	// ingest answers only after fdatasync.
+	SpoolSync seglog.SyncPolicy
+	// MaxMessageBytes bounds the uncompressed size of one message (records
+	// are packed until it is reached). Default 256 KiB, at most 4 MiB.
+	MaxMessageBytes int
+	// MaxRecordBytes bounds one record; larger ones fail with
+	// ErrRecordTooLarge (HTTP 413). Default MaxMessageBytes minus framing.
+	MaxRecordBytes int
+	// Linger is how long a message waits for more records before it is
+	// sealed. Default 5ms.
+	Linger time.Duration
+	// Compression is codec.Plain, codec.Zstd (default) or codec.ZstdDict
+	// (requires Dictionary).
+	Compression codec.Kind
+	// Dictionary is a trained zstd dictionary (see `sluice dict train`);
+	// it is uploaded to the sink before the first message that uses it.
+	Dictionary *codec.Dictionary
+	// MaxInFlightMsgs and MaxInFlightBytes fix the window; both zero (the
+	// default) sizes it to the measured bandwidth-delay product.
+	MaxInFlightMsgs  int
+	MaxInFlightBytes int64
+	// MinRTO bounds the adaptive resend timeout from below. Default 1s.
+	MinRTO time.Duration
+	// ReconnectMin and ReconnectMax bound the reconnect back-off. Defaults
+	// 100ms and 30s.
+	ReconnectMin, ReconnectMax time.Duration
+	// DialOptions are extra gRPC dial options: transport credentials (TLS;
+	// default insecure), per-RPC credentials (bearer token).
+	DialOptions []grpc.DialOption
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registry receives the agent's Prometheus metrics when set.
+	Registry prometheus.Registerer
+}
+
+// Limits of the protocol.
+const (
+	MaxMessageLimit        = 4 << 20
+	DefaultMaxMessageBytes = 256 << 10
+)
+
+// batchOverhead is the most internal/batch framing adds around one record
+// (header plus a length prefix).
+const batchOverhead = 16
+
+func (c *Config) setDefaults() {
+	if c.SpoolQuota == 0 {
+		c.SpoolQuota = 1 << 30
+	}
+	if c.SpoolSync == (seglog.SyncPolicy{}) {
+		c.SpoolSync = seglog.SyncAlways()
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = c.MaxMessageBytes - batchOverhead
+	}
+	if c.Linger == 0 {
+		c.Linger = 5 * time.Millisecond
+	}
+	if c.Compression == 0 {
+		c.Compression = codec.Zstd
+		if c.Dictionary != nil {
+			c.Compression = codec.ZstdDict
+		}
+	}
+	if c.MinRTO == 0 {
+		c.MinRTO = time.Second
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = 100 * time.Millisecond
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.SinkAddr == "" {
+		errs = append(errs, errors.New("SinkAddr is required"))
+	}
+	if c.SpoolDir == "" {
+		errs = append(errs, errors.New("SpoolDir is required"))
+	}
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > MaxMessageLimit {
+		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1 KiB, 4 MiB]", c.MaxMessageBytes))
+	}
+	if c.MaxRecordBytes < 1 || c.MaxRecordBytes > c.MaxMessageBytes-batchOverhead {
+		errs = append(errs, fmt.Errorf("MaxRecordBytes %d outside [1, MaxMessageBytes-%d]", c.MaxRecordBytes, batchOverhead))
+	}
+	if c.Compression == codec.ZstdDict && c.Dictionary == nil {
+		errs = append(errs, errors.New("dictionary compression needs a Dictionary"))
+	}
+	if c.SpoolQuota < 0 || c.Linger < 0 {
+		errs = append(errs, errors.New("negative SpoolQuota or Linger"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("agent: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}

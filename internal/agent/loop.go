@@ -1,0 +1,267 @@
+package agent
+
+import (
+	"container/heap"
+	"math/rand/v2"
+	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/delivery"
+)
+
+// msgMeta is what the loop remembers about a message until it is acked.
+type msgMeta struct {
+	spooledAt int64
+	records   int32
+	raw       int32
+	payload   int32
+}
+
+// timer is an armed resend timer.
+type timer struct {
+	at      int64
+	id      uint64
+	attempt uint32
+}
+
+type timerHeap []timer
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}
+
+// loop owns the Sender: every event goes through Step, and the loop carries
+// out the actions. It is the only goroutine touching the Sender, the timers
+// and the current connection's identity.
+type loop struct {
+	a      *Agent
+	s      *delivery.Sender
+	conn   *conn
+	gen    uint64
+	timers timerHeap
+	live   map[uint64]uint32 // id → attempt of its live timer
+	clock  *time.Timer       // fires at the earliest timer
+	redial *time.Timer
+	meta   map[uint64]msgMeta
+	ranges []delivery.Range
+	// watermark is the newest MarkAcked; persisted is what the spool has.
+	watermark, persisted uint64
+}
+
+func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
+	defer close(a.loopDone)
+	l := &loop{a: a, s: s, live: map[uint64]uint32{}, meta: map[uint64]msgMeta{}}
+	l.clock = time.NewTimer(time.Hour)
+	l.redial = time.NewTimer(time.Hour)
+	l.watermark, l.persisted = s.Watermark(), s.Watermark()
+	persist := time.NewTicker(100 * time.Millisecond)
+	defer persist.Stop()
+	for _, in := range backlog {
+		l.spooled(in)
+	}
+	l.dial()
+	spooledCh := a.spooledCh
+	for {
+		select {
+		case infos, ok := <-spooledCh:
+			if !ok {
+				spooledCh = nil // the spool writer is done; keep delivering
+				continue
+			}
+			for _, in := range infos {
+				l.spooled(in)
+			}
+		case ev := <-a.connCh:
+			l.connEvent(ev)
+		case <-l.clock.C:
+			l.fireTimers()
+		case <-l.redial.C:
+			l.dial()
+		case <-persist.C:
+			l.persist()
+		case <-a.ctx.Done():
+			if l.conn != nil {
+				l.conn.close()
+			}
+			l.persist()
+			return
+		}
+		a.metrics.observeSender(l.s, len(l.meta))
+	}
+}
+
+// step feeds one event and carries out the resulting actions.
+func (l *loop) step(ev delivery.Event) {
+	if err := l.s.Step(ev); err != nil {
+		l.a.log.Error("sender rejected an event", "event", ev.String(), "err", err)
+		return
+	}
+	for _, act := range l.s.Ready() {
+		l.do(act)
+	}
+	l.s.Advance()
+}
+
+func (l *loop) do(act delivery.Action) {
+	switch act.Kind {
+	case delivery.ActionSend:
+		if l.conn != nil {
+			l.conn.enqueue(act.ID)
+		}
+	case delivery.ActionArmTimer:
+		l.live[act.ID] = act.Attempt
+		heap.Push(&l.timers, timer{at: act.At, id: act.ID, attempt: act.Attempt})
+		if l.timers[0].id == act.ID && l.timers[0].attempt == act.Attempt {
+			l.clock.Reset(time.Duration(act.At - l.a.now()))
+		}
+	case delivery.ActionCancelTimer:
+		if l.live[act.ID] == act.Attempt {
+			delete(l.live, act.ID)
+		}
+	case delivery.ActionCancelAllTimers:
+		l.timers = l.timers[:0]
+		clear(l.live)
+		l.clock.Stop()
+	case delivery.ActionMarkAcked:
+		l.watermark = act.Watermark
+	case delivery.ActionReconnect:
+		if l.conn != nil {
+			l.conn.close()
+			l.conn = nil
+		}
+		l.a.metrics.reconnects.Inc()
+		l.redial.Reset(act.After)
+	}
+}
+
+func (l *loop) spooled(in spooledInfo) {
+	l.meta[in.id] = msgMeta{spooledAt: in.at, payload: int32(in.size), records: int32(in.records), raw: int32(in.raw)}
+	l.step(delivery.Spooled(in.id, in.size, in.at))
+}
+
+func (l *loop) dial() {
+	l.gen++
+	go l.a.dial(l.gen)
+}
+
+func (l *loop) connEvent(ev connEvent) {
+	if ev.gen != l.gen {
+		if ev.conn != nil {
+			ev.conn.close() // a handshake that finished after we gave up on it
+		}
+		return
+	}
+	now := l.a.now()
+	switch {
+	case ev.err != nil:
+		if l.conn != nil {
+			l.conn.close()
+			l.conn = nil
+		}
+		l.a.log.Warn("connection to sink lost", "sink", l.a.cfg.SinkAddr, "err", ev.err)
+		l.gen++ // nothing more from this connection is relevant
+		l.step(delivery.Disconnected(rand.Float64(), now))
+	case ev.welcome != nil:
+		l.conn = ev.conn
+		cr := ev.welcome.GetCredits()
+		if max := ev.welcome.GetMaxMessageBytes(); max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
+			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
+				"sink_max", max, "agent_max", l.a.cfg.MaxMessageBytes)
+		}
+		l.a.log.Info("connected to sink", "sink", l.a.cfg.SinkAddr, "session", ev.welcome.GetSessionId(),
+			"credit_messages", cr.GetMessageLimit(), "credit_bytes", cr.GetByteLimit())
+		l.step(delivery.Connected(cr.GetMessageLimit(), cr.GetByteLimit(), now))
+	case ev.resp != nil:
+		l.response(ev.resp, now)
+	}
+}
+
+func (l *loop) response(r *sluicev1.Response, now int64) {
+	if ack := r.GetAck(); ack != nil {
+		l.ranges = l.ranges[:0]
+		for _, rg := range ack.GetRanges() {
+			if rg.GetLast() < rg.GetFirst() {
+				continue
+			}
+			l.ranges = append(l.ranges, delivery.Range{First: rg.GetFirst(), Last: rg.GetLast()})
+			l.acked(rg.GetFirst(), rg.GetLast(), now)
+		}
+		l.step(delivery.Acked(l.ranges, now))
+		return
+	}
+	info := r.GetInfo()
+	if info == nil {
+		return
+	}
+	if c := info.GetCredits(); c != nil {
+		l.step(delivery.Credits(c.GetMessageLimit(), c.GetByteLimit(), now))
+	}
+	if e := info.GetError(); e != nil {
+		l.a.log.Warn("sink refused a message", "id", e.GetMessageId(), "code", e.GetCode().String(),
+			"detail", e.GetDetail(), "retryable", e.GetRetryable())
+		l.a.metrics.rejected.WithLabelValues(e.GetCode().String()).Inc()
+		l.step(delivery.Rejected(e.GetMessageId(), e.GetRetryable(), now))
+	}
+	if st := info.GetStoreStatus(); st != nil {
+		l.a.log.Warn("sink store status", "available", st.GetAvailable(), "detail", st.GetDetail())
+	}
+}
+
+// acked records latency for ids newly acknowledged in [first, last].
+func (l *loop) acked(first, last uint64, now int64) {
+	if last-first > uint64(len(l.meta)) {
+		// A range wider than what we track: walk the map instead.
+		for id, m := range l.meta {
+			if id >= first && id <= last {
+				l.a.metrics.acked(m, now)
+				delete(l.meta, id)
+			}
+		}
+		return
+	}
+	for id := first; ; id++ {
+		if m, ok := l.meta[id]; ok {
+			l.a.metrics.acked(m, now)
+			delete(l.meta, id)
+		}
+		if id == last {
+			break
+		}
+	}
+}
+
+func (l *loop) fireTimers() {
+	now := l.a.now()
+	for len(l.timers) > 0 && l.timers[0].at <= now {
+		t := heap.Pop(&l.timers).(timer)
+		if a, ok := l.live[t.id]; !ok || a != t.attempt {
+			continue
+		}
+		delete(l.live, t.id)
+		l.step(delivery.Timeout(t.id, t.attempt, now))
+	}
+	if len(l.timers) > 0 {
+		l.clock.Reset(time.Duration(l.timers[0].at - now))
+	}
+}
+
+// persist writes the acknowledged watermark and frees spool segments. It is
+// rate-limited: a watermark persisted late only causes resends, which the
+// sink deduplicates.
+func (l *loop) persist() {
+	if l.watermark == l.persisted {
+		return
+	}
+	if err := l.a.spool.acknowledge(l.watermark); err != nil {
+		l.a.log.Error("cannot persist acknowledged watermark", "err", err)
+		return
+	}
+	l.persisted = l.watermark
+}

@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"sync"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/delivery"
+)
+
+// metrics are the agent's Prometheus metrics plus the snapshot behind
+// Stats (for progress lines). Everything is safe for concurrent use.
+type metrics struct {
+	ingestRecords, ingestBytes           prometheus.Counter
+	spooledMsgs, rawBytes, wireBytes     prometheus.Counter
+	ackedMsgs, ackedRecords              prometheus.Counter
+	rejected                             *prometheus.CounterVec
+	reconnects, spoolFull, duplicates    prometheus.Counter
+	fsync, ackLatency                    prometheus.Histogram
+	spoolBytes                           func() int64
+	mu                                   sync.Mutex
+	st                                   Stats
+	lat                                  *hdrhistogram.Histogram // µs, spool → ack
+	inflightMsgs, inflightBytes, winMsgs prometheus.Gauge
+	winBytes, srtt                       prometheus.Gauge
+	sent, resent, timeouts               prometheus.Gauge
+}
+
+// Stats is a snapshot of the agent's counters.
+type Stats struct {
+	IngestedRecords, IngestedBytes uint64
+	SpooledMessages                uint64
+	RawBytes, WireBytes            uint64 // message bodies before and after compression
+	AckedMessages, AckedRecords    uint64
+	AckedRawBytes, AckedWireBytes  uint64
+	Sent, Resent, Timeouts         uint64
+	InFlightMsgs                   int
+	InFlightBytes                  int64
+	WindowMsgs                     int
+	WindowBytes                    int64
+	Unacked                        int
+	SRTT, RTO                      time.Duration
+	SpoolBytes                     int64
+	State                          string
+	// Ack latency: from the message being spooled to its ack.
+	LatencyP50, LatencyP99, LatencyMax time.Duration
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent", Name: name, Help: help})
+	}
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: name, Help: help})
+	}
+	m := &metrics{
+		ingestRecords: c("ingested_records_total", "Records accepted by ingest (durably spooled)."),
+		ingestBytes:   c("ingested_bytes_total", "Record bytes accepted by ingest."),
+		spooledMsgs:   c("spooled_messages_total", "Messages written to the spool."),
+		rawBytes:      c("message_bytes_uncompressed_total", "Message body bytes before compression."),
+		wireBytes:     c("message_bytes_compressed_total", "Message body bytes after compression (as sent)."),
+		ackedMsgs:     c("acked_messages_total", "Messages acknowledged by the sink."),
+		ackedRecords:  c("acked_records_total", "Records in acknowledged messages."),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
+			Name: "rejected_messages_total", Help: "Messages the sink refused, by error code."}, []string{"code"}),
+		reconnects: c("reconnects_total", "Connection losses followed by a reconnect."),
+		spoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
+		duplicates: c("duplicate_requests_total", "Ingest retries of requests already spooled, answered without spooling again."),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
+			Name: "spool_fsync_seconds", Help: "Latency of spool fdatasyncs.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
+			Name: "ack_latency_seconds", Help: "Time from a message being spooled to its acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
+		inflightMsgs:  g("inflight_messages", "Messages sent and not yet acknowledged."),
+		inflightBytes: g("inflight_bytes", "Bytes sent and not yet acknowledged."),
+		winMsgs:       g("window_messages", "Current window in messages (0: unbounded in this dimension)."),
+		winBytes:      g("window_bytes", "Current window in bytes (0: unbounded in this dimension)."),
+		srtt:          g("srtt_seconds", "Smoothed round-trip time from send to ack."),
+		sent:          g("sent_messages", "Messages sent, resends included, since start."),
+		resent:        g("resent_messages", "Messages sent again after a timeout, rejection or reconnect, since start."),
+		timeouts:      g("timeouts", "Resend timeouts since start."),
+		spoolBytes:    func() int64 { return 0 },
+		lat:           hdrhistogram.New(1, 3_600_000_000, 3),
+	}
+	if reg != nil {
+		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
+			m.ackedRecords, m.rejected, m.reconnects, m.spoolFull, m.duplicates, m.fsync, m.ackLatency, m.inflightMsgs,
+			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
+				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.spoolBytes()) }))
+	}
+	return m
+}
+
+func (m *metrics) ingested(records int, bytes int64) {
+	m.ingestRecords.Add(float64(records))
+	m.ingestBytes.Add(float64(bytes))
+	m.mu.Lock()
+	m.st.IngestedRecords += uint64(records)
+	m.st.IngestedBytes += uint64(bytes)
+	m.mu.Unlock()
+}
+
+func (m *metrics) spooled(s sealedMsg) {
+	m.spooledMsgs.Inc()
+	m.rawBytes.Add(float64(s.raw))
+	m.wireBytes.Add(float64(s.payload))
+	m.mu.Lock()
+	m.st.SpooledMessages++
+	m.st.RawBytes += uint64(s.raw)
+	m.st.WireBytes += uint64(s.payload)
+	m.mu.Unlock()
+}
+
+func (m *metrics) acked(mm msgMeta, now int64) {
+	d := time.Duration(now - mm.spooledAt)
+	m.ackedMsgs.Inc()
+	m.ackedRecords.Add(float64(mm.records))
+	m.ackLatency.Observe(d.Seconds())
+	m.mu.Lock()
+	m.st.AckedMessages++
+	m.st.AckedRecords += uint64(mm.records)
+	m.st.AckedRawBytes += uint64(mm.raw)
+	m.st.AckedWireBytes += uint64(mm.payload)
+	_ = m.lat.RecordValue(max(d.Microseconds(), 1))
+	m.mu.Unlock()
+}
+
+func (m *metrics) observeSender(s *delivery.Sender, unacked int) {
+	msgs, bytes := s.InFlight()
+	wm, wb := s.Window()
+	st := s.Stats()
+	m.inflightMsgs.Set(float64(msgs))
+	m.inflightBytes.Set(float64(bytes))
+	m.winMsgs.Set(float64(wm))
+	m.winBytes.Set(float64(wb))
+	m.srtt.Set(s.SRTT().Seconds())
+	m.sent.Set(float64(st.Sent))
+	m.resent.Set(float64(st.Resent))
+	m.timeouts.Set(float64(st.Timeouts))
+	m.mu.Lock()
+	m.st.InFlightMsgs, m.st.InFlightBytes, m.st.WindowMsgs, m.st.WindowBytes = msgs, bytes, wm, wb
+	m.st.Sent, m.st.Resent, m.st.Timeouts = st.Sent, st.Resent, st.Timeouts
+	m.st.SRTT, m.st.RTO, m.st.State, m.st.Unacked = s.SRTT(), s.RTO(), s.State().String(), unacked
+	m.mu.Unlock()
+}
+
+func (m *metrics) snapshot() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.st
+	st.SpoolBytes = m.spoolBytes()
+	st.LatencyP50 = time.Duration(m.lat.ValueAtQuantile(50)) * time.Microsecond
+	st.LatencyP99 = time.Duration(m.lat.ValueAtQuantile(99)) * time.Microsecond
+	st.LatencyMax = time.Duration(m.lat.Max()) * time.Microsecond
+	return st
+}

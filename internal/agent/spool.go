@@ -1,0 +1,314 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// A spooled message is one seglog record:
+//
+//	0  uint8   spool record version (1)
+//	1  uint8   codec kind (codec.Plain, codec.Zstd, codec.ZstdDict)
+//	2  uint32  dictionary id (0 unless ZstdDict)
+//	6  uint32  number of records in the body
+//	10 uint16  number of producer marks, then per mark:
+//	           uint8 length, producer id, uint64 sequence
+//	.. body    the message as it goes on the wire (internal/batch, compressed)
+//
+// The message id on the wire is the record's offset in the spool. A mark
+// says "request seq of this producer is complete": it is stored in the same
+// record as the request's last record, so it is durable exactly when the
+// request is, which is what makes ingest retries idempotent.
+const (
+	spoolVersion      = 1
+	spoolFixedHeader  = 12
+	maxProducerIDLen  = 64
+	maxMarksPerRecord = 1 << 16
+)
+
+// mark records that request seq of producer is completely spooled.
+type mark struct {
+	producer string
+	seq      uint64
+}
+
+// spooled is a decoded spool record; Body aliases the buffer it came from.
+type spooled struct {
+	Kind    codec.Kind
+	DictID  uint32
+	Records uint32
+	Marks   []mark
+	Body    []byte
+}
+
+// appendSpooledHeader appends everything but the body.
+func appendSpooledHeader(dst []byte, m spooled) []byte {
+	dst = append(dst, spoolVersion, byte(m.Kind))
+	dst = binary.LittleEndian.AppendUint32(dst, m.DictID)
+	dst = binary.LittleEndian.AppendUint32(dst, m.Records)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(m.Marks)))
+	for _, mk := range m.Marks {
+		dst = append(dst, byte(len(mk.producer)))
+		dst = append(dst, mk.producer...)
+		dst = binary.LittleEndian.AppendUint64(dst, mk.seq)
+	}
+	return dst
+}
+
+func appendSpooled(dst []byte, m spooled) []byte {
+	return append(appendSpooledHeader(dst, m), m.Body...)
+}
+
+var errBadSpoolRecord = errors.New("agent: malformed spool record")
+
+func decodeSpooled(b []byte) (spooled, error) {
+	if len(b) < spoolFixedHeader {
+		return spooled{}, fmt.Errorf("%w: %d bytes, header needs %d", errBadSpoolRecord, len(b), spoolFixedHeader)
+	}
+	if b[0] != spoolVersion {
+		return spooled{}, fmt.Errorf("%w: version %d", errBadSpoolRecord, b[0])
+	}
+	k := codec.Kind(b[1])
+	if k != codec.Plain && k != codec.Zstd && k != codec.ZstdDict {
+		return spooled{}, fmt.Errorf("%w: codec %d", errBadSpoolRecord, b[1])
+	}
+	m := spooled{Kind: k, DictID: binary.LittleEndian.Uint32(b[2:6]), Records: binary.LittleEndian.Uint32(b[6:10])}
+	if (k == codec.ZstdDict) != (m.DictID != 0) {
+		return spooled{}, fmt.Errorf("%w: codec %v with dictionary id %d", errBadSpoolRecord, k, m.DictID)
+	}
+	n := int(binary.LittleEndian.Uint16(b[10:12]))
+	p := spoolFixedHeader
+	for i := 0; i < n; i++ {
+		if p >= len(b) {
+			return spooled{}, fmt.Errorf("%w: mark %d cut short", errBadSpoolRecord, i)
+		}
+		l := int(b[p])
+		if l == 0 || l > maxProducerIDLen || p+1+l+8 > len(b) {
+			return spooled{}, fmt.Errorf("%w: mark %d: producer id of %d bytes at %d", errBadSpoolRecord, i, l, p)
+		}
+		m.Marks = append(m.Marks, mark{producer: string(b[p+1 : p+1+l]), seq: binary.LittleEndian.Uint64(b[p+1+l:])})
+		p += 1 + l + 8
+	}
+	m.Body = b[p:]
+	return m, nil
+}
+
+// spool is the agent's durable queue: a seglog of messages, the agent's
+// stable id, and the acknowledged watermark.
+type spool struct {
+	dir   string
+	log   *seglog.Log
+	id    string
+	quota int64
+
+	mu        sync.Mutex
+	watermark uint64 // every id below is acknowledged (persisted)
+	// producers maps a producer id to its newest completely spooled
+	// request sequence (see mark).
+	producers map[string]uint64
+	diskBytes int64  // segment bytes on disk, refreshed after removals
+	pending   int64  // bytes appended since diskBytes was measured
+}
+
+const (
+	agentIDFile = "agent-id"
+	// stateFile holds the acknowledged watermark and the producer table,
+	// written together so they never disagree.
+	stateFile = "delivery-state"
+)
+
+func openSpool(dir string, quota int64, opts ...seglog.Option) (*spool, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &spool{dir: dir, quota: quota}
+	id, err := seglog.ReadMeta(dir, agentIDFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		id = []byte("agent-" + hex.EncodeToString(b[:]))
+		if err := seglog.WriteMeta(dir, agentIDFile, id); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
+	}
+	s.id = string(id)
+	state, err := seglog.ReadMeta(dir, stateFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.producers = map[string]uint64{}
+	case err != nil:
+		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
+	default:
+		if s.watermark, s.producers, err = decodeState(state); err != nil {
+			return nil, fmt.Errorf("agent: spool %s: %s: %w", dir, stateFile, err)
+		}
+	}
+	s.log, err = seglog.Open(filepath.Join(dir, "log"), opts...)
+	if err != nil {
+		return nil, err
+	}
+	if next := s.log.NextOffset(); s.watermark > next {
+		s.log.Close()
+		return nil, fmt.Errorf("agent: spool %s: acknowledged watermark %d is beyond the log's end %d (log lost data?)", dir, s.watermark, next)
+	}
+	if first := s.log.FirstOffset(); s.watermark < first {
+		s.log.Close()
+		return nil, fmt.Errorf("agent: spool %s: unacknowledged messages from %d are missing, the log starts at %d", dir, s.watermark, first)
+	}
+	s.measure()
+	return s, nil
+}
+
+// measure recomputes the spool's size on disk.
+func (s *spool) measure() {
+	var total int64
+	entries, _ := os.ReadDir(filepath.Join(s.dir, "log"))
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			total += info.Size()
+		}
+	}
+	s.mu.Lock()
+	s.diskBytes, s.pending = total, 0
+	s.mu.Unlock()
+}
+
+// reserve checks the quota for n more bytes and counts them.
+func (s *spool) reserve(n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.quota > 0 && s.diskBytes+s.pending+n > s.quota {
+		return false
+	}
+	s.pending += n
+	return true
+}
+
+func (s *spool) size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.diskBytes + s.pending
+}
+
+// acknowledge persists a new watermark, with the producer table as it is
+// now (every entry in it is durably spooled, so it is safe to persist), and
+// then deletes segments below the watermark.
+func (s *spool) acknowledge(w uint64) error {
+	s.mu.Lock()
+	if w <= s.watermark {
+		s.mu.Unlock()
+		return nil
+	}
+	state := encodeState(w, s.producers)
+	s.mu.Unlock()
+	if err := seglog.WriteMeta(s.dir, stateFile, state); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.watermark = w
+	s.mu.Unlock()
+	n, err := s.log.RemoveBefore(w)
+	if n > 0 {
+		s.measure()
+	}
+	return err
+}
+
+// lastSeq is the newest completed sequence of producer (0: none).
+func (s *spool) lastSeq(producer string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.producers[producer]
+}
+
+// completed records spooled marks.
+func (s *spool) completed(marks []mark) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range marks {
+		if m.seq > s.producers[m.producer] {
+			s.producers[m.producer] = m.seq
+		}
+	}
+	// Producers are one per `sluice produce` run; forget the oldest-looking
+	// ones (lowest sequence) past a bound so the table stays small. A
+	// forgotten producer's retry could duplicate one request; 100k idle
+	// producers make that remote.
+	for len(s.producers) > maxProducers {
+		var victim string
+		low := ^uint64(0)
+		for p, q := range s.producers {
+			if q < low {
+				victim, low = p, q
+			}
+		}
+		delete(s.producers, victim)
+	}
+}
+
+const maxProducers = 100_000
+
+func encodeState(w uint64, producers map[string]uint64) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, w)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(producers)))
+	for p, q := range producers {
+		b = append(b, byte(len(p)))
+		b = append(b, p...)
+		b = binary.LittleEndian.AppendUint64(b, q)
+	}
+	return b
+}
+
+func decodeState(b []byte) (uint64, map[string]uint64, error) {
+	if len(b) < 12 {
+		return 0, nil, fmt.Errorf("%d bytes, want at least 12", len(b))
+	}
+	w := binary.LittleEndian.Uint64(b)
+	n := int(binary.LittleEndian.Uint32(b[8:]))
+	producers := make(map[string]uint64, min(n, maxProducers))
+	p := 12
+	for i := 0; i < n; i++ {
+		if p >= len(b) {
+			return 0, nil, fmt.Errorf("producer %d cut short", i)
+		}
+		l := int(b[p])
+		if l == 0 || p+1+l+8 > len(b) {
+			return 0, nil, fmt.Errorf("producer %d: bad length %d at %d", i, l, p)
+		}
+		producers[string(b[p+1:p+1+l])] = binary.LittleEndian.Uint64(b[p+1+l:])
+		p += 1 + l + 8
+	}
+	if p != len(b) {
+		return 0, nil, fmt.Errorf("%d trailing bytes", len(b)-p)
+	}
+	return w, producers, nil
+}
+
+func (s *spool) ackedWatermark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watermark
+}
+
+func (s *spool) close() error { return s.log.Close() }
+
+// release returns quota reserved for bytes that were never written.
+func (s *spool) release(n int64) {
+	s.mu.Lock()
+	s.pending -= n
+	s.mu.Unlock()
+}

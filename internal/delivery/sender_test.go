@@ -1,0 +1,558 @@
+package delivery
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The tests in this file follow docs/protocol.md, section "Sender state
+// table" (the same table is in doc.go and TABLES.md): TestSenderStateTable
+// has at least one row per cell, state × event. Rows are named
+// "State/Event ...". The other tests pin down the rules the table cells
+// rely on (watermark, Karn, back-off, waiver, parking).
+
+// Setups. Each returns a Sender in a known state with its actions drained;
+// setups act at Now <= 1s and rows at T = 2s.
+const T = 2000 * ms
+
+// disconnectedFresh: never connected; 0 and 1 queued.
+func disconnectedFresh(t *testing.T) *Sender {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Spooled(0, 10, 0), Spooled(1, 10, 0))
+	return s
+}
+
+// disconnectedAfterStream: 0 and 1 were sent on a stream that broke, then 2
+// was spooled; one failure so far, so the next back-off is 2s.
+func disconnectedAfterStream(t *testing.T) *Sender {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Spooled(0, 10, 0), Spooled(1, 10, 0), Connected(100, 1<<20, 0),
+		Disconnected(0.5, 0), Spooled(2, 10, 0))
+	return s
+}
+
+// idle: 0 was sent at 0 and acked at 50ms, so the watermark is 1 and the RTO
+// is 50ms + 4 × 25ms = 150ms.
+func idle(t *testing.T) *Sender {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Acked([]Range{{0, 0}}, 50*ms))
+	return s
+}
+
+// idleNoCredit: like idle, but the stream's only message credit is spent.
+func idleNoCredit(t *testing.T) *Sender {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(1, 1<<20, 0), Spooled(0, 10, 0), Acked([]Range{{0, 0}}, 50*ms))
+	return s
+}
+
+// canSend: 0 in flight (attempt 1, sent at 0), window of 2.
+func canSend(t *testing.T) *Sender {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0))
+	return s
+}
+
+// canSendFull: 0 and 1 in flight, the window is full but nothing waits.
+func canSendFull(t *testing.T) *Sender {
+	s := canSend(t)
+	step(t, s, Spooled(1, 10, 0))
+	return s
+}
+
+// canSendResent: 0 timed out at 1s and is in flight again as attempt 2.
+func canSendResent(t *testing.T) *Sender {
+	s := canSend(t)
+	step(t, s, Timeout(0, 1, 1000*ms))
+	return s
+}
+
+// blocked: 0 and 1 in flight, 2 waits for the window.
+func blocked(t *testing.T) *Sender {
+	s := canSendFull(t)
+	step(t, s, Spooled(2, 10, 0))
+	return s
+}
+
+// blockedResent: blocked, then 0 timed out at 1s and went again (attempt 2).
+func blockedResent(t *testing.T) *Sender {
+	s := blocked(t)
+	step(t, s, Timeout(0, 1, 1000*ms))
+	return s
+}
+
+// blockedOnCredit: one message credit; 0 in flight, 1 waits for credit.
+func blockedOnCredit(t *testing.T) *Sender {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(1, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 0))
+	return s
+}
+
+func TestSenderStateTable(t *testing.T) {
+	sec := int64(time.Second)
+	tests := []struct {
+		name  string
+		setup func(*testing.T) *Sender
+		ev    Event
+		want  []Action
+		state SenderState
+		wm    uint64 // Watermark after the event
+		err   bool
+	}{
+		// Disconnected.
+		{"Disconnected/Spooled queues", disconnectedFresh,
+			Spooled(2, 10, T), nil, StateDisconnected, 0, false},
+		{"Disconnected/Acked late ack of the broken stream", disconnectedAfterStream,
+			Acked([]Range{{0, 0}}, T), []Action{markAcked(1)}, StateDisconnected, 1, false},
+		{"Disconnected/Timeout stale after CancelAllTimers", disconnectedAfterStream,
+			Timeout(0, 1, T), nil, StateDisconnected, 0, false},
+		{"Disconnected/Credits of the broken stream ignored", disconnectedAfterStream,
+			Credits(200, 1<<21, T), nil, StateDisconnected, 0, false},
+		{"Disconnected/Connected resends in id order, then new", disconnectedAfterStream,
+			Connected(100, 1<<20, T), []Action{send(0, 10), arm(0, 2, T+sec), send(1, 10), arm(1, 2, T+sec)},
+			StateBlocked, 0, false},
+		{"Disconnected/Connected with nothing queued", func(t *testing.T) *Sender { return newTestSender(t, tableSenderConfig) },
+			Connected(100, 1<<20, T), nil, StateIdle, 0, false},
+		{"Disconnected/Connected with sends that fit", disconnectedFresh,
+			Connected(100, 1<<20, T), []Action{send(0, 10), arm(0, 1, T+sec), send(1, 10), arm(1, 1, T+sec)},
+			StateCanSend, 0, false},
+		{"Disconnected/Connected without credit", disconnectedFresh,
+			Connected(0, 1<<20, T), nil, StateBlocked, 0, false},
+		{"Disconnected/Disconnected (dial failed) doubles the back-off", disconnectedAfterStream,
+			Disconnected(0.5, T), []Action{reconnect(2 * time.Second)}, StateDisconnected, 0, false},
+		{"Disconnected/Rejected of the broken stream ignored", disconnectedAfterStream,
+			Rejected(0, true, T), nil, StateDisconnected, 0, false},
+
+		// Idle.
+		{"Idle/Spooled sends", idle,
+			Spooled(1, 10, T), []Action{send(1, 10), arm(1, 1, T+150*ms)}, StateCanSend, 1, false},
+		{"Idle/Spooled without credit queues", idleNoCredit,
+			Spooled(1, 10, T), nil, StateBlocked, 1, false},
+		{"Idle/Acked of settled and unknown ids ignored", idle,
+			Acked([]Range{{0, 9}}, T), nil, StateIdle, 1, false},
+		{"Idle/Timeout stale (acked)", idle,
+			Timeout(0, 1, T), nil, StateIdle, 1, false},
+		{"Idle/Credits", idle,
+			Credits(200, 1<<21, T), nil, StateIdle, 1, false},
+		{"Idle/Connected is an error", idle,
+			Connected(100, 1<<20, T), nil, StateIdle, 1, true},
+		{"Idle/Disconnected (back-off reset by the ack)", idle,
+			Disconnected(0.5, T), []Action{reconnect(time.Second)}, StateDisconnected, 1, false},
+		{"Idle/Rejected stale (acked)", idle,
+			Rejected(0, true, T), nil, StateIdle, 1, false},
+
+		// CanSend.
+		{"CanSend/Spooled sends", canSend,
+			Spooled(1, 10, T), []Action{send(1, 10), arm(1, 1, T+sec)}, StateCanSend, 0, false},
+		{"CanSend/Spooled beyond the window queues", canSendFull,
+			Spooled(2, 10, T), nil, StateBlocked, 0, false},
+		{"CanSend/Acked", canSend,
+			Acked([]Range{{0, 0}}, T), []Action{cancelTimer(0, 1), markAcked(1)}, StateIdle, 1, false},
+		{"CanSend/Acked out of order keeps the watermark", canSendFull,
+			Acked([]Range{{1, 1}}, T), []Action{cancelTimer(1, 1)}, StateCanSend, 0, false},
+		{"CanSend/Timeout resends with doubled RTO", canSend,
+			Timeout(0, 1, T), []Action{send(0, 10), arm(0, 2, T+2*sec)}, StateCanSend, 0, false},
+		{"CanSend/Timeout stale (resent since)", canSendResent,
+			Timeout(0, 1, T), nil, StateCanSend, 0, false},
+		{"CanSend/Credits", canSend,
+			Credits(200, 1<<21, T), nil, StateCanSend, 0, false},
+		{"CanSend/Connected is an error", canSend,
+			Connected(100, 1<<20, T), nil, StateCanSend, 0, true},
+		{"CanSend/Disconnected", canSend,
+			Disconnected(0.5, T), []Action{cancelAll, reconnect(time.Second)}, StateDisconnected, 0, false},
+		{"CanSend/Rejected retryable resends", canSend,
+			Rejected(0, true, T), []Action{cancelTimer(0, 1), send(0, 10), arm(0, 2, T+sec)}, StateCanSend, 0, false},
+		{"CanSend/Rejected final parks", canSend,
+			Rejected(0, false, T), []Action{cancelTimer(0, 1)}, StateIdle, 0, false},
+
+		// Blocked. The first ack samples RTT = 2s: SRTT 2s, RTTVAR 1s, RTO 6s.
+		{"Blocked/Spooled queues", blocked,
+			Spooled(3, 10, T), nil, StateBlocked, 0, false},
+		{"Blocked/Acked frees the window", blocked,
+			Acked([]Range{{0, 0}}, T), []Action{cancelTimer(0, 1), markAcked(1), send(2, 10), arm(2, 1, T+6*sec)},
+			StateCanSend, 1, false},
+		{"Blocked/Acked out of order frees the window, keeps the watermark", blocked,
+			Acked([]Range{{1, 1}}, T), []Action{cancelTimer(1, 1), send(2, 10), arm(2, 1, T+6*sec)},
+			StateCanSend, 0, false},
+		{"Blocked/Timeout resends before newer ids", blocked,
+			Timeout(0, 1, T), []Action{send(0, 10), arm(0, 2, T+2*sec)}, StateBlocked, 0, false},
+		{"Blocked/Timeout stale (resent since)", blockedResent,
+			Timeout(0, 1, T), nil, StateBlocked, 0, false},
+		{"Blocked/Credits unblock", blockedOnCredit,
+			Credits(2, 1<<20, T), []Action{send(1, 10), arm(1, 1, T+sec)}, StateCanSend, 0, false},
+		{"Blocked/Credits never shrink", blockedOnCredit,
+			Credits(0, 0, T), nil, StateBlocked, 0, false},
+		{"Blocked/Connected is an error", blocked,
+			Connected(100, 1<<20, T), nil, StateBlocked, 0, true},
+		{"Blocked/Disconnected", blocked,
+			Disconnected(0.5, T), []Action{cancelAll, reconnect(time.Second)}, StateDisconnected, 0, false},
+		{"Blocked/Rejected retryable resends first", blocked,
+			Rejected(1, true, T), []Action{cancelTimer(1, 1), send(1, 10), arm(1, 2, T+sec)}, StateBlocked, 0, false},
+		{"Blocked/Rejected final parks, next goes", blocked,
+			Rejected(1, false, T), []Action{cancelTimer(1, 1), send(2, 10), arm(2, 1, T+sec)}, StateCanSend, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.setup(t)
+			before := s.State()
+			err := s.Step(tt.ev)
+			if (err != nil) != tt.err {
+				t.Fatalf("Step(%v) error = %v, want error %t", tt.ev, err, tt.err)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidEvent) {
+				t.Fatalf("error %v does not wrap ErrInvalidEvent", err)
+			}
+			if tt.err && s.State() != before {
+				t.Fatalf("failed Step changed state %v -> %v", before, s.State())
+			}
+			if ierr := s.checkInvariants(); ierr != nil {
+				t.Fatal(ierr)
+			}
+			if got := s.Ready(); !slices.Equal(got, tt.want) {
+				t.Errorf("actions\n got %v\nwant %v", got, tt.want)
+			}
+			if got := s.State(); got != tt.state {
+				t.Errorf("state %v, want %v", got, tt.state)
+			}
+			if got := s.Watermark(); got != tt.wm {
+				t.Errorf("watermark %d, want %d", got, tt.wm)
+			}
+		})
+	}
+}
+
+func TestSenderInvalidEvents(t *testing.T) {
+	tests := []struct {
+		name string
+		ev   Event
+	}{
+		{"Spooled gap", Spooled(5, 10, T)},
+		{"Spooled repeat", Spooled(2, 10, T)},
+		{"Spooled negative size", Spooled(3, -1, T)},
+		{"Acked First > Last", Acked([]Range{{0, 0}, {4, 3}}, T)},
+		{"Timeout never spooled", Timeout(3, 1, T)},
+		{"Timeout attempt 0", Timeout(0, 0, T)},
+		{"Timeout attempt never armed", Timeout(0, 2, T)},
+		{"Connected twice", Connected(1, 1, T)},
+		{"Disconnected jitter 1", Disconnected(1, T)},
+		{"Disconnected jitter < 0", Disconnected(-0.1, T)},
+		{"Disconnected jitter NaN", Disconnected(math.NaN(), T)},
+		{"Rejected never spooled", Rejected(3, true, T)},
+		{"unknown kind", Event{Kind: 99, Now: T}},
+		{"zero event", Event{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := blocked(t) // 0, 1 in flight, 2 queued
+			before := *s
+			err := s.Step(tt.ev)
+			if !errors.Is(err, ErrInvalidEvent) {
+				t.Fatalf("Step(%v) = %v, want ErrInvalidEvent", tt.ev, err)
+			}
+			if s.HasReady() || s.now != before.now || s.next != before.next || s.stats != before.stats ||
+				s.connected != before.connected || s.inflightMsgs != before.inflightMsgs {
+				t.Fatalf("failed Step changed the Sender")
+			}
+		})
+	}
+	// Spooled of the id space's last id, and a restarted Sender that is fed
+	// ids below its watermark.
+	s := newTestSender(t, SenderConfig{Watermark: math.MaxUint64})
+	if err := s.Step(Spooled(math.MaxUint64, 1, 0)); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("Spooled(MaxUint64) = %v", err)
+	}
+	s = newTestSender(t, SenderConfig{Watermark: 7})
+	if err := s.Step(Spooled(6, 1, 0)); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("Spooled below the watermark = %v", err)
+	}
+	step(t, s, Spooled(7, 1, 0))
+}
+
+func TestSenderConfig(t *testing.T) {
+	s := newTestSender(t, SenderConfig{})
+	if s.RTO() != DefaultInitialRTO || !s.win.auto {
+		t.Fatalf("zero config: RTO %v auto %t", s.RTO(), s.win.auto)
+	}
+	if m, b := s.Window(); m != autoMinMsgs || b != autoMinBytes {
+		t.Fatalf("auto window starts at %d/%d", m, b)
+	}
+	bad := []SenderConfig{
+		{MaxInFlightMsgs: -1},
+		{MaxInFlightBytes: -1},
+		{MinRTO: 2 * time.Second, MaxRTO: time.Second},
+		{InitialRTO: time.Hour},
+		{InitialRTO: time.Millisecond, MinRTO: time.Second},
+		{MinRTO: -1},
+		{ReconnectMin: -1},
+		{ReconnectMin: time.Hour, ReconnectMax: time.Second},
+	}
+	for _, cfg := range bad {
+		if _, err := NewSender(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewSender(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
+
+// The watermark is the lowest unacked id: acks above a hole never move it,
+// and filling the hole moves it past everything acked above.
+func TestSenderWatermarkOutOfOrder(t *testing.T) {
+	s := newTestSender(t, SenderConfig{MaxInFlightMsgs: 10, Watermark: 3})
+	for id := uint64(3); id < 9; id++ {
+		step(t, s, Spooled(id, 1, 0))
+	}
+	step(t, s, Connected(100, 1<<20, 0))
+	if got := step(t, s, Acked([]Range{{5, 5}, {7, 8}}, ms)); slices.Contains(got, markAcked(4)) || s.Watermark() != 3 {
+		t.Fatalf("acks above the watermark moved it: %v, watermark %d", got, s.Watermark())
+	}
+	got := step(t, s, Acked([]Range{{3, 3}}, ms))
+	if s.Watermark() != 4 || !slices.Contains(got, markAcked(4)) {
+		t.Fatalf("ack of 3: watermark %d, actions %v", s.Watermark(), got)
+	}
+	got = step(t, s, Acked([]Range{{0, 4}, {6, 6}}, ms)) // 0-2 are below the watermark: ignored
+	if s.Watermark() != 9 || !slices.Equal(got[len(got)-1:], []Action{markAcked(9)}) {
+		t.Fatalf("filling the holes: watermark %d, actions %v", s.Watermark(), got)
+	}
+	if st := s.Stats(); st.Acked != 6 {
+		t.Fatalf("Acked = %d, want 6", st.Acked)
+	}
+}
+
+// Acks settle an id in any state, e.g. one requeued by a broken stream:
+// it is not resent on the next.
+func TestSenderAckOfRequeued(t *testing.T) {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 0), Disconnected(0, 0))
+	step(t, s, Acked([]Range{{1, 1}}, ms)) // RTT 1ms: RTO drops to MinRTO
+	got := step(t, s, Connected(100, 1<<20, 2*ms))
+	want := []Action{send(0, 10), arm(0, 2, 2*ms+100*ms)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// Karn's algorithm: the RTT of a resent message is never sampled, and the
+// sample of a batch ack is the newest message sent once.
+func TestSenderKarn(t *testing.T) {
+	s := newTestSender(t, SenderConfig{MaxInFlightMsgs: 10, InitialRTO: time.Second, MinRTO: time.Millisecond})
+	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 1, 0))
+	step(t, s, Timeout(0, 1, 1000*ms)) // 0 resent at 1s
+	step(t, s, Acked([]Range{{0, 0}}, 1001*ms))
+	if s.SRTT() != 0 || s.RTO() != 2*time.Second {
+		t.Fatalf("resent message sampled: SRTT %v RTO %v", s.SRTT(), s.RTO())
+	}
+	step(t, s, Spooled(1, 1, 1100*ms), Spooled(2, 1, 1120*ms))
+	step(t, s, Acked([]Range{{1, 2}}, 1150*ms)) // newest sent once: 2, RTT 30ms
+	if s.SRTT() != 30*time.Millisecond {
+		t.Fatalf("SRTT %v, want 30ms from the newest id", s.SRTT())
+	}
+	if s.RTO() != 90*time.Millisecond { // 30 + 4 × 15
+		t.Fatalf("RTO %v, want 90ms", s.RTO())
+	}
+}
+
+// A stall fires every timer of a window; the RTO doubles once per round, not
+// once per timer, and is capped.
+func TestSenderBackoffOncePerRound(t *testing.T) {
+	s := newTestSender(t, SenderConfig{MaxInFlightMsgs: 10, InitialRTO: time.Second, MinRTO: time.Second, MaxRTO: 5 * time.Second})
+	step(t, s, Connected(100, 1<<20, 0))
+	for id := range uint64(5) {
+		step(t, s, Spooled(id, 1, 0))
+	}
+	for id := range uint64(5) {
+		step(t, s, Timeout(id, 1, 1000*ms))
+	}
+	if s.RTO() != 2*time.Second {
+		t.Fatalf("after one round of timeouts RTO = %v, want 2s", s.RTO())
+	}
+	step(t, s, Timeout(0, 2, 3000*ms))
+	step(t, s, Timeout(1, 2, 3000*ms))
+	if s.RTO() != 4*time.Second {
+		t.Fatalf("after two rounds RTO = %v, want 4s", s.RTO())
+	}
+	step(t, s, Timeout(0, 3, 7000*ms))
+	if s.RTO() != 5*time.Second {
+		t.Fatalf("RTO = %v, want MaxRTO", s.RTO())
+	}
+	if st := s.Stats(); st.Timeouts != 8 || st.Resent != 8 || st.Sent != 13 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A message bigger than the remaining byte credit, or than the window, goes
+// alone when nothing is in flight; message credit is never waived.
+func TestSenderBigMessageWaiver(t *testing.T) {
+	s := newTestSender(t, SenderConfig{MaxInFlightMsgs: 10, MaxInFlightBytes: 100})
+	got := step(t, s, Connected(3, 50, 0), Spooled(0, 10, 0), Spooled(1, 500, 0), Spooled(2, 10, 0))
+	if len(got) != 2 || got[0] != send(0, 10) {
+		t.Fatalf("with 0 in flight, 1 must wait: %v", got)
+	}
+	got = step(t, s, Acked([]Range{{0, 0}}, ms))
+	if len(got) != 4 || got[2] != send(1, 500) {
+		t.Fatalf("alone, the big message goes: %v", got)
+	}
+	if s.State() != StateBlocked {
+		t.Fatalf("2 must wait behind the big message, state %v", s.State())
+	}
+	step(t, s, Acked([]Range{{1, 1}}, 2*ms))
+	// 2 goes under the waiver too (sent bytes 510 > 50), leaving no message
+	// credit for 3.
+	got = step(t, s, Spooled(3, 1, 2*ms))
+	if s.State() != StateBlocked || len(got) != 0 {
+		t.Fatalf("3 needs message credit: state %v, %v", s.State(), got)
+	}
+	if m, _ := s.InFlight(); m != 1 {
+		t.Fatalf("in flight %d, want 1", m)
+	}
+}
+
+// Reconnect back-off: doubles per failure, capped, spread by jitter, and
+// reset by an ack on a working stream (not by Connected alone).
+func TestSenderReconnectBackoff(t *testing.T) {
+	s := newTestSender(t, SenderConfig{ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second})
+	var got []time.Duration
+	for range 6 {
+		a := step(t, s, Disconnected(0.5, 0))
+		got = append(got, a[0].After)
+	}
+	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("back-off %v, want %v", got, want)
+	}
+	if a := step(t, s, Disconnected(0, 0)); a[0].After != 800*time.Millisecond {
+		t.Fatalf("jitter 0: %v, want 0.8 × 1s", a[0].After)
+	}
+	if a := step(t, s, Disconnected(0.999999999, 0)); a[0].After < 1199*time.Millisecond {
+		t.Fatalf("jitter ~1: %v, want ~1.2 × 1s", a[0].After)
+	}
+	step(t, s, Connected(10, 1<<20, 0))
+	if a := step(t, s, Disconnected(0.5, 0)); a[0].After != time.Second {
+		t.Fatalf("Connected alone reset the back-off: %v", a[0].After)
+	}
+	step(t, s, Connected(10, 1<<20, 0), Spooled(0, 1, 0), Acked([]Range{{0, 0}}, 1))
+	if a := step(t, s, Disconnected(0.5, 1)); a[0].After != 100*time.Millisecond {
+		t.Fatalf("an ack did not reset the back-off: %v", a[0].After)
+	}
+}
+
+// A message the sink will never take is parked, not dropped: the rest flows
+// past it, the watermark stays below it, and the next stream retries it.
+func TestSenderParked(t *testing.T) {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 0))
+	step(t, s, Rejected(0, false, ms), Acked([]Range{{1, 1}}, ms))
+	if s.Watermark() != 0 || s.State() != StateIdle || s.Stats().Parked != 1 {
+		t.Fatalf("watermark %d state %v stats %+v", s.Watermark(), s.State(), s.Stats())
+	}
+	step(t, s, Disconnected(0, 2*ms))
+	got := step(t, s, Connected(100, 1<<20, 3*ms))
+	if len(got) != 2 || got[0] != send(0, 10) {
+		t.Fatalf("parked message not retried on the next stream: %v", got)
+	}
+	step(t, s, Acked([]Range{{0, 0}}, 4*ms))
+	if s.Watermark() != 2 {
+		t.Fatalf("watermark %d, want 2", s.Watermark())
+	}
+}
+
+// Steps between Ready and Advance keep their actions for the next Ready.
+func TestSenderReadyAdvance(t *testing.T) {
+	s := newTestSender(t, tableSenderConfig)
+	if err := s.Step(Connected(100, 1<<20, 0)); err != nil {
+		t.Fatal(err)
+	}
+	s.Step(Spooled(0, 1, 0))
+	first := s.Ready()
+	s.Step(Spooled(1, 1, 0))
+	if want := []Action{send(0, 1), arm(0, 1, int64(time.Second))}; !slices.Equal(first, want) {
+		t.Fatalf("first Ready %v, want %v", first, want)
+	}
+	s.Advance()
+	if got, want := s.Ready(), []Action{send(1, 1), arm(1, 1, int64(time.Second))}; !slices.Equal(got, want) {
+		t.Fatalf("second Ready %v, want %v", got, want)
+	}
+	s.Advance()
+	if s.HasReady() || len(s.Ready()) != 0 {
+		t.Fatal("actions left after Advance")
+	}
+}
+
+// Now going backwards is clamped to the latest Now seen.
+func TestSenderClockClamp(t *testing.T) {
+	s := newTestSender(t, tableSenderConfig)
+	step(t, s, Connected(100, 1<<20, 50*ms))
+	got := step(t, s, Spooled(0, 1, 10*ms))
+	if got[1].At != 50*ms+int64(time.Second) {
+		t.Fatalf("deadline %d from a clock that went backwards", got[1].At)
+	}
+}
+
+// The auto window starts at the floor, grows with the measured delivery rate
+// (doubling per round trip while the window is the bottleneck), and settles
+// near twice the bandwidth-delay product.
+func TestSenderAutoWindow(t *testing.T) {
+	const (
+		size    = 1 << 10    // bytes per message
+		service = ms / 100   // the bottleneck serves 100 messages per ms
+		delay   = 10 * ms    // propagation, send to ack
+		bdpMsgs = 1000 + 100 // (delay + service-bound queueing floor) × rate, roughly
+	)
+	s := newTestSender(t, SenderConfig{MinRTO: time.Millisecond})
+	step(t, s, Connected(1<<30, 1<<40, 0))
+	// acks holds the ack times of messages in flight, in send order; the
+	// bottleneck is FIFO, so they are increasing.
+	type ack struct {
+		id uint64
+		at int64
+	}
+	var acks []ack
+	served := int64(0)
+	steps := 0
+	// do steps ev and records the sends. It checks invariants only now and
+	// then: a full check walks the window, which here is thousands deep.
+	do := func(ev Event) {
+		if err := s.Step(ev); err != nil {
+			t.Fatal(err)
+		}
+		if steps++; steps%1000 == 0 {
+			if err := s.checkInvariants(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, a := range s.Ready() {
+			if a.Kind == ActionSend {
+				served = max(served, ev.Now) + service
+				acks = append(acks, ack{a.ID, served + delay})
+			}
+		}
+		s.Advance()
+	}
+	var id uint64
+	var grown []int
+	for now := int64(0); now < 2*int64(time.Second); {
+		for w, _ := s.Window(); s.Outstanding() < w+64; { // never app-limited
+			do(Spooled(id, size, now))
+			id++
+		}
+		a := acks[0]
+		acks = acks[1:]
+		now = a.at
+		do(Acked([]Range{{a.id, a.id}}, now))
+		if w, _ := s.Window(); len(grown) == 0 || grown[len(grown)-1] < w {
+			grown = append(grown, w)
+		}
+	}
+	w, b := s.Window()
+	t.Logf("window grew %v; final %d msgs / %d bytes; SRTT %v, minRTT %v", grown, w, b, s.SRTT(), time.Duration(s.win.minRTT))
+	if w < bdpMsgs || w > 3*bdpMsgs {
+		t.Fatalf("window %d msgs, want within [BDP, 3 BDP], BDP ~ %d", w, bdpMsgs)
+	}
+	if len(grown) < 5 {
+		t.Fatalf("window did not grow by steps: %v", grown)
+	}
+}

@@ -1,0 +1,183 @@
+package delivery
+
+import (
+	"math"
+	"time"
+)
+
+// Adaptive window ("auto" mode: SenderConfig.MaxInFlightMsgs and
+// MaxInFlightBytes both zero).
+//
+// The window is sized to the bandwidth-delay product of the whole path
+// (network, sink queue and storage group commit), the way BBR sizes its
+// congestion window:
+//
+//	bytes = max(64 KiB, 2 × maxRate × minRTT)
+//	msgs  = max(4,      2 × maxMsgRate × minRTT)
+//
+// maxRate is the largest delivery rate sampled over the last ten smoothed
+// RTTs. A sample is taken per Acked event, on the newest id acked that was
+// sent only once: (bytes acked between that id's send and now) / (now − its
+// send time), the definition BBR uses. The gain of 2 lets a window that is
+// too small grow: a full window delivered in one RTT yields a window twice
+// as big, so the window doubles every round trip until the path, not the
+// window, limits the rate. Below the first sample the window is the floor.
+//
+// minRTT is the smallest RTT seen in the last 10 s. A window of twice the
+// BDP keeps about one BDP queued somewhere on the path, and that queue
+// inflates every RTT sample; once the queue is standing, the true minimum
+// would age out of the filter and the window would ratchet upwards. So,
+// like BBR's ProbeRTT, when minRTT is 10 s old the window drops to the floor
+// for 200 ms plus one SRTT, the queue drains, and a fresh minimum is taken.
+// That costs about 2% of throughput.
+//
+// The window never raises what credits allow: a send must fit both (see
+// Sender.fits). A stream that is app-limited delivers less than the path
+// could, its samples age out after ten RTTs and the window shrinks towards
+// the floor; it grows back by doubling within a few RTTs of renewed load.
+const (
+	autoMinBytes       = 64 << 10
+	autoMinMsgs        = 4
+	autoGain           = 2
+	rateFilterRTTs     = 10
+	minRTTLifetime     = int64(10 * time.Second)
+	probeRTTFloorTime  = int64(200 * time.Millisecond)
+	minRateFilterWidth = int64(time.Millisecond)
+)
+
+// window is the Sender's own limit on what is in flight.
+type window struct {
+	auto bool
+
+	// msgs and bytes are the current limits; zero means unlimited (fixed
+	// mode only: in auto mode both are at least the floor).
+	msgs  int
+	bytes int64
+
+	byteRate maxFilter // bytes per nanosecond
+	msgRate  maxFilter // messages per nanosecond
+
+	// minRTT was sampled at minRTTAt; valid once hasRTT.
+	minRTT   int64
+	minRTTAt int64
+	hasRTT   bool
+
+	// While probing (until probeEnd) the window is held at the floor.
+	probing  bool
+	probeEnd int64
+}
+
+func newWindow(msgs int, bytes int64) window {
+	if msgs == 0 && bytes == 0 {
+		return window{auto: true, msgs: autoMinMsgs, bytes: autoMinBytes}
+	}
+	return window{msgs: msgs, bytes: bytes}
+}
+
+// tick ends a ProbeRTT phase whose time is up.
+func (w *window) tick(now int64) {
+	if w.probing && now >= w.probeEnd {
+		w.probing = false
+		// Restart the minRTT lifetime even if no lower sample came, so
+		// that the next probe is a full lifetime away.
+		w.minRTTAt = now
+		w.resize()
+	}
+}
+
+// onSample takes one delivery sample: over interval nanoseconds ending at
+// now, ackedBytes bytes in ackedMsgs messages were delivered; rtt is the
+// round-trip time of the sampled message, srtt the smoothed one.
+func (w *window) onSample(now int64, rtt, srtt time.Duration, interval, ackedBytes, ackedMsgs int64) {
+	if !w.auto {
+		return
+	}
+	r := int64(rtt)
+	expired := w.hasRTT && now-w.minRTTAt > minRTTLifetime
+	// Strictly lower, as in BBR: an equal sample does not renew the
+	// minimum's lifetime, so a path whose queue never drains still probes.
+	if !w.hasRTT || r < w.minRTT || expired {
+		w.minRTT, w.minRTTAt, w.hasRTT = r, now, true
+	}
+	if expired && !w.probing {
+		w.probing = true
+		w.probeEnd = now + probeRTTFloorTime + int64(srtt)
+	}
+	if interval > 0 {
+		width := max(rateFilterRTTs*int64(srtt), minRateFilterWidth)
+		w.byteRate.update(width, now, float64(ackedBytes)/float64(interval))
+		w.msgRate.update(width, now, float64(ackedMsgs)/float64(interval))
+	}
+	w.resize()
+}
+
+func (w *window) resize() {
+	if !w.auto {
+		return
+	}
+	w.msgs, w.bytes = autoMinMsgs, autoMinBytes
+	if w.probing || !w.hasRTT {
+		return
+	}
+	rtt := float64(w.minRTT)
+	w.bytes = max(w.bytes, saturate(autoGain*w.byteRate.best()*rtt))
+	w.msgs = int(max(int64(w.msgs), saturate(math.Ceil(autoGain*w.msgRate.best()*rtt))))
+}
+
+// saturate converts a non-negative float to int64, capping where it would
+// overflow. Windows that large are meaningless anyway; credits bound them.
+func saturate(f float64) int64 {
+	if f >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int64(f)
+}
+
+// maxFilter is a windowed running maximum: the largest sample of the last
+// width nanoseconds, in O(1) time and space. It is Kathleen Nichols'
+// algorithm as in Linux lib/minmax.c: keep the best, second best and third
+// best samples from successive sub-windows, so that when the best ages out
+// the second is already the best of what remains.
+type maxFilter struct {
+	s   [3]filterSample
+	set bool
+}
+
+type filterSample struct {
+	t int64
+	v float64
+}
+
+func (f *maxFilter) best() float64 { return f.s[0].v }
+
+func (f *maxFilter) update(width, t int64, v float64) {
+	n := filterSample{t: t, v: v}
+	if !f.set || v >= f.s[0].v || t-f.s[2].t > width {
+		// A new maximum, or nothing left in the window: start over.
+		f.s = [3]filterSample{n, n, n}
+		f.set = true
+		return
+	}
+	if v >= f.s[1].v {
+		f.s[1], f.s[2] = n, n
+	} else if v >= f.s[2].v {
+		f.s[2] = n
+	}
+	dt := t - f.s[0].t
+	switch {
+	case dt > width:
+		// The best aged out: promote, maybe twice, since the second best
+		// may be out of the window as well (the third is not, see above).
+		f.s[0], f.s[1], f.s[2] = f.s[1], f.s[2], n
+		if t-f.s[0].t > width {
+			f.s[0], f.s[1], f.s[2] = f.s[1], f.s[2], n
+		}
+	case f.s[1].t == f.s[0].t && dt > width/4:
+		// A quarter of the window without a new best: take a second best
+		// from the second quarter.
+		f.s[1], f.s[2] = n, n
+	case f.s[2].t == f.s[1].t && dt > width/2:
+		// Half the window: take a third best from the second half.
+		f.s[2] = n
+	}
+}

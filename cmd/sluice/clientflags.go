@@ -1,18 +1,16 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/auth"
 )
 
 // clientFlags are the transport and credential flags of every command that
@@ -38,24 +36,9 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
 	useTLS := f.caFile != "" || f.certFile != ""
 	if useTLS {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.serverName}
-		if f.caFile != "" {
-			pem, err := os.ReadFile(f.caFile)
-			if err != nil {
-				return nil, err
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--tls-ca %s: no PEM certificates in it", f.caFile)
-			}
-			cfg.RootCAs = pool
-		}
-		if f.certFile != "" || f.keyFile != "" {
-			cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-			}
-			cfg.Certificates = []tls.Certificate{cert}
+		cfg, err := auth.ClientTLS(f.caFile, f.certFile, f.keyFile, f.serverName)
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	} else {
@@ -73,19 +56,7 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 		if !useTLS && !f.insecureToken {
 			return nil, errors.New("a token without TLS would travel in clear text: add --tls-ca, or --insecure-token for loopback tests")
 		}
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: tok, requireTLS: useTLS}))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(tok, !useTLS)))
 	}
 	return opts, nil
 }
-
-// bearer sends "authorization: Bearer TOKEN" with every call.
-type bearer struct {
-	token      string
-	requireTLS bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearer) RequireTransportSecurity() bool { return b.requireTLS }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/metricsgen"
+)
+
+func init() {
+	register("demo", "run a sink, an agent and a metrics generator in one process and show delivery", runDemo)
+}
+
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("demo", "[flags]", stderr)
+	dur := fs.Duration("duration", 20*time.Second, "how long the generator feeds the agent")
+	feeders := fs.Int("feeders", 16, "concurrent producers calling the agent")
+	hosts := fs.Int("hosts", metricsgen.DefaultHosts, "simulated hosts (about 320 series each)")
+	dir := fs.String("dir", "", "where the spool and store go (default: a temporary directory, removed afterwards)")
+	logLevel := fs.String("log-level", "warn", "log level of the embedded agent and sink")
+	var af agentFlags
+	af.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	acfg, err := af.config("", "")
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	fmt.Fprintf(stdout, "sluice demo: %d simulated hosts → agent (spool, %s) → one gRPC stream → sink (store), for %s\n\n",
+		*hosts, af.compression, *dur)
+	res, err := bench.RunPipeline(ctx, bench.PipelineConfig{
+		Dir: *dir, Duration: *dur, Feeders: *feeders,
+		NewSource: func(i int) bench.Source {
+			g, err := metricsgen.New(metricsgen.Config{Seed: int64(i + 1), Hosts: *hosts})
+			if err != nil {
+				panic(err) // the config is built above and valid
+			}
+			return bench.Source(g.NextMessage)
+		},
+		Agent:    acfg,
+		Logger:   newLogger(stderr, *logLevel),
+		Progress: stdout,
+	})
+	if err != nil {
+		return err
+	}
+	st := res.Agent
+	fmt.Fprintf(stdout, "\nsummary: %d records (%.1f MB) delivered and durably stored in %s: %.0f records/s, %.1f MB/s\n",
+		st.AckedRecords, float64(st.AckedRawBytes)/1e6, res.Elapsed.Round(time.Millisecond), res.RecordsPerSec(), res.MBps())
+	fmt.Fprintf(stdout, "         %d messages, compression %.2fx (%.1f MB on the wire), %d resent\n",
+		st.AckedMessages, res.CompressionRatio(), float64(st.AckedWireBytes)/1e6, st.Resent)
+	fmt.Fprintf(stdout, "         spool → ack latency p50 %s, p99 %s, max %s\n",
+		st.LatencyP50, st.LatencyP99, st.LatencyMax)
+	if !res.Drained {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d messages still unacknowledged after the drain timeout", st.SpooledMessages-st.AckedMessages)}
+	}
+	return nil
+}

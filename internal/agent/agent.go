@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/seglog"
@@ -184,50 +186,89 @@ func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, rec
 	if producer != "" && seq == 0 {
 		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)
 	}
-	var total int64
 	for i, r := range records {
 		if len(r) > a.cfg.MaxRecordBytes {
 			return false, fmt.Errorf("%w: record %d has %d bytes, limit %d", ErrRecordTooLarge, i, len(r), a.cfg.MaxRecordBytes)
 		}
-		total += int64(len(r)) + 4
 	}
 	if len(records) == 0 {
 		return false, nil
 	}
+	m := mark{producer: producer, seq: seq}
 	if producer != "" {
 		// One request per producer at a time, so a retry that arrives while
 		// the original is still being spooled waits for it and then sees
-		// it as complete.
+		// how far it got.
 		unlock := a.lockProducer(producer)
 		defer unlock()
-		if seq <= a.spool.lastSeq(producer) {
+		switch p := a.spool.progressOf(producer); {
+		case seq < p.seq || (seq == p.seq && p.complete):
 			a.metrics.duplicates.Inc()
 			return true, nil
+		case seq == p.seq:
+			// A retry of a request that was cut short by a crash: spool
+			// only the records that are missing.
+			if int(p.done) > len(records) {
+				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.done)
+			}
+			records, m.done = records[p.done:], p.done
+			a.metrics.duplicates.Inc()
 		}
+	}
+	return false, a.ingest(ctx, ingestReq{records: records, mark: m})
+}
+
+// ingest reserves quota, hands req to the batcher and waits for the spool.
+func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
+	for _, r := range req.records {
+		req.bytes += int64(len(r)) + 4
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
-		return false, ErrClosed
+		return ErrClosed
 	}
-	if !a.spool.reserve(total) {
+	if !a.spool.reserve(req.bytes) {
 		a.metrics.spoolFull.Inc()
-		return false, fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.size(), a.cfg.SpoolQuota)
+		return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.size(), a.cfg.SpoolQuota)
 	}
-	req := ingestReq{records: records, bytes: total, mark: mark{producer: producer, seq: seq}, done: make(chan error, 1)}
+	req.done = make(chan error, 1)
 	select {
 	case a.in <- req:
 	case <-ctx.Done():
-		a.spool.release(total)
-		return false, ctx.Err()
+		a.spool.release(req.bytes)
+		return ctx.Err()
 	}
-	// Wait even if ctx ends: the producer lock must be held until the
+	// Wait even if ctx ends: a producer's lock must be held until the
 	// outcome is known, or a retry could race the original.
-	err = <-req.done
+	err := <-req.done
 	if err == nil {
-		a.metrics.ingested(len(records), total)
+		a.metrics.ingested(len(req.records), req.bytes)
 	}
-	return false, err
+	return err
+}
+
+// IngestMessage spools records as exactly one message, sealed at once,
+// for callers that batch by themselves (a collector with its own
+// partitioning, or a benchmark reproducing a message-size distribution).
+// The packed records must fit MaxMessageBytes.
+func (a *Agent) IngestMessage(ctx context.Context, records [][]byte) error {
+	size := 8
+	for _, r := range records {
+		size += len(r) + binary.MaxVarintLen32
+	}
+	if size > a.cfg.MaxMessageBytes {
+		var b batch.Builder
+		for _, r := range records {
+			if err := b.Add(r); err != nil {
+				return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+			}
+		}
+		if b.Len() > a.cfg.MaxMessageBytes {
+			return fmt.Errorf("%w: message of %d bytes, limit %d", ErrRecordTooLarge, b.Len(), a.cfg.MaxMessageBytes)
+		}
+	}
+	return a.ingest(ctx, ingestReq{records: records, whole: true})
 }
 
 // lockProducer serialises requests of one producer.

@@ -192,7 +192,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestSpooledRecordFormat(t *testing.T) {
-	m := spooled{Kind: codec.ZstdDict, DictID: 7, Records: 3, Marks: []mark{{"p1", 9}, {"producer-two", 1 << 40}}, Body: []byte("body")}
+	m := spooled{Kind: codec.ZstdDict, DictID: 7, Records: 3, Marks: []mark{{producer: "p1", seq: 9, done: 4}, {producer: "producer-two", seq: 1 << 40, done: 7, complete: true}}, Body: []byte("body")}
 	b := appendSpooled(nil, m)
 	got, err := decodeSpooled(b)
 	if err != nil || got.Kind != m.Kind || got.DictID != 7 || got.Records != 3 || string(got.Body) != "body" ||
@@ -264,5 +264,116 @@ func TestIngestIdempotent(t *testing.T) {
 	}
 	if _, err := a.IngestFrom(ctx, "prod-1", 0, [][]byte{[]byte("x")}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("seq 0: %v", err)
+	}
+}
+
+// TestIngestMessageKeepsBoundaries: each IngestMessage call is exactly one
+// spooled message, even when several would fit together.
+func TestIngestMessageKeepsBoundaries(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.MaxMessageBytes = 4096 })
+	defer a.Close()
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		if err := a.IngestMessage(ctx, [][]byte{[]byte(fmt.Sprint("m", i, "a")), []byte(fmt.Sprint("m", i, "b"))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := a.spool.log.NextOffset(); n != 5 {
+		t.Fatalf("%d messages spooled, want 5", n)
+	}
+	if err := a.IngestMessage(ctx, [][]byte{make([]byte, 3000), make([]byte, 3000)}); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("oversize message: %v", err)
+	}
+}
+
+// TestIngestHTTPLargeBody: every line of a multi-megabyte body arrives
+// intact and in order.
+func TestIngestHTTPLargeBody(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), nil)
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	var body bytes.Buffer
+	var want []string
+	for i := 0; i < 60000; i++ {
+		line := fmt.Sprintf("line %06d %s", i, strings.Repeat("v", i%50))
+		want = append(want, line)
+		body.WriteString(line + "\n")
+	}
+	resp, err := http.Post(srv.URL+"/v1/records", "application/x-ndjson", &body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	if got := spooledRecords(t, a); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("spooled records differ from the body (%d vs %d lines)", len(got), len(want))
+	}
+}
+
+func TestSplitLines(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"a\nb\n", "a|b"}, {"a\nb", "a|b"}, {"\n\na\r\n", "a\r"}, {"", ""}, {"\n", ""},
+	} {
+		recs, err := splitLines([]byte(tc.in), 100)
+		var parts []string
+		for _, r := range recs {
+			parts = append(parts, string(r))
+		}
+		if err != nil || strings.Join(parts, "|") != tc.want {
+			t.Errorf("%q → %q %v, want %q", tc.in, parts, err, tc.want)
+		}
+	}
+}
+
+// TestIngestResumesPartialRequest: after a crash in the middle of a request
+// split over several messages, the retry spools only what is missing.
+func TestIngestResumesPartialRequest(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), nil)
+	defer a.Close()
+	// What a crash after the first of two messages leaves behind.
+	a.spool.completed([]mark{{producer: "p", seq: 4, done: 2}})
+	recs := [][]byte{[]byte("r0"), []byte("r1"), []byte("r2"), []byte("r3")}
+	if dup, err := a.IngestFrom(context.Background(), "p", 4, recs); err != nil || dup {
+		t.Fatalf("%v %v", dup, err)
+	}
+	if got := strings.Join(spooledRecords(t, a), ","); got != "r2,r3" {
+		t.Fatalf("spooled %s, want r2,r3", got)
+	}
+	if p := a.spool.progressOf("p"); p != (progress{seq: 4, done: 4, complete: true}) {
+		t.Fatalf("progress %+v", p)
+	}
+	if dup, _ := a.IngestFrom(context.Background(), "p", 4, recs); !dup {
+		t.Fatal("complete request not recognised")
+	}
+}
+
+// TestSplitRequestMarksEveryPart: a request spanning messages leaves a
+// progress mark in each of them.
+func TestSplitRequestMarksEveryPart(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.MaxMessageBytes = 1024 })
+	defer a.Close()
+	var recs [][]byte
+	for i := 0; i < 40; i++ {
+		recs = append(recs, bytes.Repeat([]byte{'a' + byte(i%26)}, 100))
+	}
+	if _, err := a.IngestFrom(context.Background(), "p", 1, recs); err != nil {
+		t.Fatal(err)
+	}
+	it := a.spool.log.NewIterator(0, 1<<20)
+	var last mark
+	n := 0
+	for it.Next() {
+		m, err := decodeSpooled(it.Value())
+		if err != nil || len(m.Marks) != 1 {
+			t.Fatalf("message %d: %+v %v", it.Offset(), m.Marks, err)
+		}
+		if mk := m.Marks[0]; mk.done <= last.done || mk.done-last.done != m.Records {
+			t.Fatalf("message %d: mark %+v after %+v with %d records", it.Offset(), mk, last, m.Records)
+		}
+		last = m.Marks[0]
+		n++
+	}
+	if n < 3 || !last.complete || last.done != 40 {
+		t.Fatalf("%d messages, last mark %+v", n, last)
 	}
 }

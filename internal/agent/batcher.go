@@ -12,7 +12,8 @@ import (
 type ingestReq struct {
 	records [][]byte
 	bytes   int64
-	mark    mark       // producer "" means an anonymous request
+	mark    mark       // producer "" means an anonymous request; done: records spooled before these
+	whole   bool       // the records form one message of their own
 	done    chan error // buffered; receives exactly one result
 }
 
@@ -24,7 +25,7 @@ type sealedMsg struct {
 	raw      int          // uncompressed body bytes
 	reserved int64        // quota bytes reserved by its ingest calls
 	waiters  []chan error // ingest calls whose last record is in it
-	marks    []mark       // of those calls, the ones from a producer
+	marks    []mark       // progress of producers' requests with records in it
 	sealedAt time.Time
 }
 
@@ -72,8 +73,16 @@ func (bt *batcher) run() {
 }
 
 func (bt *batcher) add(req ingestReq, linger *time.Timer) {
-	for _, rec := range req.records {
-		if bt.b.Count() > 0 && bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes {
+	if req.whole {
+		bt.seal()
+	}
+	m := req.mark
+	for i, rec := range req.records {
+		if !req.whole && bt.b.Count() > 0 && bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes {
+			if m.producer != "" && i > 0 {
+				// The message being sealed holds part of this request.
+				bt.cur.marks = append(bt.cur.marks, mark{producer: m.producer, seq: m.seq, done: m.done + uint32(i)})
+			}
 			bt.seal()
 		}
 		if bt.b.Count() == 0 {
@@ -89,10 +98,12 @@ func (bt *batcher) add(req ingestReq, linger *time.Timer) {
 	}
 	bt.cur.reserved += req.bytes
 	bt.cur.waiters = append(bt.cur.waiters, req.done)
-	if req.mark.producer != "" {
-		bt.cur.marks = append(bt.cur.marks, req.mark)
+	if m.producer != "" {
+		m.done += uint32(len(req.records))
+		m.complete = true
+		bt.cur.marks = append(bt.cur.marks, m)
 	}
-	if bt.b.Len() >= bt.cfg.MaxMessageBytes-batchOverhead {
+	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-batchOverhead {
 		bt.seal()
 	}
 }
@@ -193,6 +204,6 @@ type spooledInfo struct {
 	id      uint64
 	size    int64 // wire bytes
 	records int
-	raw     int // uncompressed bytes
+	raw     int   // uncompressed bytes
 	at      int64 // loop clock
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -78,16 +77,17 @@ func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "{\"records\":%d,\"duplicate\":%t}\n", len(records), dup)
 }
 
-// splitLines returns the non-empty lines of body, aliasing it.
+// splitLines returns the non-empty lines of body, aliasing it (no copy).
+// Lines end at "\n" only: a record is bytes, and a "\r" in it is data.
 func splitLines(body []byte, maxRecord int) ([][]byte, error) {
 	var out [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, len(body)+1)
-	sc.Split(scanLinesKeepCR)
-	line := 0
-	for sc.Scan() {
-		line++
-		rec := sc.Bytes()
+	for line := 1; len(body) > 0; line++ {
+		rec := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			rec, body = body[:i:i], body[i+1:]
+		} else {
+			body = nil
+		}
 		if len(rec) == 0 {
 			continue
 		}
@@ -96,22 +96,7 @@ func splitLines(body []byte, maxRecord int) ([][]byte, error) {
 		}
 		out = append(out, rec)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("bad body: %w", err)
-	}
 	return out, nil
-}
-
-// scanLinesKeepCR splits on "\n" only: a record is bytes, and a "\r" in it
-// is data, not line-ending decoration.
-func scanLinesKeepCR(data []byte, atEOF bool) (int, []byte, error) {
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		return i + 1, data[:i], nil
-	}
-	if atEOF && len(data) > 0 {
-		return len(data), data, nil
-	}
-	return 0, nil, nil
 }
 
 func statusFor(err error) int {

@@ -21,24 +21,43 @@ import (
 //	2  uint32  dictionary id (0 unless ZstdDict)
 //	6  uint32  number of records in the body
 //	10 uint16  number of producer marks, then per mark:
-//	           uint8 length, producer id, uint64 sequence
+//	           uint8 length, producer id, uint64 sequence,
+//	           uint32 records of the request spooled up to here,
+//	           uint8 1 if that is the whole request
 //	.. body    the message as it goes on the wire (internal/batch, compressed)
 //
-// The message id on the wire is the record's offset in the spool. A mark
-// says "request seq of this producer is complete": it is stored in the same
-// record as the request's last record, so it is durable exactly when the
-// request is, which is what makes ingest retries idempotent.
+// The message id on the wire is the record's offset in the spool. A mark is
+// stored in every message holding records of a producer's request, so the
+// progress of each request is durable exactly when its records are: after a
+// crash in the middle of a request split over several messages, a retry
+// spools only the records that are missing. This is what makes ingest
+// retries exact.
 const (
+	markTail          = 8 + 4 + 1 // seq, done, complete
 	spoolVersion      = 1
 	spoolFixedHeader  = 12
 	maxProducerIDLen  = 64
 	maxMarksPerRecord = 1 << 16
 )
 
-// mark records that request seq of producer is completely spooled.
+// mark records how far request seq of producer is spooled.
 type mark struct {
 	producer string
 	seq      uint64
+	done     uint32 // records of the request spooled, this message included
+	complete bool   // done is the whole request
+}
+
+// progress is the newest request of a producer and how far it got.
+type progress struct {
+	seq      uint64
+	done     uint32
+	complete bool
+}
+
+// after reports whether m is further along than p.
+func (p progress) before(m mark) bool {
+	return m.seq > p.seq || (m.seq == p.seq && (m.done > p.done || (m.complete && !p.complete)))
 }
 
 // spooled is a decoded spool record; Body aliases the buffer it came from.
@@ -60,6 +79,8 @@ func appendSpooledHeader(dst []byte, m spooled) []byte {
 		dst = append(dst, byte(len(mk.producer)))
 		dst = append(dst, mk.producer...)
 		dst = binary.LittleEndian.AppendUint64(dst, mk.seq)
+		dst = binary.LittleEndian.AppendUint32(dst, mk.done)
+		dst = append(dst, boolByte(mk.complete))
 	}
 	return dst
 }
@@ -92,11 +113,16 @@ func decodeSpooled(b []byte) (spooled, error) {
 			return spooled{}, fmt.Errorf("%w: mark %d cut short", errBadSpoolRecord, i)
 		}
 		l := int(b[p])
-		if l == 0 || l > maxProducerIDLen || p+1+l+8 > len(b) {
+		if l == 0 || l > maxProducerIDLen || p+1+l+markTail > len(b) {
 			return spooled{}, fmt.Errorf("%w: mark %d: producer id of %d bytes at %d", errBadSpoolRecord, i, l, p)
 		}
-		m.Marks = append(m.Marks, mark{producer: string(b[p+1 : p+1+l]), seq: binary.LittleEndian.Uint64(b[p+1+l:])})
-		p += 1 + l + 8
+		t := b[p+1+l:]
+		if t[12] > 1 {
+			return spooled{}, fmt.Errorf("%w: mark %d: complete flag %d", errBadSpoolRecord, i, t[12])
+		}
+		m.Marks = append(m.Marks, mark{producer: string(b[p+1 : p+1+l]), seq: binary.LittleEndian.Uint64(t),
+			done: binary.LittleEndian.Uint32(t[8:]), complete: t[12] == 1})
+		p += 1 + l + markTail
 	}
 	m.Body = b[p:]
 	return m, nil
@@ -112,11 +138,11 @@ type spool struct {
 
 	mu        sync.Mutex
 	watermark uint64 // every id below is acknowledged (persisted)
-	// producers maps a producer id to its newest completely spooled
-	// request sequence (see mark).
-	producers map[string]uint64
-	diskBytes int64  // segment bytes on disk, refreshed after removals
-	pending   int64  // bytes appended since diskBytes was measured
+	// producers maps a producer id to the progress of its newest request
+	// (see mark).
+	producers map[string]progress
+	diskBytes int64 // segment bytes on disk, refreshed after removals
+	pending   int64 // bytes appended since diskBytes was measured
 }
 
 const (
@@ -149,7 +175,7 @@ func openSpool(dir string, quota int64, opts ...seglog.Option) (*spool, error) {
 	state, err := seglog.ReadMeta(dir, stateFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		s.producers = map[string]uint64{}
+		s.producers = map[string]progress{}
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
 	default:
@@ -228,8 +254,8 @@ func (s *spool) acknowledge(w uint64) error {
 	return err
 }
 
-// lastSeq is the newest completed sequence of producer (0: none).
-func (s *spool) lastSeq(producer string) uint64 {
+// progressOf is the progress of producer's newest request.
+func (s *spool) progressOf(producer string) progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.producers[producer]
@@ -240,8 +266,8 @@ func (s *spool) completed(marks []mark) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range marks {
-		if m.seq > s.producers[m.producer] {
-			s.producers[m.producer] = m.seq
+		if p := s.producers[m.producer]; p.before(m) {
+			s.producers[m.producer] = progress{seq: m.seq, done: m.done, complete: m.complete}
 		}
 	}
 	// Producers are one per `sluice produce` run; forget the oldest-looking
@@ -252,8 +278,8 @@ func (s *spool) completed(marks []mark) {
 		var victim string
 		low := ^uint64(0)
 		for p, q := range s.producers {
-			if q < low {
-				victim, low = p, q
+			if q.seq < low {
+				victim, low = p, q.seq
 			}
 		}
 		delete(s.producers, victim)
@@ -262,40 +288,51 @@ func (s *spool) completed(marks []mark) {
 
 const maxProducers = 100_000
 
-func encodeState(w uint64, producers map[string]uint64) []byte {
+func encodeState(w uint64, producers map[string]progress) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, w)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(producers)))
 	for p, q := range producers {
 		b = append(b, byte(len(p)))
 		b = append(b, p...)
-		b = binary.LittleEndian.AppendUint64(b, q)
+		b = binary.LittleEndian.AppendUint64(b, q.seq)
+		b = binary.LittleEndian.AppendUint32(b, q.done)
+		b = append(b, boolByte(q.complete))
 	}
 	return b
 }
 
-func decodeState(b []byte) (uint64, map[string]uint64, error) {
+func decodeState(b []byte) (uint64, map[string]progress, error) {
 	if len(b) < 12 {
 		return 0, nil, fmt.Errorf("%d bytes, want at least 12", len(b))
 	}
 	w := binary.LittleEndian.Uint64(b)
 	n := int(binary.LittleEndian.Uint32(b[8:]))
-	producers := make(map[string]uint64, min(n, maxProducers))
+	producers := make(map[string]progress, min(n, maxProducers))
 	p := 12
 	for i := 0; i < n; i++ {
 		if p >= len(b) {
 			return 0, nil, fmt.Errorf("producer %d cut short", i)
 		}
 		l := int(b[p])
-		if l == 0 || p+1+l+8 > len(b) {
+		if l == 0 || p+1+l+markTail > len(b) {
 			return 0, nil, fmt.Errorf("producer %d: bad length %d at %d", i, l, p)
 		}
-		producers[string(b[p+1:p+1+l])] = binary.LittleEndian.Uint64(b[p+1+l:])
-		p += 1 + l + 8
+		t := b[p+1+l:]
+		producers[string(b[p+1:p+1+l])] = progress{seq: binary.LittleEndian.Uint64(t),
+			done: binary.LittleEndian.Uint32(t[8:]), complete: t[12] == 1}
+		p += 1 + l + markTail
 	}
 	if p != len(b) {
 		return 0, nil, fmt.Errorf("%d trailing bytes", len(b)-p)
 	}
 	return w, producers, nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (s *spool) ackedWatermark() uint64 {

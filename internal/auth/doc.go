@@ -1,0 +1,41 @@
+// Package auth secures the sink's gRPC service and its clients: TLS (with
+// optional mutual TLS) for the transport, and bearer tokens for identity.
+//
+// # Server side
+//
+// ServerTLS loads the sink's certificate and key and, given a client CA
+// bundle, requires and verifies a client certificate on every connection
+// (tls.RequireAndVerifyClientCert): a client without one fails the TLS
+// handshake before any RPC.
+//
+// A tokens file maps bearer tokens to identities, one per line:
+//
+//	# comment lines start with '#'; blank lines are ignored
+//	TOKEN   AGENT_ID
+//	TOKEN2  *
+//
+// A token whose agent id is "*" is a consumer token: it may call Sink.Read
+// and never Sink.Send. Any other token is an agent token: it may call
+// Sink.Send with Hello.agent_id equal to its agent id, and nothing else.
+// Tokens and agent ids are whitespace-free; a token must be at least
+// MinTokenLen bytes, an agent id at most 255.
+//
+// Tokens.StreamInterceptor (and UnaryInterceptor) require the metadata
+// "authorization: Bearer TOKEN" on every call, fail it with
+// codes.Unauthenticated when the header is missing, malformed or names an
+// unknown token, and otherwise put the Identity in the call's context
+// (FromContext). Which identity may do what is checked by the service
+// (codes.PermissionDenied), since only it knows the agent id of a stream.
+// Tokens are compared through their SHA-256 digests, so a lookup's timing
+// reveals nothing about how much of a guess was right.
+//
+// # Client side
+//
+// ClientTLS builds the client's TLS configuration (CA bundle, optional
+// client certificate for mTLS, server name), and Bearer is the
+// credentials.PerRPCCredentials that sends the token. A Bearer refuses,
+// through gRPC's RequireTransportSecurity, to travel over a connection
+// without TLS unless it was created with allowInsecure — the
+// --insecure-token flag of the CLI — which is meant for loopback tests
+// only: without TLS anyone on the path reads the token.
+package auth

@@ -1,0 +1,154 @@
+package sink
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/auth"
+)
+
+// Defaults for zero Config fields.
+const (
+	// DefaultQueueMessages and DefaultQueueBytes size each Send stream's
+	// queue in front of the storage writer, which is also the credit an
+	// agent gets: enough for the bandwidth-delay product of a 1 Gbit/s
+	// link at 500 ms (62.5 MB) with messages of 256 KiB and more, or 256
+	// messages of any size in flight.
+	DefaultQueueMessages = 256
+	DefaultQueueBytes    = 64 << 20
+	// DefaultMaxMessageBytes is the largest batch accepted, uncompressed
+	// (and compressed), as announced in Welcome.max_message_bytes.
+	DefaultMaxMessageBytes = 4 << 20
+	// DefaultCheckpointInterval and DefaultCheckpointBytes: the dedup
+	// checkpoint is written when this much time has passed, or this many
+	// bytes were stored, since the last one (and at Close), so a restart
+	// re-reads at most about that much of the store.
+	DefaultCheckpointInterval = 30 * time.Second
+	DefaultCheckpointBytes    = 256 << 20
+	// DefaultWriteBatchBytes bounds one group commit.
+	DefaultWriteBatchBytes = 32 << 20
+	// DefaultShutdownTimeout bounds how long Close waits for the streams
+	// to get what they queued stored and acked.
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// MaxMessageBytesLimit is the largest MaxMessageBytes allowed.
+const MaxMessageBytesLimit = 256 << 20
+
+// maxAgentID is the longest Hello.agent_id accepted, in bytes.
+const maxAgentID = 255
+
+// Config configures a Sink. Only DataDir is required; every zero field
+// takes the default its comment gives.
+type Config struct {
+	// DataDir holds all the sink's state: the store (DataDir/store, a
+	// seglog with SyncAlways), the dictionaries agents uploaded
+	// (DataDir/dicts/AGENT/ID.zdict), consumer group offsets
+	// (DataDir/groups/GROUP) and the dedup checkpoint
+	// (DataDir/dedup.checkpoint). Created if missing.
+	DataDir string
+
+	// QueueMessages and QueueBytes bound each Send stream's queue of
+	// messages received and not yet stored; they are the credits granted
+	// to the agent (Welcome.credits). Defaults 256 messages and 64 MiB.
+	QueueMessages int
+	QueueBytes    int64
+
+	// MaxMessageBytes is the largest batch accepted, uncompressed, and the
+	// largest payload as sent (Welcome.max_message_bytes). Default 4 MiB;
+	// at most MaxMessageBytesLimit.
+	MaxMessageBytes int64
+
+	// TLS, if not nil, serves over TLS with this configuration (see
+	// auth.ServerTLS, which also sets up mutual TLS). Nil serves plaintext.
+	TLS *tls.Config
+
+	// Tokens, if not nil, requires a bearer token on every call: an agent
+	// token for Send, with Hello.agent_id equal to the token's agent id,
+	// and a consumer ("*") token for Read. Nil means no authentication.
+	Tokens *auth.Tokens
+
+	// Logger receives the sink's structured logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registry is where the sink registers its metrics. Default: a new
+	// registry of its own, returned by Sink.Registry.
+	Registry *prometheus.Registry
+
+	// CheckpointInterval and CheckpointBytes say how often the dedup
+	// index is checkpointed: once this much time has passed or this many
+	// bytes were stored since the last checkpoint. Defaults 30s and
+	// 256 MiB.
+	CheckpointInterval time.Duration
+	CheckpointBytes    int64
+
+	// WriteBatchBytes bounds the bytes of one group commit. Default 32 MiB.
+	WriteBatchBytes int64
+
+	// SegmentBytes is the store's segment size. Default: seglog's (64 MiB).
+	SegmentBytes int64
+
+	// ShutdownTimeout bounds how long Close waits for each stream's queued
+	// messages to be stored and acked before cutting the streams.
+	// Default 10s.
+	ShutdownTimeout time.Duration
+
+	// beforeCommit, if set, runs on the storage writer before each group
+	// commit; tests use it to hold the writer.
+	beforeCommit func()
+}
+
+func (c *Config) setDefaults() {
+	if c.QueueMessages == 0 {
+		c.QueueMessages = DefaultQueueMessages
+	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.CheckpointBytes == 0 {
+		c.CheckpointBytes = DefaultCheckpointBytes
+	}
+	if c.WriteBatchBytes == 0 {
+		c.WriteBatchBytes = DefaultWriteBatchBytes
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("DataDir is required"))
+	}
+	if c.QueueMessages < 1 || c.QueueBytes < 1 {
+		errs = append(errs, fmt.Errorf("queue capacity %d messages, %d bytes: both must be positive", c.QueueMessages, c.QueueBytes))
+	}
+	if c.MaxMessageBytes < 1 || c.MaxMessageBytes > MaxMessageBytesLimit {
+		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1, %d]", c.MaxMessageBytes, MaxMessageBytesLimit))
+	}
+	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 {
+		errs = append(errs, errors.New("negative interval, size or timeout"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("sink: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}

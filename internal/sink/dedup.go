@@ -1,0 +1,188 @@
+package sink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// idSet is the set of message ids of one agent that are in the store.
+//
+// Agents number messages contiguously (an id is a spool position), so the
+// set is kept as a watermark below which every id is stored, plus the
+// stored ids above it as sorted runs of consecutive ids. Ids arrive mostly
+// in order, so there are few runs: none in the steady state, and one more
+// per gap, such as a message the sink rejected, which stays a gap until
+// the message is stored.
+type idSet struct {
+	// wm: every id below it is stored. Invariant: wm is not stored
+	// (otherwise it would have advanced).
+	wm uint64
+	// runs are disjoint, sorted, separated by at least one missing id,
+	// and all above wm: wm < runs[0].first, runs[i].last+1 < runs[i+1].first.
+	runs []run
+}
+
+type run struct{ first, last uint64 }
+
+func (s *idSet) has(id uint64) bool {
+	if id < s.wm {
+		return true
+	}
+	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].last >= id })
+	return i < len(s.runs) && s.runs[i].first <= id
+}
+
+// add records id as stored.
+func (s *idSet) add(id uint64) {
+	if s.has(id) {
+		return
+	}
+	if id == s.wm && id != math.MaxUint64 {
+		s.wm++
+		if len(s.runs) > 0 && s.runs[0].first == s.wm {
+			s.wm = s.runs[0].last + 1 // last < MaxUint64: see below
+			s.runs = s.runs[:copy(s.runs, s.runs[1:])]
+		}
+		return
+	}
+	// i is the first run entirely above id.
+	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].first > id })
+	// id is not stored, so a run ending just below it has last < id <=
+	// MaxUint64 and last+1 cannot wrap; likewise id < runs[i].first.
+	left := i > 0 && s.runs[i-1].last+1 == id
+	right := i < len(s.runs) && id+1 == s.runs[i].first
+	switch {
+	case left && right:
+		s.runs[i-1].last = s.runs[i].last
+		s.runs = append(s.runs[:i], s.runs[i+1:]...)
+	case left:
+		s.runs[i-1].last = id
+	case right:
+		s.runs[i].first = id
+	default:
+		s.runs = append(s.runs, run{})
+		copy(s.runs[i+1:], s.runs[i:])
+		s.runs[i] = run{id, id}
+	}
+	// A run that reaches MaxUint64 never merges into wm: wm stays below
+	// it, so wm+1 never wraps.
+}
+
+// dedupIndex is the set of (agent id, message id) pairs in the store, and
+// the store offset up to which it is complete. The storage writer owns it;
+// it is not safe for concurrent use.
+type dedupIndex struct {
+	agents map[string]*idSet
+	// next: the index reflects every store record below this offset.
+	next uint64
+}
+
+func newDedupIndex() *dedupIndex { return &dedupIndex{agents: make(map[string]*idSet)} }
+
+func (d *dedupIndex) set(agent string) *idSet {
+	s := d.agents[agent]
+	if s == nil {
+		s = &idSet{}
+		d.agents[agent] = s
+	}
+	return s
+}
+
+func (d *dedupIndex) has(agent string, id uint64) bool {
+	s := d.agents[agent]
+	return s != nil && s.has(id)
+}
+
+// Checkpoint format, inside a seglog metadata file (which adds a length and
+// a CRC), integers little-endian:
+//
+//	"SDC" version(1)
+//	next    u64     store offset the checkpoint reflects everything below
+//	agents  u32
+//	per agent, in no particular order:
+//	  len u16, agent id, wm u64, runs u32, runs × (first u64, last u64)
+const (
+	checkpointName    = "dedup.checkpoint"
+	checkpointMagic   = "SDC"
+	checkpointVersion = 1
+)
+
+var errCheckpoint = errors.New("sink: bad dedup checkpoint")
+
+func (d *dedupIndex) appendCheckpoint(dst []byte) []byte {
+	dst = append(dst, checkpointMagic...)
+	dst = append(dst, checkpointVersion)
+	dst = binary.LittleEndian.AppendUint64(dst, d.next)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(d.agents)))
+	for agent, s := range d.agents {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(agent)))
+		dst = append(dst, agent...)
+		dst = binary.LittleEndian.AppendUint64(dst, s.wm)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.runs)))
+		for _, r := range s.runs {
+			dst = binary.LittleEndian.AppendUint64(dst, r.first)
+			dst = binary.LittleEndian.AppendUint64(dst, r.last)
+		}
+	}
+	return dst
+}
+
+// parseCheckpoint decodes a checkpoint, checking every invariant, so that a
+// damaged one is refused rather than trusted.
+func parseCheckpoint(b []byte) (*dedupIndex, error) {
+	bad := func(format string, args ...any) (*dedupIndex, error) {
+		return nil, fmt.Errorf("%w: %s", errCheckpoint, fmt.Sprintf(format, args...))
+	}
+	if len(b) < 16 || string(b[:3]) != checkpointMagic || b[3] != checkpointVersion {
+		return bad("bad header")
+	}
+	d := newDedupIndex()
+	d.next = binary.LittleEndian.Uint64(b[4:12])
+	n := binary.LittleEndian.Uint32(b[12:16])
+	b = b[16:]
+	for i := uint32(0); i < n; i++ {
+		if len(b) < 2 {
+			return bad("truncated at agent %d", i)
+		}
+		l := int(binary.LittleEndian.Uint16(b))
+		if l == 0 || l > maxAgentID || len(b) < 2+l+12 {
+			return bad("agent %d: bad or truncated id", i)
+		}
+		agent := string(b[2 : 2+l])
+		b = b[2+l:]
+		s := &idSet{wm: binary.LittleEndian.Uint64(b)}
+		nr := binary.LittleEndian.Uint32(b[8:12])
+		b = b[12:]
+		if uint64(nr)*16 > uint64(len(b)) {
+			return bad("agent %q: %d runs do not fit", agent, nr)
+		}
+		s.runs = make([]run, nr)
+		for j := range s.runs {
+			r := run{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}
+			b = b[16:]
+			// Runs lie above wm and leave a gap after the previous run
+			// (add's one exception: the id MaxUint64 at wm MaxUint64).
+			ok := r.first <= r.last
+			if j == 0 {
+				ok = ok && (r.first > s.wm || r.first == math.MaxUint64)
+			} else {
+				ok = ok && r.first > s.runs[j-1].last && r.first-s.runs[j-1].last >= 2
+			}
+			if !ok {
+				return bad("agent %q: run %d out of order", agent, j)
+			}
+			s.runs[j] = r
+		}
+		if _, dup := d.agents[agent]; dup {
+			return bad("agent %q listed twice", agent)
+		}
+		d.agents[agent] = s
+	}
+	if len(b) != 0 {
+		return bad("%d trailing bytes", len(b))
+	}
+	return d, nil
+}

@@ -1,0 +1,312 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/storedmsg"
+)
+
+// wait bounds every blocking step of a test.
+const wait = 5 * time.Second
+
+// quiet is how long a test watches for something that must not happen.
+const quiet = 150 * time.Millisecond
+
+// syncBuffer is a log destination tests can read while the sink writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// harness runs a Sink on 127.0.0.1:0 with a client connection to it.
+type harness struct {
+	t      testing.TB
+	cfg    Config
+	s      *Sink
+	cc     *grpc.ClientConn
+	client sluicev1.SinkClient
+	logs   *syncBuffer
+	served chan error
+	dial   []grpc.DialOption
+}
+
+func newHarness(t testing.TB, mod func(*Config)) *harness {
+	t.Helper()
+	h := &harness{t: t, logs: &syncBuffer{}}
+	h.cfg = Config{
+		DataDir: t.TempDir(),
+		Logger:  slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	if mod != nil {
+		mod(&h.cfg)
+	}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	s, err := New(h.cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.s = s
+	served := make(chan error, 1)
+	h.served = served
+	go func() { served <- s.Serve(lis) }()
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, h.dial...)
+	cc, err := grpc.NewClient(lis.Addr().String(), opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cc, h.client = cc, sluicev1.NewSinkClient(cc)
+}
+
+func (h *harness) stop() {
+	if h.s == nil {
+		return
+	}
+	h.cc.Close()
+	if err := h.s.Close(); err != nil {
+		h.t.Errorf("Close: %v", err)
+	}
+	if err := <-h.served; err != nil {
+		h.t.Errorf("Serve: %v", err)
+	}
+	h.s = nil
+}
+
+func (h *harness) restart() {
+	h.t.Helper()
+	h.stop()
+	h.start()
+}
+
+// stored returns the (agent, message id) of every store record, in order.
+func (h *harness) stored() []string {
+	h.t.Helper()
+	var out []string
+	it := h.s.Store().NewIterator(0, 1<<20)
+	for it.Next() {
+		m, err := storedmsg.Decode(it.Value())
+		if err != nil {
+			h.t.Fatalf("store record %d: %v", it.Offset(), err)
+		}
+		out = append(out, string(m.AgentID)+"/"+itoa(m.MessageID))
+	}
+	if err := it.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func itoa(n uint64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for ; n > 0; n /= 10 {
+		i--
+		b[i] = byte('0' + n%10)
+	}
+	return string(b[i:])
+}
+
+// agentConn is a raw Send stream: the test plays the agent.
+type agentConn struct {
+	t       testing.TB
+	stream  grpc.BidiStreamingClient[sluicev1.Request, sluicev1.Response]
+	cancel  context.CancelFunc
+	welcome *sluicev1.Welcome
+	resps   chan *sluicev1.Response
+	end     chan error // the stream's final status (io.EOF for OK)
+}
+
+func (h *harness) open() *agentConn {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := h.client.Send(ctx)
+	if err != nil {
+		cancel()
+		h.t.Fatal(err)
+	}
+	a := &agentConn{t: h.t, stream: stream, cancel: cancel, resps: make(chan *sluicev1.Response, 1024), end: make(chan error, 1)}
+	h.t.Cleanup(cancel)
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				a.end <- err
+				close(a.resps)
+				return
+			}
+			a.resps <- r
+		}
+	}()
+	return a
+}
+
+func helloReq(agent string, dicts ...uint32) *sluicev1.Request {
+	return &sluicev1.Request{Version: 1, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
+		AgentId: agent, ProtocolVersion: 1, DictionaryIds: dicts,
+		Codecs: []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
+	}}}
+}
+
+// connect opens a stream and completes the handshake.
+func (h *harness) connect(agent string, dicts ...uint32) *agentConn {
+	h.t.Helper()
+	a := h.open()
+	a.send(helloReq(agent, dicts...))
+	r := a.next()
+	if a.welcome = r.GetWelcome(); a.welcome == nil {
+		h.t.Fatalf("first response %v is not a Welcome", r)
+	}
+	return a
+}
+
+func (a *agentConn) send(req *sluicev1.Request) {
+	a.t.Helper()
+	// io.EOF: the sink ended the stream; Recv reports why.
+	if err := a.stream.Send(req); err != nil && err != io.EOF {
+		a.t.Fatalf("Send: %v", err)
+	}
+}
+
+// next returns the next response, failing the test if none comes.
+func (a *agentConn) next() *sluicev1.Response {
+	a.t.Helper()
+	select {
+	case r, ok := <-a.resps:
+		if !ok {
+			a.t.Fatalf("stream ended: %v", <-a.end)
+		}
+		return r
+	case <-time.After(wait):
+		a.t.Fatal("no response")
+	}
+	return nil
+}
+
+// none checks that no response arrives for a while.
+func (a *agentConn) none() {
+	a.t.Helper()
+	select {
+	case r, ok := <-a.resps:
+		if ok {
+			a.t.Fatalf("unexpected response %v", r)
+		}
+	case <-time.After(quiet):
+	}
+}
+
+// status waits for the stream to end and returns its status error (nil
+// for OK).
+func (a *agentConn) status() error {
+	a.t.Helper()
+	for {
+		select {
+		case _, ok := <-a.resps:
+			if !ok {
+				err := <-a.end
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+		case <-time.After(wait):
+			a.t.Fatal("stream did not end")
+		}
+	}
+}
+
+// collect reads responses until every id in ids is acked and returns the
+// ServiceMessages seen meanwhile.
+func (a *agentConn) collect(ids ...uint64) []*sluicev1.ServiceMessage {
+	a.t.Helper()
+	want := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var infos []*sluicev1.ServiceMessage
+	for len(want) > 0 {
+		r := a.next()
+		if info := r.GetInfo(); info != nil {
+			infos = append(infos, info)
+			continue
+		}
+		for _, rg := range r.GetAck().GetRanges() {
+			for id := rg.First; id <= rg.Last; id++ {
+				delete(want, id)
+			}
+		}
+	}
+	return infos
+}
+
+// errorFor reads responses until the ServiceMessage error about id and
+// returns it with the ServiceMessage's credits (nil if none).
+func (a *agentConn) errorFor(id uint64) (*sluicev1.MessageError, *sluicev1.Credits) {
+	a.t.Helper()
+	for {
+		r := a.next()
+		if e := r.GetInfo().GetError(); e != nil && e.MessageId == id {
+			return e, r.GetInfo().GetCredits()
+		}
+	}
+}
+
+func makeBody(recs ...string) []byte {
+	var b batch.Builder
+	for _, r := range recs {
+		if err := b.Add([]byte(r)); err != nil {
+			panic(err)
+		}
+	}
+	return bytes.Clone(b.Bytes())
+}
+
+func plainReq(id uint64, recs ...string) *sluicev1.Request {
+	return &sluicev1.Request{Version: 1, MessageId: id, RecordCount: uint32(len(recs)),
+		Payload: &sluicev1.Request_Plain{Plain: makeBody(recs...)}}
+}
+
+// records returns n distinct records for message id.
+func records(id uint64, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "message " + itoa(id) + " record " + itoa(uint64(i)) + " " + strings.Repeat("x", i%7)
+	}
+	return out
+}

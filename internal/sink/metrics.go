@@ -1,0 +1,90 @@
+package sink
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Rejection reasons, the values of the reason label of
+// sluice_sink_rejected_total.
+const (
+	reasonVersion     = "version"
+	reasonNoPayload   = "no_payload"
+	reasonOversize    = "oversize"
+	reasonCorrupt     = "corrupt"
+	reasonBatch       = "malformed_batch"
+	reasonCount       = "record_count"
+	reasonUnknownDict = "unknown_dictionary"
+	reasonOverCredit  = "over_credit"
+)
+
+// metrics are the sink's Prometheus metrics, all named sluice_sink_*.
+type metrics struct {
+	streams       *prometheus.GaugeVec // kind: send, read
+	queuedMsgs    prometheus.Gauge
+	queuedBytes   prometheus.Gauge
+	receivedMsgs  prometheus.Counter
+	receivedBytes prometheus.Counter
+	decodedBytes  prometheus.Counter
+	storedMsgs    prometheus.Counter
+	storedRecords prometheus.Counter
+	storedBytes   prometheus.Counter
+	duplicates    prometheus.Counter
+	rejected      *prometheus.CounterVec // reason
+	acks          prometheus.Counter
+	ackedMsgs     prometheus.Counter
+	fsync         prometheus.Histogram
+	commitMsgs    prometheus.Histogram
+	storeErrors   prometheus.Counter
+	dictUploads   prometheus.Counter
+	readMsgs      prometheus.Counter
+	readRecords   prometheus.Counter
+	corrupt       prometheus.Counter
+	checkpoints   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const ns, sub = "sluice", "sink"
+	f := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: ns, Subsystem: sub, Name: name, Help: help}
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts(f(name, help)))
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts(f(name, help)))
+	}
+	m := &metrics{
+		streams:       prometheus.NewGaugeVec(prometheus.GaugeOpts(f("streams", "Open streams, by kind (send: agents, read: consumers).")), []string{"kind"}),
+		queuedMsgs:    gauge("queued_messages", "Messages handed to the storage writer and not yet stored, over all streams."),
+		queuedBytes:   gauge("queued_bytes", "Payload bytes of the queued messages."),
+		receivedMsgs:  counter("received_messages_total", "Batch messages received from agents, valid or not."),
+		receivedBytes: counter("received_bytes_total", "Payload bytes received from agents, as sent (compressed)."),
+		decodedBytes:  counter("received_decoded_bytes_total", "Uncompressed batch bytes of the valid messages received."),
+		storedMsgs:    counter("stored_messages_total", "Messages appended to the store."),
+		storedRecords: counter("stored_records_total", "Records in the messages appended to the store."),
+		storedBytes:   counter("stored_bytes_total", "Bytes of the store records appended (headers and bodies as received)."),
+		duplicates:    counter("duplicate_messages_total", "Messages received again after being stored, acked without storing."),
+		rejected:      prometheus.NewCounterVec(prometheus.CounterOpts(f("rejected_total", "Messages rejected, by reason.")), []string{"reason"}),
+		acks:          counter("acks_sent_total", "Ack responses sent."),
+		ackedMsgs:     counter("acked_messages_total", "Message ids acknowledged."),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "fsync_seconds",
+			Help: "Duration of the store's fdatasync calls.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		commitMsgs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "commit_messages",
+			Help: "Messages per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		storeErrors: counter("store_errors_total", "Group commits that failed."),
+		dictUploads: counter("dictionary_uploads_total", "Dictionaries uploaded and stored."),
+		readMsgs:    counter("read_messages_total", "Stored messages sent to consumers."),
+		readRecords: counter("read_records_total", "Records in the stored messages sent to consumers."),
+		corrupt:     counter("corrupt_records_total", "Store records that could not be decoded (skipped)."),
+		checkpoints: counter("checkpoints_total", "Dedup checkpoints written."),
+	}
+	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit} {
+		m.rejected.WithLabelValues(r)
+	}
+	m.streams.WithLabelValues("send")
+	m.streams.WithLabelValues("read")
+	reg.MustRegister(m.streams, m.queuedMsgs, m.queuedBytes, m.receivedMsgs, m.receivedBytes, m.decodedBytes,
+		m.storedMsgs, m.storedRecords, m.storedBytes, m.duplicates, m.rejected, m.acks, m.ackedMsgs,
+		m.fsync, m.commitMsgs, m.storeErrors, m.dictUploads, m.readMsgs, m.readRecords, m.corrupt, m.checkpoints)
+	return m
+}

@@ -1,0 +1,257 @@
+package sink
+
+import (
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/auth"
+)
+
+const (
+	edgeToken   = "edge-token-0123456789"
+	readerToken = "reader-token-0123456789"
+)
+
+func tokenHarness(t *testing.T, token string) *harness {
+	t.Helper()
+	tokens, err := auth.ParseTokens(strings.NewReader(edgeToken + " edge-1\n" + readerToken + " *\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, logs: &syncBuffer{}}
+	h.cfg = Config{DataDir: t.TempDir(), Tokens: tokens, Logger: slog.New(slog.NewTextHandler(h.logs, nil))}
+	if token != "" {
+		h.dial = []grpc.DialOption{grpc.WithPerRPCCredentials(auth.NewBearer(token, true))}
+	}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func TestAuth(t *testing.T) {
+	// The agent's own token works; so does reading with a consumer token.
+	h := tokenHarness(t, edgeToken)
+	a := h.connect("edge-1")
+	a.send(plainReq(0, "a"))
+	a.collect(0)
+
+	b := h.open()
+	b.send(helloReq("edge-2"))
+	if err := b.status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
+		t.Errorf("agent token sending as another agent: %v", err)
+	}
+	r := h.read(&sluicev1.ReadStart{})
+	if err := r.status(); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("agent token reading: %v", err)
+	}
+
+	h2 := tokenHarness(t, readerToken)
+	r = h2.read(&sluicev1.ReadStart{})
+	if e := r.next().GetEnd(); e == nil {
+		t.Errorf("consumer token reading: no EndOfLog")
+	}
+	c := h2.open()
+	c.send(helloReq("*"))
+	if err := c.status(); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("consumer token sending: %v", err)
+	}
+
+	for _, tok := range []string{"", "wrong-token-0123456789"} {
+		h3 := tokenHarness(t, tok)
+		d := h3.open()
+		d.send(helloReq("edge-1"))
+		if err := d.status(); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("token %q: %v, want Unauthenticated", tok, err)
+		}
+	}
+}
+
+// TestIDSet checks idSet against a map on random, mostly ordered ids.
+func TestIDSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 50 {
+		var s idSet
+		ref := map[uint64]bool{}
+		next := uint64(rng.IntN(3))
+		for range 400 {
+			var id uint64
+			switch rng.IntN(10) {
+			case 0: // a resend of something older
+				id = uint64(rng.Int64N(int64(next) + 1))
+			case 1: // a gap
+				next += uint64(1 + rng.IntN(3))
+				id = next
+			default:
+				id = next
+				next++
+			}
+			s.add(id)
+			ref[id] = true
+		}
+		for id := range next + 5 {
+			if s.has(id) != ref[id] {
+				t.Fatalf("round %d: has(%d) = %v, want %v", round, id, s.has(id), ref[id])
+			}
+		}
+		if w := s.wm; ref[w] || (w > 0 && !ref[w-1]) {
+			t.Fatalf("round %d: watermark %d not at the first gap", round, w)
+		}
+		for i, r := range s.runs {
+			if r.first > r.last || r.first <= s.wm || (i > 0 && r.first <= s.runs[i-1].last+1) {
+				t.Fatalf("round %d: runs %v break the invariant (wm %d)", round, s.runs, s.wm)
+			}
+		}
+	}
+	// Contiguous ids keep no runs at all.
+	var s idSet
+	for id := range uint64(10000) {
+		s.add(id)
+	}
+	if s.wm != 10000 || len(s.runs) != 0 {
+		t.Fatalf("contiguous ids: wm %d, %d runs", s.wm, len(s.runs))
+	}
+	// The largest id.
+	s.add(math.MaxUint64)
+	if !s.has(math.MaxUint64) || s.has(math.MaxUint64-1) {
+		t.Fatal("MaxUint64 mishandled")
+	}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	d := newDedupIndex()
+	d.next = 77
+	for _, id := range []uint64{0, 1, 2, 5, 6, 9, 20} {
+		d.set("a").add(id)
+	}
+	d.set(strings.Repeat("b", 255)).add(3)
+	d.set("c").add(math.MaxUint64)
+	b := d.appendCheckpoint(nil)
+	got, err := parseCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.next != 77 || len(got.agents) != 3 {
+		t.Fatalf("parsed %+v", got)
+	}
+	for agent, s := range d.agents {
+		g := got.agents[agent]
+		if g == nil || g.wm != s.wm || len(g.runs) != len(s.runs) {
+			t.Fatalf("agent %q: %+v, want %+v", agent, g, s)
+		}
+		for i := range s.runs {
+			if g.runs[i] != s.runs[i] {
+				t.Fatalf("agent %q: runs %v, want %v", agent, g.runs, s.runs)
+			}
+		}
+	}
+	// Every truncation, and every single-byte change that breaks an
+	// invariant, is refused rather than misread.
+	for n := range len(b) {
+		if _, err := parseCheckpoint(b[:n]); err == nil {
+			t.Fatalf("truncated to %d bytes: accepted", n)
+		}
+	}
+	if _, err := parseCheckpoint(append(b, 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+}
+
+func TestFileName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"edge-1", "edge-1"},
+		{"host.example.com", "host.example.com"},
+		{".", "%2E"},
+		{"..", "%2E."},
+		{"a/b", "a%2Fb"},
+		{"g/1 x", "g%2F1%20x"},
+		{"%", "%25"},
+		{"é", "%C3%A9"},
+	}
+	for _, tt := range tests {
+		if got := fileName(tt.in); got != tt.want {
+			t.Errorf("fileName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	long := fileName(strings.Repeat("/", 100))
+	if !strings.HasPrefix(long, "%%") || len(long) != 66 {
+		t.Errorf("long name: %q", long)
+	}
+	if fileName(strings.Repeat("/", 100)) == fileName(strings.Repeat("/", 101)) {
+		t.Error("long names collide")
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.connect("edge-1")
+	a.send(plainReq(0, "a", "b"))
+	a.send(plainReq(1, "c"))
+	a.collect(0, 1)
+	a.send(plainReq(1, "c"))
+	a.collect(1)
+	a.send(&sluicev1.Request{Version: 1, MessageId: 2, RecordCount: 5, Payload: &sluicev1.Request_Plain{Plain: makeBody("x")}})
+	a.errorFor(2)
+	for name, want := range map[string]float64{
+		"sluice_sink_stored_messages_total":               2,
+		"sluice_sink_stored_records_total":                3,
+		"sluice_sink_duplicate_messages_total":            1,
+		"sluice_sink_received_messages_total":             4,
+		"sluice_sink_rejected_total{reason=record_count}": 1,
+		"sluice_sink_queued_messages":                     0,
+		"sluice_sink_streams{kind=send}":                  1,
+		"sluice_sink_acked_messages_total":                3,
+	} {
+		if got := metricValue(t, h, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	mfs, err := h.s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"sluice_sink_fsync_seconds", "sluice_sink_store_bytes", "sluice_sink_acks_sent_total",
+		"sluice_sink_received_bytes_total", "sluice_sink_stored_bytes_total", "sluice_sink_queued_messages"} {
+		if !names[n] {
+			t.Errorf("metric %s not registered", n)
+		}
+	}
+}
+
+// metricValue returns the value of a counter or gauge, named as
+// "name" or "name{label=value}".
+func metricValue(t *testing.T, h *harness, name string) float64 {
+	t.Helper()
+	base, label, _ := strings.Cut(strings.TrimSuffix(name, "}"), "{")
+	mfs, err := h.s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != base {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := label == ""
+			for _, lp := range m.GetLabel() {
+				match = match || lp.GetName()+"="+lp.GetValue() == label
+			}
+			if match {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}

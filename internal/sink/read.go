@@ -1,0 +1,362 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// maxReadCredits caps a Read stream's unused credit, so that request_n
+// cannot overflow it.
+const maxReadCredits = 1 << 40
+
+// readChunkBytes is the store iterator's read size.
+const readChunkBytes = 1 << 20
+
+// maxReadDictDecoders bounds the per-agent dictionary decoders one Read
+// stream keeps.
+const maxReadDictDecoders = 16
+
+// Read implements Sink.Read. See the package documentation.
+func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]) error {
+	s := svc.s
+	select {
+	case <-s.closing:
+		return status.Error(codes.Unavailable, "sink is shutting down")
+	default:
+	}
+	ctx := stream.Context()
+	if s.cfg.Tokens != nil {
+		id, ok := auth.FromContext(ctx)
+		if !ok {
+			return status.Error(codes.Unauthenticated, "no authenticated identity")
+		}
+		if !id.CanRead() {
+			return status.Error(codes.PermissionDenied, "this token may not read: reading needs a consumer (\"*\") token")
+		}
+	}
+	req, err := stream.Recv()
+	if err == io.EOF {
+		return status.Error(codes.InvalidArgument, "stream closed before its ReadStart")
+	}
+	if err != nil {
+		return err
+	}
+	start := req.GetStart()
+	if start == nil {
+		return status.Error(codes.InvalidArgument, "the first ReadRequest must carry a ReadStart")
+	}
+	group := start.GetGroup()
+	if group != "" {
+		if err := validGroup(group); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	from := start.GetFromOffset()
+	if start.GetFromCommitted() {
+		if group == "" {
+			return status.Error(codes.InvalidArgument, "from_committed needs a group")
+		}
+		off, ok, err := s.groups.get(group)
+		if err != nil {
+			s.log.Error("sink: cannot read group offset", "group", group, "err", err)
+			return status.Errorf(codes.Internal, "cannot read the offset of group %q", group)
+		}
+		if ok {
+			from = off
+		}
+	}
+	if first, next := s.store.FirstOffset(), s.store.NextOffset(); from < first || from > next {
+		return status.Errorf(codes.OutOfRange, "offset %d outside the store's [%d, %d]", from, first, next)
+	}
+	r := &readStream{
+		s: s, stream: stream, group: group, follow: start.GetFollow(),
+		creditCh: make(chan struct{}, 1),
+		errCh:    make(chan error, 1),
+		recvDone: make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	s.m.streams.WithLabelValues("read").Inc()
+	defer s.m.streams.WithLabelValues("read").Dec()
+	go r.recvLoop()
+	err = r.run(ctx, from)
+	close(r.done)
+	return err
+}
+
+// readStream serves one Read stream. Its handler goroutine reads the store
+// and is the only one to send; recvLoop takes credits and commits.
+type readStream struct {
+	s      *Sink
+	stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]
+	group  string
+	follow bool
+
+	credits  atomic.Uint64
+	creditCh chan struct{} // capacity 1: credit was added
+	errCh    chan error    // capacity 1: recvLoop's reason to end the stream
+	recvDone chan struct{} // closed when the consumer closed its side, every commit applied
+	done     chan struct{}
+
+	// Decoders: one for zstd without dictionary, one per agent for
+	// zstd_dict (dictionary ids are per agent), at most
+	// maxReadDictDecoders.
+	zstd  *codec.Decoder
+	dicts map[string]*codec.Decoder
+	buf   []byte
+	recs  [][]byte
+	msg   sluicev1.StoredMessage
+}
+
+func (r *readStream) recvLoop() {
+	for {
+		req, err := r.stream.Recv()
+		if err == io.EOF {
+			close(r.recvDone) // see run for what this means
+			return
+		}
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		switch b := req.GetBody().(type) {
+		case *sluicev1.ReadRequest_RequestN:
+			if b.RequestN == 0 {
+				continue
+			}
+			for {
+				old := r.credits.Load()
+				if r.credits.CompareAndSwap(old, min(old+uint64(b.RequestN), maxReadCredits)) {
+					break
+				}
+			}
+			select {
+			case r.creditCh <- struct{}{}:
+			default:
+			}
+		case *sluicev1.ReadRequest_Commit:
+			if err := r.commit(b.Commit); err != nil {
+				r.fail(err)
+				return
+			}
+		case *sluicev1.ReadRequest_Start:
+			r.fail(status.Error(codes.InvalidArgument, "a second ReadStart on the stream"))
+			return
+		default:
+			r.fail(status.Error(codes.InvalidArgument, "ReadRequest without a body"))
+			return
+		}
+	}
+}
+
+func (r *readStream) fail(err error) {
+	select {
+	case r.errCh <- err:
+	default:
+	}
+}
+
+func (r *readStream) commit(off uint64) error {
+	if r.group == "" {
+		return status.Error(codes.InvalidArgument, "commit without a group in ReadStart")
+	}
+	if next := r.s.store.NextOffset(); off > next {
+		return status.Errorf(codes.InvalidArgument, "commit of offset %d beyond the store's next offset %d", off, next)
+	}
+	if err := r.s.groups.commit(r.group, off); err != nil {
+		r.s.log.Error("sink: cannot commit group offset", "group", r.group, "offset", off, "err", err)
+		return status.Errorf(codes.Unavailable, "commit of group %q failed", r.group)
+	}
+	return nil
+}
+
+// run sends the store from offset from, one StoredMessage per record and
+// per credit, and an EndOfLog each time it catches up.
+func (r *readStream) run(ctx context.Context, from uint64) error {
+	s := r.s
+	it := s.store.NewIterator(from, readChunkBytes)
+	pos := from
+	// sent: a message went out since the last EndOfLog (true at first so
+	// that a reader starting at the end is told at once).
+	sent := true
+	for {
+		for r.credits.Load() > 0 && it.Next() {
+			ok, err := r.send(it.Offset(), it.Value())
+			if err != nil {
+				return err
+			}
+			pos = it.Offset() + 1
+			if ok {
+				r.credits.Add(^uint64(0))
+				sent = true
+			}
+		}
+		if err := it.Err(); err != nil {
+			switch {
+			case errors.Is(err, seglog.ErrTruncated):
+				return status.Errorf(codes.OutOfRange, "%v", err)
+			case errors.Is(err, seglog.ErrClosed):
+				return status.Error(codes.Unavailable, "sink is shutting down")
+			}
+			s.log.Error("sink: cannot read the store", "offset", pos, "err", err)
+			return status.Errorf(codes.DataLoss, "cannot read the store at offset %d", pos)
+		}
+		caught := pos >= s.store.NextOffset()
+		if caught && sent {
+			sent = false
+			end := &sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_End{End: &sluicev1.EndOfLog{NextOffset: pos}}}
+			if err := r.stream.Send(end); err != nil {
+				return err
+			}
+			if !r.follow {
+				return r.finish(ctx)
+			}
+		}
+		if !caught && r.credits.Load() > 0 {
+			continue
+		}
+		var more <-chan struct{}
+		if caught {
+			more = s.store.Wait(pos)
+		}
+		select {
+		case <-r.creditCh:
+		case <-more:
+		case <-r.recvDone:
+			if r.follow {
+				// A following consumer closing its side is done: its
+				// commits are applied, end the stream.
+				return nil
+			}
+			// Not caught up and out of credit (else the loop would not
+			// wait), and no credit can come any more.
+			return status.Error(codes.FailedPrecondition, "the consumer closed its side without the credit to read to the end")
+		case err := <-r.errCh:
+			return err
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-s.closing:
+			return status.Error(codes.Unavailable, "sink is shutting down")
+		}
+	}
+}
+
+// finishGrace bounds how long a non-following read with a group waits,
+// after its EndOfLog, for the consumer to close its side.
+const finishGrace = 10 * time.Second
+
+// finish ends a read that is not following, after its EndOfLog. Without a
+// group that is at once. With one, the consumer may still have commits on
+// the way: the stream stays open until the consumer closes its side (all
+// its commits are then applied), for at most finishGrace.
+func (r *readStream) finish(ctx context.Context) error {
+	if r.group == "" {
+		return nil
+	}
+	select {
+	case <-r.recvDone:
+		return nil
+	case err := <-r.errCh:
+		return err
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-r.s.closing:
+		return status.Error(codes.Unavailable, "sink is shutting down")
+	case <-time.After(finishGrace):
+		return nil
+	}
+}
+
+// send decodes one store record and sends it. A record that is not a
+// valid stored message (which the sink never writes) is skipped with an
+// error log, using no credit: it holds nothing a consumer could use.
+func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
+	s := r.s
+	m, err := storedmsg.Decode(rec)
+	if err == nil {
+		var body []byte
+		body, err = r.decode(&m)
+		if err == nil {
+			r.recs = r.recs[:0]
+			err = batch.Decode(body, func(rec []byte) error {
+				r.recs = append(r.recs, rec)
+				return nil
+			})
+		}
+	}
+	if err != nil {
+		s.m.corrupt.Inc()
+		s.log.Error("sink: store record cannot be decoded; skipped", "offset", off, "err", err)
+		return false, nil
+	}
+	r.msg.Offset, r.msg.AgentId, r.msg.MessageId, r.msg.Records = off, string(m.AgentID), m.MessageID, r.recs
+	// Send marshals before returning, so the buffers the records alias
+	// may be reused afterwards.
+	if err := r.stream.Send(&sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_Message{Message: &r.msg}}); err != nil {
+		return false, err
+	}
+	s.m.readMsgs.Inc()
+	s.m.readRecords.Add(float64(len(r.recs)))
+	clear(r.recs)
+	return true, nil
+}
+
+// decode returns the batch body of m, decompressed if need be.
+func (r *readStream) decode(m *storedmsg.Message) ([]byte, error) {
+	var err error
+	switch m.Codec {
+	case storedmsg.Plain:
+		return m.Body, nil
+	case storedmsg.Zstd:
+		if r.zstd == nil {
+			r.zstd = codec.NewDecoder(MaxMessageBytesLimit)
+		}
+		r.buf, err = r.zstd.Decode(r.buf[:0], m.Body, codec.Zstd, 0)
+		return r.buf, err
+	case storedmsg.ZstdDict:
+		agent := string(m.AgentID)
+		dec := r.dicts[agent]
+		if dec == nil {
+			if r.dicts == nil {
+				r.dicts = make(map[string]*codec.Decoder)
+			}
+			if len(r.dicts) >= maxReadDictDecoders {
+				for a := range r.dicts {
+					delete(r.dicts, a)
+					break
+				}
+			}
+			dec = codec.NewDecoder(MaxMessageBytesLimit)
+			r.dicts[agent] = dec
+		}
+		if !dec.HasDictionary(m.DictID) {
+			dict, ok, err := r.s.dicts.get(agent, m.DictID)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, fmt.Errorf("dictionary %d of agent %q is missing", m.DictID, agent)
+			}
+			if err := dec.AddDictionary(dict); err != nil {
+				return nil, err
+			}
+		}
+		r.buf, err = dec.Decode(r.buf[:0], m.Body, codec.ZstdDict, m.DictID)
+		return r.buf, err
+	}
+	return nil, fmt.Errorf("unknown codec %v", m.Codec)
+}

@@ -33,6 +33,11 @@ type slot struct {
 	// ArmTimer. Zero: never sent. Karn's rule samples RTT only at 1.
 	attempt uint32
 	state   slotState
+	// appLimited: when this send happened the Sender had run out of
+	// messages with room left in its window, so the rate measured on its
+	// ack says how fast the application produced, not how fast the path
+	// can go (see window.go).
+	appLimited bool
 }
 
 // ring is a FIFO of slots for the contiguous ids [base, base+n), where base

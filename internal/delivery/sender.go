@@ -81,6 +81,10 @@ type Sender struct {
 	// deliveredBytes and deliveredMsgs count every message acked, for the
 	// delivery-rate samples of the auto window.
 	deliveredBytes, deliveredMsgs int64
+	// appLimitedUntil, when not zero, is the deliveredMsgs count at which
+	// the current app-limited bubble will have been delivered; sends
+	// before then are marked appLimited.
+	appLimitedUntil int64
 
 	now int64 // the largest Event.Now seen
 	rtt rttEstimator
@@ -127,6 +131,7 @@ func (s *Sender) Step(ev Event) error {
 	case EventSpooled:
 		s.ring.push(slot{size: ev.Size})
 		s.next++
+		s.win.observeSize(ev.Size)
 	case EventAcked:
 		s.ack(ev.Ranges)
 	case EventTimeout:
@@ -235,6 +240,9 @@ func (s *Sender) ack(ranges []Range) {
 	if n == 0 {
 		return
 	}
+	if s.appLimitedUntil != 0 && s.deliveredMsgs > s.appLimitedUntil {
+		s.appLimitedUntil = 0 // the bubble has been delivered
+	}
 	s.stats.Acked += uint64(n)
 	if s.connected {
 		s.failures = 0 // this stream works: reset the reconnect back-off
@@ -244,7 +252,7 @@ func (s *Sender) ack(ranges []Range) {
 		rtt := time.Duration(s.now - sl.sentAt)
 		s.rtt.sample(rtt)
 		s.win.onSample(s.now, rtt, s.rtt.srtt, s.now-sl.sentAt,
-			s.deliveredBytes-sl.deliveredBytes, s.deliveredMsgs-sl.deliveredMsgs)
+			s.deliveredBytes-sl.deliveredBytes, s.deliveredMsgs-sl.deliveredMsgs, sl.appLimited)
 	}
 	old := s.base
 	for s.ring.n > 0 && s.ring.at(0).state == slotAcked {
@@ -354,7 +362,14 @@ func (s *Sender) leaveFlight(sl *slot) {
 func (s *Sender) sendWhatFits() {
 	for s.connected {
 		id, sl, ok := s.peek()
-		if !ok || !s.fits(sl.size) {
+		if !ok {
+			// Out of messages with the window open: until what is in
+			// flight now is acked, delivery is limited by the
+			// application (BBR's C.app_limited).
+			s.appLimitedUntil = max(s.deliveredMsgs+int64(s.inflightMsgs), 1)
+			return
+		}
+		if !s.fits(sl.size) {
 			return
 		}
 		s.send(id, sl)
@@ -415,6 +430,7 @@ func (s *Sender) send(id uint64, sl *slot) {
 	sl.state = slotInFlight
 	sl.sentAt = s.now
 	sl.deliveredBytes, sl.deliveredMsgs = s.deliveredBytes, s.deliveredMsgs
+	sl.appLimited = s.appLimitedUntil != 0
 	s.inflightMsgs++
 	s.inflightBytes += sl.size
 	s.sentMsgs++

@@ -33,8 +33,15 @@ import (
 //
 // The window never raises what credits allow: a send must fit both (see
 // Sender.fits). A stream that is app-limited delivers less than the path
-// could, its samples age out after ten RTTs and the window shrinks towards
-// the floor; it grows back by doubling within a few RTTs of renewed load.
+// could; as in BBR, a sample taken while the Sender had run out of messages
+// only counts if it raises the estimate, so a lull in the application
+// does not shrink the window. The rate filter spans ten smoothed RTTs but at
+// least one second: on loopback ten RTTs are a few milliseconds, and a
+// scheduling hiccup that short must not cost the estimate.
+//
+// The byte floor is four typical messages (an EWMA of message sizes), at
+// least 64 KiB, so that large messages still keep several in flight while
+// the estimate is young.
 const (
 	autoMinBytes       = 64 << 10
 	autoMinMsgs        = 4
@@ -42,7 +49,7 @@ const (
 	rateFilterRTTs     = 10
 	minRTTLifetime     = int64(10 * time.Second)
 	probeRTTFloorTime  = int64(200 * time.Millisecond)
-	minRateFilterWidth = int64(time.Millisecond)
+	minRateFilterWidth = int64(time.Second)
 )
 
 // window is the Sender's own limit on what is in flight.
@@ -65,6 +72,23 @@ type window struct {
 	// While probing (until probeEnd) the window is held at the floor.
 	probing  bool
 	probeEnd int64
+
+	// msgSize is an EWMA of message sizes (gain 1/8), for the byte floor.
+	msgSize int64
+}
+
+// observeSize feeds the size of a newly spooled message.
+func (w *window) observeSize(n int64) {
+	if w.msgSize == 0 {
+		w.msgSize = n
+	} else {
+		w.msgSize += (n - w.msgSize) / 8
+	}
+}
+
+// floorBytes is the least the auto window allows in flight.
+func (w *window) floorBytes() int64 {
+	return max(autoMinBytes, autoMinMsgs*w.msgSize)
 }
 
 func newWindow(msgs int, bytes int64) window {
@@ -88,7 +112,9 @@ func (w *window) tick(now int64) {
 // onSample takes one delivery sample: over interval nanoseconds ending at
 // now, ackedBytes bytes in ackedMsgs messages were delivered; rtt is the
 // round-trip time of the sampled message, srtt the smoothed one.
-func (w *window) onSample(now int64, rtt, srtt time.Duration, interval, ackedBytes, ackedMsgs int64) {
+// appLimited marks a sample taken while the application, not the path,
+// limited delivery; it may raise the rate estimate but never lower it.
+func (w *window) onSample(now int64, rtt, srtt time.Duration, interval, ackedBytes, ackedMsgs int64, appLimited bool) {
 	if !w.auto {
 		return
 	}
@@ -105,8 +131,14 @@ func (w *window) onSample(now int64, rtt, srtt time.Duration, interval, ackedByt
 	}
 	if interval > 0 {
 		width := max(rateFilterRTTs*int64(srtt), minRateFilterWidth)
-		w.byteRate.update(width, now, float64(ackedBytes)/float64(interval))
-		w.msgRate.update(width, now, float64(ackedMsgs)/float64(interval))
+		byteRate := float64(ackedBytes) / float64(interval)
+		msgRate := float64(ackedMsgs) / float64(interval)
+		if !appLimited || byteRate > w.byteRate.best() {
+			w.byteRate.update(width, now, byteRate)
+		}
+		if !appLimited || msgRate > w.msgRate.best() {
+			w.msgRate.update(width, now, msgRate)
+		}
 	}
 	w.resize()
 }
@@ -115,7 +147,7 @@ func (w *window) resize() {
 	if !w.auto {
 		return
 	}
-	w.msgs, w.bytes = autoMinMsgs, autoMinBytes
+	w.msgs, w.bytes = autoMinMsgs, w.floorBytes()
 	if w.probing || !w.hasRTT {
 		return
 	}

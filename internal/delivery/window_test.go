@@ -56,14 +56,14 @@ func TestWindowProbeRTT(t *testing.T) {
 	// 10 MB/s over 10ms: BDP 100 KB; the window is twice that.
 	for now := int64(0); now <= 10*sec; now += int64(rtt) {
 		w.tick(now)
-		w.onSample(now, rtt, rtt, int64(rtt), 100_000, 10)
+		w.onSample(now, rtt, rtt, int64(rtt), 100_000, 10, false)
 	}
 	if w.probing || w.bytes != 200_000 || w.msgs != 20 {
 		t.Fatalf("before probing: probing %t, window %d msgs %d bytes", w.probing, w.msgs, w.bytes)
 	}
 	// A standing queue has inflated RTT to 20ms; the 10ms minimum expires.
 	now := 10*sec + 20*int64(time.Millisecond)
-	w.onSample(now, 2*rtt, 2*rtt, int64(2*rtt), 200_000, 20)
+	w.onSample(now, 2*rtt, 2*rtt, int64(2*rtt), 200_000, 20, false)
 	if !w.probing || w.bytes != autoMinBytes || w.msgs != autoMinMsgs {
 		t.Fatalf("not probing: probing %t window %d/%d", w.probing, w.msgs, w.bytes)
 	}
@@ -71,7 +71,7 @@ func TestWindowProbeRTT(t *testing.T) {
 		t.Fatalf("expired minRTT not replaced: %v", time.Duration(w.minRTT))
 	}
 	// The queue drained: a lower sample arrives during the probe.
-	w.onSample(now+int64(50*time.Millisecond), rtt, rtt, int64(rtt), 10_000, 1)
+	w.onSample(now+int64(50*time.Millisecond), rtt, rtt, int64(rtt), 10_000, 1, false)
 	if w.minRTT != int64(rtt) || !w.probing {
 		t.Fatalf("probe sample: minRTT %v probing %t", time.Duration(w.minRTT), w.probing)
 	}
@@ -101,8 +101,47 @@ func TestMaxFilterStepDown(t *testing.T) {
 // A fixed window is what the config says, whatever the samples.
 func TestWindowFixed(t *testing.T) {
 	w := newWindow(3, 0)
-	w.onSample(10, time.Millisecond, time.Millisecond, 10, 1<<30, 1<<20)
+	w.onSample(10, time.Millisecond, time.Millisecond, 10, 1<<30, 1<<20, false)
 	if w.auto || w.msgs != 3 || w.bytes != 0 {
 		t.Fatalf("fixed window changed: %+v", w)
+	}
+}
+
+// An app-limited sample may raise the rate estimate but never lower it: a
+// lull in the application must not shrink the window (BBR's rule).
+func TestWindowAppLimitedSamples(t *testing.T) {
+	w := newWindow(0, 0)
+	rtt := 2 * time.Millisecond
+	w.onSample(0, rtt, rtt, int64(rtt), 1_000_000, 4, false) // 500 MB/s
+	full := w.bytes
+	for now := int64(rtt); now < int64(3*time.Second); now += int64(rtt) {
+		w.onSample(now, rtt, rtt, int64(rtt), 10_000, 1, true) // the app dried up
+	}
+	if w.bytes != full {
+		t.Fatalf("app-limited samples shrank the window from %d to %d", full, w.bytes)
+	}
+	w.onSample(int64(3*time.Second), rtt, rtt, int64(rtt), 4_000_000, 8, true)
+	if w.bytes <= full {
+		t.Fatalf("a higher app-limited sample did not raise the window: %d", w.bytes)
+	}
+	// Samples that are not app-limited do bring the estimate down, once the
+	// old maximum ages out of the (at least one second) filter.
+	for now := int64(4 * time.Second); now < int64(6*time.Second); now += int64(rtt) {
+		w.onSample(now, rtt, rtt, int64(rtt), 10_000, 1, false)
+	}
+	if w.bytes >= full {
+		t.Fatalf("path-limited samples did not shrink the window: %d", w.bytes)
+	}
+}
+
+// The byte floor keeps four typical messages in flight.
+func TestWindowFloorFollowsMessageSize(t *testing.T) {
+	w := newWindow(0, 0)
+	for i := 0; i < 50; i++ {
+		w.observeSize(256 << 10)
+	}
+	w.resize()
+	if w.bytes != 4*(256<<10) {
+		t.Fatalf("floor %d bytes, want four 256 KiB messages", w.bytes)
 	}
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/codec"
+)
+
+func init() {
+	register("dict train", "train a zstd dictionary on sample records for agents (--dict)", runDictTrain)
+}
+
+func runDictTrain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dict train", "--out FILE [--size 64KiB] [--message 16KiB] [INPUT ...]", stderr)
+	out := fs.String("out", "", "where to write the dictionary")
+	size := byteSize(64 << 10)
+	fs.Var(&size, "size", "dictionary size")
+	msg := byteSize(16 << 10)
+	fs.Var(&msg, "message", "size of the sample messages (as large as the agent's messages will be)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return &exitError{code: 2, msg: "--out is required"}
+	}
+	inputs := []io.Reader{os.Stdin}
+	if fs.NArg() > 0 {
+		inputs = nil
+		for _, name := range fs.Args() {
+			f, err := os.Open(name)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			inputs = append(inputs, f)
+		}
+	}
+	// Samples are message bodies exactly as the agent builds them: records
+	// packed with internal/batch framing up to the message size.
+	var samples [][]byte
+	var b batch.Builder
+	flush := func() {
+		if b.Count() > 0 {
+			samples = append(samples, append([]byte(nil), b.Bytes()...))
+			b.Reset()
+		}
+	}
+	for _, in := range inputs {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 8<<20)
+		for sc.Scan() {
+			if len(sc.Bytes()) == 0 {
+				continue
+			}
+			if b.Count() > 0 && b.LenWith(len(sc.Bytes())) > int(msg) {
+				flush()
+			}
+			if err := b.Add(sc.Bytes()); err != nil {
+				return err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	}
+	flush()
+	// Hold back every tenth sample to measure the gain honestly.
+	var train, test [][]byte
+	for i, s := range samples {
+		if i%10 == 9 {
+			test = append(test, s)
+		} else {
+			train = append(train, s)
+		}
+	}
+	d, err := codec.Train(train, int(size))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, d.Data, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "dictionary %d (%d bytes) trained on %d sample messages of ≤ %s, written to %s\n",
+		d.ID, len(d.Data), len(train), bench.SizeName(int(msg)), *out)
+	if len(test) > 0 {
+		plain, dict, raw, err := compareDict(d, test)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "on %d held-out messages: zstd %.2fx, zstd+dictionary %.2fx (%.2fx better)\n",
+			len(test), float64(raw)/float64(plain), float64(raw)/float64(dict), float64(plain)/float64(dict))
+	}
+	return nil
+}
+
+// compareDict compresses msgs with and without d and returns the sizes.
+func compareDict(d codec.Dictionary, msgs [][]byte) (plain, dict, raw int, err error) {
+	enc := codec.NewEncoder(codec.LevelDefault)
+	if err := enc.AddDictionary(d); err != nil {
+		return 0, 0, 0, err
+	}
+	var buf []byte
+	for _, m := range msgs {
+		raw += len(m)
+		if buf, err = enc.Encode(buf[:0], m, codec.Zstd, 0); err != nil {
+			return
+		}
+		plain += len(buf)
+		if buf, err = enc.Encode(buf[:0], m, codec.ZstdDict, d.ID); err != nil {
+			return
+		}
+		dict += len(buf)
+	}
+	return plain, dict, raw, nil
+}
+

@@ -118,4 +118,3 @@ func compareDict(d codec.Dictionary, msgs [][]byte) (plain, dict, raw int, err e
 	}
 	return plain, dict, raw, nil
 }
-

@@ -91,7 +91,8 @@ func (c *ReceiverConfig) validate() error {
 
 // ReceiverStats are cumulative counters over the stream's life.
 type ReceiverStats struct {
-	Received   uint64 // Received events after Hello
+	Received   uint64 // Received and Discarded events after Hello
+	Discarded  uint64 // refused by the driver's validation
 	Enqueued   uint64
 	Duplicates uint64 // Received for an id already queued: dropped
 	OverCredit uint64 // rejected with ReasonOverCredit
@@ -167,9 +168,9 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 func (r *Receiver) Step(ev ReceiverEvent) error {
 	switch ev.Kind {
 	case EventHello, EventClose:
-	case EventReceived:
+	case EventReceived, EventDiscarded:
 		if ev.Size < 0 {
-			return fmt.Errorf("%w: Received id %d with negative size %d", ErrInvalidEvent, ev.ID, ev.Size)
+			return fmt.Errorf("%w: %v id %d with negative size %d", ErrInvalidEvent, ev.Kind, ev.ID, ev.Size)
 		}
 	case EventStored:
 		if !r.helloDone && !r.closed {
@@ -186,6 +187,8 @@ func (r *Receiver) Step(ev ReceiverEvent) error {
 		r.hello(ev.Version)
 	case EventReceived:
 		r.receive(ev.ID, ev.Size)
+	case EventDiscarded:
+		r.discard(ev.Size)
 	case EventStored:
 		r.store(ev.IDs)
 	case EventClose:
@@ -199,13 +202,29 @@ func (r *Receiver) hello(version uint32) {
 	switch {
 	case r.helloDone:
 		r.fail(ReasonDuplicateHello)
-	case version < r.cfg.MinVersion || version > r.cfg.MaxVersion:
+	case version < r.cfg.MinVersion:
 		r.fail(ReasonUnsupportedVersion)
 	default:
+		// A newer agent speaks our version too: the stream uses the
+		// highest version both sides know.
 		r.helloDone = true
 		r.msgLimit, r.byteLimit = r.limits()
-		r.emit(ReceiverAction{Kind: ActionWelcome, MsgLimit: r.msgLimit, ByteLimit: r.byteLimit})
+		r.emit(ReceiverAction{Kind: ActionWelcome, MsgLimit: r.msgLimit, ByteLimit: r.byteLimit,
+			Version: min(version, r.cfg.MaxVersion)})
 	}
+}
+
+// discard counts a message the driver refused as received, so that its
+// credit goes back: the agent counted it as sent.
+func (r *Receiver) discard(size int64) {
+	if !r.helloDone {
+		r.fail(ReasonNoHello)
+		return
+	}
+	r.receivedMsgs++
+	r.receivedBytes += uint64(size)
+	r.stats.Received++
+	r.stats.Discarded++
 }
 
 // receive admits a message, or drops or rejects it.

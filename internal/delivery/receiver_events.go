@@ -11,6 +11,11 @@ const (
 	EventHello
 	// EventReceived: message ID of Size bytes arrived on the stream.
 	EventReceived
+	// EventDiscarded: the driver refused message ID of Size bytes itself
+	// (it failed validation: a body that does not decode, say) and told the
+	// agent why. It counts as received, so its credit goes back to the
+	// agent, but it is never queued.
+	EventDiscarded
 	// EventStored: the storage writer durably stored the ids in IDs, or
 	// found them already stored (dedup is the writer's job, and a
 	// duplicate must be acked like an original).
@@ -23,6 +28,7 @@ var receiverEventKindNames = [...]string{
 	receiverEventUnknown: "Unknown",
 	EventHello:           "Hello",
 	EventReceived:        "Received",
+	EventDiscarded:       "Discarded",
 	EventStored:          "Stored",
 	EventClose:           "Close",
 }
@@ -52,6 +58,11 @@ func Hello(version uint32) ReceiverEvent { return ReceiverEvent{Kind: EventHello
 // Received returns an EventReceived.
 func Received(id uint64, size int64) ReceiverEvent {
 	return ReceiverEvent{Kind: EventReceived, ID: id, Size: size}
+}
+
+// Discarded returns an EventDiscarded.
+func Discarded(id uint64, size int64) ReceiverEvent {
+	return ReceiverEvent{Kind: EventDiscarded, ID: id, Size: size}
 }
 
 // Stored returns an EventStored.
@@ -124,6 +135,9 @@ type ReceiverAction struct {
 	// Ranges (Ack) is owned by the Receiver, valid until Advance.
 	Ranges []Range
 	Reason Reason // Reject, Fail
+	// Version (Welcome) is the protocol version of the stream: the
+	// highest both sides speak.
+	Version uint32
 }
 
 func (a ReceiverAction) String() string {

@@ -55,7 +55,7 @@ func closedAfterHello(t *testing.T) *Receiver {
 }
 
 func welcome(m, b uint64) ReceiverAction {
-	return ReceiverAction{Kind: ActionWelcome, MsgLimit: m, ByteLimit: b}
+	return ReceiverAction{Kind: ActionWelcome, MsgLimit: m, ByteLimit: b, Version: ProtocolVersion}
 }
 func grant(m, b uint64) ReceiverAction {
 	return ReceiverAction{Kind: ActionGrant, MsgLimit: m, ByteLimit: b}
@@ -81,8 +81,12 @@ func TestReceiverStateTable(t *testing.T) {
 		// Handshaking.
 		{"Handshaking/Hello grants the queue's capacity", handshaking,
 			Hello(ProtocolVersion), []ReceiverAction{welcome(2, 100)}, ReceiverReceiving, false},
-		{"Handshaking/Hello unsupported version", handshaking,
-			Hello(ProtocolVersion + 1), []ReceiverAction{fail(ReasonUnsupportedVersion)}, ReceiverClosed, false},
+		{"Handshaking/Hello from a newer agent settles on our version", handshaking,
+			Hello(ProtocolVersion + 1), []ReceiverAction{welcome(2, 100)}, ReceiverReceiving, false},
+		{"Handshaking/Hello below the minimum version", handshaking,
+			Hello(0), []ReceiverAction{fail(ReasonUnsupportedVersion)}, ReceiverClosed, false},
+		{"Handshaking/Discarded before Hello", handshaking,
+			Discarded(1, 10), []ReceiverAction{fail(ReasonNoHello)}, ReceiverClosed, false},
 		{"Handshaking/Received before Hello", handshaking,
 			Received(0, 10), []ReceiverAction{fail(ReasonNoHello)}, ReceiverClosed, false},
 		{"Handshaking/Stored is an error (nothing enqueued)", handshaking,
@@ -105,6 +109,8 @@ func TestReceiverStateTable(t *testing.T) {
 			Received(1, 151), []ReceiverAction{reject(1, ReasonOversize), grant(3, 251)}, ReceiverReceiving, false},
 		{"Receiving/Received over byte credit", receiving,
 			Received(1, 95), []ReceiverAction{reject(1, ReasonOverCredit), grant(3, 195)}, ReceiverReceiving, false},
+		{"Receiving/Discarded hands back its credit", receiving,
+			Discarded(1, 30), []ReceiverAction{grant(3, 130)}, ReceiverReceiving, false},
 		{"Receiving/Stored acks and grants", receiving,
 			Stored([]uint64{0}), []ReceiverAction{ackOf(Range{0, 0}), grant(3, 110)}, ReceiverReceiving, false},
 		{"Receiving/Stored of ids not queued acks only", receiving,
@@ -128,6 +134,8 @@ func TestReceiverStateTable(t *testing.T) {
 			Received(1, 10), []ReceiverAction{grant(3, 110)}, ReceiverBlocked, false},
 		{"Blocked/Received oversize", blockedFull,
 			Received(2, 200), []ReceiverAction{reject(2, ReasonOversize), grant(3, 300)}, ReceiverBlocked, false},
+		{"Blocked/Discarded hands back its credit, still full", blockedFull,
+			Discarded(2, 10), []ReceiverAction{grant(3, 110)}, ReceiverBlocked, false},
 		{"Blocked/Stored one frees room", blockedFull,
 			Stored([]uint64{1}), []ReceiverAction{ackOf(Range{1, 1}), grant(3, 110)}, ReceiverReceiving, false},
 		{"Blocked/Stored all, one Ack with compressed ranges", blockedFull,
@@ -143,6 +151,8 @@ func TestReceiverStateTable(t *testing.T) {
 			Hello(ProtocolVersion), nil, ReceiverClosed, false},
 		{"Closed/Received ignored", closedAfterHello,
 			Received(1, 10), nil, ReceiverClosed, false},
+		{"Closed/Discarded ignored", closedAfterHello,
+			Discarded(1, 10), nil, ReceiverClosed, false},
 		{"Closed/Stored ignored", closedAfterHello,
 			Stored([]uint64{0}), nil, ReceiverClosed, false},
 		{"Closed/Stored ignored, even before any Hello", func(t *testing.T) *Receiver {

@@ -48,13 +48,6 @@ type sendStream struct {
 	log     *slog.Logger
 	rcv     *delivery.Receiver
 
-	// extraMsgs and extraBytes count the batches the receiver rejected
-	// itself (invalid, so never shown to the Receiver). The agent counted
-	// them as sent, so every limit advertised is the Receiver's plus
-	// these: their credit goes back to the agent, as the Receiver does for
-	// the messages it rejects.
-	extraMsgs, extraBytes uint64
-
 	in       chan inbound
 	out      chan *sluicev1.Response
 	sendDone chan struct{} // closed when sendLoop returns
@@ -157,8 +150,7 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 	}
 	// Hello carries the highest version the agent speaks; the sink picks
 	// the highest both speak.
-	version := min(hello.GetProtocolVersion(), protocolVersion)
-	if err := rcv.Step(delivery.Hello(version)); err != nil {
+	if err := rcv.Step(delivery.Hello(hello.GetProtocolVersion())); err != nil {
 		return status.Errorf(codes.Internal, "receiver: %v", err)
 	}
 	var welcome *sluicev1.Welcome
@@ -168,7 +160,7 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 			welcome = &sluicev1.Welcome{
 				Credits:         &sluicev1.Credits{MessageLimit: a.MsgLimit, ByteLimit: a.ByteLimit},
 				MaxMessageBytes: uint64(s.cfg.MaxMessageBytes),
-				ProtocolVersion: version,
+				ProtocolVersion: a.Version,
 			}
 		case delivery.ActionFail:
 			return status.Errorf(codes.InvalidArgument, "protocol version %d is not supported; this sink speaks version %d",
@@ -242,7 +234,7 @@ func (st *sendStream) run(ctx context.Context) error {
 	stats := st.rcv.Stats()
 	_ = st.rcv.Step(delivery.Close())
 	st.log.Info("sink: agent stream ended", "received", stats.Received, "acked", stats.Acked,
-		"over_credit", stats.OverCredit, "invalid", st.extraMsgs, "err", err)
+		"over_credit", stats.OverCredit, "invalid", stats.Discarded, "err", err)
 	return err
 }
 
@@ -312,13 +304,15 @@ func (st *sendStream) handle(ctx context.Context, ev *inbound) error {
 		}
 		return st.act(ctx, &ev.item)
 	case inInvalid:
-		st.extraMsgs++
-		st.extraBytes += uint64(ev.size)
 		st.s.m.rejected.WithLabelValues(ev.rej.reason).Inc()
 		st.log.Warn("sink: message rejected", "message_id", ev.id, "code", ev.rej.code.String(),
 			"retryable", ev.rej.retryable, "detail", ev.rej.detail)
 		st.reject(ev.id, ev.rej)
-		st.creditsDirty = true
+		// The agent counted it as sent: the Receiver hands its credit back.
+		if err := st.rcv.Step(delivery.Discarded(ev.id, ev.size)); err != nil {
+			return status.Errorf(codes.Internal, "receiver: %v", err)
+		}
+		return st.act(ctx, nil)
 	case inDictionary:
 		st.pending = append(st.pending, serviceMessage(&sluicev1.ServiceMessage{DictionaryIds: []uint32{ev.dictID}}))
 	case inHello:
@@ -437,7 +431,7 @@ func (st *sendStream) flush(ctx context.Context) error {
 	if st.creditsDirty {
 		st.creditsDirty = false
 		ml, bl := st.rcv.Limits()
-		cr := &sluicev1.Credits{MessageLimit: ml + st.extraMsgs, ByteLimit: bl + st.extraBytes}
+		cr := &sluicev1.Credits{MessageLimit: ml, ByteLimit: bl}
 		if n := len(st.pending); n > 0 && st.pending[n-1].GetInfo() != nil && st.pending[n-1].GetInfo().Credits == nil {
 			st.pending[n-1].GetInfo().Credits = cr
 		} else {
@@ -508,7 +502,7 @@ func (st *sendStream) recvLoop(ctx context.Context) {
 		var ev inbound
 		switch p := req.GetPayload().(type) {
 		case *sluicev1.Request_Hello:
-			ev = inbound{kind: inHello, version: min(p.Hello.GetProtocolVersion(), protocolVersion)}
+			ev = inbound{kind: inHello, version: p.Hello.GetProtocolVersion()}
 		case *sluicev1.Request_Dictionary:
 			ev = st.upload(req, p.Dictionary, dec)
 		default:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -91,9 +92,10 @@ func New(cfg Config) (*Agent, error) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Large HTTP/2 windows: with the defaults a stream is capped at
-		// window/RTT, far below a long fat link's capacity.
-		grpc.WithInitialWindowSize(16 << 20),
-		grpc.WithInitialConnWindowSize(32 << 20),
+		// window/RTT, far below a long fat link's capacity (acks are
+		// small, but keep both directions symmetric with the sink's).
+		grpc.WithInitialWindowSize(64 << 20),
+		grpc.WithInitialConnWindowSize(128 << 20),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
 	}
 	opts = append(opts, cfg.DialOptions...)
@@ -108,12 +110,17 @@ func New(cfg Config) (*Agent, error) {
 		sp.close()
 		return nil, err
 	}
-	enc := codec.NewEncoder(codec.LevelDefault)
-	if cfg.Dictionary != nil {
-		if err := enc.AddDictionary(*cfg.Dictionary); err != nil {
-			cc.Close()
-			sp.close()
-			return nil, err
+	// One encoder per compression worker, each holding the dictionary.
+	workers := runtime.GOMAXPROCS(0)
+	encs := make([]*codec.Encoder, workers)
+	for i := range encs {
+		encs[i] = codec.NewEncoder(codec.LevelDefault)
+		if cfg.Dictionary != nil {
+			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
+				cc.Close()
+				sp.close()
+				return nil, err
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,11 +132,15 @@ func New(cfg Config) (*Agent, error) {
 		prodLocks: map[string]*producerLock{},
 	}
 	m.spoolBytes = sp.size
-	sealed := make(chan sealedMsg, 16)
-	bt := &batcher{cfg: &a.cfg, in: a.in, out: sealed, enc: enc, stop: a.stopBatch}
-	a.writerWG.Add(2)
+	sealed := make(chan *sealedMsg, 4*workers)
+	work := make(chan *sealedMsg, workers)
+	bt := &batcher{cfg: &a.cfg, in: a.in, work: work, out: sealed, stop: a.stopBatch}
+	a.writerWG.Add(2 + workers)
 	go func() { defer a.writerWG.Done(); bt.run() }()
 	go func() { defer a.writerWG.Done(); a.spoolWriter(sealed) }()
+	for _, enc := range encs {
+		go func() { defer a.writerWG.Done(); a.compressor(work, enc) }()
+	}
 	for i := range backlog {
 		backlog[i].at = a.now()
 	}
@@ -316,8 +327,12 @@ func (a *Agent) Close() error {
 	return err
 }
 
-// Stats is a snapshot for progress reports.
-func (a *Agent) Stats() Stats { return a.metrics.snapshot() }
+// Stats is a snapshot of the agent's counters and ack latency quantiles.
+func (a *Agent) Stats() Stats { return a.metrics.snapshot(true) }
+
+// Progress is Stats without the latency quantiles, cheap enough to poll
+// every few milliseconds.
+func (a *Agent) Progress() Stats { return a.metrics.snapshot(false) }
 
 // SpoolDir returns the spool directory.
 func (a *Agent) SpoolDir() string { return filepath.Clean(a.cfg.SpoolDir) }

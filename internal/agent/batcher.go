@@ -17,8 +17,15 @@ type ingestReq struct {
 	done    chan error // buffered; receives exactly one result
 }
 
-// sealedMsg is a finished message on its way to the spool writer.
+// sealedMsg is a finished message on its way to the spool writer. The
+// batcher passes it to a compression worker and, in seal order, to the
+// spool writer, which waits for ready before appending: compression runs in
+// parallel, the spool keeps the order in which messages were sealed (which
+// the producers' progress marks rely on).
 type sealedMsg struct {
+	body     *[]byte // the uncompressed batch, pooled; nil once compressed
+	kind     codec.Kind
+	dictID   uint32
 	rec      *[]byte // the spool record (header + compressed body), pooled
 	payload  int     // bytes that go on the wire (the compressed body)
 	records  int
@@ -26,19 +33,20 @@ type sealedMsg struct {
 	reserved int64        // quota bytes reserved by its ingest calls
 	waiters  []chan error // ingest calls whose last record is in it
 	marks    []mark       // progress of producers' requests with records in it
-	sealedAt time.Time
+	ready    chan struct{}
 }
 
-var recPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // batcher packs records into messages of up to MaxMessageBytes, sealing a
 // message when the next record would not fit, when it is full, or when it
-// has lingered; then compresses it once and hands it to the spool writer.
+// has lingered, and hands it to the compression workers and, in order, to
+// the spool writer.
 type batcher struct {
 	cfg  *Config
 	in   chan ingestReq
-	out  chan<- sealedMsg
-	enc  *codec.Encoder
+	work chan<- *sealedMsg // to the compression workers
+	out  chan<- *sealedMsg // to the spool writer, in seal order
 	b    batch.Builder
 	cur  sealedMsg
 	stop chan struct{}
@@ -46,6 +54,7 @@ type batcher struct {
 
 func (bt *batcher) run() {
 	defer close(bt.out)
+	defer close(bt.work)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	for {
@@ -108,37 +117,18 @@ func (bt *batcher) add(req ingestReq, linger *time.Timer) {
 	}
 }
 
-// seal compresses the pending message and passes it on.
+// seal passes the pending message on for compression and spooling.
 func (bt *batcher) seal() {
 	if bt.b.Count() == 0 {
-		if len(bt.cur.waiters) > 0 { // only empty ingest calls (Ingest never sends them)
-			for _, w := range bt.cur.waiters {
-				w <- nil
-			}
-			bt.cur = sealedMsg{}
-		}
 		return
 	}
-	body := bt.b.Bytes()
-	recp := recPool.Get().(*[]byte)
-	rec := appendSpooledHeader((*recp)[:0], spooled{Kind: bt.cfg.Compression, DictID: bt.dictID(), Records: uint32(bt.b.Count()), Marks: bt.cur.marks})
-	header := len(rec)
-	rec, err := bt.enc.Encode(rec, body, bt.cfg.Compression, bt.dictID())
-	if err != nil {
-		// Our own encoder failing is a bug or a bad dictionary; fail the
-		// ingest calls rather than spool something unreadable.
-		for _, w := range bt.cur.waiters {
-			w <- err
-		}
-		recPool.Put(recp)
-		bt.b.Reset()
-		bt.cur = sealedMsg{}
-		return
-	}
-	*recp = rec
+	body := bufPool.Get().(*[]byte)
+	*body = append((*body)[:0], bt.b.Bytes()...)
 	m := bt.cur
-	m.rec, m.payload, m.records, m.raw, m.sealedAt = recp, len(rec)-header, bt.b.Count(), len(body), time.Now()
-	bt.out <- m
+	m.body, m.kind, m.dictID, m.records, m.raw = body, bt.cfg.Compression, bt.dictID(), bt.b.Count(), len(*body)
+	m.ready = make(chan struct{})
+	bt.work <- &m
+	bt.out <- &m
 	bt.b.Reset()
 	bt.cur = sealedMsg{}
 }
@@ -150,14 +140,40 @@ func (bt *batcher) dictID() uint32 {
 	return 0
 }
 
-// spoolWriter appends sealed messages to the spool, as many per Append as
-// are waiting (one fdatasync for all of them), answers the ingest calls and
-// tells the loop which ids are now spooled.
-func (a *Agent) spoolWriter(in <-chan sealedMsg) {
+// compressor compresses sealed messages into spool records; the agent runs
+// one per CPU.
+func (a *Agent) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
+	for m := range work {
+		rec := bufPool.Get().(*[]byte)
+		hdr := spooled{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
+		out := appendSpooledHeader((*rec)[:0], hdr)
+		header := len(out)
+		enc2, err := enc.Encode(out, *m.body, m.kind, m.dictID)
+		if err != nil {
+			// Cannot happen with a validated config; if it does, spool
+			// the message uncompressed rather than fail or lose it.
+			a.log.Error("compression failed; spooling the message uncompressed", "err", err)
+			hdr.Kind, hdr.DictID = codec.Plain, 0
+			out = appendSpooledHeader((*rec)[:0], hdr)
+			enc2 = append(out, *m.body...)
+		}
+		*rec = enc2
+		m.rec, m.payload = rec, len(enc2)-header
+		bufPool.Put(m.body)
+		m.body = nil
+		close(m.ready)
+	}
+}
+
+// spoolWriter appends sealed messages to the spool in seal order, as many
+// per Append as are ready (one fdatasync for all of them), answers the
+// ingest calls and tells the loop which ids are now spooled.
+func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 	defer close(a.spooledCh)
-	var group []sealedMsg
+	var group []*sealedMsg
 	var recs [][]byte
 	for m := range in {
+		<-m.ready
 		group = append(group[:0], m)
 	drain:
 		for len(group) < 256 {
@@ -166,6 +182,7 @@ func (a *Agent) spoolWriter(in <-chan sealedMsg) {
 				if !ok {
 					break drain
 				}
+				<-m.ready
 				group = append(group, m)
 			default:
 				break drain
@@ -189,7 +206,7 @@ func (a *Agent) spoolWriter(in <-chan sealedMsg) {
 			} else {
 				a.spool.release(m.reserved)
 			}
-			recPool.Put(m.rec)
+			bufPool.Put(m.rec)
 		}
 		if err != nil {
 			a.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))

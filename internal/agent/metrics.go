@@ -13,16 +13,20 @@ import (
 // metrics are the agent's Prometheus metrics plus the snapshot behind
 // Stats (for progress lines). Everything is safe for concurrent use.
 type metrics struct {
-	ingestRecords, ingestBytes           prometheus.Counter
-	spooledMsgs, rawBytes, wireBytes     prometheus.Counter
-	ackedMsgs, ackedRecords              prometheus.Counter
-	rejected                             *prometheus.CounterVec
-	reconnects, spoolFull, duplicates    prometheus.Counter
-	fsync, ackLatency                    prometheus.Histogram
-	spoolBytes                           func() int64
-	mu                                   sync.Mutex
-	st                                   Stats
-	lat                                  *hdrhistogram.Histogram // µs, spool → ack
+	ingestRecords, ingestBytes        prometheus.Counter
+	spooledMsgs, rawBytes, wireBytes  prometheus.Counter
+	ackedMsgs, ackedRecords           prometheus.Counter
+	rejected                          *prometheus.CounterVec
+	reconnects, spoolFull, duplicates prometheus.Counter
+	fsync, ackLatency                 prometheus.Histogram
+	spoolBytes                        func() int64
+	mu                                sync.Mutex
+	st                                Stats
+	lat                               *hdrhistogram.Histogram // µs, spool → ack
+	// Quantiles cost a walk of the histogram: recompute them at most every
+	// 100 ms, so polling Stats stays cheap.
+	latAt                                time.Time
+	p50, p99, pmax                       time.Duration
 	inflightMsgs, inflightBytes, winMsgs prometheus.Gauge
 	winBytes, srtt                       prometheus.Gauge
 	sent, resent, timeouts               prometheus.Gauge
@@ -102,7 +106,7 @@ func (m *metrics) ingested(records int, bytes int64) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) spooled(s sealedMsg) {
+func (m *metrics) spooled(s *sealedMsg) {
 	m.spooledMsgs.Inc()
 	m.rawBytes.Add(float64(s.raw))
 	m.wireBytes.Add(float64(s.payload))
@@ -146,13 +150,17 @@ func (m *metrics) observeSender(s *delivery.Sender, unacked int) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) snapshot() Stats {
+// snapshot returns the counters; the latency quantiles (a walk of the
+// histogram, tens of microseconds) only withLatency.
+func (m *metrics) snapshot(withLatency bool) Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.st
 	st.SpoolBytes = m.spoolBytes()
-	st.LatencyP50 = time.Duration(m.lat.ValueAtQuantile(50)) * time.Microsecond
-	st.LatencyP99 = time.Duration(m.lat.ValueAtQuantile(99)) * time.Microsecond
-	st.LatencyMax = time.Duration(m.lat.Max()) * time.Microsecond
+	if withLatency {
+		st.LatencyP50 = time.Duration(m.lat.ValueAtQuantile(50)) * time.Microsecond
+		st.LatencyP99 = time.Duration(m.lat.ValueAtQuantile(99)) * time.Microsecond
+		st.LatencyMax = time.Duration(m.lat.Max()) * time.Microsecond
+	}
 	return st
 }

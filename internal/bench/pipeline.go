@@ -197,10 +197,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 			return PipelineResult{}, ctx.Err()
 		}
 		if !feeding {
-			st := a.Stats()
+			st := a.Progress()
 			caughtUp := st.SpooledMessages > 0 && st.AckedMessages >= st.SpooledMessages && st.Unacked == 0
 			if caughtUp || time.Now().After(drainDeadline) {
-				res := PipelineResult{Elapsed: time.Since(start), FeedElapsed: feedElapsed, Agent: st, Drained: caughtUp,
+				res := PipelineResult{Elapsed: time.Since(start), FeedElapsed: feedElapsed, Agent: a.Stats(), Drained: caughtUp,
 					IngestedBytes: st.IngestedBytes}
 				return res, feedErr
 			}

@@ -276,7 +276,7 @@ func TestSenderConfig(t *testing.T) {
 	if s.RTO() != DefaultInitialRTO || !s.win.auto {
 		t.Fatalf("zero config: RTO %v auto %t", s.RTO(), s.win.auto)
 	}
-	if m, b := s.Window(); m != autoMinMsgs || b != autoMinBytes {
+	if m, b := s.Window(); m != autoInitMsgs || b != autoInitBytes {
 		t.Fatalf("auto window starts at %d/%d", m, b)
 	}
 	bad := []SenderConfig{

@@ -145,3 +145,29 @@ func TestWindowFloorFollowsMessageSize(t *testing.T) {
 		t.Fatalf("floor %d bytes, want four 256 KiB messages", w.bytes)
 	}
 }
+
+// Start-up grows the window by 2/ln 2 per round until the rate stops
+// growing, then settles at a gain of 2.
+func TestWindowStartup(t *testing.T) {
+	w := newWindow(0, 0)
+	if w.bytes != autoInitBytes || w.msgs != autoInitMsgs {
+		t.Fatalf("initial window %d/%d", w.msgs, w.bytes)
+	}
+	rtt := 100 * time.Millisecond
+	// The path delivers at most 10 MB/s; the window limits below that.
+	const pathRate = 10e6 / 1e9 // bytes per ns
+	now := int64(0)
+	var grew []int64
+	for round := 0; round < 12; round++ {
+		now += int64(rtt)
+		rate := min(float64(w.bytes)/float64(rtt), pathRate)
+		w.onSample(now, rtt, rtt, int64(rtt), int64(rate*float64(rtt)), 10, false)
+		grew = append(grew, w.bytes)
+	}
+	if !w.filled {
+		t.Fatalf("start-up never ended: windows %v", grew)
+	}
+	if want := int64(2 * pathRate * float64(rtt)); w.bytes != want {
+		t.Fatalf("steady window %d, want 2×BDP = %d (windows %v)", w.bytes, want, grew)
+	}
+}

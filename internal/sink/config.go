@@ -12,14 +12,20 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 )
 
+// HTTP2WindowBytes is the HTTP/2 stream window of both the sink and the
+// agent: at least DefaultQueueBytes (see the server options).
+const HTTP2WindowBytes = 64 << 20
+
 // Defaults for zero Config fields.
 const (
 	// DefaultQueueMessages and DefaultQueueBytes size each Send stream's
 	// queue in front of the storage writer, which is also the credit an
-	// agent gets: enough for the bandwidth-delay product of a 1 Gbit/s
-	// link at 500 ms (62.5 MB) with messages of 256 KiB and more, or 256
-	// messages of any size in flight.
-	DefaultQueueMessages = 256
+	// agent gets, so they must cover the bandwidth-delay product: 64 MiB
+	// is a 1 Gbit/s link at 500 ms RTT. The bytes bound memory; the count
+	// only guards against floods of tiny messages, and must not bind
+	// first: the seed's 16 KB messages on that link are 4,000 in flight
+	// (its fixed window of 100 was one of its limits).
+	DefaultQueueMessages = 8192
 	DefaultQueueBytes    = 64 << 20
 	// DefaultMaxMessageBytes is the largest batch accepted, uncompressed
 	// (and compressed), as announced in Welcome.max_message_bytes.

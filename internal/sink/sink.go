@@ -108,12 +108,13 @@ func New(cfg Config) (*Sink, error) {
 	go s.w.run()
 
 	sopts := []grpc.ServerOption{
-		// Large windows so that HTTP/2 flow control does not cap the
-		// throughput of one stream on a long fat link: a 16 MiB stream
-		// window allows 128 Mbit/s per stream at 1s RTT, 1.3 Gbit/s at
-		// 100 ms. Credits, not the window, are the real bound.
-		grpc.InitialWindowSize(16 << 20),
-		grpc.InitialConnWindowSize(32 << 20),
+		// HTTP/2 flow control caps a stream at window ÷ RTT: gRPC's
+		// default 64 KiB would cap a 150 ms link at 430 KB/s, and even its
+		// dynamic (BDP) window stops at 16 MiB, 110 MB/s at 150 ms. The
+		// stream window is at least the default byte credit, so credits,
+		// not HTTP/2, bound what is in flight.
+		grpc.InitialWindowSize(HTTP2WindowBytes),
+		grpc.InitialConnWindowSize(2 * HTTP2WindowBytes),
 		grpc.MaxRecvMsgSize(int(cfg.MaxMessageBytes) + 64<<10 + (2 << 20)), // + envelope + dictionary uploads
 		grpc.MaxSendMsgSize(MaxMessageBytesLimit + (1 << 20)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/codec"
+)
+
+func init() {
+	register("bench wan", "sync vs async vs zstd vs dictionary over an emulated WAN (the seed's table)", runBenchWAN)
+}
+
+func runBenchWAN(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench wan", "[flags]", stderr)
+	scenarios := fs.String("scenarios", "seed,thin,lan", "scenarios to run: seed (1Gbit/s, RTT 150ms), thin (40Mbit/s, RTT 40ms), lan (no emulator)")
+	modes := fs.String("modes", "sync,async,async+zstd,async+zstd+dict", "modes to compare")
+	conns := fs.Int("connections", 54, "connections of the sync mode (one message in flight each)")
+	window := fs.String("window", "auto", "window of the async modes: auto or a number of messages")
+	dataBytes := byteSize(0)
+	fs.Var(&dataBytes, "bytes", "uncompressed bytes each mode sends (default per scenario: 192MB, thin 48MB)")
+	dur := fs.Duration("duration", 0, "run each mode this long instead of sending a fixed amount")
+	seed := fs.Int64("seed", 1, "seed of the generated metrics")
+	csvPath := fs.String("csv", "", "also write the results as CSV to this file")
+	jsonPath := fs.String("json", "", "also write the results as JSON to this file")
+	svgPath := fs.String("svg", "", "also draw the goodput chart as SVG to this file")
+	sweep := fs.Bool("sweep", false, "instead: compare --window auto with fixed windows at several RTTs")
+	sweepRTTs := fs.String("sweep-rtts", "1ms,20ms,100ms,300ms", "RTTs of the sweep")
+	sweepWindows := fs.String("sweep-windows", "auto,10,100,1000,4000", "windows of the sweep (messages)")
+	sweepRate := fs.String("sweep-rate", "200Mbit", "link rate of the sweep")
+	sweepDur := fs.Duration("sweep-duration", 8*time.Second, "length of each sweep run")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cfg := bench.WANConfig{Bin: bin, Duration: *dur, Seed: *seed, Progress: stderr, Logger: newLogger(stderr, "error")}
+
+	if *sweep {
+		return runSweep(cfg, *sweepRTTs, *sweepWindows, *sweepRate, *sweepDur, *csvPath, *jsonPath, stdout, stderr)
+	}
+	win := 0
+	if *window != "auto" {
+		if win, err = strconv.Atoi(*window); err != nil || win < 1 {
+			return &exitError{code: 2, msg: "--window: auto or a positive number"}
+		}
+	}
+	var scs []bench.Scenario
+	for _, name := range strings.Split(*scenarios, ",") {
+		found := false
+		for _, sc := range bench.Scenarios {
+			if sc.Name == name {
+				if dataBytes > 0 {
+					sc.Bytes = int64(dataBytes)
+				}
+				scs, found = append(scs, sc), true
+			}
+		}
+		if !found {
+			return &exitError{code: 2, msg: fmt.Sprintf("unknown scenario %q", name)}
+		}
+	}
+	var ms []bench.Mode
+	for _, name := range strings.Split(*modes, ",") {
+		found := false
+		for _, m := range bench.Modes(*conns, win) {
+			if m.Name == name {
+				ms, found = append(ms, m), true
+			}
+		}
+		if !found {
+			return &exitError{code: 2, msg: fmt.Sprintf("unknown mode %q", name)}
+		}
+	}
+	need := int64(0)
+	for _, sc := range scs {
+		need = max(need, sc.Bytes)
+	}
+	if *dur > 0 {
+		need = 64 << 20 // cycled
+	}
+	fmt.Fprintf(stderr, "generating %.0f MB of metrics (seed %d) and training a dictionary ...\n", float64(need)/1e6, *seed)
+	data, err := bench.NewDataset(*seed, need)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "data: %d messages, %.0f MB, mean message %.1f KB; dictionary %d: on held-out messages ≤ 16 KB zstd %.2f×, zstd+dict %.2f× (%.2f× better)\n\n",
+		len(data.Msgs), float64(data.Raw)/1e6, float64(data.Raw)/float64(len(data.Msgs))/1e3,
+		data.Dict.ID, data.Ratio.Zstd, data.Ratio.Dict, data.Ratio.Dict/data.Ratio.Zstd)
+	var all []bench.WANResult
+	for _, sc := range scs {
+		var rs []bench.WANResult
+		for _, m := range ms {
+			d := data
+			if sc.Bytes < data.Raw && *dur == 0 {
+				d = data.Prefix(sc.Bytes)
+			}
+			fmt.Fprintf(stderr, "%s / %s: %d connection(s), window %s ...\n", sc.Name, m.Name, m.Conns, windowFlag(m.Window))
+			r, err := bench.RunWAN(ctx, cfg, sc, m, d)
+			if err != nil {
+				return fmt.Errorf("%s / %s: %w", sc.Name, m.Name, err)
+			}
+			rs = append(rs, r)
+		}
+		fmt.Fprintf(stdout, "### %s: %s\n\n", sc.Name, scenarioLabel(sc))
+		bench.PrintWANTable(stdout, rs)
+		fmt.Fprintln(stdout)
+		all = append(all, rs...)
+	}
+	if err := writeOutputs(all, *csvPath, *jsonPath); err != nil {
+		return err
+	}
+	if *svgPath != "" {
+		f, err := os.Create(*svgPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := bench.WriteWANSVG(f, "sluice bench wan: goodput by mode (uncompressed MB/s, durable at the sink)", all); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func windowFlag(w int) string {
+	if w == 0 {
+		return "auto"
+	}
+	return strconv.Itoa(w)
+}
+
+func scenarioLabel(sc bench.Scenario) string {
+	if sc.Rate == 0 && sc.RTT == 0 {
+		return "loopback, no emulator"
+	}
+	return fmt.Sprintf("%s, RTT %s", rateString(sc.Rate), sc.RTT)
+}
+
+func writeOutputs(rs []bench.WANResult, csvPath, jsonPath string) error {
+	if csvPath != "" {
+		f, err := os.Create(csvPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := bench.WriteWANCSV(f, rs); err != nil {
+			return err
+		}
+	}
+	if jsonPath != "" {
+		f, err := os.Create(jsonPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := bench.WriteWANJSON(f, rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runSweep compares the auto window with fixed ones at several RTTs.
+func runSweep(cfg bench.WANConfig, rttList, winList, rateFlag string, dur time.Duration, csvPath, jsonPath string, stdout, stderr io.Writer) error {
+	rate, err := parseRate(rateFlag)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	var rtts []time.Duration
+	for _, s := range strings.Split(rttList, ",") {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return &exitError{code: 2, msg: "--sweep-rtts: " + err.Error()}
+		}
+		rtts = append(rtts, d)
+	}
+	var wins []int
+	for _, s := range strings.Split(winList, ",") {
+		if s == "auto" {
+			wins = append(wins, 0)
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return &exitError{code: 2, msg: "--sweep-windows: auto or positive numbers"}
+		}
+		wins = append(wins, n)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	cfg.Duration = dur
+	fmt.Fprintf(stderr, "generating metrics ...\n")
+	data, err := bench.NewDataset(cfg.Seed, 64<<20)
+	if err != nil {
+		return err
+	}
+	var all []bench.WANResult
+	fmt.Fprintf(stdout, "window sweep: async (uncompressed), link %s, %s per run; goodput MB/s\n\n", rateString(rate), dur)
+	fmt.Fprint(stdout, "| RTT |")
+	for _, w := range wins {
+		fmt.Fprintf(stdout, " window %s |", windowFlag(w))
+	}
+	fmt.Fprintln(stdout, " auto / best fixed |")
+	fmt.Fprint(stdout, "|---:|", strings.Repeat("---:|", len(wins)+1), "\n")
+	for _, rtt := range rtts {
+		sc := bench.Scenario{Name: "rtt-" + rtt.String(), Rate: rate, RTT: rtt}
+		row := fmt.Sprintf("| %s |", rtt)
+		var auto, best float64
+		for _, w := range wins {
+			m := bench.Mode{Name: "async-w" + windowFlag(w), Conns: 1, Window: w, Compression: codec.Plain}
+			fmt.Fprintf(stderr, "sweep: RTT %s, window %s ...\n", rtt, windowFlag(w))
+			r, err := bench.RunWAN(ctx, cfg, sc, m, data)
+			if err != nil {
+				return err
+			}
+			all = append(all, r)
+			g := r.GoodputMBps()
+			row += fmt.Sprintf(" %.1f |", g)
+			if w == 0 {
+				auto = g
+			} else {
+				best = max(best, g)
+			}
+		}
+		fmt.Fprintf(stdout, "%s %.0f%% |\n", row, 100*auto/best)
+	}
+	return writeOutputs(all, csvPath, jsonPath)
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/netem"
+)
+
+func init() {
+	register("netem", "emulate a WAN link (shared rate, delay, jitter) as a TCP proxy in front of a server", runNetem)
+}
+
+func runNetem(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("netem", "--listen ADDR --target HOST:PORT [--rate 1Gbit] [--delay 75ms]", stderr)
+	listen := fs.String("listen", "127.0.0.1:0", "address clients connect to")
+	target := fs.String("target", "", "the server every connection is forwarded to, HOST:PORT")
+	rateFlag := fs.String("rate", "0", "bottleneck rate per direction shared by all connections: e.g. 1Gbit, 40Mbit, 25MB (bytes/s); 0 = unlimited")
+	delay := fs.Duration("delay", 0, "one-way delay (adds twice this to the RTT)")
+	jitter := fs.Duration("jitter", 0, "uniform ± jitter on the delay (never reorders a connection's bytes)")
+	queue := byteSize(0)
+	fs.Var(&queue, "queue", "bottleneck buffer (default max(256KiB, rate × 100ms))")
+	statsJSON := fs.Bool("stats-json", false, "print the link's counters as one JSON line on exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rate, err := parseRate(*rateFlag)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	if *target == "" {
+		return &exitError{code: 2, msg: "--target is required"}
+	}
+	l, err := netem.New(netem.Config{Target: *target, Rate: rate, Delay: *delay, Jitter: *jitter, QueueBytes: int64(queue)})
+	if err != nil {
+		return err
+	}
+	addr, err := l.Listen(*listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "netem: %s → %s, rate %s, RTT +%s\n", addr, *target, rateString(rate), 2**delay)
+	ctx, stop := signalContext()
+	defer stop()
+	<-ctx.Done()
+	st := l.Stats()
+	l.Close()
+	if *statsJSON {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	fmt.Fprintf(stderr, "netem: %d connections, %d bytes up, %d bytes down\n", st.Accepted, st.BytesUp, st.BytesDown)
+	return nil
+}
+
+// parseRate reads a link rate: bits with a "bit" suffix (1Gbit, 40Mbit,
+// 500kbit) or bytes with the byte-size suffixes (25MB, 3MiB, 1000).
+func parseRate(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"Gbit", 1e9}, {"Mbit", 1e6}, {"kbit", 1e3}, {"Kbit", 1e3}, {"bit", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(t, u.suffix), 64)
+			if err != nil || v < 0 {
+				return 0, fmt.Errorf("bad rate %q", s)
+			}
+			return int64(v * u.mult / 8), nil
+		}
+	}
+	n, err := parseByteSize(t)
+	if err != nil {
+		return 0, fmt.Errorf("bad rate %q: want e.g. 1Gbit, 40Mbit or 25MB", s)
+	}
+	return n, nil
+}
+
+func rateString(bytesPerSec int64) string {
+	if bytesPerSec == 0 {
+		return "unlimited"
+	}
+	bits := float64(bytesPerSec) * 8
+	switch {
+	case bits >= 1e9:
+		return fmt.Sprintf("%gGbit/s", bits/1e9)
+	case bits >= 1e6:
+		return fmt.Sprintf("%gMbit/s", bits/1e6)
+	}
+	return fmt.Sprintf("%gkbit/s", bits/1e3)
+}
+

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package netem
+
+import "time"
+
+func processCPU() time.Duration { return 0 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	conns := fs.Int("connections", 54, "connections of the sync mode (one message in flight each)")
 	window := fs.String("window", "auto", "window of the async modes: auto or a number of messages")
 	dataBytes := byteSize(0)
-	fs.Var(&dataBytes, "bytes", "uncompressed bytes each mode sends (default per scenario: 192MB, thin 48MB)")
+	fs.Var(&dataBytes, "bytes", "uncompressed bytes each mode sends (default per scenario: seed 384MiB, thin 128MiB, lan 192MiB)")
 	dur := fs.Duration("duration", 0, "run each mode this long instead of sending a fixed amount")
 	seed := fs.Int64("seed", 1, "seed of the generated metrics")
 	csvPath := fs.String("csv", "", "also write the results as CSV to this file")
@@ -34,12 +35,24 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	sweepWindows := fs.String("sweep-windows", "auto,10,100,1000,4000", "windows of the sweep (messages)")
 	sweepRate := fs.String("sweep-rate", "200Mbit", "link rate of the sweep")
 	sweepDur := fs.Duration("sweep-duration", 8*time.Second, "length of each sweep run")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the agents (this process) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signalContext()
 	defer stop()

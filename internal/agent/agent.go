@@ -132,8 +132,11 @@ func New(cfg Config) (*Agent, error) {
 		prodLocks: map[string]*producerLock{},
 	}
 	m.spoolBytes = sp.size
-	sealed := make(chan *sealedMsg, 4*workers)
-	work := make(chan *sealedMsg, workers)
+	// Deep enough that compression keeps going while the spool writer
+	// waits for an fsync: with a few slots the workers stall every fsync
+	// and ingest tops out at a few messages per fsync.
+	sealed := make(chan *sealedMsg, pipelineDepth)
+	work := make(chan *sealedMsg, pipelineDepth)
 	bt := &batcher{cfg: &a.cfg, in: a.in, work: work, out: sealed, stop: a.stopBatch}
 	a.writerWG.Add(2 + workers)
 	go func() { defer a.writerWG.Done(); bt.run() }()
@@ -149,6 +152,10 @@ func New(cfg Config) (*Agent, error) {
 		"resuming_messages", len(backlog), "watermark", sp.ackedWatermark())
 	return a, nil
 }
+
+// pipelineDepth is how many sealed messages may wait for compression and
+// for the spool; with the default 256 KiB messages, at most 64 MiB.
+const pipelineDepth = 256
 
 // readBacklog lists the spooled messages not yet acknowledged, with their
 // wire sizes, so the Sender can resend them.

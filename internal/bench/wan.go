@@ -35,8 +35,8 @@ type Scenario struct {
 
 // Scenarios are the links of the seed article and its overloaded site.
 var Scenarios = []Scenario{
-	{Name: "seed", Rate: 1e9 / 8, RTT: 150 * time.Millisecond, Bytes: 192 << 20},
-	{Name: "thin", Rate: 40e6 / 8, RTT: 40 * time.Millisecond, Bytes: 48 << 20},
+	{Name: "seed", Rate: 1e9 / 8, RTT: 150 * time.Millisecond, Bytes: 384 << 20},
+	{Name: "thin", Rate: 40e6 / 8, RTT: 40 * time.Millisecond, Bytes: 128 << 20},
 	{Name: "lan", Bytes: 192 << 20},
 }
 
@@ -242,12 +242,13 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 		agents[i] = a
 	}
 
-	// Feed: message k goes to agent k mod conns. A lone agent gets several
-	// feeders so that spool fsyncs are shared (group commit) and feeding
-	// never limits the link.
+	// Feed: message k goes to agent k mod conns. A lone agent gets many
+	// feeders, as an agent in front of many collectors would: each waits
+	// for its message's spool fsync, so the number of feeders bounds what
+	// one fsync commits, and feeding must not be what limits the link.
 	feedersPer := 1
 	if m.Conns < 4 {
-		feedersPer = 16 / m.Conns
+		feedersPer = 64 / m.Conns
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

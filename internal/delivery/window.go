@@ -43,7 +43,7 @@ import (
 // least 64 KiB, so that large messages still keep several in flight while
 // the estimate is young.
 //
-// Start-up, as in BBR: until the first sample the window is 1 MiB / 16
+// Start-up, as in BBR: until the first sample the window is 2 MiB / 128
 // messages (TCP below still does congestion control, and the sink's
 // credits bound its queue, so this only skips the first doublings); then
 // the gain is 2/ln 2 ≈ 2.89, which grows the window by that factor per
@@ -52,8 +52,8 @@ import (
 // reaches the 18.75 MB bandwidth-delay product in about 0.5 s instead of
 // 1.2 s.
 const (
-	autoInitBytes      = 1 << 20
-	autoInitMsgs       = 16
+	autoInitBytes      = 2 << 20
+	autoInitMsgs       = 128
 	startupGain        = 2.885 // 2/ln 2
 	fullPipeGrowth     = 1.25
 	fullPipeRounds     = 3

@@ -140,7 +140,8 @@ func TestWindowFloorFollowsMessageSize(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		w.observeSize(256 << 10)
 	}
-	w.resize()
+	// After a first sample of a slow path, the window is the floor.
+	w.onSample(int64(time.Millisecond), time.Millisecond, time.Millisecond, int64(time.Millisecond), 1, 1, false)
 	if w.bytes != 4*(256<<10) {
 		t.Fatalf("floor %d bytes, want four 256 KiB messages", w.bytes)
 	}

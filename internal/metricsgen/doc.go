@@ -7,7 +7,7 @@
 // are "randomly distributed between a few kilobytes and a few hundred
 // kilobytes, averaging at 10-25KB depending on site", and whose
 // partitioning makes every message a mix of many unrelated series (so it
-// compresses poorly). DISTRIBUTIONS.md has the same model with measured
+// compresses poorly). docs/data.md has the same model with measured
 // numbers.
 //
 // # Records

@@ -91,4 +91,3 @@ func rateString(bytesPerSec int64) string {
 	}
 	return fmt.Sprintf("%gkbit/s", bits/1e3)
 }
-

@@ -484,7 +484,6 @@ func waitListening(addr string, timeout time.Duration) error {
 	}
 }
 
-
 // Prefix is the dataset cut to its first messages holding at least bytes.
 func (d *Dataset) Prefix(bytes int64) *Dataset {
 	p := *d

@@ -88,7 +88,7 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 
 func runAgent(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("agent", "--sink HOST:PORT --spool DIR [flags]", stderr)
-	sink := fs.String("sink", "", "the sink's address, HOST:PORT")
+	sink := fs.String("sink", "", "the sink's address, HOST:PORT; several, comma-separated, to fail over between sinks sharing a Kafka topic")
 	spool := fs.String("spool", "", "spool directory (created if missing)")
 	ingest := fs.String("ingest", "127.0.0.1:7401", "address of the ingest HTTP API (POST /v1/records)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9401)")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,11 +36,13 @@ var (
 
 // Agent is a running edge agent. Create it with New; stop it with Close.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	spool   *spool
-	client  sluicev1.SinkClient
-	grpc    *grpc.ClientConn
+	cfg   Config
+	log   *slog.Logger
+	spool *spool
+	// One client per sink address; a (re)connection uses the next one, so
+	// an agent fails over across sinks (see Config.SinkAddr).
+	clients []sluicev1.SinkClient
+	conns   []*grpc.ClientConn
 	metrics *metrics
 	origin  time.Time
 
@@ -99,14 +102,24 @@ func New(cfg Config) (*Agent, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
 	}
 	opts = append(opts, cfg.DialOptions...)
-	cc, err := grpc.NewClient(cfg.SinkAddr, opts...)
-	if err != nil {
-		sp.close()
-		return nil, fmt.Errorf("agent: sink address %q: %w", cfg.SinkAddr, err)
+	var ccs []*grpc.ClientConn
+	closeAll := func() {
+		for _, cc := range ccs {
+			cc.Close()
+		}
+	}
+	for _, addr := range strings.Split(cfg.SinkAddr, ",") {
+		cc, err := grpc.NewClient(strings.TrimSpace(addr), opts...)
+		if err != nil {
+			closeAll()
+			sp.close()
+			return nil, fmt.Errorf("agent: sink address %q: %w", addr, err)
+		}
+		ccs = append(ccs, cc)
 	}
 	backlog, err := readBacklog(sp)
 	if err != nil {
-		cc.Close()
+		closeAll()
 		sp.close()
 		return nil, err
 	}
@@ -117,7 +130,7 @@ func New(cfg Config) (*Agent, error) {
 		encs[i] = codec.NewEncoder(codec.LevelDefault)
 		if cfg.Dictionary != nil {
 			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
-				cc.Close()
+				closeAll()
 				sp.close()
 				return nil, err
 			}
@@ -125,11 +138,14 @@ func New(cfg Config) (*Agent, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, client: sluicev1.NewSinkClient(cc), grpc: cc,
+		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, conns: ccs,
 		metrics: m, origin: time.Now(), ctx: ctx, cancel: cancel,
 		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
 		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
 		prodLocks: map[string]*producerLock{},
+	}
+	for _, cc := range ccs {
+		a.clients = append(a.clients, sluicev1.NewSinkClient(cc))
 	}
 	m.spoolBytes = sp.size
 	// Deep enough that compression keeps going while the spool writer
@@ -328,7 +344,9 @@ func (a *Agent) Close() error {
 		a.writerWG.Wait()
 		a.cancel()
 		<-a.loopDone
-		a.grpc.Close()
+		for _, cc := range a.conns {
+			cc.Close()
+		}
 		err = a.spool.close()
 	})
 	return err

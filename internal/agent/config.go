@@ -15,7 +15,10 @@ import (
 
 // Config configures an Agent. Zero fields take the documented defaults.
 type Config struct {
-	// SinkAddr is the sink's gRPC address, HOST:PORT. Required.
+	// SinkAddr is the sink's gRPC address, HOST:PORT, or several separated
+	// by commas: each (re)connection goes to the next one, so the agent
+	// fails over between sinks that share a store (a Kafka topic).
+	// Required.
 	SinkAddr string
 	// SpoolDir holds the spool log, the agent id and the acknowledged
 	// watermark. Required.

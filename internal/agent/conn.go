@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -22,6 +23,7 @@ type connEvent struct {
 	welcome *sluicev1.Welcome  // set once the handshake is done
 	resp    *sluicev1.Response // set for every later response
 	err     error              // set when the connection ended
+	addr    string             // the sink's address (with welcome)
 }
 
 // conn is one Send stream. The loop enqueues message ids; the writer
@@ -94,7 +96,9 @@ func (a *Agent) dial(gen uint64) {
 		cancel()
 		report(connEvent{gen: gen, err: err})
 	}
-	stream, err := a.client.Send(ctx)
+	// Each connection attempt goes to the next sink in the list.
+	addr := a.sinkAddr(gen)
+	stream, err := a.clients[int(gen%uint64(len(a.clients)))].Send(ctx)
 	if err != nil {
 		fail(err)
 		return
@@ -136,7 +140,7 @@ func (a *Agent) dial(gen uint64) {
 			c.dict = d
 		}
 	}
-	report(connEvent{gen: gen, conn: c, welcome: w})
+	report(connEvent{gen: gen, conn: c, welcome: w, addr: addr})
 	go a.writeLoop(c)
 	for {
 		resp, err := stream.Recv()
@@ -209,4 +213,10 @@ func (a *Agent) writeLoop(c *conn) {
 		}
 		buf = ids
 	}
+}
+
+// sinkAddr is the address connection attempt gen goes to.
+func (a *Agent) sinkAddr(gen uint64) string {
+	addrs := strings.Split(a.cfg.SinkAddr, ",")
+	return strings.TrimSpace(addrs[int(gen%uint64(len(addrs)))])
 }

@@ -165,7 +165,7 @@ func (l *loop) connEvent(ev connEvent) {
 			l.conn.close()
 			l.conn = nil
 		}
-		l.a.log.Warn("connection to sink lost", "sink", l.a.cfg.SinkAddr, "err", ev.err)
+		l.a.log.Warn("connection to sink lost", "sink", l.a.sinkAddr(ev.gen), "err", ev.err)
 		l.gen++ // nothing more from this connection is relevant
 		l.step(delivery.Disconnected(rand.Float64(), now))
 	case ev.welcome != nil:
@@ -175,7 +175,7 @@ func (l *loop) connEvent(ev connEvent) {
 			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
 				"sink_max", max, "agent_max", l.a.cfg.MaxMessageBytes)
 		}
-		l.a.log.Info("connected to sink", "sink", l.a.cfg.SinkAddr, "session", ev.welcome.GetSessionId(),
+		l.a.log.Info("connected to sink", "sink", ev.addr, "session", ev.welcome.GetSessionId(),
 			"credit_messages", cr.GetMessageLimit(), "credit_bytes", cr.GetByteLimit())
 		l.step(delivery.Connected(cr.GetMessageLimit(), cr.GetByteLimit(), now))
 	case ev.resp != nil:

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -47,6 +49,9 @@ type PipelineConfig struct {
 
 // PipelineResult is what a run measured.
 type PipelineResult struct {
+	// IngestP50 and IngestP99: how long an Ingest call waited (until its
+	// records were fsync'ed in the spool): the producer's view.
+	IngestP50, IngestP99 time.Duration
 	Elapsed       time.Duration // feeders start to last ack
 	FeedElapsed   time.Duration // feeders start to feeders stop
 	Agent         agent.Stats
@@ -128,6 +133,8 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 	feedCtx, stopFeeding := context.WithTimeout(ctx, cfg.Duration)
 	defer stopFeeding()
 	var records atomic.Int64
+	var latMu sync.Mutex
+	ingestLat := hdrhistogram.New(1, 60_000_000, 3) // µs
 	var wg, gens sync.WaitGroup
 	var feedErr error
 	var errOnce sync.Once
@@ -157,7 +164,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 				if feedCtx.Err() != nil {
 					continue // drain so the generators can stop
 				}
-				if err := a.Ingest(feedCtx, batch); err != nil {
+				t0 := time.Now()
+				err := a.Ingest(feedCtx, batch)
+				if err == nil {
+					latMu.Lock()
+					_ = ingestLat.RecordValue(max(time.Since(t0).Microseconds(), 1))
+					latMu.Unlock()
+				}
+				if err != nil {
 					if feedCtx.Err() == nil {
 						errOnce.Do(func() { feedErr = err })
 						stopFeeding()
@@ -202,6 +216,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 			if caughtUp || time.Now().After(drainDeadline) {
 				res := PipelineResult{Elapsed: time.Since(start), FeedElapsed: feedElapsed, Agent: a.Stats(), Drained: caughtUp,
 					IngestedBytes: st.IngestedBytes}
+				latMu.Lock()
+				res.IngestP50 = time.Duration(ingestLat.ValueAtQuantile(50)) * time.Microsecond
+				res.IngestP99 = time.Duration(ingestLat.ValueAtQuantile(99)) * time.Microsecond
+				latMu.Unlock()
 				return res, feedErr
 			}
 			// Poll quickly while draining.

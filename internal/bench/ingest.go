@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ProducerResult is a run of franz-go's producer straight to Kafka.
+type ProducerResult struct {
+	Records, Bytes int64
+	Elapsed        time.Duration
+	// AckP50 and AckP99: from Produce to the broker's acks=all answer,
+	// per record.
+	AckP50, AckP99 time.Duration
+}
+
+func (r ProducerResult) RecordsPerSec() float64 { return float64(r.Records) / r.Elapsed.Seconds() }
+func (r ProducerResult) MBps() float64          { return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6 }
+
+// RunKafkaProducer produces the sources' records to topic with an
+// idempotent franz-go producer, acks=all, zstd batches and the agent's
+// linger, from `feeders` goroutines that each wait for their batch's acks
+// before producing the next (as an agent's producers wait for Ingest).
+func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur time.Duration, feeders int, newSource func(int) Source, progress io.Writer) (ProducerResult, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		return ProducerResult{}, err
+	}
+	defer cl.Close()
+	var mu sync.Mutex
+	lat := hdrhistogram.New(1, 60_000_000, 3)
+	var recs, bytes atomic.Int64
+	runCtx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for f := 0; f < feeders; f++ {
+		src := newSource(f)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var batch [][]byte
+			for runCtx.Err() == nil {
+				batch = src(batch[:0])
+				var bwg sync.WaitGroup
+				t0 := time.Now()
+				for _, r := range batch {
+					bwg.Add(1)
+					rec := &kgo.Record{Value: append([]byte(nil), r...)}
+					cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+						defer bwg.Done()
+						if err != nil {
+							firstErr.CompareAndSwap(nil, err)
+							return
+						}
+						d := time.Since(t0)
+						mu.Lock()
+						_ = lat.RecordValue(max(d.Microseconds(), 1))
+						mu.Unlock()
+						recs.Add(1)
+						bytes.Add(int64(len(r.Value)))
+					})
+				}
+				bwg.Wait()
+			}
+		}()
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	prev := int64(0)
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-tick.C:
+			if progress != nil {
+				n := recs.Load()
+				fmt.Fprintf(progress, "  [franz-go] %5.1fs  %9d rec/s\n", time.Since(start).Seconds(), n-prev)
+				prev = n
+			}
+		}
+	}
+	if err, ok := firstErr.Load().(error); ok && err != nil {
+		return ProducerResult{}, err
+	}
+	return ProducerResult{Records: recs.Load(), Bytes: bytes.Load(), Elapsed: time.Since(start),
+		AckP50: time.Duration(lat.ValueAtQuantile(50)) * time.Microsecond,
+		AckP99: time.Duration(lat.ValueAtQuantile(99)) * time.Microsecond}, nil
+}

@@ -105,8 +105,10 @@ func waitTopic(t *testing.T, addr, topic string, n int, timeout time.Duration) (
 	}
 }
 
-func runProduce(t *testing.T, ingest, input string) chan error {
-	cmd := exec.Command(sluiceBin, "produce", "--agent", ingest, "--file", input, "--batch-bytes", "64KiB")
+func startProduce(t *testing.T, ingest, input string) chan error {
+	// Small requests (each waits for a spool fsync) keep produce running
+	// long enough for the crashes to land mid-delivery.
+	cmd := exec.Command(sluiceBin, "produce", "--agent", ingest, "--file", input, "--batch-bytes", "4KiB")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	done := make(chan error, 1)
@@ -123,111 +125,118 @@ func runProduce(t *testing.T, ingest, input string) chan error {
 	return done
 }
 
+// kafkaRun is one end-to-end setup: a broker, n input records, sinks on
+// one topic, an agent sending to them (failing over in list order), and
+// `sluice produce` running.
+type kafkaRun struct {
+	broker   *kafkatest.Broker
+	topic    string
+	want     []string
+	sinks    []*proc
+	metrics  string // the agent's metrics address
+	produced chan error
+}
+
+func startKafkaRun(t *testing.T, topic string, n, sinks int) *kafkaRun {
+	t.Helper()
+	r := &kafkaRun{broker: kafkatest.Start(t), topic: topic}
+	dir := t.TempDir()
+	var input string
+	input, r.want = kafkaInput(t, dir, n)
+	store := "kafka://" + r.broker.Addr + "/" + topic
+	var addrs []string
+	for i := 0; i < sinks; i++ {
+		addr := freeAddr(t)
+		addrs = append(addrs, addr)
+		r.sinks = append(r.sinks, start(t, fmt.Sprintf("sink-%d", i), "sink", "--listen", addr,
+			"--data", filepath.Join(dir, fmt.Sprintf("sink-%d", i)), "--store", store))
+	}
+	ingest := freeAddr(t)
+	r.metrics = freeAddr(t)
+	start(t, "agent", "agent", "--sink", strings.Join(addrs, ","), "--spool", filepath.Join(dir, "spool"),
+		"--ingest", ingest, "--metrics", r.metrics, "--max-message", "32KiB", "--min-rto", "500ms")
+	r.produced = startProduce(t, ingest, input)
+	return r
+}
+
+func (r *kafkaRun) acked() float64 { return metric(r.metrics, "sluice_agent_acked_records_total") }
+
+// midDelivery waits until some records are acked and checks that not all
+// are, so a crash injected next lands in the middle of the delivery.
+func (r *kafkaRun) midDelivery(t *testing.T, after float64) float64 {
+	t.Helper()
+	waitFor(t, "acks through Kafka", 2*time.Minute, func() bool { return r.acked() > after })
+	n := r.acked()
+	if n >= float64(len(r.want)) {
+		t.Fatalf("all %d records were delivered before the crash could be injected", len(r.want))
+	}
+	return n
+}
+
+// finish waits for produce and for every record in the topic, and checks
+// the topic against the input.
+func (r *kafkaRun) finish(t *testing.T) {
+	t.Helper()
+	if err := <-r.produced; err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	got, raw := waitTopic(t, r.broker.Addr, r.topic, len(r.want), 3*time.Minute)
+	t.Logf("topic: %d records, %d after dedup by header", raw, len(got))
+	sameMultiset(t, got, r.want)
+}
+
 // TestKafkaSinkCrash: 100k records through agent → Kafka-backed sink; the
 // sink is SIGKILLed while delivering and restarted; every record is in the
 // topic, and after dedup by header exactly once.
 func TestKafkaSinkCrash(t *testing.T) {
-	broker := kafkatest.Start(t)
 	n := 100_000
 	if testing.Short() {
 		n = 20_000
 	}
-	dir := t.TempDir()
-	input, want := kafkaInput(t, dir, n)
-	topic := "e2e-crash"
-	store := "kafka://" + broker.Addr + "/" + topic
-	sinkAddr, ingest, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
-	sink := start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--store", store)
-	start(t, "agent", "agent", "--sink", sinkAddr, "--spool", filepath.Join(dir, "spool"), "--ingest", ingest,
-		"--metrics", agentMetrics, "--max-message", "32KiB", "--min-rto", "500ms")
-	produced := runProduce(t, ingest, input)
-	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
-	waitFor(t, "acks through Kafka", 2*time.Minute, func() bool { return acked() > 0 })
-	t.Logf("SIGKILL sink after %.0f records acked", acked())
-	sink.restart()
-	if err := <-produced; err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-	got, raw := waitTopic(t, broker.Addr, topic, n, 3*time.Minute)
-	t.Logf("topic: %d records, %d after dedup by header", raw, len(got))
-	sameMultiset(t, got, want)
+	r := startKafkaRun(t, "e2e-crash", n, 1)
+	t.Logf("SIGKILL sink after %.0f records acked", r.midDelivery(t, 0))
+	r.sinks[0].restart()
+	r.finish(t)
 }
 
 // TestKafkaBrokerRestart: the broker goes away during delivery and comes
 // back; the agent's spool absorbs the outage and nothing is lost.
 func TestKafkaBrokerRestart(t *testing.T) {
-	broker := kafkatest.Start(t)
 	n := 50_000
 	if testing.Short() {
 		n = 10_000
 	}
-	dir := t.TempDir()
-	input, want := kafkaInput(t, dir, n)
-	topic := "e2e-broker"
-	sinkAddr, ingest, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
-	sink := start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--store", "kafka://"+broker.Addr+"/"+topic)
-	start(t, "agent", "agent", "--sink", sinkAddr, "--spool", filepath.Join(dir, "spool"), "--ingest", ingest,
-		"--metrics", agentMetrics, "--max-message", "32KiB")
-	produced := runProduce(t, ingest, input)
-	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
-	waitFor(t, "acks through Kafka", 2*time.Minute, func() bool { return acked() > 0 })
-	broker.Stop()
-	t.Logf("broker stopped after %.0f records acked", acked())
+	r := startKafkaRun(t, "e2e-broker", n, 1)
+	t.Logf("stopping the broker after %.0f records acked", r.midDelivery(t, 0))
+	r.broker.Stop()
 	// Ingest keeps working while Kafka is down: produce finishes.
-	if err := <-produced; err != nil {
+	if err := <-r.produced; err != nil {
 		t.Fatalf("produce during the outage: %v", err)
 	}
-	before := acked()
+	r.produced <- nil // finish waits on it again
+	before := r.acked()
 	time.Sleep(2 * time.Second)
-	if acked() > before+1000 {
-		t.Errorf("acks kept coming while the broker was down: %.0f → %.0f", before, acked())
+	if r.acked() > before+1000 {
+		t.Errorf("acks kept coming while the broker was down: %.0f → %.0f", before, r.acked())
 	}
-	broker.Restart()
-	got, raw := waitTopic(t, broker.Addr, topic, n, 3*time.Minute)
-	t.Logf("topic: %d records, %d after dedup by header; sink log:\n%s", raw, len(got), tail(sink.log.String(), 10))
-	sameMultiset(t, got, want)
+	r.broker.Restart()
+	r.finish(t)
 }
 
 // TestKafkaTwoSinks: two sinks on one topic, an agent failing over between
 // them as each is SIGKILLed in turn; nothing lost, and after dedup by
 // header exactly once.
 func TestKafkaTwoSinks(t *testing.T) {
-	broker := kafkatest.Start(t)
 	n := 50_000
 	if testing.Short() {
 		n = 10_000
 	}
-	dir := t.TempDir()
-	input, want := kafkaInput(t, dir, n)
-	topic := "e2e-two-sinks"
-	store := "kafka://" + broker.Addr + "/" + topic
-	a, b := freeAddr(t), freeAddr(t)
-	ingest, agentMetrics := freeAddr(t), freeAddr(t)
-	sinkA := start(t, "sink-a", "sink", "--listen", a, "--data", filepath.Join(dir, "sink-a"), "--store", store)
-	sinkB := start(t, "sink-b", "sink", "--listen", b, "--data", filepath.Join(dir, "sink-b"), "--store", store)
-	start(t, "agent", "agent", "--sink", a+","+b, "--spool", filepath.Join(dir, "spool"), "--ingest", ingest,
-		"--metrics", agentMetrics, "--max-message", "32KiB", "--min-rto", "500ms")
-	produced := runProduce(t, ingest, input)
-	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
+	r := startKafkaRun(t, "e2e-two-sinks", n, 2)
 	last := 0.0
-	for round, s := range []*proc{sinkA, sinkB, sinkA} {
-		waitFor(t, "progress", 2*time.Minute, func() bool { return acked() > last })
-		last = acked()
+	for round, s := range []*proc{r.sinks[0], r.sinks[1], r.sinks[0]} {
+		last = r.midDelivery(t, last)
 		t.Logf("round %d: SIGKILL %s after %.0f records acked", round, s.name, last)
 		s.restart()
 	}
-	if err := <-produced; err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-	got, raw := waitTopic(t, broker.Addr, topic, n, 3*time.Minute)
-	t.Logf("topic: %d records, %d after dedup by header (%d duplicates written across sinks)", raw, len(got), raw-len(got))
-	sameMultiset(t, got, want)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	r.finish(t)
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,12 +23,53 @@ func init() {
 	register("consume", "print the records in a sink's store, one per line, in store order", runConsume)
 }
 
+// kafkaOffsetBits: with a Kafka-backed sink an offset is a partition and an
+// offset in it, packed as partition<<48 | offset (see internal/sink).
+const kafkaOffsetBits = 48
+
+// storeOffset is the --from flag: OFFSET, or PARTITION:OFFSET for a
+// Kafka-backed sink (packed as the sink expects).
+type storeOffset uint64
+
+func (o *storeOffset) String() string { return formatOffset(uint64(*o)) }
+
+func (o *storeOffset) Set(s string) error {
+	ps, offs, ok := strings.Cut(s, ":")
+	if !ok {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("bad offset %q: want OFFSET or PARTITION:OFFSET", s)
+		}
+		*o = storeOffset(n)
+		return nil
+	}
+	p, err1 := strconv.ParseUint(ps, 10, 16)
+	n, err2 := strconv.ParseUint(offs, 10, 64)
+	if err1 != nil || err2 != nil || n >= 1<<kafkaOffsetBits {
+		return fmt.Errorf("bad offset %q: want PARTITION:OFFSET, partition < 65536, offset < 2^48", s)
+	}
+	*o = storeOffset(p<<kafkaOffsetBits | n)
+	return nil
+}
+
+// formatOffset shows a packed Kafka offset of a partition other than 0 as
+// PARTITION:OFFSET, any other as a number.
+func formatOffset(v uint64) string {
+	if p := v >> kafkaOffsetBits; p != 0 {
+		return strconv.FormatUint(p, 10) + ":" + strconv.FormatUint(v&(1<<kafkaOffsetBits-1), 10)
+	}
+	return strconv.FormatUint(v, 10)
+}
+
 func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("consume", "--sink HOST:PORT [flags]", stderr)
 	addr := fs.String("sink", "", "the sink's address, HOST:PORT (required)")
-	from := fs.Uint64("from", 0, "store offset to start at (default 0, or the group's committed offset with --group)")
+	var from storeOffset
+	fs.Var(&from, "from", "store `OFFSET` to start at (default 0: the start, or the group's committed offset with --group);\n"+
+		"with a Kafka-backed sink PARTITION:OFFSET, or a plain offset when the topic has one partition")
 	follow := fs.Bool("follow", false, "keep printing new records as they are stored, until interrupted")
-	group := fs.String("group", "", "consumer group: start at its committed offset and commit after every message printed")
+	group := fs.String("group", "", "consumer group: start at its committed offset and commit after every message printed\n"+
+		"(a Kafka-backed sink keeps the offsets in Kafka, as the consumer group NAME of its topic)")
 	credits := fs.Uint("credits", 256, "messages the sink may send ahead of what is printed")
 	progress := fs.Bool("progress", false, "report progress on stderr")
 	var cf clientFlags
@@ -64,7 +107,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	start := &sluicev1.ReadStart{FromOffset: *from, FromCommitted: *group != "" && !fromSet, Follow: *follow, Group: *group}
+	start := &sluicev1.ReadStart{FromOffset: uint64(from), FromCommitted: *group != "" && !fromSet, Follow: *follow, Group: *group}
 	if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}}); err != nil && err != io.EOF {
 		return err
 	}
@@ -99,7 +142,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		if final {
 			state = "done"
 		}
-		fmt.Fprintf(stderr, "consume: %s: %d messages, %d records, next offset %d\n", state, msgs, recs, next)
+		fmt.Fprintf(stderr, "consume: %s: %d messages, %d records, next offset %s\n", state, msgs, recs, formatOffset(next))
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

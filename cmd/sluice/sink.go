@@ -15,9 +15,13 @@ func init() {
 }
 
 func runSink(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sink", "--listen HOST:PORT --data DIR [flags]", stderr)
+	fs := newFlags("sink", "--listen HOST:PORT --data DIR [--store kafka://HOST:PORT/TOPIC] [flags]", stderr)
 	listen := fs.String("listen", "", "address to serve the gRPC service on, HOST:PORT (required)")
-	data := fs.String("data", "", "data directory: the store, dictionaries and group offsets (required)")
+	data := fs.String("data", "", "data directory: the store, dictionaries, group offsets and the dedup checkpoint (required)")
+	store := fs.String("store", "embedded", "where messages are stored: embedded (a log in --data), or\n"+
+		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N]: one Kafka record per record,\n"+
+		"acked once Kafka (acks=all) has them; the topic is created if missing (partitions default 1,\n"+
+		"replication default min(3, brokers))")
 	metrics := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	tlsCert := fs.String("tls-cert", "", "serve TLS with this certificate (PEM); needs --tls-key")
 	tlsKey := fs.String("tls-key", "", "key of --tls-cert (PEM)")
@@ -43,9 +47,12 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	case *queueMsgs < 1 || queueBytes < 1 || maxMessage < 1:
 		return &exitError{code: 2, msg: "--queue-messages, --queue-bytes and --max-message must be positive"}
 	}
+	if err := sink.CheckStore(*store); err != nil {
+		return &exitError{code: 2, msg: "--store: " + err.Error()}
+	}
 	log := newLogger(stderr, *logLevel)
 	cfg := sink.Config{
-		DataDir: *data, QueueMessages: *queueMsgs, QueueBytes: int64(queueBytes), MaxMessageBytes: int64(maxMessage),
+		DataDir: *data, Store: *store, QueueMessages: *queueMsgs, QueueBytes: int64(queueBytes), MaxMessageBytes: int64(maxMessage),
 		Logger: log, Registry: newRegistry(),
 	}
 	if *tlsCert != "" {
@@ -83,7 +90,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
-	log.Info("sink listening", "addr", lis.Addr().String(), "data", *data, "tls", cfg.TLS != nil,
+	log.Info("sink listening", "addr", lis.Addr().String(), "data", *data, "store", *store, "tls", cfg.TLS != nil,
 		"mtls", *clientCA != "", "tokens", cfg.Tokens != nil)
 	select {
 	case <-ctx.Done():

@@ -23,7 +23,7 @@ type connEvent struct {
 	welcome *sluicev1.Welcome  // set once the handshake is done
 	resp    *sluicev1.Response // set for every later response
 	err     error              // set when the connection ended
-	addr    string             // the sink's address (with welcome)
+	addr    string             // the sink's address
 }
 
 // conn is one Send stream. The loop enqueues message ids; the writer
@@ -84,7 +84,7 @@ func (c *conn) take(buf []uint64) (ids []uint64, dict *codec.Dictionary, ok bool
 
 // dial opens a stream, performs the handshake and then relays responses to
 // the loop until the stream ends.
-func (a *Agent) dial(gen uint64) {
+func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 	ctx, cancel := context.WithCancel(a.ctx)
 	report := func(ev connEvent) {
 		select {
@@ -94,11 +94,10 @@ func (a *Agent) dial(gen uint64) {
 	}
 	fail := func(err error) {
 		cancel()
-		report(connEvent{gen: gen, err: err})
+		report(connEvent{gen: gen, err: err, addr: addr})
 	}
 	// Each connection attempt goes to the next sink in the list.
-	addr := a.sinkAddr(gen)
-	stream, err := a.clients[int(gen%uint64(len(a.clients)))].Send(ctx)
+	stream, err := a.clients[int(attempt%uint64(len(a.clients)))].Send(ctx)
 	if err != nil {
 		fail(err)
 		return
@@ -146,7 +145,7 @@ func (a *Agent) dial(gen uint64) {
 		resp, err := stream.Recv()
 		if err != nil {
 			c.close()
-			report(connEvent{gen: gen, err: err})
+			report(connEvent{gen: gen, err: err, addr: addr})
 			return
 		}
 		report(connEvent{gen: gen, resp: resp})
@@ -215,8 +214,8 @@ func (a *Agent) writeLoop(c *conn) {
 	}
 }
 
-// sinkAddr is the address connection attempt gen goes to.
-func (a *Agent) sinkAddr(gen uint64) string {
+// sinkAddr is the address connection attempt k goes to.
+func (a *Agent) sinkAddr(k uint64) string {
 	addrs := strings.Split(a.cfg.SinkAddr, ",")
-	return strings.TrimSpace(addrs[int(gen%uint64(len(addrs)))])
+	return strings.TrimSpace(addrs[int(k%uint64(len(addrs)))])
 }

@@ -147,3 +147,23 @@ func TestDeliveryAcrossRestarts(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverToNextSink: with the first sink down, reconnections walk the
+// list and deliver through the second.
+func TestFailoverToNextSink(t *testing.T) {
+	dir := t.TempDir()
+	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	defer ts.stop()
+	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
+		c.SinkAddr = "127.0.0.1:1," + ts.addr // nothing listens on port 1
+		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
+	})
+	defer a.Close()
+	if err := a.Ingest(context.Background(), [][]byte{[]byte("via the second sink")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAcked(t, a, 10*time.Second)
+	if got := storedRecords(t, ts.s); got["via the second sink"] != 1 {
+		t.Fatalf("store: %v", got)
+	}
+}

@@ -41,16 +41,19 @@ func (h *timerHeap) Pop() any {
 // out the actions. It is the only goroutine touching the Sender, the timers
 // and the current connection's identity.
 type loop struct {
-	a      *Agent
-	s      *delivery.Sender
-	conn   *conn
-	gen    uint64
-	timers timerHeap
-	live   map[uint64]uint32 // id → attempt of its live timer
-	clock  *time.Timer       // fires at the earliest timer
-	redial *time.Timer
-	meta   map[uint64]msgMeta
-	ranges []delivery.Range
+	a    *Agent
+	s    *delivery.Sender
+	conn *conn
+	gen  uint64
+	// attempts counts dials; attempt k goes to sink address k mod n, so
+	// failover walks the list whatever gen does.
+	attempts uint64
+	timers   timerHeap
+	live     map[uint64]uint32 // id → attempt of its live timer
+	clock    *time.Timer       // fires at the earliest timer
+	redial   *time.Timer
+	meta     map[uint64]msgMeta
+	ranges   []delivery.Range
 	// watermark is the newest MarkAcked; persisted is what the spool has.
 	watermark, persisted uint64
 }
@@ -148,7 +151,8 @@ func (l *loop) spooled(in spooledInfo) {
 
 func (l *loop) dial() {
 	l.gen++
-	go l.a.dial(l.gen)
+	l.attempts++
+	go l.a.dial(l.gen, l.a.sinkAddr(l.attempts-1), l.attempts-1)
 }
 
 func (l *loop) connEvent(ev connEvent) {
@@ -165,7 +169,7 @@ func (l *loop) connEvent(ev connEvent) {
 			l.conn.close()
 			l.conn = nil
 		}
-		l.a.log.Warn("connection to sink lost", "sink", l.a.sinkAddr(ev.gen), "err", ev.err)
+		l.a.log.Warn("connection to sink lost", "sink", ev.addr, "err", ev.err)
 		l.gen++ // nothing more from this connection is relevant
 		l.step(delivery.Disconnected(rand.Float64(), now))
 	case ev.welcome != nil:

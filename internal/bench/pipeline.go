@@ -52,11 +52,11 @@ type PipelineResult struct {
 	// IngestP50 and IngestP99: how long an Ingest call waited (until its
 	// records were fsync'ed in the spool): the producer's view.
 	IngestP50, IngestP99 time.Duration
-	Elapsed       time.Duration // feeders start to last ack
-	FeedElapsed   time.Duration // feeders start to feeders stop
-	Agent         agent.Stats
-	Drained       bool // everything spooled was acknowledged within Drain
-	IngestedBytes uint64
+	Elapsed              time.Duration // feeders start to last ack
+	FeedElapsed          time.Duration // feeders start to feeders stop
+	Agent                agent.Stats
+	Drained              bool // everything spooled was acknowledged within Drain
+	IngestedBytes        uint64
 }
 
 // RecordsPerSec and MBps are acknowledged (delivered and durably stored)

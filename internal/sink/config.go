@@ -53,15 +53,26 @@ const maxAgentID = 255
 // takes the default its comment gives.
 type Config struct {
 	// DataDir holds all the sink's state: the store (DataDir/store, a
-	// seglog with SyncAlways), the dictionaries agents uploaded
-	// (DataDir/dicts/AGENT/ID.zdict), consumer group offsets
-	// (DataDir/groups/GROUP) and the dedup checkpoint
-	// (DataDir/dedup.checkpoint). Created if missing.
+	// seglog with SyncAlways, unless Store is Kafka), the dictionaries
+	// agents uploaded (DataDir/dicts/AGENT/ID.zdict), consumer group
+	// offsets (DataDir/groups/GROUP; in Kafka with a Kafka store) and the
+	// dedup checkpoint (DataDir/dedup.checkpoint, or
+	// DataDir/kafka-dedup.checkpoint). Created if missing; required with
+	// either store.
 	DataDir string
+
+	// Store says where messages are stored. "" or "embedded": the sink's
+	// own seglog in DataDir/store. "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
+	// (optionally followed by ?partitions=N&replication=N, used when the
+	// sink creates the topic): one Kafka record per record of each
+	// message, acked once Kafka acknowledged them all (see the package
+	// documentation, "Kafka store").
+	Store string
 
 	// QueueMessages and QueueBytes bound each Send stream's queue of
 	// messages received and not yet stored; they are the credits granted
-	// to the agent (Welcome.credits). Defaults 256 messages and 64 MiB.
+	// to the agent (Welcome.credits). Defaults DefaultQueueMessages and
+	// DefaultQueueBytes.
 	QueueMessages int
 	QueueBytes    int64
 
@@ -107,6 +118,10 @@ type Config struct {
 	// beforeCommit, if set, runs on the storage writer before each group
 	// commit; tests use it to hold the writer.
 	beforeCommit func()
+
+	// tailHold, if set, holds the Kafka tailer until it is closed; tests
+	// use it to show that writes wait for the tailer.
+	tailHold <-chan struct{}
 }
 
 func (c *Config) setDefaults() {
@@ -149,6 +164,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxMessageBytes < 1 || c.MaxMessageBytes > MaxMessageBytesLimit {
 		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1, %d]", c.MaxMessageBytes, MaxMessageBytesLimit))
+	}
+	if _, _, err := parseStore(c.Store); err != nil {
+		errs = append(errs, err)
 	}
 	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 {
 		errs = append(errs, errors.New("negative interval, size or timeout"))

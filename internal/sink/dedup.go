@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 )
 
 // idSet is the set of message ids of one agent that are in the store.
@@ -72,15 +73,71 @@ func (s *idSet) add(id uint64) {
 }
 
 // dedupIndex is the set of (agent id, message id) pairs in the store, and
-// the store offset up to which it is complete. The storage writer owns it;
-// it is not safe for concurrent use.
+// the store offset up to which it is complete. The storage writer and, with
+// the Kafka store, the tailer share it under mu.
 type dedupIndex struct {
+	mu     sync.Mutex
 	agents map[string]*idSet
-	// next: the index reflects every store record below this offset.
+	// next: the index reflects every store record below this offset
+	// (embedded store only).
 	next uint64
+	// pending are messages of which some records were seen in the Kafka
+	// topic, but not all yet (nil for the embedded store, whose messages
+	// are one record). Keyed by (agent, message id).
+	pending map[dedupKey]*pendingMsg
+}
+
+// pendingMsg tracks the record indexes of one message seen in Kafka.
+type pendingMsg struct {
+	count uint32 // records in the message (the sluice-count header)
+	seen  idSet  // indexes seen; complete once seen.wm == count
 }
 
 func newDedupIndex() *dedupIndex { return &dedupIndex{agents: make(map[string]*idSet)} }
+
+// add records (agent, id) as stored, forgetting any partial state of it.
+func (d *dedupIndex) add(agent string, id uint64) {
+	d.set(agent).add(id)
+	if len(d.pending) > 0 {
+		delete(d.pending, dedupKey{agent, id})
+	}
+}
+
+// observe records that record idx of count records of message (agent,
+// id) is in the store. A message is stored once every index in [0, count)
+// was observed. fresh reports whether the record was not known before.
+// Records with idx >= count are ignored (and not fresh).
+func (d *dedupIndex) observe(agent []byte, id uint64, idx, count uint32) (fresh bool) {
+	if idx >= count {
+		return false
+	}
+	if s := d.agents[string(agent)]; s != nil && s.has(id) {
+		if len(d.pending) > 0 {
+			delete(d.pending, dedupKey{string(agent), id})
+		}
+		return false
+	}
+	if count == 1 {
+		d.add(string(agent), id)
+		return true
+	}
+	if d.pending == nil {
+		d.pending = make(map[dedupKey]*pendingMsg)
+	}
+	p := d.pending[dedupKey{string(agent), id}]
+	if p == nil {
+		p = &pendingMsg{count: count}
+		d.pending[dedupKey{string(agent), id}] = p
+	}
+	if p.seen.has(uint64(idx)) {
+		return false
+	}
+	p.seen.add(uint64(idx))
+	if p.seen.wm >= uint64(p.count) {
+		d.add(string(agent), id)
+	}
+	return true
+}
 
 func (d *dedupIndex) set(agent string) *idSet {
 	s := d.agents[agent]
@@ -120,21 +177,72 @@ func (d *dedupIndex) appendCheckpoint(dst []byte) []byte {
 	for agent, s := range d.agents {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(agent)))
 		dst = append(dst, agent...)
-		dst = binary.LittleEndian.AppendUint64(dst, s.wm)
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.runs)))
-		for _, r := range s.runs {
-			dst = binary.LittleEndian.AppendUint64(dst, r.first)
-			dst = binary.LittleEndian.AppendUint64(dst, r.last)
-		}
+		dst = appendIDSet(dst, s)
 	}
 	return dst
+}
+
+// appendIDSet encodes s: wm u64, runs u32, runs × (first u64, last u64).
+func appendIDSet(dst []byte, s *idSet) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, s.wm)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.runs)))
+	for _, r := range s.runs {
+		dst = binary.LittleEndian.AppendUint64(dst, r.first)
+		dst = binary.LittleEndian.AppendUint64(dst, r.last)
+	}
+	return dst
+}
+
+// readIDSet decodes what appendIDSet wrote at the start of b, checking the
+// invariants, and returns the rest of b.
+func readIDSet(b []byte) (*idSet, []byte, error) {
+	if len(b) < 12 {
+		return nil, nil, errors.New("truncated id set")
+	}
+	s := &idSet{wm: binary.LittleEndian.Uint64(b)}
+	nr := binary.LittleEndian.Uint32(b[8:12])
+	b = b[12:]
+	if uint64(nr)*16 > uint64(len(b)) {
+		return nil, nil, fmt.Errorf("%d runs do not fit", nr)
+	}
+	s.runs = make([]run, nr)
+	for j := range s.runs {
+		r := run{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}
+		b = b[16:]
+		// Runs lie above wm and leave a gap after the previous run
+		// (add's one exception: the id MaxUint64 at wm MaxUint64).
+		ok := r.first <= r.last
+		if j == 0 {
+			ok = ok && (r.first > s.wm || r.first == math.MaxUint64)
+		} else {
+			ok = ok && r.first > s.runs[j-1].last && r.first-s.runs[j-1].last >= 2
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("run %d out of order", j)
+		}
+		s.runs[j] = r
+	}
+	return s, b, nil
 }
 
 // parseCheckpoint decodes a checkpoint, checking every invariant, so that a
 // damaged one is refused rather than trusted.
 func parseCheckpoint(b []byte) (*dedupIndex, error) {
-	bad := func(format string, args ...any) (*dedupIndex, error) {
-		return nil, fmt.Errorf("%w: %s", errCheckpoint, fmt.Sprintf(format, args...))
+	d, rest, err := readCheckpoint(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errCheckpoint, len(rest))
+	}
+	return d, nil
+}
+
+// readCheckpoint decodes the checkpoint at the start of b and returns the
+// rest of b.
+func readCheckpoint(b []byte) (*dedupIndex, []byte, error) {
+	bad := func(format string, args ...any) (*dedupIndex, []byte, error) {
+		return nil, nil, fmt.Errorf("%w: %s", errCheckpoint, fmt.Sprintf(format, args...))
 	}
 	if len(b) < 16 || string(b[:3]) != checkpointMagic || b[3] != checkpointVersion {
 		return bad("bad header")
@@ -152,37 +260,15 @@ func parseCheckpoint(b []byte) (*dedupIndex, error) {
 			return bad("agent %d: bad or truncated id", i)
 		}
 		agent := string(b[2 : 2+l])
-		b = b[2+l:]
-		s := &idSet{wm: binary.LittleEndian.Uint64(b)}
-		nr := binary.LittleEndian.Uint32(b[8:12])
-		b = b[12:]
-		if uint64(nr)*16 > uint64(len(b)) {
-			return bad("agent %q: %d runs do not fit", agent, nr)
+		s, rest, err := readIDSet(b[2+l:])
+		if err != nil {
+			return bad("agent %q: %v", agent, err)
 		}
-		s.runs = make([]run, nr)
-		for j := range s.runs {
-			r := run{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])}
-			b = b[16:]
-			// Runs lie above wm and leave a gap after the previous run
-			// (add's one exception: the id MaxUint64 at wm MaxUint64).
-			ok := r.first <= r.last
-			if j == 0 {
-				ok = ok && (r.first > s.wm || r.first == math.MaxUint64)
-			} else {
-				ok = ok && r.first > s.runs[j-1].last && r.first-s.runs[j-1].last >= 2
-			}
-			if !ok {
-				return bad("agent %q: run %d out of order", agent, j)
-			}
-			s.runs[j] = r
-		}
+		b = rest
 		if _, dup := d.agents[agent]; dup {
 			return bad("agent %q listed twice", agent)
 		}
 		d.agents[agent] = s
 	}
-	if len(b) != 0 {
-		return bad("%d trailing bytes", len(b))
-	}
-	return d, nil
+	return d, b, nil
 }

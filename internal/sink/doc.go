@@ -1,8 +1,11 @@
 // Package sink is sluice's receiving end: the gRPC server of the Sink
 // service (api/sluice/v1). Agents deliver batches over Sink.Send; the sink
-// validates them, stores each durably as one record of its store (a seglog
-// opened with SyncAlways) and only then acknowledges it. Consumers read the
-// store back over Sink.Read.
+// validates them, stores them durably and only then acknowledges them.
+// Consumers read the store back over Sink.Read. The store (Config.Store)
+// is either the sink's own (embedded: a seglog in DATA/store opened with
+// SyncAlways, one record per message) or a Kafka topic (one Kafka record
+// per record of each message; see "Kafka store" below). Both sit behind
+// the same storage writer, dedup and acks.
 //
 // # Send streams
 //
@@ -52,6 +55,12 @@
 //     stream with InvalidArgument, since every message using that
 //     dictionary would fail.
 //   - A second Hello ends the stream with InvalidArgument.
+//   - While the store is unavailable (only the Kafka store reports that:
+//     see below) every connected agent gets ServiceMessage{store_status{
+//     available: false, detail}} — an agent connecting meanwhile gets it
+//     right after its Welcome — and available: true when it recovers. The
+//     messages already queued wait; no credit is granted, since credit
+//     follows stores; nothing is failed.
 //   - When the agent closes its side, the sink acks what is queued and ends
 //     the stream with OK. When the sink shuts down, it takes nothing more,
 //     acks what is queued (within Config.ShutdownTimeout) and ends the
@@ -63,11 +72,13 @@
 //
 // One goroutine writes the store for all streams: it takes every message
 // available (a blocking receive, then a non-blocking drain, up to
-// Config.WriteBatchBytes), drops duplicates, encodes the rest as
-// internal/storedmsg records (the body as received: compressed messages
-// stay compressed) and appends them with one seglog.Append — one write and
-// one fdatasync for the whole group. Only then does it report the ids to
-// their streams, which ack them: an ack never precedes durability.
+// Config.WriteBatchBytes), drops duplicates and hands the rest to the
+// store in one call. The embedded store encodes them as internal/storedmsg
+// records (the body as received: compressed messages stay compressed) and
+// appends them with one seglog.Append — one write and one fdatasync for the
+// whole group. The Kafka store produces every record of them and waits for
+// Kafka's acks (below). Only then does the writer report the ids to their
+// streams, which ack them: an ack never precedes durability.
 //
 // Duplicates are keyed by (agent_id, message_id). Agents number messages
 // contiguously, so per agent the index keeps a watermark (every id below
@@ -75,14 +86,15 @@
 // words per agent in the steady state. A duplicate is reported as stored,
 // so it is acked, and is not stored again.
 //
-// The index is rebuilt at startup from a checkpoint, DATA/dedup.checkpoint
-// (a seglog metadata file: the store offset it covers and every agent's
-// watermark and runs), and a scan of the store records after that offset,
-// reading their storedmsg headers. The writer checkpoints when
-// Config.CheckpointInterval (30s) has passed or Config.CheckpointBytes
-// (256 MiB) were stored since the last checkpoint, and at Close, so a
-// restart after a crash scans at most about that much. A missing, damaged
-// or inconsistent checkpoint only costs a full scan.
+// With the embedded store the index is rebuilt at startup from a
+// checkpoint, DATA/dedup.checkpoint (a seglog metadata file: the store
+// offset it covers and every agent's watermark and runs), and a scan of the
+// store records after that offset, reading their storedmsg headers. The
+// writer checkpoints when Config.CheckpointInterval (30s) has passed or
+// Config.CheckpointBytes (256 MiB) were stored since the last checkpoint,
+// and at Close, so a restart after a crash scans at most about that much.
+// A missing, damaged or inconsistent checkpoint only costs a full scan.
+// (The Kafka store's index is rebuilt from the topic: below.)
 //
 // # Read streams
 //
@@ -102,4 +114,100 @@
 // durably in DATA/groups/GROUP (needs ReadStart.group; at most the store's
 // next offset). Agent and group names are escaped into file names (see
 // fileName). With tokens configured, Read needs a consumer ("*") token.
+// Reads of a Kafka store differ in the ways listed below.
+//
+// # Kafka store
+//
+// Config.Store "kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&
+// replication=N]" stores messages in a Kafka topic. DataDir is still
+// required: it holds the dictionaries and the dedup checkpoint.
+//
+// Startup. New connects (for at most 30s: a wrong address is an error, not
+// a sink that never stores), creates the topic if it is missing —
+// partitions=N (default 1), replication=N (default min(3, brokers in the
+// cluster)), min.insync.replicas 2 from replication 3 on (else 1),
+// max.message.bytes = MaxMessageBytes + 64 KiB — and reads the topic's
+// max.message.bytes: a batch holding a record longer than that, less 4 KiB
+// of overhead, is refused with OVERSIZE (not retryable) at validation,
+// since Kafka would never take it. Later outages do not fail anything.
+//
+// Records. The writer decompresses each message (with its agent's
+// dictionary), splits it (internal/batch) and produces one Kafka record per
+// record: value the record's bytes, key the agent id (so an agent's records
+// stay in one partition, in the order they were stored), and headers
+// sluice-agent (agent id), sluice-message (message id, decimal),
+// sluice-index (the record's index in the message, from 0) and
+// sluice-count (the message's record count). The producer is franz-go with
+// idempotence, acks=all, unlimited retries and no delivery timeout, and
+// compresses its record batches with zstd. The agents' compression cannot
+// be passed through: a Kafka batch compresses Kafka's own record framing
+// (lengths, offset and timestamp deltas, keys, headers), not sluice's
+// batch body, and a frame compressed with an agent's dictionary would be
+// unreadable to every other consumer; the sink decompresses every message
+// anyway to validate it. A group commit produces every record of the
+// group, flushes, and waits for every ack; only then are the messages
+// stored and acked. Decoded bodies are recycled as their records are
+// acknowledged, and the producer buffers at most 100,000 records or
+// 64 MiB, so memory does not grow with the compression ratio.
+//
+// Outages. With unlimited retries an unreachable Kafka blocks the group
+// commit in progress; the streams' queues fill and credit stops, so agents
+// keep their messages in their spools; nothing is failed. A health monitor
+// lists the topic's end offsets every second (2s timeout) and watches the
+// commit in progress: a failed probe, a missing topic, or a commit
+// outstanding for 2s marks the store unavailable — gauge
+// sluice_sink_store_available 0, one Warn log, and a store_status
+// ServiceMessage to every agent — until a probe succeeds with no commit
+// stalled. At Close, what the store cannot take within ShutdownTimeout is
+// abandoned (it was never acked).
+//
+// Dedup across restarts and sinks. A message is in the store once Kafka
+// holds all its records; any number of sinks may write one topic. Each
+// sink runs a tailer: a consumer reading every partition of the topic from
+// the dedup checkpoint (DATA/kafka-dedup.checkpoint: topic name and id,
+// the next offset per partition, the index, and the record indexes seen of
+// messages seen in part) to the end, then following it. Every record with
+// valid sluice headers marks its index seen; a message is stored when
+// indexes 0 to sluice-count-1 have all been seen, whoever wrote them. A
+// message that a crashed or failed commit wrote only in part is therefore
+// not stored, and is written whole when resent. The writer also records
+// what it stored itself as soon as Kafka acknowledged it. Checkpoints
+// follow CheckpointInterval and CheckpointBytes (bytes written or read by
+// the tailer), and Close; so a restart reads only the tail of the topic.
+//
+// On a Hello the sink lists the topic's end offsets (retrying while Kafka
+// is away) and holds the stream's messages — Welcome and credits are sent
+// at once, the messages queue — until the tailer has read every partition
+// up to them. Hence the guarantee: a message id of an agent is stored once
+// across restarts and across all the sinks of a topic, provided every
+// record of it had been acknowledged by Kafka (to any sink) before the
+// agent's Hello reached this sink. A copy can be written only when the
+// agent resends a message whose write was still in progress — at another
+// sink, or in a commit that failed or died with its sink — when it
+// reconnected; that message had not been acknowledged, so the agent had to
+// resend it. The copy has the same headers, so consumers can drop it (see
+// docs/scaling-kafka.md), and Read does within a stream. Records deleted
+// by retention before a sink read them cannot deduplicate anything: keep
+// the topic's retention well above the longest an agent may hold an
+// unacknowledged message.
+//
+// Read. A read position is a partition and an offset in it, packed into
+// the uint64 of StoredMessage.offset, from_offset and commit as
+// partition<<48 | offset; with one partition it is the Kafka offset. A
+// read lists the end offsets at its start and sends every partition up to
+// them (all of them, then EndOfLog, unless follow), in Kafka order within a
+// partition and interleaved across partitions as fetched. Consecutive
+// records of one message in one partition make one StoredMessage, whose
+// offset is that of its last record; records without sluice headers are
+// sent with an empty agent_id. Within one stream, a record already sent
+// (same agent, message and index) is left out; a run of only such copies
+// is sent as a StoredMessage without records, so that its offset can be
+// committed. from_offset 0 starts every partition at its start; another
+// from_offset names one partition and is refused (InvalidArgument) if the
+// topic has several. EndOfLog.next_offset is the packed next offset with
+// one partition, 0 with several. A group is a Kafka consumer group of that
+// name: from_committed starts each partition at the group's committed
+// offset (at the start without one), and commits go to Kafka, coalesced
+// (the latest offset per partition once the previous commit returned), all
+// of them applied before the stream ends.
 package sink

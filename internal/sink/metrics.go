@@ -40,6 +40,15 @@ type metrics struct {
 	readRecords   prometheus.Counter
 	corrupt       prometheus.Counter
 	checkpoints   prometheus.Counter
+
+	storeAvailable   prometheus.Gauge
+	storeOutages     prometheus.Counter
+	kafkaProduce     prometheus.Histogram
+	kafkaRecords     prometheus.Counter
+	kafkaTailRecords prometheus.Counter
+	kafkaForeign     prometheus.Counter
+	kafkaLag         prometheus.Gauge
+	kafkaCatchUp     prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -77,6 +86,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		readRecords: counter("read_records_total", "Records in the stored messages sent to consumers."),
 		corrupt:     counter("corrupt_records_total", "Store records that could not be decoded (skipped)."),
 		checkpoints: counter("checkpoints_total", "Dedup checkpoints written."),
+
+		storeAvailable: gauge("store_available", "1 while the store takes writes, 0 while it does not (Kafka unreachable or not acknowledging): credits are withheld."),
+		storeOutages:   counter("store_outages_total", "Times the store became unavailable."),
+		kafkaProduce: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_commit_seconds",
+			Help: "Kafka store: time from the start of a group commit to Kafka's last ack of it.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
+		kafkaRecords:     counter("kafka_records_total", "Kafka store: records produced (one per record of each message)."),
+		kafkaTailRecords: counter("kafka_tail_records_total", "Kafka store: records the dedup tailer read from the topic (any sink's)."),
+		kafkaForeign:     counter("kafka_foreign_records_total", "Kafka store: records in the topic without valid sluice headers (ignored by dedup)."),
+		kafkaLag:         gauge("kafka_tail_lag_records", "Kafka store: records in the topic the dedup tailer has not read yet."),
+		kafkaCatchUp: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_catchup_seconds",
+			Help: "Kafka store: time from an agent's Hello until the dedup tailer had read the topic up to its end as of then.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
 	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit} {
 		m.rejected.WithLabelValues(r)
@@ -85,6 +105,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.streams.WithLabelValues("read")
 	reg.MustRegister(m.streams, m.queuedMsgs, m.queuedBytes, m.receivedMsgs, m.receivedBytes, m.decodedBytes,
 		m.storedMsgs, m.storedRecords, m.storedBytes, m.duplicates, m.rejected, m.acks, m.ackedMsgs,
-		m.fsync, m.commitMsgs, m.storeErrors, m.dictUploads, m.readMsgs, m.readRecords, m.corrupt, m.checkpoints)
+		m.fsync, m.commitMsgs, m.storeErrors, m.dictUploads, m.readMsgs, m.readRecords, m.corrupt, m.checkpoints,
+		m.storeAvailable, m.storeOutages, m.kafkaProduce, m.kafkaRecords, m.kafkaTailRecords, m.kafkaForeign, m.kafkaLag, m.kafkaCatchUp)
 	return m
 }

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync/atomic"
 	"time"
@@ -15,7 +14,6 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
-	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -26,10 +24,6 @@ const maxReadCredits = 1 << 40
 
 // readChunkBytes is the store iterator's read size.
 const readChunkBytes = 1 << 20
-
-// maxReadDictDecoders bounds the per-agent dictionary decoders one Read
-// stream keeps.
-const maxReadDictDecoders = 16
 
 // Read implements Sink.Read. See the package documentation.
 func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]) error {
@@ -66,11 +60,14 @@ func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, s
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
+	if start.GetFromCommitted() && group == "" {
+		return status.Error(codes.InvalidArgument, "from_committed needs a group")
+	}
+	if s.kafka != nil {
+		return s.kafka.read(stream, start)
+	}
 	from := start.GetFromOffset()
 	if start.GetFromCommitted() {
-		if group == "" {
-			return status.Error(codes.InvalidArgument, "from_committed needs a group")
-		}
 		off, ok, err := s.groups.get(group)
 		if err != nil {
 			s.log.Error("sink: cannot read group offset", "group", group, "err", err)
@@ -80,22 +77,28 @@ func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, s
 			from = off
 		}
 	}
-	if first, next := s.store.FirstOffset(), s.store.NextOffset(); from < first || from > next {
+	if first, next := s.seg.FirstOffset(), s.seg.NextOffset(); from < first || from > next {
 		return status.Errorf(codes.OutOfRange, "offset %d outside the store's [%d, %d]", from, first, next)
 	}
-	r := &readStream{
-		s: s, stream: stream, group: group, follow: start.GetFollow(),
-		creditCh: make(chan struct{}, 1),
-		errCh:    make(chan error, 1),
-		recvDone: make(chan struct{}),
-		done:     make(chan struct{}),
-	}
+	r := newReadStream(s, stream, group, start.GetFollow())
+	r.commitFn = r.commitEmbedded
 	s.m.streams.WithLabelValues("read").Inc()
 	defer s.m.streams.WithLabelValues("read").Dec()
 	go r.recvLoop()
 	err = r.run(ctx, from)
 	close(r.done)
 	return err
+}
+
+func newReadStream(s *Sink, stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse], group string, follow bool) *readStream {
+	return &readStream{
+		s: s, stream: stream, group: group, follow: follow,
+		creditCh: make(chan struct{}, 1),
+		errCh:    make(chan error, 1),
+		recvDone: make(chan struct{}),
+		done:     make(chan struct{}),
+		dec:      bodyDecoder{dicts: s.dicts},
+	}
 }
 
 // readStream serves one Read stream. Its handler goroutine reads the store
@@ -106,26 +109,33 @@ type readStream struct {
 	group  string
 	follow bool
 
+	// commitFn applies a commit (recvLoop's goroutine); flushFn, if set,
+	// makes every commit durable before recvDone closes.
+	commitFn func(off uint64) error
+	flushFn  func() error
+
 	credits  atomic.Uint64
 	creditCh chan struct{} // capacity 1: credit was added
 	errCh    chan error    // capacity 1: recvLoop's reason to end the stream
 	recvDone chan struct{} // closed when the consumer closed its side, every commit applied
 	done     chan struct{}
 
-	// Decoders: one for zstd without dictionary, one per agent for
-	// zstd_dict (dictionary ids are per agent), at most
-	// maxReadDictDecoders.
-	zstd  *codec.Decoder
-	dicts map[string]*codec.Decoder
-	buf   []byte
-	recs  [][]byte
-	msg   sluicev1.StoredMessage
+	dec  bodyDecoder
+	buf  []byte
+	recs [][]byte
+	msg  sluicev1.StoredMessage
 }
 
 func (r *readStream) recvLoop() {
 	for {
 		req, err := r.stream.Recv()
 		if err == io.EOF {
+			if r.flushFn != nil {
+				if err := r.flushFn(); err != nil {
+					r.fail(err)
+					return
+				}
+			}
 			close(r.recvDone) // see run for what this means
 			return
 		}
@@ -174,7 +184,11 @@ func (r *readStream) commit(off uint64) error {
 	if r.group == "" {
 		return status.Error(codes.InvalidArgument, "commit without a group in ReadStart")
 	}
-	if next := r.s.store.NextOffset(); off > next {
+	return r.commitFn(off)
+}
+
+func (r *readStream) commitEmbedded(off uint64) error {
+	if next := r.s.seg.NextOffset(); off > next {
 		return status.Errorf(codes.InvalidArgument, "commit of offset %d beyond the store's next offset %d", off, next)
 	}
 	if err := r.s.groups.commit(r.group, off); err != nil {
@@ -188,7 +202,7 @@ func (r *readStream) commit(off uint64) error {
 // per credit, and an EndOfLog each time it catches up.
 func (r *readStream) run(ctx context.Context, from uint64) error {
 	s := r.s
-	it := s.store.NewIterator(from, readChunkBytes)
+	it := s.seg.NewIterator(from, readChunkBytes)
 	pos := from
 	// sent: a message went out since the last EndOfLog (true at first so
 	// that a reader starting at the end is told at once).
@@ -215,7 +229,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 			s.log.Error("sink: cannot read the store", "offset", pos, "err", err)
 			return status.Errorf(codes.DataLoss, "cannot read the store at offset %d", pos)
 		}
-		caught := pos >= s.store.NextOffset()
+		caught := pos >= s.seg.NextOffset()
 		if caught && sent {
 			sent = false
 			end := &sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_End{End: &sluicev1.EndOfLog{NextOffset: pos}}}
@@ -231,7 +245,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		}
 		var more <-chan struct{}
 		if caught {
-			more = s.store.Wait(pos)
+			more = s.seg.Wait(pos)
 		}
 		select {
 		case <-r.creditCh:
@@ -289,7 +303,10 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	m, err := storedmsg.Decode(rec)
 	if err == nil {
 		var body []byte
-		body, err = r.decode(&m)
+		body, err = r.dec.decode(r.buf[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
+		if m.Codec != storedmsg.Plain && err == nil {
+			r.buf = body[:0]
+		}
 		if err == nil {
 			r.recs = r.recs[:0]
 			err = batch.Decode(body, func(rec []byte) error {
@@ -313,50 +330,4 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	s.m.readRecords.Add(float64(len(r.recs)))
 	clear(r.recs)
 	return true, nil
-}
-
-// decode returns the batch body of m, decompressed if need be.
-func (r *readStream) decode(m *storedmsg.Message) ([]byte, error) {
-	var err error
-	switch m.Codec {
-	case storedmsg.Plain:
-		return m.Body, nil
-	case storedmsg.Zstd:
-		if r.zstd == nil {
-			r.zstd = codec.NewDecoder(MaxMessageBytesLimit)
-		}
-		r.buf, err = r.zstd.Decode(r.buf[:0], m.Body, codec.Zstd, 0)
-		return r.buf, err
-	case storedmsg.ZstdDict:
-		agent := string(m.AgentID)
-		dec := r.dicts[agent]
-		if dec == nil {
-			if r.dicts == nil {
-				r.dicts = make(map[string]*codec.Decoder)
-			}
-			if len(r.dicts) >= maxReadDictDecoders {
-				for a := range r.dicts {
-					delete(r.dicts, a)
-					break
-				}
-			}
-			dec = codec.NewDecoder(MaxMessageBytesLimit)
-			r.dicts[agent] = dec
-		}
-		if !dec.HasDictionary(m.DictID) {
-			dict, ok, err := r.s.dicts.get(agent, m.DictID)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, fmt.Errorf("dictionary %d of agent %q is missing", m.DictID, agent)
-			}
-			if err := dec.AddDictionary(dict); err != nil {
-				return nil, err
-			}
-		}
-		r.buf, err = dec.Decode(r.buf[:0], m.Body, codec.ZstdDict, m.DictID)
-		return r.buf, err
-	}
-	return nil, fmt.Errorf("unknown codec %v", m.Codec)
 }

@@ -58,6 +58,19 @@ type sendStream struct {
 	pending      []*sluicev1.Response
 	creditsDirty bool
 
+	// held are messages the Receiver enqueued that are not yet with the
+	// storage writer: while the store's gate is closed (gated), or while
+	// the writer's channel is full. The loop hands them over in order
+	// without ever blocking on the writer.
+	held     []writeItem
+	heldHead int
+	gate     <-chan struct{}
+	gated    bool
+
+	// statusCh (capacity 1) holds the latest store status to tell the
+	// agent.
+	statusCh chan *sluicev1.StoreStatus
+
 	// Reports from the storage writer, under mu; storedCh (capacity 1) is
 	// signalled after each batch of them.
 	mu       sync.Mutex
@@ -188,7 +201,16 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 		sendDone: make(chan struct{}),
 		done:     make(chan struct{}),
 		storedCh: make(chan struct{}, 1),
+		statusCh: make(chan *sluicev1.StoreStatus, 1),
 	}
+	// With Kafka, the agent's messages wait until this sink has read
+	// what every sink had stored when the Hello arrived (see the package
+	// documentation).
+	if st.gate = s.store.gate(ctx); st.gate != nil {
+		st.gated = true
+	}
+	s.addSendStream(st)
+	defer s.removeSendStream(st)
 	st.log.Info("sink: agent connected", "peer", peerAddr, "agent_watermark", hello.GetWatermark(),
 		"credits", welcome.Credits.MessageLimit, "dictionaries", known)
 	return st.run(ctx)
@@ -253,7 +275,24 @@ func (st *sendStream) loop(ctx context.Context) error {
 				return nil
 			}
 		}
+		var (
+			wch  chan writeItem
+			next writeItem
+		)
+		if !st.gated && st.heldHead < len(st.held) {
+			wch, next = st.s.writeCh, st.held[st.heldHead]
+		}
 		select {
+		case wch <- next:
+			st.handed(&next)
+			st.held[st.heldHead] = writeItem{}
+			if st.heldHead++; st.heldHead == len(st.held) {
+				st.held, st.heldHead = st.held[:0], 0
+			}
+		case <-st.gate:
+			st.gate, st.gated = nil, false
+		case ss := <-st.statusCh:
+			st.pending = append(st.pending, serviceMessage(&sluicev1.ServiceMessage{StoreStatus: ss}))
 		case ev := <-in:
 			switch ev.kind {
 			case inEnd:
@@ -356,15 +395,15 @@ func (st *sendStream) act(ctx context.Context, item *writeItem) error {
 				st.log.Error("sink: Enqueue for a message not at hand; ignored", "message_id", a.ID)
 				continue
 			}
-			m.queuedMsgs.Inc()
-			m.queuedBytes.Add(float64(len(item.body)))
-			select {
-			case st.s.writeCh <- *item:
-			case <-ctx.Done():
-				m.queuedMsgs.Dec()
-				m.queuedBytes.Sub(float64(len(item.body)))
-				return status.FromContextError(ctx.Err()).Err()
+			if !st.gated && st.heldHead == len(st.held) {
+				select {
+				case st.s.writeCh <- *item:
+					st.handed(item)
+					continue
+				default:
+				}
 			}
+			st.held = append(st.held, *item)
 		case delivery.ActionAck:
 			ack := &sluicev1.Ack{Ranges: make([]*sluicev1.IdRange, len(a.Ranges))}
 			for i, r := range a.Ranges {
@@ -413,6 +452,28 @@ func (st *sendStream) act(ctx context.Context, item *writeItem) error {
 		return fail
 	}
 	return nil
+}
+
+// handed counts a message given to the storage writer.
+func (st *sendStream) handed(item *writeItem) {
+	st.s.m.queuedMsgs.Inc()
+	st.s.m.queuedBytes.Add(float64(len(item.body)))
+}
+
+// pushStatus makes ss the store status to tell the agent next, replacing
+// one not told yet. Callers hold Sink.statusMu, so there is one at a time.
+func (st *sendStream) pushStatus(ss *sluicev1.StoreStatus) {
+	for {
+		select {
+		case st.statusCh <- ss:
+			return
+		default:
+		}
+		select {
+		case <-st.statusCh:
+		default:
+		}
+	}
 }
 
 func (st *sendStream) reject(id uint64, rej rejection) {
@@ -644,6 +705,17 @@ func (st *sendStream) check(req *sluicev1.Request, dec *codec.Decoder) inbound {
 	}
 	if uint64(n) != uint64(req.GetRecordCount()) {
 		return reject(badPayload, reasonCount, false, "record_count %d, but the batch holds %d records", req.GetRecordCount(), n)
+	}
+	if rl := st.s.recordLimit(); rl > 0 {
+		// Kafka takes records up to the topic's max.message.bytes.
+		longest := 0
+		_ = batch.Decode(decoded, func(rec []byte) error {
+			longest = max(longest, len(rec))
+			return nil
+		})
+		if longest > rl {
+			return reject(oversize, reasonOversize, false, "a record of %d bytes is larger than the Kafka topic takes (%d bytes; its max.message.bytes less overhead)", longest, rl)
+		}
 	}
 	st.s.m.decodedBytes.Add(float64(len(decoded)))
 	return inbound{kind: inMessage, id: id, size: size, item: writeItem{

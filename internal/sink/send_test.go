@@ -566,7 +566,7 @@ func TestStoreFailure(t *testing.T) {
 	a := h.connect("edge-1")
 	a.send(plainReq(0, "a"))
 	a.collect(0)
-	if err := h.s.store.Close(); err != nil {
+	if err := h.s.seg.Close(); err != nil {
 		t.Fatal(err)
 	}
 	a.send(plainReq(1, "b"))

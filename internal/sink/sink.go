@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -28,16 +25,30 @@ type Sink struct {
 	cfg    Config
 	log    *slog.Logger
 	m      *metrics
-	store  *seglog.Log
 	dicts  *dictStore
 	groups *groupStore
 	srv    *grpc.Server
+
+	// store is where messages go: seg (the embedded seglog, nil with
+	// Kafka) or kafka (nil without).
+	store store
+	seg   *seglog.Log
+	kafka *kafkaStore
+	dedup *dedupIndex
 
 	// writeCh feeds the storage writer; closed by Close once no stream
 	// handler is left.
 	writeCh    chan writeItem
 	writerDone chan struct{}
 	w          *writer
+
+	// The store's availability and the Send streams to tell when it
+	// changes, under statusMu.
+	statusMu     sync.Mutex
+	available    bool
+	statusDetail string
+	statusSince  time.Time
+	sendStreams  map[*sendStream]struct{}
 
 	// closing is closed when Close begins.
 	closing   chan struct{}
@@ -48,63 +59,50 @@ type Sink struct {
 	started  time.Time
 }
 
-// New opens (or creates) the sink's data directory, recovers the store and
-// rebuilds the dedup index from the last checkpoint, and starts the storage
-// writer. It does not listen: call Serve.
+// New opens (or creates) the sink's data directory, opens the store
+// (Config.Store) and rebuilds the dedup index from the last checkpoint,
+// and starts the storage writer. It does not listen: call Serve.
 func New(cfg Config) (*Sink, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	kind, ku, _ := parseStore(cfg.Store) // validated
 	log := cfg.Logger
-	for _, d := range []string{"store", "dicts", "groups"} {
-		if err := mkdirDurable(filepath.Join(cfg.DataDir, d)); err != nil {
-			return nil, fmt.Errorf("sink: create data directory: %w", err)
-		}
+	if err := mkdirDurable(filepath.Join(cfg.DataDir, "dicts")); err != nil {
+		return nil, fmt.Errorf("sink: create data directory: %w", err)
 	}
 	m := newMetrics(cfg.Registry)
-	opts := []seglog.Option{
-		seglog.WithSync(seglog.SyncAlways()),
-		seglog.WithLogger(log),
-		seglog.WithMaxRecordBytes(int(cfg.MaxMessageBytes) + storedmsg.HeaderSize + maxAgentID),
-		seglog.WithSyncObserver(func(d time.Duration) { m.fsync.Observe(d.Seconds()) }),
-	}
-	if cfg.SegmentBytes > 0 {
-		opts = append(opts, seglog.WithSegmentBytes(cfg.SegmentBytes))
-	}
-	storeDir := filepath.Join(cfg.DataDir, "store")
-	store, err := seglog.Open(storeDir, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("sink: open store: %w", err)
-	}
 	s := &Sink{
-		cfg:        cfg,
-		log:        log,
-		m:          m,
-		store:      store,
-		dicts:      newDictStore(filepath.Join(cfg.DataDir, "dicts")),
-		groups:     &groupStore{dir: filepath.Join(cfg.DataDir, "groups")},
-		writeCh:    make(chan writeItem, 4096),
-		writerDone: make(chan struct{}),
-		closing:    make(chan struct{}),
-		started:    time.Now(),
+		cfg:         cfg,
+		log:         log,
+		m:           m,
+		dicts:       newDictStore(filepath.Join(cfg.DataDir, "dicts")),
+		groups:      &groupStore{dir: filepath.Join(cfg.DataDir, "groups")},
+		writeCh:     make(chan writeItem, 4096),
+		writerDone:  make(chan struct{}),
+		closing:     make(chan struct{}),
+		started:     time.Now(),
+		available:   true,
+		statusSince: time.Now(),
+		sendStreams: make(map[*sendStream]struct{}),
 	}
-	start := time.Now()
-	dedup, scanned, err := s.loadDedup()
-	if err != nil {
-		store.Close()
-		return nil, err
+	m.storeAvailable.Set(1)
+	switch kind {
+	case storeKafka:
+		k, d, err := openKafka(s, ku)
+		if err != nil {
+			return nil, err
+		}
+		s.store, s.kafka, s.dedup = k, k, d
+	default:
+		e, d, err := openEmbedded(s)
+		if err != nil {
+			return nil, err
+		}
+		s.store, s.seg, s.dedup = e, e.log, d
 	}
-	log.Info("sink: store open", "dir", storeDir, "first", store.FirstOffset(), "next", store.NextOffset(),
-		"agents", len(dedup.agents), "scanned", scanned, "took", time.Since(start).Round(time.Millisecond))
-	base := storeSize(storeDir)
-	cfg.Registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "sink", Name: "store_bytes",
-			Help: "Size of the store's segment files."}, func() float64 { return float64(base + store.Stats().Bytes) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "sink", Name: "store_next_offset",
-			Help: "Offset the next stored message gets."}, func() float64 { return float64(store.NextOffset()) }),
-	)
-	s.w = newWriter(s, dedup)
+	s.w = newWriter(s, s.dedup)
 	go s.w.run()
 
 	sopts := []grpc.ServerOption{
@@ -137,9 +135,10 @@ func New(cfg Config) (*Sink, error) {
 // (Config.Registry, or the sink's own).
 func (s *Sink) Registry() *prometheus.Registry { return s.cfg.Registry }
 
-// Store returns the sink's store, for tests and tools that read it
-// directly. Appending to it is reserved to the sink.
-func (s *Sink) Store() *seglog.Log { return s.store }
+// Store returns the sink's embedded store, for tests and tools that read
+// it directly; nil when messages go to Kafka (Config.Store). Appending to
+// it is reserved to the sink.
+func (s *Sink) Store() *seglog.Log { return s.seg }
 
 // Serve accepts connections on lis until Close. It returns nil after Close.
 func (s *Sink) Serve(lis net.Listener) error {
@@ -161,7 +160,9 @@ func (s *Sink) Serve(lis net.Listener) error {
 // (within ShutdownTimeout), stores everything handed to the storage
 // writer, writes a dedup checkpoint and closes the store. Agents see their
 // streams end with codes.Unavailable and resend what was not acked to the
-// next sink. Close is idempotent.
+// next sink. If the store cannot take what is left (Kafka down), Close
+// gives up on it after another ShutdownTimeout: it was never acked, so the
+// agents still have it. Close is idempotent.
 func (s *Sink) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
@@ -180,73 +181,69 @@ func (s *Sink) Close() error {
 		// Every handler has returned (WaitForHandlers), so nothing sends
 		// on writeCh any more.
 		close(s.writeCh)
-		<-s.writerDone
-		s.closeErr = s.store.Close()
+		select {
+		case <-s.writerDone:
+		case <-time.After(s.cfg.ShutdownTimeout):
+			s.log.Warn("sink: the store did not take the last messages in time; abandoning them (they were not acked)")
+			s.store.abort()
+			<-s.writerDone
+		}
+		s.closeErr = s.store.close()
 	})
 	return s.closeErr
 }
 
-// storeSize sums the sizes of the segment files in dir.
-func storeSize(dir string) uint64 {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
+// setStoreStatus records whether the store takes writes. On a change it
+// logs once, sets sluice_sink_store_available and tells every connected
+// agent with a ServiceMessage{store_status}.
+func (s *Sink) setStoreStatus(available bool, detail string) {
+	s.statusMu.Lock()
+	if available == s.available {
+		s.statusMu.Unlock()
+		return
 	}
-	var n uint64
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".seg") {
-			if fi, err := e.Info(); err == nil {
-				n += uint64(fi.Size())
-			}
-		}
+	was := time.Since(s.statusSince)
+	s.available, s.statusDetail, s.statusSince = available, detail, time.Now()
+	status := &sluicev1.StoreStatus{Available: available, Detail: detail}
+	for st := range s.sendStreams {
+		st.pushStatus(status)
 	}
-	return n
+	n := len(s.sendStreams)
+	s.statusMu.Unlock()
+	if available {
+		s.m.storeAvailable.Set(1)
+		s.log.Warn("sink: store available again; storing and granting credits", "unavailable_for", was.Round(time.Millisecond), "agents_told", n)
+	} else {
+		s.m.storeAvailable.Set(0)
+		s.m.storeOutages.Inc()
+		s.log.Warn("sink: store unavailable; withholding credits, agents keep spooling", "detail", detail, "agents_told", n)
+	}
 }
 
-// loadDedup rebuilds the dedup index: it reads the checkpoint, if any and
-// valid, then scans the store from the checkpoint's offset to the end,
-// reading only the storedmsg headers.
-func (s *Sink) loadDedup() (*dedupIndex, uint64, error) {
-	first, next := s.store.FirstOffset(), s.store.NextOffset()
-	d := newDedupIndex()
-	b, err := seglog.ReadMeta(s.cfg.DataDir, checkpointName)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		s.log.Warn("sink: dedup checkpoint unreadable; rebuilding from the whole store", "err", err)
-	default:
-		ck, err := parseCheckpoint(b)
-		switch {
-		case err != nil:
-			s.log.Warn("sink: dedup checkpoint invalid; rebuilding from the whole store", "err", err)
-		case ck.next > next:
-			// The checkpoint is written only after what it covers was
-			// synced, so the store cannot be shorter unless it was
-			// replaced or damaged.
-			s.log.Warn("sink: dedup checkpoint is ahead of the store; rebuilding from the whole store",
-				"checkpoint", ck.next, "store_next", next)
-		default:
-			d = ck
-		}
+// addSendStream registers st for store status changes and, if the store
+// is unavailable now, tells it so.
+func (s *Sink) addSendStream(st *sendStream) {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	s.sendStreams[st] = struct{}{}
+	if !s.available {
+		st.pushStatus(&sluicev1.StoreStatus{Available: false, Detail: s.statusDetail})
 	}
-	from := max(d.next, first)
-	it := s.store.NewIterator(from, 1<<20)
-	var scanned uint64
-	for it.Next() {
-		scanned++
-		m, err := storedmsg.Decode(it.Value())
-		if err != nil {
-			s.m.corrupt.Inc()
-			s.log.Error("sink: store record is not a stored message; it cannot be deduplicated or read", "offset", it.Offset(), "err", err)
-			continue
-		}
-		d.set(string(m.AgentID)).add(m.MessageID)
+}
+
+func (s *Sink) removeSendStream(st *sendStream) {
+	s.statusMu.Lock()
+	delete(s.sendStreams, st)
+	s.statusMu.Unlock()
+}
+
+// recordLimit is the largest record the store takes, 0 if only
+// MaxMessageBytes bounds it.
+func (s *Sink) recordLimit() int {
+	if s.kafka != nil {
+		return s.kafka.recordLimit
 	}
-	if err := it.Err(); err != nil {
-		return nil, 0, fmt.Errorf("sink: scan store for dedup: %w", err)
-	}
-	d.next = next
-	return d, scanned, nil
+	return 0
 }
 
 // service implements sluicev1.SinkServer for a Sink.

@@ -18,6 +18,9 @@ type writeItem struct {
 	dictID uint32
 	count  uint32
 	body   []byte // the payload as received
+
+	// dropErr is set by the store when the message can never be stored.
+	dropErr error
 }
 
 // maxCommitMessages bounds the messages of one group commit, besides
@@ -31,7 +34,6 @@ const (
 	fateAppend  fate = iota // new: appended by this commit
 	fateStored              // stored by an earlier commit: ack at once
 	fateInBatch             // a copy of a message appended by this commit
-	fateDropped             // could not be encoded; already reported
 )
 
 type dedupKey struct {
@@ -39,12 +41,13 @@ type dedupKey struct {
 	id    uint64
 }
 
-// writer is the sink's single storage writer. It alone appends to the
-// store and owns the dedup index. Its loop takes every message available
+// writer is the sink's single storage writer. It alone writes the store
+// and decides what is a duplicate. Its loop takes every message available
 // (one blocking receive, then a non-blocking drain), drops duplicates,
-// appends the rest with one seglog.Append — one write and one fdatasync
-// for the whole batch — and only then reports the ids, duplicates
-// included, to their streams, which ack them.
+// stores the rest with one store.append — for the embedded store one write
+// and one fdatasync, for Kafka one produce of all their records and the
+// wait for every ack — and only then reports the ids, duplicates included,
+// to their streams, which ack them.
 type writer struct {
 	s     *Sink
 	dedup *dedupIndex
@@ -52,8 +55,7 @@ type writer struct {
 	batch []writeItem
 	// fate[i] is what becomes of batch[i].
 	fate    []fate
-	buf     []byte
-	recs    [][]byte
+	appends []*writeItem
 	inBatch map[dedupKey]struct{}
 	streams map[*sendStream]struct{}
 
@@ -120,10 +122,12 @@ func (w *writer) run() {
 // commit stores the current batch and reports it to the streams.
 func (w *writer) commit() {
 	s := w.s
-	w.buf, w.recs, w.fate = w.buf[:0], w.recs[:0], w.fate[:0]
+	w.fate, w.appends = w.fate[:0], w.appends[:0]
 	clear(w.inBatch)
 	var queuedBytes int64
-	for _, it := range w.batch {
+	w.dedup.mu.Lock()
+	for i := range w.batch {
+		it := &w.batch[i]
 		queuedBytes += int64(len(it.body))
 		key := dedupKey{it.agent, it.id}
 		if _, ok := w.inBatch[key]; ok {
@@ -134,60 +138,70 @@ func (w *writer) commit() {
 			w.fate = append(w.fate, fateStored)
 			continue
 		}
-		m := storedmsg.Message{Codec: it.codec, DictID: it.dictID, MessageID: it.id, RecordCount: it.count,
-			AgentID: it.agentB, Body: it.body}
-		start := len(w.buf)
-		var err error
-		if w.buf, err = storedmsg.Append(w.buf, &m); err != nil {
-			// The stream validated the fields, so this is a bug. Never
-			// store what cannot be read back.
-			s.log.Error("sink: cannot encode message; dropped", "agent_id", it.agent, "message_id", it.id, "err", err)
-			w.fate = append(w.fate, fateDropped)
-			it.st.reportFailure(err)
-			continue
-		}
 		w.inBatch[key] = struct{}{}
 		w.fate = append(w.fate, fateAppend)
-		// Positions now, slices once buf has stopped growing.
-		w.recs = append(w.recs, w.buf[start:len(w.buf):len(w.buf)])
+		w.appends = append(w.appends, it)
 	}
-	// buf may have moved while it grew: re-slice the records from it.
-	pos := 0
-	for i, r := range w.recs {
-		w.recs[i] = w.buf[pos : pos+len(r) : pos+len(r)]
-		pos += len(r)
-	}
+	w.dedup.mu.Unlock()
 	if s.cfg.beforeCommit != nil {
 		s.cfg.beforeCommit()
 	}
-	var err error
-	if len(w.recs) > 0 {
-		_, err = s.store.Append(w.recs)
+	var (
+		n   int64
+		err error
+	)
+	if len(w.appends) > 0 {
+		n, err = s.store.append(w.appends)
 	}
 	s.m.queuedMsgs.Sub(float64(len(w.batch)))
 	s.m.queuedBytes.Sub(float64(queuedBytes))
 	if err != nil {
 		s.m.storeErrors.Inc()
 		s.log.Error("sink: group commit failed; the streams concerned are ended and their agents will resend",
-			"messages", len(w.recs), "err", err)
+			"messages", len(w.appends), "err", err)
 	} else {
 		s.m.commitMsgs.Observe(float64(len(w.batch)))
-		s.m.storedBytes.Add(float64(len(w.buf)))
-		if len(w.recs) > 0 {
-			w.dedup.next = s.store.NextOffset()
-			w.bytesSinceCkp += int64(len(w.buf))
+		s.m.storedBytes.Add(float64(n))
+		if n > 0 {
+			w.bytesSinceCkp += n
 			w.dirty = true
 		}
 	}
-	for i, it := range w.batch {
+	// A copy of a message the store dropped shares its fate.
+	for _, it := range w.appends {
+		if it.dropErr != nil {
+			for i := range w.batch {
+				if c := &w.batch[i]; w.fate[i] == fateInBatch && c.agent == it.agent && c.id == it.id {
+					c.dropErr = it.dropErr
+				}
+			}
+		}
+	}
+	w.dedup.mu.Lock()
+	for i := range w.batch {
+		it := &w.batch[i]
+		f := w.fate[i]
+		switch {
+		case it.dropErr != nil:
+			continue
+		case err != nil && f != fateStored:
+			continue
+		case f == fateAppend:
+			w.dedup.add(it.agent, it.id)
+		}
+	}
+	w.dedup.mu.Unlock()
+	for i := range w.batch {
+		it := &w.batch[i]
 		switch f := w.fate[i]; {
-		case f == fateDropped:
+		case it.dropErr != nil:
+			s.log.Error("sink: cannot store message; dropped", "agent_id", it.agent, "message_id", it.id, "err", it.dropErr)
+			it.st.reportFailure(it.dropErr)
 			continue
 		case err != nil && f != fateStored:
 			it.st.reportFailure(err)
 			continue
 		case f == fateAppend:
-			w.dedup.set(it.agent).add(it.id)
 			s.m.storedMsgs.Inc()
 			s.m.storedRecords.Add(float64(it.count))
 		default:
@@ -203,23 +217,34 @@ func (w *writer) commit() {
 }
 
 // maybeCheckpoint writes a checkpoint if enough time has passed or enough
-// was stored since the last one.
+// was stored (or, with Kafka, read by the tailer) since the last one.
 func (w *writer) maybeCheckpoint() {
+	if n := w.s.store.takeTailBytes(); n > 0 {
+		w.bytesSinceCkp += n
+		w.dirty = true
+	}
 	if w.dirty && (w.bytesSinceCkp >= w.s.cfg.CheckpointBytes || time.Since(w.lastCkpt) >= w.s.cfg.CheckpointInterval) {
 		w.checkpoint()
 	}
 }
 
 // checkpoint persists the dedup index. It runs on the writer's goroutine,
-// so the index and its offset are consistent: every record below
-// dedup.next was synced before the checkpoint is written.
+// so the index and what it covers are consistent: every record below
+// dedup.next (embedded) was synced, and every message in the index was
+// acknowledged by Kafka or read back from it, before the checkpoint is
+// written.
 func (w *writer) checkpoint() {
+	if n := w.s.store.takeTailBytes(); n > 0 {
+		w.dirty = true
+	}
 	if !w.dirty {
 		return
 	}
-	w.ckptBuf = w.dedup.appendCheckpoint(w.ckptBuf[:0])
-	if err := seglog.WriteMeta(w.s.cfg.DataDir, checkpointName, w.ckptBuf); err != nil {
-		w.s.log.Warn("sink: dedup checkpoint not written; a restart will scan more of the store", "err", err)
+	w.dedup.mu.Lock()
+	w.ckptBuf = w.s.store.appendCheckpoint(w.ckptBuf[:0])
+	w.dedup.mu.Unlock()
+	if err := seglog.WriteMeta(w.s.cfg.DataDir, w.s.store.checkpointName(), w.ckptBuf); err != nil {
+		w.s.log.Warn("sink: dedup checkpoint not written; a restart will read more of the store", "err", err)
 		return
 	}
 	w.s.m.checkpoints.Inc()

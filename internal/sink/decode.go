@@ -1,0 +1,65 @@
+package sink
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/storedmsg"
+)
+
+// maxDictDecoders bounds the per-agent dictionary decoders one
+// bodyDecoder keeps.
+const maxDictDecoders = 16
+
+// bodyDecoder decompresses message bodies as agents sent them: one decoder
+// for zstd without dictionary, one per agent for zstd_dict (dictionary ids
+// are per agent), at most maxDictDecoders of those. Not safe for concurrent
+// use.
+type bodyDecoder struct {
+	dicts *dictStore
+	zstd  *codec.Decoder
+	byAg  map[string]*codec.Decoder
+}
+
+// decode returns the batch body of a message, appended to dst when it had
+// to be decompressed, or body itself when it is plain.
+func (d *bodyDecoder) decode(dst []byte, agent string, c storedmsg.Codec, dictID uint32, body []byte) ([]byte, error) {
+	switch c {
+	case storedmsg.Plain:
+		return body, nil
+	case storedmsg.Zstd:
+		if d.zstd == nil {
+			d.zstd = codec.NewDecoder(MaxMessageBytesLimit)
+		}
+		return d.zstd.Decode(dst, body, codec.Zstd, 0)
+	case storedmsg.ZstdDict:
+		dec := d.byAg[agent]
+		if dec == nil {
+			if d.byAg == nil {
+				d.byAg = make(map[string]*codec.Decoder)
+			}
+			if len(d.byAg) >= maxDictDecoders {
+				for a := range d.byAg {
+					delete(d.byAg, a)
+					break
+				}
+			}
+			dec = codec.NewDecoder(MaxMessageBytesLimit)
+			d.byAg[agent] = dec
+		}
+		if !dec.HasDictionary(dictID) {
+			dict, ok, err := d.dicts.get(agent, dictID)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, fmt.Errorf("dictionary %d of agent %q is missing", dictID, agent)
+			}
+			if err := dec.AddDictionary(dict); err != nil {
+				return nil, err
+			}
+		}
+		return dec.Decode(dst, body, codec.ZstdDict, dictID)
+	}
+	return nil, fmt.Errorf("unknown codec %v", c)
+}

@@ -1,0 +1,632 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/storedmsg"
+)
+
+// Headers of every Kafka record the sink writes: the dedup key of the
+// record and the size of its message. Values are decimal ASCII, except
+// sluice-agent, the agent id as sent in Hello.
+const (
+	headerAgent   = "sluice-agent"
+	headerMessage = "sluice-message"
+	headerIndex   = "sluice-index"
+	headerCount   = "sluice-count"
+)
+
+// Kafka store timings. Variables so that tests can shorten them.
+var (
+	// kafkaProbeEvery is how often the health monitor lists the topic's
+	// end offsets.
+	kafkaProbeEvery = time.Second
+	// kafkaProbeTimeout bounds one probe; a probe failing marks the store
+	// unavailable.
+	kafkaProbeTimeout = 2 * time.Second
+	// kafkaStallAfter: a group commit outstanding this long marks the
+	// store unavailable.
+	kafkaStallAfter = 2 * time.Second
+	// kafkaStartTimeout bounds New's wait for the brokers (topic creation,
+	// metadata).
+	kafkaStartTimeout = 30 * time.Second
+)
+
+// kafkaRecordOverhead is what a record batch holding one record needs
+// beyond the record's value, at most: the batch header, the record's
+// varints, its key (the agent id, at most maxAgentID bytes) and its
+// headers. The largest value accepted is the topic's max.message.bytes
+// minus this.
+const kafkaRecordOverhead = 4096
+
+// kafkaBufferedRecords and kafkaBufferedBytes bound what the producer holds
+// not yet acknowledged (at least twice MaxMessageBytes).
+const (
+	kafkaBufferedRecords = 100_000
+	kafkaBufferedBytes   = 64 << 20
+)
+
+// kafkaFetchMaxBytes and kafkaFetchMaxPartitionBytes bound one fetch of
+// the tailer and of a Read stream. Kafka still returns a larger record
+// batch whole, so that the consumer progresses.
+const (
+	kafkaFetchMaxBytes          = 16 << 20
+	kafkaFetchMaxPartitionBytes = 4 << 20
+)
+
+// kafkaURL is a parsed Config.Store of the form
+// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N].
+type kafkaURL struct {
+	brokers     []string
+	topic       string
+	partitions  int32 // when the sink creates the topic
+	replication int16 // when the sink creates the topic; 0: min(3, brokers)
+}
+
+func (u *kafkaURL) String() string {
+	return "kafka://" + strings.Join(u.brokers, ",") + "/" + u.topic
+}
+
+// storeKind says which store Config.Store selects.
+type storeKind uint8
+
+const (
+	storeEmbedded storeKind = iota
+	storeKafka
+)
+
+// CheckStore reports whether store is a valid Config.Store, with an error
+// saying what is wrong, without connecting anywhere.
+func CheckStore(store string) error {
+	_, _, err := parseStore(store)
+	return err
+}
+
+// parseStore parses Config.Store.
+func parseStore(s string) (storeKind, *kafkaURL, error) {
+	switch {
+	case s == "" || s == "embedded":
+		return storeEmbedded, nil, nil
+	case strings.HasPrefix(s, "kafka://"):
+		u, err := parseKafkaURL(s)
+		return storeKafka, u, err
+	}
+	return 0, nil, fmt.Errorf("store %q: want \"embedded\" or kafka://HOST:PORT[,HOST:PORT]/TOPIC", s)
+}
+
+func parseKafkaURL(s string) (*kafkaURL, error) {
+	bad := func(format string, args ...any) (*kafkaURL, error) {
+		return nil, fmt.Errorf("store %q: %s (want kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=N&replication=N])", s, fmt.Sprintf(format, args...))
+	}
+	rest := strings.TrimPrefix(s, "kafka://")
+	rest, query, _ := strings.Cut(rest, "?")
+	hosts, topic, ok := strings.Cut(rest, "/")
+	if !ok || topic == "" {
+		return bad("no topic")
+	}
+	u := &kafkaURL{topic: topic, partitions: 1}
+	for _, h := range strings.Split(hosts, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" {
+			return bad("broker %q is not HOST:PORT", h)
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return bad("broker %q: bad port", h)
+		}
+		u.brokers = append(u.brokers, h)
+	}
+	if err := validTopic(topic); err != nil {
+		return bad("%v", err)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return bad("query: %v", err)
+	}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "partitions":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 || n > 1<<16-1 {
+				return bad("partitions=%q: want 1 to 65535", v)
+			}
+			u.partitions = int32(n)
+		case "replication":
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil || n < 1 {
+				return bad("replication=%q: want a positive number", v)
+			}
+			u.replication = int16(n)
+		default:
+			return bad("unknown parameter %q", k)
+		}
+	}
+	return u, nil
+}
+
+// validTopic applies Kafka's rules for topic names.
+func validTopic(t string) error {
+	if t == "." || t == ".." {
+		return fmt.Errorf("topic %q is not allowed", t)
+	}
+	if len(t) > 249 {
+		return fmt.Errorf("topic name of %d bytes: at most 249", len(t))
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic %q: only ASCII letters, digits, '.', '_' and '-' are allowed", t)
+		}
+	}
+	return nil
+}
+
+// kafkaStore writes messages to a Kafka topic, one Kafka record per record
+// of each message (see the package documentation), and keeps the dedup
+// index in step with what every sink writing the topic stored, through a
+// consumer tailing the topic (kafkatail.go).
+type kafkaStore struct {
+	s   *Sink
+	u   *kafkaURL
+	d   *dedupIndex
+	cl  *kgo.Client // producer and admin requests
+	adm *kadm.Client
+
+	// ctx ends at abort or close: it fails what is still buffered in the
+	// producer and stops the background goroutines.
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+
+	closeProducer func()
+
+	topicID     kadm.TopicID
+	recordLimit int // largest record value accepted
+
+	// inflightSince is the time (UnixNano) the current append started, 0
+	// when none is in progress: the monitor's measure of a stall.
+	inflightSince atomic.Int64
+
+	// Only the writer's goroutine uses dec.
+	dec bodyDecoder
+
+	tail *tailer
+}
+
+// kafkaLogger passes franz-go's errors to the sink's log at debug level:
+// during an outage it logs every failed connection, and the store's health
+// monitor already reports the outage once.
+type kafkaLogger struct{ log *slog.Logger }
+
+func (l kafkaLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+func (l kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l.log.Debug("kafka: "+msg, append(keyvals, "kafka_level", level.String())...)
+}
+
+// kafkaClientOpts are the options of every Kafka client of the sink.
+func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(u.brokers...),
+		kgo.ClientID("sluice-sink-" + id),
+		kgo.WithLogger(kafkaLogger{log}),
+		// kadm answers metadata from a cache at most this old: a new
+		// topic or a broker back from an outage is seen soon.
+		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.RetryBackoffFn(func(tries int) time.Duration {
+			return min(100*time.Millisecond<<min(tries, 4), time.Second)
+		}),
+	}
+}
+
+// openKafka connects to the brokers, creates the topic if it is missing,
+// loads the dedup checkpoint and starts the tailer and the health monitor.
+// It fails if the brokers cannot be reached within kafkaStartTimeout: a
+// wrong address should be an error at startup, not a sink that never
+// stores anything. Later outages only stall the writer.
+func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
+	k := &kafkaStore{s: s, u: u, dec: bodyDecoder{dicts: s.dicts}}
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	var batchMax atomic.Int32
+	batchMax.Store(1000012)
+	opts := append(kafkaClientOpts(u, s.log, "producer"),
+		kgo.DefaultProduceTopic(u.topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.ZstdCompression()),
+		// An outage blocks the writer instead of failing messages:
+		// unlimited retries and no delivery timeout (the defaults), and no
+		// giving up on a topic that a restarting broker does not know
+		// yet.
+		kgo.RecordDeliveryTimeout(0),
+		kgo.UnknownTopicRetries(-1),
+		kgo.MaxBufferedRecords(kafkaBufferedRecords),
+		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(s.cfg.MaxMessageBytes))),
+		kgo.ProducerBatchMaxBytesFn(func(string) int32 { return batchMax.Load() }),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
+	}
+	var once sync.Once
+	k.cl, k.adm = cl, kadm.NewClient(cl)
+	k.closeProducer = func() { once.Do(cl.Close) }
+	fail := func(err error) (*kafkaStore, *dedupIndex, error) {
+		k.cancel()
+		k.closeProducer()
+		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, kafkaStartTimeout)
+	defer cancel()
+	parts, err := k.ensureTopic(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	maxMsg, err := k.topicMaxMessageBytes(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	batchMax.Store(int32(maxMsg))
+	k.recordLimit = maxMsg - kafkaRecordOverhead
+	d, pos := k.loadCheckpoint()
+	k.d = d
+	k.tail, err = newTailer(k, pos, parts)
+	if err != nil {
+		return fail(err)
+	}
+	s.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
+		"max_record_bytes", k.recordLimit, "agents", len(d.agents))
+	k.bg.Add(2)
+	go func() {
+		defer k.bg.Done()
+		k.tail.run()
+	}()
+	go func() {
+		defer k.bg.Done()
+		k.monitor()
+	}()
+	return k, d, nil
+}
+
+// ensureTopic returns the topic's partitions, creating the topic if it does
+// not exist.
+func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
+	created := false
+	for {
+		md, err := k.adm.Metadata(ctx, k.u.topic)
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach the brokers within %v: %w", kafkaStartTimeout, context.Cause(ctx))
+		}
+		td, ok := md.Topics[k.u.topic]
+		switch {
+		case ok && td.Err == nil && len(td.Partitions) > 0 && allLed(td):
+			k.topicID = td.ID
+			parts := make([]int32, 0, len(td.Partitions))
+			for p := range td.Partitions {
+				parts = append(parts, p)
+			}
+			return parts, nil
+		case (!ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition)) && !created:
+			rf := k.u.replication
+			if rf == 0 {
+				rf = int16(min(3, max(1, len(md.Brokers))))
+			}
+			minISR := "1"
+			if rf >= 3 {
+				minISR = "2"
+			}
+			maxMsg := strconv.FormatInt(k.s.cfg.MaxMessageBytes+64<<10, 10)
+			resp, err := k.adm.CreateTopic(ctx, k.u.partitions, rf, map[string]*string{
+				"max.message.bytes":   &maxMsg,
+				"min.insync.replicas": &minISR,
+			}, k.u.topic)
+			if err == nil {
+				err = resp.Err
+			}
+			switch {
+			case err == nil:
+				k.s.log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
+					"replication", rf, "min_insync_replicas", minISR, "max_message_bytes", maxMsg)
+			case errors.Is(err, kerr.TopicAlreadyExists):
+				// Another sink was quicker.
+			default:
+				return nil, fmt.Errorf("create topic %q: %w", k.u.topic, err)
+			}
+			created = true
+		}
+		// Not ready yet (just created, or leaders being elected).
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("topic %q not ready within %v", k.u.topic, kafkaStartTimeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func allLed(td kadm.TopicDetail) bool {
+	for _, p := range td.Partitions {
+		if p.Leader < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// topicMaxMessageBytes returns the topic's max.message.bytes: the largest
+// record batch the brokers take.
+func (k *kafkaStore) topicMaxMessageBytes(ctx context.Context) (int, error) {
+	rcs, err := k.adm.DescribeTopicConfigs(ctx, k.u.topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe topic %q: %w", k.u.topic, err)
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return 0, fmt.Errorf("describe topic %q: %w", k.u.topic, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil {
+				n, err := strconv.Atoi(*c.Value)
+				if err != nil || n < 2*kafkaRecordOverhead {
+					return 0, fmt.Errorf("topic %q has max.message.bytes %q: too small", k.u.topic, *c.Value)
+				}
+				return n, nil
+			}
+		}
+	}
+	return 1048588, nil // Kafka's default
+}
+
+// append writes every record of msgs and waits for Kafka to acknowledge all
+// of them (acks=all). Each message is decompressed with its agent's
+// dictionary and split into records; each record is produced as it is
+// split, so the producer sends while the rest are decoded. The producer
+// buffers at most kafkaBufferedRecords records and kafkaBufferedBytes
+// bytes (Produce blocks beyond), and a message's decoded body is recycled
+// once Kafka has acknowledged all its records, so memory stays bounded
+// whatever the compression ratio. The producer retries without limit:
+// while Kafka is down append blocks, the streams' queues fill, and credits
+// stop — messages wait in the agents' spools.
+func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
+	start := time.Now()
+	k.inflightSince.Store(start.UnixNano())
+	defer k.inflightSince.Store(0)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		bytes int64
+		nrecs int
+	)
+	for _, it := range msgs {
+		var bufp *[]byte
+		body := it.body
+		if it.codec != storedmsg.Plain {
+			bufp = decodeBufs.Get().(*[]byte)
+		}
+		release := func() {
+			if bufp != nil && cap(*bufp) <= 8<<20 {
+				decodeBufs.Put(bufp)
+			}
+		}
+		if bufp != nil {
+			var err error
+			body, err = k.dec.decode((*bufp)[:0], it.agent, it.codec, it.dictID, it.body)
+			if err != nil {
+				release()
+				it.dropErr = fmt.Errorf("decompress: %w", err)
+				continue
+			}
+			*bufp = body[:0]
+		}
+		n, err := batch.Count(body)
+		if err == nil && n != int(it.count) {
+			err = fmt.Errorf("%d records, header says %d", n, it.count)
+		}
+		if err == nil {
+			err = batch.Decode(body, func(rec []byte) error {
+				if len(rec) > k.recordLimit {
+					return fmt.Errorf("a record of %d bytes is larger than the topic takes (%d)", len(rec), k.recordLimit)
+				}
+				return nil
+			})
+		}
+		if err != nil || n == 0 {
+			release()
+			it.dropErr = err
+			continue
+		}
+		var left atomic.Int64
+		left.Store(int64(n))
+		promise := func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			if left.Add(-1) == 0 {
+				release()
+			}
+			wg.Done()
+		}
+		// One allocation of records, headers and decimal numbers per
+		// message; the producer keeps them until its promise.
+		recs := make([]kgo.Record, n)
+		hdrs := make([]kgo.RecordHeader, 4*n)
+		msgID := strconv.AppendUint(nil, it.id, 10)
+		count := strconv.AppendUint(nil, uint64(n), 10)
+		digits := make([]byte, 0, n*len(count))
+		i := 0
+		wg.Add(n)
+		_ = batch.Decode(body, func(rec []byte) error {
+			d0 := len(digits)
+			digits = strconv.AppendUint(digits, uint64(i), 10)
+			h := hdrs[4*i : 4*i+4 : 4*i+4]
+			h[0] = kgo.RecordHeader{Key: headerAgent, Value: it.agentB}
+			h[1] = kgo.RecordHeader{Key: headerMessage, Value: msgID}
+			h[2] = kgo.RecordHeader{Key: headerIndex, Value: digits[d0:len(digits):len(digits)]}
+			h[3] = kgo.RecordHeader{Key: headerCount, Value: count}
+			r := &recs[i]
+			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.agentB, rec, h
+			k.cl.Produce(k.ctx, r, promise)
+			bytes += int64(len(rec))
+			i++
+			return nil
+		})
+		nrecs += n
+	}
+	// Send what lingers at once, and wait for every promise.
+	_ = k.cl.Flush(k.ctx)
+	wg.Wait()
+	k.s.m.kafkaProduce.Observe(time.Since(start).Seconds())
+	if first != nil {
+		return 0, fmt.Errorf("Kafka: %w", first)
+	}
+	k.s.m.kafkaRecords.Add(float64(nrecs))
+	return bytes, nil
+}
+
+// monitor probes the topic every kafkaProbeEvery and watches the writer for
+// stalls; it sets the store's availability, tells the tailer about new
+// partitions and updates the lag gauge.
+func (k *kafkaStore) monitor() {
+	t := time.NewTicker(kafkaProbeEvery)
+	defer t.Stop()
+	for {
+		detail := ""
+		ctx, cancel := context.WithTimeout(k.ctx, kafkaProbeTimeout)
+		ends, err := k.adm.ListEndOffsets(ctx, k.u.topic)
+		cancel()
+		if k.ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = ends.Error()
+		}
+		switch {
+		case err != nil:
+			detail = "Kafka does not answer: " + err.Error()
+		case len(ends[k.u.topic]) == 0:
+			detail = fmt.Sprintf("topic %q does not exist", k.u.topic)
+		}
+		if since := k.inflightSince.Load(); since != 0 {
+			if d := time.Since(time.Unix(0, since)); d >= kafkaStallAfter {
+				stall := fmt.Sprintf("Kafka has not acknowledged a write for %v", d.Round(100*time.Millisecond))
+				if detail == "" {
+					detail = stall
+				} else {
+					detail = stall + "; " + detail
+				}
+			}
+		}
+		k.s.setStoreStatus(detail == "", detail)
+		if err == nil {
+			k.tail.sawEnds(ends)
+		}
+		select {
+		case <-t.C:
+		case <-k.ctx.Done():
+			return
+		}
+	}
+}
+
+// listOffsets returns the topic's start and end offsets per partition.
+func (k *kafkaStore) listOffsets(ctx context.Context) (starts, ends map[int32]int64, err error) {
+	get := func(f func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
+		lo, err := f(ctx, k.u.topic)
+		if err == nil {
+			err = lo.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[int32]int64, len(lo[k.u.topic]))
+		for p, o := range lo[k.u.topic] {
+			m[p] = o.Offset
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("topic %q does not exist", k.u.topic)
+		}
+		return m, nil
+	}
+	if ends, err = get(k.adm.ListEndOffsets); err != nil {
+		return nil, nil, err
+	}
+	if starts, err = get(k.adm.ListStartOffsets); err != nil {
+		return nil, nil, err
+	}
+	return starts, ends, nil
+}
+
+// gate returns a channel closed once the tailer has read the topic up to
+// its end offsets as of now, so that everything any sink had written by
+// the time the agent said Hello is in the dedup index before a message of
+// the agent is written. While Kafka cannot be reached it keeps trying.
+func (k *kafkaStore) gate(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		start := time.Now()
+		if err := k.catchUp(ctx); err != nil {
+			return
+		}
+		k.s.m.kafkaCatchUp.Observe(time.Since(start).Seconds())
+		close(ch)
+	}()
+	return ch
+}
+
+// catchUp waits until the tailer has read every partition up to its end
+// offset as listed now (or later, if Kafka does not answer now).
+func (k *kafkaStore) catchUp(ctx context.Context) error {
+	for {
+		lctx, cancel := context.WithTimeout(ctx, kafkaProbeTimeout)
+		starts, ends, err := k.listOffsets(lctx)
+		cancel()
+		if err == nil {
+			return k.tail.waitFor(ctx, starts, ends)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-k.ctx.Done():
+			return k.ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (k *kafkaStore) checkpointName() string { return kafkaCheckpointName }
+
+func (k *kafkaStore) appendCheckpoint(dst []byte) []byte {
+	return appendKafkaCheckpoint(dst, k.u.topic, k.topicID, k.tail.pos, k.d)
+}
+
+func (k *kafkaStore) takeTailBytes() int64 { return k.tail.bytes.Swap(0) }
+
+func (k *kafkaStore) abort() {
+	k.cancel()
+	k.closeProducer()
+}
+
+func (k *kafkaStore) close() error {
+	k.cancel()
+	k.tail.close()
+	k.bg.Wait()
+	k.closeProducer()
+	return nil
+}

@@ -186,7 +186,7 @@
 // sink, or in a commit that failed or died with its sink — when it
 // reconnected; that message had not been acknowledged, so the agent had to
 // resend it. The copy has the same headers, so consumers can drop it (see
-// docs/scaling-kafka.md), and Read does within a stream. Records deleted
+// docs/scaling.md, "Kafka store"), and Read does within a stream. Records deleted
 // by retention before a sink read them cannot deduplicate anything: keep
 // the topic's retention well above the longest an agent may hold an
 // unacknowledged message.

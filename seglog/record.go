@@ -21,6 +21,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // frameSize is the number of bytes a record with a body of n bytes occupies.
 func frameSize(n int) int { return (headerSize + n + 7) &^ 7 }
 
+// FrameSize is the number of bytes a record of n bytes takes in a segment
+// (header and padding included), for callers that account disk usage.
+func FrameSize(n int) int { return frameSize(n) }
+
 // appendRecord appends the frame of one record to dst.
 func appendRecord(dst []byte, offset uint64, body []byte) []byte {
 	start := len(dst)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&msgSize, "message", "message size (records are packed up to it)")
 	modes := fs.String("compression", "plain,zstd", "comma-separated runs: plain, zstd")
 	feeders := fs.Int("feeders", 16, "concurrent producers calling the agent")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the delivery runs to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,7 +42,20 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	lr := logRes[0]
+	fmt.Fprintf(stderr, "generating %s records ...\n", bench.SizeName(int(recSize)))
+	batches := pregenerate(fixedSizeSource(int(recSize), int(msgSize)), 256<<20)
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	type row struct {
 		mode string
 		res  bench.PipelineResult
@@ -59,9 +75,9 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 			mode, bench.SizeName(int(recSize)), bench.SizeName(int(msgSize)), *dur)
 		res, err := bench.RunPipeline(ctx, bench.PipelineConfig{
 			Duration: *dur, Feeders: *feeders,
-			NewSource: fixedSizeSource(int(recSize), int(msgSize)),
-			Agent:     agent.Config{MaxMessageBytes: int(msgSize), Compression: kind},
-			Progress:  stderr,
+			Batches:  batches,
+			Agent:    agent.Config{MaxMessageBytes: int(msgSize), Compression: kind},
+			Progress: stderr,
 		})
 		if err != nil {
 			return err
@@ -85,6 +101,24 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "\nMB/s (records): record bytes delivered and durably stored at the sink per second, end to end.")
 	fmt.Fprintln(stdout, "vs log append: that figure over the log's own append throughput with the same message size.")
 	return nil
+}
+
+// pregenerate draws batches from src until they hold bytes, copied so that
+// they stay valid.
+func pregenerate(newSource func(int) bench.Source, bytes int) [][][]byte {
+	src := newSource(0)
+	var out [][][]byte
+	var scratch [][]byte
+	for n := 0; n < bytes; {
+		scratch = src(scratch[:0])
+		b := make([][]byte, len(scratch))
+		for i, r := range scratch {
+			b[i] = append([]byte(nil), r...)
+			n += len(r)
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // fixedSizeSource yields realistic metric lines cut or padded to size,

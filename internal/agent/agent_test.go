@@ -400,3 +400,24 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	})
 }
+
+// TestQuotaCountsCompressedBytes: the quota applies to what the spool
+// takes on disk, so highly compressible records do not trip it early.
+func TestQuotaCountsCompressedBytes(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.SpoolQuota = 4 << 20 })
+	defer a.Close()
+	rec := bytes.Repeat([]byte(`cpu_seconds_total{host="a"} 1 `), 30) // compresses very well
+	var batch [][]byte
+	for i := 0; i < 1000; i++ {
+		batch = append(batch, rec)
+	}
+	// 40 × ~1 MB of records: ten times the quota uncompressed.
+	for i := 0; i < 40; i++ {
+		if err := a.Ingest(context.Background(), batch); err != nil {
+			t.Fatalf("after %d MB uncompressed: %v (spool %d bytes)", i, err, a.spool.size())
+		}
+	}
+	if sz := a.spool.size(); sz > 4<<20 {
+		t.Fatalf("spool accounts %d bytes", sz)
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // ingestReq is one Ingest call on its way through the batcher.
@@ -203,6 +204,7 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 				infos = append(infos, spooledInfo{id: first + uint64(i), size: int64(m.payload), records: m.records, raw: m.raw, at: now})
 				a.metrics.spooled(m)
 				a.spool.completed(m.marks)
+				a.spool.settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
 			} else {
 				a.spool.release(m.reserved)
 			}

@@ -349,3 +349,12 @@ func (s *spool) release(n int64) {
 	s.pending -= n
 	s.mu.Unlock()
 }
+
+// settle replaces a reservation, made from uncompressed sizes before
+// compression, with the bytes the spool record really took; otherwise a
+// well-compressing stream would hit the quota long before the disk fills.
+func (s *spool) settle(reserved, written int64) {
+	s.mu.Lock()
+	s.pending += written - reserved
+	s.mu.Unlock()
+}

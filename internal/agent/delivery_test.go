@@ -68,8 +68,7 @@ func storedRecords(t *testing.T, s *sink.Sink) map[string]int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kind := map[storedmsg.Codec]codec.Kind{storedmsg.Plain: codec.Plain, storedmsg.Zstd: codec.Zstd}[m.Codec]
-		body, err := dec.Decode(nil, m.Body, kind, m.DictID)
+		body, err := dec.Decode(nil, m.Body, m.Codec, m.DictID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/codec"
-	"github.com/sluicehq/sluice/internal/storedmsg"
 )
 
 // maxDictDecoders bounds the per-agent dictionary decoders one
@@ -23,16 +22,16 @@ type bodyDecoder struct {
 
 // decode returns the batch body of a message, appended to dst when it had
 // to be decompressed, or body itself when it is plain.
-func (d *bodyDecoder) decode(dst []byte, agent string, c storedmsg.Codec, dictID uint32, body []byte) ([]byte, error) {
+func (d *bodyDecoder) decode(dst []byte, agent string, c codec.Kind, dictID uint32, body []byte) ([]byte, error) {
 	switch c {
-	case storedmsg.Plain:
+	case codec.Plain:
 		return body, nil
-	case storedmsg.Zstd:
+	case codec.Zstd:
 		if d.zstd == nil {
 			d.zstd = codec.NewDecoder(MaxMessageBytesLimit)
 		}
 		return d.zstd.Decode(dst, body, codec.Zstd, 0)
-	case storedmsg.ZstdDict:
+	case codec.ZstdDict:
 		dec := d.byAg[agent]
 		if dec == nil {
 			if d.byAg == nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/batch"
-	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/codec"
 )
 
 // Headers of every Kafka record the sink writes: the dedup key of the
@@ -413,7 +413,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 	for _, it := range msgs {
 		var bufp *[]byte
 		body := it.body
-		if it.codec != storedmsg.Plain {
+		if it.codec != codec.Plain {
 			bufp = decodeBufs.Get().(*[]byte)
 		}
 		release := func() {

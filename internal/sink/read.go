@@ -14,6 +14,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -304,7 +305,7 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	if err == nil {
 		var body []byte
 		body, err = r.dec.decode(r.buf[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
-		if m.Codec != storedmsg.Plain && err == nil {
+		if m.Codec != codec.Plain && err == nil {
 			r.buf = body[:0]
 		}
 		if err == nil {

@@ -21,7 +21,6 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
-	"github.com/sluicehq/sluice/internal/storedmsg"
 )
 
 // protocolVersion is the Request/Response version this sink speaks.
@@ -632,17 +631,16 @@ func (st *sendStream) check(req *sluicev1.Request, dec *codec.Decoder) inbound {
 	limit := st.s.cfg.MaxMessageBytes
 	var (
 		body   []byte
-		sc     storedmsg.Codec
 		kind   codec.Kind
 		dictID uint32
 	)
 	switch p := req.GetPayload().(type) {
 	case *sluicev1.Request_Plain:
-		body, sc, kind = p.Plain, storedmsg.Plain, codec.Plain
+		body, kind = p.Plain, codec.Plain
 	case *sluicev1.Request_Zstd:
-		body, sc, kind = p.Zstd, storedmsg.Zstd, codec.Zstd
+		body, kind = p.Zstd, codec.Zstd
 	case *sluicev1.Request_ZstdDict:
-		body, sc, kind, dictID = p.ZstdDict.GetData(), storedmsg.ZstdDict, codec.ZstdDict, p.ZstdDict.GetDictionaryId()
+		body, kind, dictID = p.ZstdDict.GetData(), codec.ZstdDict, p.ZstdDict.GetDictionaryId()
 	}
 	id, size := req.GetMessageId(), int64(len(body))
 	st.s.m.receivedMsgs.Inc()
@@ -719,6 +717,6 @@ func (st *sendStream) check(req *sluicev1.Request, dec *codec.Decoder) inbound {
 	}
 	st.s.m.decodedBytes.Add(float64(len(decoded)))
 	return inbound{kind: inMessage, id: id, size: size, item: writeItem{
-		st: st, agent: st.agent, agentB: st.agentB, id: id, codec: sc, dictID: dictID, count: req.GetRecordCount(), body: body,
+		st: st, agent: st.agent, agentB: st.agentB, id: id, codec: kind, dictID: dictID, count: req.GetRecordCount(), body: body,
 	}}
 }

@@ -498,7 +498,7 @@ func TestCompressedRoundTrip(t *testing.T) {
 		t.Fatal(it.Err())
 	}
 	m, err := storedmsg.Decode(it.Value())
-	if err != nil || m.Codec != storedmsg.Zstd || !bytes.Equal(m.Body, z) || m.RecordCount != 50 {
+	if err != nil || m.Codec != codec.Zstd || !bytes.Equal(m.Body, z) || m.RecordCount != 50 {
 		t.Fatalf("stored %+v, %v; want the zstd frame as received", m, err)
 	}
 	msgs := readAll(t, h, 0)

@@ -3,7 +3,7 @@ package sink
 import (
 	"time"
 
-	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -14,7 +14,7 @@ type writeItem struct {
 	agent  string
 	agentB []byte // agent as bytes, shared by the stream's items
 	id     uint64
-	codec  storedmsg.Codec
+	codec  codec.Kind
 	dictID uint32
 	count  uint32
 	body   []byte // the payload as received

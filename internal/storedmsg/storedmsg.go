@@ -8,19 +8,20 @@
 //
 //	0   2 bytes  magic "SM"
 //	2   uint8    format version (1)
-//	3   uint8    codec: 0 plain, 1 zstd, 2 zstd with a dictionary
-//	4   uint32   dictionary id: non-zero for codec 2, zero otherwise
+//	3   uint8    codec (codec.Kind, as on the wire): 1 plain, 2 zstd,
+//	             3 zstd with a dictionary
+//	4   uint32   dictionary id: non-zero for codec 3, zero otherwise
 //	8   uint64   message id (the agent's Request.message_id)
 //	16  uint32   record count (Request.record_count, checked on receipt)
 //	20  uint16   length n of the agent id, 1 <= n <= MaxAgentID
 //	22  n bytes  agent id
-//	..  body     the batch as received: for codec 0 an internal/batch body,
+//	..  body     the batch as received: for plain an internal/batch body,
 //	             otherwise one zstd frame that decompresses to one
 //
 // The body runs to the end of the record. Compressed messages stay
 // compressed in the store, so storage costs what the network carried and
 // the sink spends no CPU recompressing; a reader decompresses on the way
-// out, with the agent's dictionary for codec 2. The record count is in the
+// out, with the agent's dictionary for codec 3. The record count is in the
 // header so that statistics and dedup need not decompress.
 //
 // Every field has one valid encoding, so a record that decodes re-encodes to
@@ -33,33 +34,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
+
+	"github.com/sluicehq/sluice/internal/codec"
 )
-
-// Codec says how a stored body is encoded.
-type Codec uint8
-
-const (
-	// Plain is an uncompressed internal/batch body.
-	Plain Codec = 0
-	// Zstd is one zstd frame without a dictionary.
-	Zstd Codec = 1
-	// ZstdDict is one zstd frame compressed with dictionary DictID of the
-	// message's agent.
-	ZstdDict Codec = 2
-)
-
-func (c Codec) String() string {
-	switch c {
-	case Plain:
-		return "plain"
-	case Zstd:
-		return "zstd"
-	case ZstdDict:
-		return "zstd_dict"
-	}
-	return "Codec(" + strconv.Itoa(int(c)) + ")"
-}
 
 const (
 	// Version is the format version, the third byte of every record.
@@ -104,8 +81,8 @@ func malformed(offset int, format string, args ...any) error {
 // Message is one stored message. Decode fills AgentID and Body with slices
 // of its input (no copy): they are valid as long as that buffer is.
 type Message struct {
-	Codec       Codec
-	DictID      uint32 // non-zero exactly when Codec is ZstdDict
+	Codec       codec.Kind
+	DictID      uint32 // non-zero exactly when Codec is codec.ZstdDict
 	MessageID   uint64
 	RecordCount uint32
 	AgentID     []byte // 1..MaxAgentID bytes
@@ -133,13 +110,13 @@ func Append(dst []byte, m *Message) ([]byte, error) {
 }
 
 // checkFields validates what Append and Decode both check.
-func checkFields(c Codec, dictID uint32, agentLen int) error {
+func checkFields(c codec.Kind, dictID uint32, agentLen int) error {
 	switch {
-	case c > ZstdDict:
+	case c != codec.Plain && c != codec.Zstd && c != codec.ZstdDict:
 		return malformed(3, "unknown codec %d", uint8(c))
-	case c == ZstdDict && dictID == 0:
+	case c == codec.ZstdDict && dictID == 0:
 		return malformed(4, "codec zstd_dict with dictionary id 0")
-	case c != ZstdDict && dictID != 0:
+	case c != codec.ZstdDict && dictID != 0:
 		return malformed(4, "dictionary id %d with codec %v", dictID, c)
 	case agentLen == 0:
 		return malformed(20, "empty agent id")
@@ -162,7 +139,7 @@ func Decode(src []byte) (Message, error) {
 		return Message{}, malformed(2, "unsupported version %d, want %d", src[2], Version)
 	}
 	m := Message{
-		Codec:       Codec(src[3]),
+		Codec:       codec.Kind(src[3]),
 		DictID:      binary.LittleEndian.Uint32(src[4:8]),
 		MessageID:   binary.LittleEndian.Uint64(src[8:16]),
 		RecordCount: binary.LittleEndian.Uint32(src[16:20]),

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 )
 
@@ -38,28 +39,28 @@ func TestDecode(t *testing.T) {
 		reason string
 	}{
 		// Valid records, one per codec.
-		{name: "plain", in: cat(hdr(0, 0, 7, 1, "edge-1"), body),
-			want: storedmsg.Message{Codec: storedmsg.Plain, MessageID: 7, RecordCount: 1, AgentID: []byte("edge-1"), Body: body}, errAt: -1},
-		{name: "zstd", in: cat(hdr(1, 0, 1<<40, 3, "a"), []byte{0x28, 0xB5, 0x2F, 0xFD}),
-			want: storedmsg.Message{Codec: storedmsg.Zstd, MessageID: 1 << 40, RecordCount: 3, AgentID: []byte("a"), Body: []byte{0x28, 0xB5, 0x2F, 0xFD}}, errAt: -1},
-		{name: "zstd dict", in: cat(hdr(2, 40000, 0, 0, "agent"), []byte("frame")),
-			want: storedmsg.Message{Codec: storedmsg.ZstdDict, DictID: 40000, AgentID: []byte("agent"), Body: []byte("frame")}, errAt: -1},
-		{name: "empty body", in: hdr(0, 0, 1, 0, "a"),
-			want: storedmsg.Message{MessageID: 1, AgentID: []byte("a"), Body: []byte{}}, errAt: -1},
-		{name: "longest agent id", in: cat(hdr(0, 0, 1, 1, long), body),
-			want: storedmsg.Message{MessageID: 1, RecordCount: 1, AgentID: []byte(long), Body: body}, errAt: -1},
+		{name: "plain", in: cat(hdr(1, 0, 7, 1, "edge-1"), body),
+			want: storedmsg.Message{Codec: codec.Plain, MessageID: 7, RecordCount: 1, AgentID: []byte("edge-1"), Body: body}, errAt: -1},
+		{name: "zstd", in: cat(hdr(2, 0, 1<<40, 3, "a"), []byte{0x28, 0xB5, 0x2F, 0xFD}),
+			want: storedmsg.Message{Codec: codec.Zstd, MessageID: 1 << 40, RecordCount: 3, AgentID: []byte("a"), Body: []byte{0x28, 0xB5, 0x2F, 0xFD}}, errAt: -1},
+		{name: "zstd dict", in: cat(hdr(3, 40000, 0, 0, "agent"), []byte("frame")),
+			want: storedmsg.Message{Codec: codec.ZstdDict, DictID: 40000, AgentID: []byte("agent"), Body: []byte("frame")}, errAt: -1},
+		{name: "empty body", in: hdr(1, 0, 1, 0, "a"),
+			want: storedmsg.Message{Codec: codec.Plain, MessageID: 1, AgentID: []byte("a"), Body: []byte{}}, errAt: -1},
+		{name: "longest agent id", in: cat(hdr(1, 0, 1, 1, long), body),
+			want: storedmsg.Message{Codec: codec.Plain, MessageID: 1, RecordCount: 1, AgentID: []byte(long), Body: body}, errAt: -1},
 
 		// Header damage.
 		{name: "empty", in: nil, errAt: 0, reason: "shorter than"},
-		{name: "short header", in: hdr(0, 0, 1, 1, "a")[:21], errAt: 21, reason: "shorter than"},
-		{name: "bad magic", in: cat([]byte("XM"), hdr(0, 0, 1, 1, "a")[2:]), errAt: 0, reason: "bad magic"},
-		{name: "bad version", in: cat([]byte{'S', 'M', 2}, hdr(0, 0, 1, 1, "a")[3:]), errAt: 2, reason: "unsupported version 2"},
-		{name: "unknown codec", in: hdr(3, 0, 1, 1, "a"), errAt: 3, reason: "unknown codec 3"},
-		{name: "dict codec without dict", in: hdr(2, 0, 1, 1, "a"), errAt: 4, reason: "dictionary id 0"},
-		{name: "dict id without dict codec", in: hdr(1, 9, 1, 1, "a"), errAt: 4, reason: "dictionary id 9 with codec zstd"},
-		{name: "empty agent id", in: hdr(0, 0, 1, 1, ""), errAt: 20, reason: "empty agent id"},
-		{name: "agent id too long", in: hdr(0, 0, 1, 1, long+"b"), errAt: 20, reason: "256 bytes"},
-		{name: "agent id cut short", in: hdr(0, 0, 1, 1, "abcdef")[:25], errAt: 22, reason: "only 3 left"},
+		{name: "short header", in: hdr(1, 0, 1, 1, "a")[:21], errAt: 21, reason: "shorter than"},
+		{name: "bad magic", in: cat([]byte("XM"), hdr(1, 0, 1, 1, "a")[2:]), errAt: 0, reason: "bad magic"},
+		{name: "bad version", in: cat([]byte{'S', 'M', 2}, hdr(1, 0, 1, 1, "a")[3:]), errAt: 2, reason: "unsupported version 2"},
+		{name: "unknown codec", in: hdr(4, 0, 1, 1, "a"), errAt: 3, reason: "unknown codec 4"},
+		{name: "dict codec without dict", in: hdr(3, 0, 1, 1, "a"), errAt: 4, reason: "dictionary id 0"},
+		{name: "dict id without dict codec", in: hdr(2, 9, 1, 1, "a"), errAt: 4, reason: "dictionary id 9 with codec zstd"},
+		{name: "empty agent id", in: hdr(1, 0, 1, 1, ""), errAt: 20, reason: "empty agent id"},
+		{name: "agent id too long", in: hdr(1, 0, 1, 1, long+"b"), errAt: 20, reason: "256 bytes"},
+		{name: "agent id cut short", in: hdr(1, 0, 1, 1, "abcdef")[:25], errAt: 22, reason: "only 3 left"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +93,7 @@ func TestDecode(t *testing.T) {
 // TestDecodeAliases checks Decode copies nothing: AgentID and Body point
 // into the input and cannot be appended to over each other.
 func TestDecodeAliases(t *testing.T) {
-	in := cat(hdr(0, 0, 1, 1, "agent"), []byte("body"))
+	in := cat(hdr(1, 0, 1, 1, "agent"), []byte("body"))
 	m, err := storedmsg.Decode(in)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +112,8 @@ func TestAppendRejects(t *testing.T) {
 		m    storedmsg.Message
 	}{
 		{"unknown codec", storedmsg.Message{Codec: 7, AgentID: []byte("a")}},
-		{"dict without id", storedmsg.Message{Codec: storedmsg.ZstdDict, AgentID: []byte("a")}},
-		{"id without dict", storedmsg.Message{Codec: storedmsg.Plain, DictID: 3, AgentID: []byte("a")}},
+		{"dict without id", storedmsg.Message{Codec: codec.ZstdDict, AgentID: []byte("a")}},
+		{"id without dict", storedmsg.Message{Codec: codec.Plain, DictID: 3, AgentID: []byte("a")}},
 		{"no agent", storedmsg.Message{}},
 		{"long agent", storedmsg.Message{AgentID: bytes.Repeat([]byte("a"), 256)}},
 	}
@@ -126,7 +127,7 @@ func TestAppendRejects(t *testing.T) {
 }
 
 func TestAppendAllocs(t *testing.T) {
-	m := storedmsg.Message{Codec: storedmsg.ZstdDict, DictID: 5, MessageID: 9, RecordCount: 2,
+	m := storedmsg.Message{Codec: codec.ZstdDict, DictID: 5, MessageID: 9, RecordCount: 2,
 		AgentID: []byte("edge-7"), Body: bytes.Repeat([]byte("x"), 1000)}
 	buf := make([]byte, 0, 4096)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -158,8 +159,8 @@ func TestAppendAllocs(t *testing.T) {
 //
 // Seeds are in testdata/fuzz/FuzzDecode, valid records among them.
 func FuzzDecode(f *testing.F) {
-	f.Add(cat(hdr(0, 0, 1, 1, "a"), []byte{0xB1, 0x01, 0x01, 0x00}))
-	f.Add(hdr(2, 1, 1, 1, "agent"))
+	f.Add(cat(hdr(1, 0, 1, 1, "a"), []byte{0xB1, 0x01, 0x01, 0x00}))
+	f.Add(hdr(3, 1, 1, 1, "agent"))
 	buf := make([]byte, 0, 1024)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := storedmsg.Decode(in)
@@ -226,7 +227,7 @@ func TestFuzzCorpus(t *testing.T) {
 }
 
 func ExampleAppend() {
-	m := storedmsg.Message{Codec: storedmsg.Plain, MessageID: 42, RecordCount: 1,
+	m := storedmsg.Message{Codec: codec.Plain, MessageID: 42, RecordCount: 1,
 		AgentID: []byte("edge-1"), Body: []byte{0xB1, 0x01, 0x01, 0x02, 'h', 'i'}}
 	rec, _ := storedmsg.Append(nil, &m)
 	got, _ := storedmsg.Decode(rec)

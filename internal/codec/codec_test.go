@@ -640,6 +640,9 @@ func TestDecodeTooLarge(t *testing.T) {
 // TestNoAllocs checks the steady state the Encoder and Decoder are built for:
 // reused dst with room, warmed-up zstd state.
 func TestNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
+	}
 	if testing.Short() {
 		t.Skip("allocation counts: skipped with -short")
 	}

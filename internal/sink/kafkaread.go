@@ -186,21 +186,10 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		}
 		if kr.head < len(kr.buf) || (caught && !r.follow) {
 			// Out of credit: wait for some.
-			select {
-			case <-r.creditCh:
-				continue
-			case <-r.recvDone:
-				if r.follow {
-					return nil
-				}
-				return status.Error(codes.FailedPrecondition, "the consumer closed its side without the credit to read to the end")
-			case err := <-r.errCh:
+			if end, err := r.wait(ctx, nil); end || err != nil {
 				return err
-			case <-ctx.Done():
-				return status.FromContextError(ctx.Err()).Err()
-			case <-s.closing:
-				return status.Error(codes.Unavailable, "sink is shutting down")
 			}
+			continue
 		}
 		select {
 		case <-r.recvDone:

@@ -248,24 +248,8 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		if caught {
 			more = s.seg.Wait(pos)
 		}
-		select {
-		case <-r.creditCh:
-		case <-more:
-		case <-r.recvDone:
-			if r.follow {
-				// A following consumer closing its side is done: its
-				// commits are applied, end the stream.
-				return nil
-			}
-			// Not caught up and out of credit (else the loop would not
-			// wait), and no credit can come any more.
-			return status.Error(codes.FailedPrecondition, "the consumer closed its side without the credit to read to the end")
-		case err := <-r.errCh:
+		if end, err := r.wait(ctx, more); end || err != nil {
 			return err
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		case <-s.closing:
-			return status.Error(codes.Unavailable, "sink is shutting down")
 		}
 	}
 }
@@ -278,6 +262,30 @@ const finishGrace = 10 * time.Second
 // group that is at once. With one, the consumer may still have commits on
 // the way: the stream stays open until the consumer closes its side (all
 // its commits are then applied), for at most finishGrace.
+// wait blocks until the consumer grants credit or more (nil: never) fires.
+// end reports that the stream is over without error: a following consumer
+// closed its side, so its commits are applied and the stream ends.
+func (r *readStream) wait(ctx context.Context, more <-chan struct{}) (end bool, err error) {
+	select {
+	case <-r.creditCh:
+	case <-more:
+	case <-r.recvDone:
+		if r.follow {
+			return true, nil
+		}
+		// Not caught up and out of credit (else the reader would not
+		// wait), and no credit can come any more.
+		return false, status.Error(codes.FailedPrecondition, "the consumer closed its side without the credit to read to the end")
+	case err := <-r.errCh:
+		return false, err
+	case <-ctx.Done():
+		return false, status.FromContextError(ctx.Err()).Err()
+	case <-r.s.closing:
+		return false, status.Error(codes.Unavailable, "sink is shutting down")
+	}
+	return false, nil
+}
+
 func (r *readStream) finish(ctx context.Context) error {
 	if r.group == "" {
 		return nil

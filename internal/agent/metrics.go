@@ -13,20 +13,16 @@ import (
 // metrics are the agent's Prometheus metrics plus the snapshot behind
 // Stats (for progress lines). Everything is safe for concurrent use.
 type metrics struct {
-	ingestRecords, ingestBytes        prometheus.Counter
-	spooledMsgs, rawBytes, wireBytes  prometheus.Counter
-	ackedMsgs, ackedRecords           prometheus.Counter
-	rejected                          *prometheus.CounterVec
-	reconnects, spoolFull, duplicates prometheus.Counter
-	fsync, ackLatency                 prometheus.Histogram
-	spoolBytes                        func() int64
-	mu                                sync.Mutex
-	st                                Stats
-	lat                               *hdrhistogram.Histogram // µs, spool → ack
-	// Quantiles cost a walk of the histogram: recompute them at most every
-	// 100 ms, so polling Stats stays cheap.
-	latAt                                time.Time
-	p50, p99, pmax                       time.Duration
+	ingestRecords, ingestBytes           prometheus.Counter
+	spooledMsgs, rawBytes, wireBytes     prometheus.Counter
+	ackedMsgs, ackedRecords              prometheus.Counter
+	rejected                             *prometheus.CounterVec
+	reconnects, spoolFull, duplicates    prometheus.Counter
+	fsync, ackLatency                    prometheus.Histogram
+	spoolBytes                           func() int64
+	mu                                   sync.Mutex
+	st                                   Stats
+	lat                                  *hdrhistogram.Histogram // µs, spool → ack
 	inflightMsgs, inflightBytes, winMsgs prometheus.Gauge
 	winBytes, srtt                       prometheus.Gauge
 	sent, resent, timeouts               prometheus.Gauge

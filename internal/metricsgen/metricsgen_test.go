@@ -408,11 +408,10 @@ func TestCounters(t *testing.T) {
 }
 
 type sizeSummary struct {
-	n                         int
-	min, p10, p50, p90, p99   int
-	p999, max                 int
-	mean                      float64
-	distinctNames, distinctIn float64 // mean per message of at least 16 KiB
+	n                       int
+	min, p10, p50, p90, p99 int
+	p999, max               int
+	mean                    float64
 }
 
 func (s sizeSummary) String() string {

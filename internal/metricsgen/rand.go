@@ -36,9 +36,6 @@ func (r *rng) norm() float64 { return normTable[r.next()>>52] }
 // logn returns a log-normal number with the given median and shape sigma.
 func (r *rng) logn(median, sigma float64) float64 { return median * math.Exp(sigma*r.norm()) }
 
-// pick returns one of the strings uniformly.
-func (r *rng) pick(s []string) string { return s[r.intn(len(s))] }
-
 // weighted returns an index drawn with the given relative weights.
 func (r *rng) weighted(w []float64) int {
 	var sum float64

@@ -7,7 +7,6 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,8 +54,7 @@ type Sink struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	sessions atomic.Uint64
-	started  time.Time
+	started time.Time
 }
 
 // New opens (or creates) the sink's data directory, opens the store

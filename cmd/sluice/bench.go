@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -43,19 +41,13 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	}
 	lr := logRes[0]
 	fmt.Fprintf(stderr, "generating %s records ...\n", bench.SizeName(int(recSize)))
-	batches := pregenerate(fixedSizeSource(int(recSize), int(msgSize)), 256<<20)
+	batches, _ := bench.Pregenerate(fixedSizeSource(int(recSize), int(msgSize))(0), 256<<20)
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	type row struct {
 		mode string
 		res  bench.PipelineResult
@@ -101,24 +93,6 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "\nMB/s (records): record bytes delivered and durably stored at the sink per second, end to end.")
 	fmt.Fprintln(stdout, "vs log append: that figure over the log's own append throughput with the same message size.")
 	return nil
-}
-
-// pregenerate draws batches from src until they hold bytes, copied so that
-// they stay valid.
-func pregenerate(newSource func(int) bench.Source, bytes int) [][][]byte {
-	src := newSource(0)
-	var out [][][]byte
-	var scratch [][]byte
-	for n := 0; n < bytes; {
-		scratch = src(scratch[:0])
-		b := make([][]byte, len(scratch))
-		for i, r := range scratch {
-			b[i] = append([]byte(nil), r...)
-			n += len(r)
-		}
-		out = append(out, b)
-	}
-	return out
 }
 
 // fixedSizeSource yields realistic metric lines cut or padded to size,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -62,4 +63,21 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}()
 	log.Info("serving metrics", "addr", lis.Addr().String())
 	return nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function
+// is called; an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

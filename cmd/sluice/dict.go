@@ -88,33 +88,12 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "dictionary %d (%d bytes) trained on %d sample messages of ≤ %s, written to %s\n",
 		d.ID, len(d.Data), len(train), bench.SizeName(int(msg)), *out)
 	if len(test) > 0 {
-		plain, dict, raw, err := compareDict(d, test)
+		zstd, dict, err := bench.CompareDictionary(d, test)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "on %d held-out messages: zstd %.2fx, zstd+dictionary %.2fx (%.2fx better)\n",
-			len(test), float64(raw)/float64(plain), float64(raw)/float64(dict), float64(plain)/float64(dict))
+			len(test), zstd, dict, dict/zstd)
 	}
 	return nil
-}
-
-// compareDict compresses msgs with and without d and returns the sizes.
-func compareDict(d codec.Dictionary, msgs [][]byte) (plain, dict, raw int, err error) {
-	enc := codec.NewEncoder(codec.LevelDefault)
-	if err := enc.AddDictionary(d); err != nil {
-		return 0, 0, 0, err
-	}
-	var buf []byte
-	for _, m := range msgs {
-		raw += len(m)
-		if buf, err = enc.Encode(buf[:0], m, codec.Zstd, 0); err != nil {
-			return
-		}
-		plain += len(buf)
-		if buf, err = enc.Encode(buf[:0], m, codec.ZstdDict, d.ID); err != nil {
-			return
-		}
-		dict += len(buf)
-	}
-	return plain, dict, raw, nil
 }

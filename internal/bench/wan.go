@@ -137,14 +137,7 @@ func NewDataset(seed int64, bytes int64) (*Dataset, error) {
 		return nil, err
 	}
 	d := &Dataset{}
-	var scratch [][]byte
-	for d.Raw < bytes {
-		scratch = g.NextMessage(scratch[:0])
-		d.Msgs = append(d.Msgs, copyBatch(scratch))
-		for _, r := range scratch {
-			d.Raw += int64(len(r))
-		}
-	}
+	d.Msgs, d.Raw = Pregenerate(g.NextMessage, bytes)
 	// Train on every other of the first 1,000 messages (as the agent packs
 	// them), and measure the gain on the others that are at most 16 KB.
 	var train, test [][]byte
@@ -163,21 +156,8 @@ func NewDataset(seed int64, bytes int64) (*Dataset, error) {
 	if d.Dict, err = codec.Train(train, 64<<10); err != nil {
 		return nil, err
 	}
-	enc := codec.NewEncoder(codec.LevelDefault)
-	if err := enc.AddDictionary(d.Dict); err != nil {
+	if d.Ratio.Zstd, d.Ratio.Dict, err = CompareDictionary(d.Dict, test); err != nil {
 		return nil, err
-	}
-	var raw, z, zd int
-	var buf []byte
-	for _, m := range test {
-		raw += len(m)
-		buf, _ = enc.Encode(buf[:0], m, codec.Zstd, 0)
-		z += len(buf)
-		buf, _ = enc.Encode(buf[:0], m, codec.ZstdDict, d.Dict.ID)
-		zd += len(buf)
-	}
-	if z > 0 && zd > 0 {
-		d.Ratio.Zstd, d.Ratio.Dict = float64(raw)/float64(z), float64(raw)/float64(zd)
 	}
 	return d, nil
 }

@@ -307,23 +307,17 @@ func (g *Generator) value(s *series, t *target) float64 {
 			return math.Round(s.v*s.scale) / s.scale
 		}
 		return s.v
-	case kindHist:
+	case kindHist, kindSummary:
+		// The group's first member draws the round's observations; the
+		// others (buckets or quantiles, _sum, _count) report them.
 		gr := &g.groups[s.group]
 		switch s.member {
 		case 0:
-			g.observeHist(gr, t)
-			return gr.cum[0]
-		case memberSum:
-			return gr.sum
-		case memberCount:
-			return gr.count
-		}
-		return gr.cum[s.member]
-	case kindSummary:
-		gr := &g.groups[s.group]
-		switch s.member {
-		case 0:
-			g.observeSummary(gr, t)
+			if s.kind == kindHist {
+				g.observeHist(gr, t)
+			} else {
+				g.observeSummary(gr, t)
+			}
 			return gr.cum[0]
 		case memberSum:
 			return gr.sum

@@ -217,14 +217,23 @@ func (r *Receiver) hello(version uint32) {
 // discard counts a message the driver refused as received, so that its
 // credit goes back: the agent counted it as sent.
 func (r *Receiver) discard(size int64) {
+	if r.count(size) {
+		r.stats.Discarded++
+	}
+}
+
+// count records a message as received (the credit invariant counts every
+// message the Sender sent). Before Hello it fails the stream instead and
+// reports false.
+func (r *Receiver) count(size int64) bool {
 	if !r.helloDone {
 		r.fail(ReasonNoHello)
-		return
+		return false
 	}
 	r.receivedMsgs++
 	r.receivedBytes += uint64(size)
 	r.stats.Received++
-	r.stats.Discarded++
+	return true
 }
 
 // receive admits a message, or drops or rejects it.
@@ -241,13 +250,9 @@ func (r *Receiver) discard(size int64) {
 // an empty queue, so a message bigger than QueueBytes but within
 // MaxMessageBytes is not rejected forever.
 func (r *Receiver) receive(id uint64, size int64) {
-	if !r.helloDone {
-		r.fail(ReasonNoHello)
+	if !r.count(size) {
 		return
 	}
-	r.receivedMsgs++
-	r.receivedBytes += uint64(size)
-	r.stats.Received++
 	n := len(r.queue)
 	switch _, dup := r.queue[id]; {
 	case size > r.cfg.MaxMessageBytes:

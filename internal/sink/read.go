@@ -29,10 +29,8 @@ const readChunkBytes = 1 << 20
 // Read implements Sink.Read. See the package documentation.
 func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]) error {
 	s := svc.s
-	select {
-	case <-s.closing:
-		return status.Error(codes.Unavailable, "sink is shutting down")
-	default:
+	if err := s.accepting(); err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	if s.cfg.Tokens != nil {

@@ -115,10 +115,8 @@ type rejection struct {
 // protocol.
 func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluicev1.Response]) error {
 	s := svc.s
-	select {
-	case <-s.closing:
-		return status.Error(codes.Unavailable, "sink is shutting down")
-	default:
+	if err := s.accepting(); err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	req, err := stream.Recv()

@@ -11,8 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/seglog"
@@ -248,4 +250,15 @@ func (s *Sink) recordLimit() int {
 type service struct {
 	sluicev1.UnimplementedSinkServer
 	s *Sink
+}
+
+// accepting returns Unavailable once the sink is shutting down, so new
+// streams are refused while the existing ones drain.
+func (s *Sink) accepting() error {
+	select {
+	case <-s.closing:
+		return status.Error(codes.Unavailable, "sink is shutting down")
+	default:
+		return nil
+	}
 }

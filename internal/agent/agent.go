@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -287,20 +286,8 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 // partitioning, or a benchmark reproducing a message-size distribution).
 // The packed records must fit MaxMessageBytes.
 func (a *Agent) IngestMessage(ctx context.Context, records [][]byte) error {
-	size := 8
-	for _, r := range records {
-		size += len(r) + binary.MaxVarintLen32
-	}
-	if size > a.cfg.MaxMessageBytes {
-		var b batch.Builder
-		for _, r := range records {
-			if err := b.Add(r); err != nil {
-				return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
-			}
-		}
-		if b.Len() > a.cfg.MaxMessageBytes {
-			return fmt.Errorf("%w: message of %d bytes, limit %d", ErrRecordTooLarge, b.Len(), a.cfg.MaxMessageBytes)
-		}
+	if size := batch.Size(records); size > a.cfg.MaxMessageBytes || len(records) > batch.MaxRecords {
+		return fmt.Errorf("%w: message of %d bytes and %d records, limit %d bytes", ErrRecordTooLarge, size, len(records), a.cfg.MaxMessageBytes)
 	}
 	return a.ingest(ctx, ingestReq{records: records, whole: true})
 }

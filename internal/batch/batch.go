@@ -127,6 +127,16 @@ func (b *Builder) LenWith(n int) int {
 	return 2 + uvarintLen(uint64(b.count)+1) + b.recordsLen() + uvarintLen(uint64(n)) + n
 }
 
+// Size returns the size of the body that packs records, without building
+// it.
+func Size(records [][]byte) int {
+	n := 2 + uvarintLen(uint64(len(records)))
+	for _, r := range records {
+		n += uvarintLen(uint64(len(r))) + len(r)
+	}
+	return n
+}
+
 func (b *Builder) recordsLen() int {
 	if b.buf == nil {
 		return 0

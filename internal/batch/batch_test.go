@@ -408,3 +408,20 @@ func TestZeroAllocs(t *testing.T) {
 		t.Errorf("Count: %v allocs, want 0", n)
 	}
 }
+
+// TestSize: Size predicts the body a Builder makes, for any records.
+func TestSize(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for trial := 0; trial < 200; trial++ {
+		var recs [][]byte
+		var b batch.Builder
+		for i := rng.Intn(300); i > 0; i-- {
+			r := make([]byte, rng.Intn(1<<uint(rng.Intn(16))))
+			recs = append(recs, r)
+			b.Add(r)
+		}
+		if got, want := batch.Size(recs), len(b.Bytes()); got != want {
+			t.Fatalf("trial %d: Size %d, body %d", trial, got, want)
+		}
+	}
+}

@@ -120,7 +120,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	if err := serveMetrics(ctx, *metricsAddr, reg, log); err != nil {
+	if err := serveMetrics(ctx, *metricsAddr, reg, log, nil); err != nil {
 		return err
 	}
 	lis, err := net.Listen("tcp", *ingest)

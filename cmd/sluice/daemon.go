@@ -39,9 +39,11 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// serveMetrics serves /metrics on addr until ctx ends. An empty addr
-// serves nothing.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+// serveMetrics serves /metrics, /healthz and /readyz on addr until ctx
+// ends. An empty addr serves nothing. /healthz answers 200 while the
+// process serves HTTP at all; /readyz answers 200 when ready returns nil
+// and 503 with the reason otherwise (a nil ready is always ready).
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready func() error) error {
 	if addr == "" {
 		return nil
 	}
@@ -51,6 +53,18 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		io.WriteString(w, "ready\n")
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

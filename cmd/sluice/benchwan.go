@@ -94,13 +94,13 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	if *dur > 0 {
 		need = 64 << 20 // cycled
 	}
-	fmt.Fprintf(stderr, "generating %.0f MB of metrics (seed %d) and training a dictionary ...\n", float64(need)/1e6, *seed)
+	fmt.Fprintf(stderr, "generating %s of metrics (seed %d) and training a dictionary ...\n", humanSize(need), *seed)
 	data, err := bench.NewDataset(*seed, need)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "data: %d messages, %.0f MB, mean message %.1f KB; dictionary %d: on held-out messages ≤ 16 KB zstd %.2f×, zstd+dict %.2f× (%.2f× better)\n\n",
-		len(data.Msgs), float64(data.Raw)/1e6, float64(data.Raw)/float64(len(data.Msgs))/1e3,
+	fmt.Fprintf(stdout, "data: %d messages, %s, mean message %s; dictionary %d: on held-out messages ≤ 16 KB zstd %.2f×, zstd+dict %.2f× (%.2f× better)\n\n",
+		len(data.Msgs), humanSize(data.Raw), humanSize(data.Raw/int64(max(1, len(data.Msgs)))),
 		data.Dict.ID, data.Ratio.Zstd, data.Ratio.Dict, data.Ratio.Dict/data.Ratio.Zstd)
 	var all []bench.WANResult
 	for _, sc := range scs {

@@ -50,10 +50,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	st := res.Agent
-	fmt.Fprintf(stdout, "\nsummary: %d records (%.1f MB) delivered and durably stored in %s: %.0f records/s, %.1f MB/s\n",
-		st.AckedRecords, float64(st.AckedRawBytes)/1e6, res.Elapsed.Round(time.Millisecond), res.RecordsPerSec(), res.MBps())
-	fmt.Fprintf(stdout, "         %d messages, compression %.2fx (%.1f MB on the wire), %d resent\n",
-		st.AckedMessages, res.CompressionRatio(), float64(st.AckedWireBytes)/1e6, st.Resent)
+	fmt.Fprintf(stdout, "\nsummary: %d records (%s) delivered and durably stored in %s: %.0f records/s, %.1f MB/s\n",
+		st.AckedRecords, humanSize(int64(st.AckedRawBytes)), res.Elapsed.Round(time.Millisecond), res.RecordsPerSec(), res.MBps())
+	fmt.Fprintf(stdout, "         %d messages, compression %.2fx (%s on the wire), %d resent\n",
+		st.AckedMessages, res.CompressionRatio(), humanSize(int64(st.AckedWireBytes)), st.Resent)
 	fmt.Fprintf(stdout, "         spool → ack latency p50 %s, p99 %s, max %s\n",
 		st.LatencyP50, st.LatencyP99, st.LatencyMax)
 	if !res.Drained {

@@ -22,7 +22,7 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&size, "size", "dictionary size")
 	msg := byteSize(16 << 10)
 	fs.Var(&msg, "message", "size of the sample messages (as large as the agent's messages will be)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsArgs(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -9,7 +10,42 @@ import (
 // byteSize is a flag value such as 256KiB, 4MiB, 100B or 1000.
 type byteSize int64
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// String prints the size in the largest binary unit that holds it exactly
+// (1GiB, 256KiB, 100B), so defaults in -h read as sizes and parse back.
+func (b *byteSize) String() string { return formatSize(int64(*b)) }
+
+// formatSize prints n bytes exactly, in the largest binary unit that
+// divides it: 4MiB, 1536KiB, 1000B. Set parses every result back.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// humanSize prints n bytes for people, to three significant digits at
+// most: 384 MiB, 1.5 GiB, 12.3 KiB, 912 B.
+func humanSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult {
+			v := float64(n) / float64(u.mult)
+			prec := 1
+			if v >= 100 || n%u.mult == 0 {
+				prec = 0
+			}
+			return strconv.FormatFloat(v, 'f', prec, 64) + " " + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
 
 func (b *byteSize) Set(s string) error {
 	n, err := parseByteSize(s)
@@ -36,6 +72,9 @@ func parseByteSize(s string) (int64, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("bad size %q: want e.g. 100B, 16KiB, 4MiB", s)
 	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
 	return n * mult, nil
 }
 
@@ -45,7 +84,7 @@ type sizeList []int
 func (l *sizeList) String() string {
 	parts := make([]string, len(*l))
 	for i, n := range *l {
-		parts[i] = strconv.Itoa(n)
+		parts[i] = formatSize(int64(n))
 	}
 	return strings.Join(parts, ",")
 }

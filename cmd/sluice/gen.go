@@ -37,7 +37,7 @@ func genMetrics(args []string, stdout, stderr io.Writer) error {
 	const argsHelp = "[--seed N] [--hosts N] [--bytes SIZE | --records N] [--messages] [--mean-message SIZE]"
 	fs := newFlags("gen metrics", argsHelp, stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sluice gen metrics %s\n\n%s\nFlags:\n", argsHelp, genMetricsAbout)
+		fmt.Fprintf(fs.Output(), "Usage: sluice gen metrics %s\n\n%s\nFlags:\n", argsHelp, genMetricsAbout)
 		fs.PrintDefaults()
 	}
 	seed := fs.Int64("seed", 1, "random seed: the fleet and every value follow from it")
@@ -54,8 +54,6 @@ func genMetrics(args []string, stdout, stderr io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case fs.NArg() > 0:
-		return &exitError{code: 2, msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	case set["bytes"] && set["records"]:
 		return &exitError{code: 2, msg: "use --bytes or --records, not both"}
 	case *records < 0:

@@ -50,7 +50,7 @@ func logBench(args []string, stdout, stderr io.Writer) error {
 func logCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("log check", "[--repair] DIR", stderr)
 	repair := fs.Bool("repair", false, "move damaged bytes to DIR/quarantine/ and keep every good record before them")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,23 +37,51 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
+// helpError is what parseFlags returns for -h: the usage text, which runMain
+// prints on stdout (help that was asked for is output, not an error). It
+// matches flag.ErrHelp for errors.Is.
+type helpError struct{ usage string }
+
+func (e *helpError) Error() string        { return "help requested" }
+func (e *helpError) Is(target error) bool { return target == flag.ErrHelp }
+
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// runMain runs sluice with args (without the program name) and returns the
+// exit status: 0 success or help asked for, 1 failure, 2 bad invocation.
 func runMain(args []string, stdout, stderr io.Writer) int {
-	name, rest := lookup(args)
-	if name == "" {
-		usage(stderr)
-		if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 1 {
+			usage(stdout)
 			return 0
 		}
-		return 2
+		return help(args[1:], stdout, stderr)
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
-	err := commands[name].run(rest, stdout, stderr)
+	name, rest := lookup(args)
+	if name == "" {
+		return unknown(args, stderr)
+	}
+	return finish(name, commands[name].run(rest, stdout, stderr), stdout, stderr)
+}
+
+// finish turns a command's error into output and an exit status.
+func finish(name string, err error, stdout, stderr io.Writer) int {
 	var ee *exitError
+	var he *helpError
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &he):
+		io.WriteString(stdout, he.usage)
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -70,6 +99,38 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// help prints the usage of the command named by args (`sluice help log
+// check`), or the commands of a group (`sluice help bench`), on stdout.
+func help(args []string, stdout, stderr io.Writer) int {
+	name, rest := lookup(args)
+	if name == "" || len(rest) > 0 {
+		if sub := group(args[0]); len(args) == 1 && len(sub) > 0 {
+			fmt.Fprintf(stdout, "Commands of %q:\n", args[0])
+			listCommands(stdout, sub)
+			return 0
+		}
+		return unknown(args, stderr)
+	}
+	// Every command answers -h with its usage before doing anything else.
+	return finish(name, commands[name].run([]string{"-h"}, stdout, stderr), stdout, stderr)
+}
+
+// unknown reports a command name that is not registered, then the list.
+func unknown(args []string, stderr io.Writer) int {
+	if sub := group(args[0]); len(sub) > 0 && (len(args) == 1 || strings.HasPrefix(args[1], "-")) {
+		fmt.Fprintf(stderr, "sluice: %q needs a subcommand:\n", args[0])
+		listCommands(stderr, sub)
+		return 2
+	}
+	name := args[0]
+	if len(group(args[0])) > 0 && len(args) > 1 {
+		name += " " + args[1]
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
+	usage(stderr)
+	return 2
+}
+
 // lookup finds the longest registered command name at the start of args.
 func lookup(args []string) (string, []string) {
 	for n := min(2, len(args)); n > 0; n-- {
@@ -81,36 +142,77 @@ func lookup(args []string) (string, []string) {
 	return "", args
 }
 
+// group returns the sorted commands "g X" of a command group g.
+func group(g string) []string {
+	var names []string
+	for n := range commands {
+		if strings.HasPrefix(n, g+" ") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "sluice moves messages between services fast and without loss.")
-	fmt.Fprintln(w, "\nUsage: sluice COMMAND [flags]   (sluice COMMAND -h for the flags)\n\nCommands:")
+	fmt.Fprintln(w, "\nUsage: sluice COMMAND [flags]   (sluice help COMMAND, or sluice COMMAND -h, for its flags)\n\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	listCommands(w, names)
+}
+
+func listCommands(w io.Writer, names []string) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-16s %s\n", n, commands[n].summary)
 	}
 }
 
-// newFlags returns a FlagSet that reports errors instead of exiting.
+// newFlags returns a FlagSet that reports errors instead of exiting. Its
+// usage goes to the FlagSet's output: stderr, except while parseFlags
+// captures it for -h.
 func newFlags(name, args string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sluice %s %s\n\nFlags:\n", name, args)
+		fmt.Fprintf(fs.Output(), "Usage: sluice %s %s\n\nFlags:\n", name, args)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// parseFlags parses the flags of a command that takes no positional
+// arguments: anything left over is a usage error (exit 2), so a typo such
+// as `sluice agent sink=x` does not start a daemon with defaults.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2}
+	if err := parseFlagsArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &exitError{code: 2, msg: fmt.Sprintf("unexpected argument %q: this command takes only flags (see %s -h)", fs.Arg(0), fs.Name())}
 	}
 	return nil
+}
+
+// parseFlagsArgs parses the flags of a command that takes positional
+// arguments (fs.Args()). On -h it returns a *helpError holding the usage
+// text, for runMain to print on stdout.
+func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return &helpError{usage: buf.String()}
+	default:
+		out.Write(buf.Bytes()) // the flag package's message and the usage
+		return &exitError{code: 2}
+	}
 }

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// run calls runMain as the binary would and returns its exit status and
+// outputs.
+func run(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = runMain(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// commandNames lists every registered command, sorted.
+func commandNames() []string {
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// takesPositionals are the commands whose usage names arguments after the
+// flags; every other command takes flags only.
+var takesPositionals = map[string]bool{"dict train": true, "log check": true}
+
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, args := range [][]string{{}, {"help"}, {"-h"}, {"--help"}, {"-help"}} {
+		code, out, errOut := run(args...)
+		if code != 0 || !strings.Contains(out, "Commands:") || !strings.Contains(out, "  agent ") || errOut != "" {
+			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want exit 0 and the command list on stdout only", args, code, out, errOut)
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nosuch"}, `unknown command "nosuch"`},
+		{[]string{"nosuch", "--flag"}, `unknown command "nosuch"`},
+		{[]string{"bench", "nosuch"}, `unknown command "bench nosuch"`},
+		{[]string{"--nosuch"}, `unknown command "--nosuch"`},
+		{[]string{"bench"}, `"bench" needs a subcommand`},
+		{[]string{"help", "nosuch"}, `unknown command "nosuch"`},
+	} {
+		code, out, errOut := run(c.args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "bench wan") {
+			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want exit 2, %s and the commands on stderr", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		code, out, errOut := run(args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || errOut != "" || len(lines) != 3 || !strings.HasPrefix(lines[0], "sluice ") ||
+			!strings.HasPrefix(lines[1], "commit ") || lines[2] != runtime.Version() {
+			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want version, commit and %s", args, code, out, errOut, runtime.Version())
+		}
+	}
+	// A test binary carries no VCS stamp.
+	if _, rev, _ := buildVersion(); rev != "unknown" {
+		t.Logf("revision %q (built from a VCS checkout)", rev)
+	}
+}
+
+func TestBuildInfoMetric(t *testing.T) {
+	mfs, err := newRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, rev, gov := buildVersion()
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_build_info" {
+			continue
+		}
+		m := mf.GetMetric()
+		if len(m) != 1 || m[0].GetGauge().GetValue() != 1 {
+			t.Fatalf("sluice_build_info: %v, want one gauge of 1", m)
+		}
+		got := map[string]string{}
+		for _, l := range m[0].GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if got["version"] != ver || got["revision"] != rev || got["goversion"] != gov || len(got) != 3 {
+			t.Errorf("labels %v, want version=%s revision=%s goversion=%s", got, ver, rev, gov)
+		}
+		return
+	}
+	t.Fatal("newRegistry has no sluice_build_info")
+}
+
+// Every command answers -h, and `sluice help CMD`, with its usage and
+// flags on stdout and exit 0, before doing anything else.
+func TestCommandHelp(t *testing.T) {
+	for _, name := range commandNames() {
+		words := strings.Fields(name)
+		for _, args := range [][]string{append(words, "-h"), append(words, "--help"), append([]string{"help"}, words...)} {
+			code, out, errOut := run(args...)
+			if code != 0 || !strings.HasPrefix(out, "Usage: sluice "+name) || errOut != "" {
+				t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want its usage on stdout, exit 0", args, code, out, errOut)
+			}
+		}
+	}
+	_, out, _ := run("help", "agent")
+	for _, want := range []string{"-spool", "-sink", "(default 1GiB)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sluice help agent lacks %q:\n%s", want, out)
+		}
+	}
+	if code, out, _ := run("help", "bench"); code != 0 || !strings.Contains(out, "bench wan") || !strings.Contains(out, "bench delivery") {
+		t.Errorf("sluice help bench: exit %d, %q; want the bench commands", code, out)
+	}
+}
+
+// A command that takes no positional arguments rejects them (exit 2)
+// instead of ignoring them and running with defaults.
+func TestStrayArguments(t *testing.T) {
+	for _, name := range commandNames() {
+		if takesPositionals[name] {
+			continue
+		}
+		args := append(strings.Fields(name), "stray")
+		code, out, errOut := run(args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, `unexpected argument "stray"`) {
+			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want exit 2 and unexpected argument", args, code, out, errOut)
+		}
+	}
+	// A bad flag is a usage error too, with the message on stderr.
+	if code, out, errOut := run("version", "--nosuch"); code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -nosuch") {
+		t.Errorf("sluice version --nosuch: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestSizesPrinted(t *testing.T) {
+	for _, c := range []struct {
+		n          int64
+		flag, human string
+	}{
+		{0, "0B", "0 B"},
+		{100, "100B", "100 B"},
+		{1000, "1000B", "1000 B"},
+		{16 << 10, "16KiB", "16 KiB"},
+		{1536, "1536B", "1.5 KiB"},
+		{256 << 10, "256KiB", "256 KiB"},
+		{1 << 30, "1GiB", "1 GiB"},
+		{3 << 29, "1536MiB", "1.5 GiB"},
+		{384 << 20, "384MiB", "384 MiB"},
+		{50e6, "50000000B", "47.7 MiB"},
+	} {
+		b := byteSize(c.n)
+		if got := b.String(); got != c.flag {
+			t.Errorf("byteSize(%d).String() = %q, want %q", c.n, got, c.flag)
+		}
+		if n, err := parseByteSize(b.String()); err != nil || n != c.n {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", b.String(), n, err, c.n)
+		}
+		if got := humanSize(c.n); got != c.human {
+			t.Errorf("humanSize(%d) = %q, want %q", c.n, got, c.human)
+		}
+	}
+	if _, err := parseByteSize("9999999999999GiB"); err == nil {
+		t.Error("parseByteSize accepted a size that overflows int64")
+	}
+}

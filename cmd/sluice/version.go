@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// version is the release, set at build time with
+// -ldflags "-X main.version=v1.2.3"; empty means: ask the build info.
+var version = ""
+
+func init() {
+	register("version", "print the version, the commit it was built from and the Go version", runVersion)
+}
+
+// buildVersion returns the version, the VCS revision ("unknown" when the
+// binary was built outside a repository, as tests are) and the Go version.
+func buildVersion() (ver, revision, goVersion string) {
+	ver, revision, goVersion = version, "unknown", runtime.Version()
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		if ver == "" {
+			ver = "devel"
+		}
+		return
+	}
+	if ver == "" {
+		ver = bi.Main.Version
+	}
+	if ver == "" || ver == "(devel)" {
+		ver = "devel"
+	}
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && revision != "unknown" {
+		revision += "-dirty"
+	}
+	return
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", "", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ver, rev, gov := buildVersion()
+	fmt.Fprintf(stdout, "sluice %s\ncommit %s\n%s\n", ver, rev, gov)
+	return nil
+}
+
+// buildInfoGauge is sluice_build_info{version,revision,goversion} = 1, so
+// dashboards can tell which build each process runs.
+func buildInfoGauge() prometheus.Gauge {
+	ver, rev, gov := buildVersion()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "sluice_build_info",
+		Help:        "Always 1; the labels say which build of sluice this process runs.",
+		ConstLabels: prometheus.Labels{"version": ver, "revision": rev, "goversion": gov},
+	})
+	g.Set(1)
+	return g
+}

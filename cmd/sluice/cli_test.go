@@ -143,7 +143,7 @@ func TestStrayArguments(t *testing.T) {
 
 func TestSizesPrinted(t *testing.T) {
 	for _, c := range []struct {
-		n          int64
+		n           int64
 		flag, human string
 	}{
 		{0, "0B", "0 B"},

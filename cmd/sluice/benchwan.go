@@ -24,7 +24,9 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	window := fs.String("window", "auto", "window of the async modes: auto or a number of messages")
 	dataBytes := byteSize(0)
 	fs.Var(&dataBytes, "bytes", "uncompressed bytes each mode sends (default per scenario: seed 384MiB, thin 128MiB, lan 192MiB)")
-	dur := fs.Duration("duration", 0, "run each mode this long instead of sending a fixed amount")
+	dur := fs.Duration("duration", 0, "run each mode this long instead of sending a fixed amount (at most --max-bytes)")
+	maxBytes := byteSize(bench.DefaultMaxBytes)
+	fs.Var(&maxBytes, "max-bytes", "with --duration: uncompressed bytes each mode may feed; a run ends at --duration or once these are delivered")
 	seed := fs.Int64("seed", 1, "seed of the generated metrics")
 	csvPath := fs.String("csv", "", "also write the results as CSV to this file")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file")
@@ -38,6 +40,9 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if maxBytes <= 0 {
+		return &exitError{code: 2, msg: "--max-bytes must be positive"}
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err
@@ -49,7 +54,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	defer stopProfile()
 	ctx, stop := signalContext()
 	defer stop()
-	cfg := bench.WANConfig{Bin: bin, Duration: *dur, Seed: *seed, Progress: stderr, Logger: newLogger(stderr, "error")}
+	cfg := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: newLogger(stderr, "error")}
 
 	if *sweep {
 		return runSweep(cfg, *sweepRTTs, *sweepWindows, *sweepRate, *sweepDur, *csvPath, *jsonPath, stdout, stderr)
@@ -92,7 +97,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 		need = max(need, sc.Bytes)
 	}
 	if *dur > 0 {
-		need = 64 << 20 // cycled
+		need = min(64<<20, int64(maxBytes)) // cycled
 	}
 	fmt.Fprintf(stderr, "generating %s of metrics (seed %d) and training a dictionary ...\n", humanSize(need), *seed)
 	data, err := bench.NewDataset(*seed, need)

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/internal/logutil"
 )
 
 // signalContext is cancelled on SIGINT or SIGTERM.
@@ -23,13 +25,16 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// newLogger logs structured text lines to w.
+// newLogger logs structured text lines to w. A line repeated within
+// logutil.DefaultWindow (same level, message and attributes) is written
+// once, then summarized as "MESSAGE repeated N times": a daemon failing
+// in a loop must not flood its log.
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(logutil.Dedup(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}), logutil.Options{}))
 }
 
 // newRegistry returns a registry with the Go runtime and process

@@ -63,10 +63,25 @@ type WANConfig struct {
 	Bin      string        // the sluice binary: runs the sink and the link as child processes
 	Dir      string        // temporary directory if empty
 	Duration time.Duration // > 0: each run lasts this long instead of sending Scenario.Bytes
+	// MaxBytes bounds a Duration run: feeding stops once this many
+	// uncompressed record bytes were fed, and the run ends when they are
+	// acknowledged, if that comes before Duration. 0 means
+	// DefaultMaxBytes. The agents' spool quota is sized to it, so a link
+	// slower than the feeders never fills the disk.
+	MaxBytes int64
 	Seed     int64
 	Progress io.Writer
 	Logger   *slog.Logger
 }
+
+// DefaultMaxBytes is WANConfig.MaxBytes when it is 0.
+const DefaultMaxBytes = 1 << 30
+
+// SpoolQuota is the spool quota of each agent of a run that feeds at most
+// fed uncompressed bytes: room for all of them as spooled (the spool holds
+// messages compressed or not, plus framing) and a margin, so the quota is
+// never what stops a run.
+func SpoolQuota(fed int64) int64 { return fed + fed/8 + 64<<20 }
 
 // WANResult is one run: one mode over one scenario.
 type WANResult struct {
@@ -206,11 +221,27 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 		target = linkAddr
 	}
 
+	// What the run may feed: the dataset once, or up to MaxBytes of it
+	// cycled for a Duration run.
+	limit := data.Raw
+	if cfg.Duration > 0 {
+		limit = cfg.MaxBytes
+		if limit <= 0 {
+			limit = DefaultMaxBytes
+		}
+	}
+	msgRaw := make([]int64, len(data.Msgs))
+	for i, msg := range data.Msgs {
+		for _, r := range msg {
+			msgRaw[i] += int64(len(r))
+		}
+	}
+
 	agents := make([]*agent.Agent, m.Conns)
 	for i := range agents {
 		acfg := agent.Config{SinkAddr: target, SpoolDir: filepath.Join(dir, fmt.Sprintf("spool-%d", i)),
 			MaxMessageBytes: agent.MaxMessageLimit, Compression: m.Compression, MaxInFlightMsgs: m.Window,
-			SpoolQuota: 4 << 30, Logger: cfg.Logger, ReconnectMin: 50 * time.Millisecond}
+			SpoolQuota: SpoolQuota(limit), Logger: cfg.Logger, ReconnectMin: 50 * time.Millisecond}
 		if m.Compression == codec.ZstdDict {
 			acfg.Dictionary = &data.Dict
 		}
@@ -240,7 +271,7 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 	if cfg.Duration > 0 {
 		total = -1 // cycle until the deadline
 	}
-	var fed, feedErrs atomic.Int64
+	var fed, fedBytes, feedErrs atomic.Int64
 	var wg sync.WaitGroup
 	cpu0, sink0, link0 := selfCPU(), sink.cpu(), link.cpu()
 	start := time.Now()
@@ -257,7 +288,11 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 					if total >= 0 && k >= total {
 						return
 					}
-					if err := a.IngestMessage(runCtx, data.Msgs[k%int64(len(data.Msgs))]); err != nil {
+					i := k % int64(len(data.Msgs))
+					if fedBytes.Add(msgRaw[i]) > limit {
+						return // a Duration run's data bound
+					}
+					if err := a.IngestMessage(runCtx, data.Msgs[i]); err != nil {
 						if runCtx.Err() == nil {
 							feedErrs.Add(1)
 							cfg.Logger.Error("ingest failed", "err", err)
@@ -311,12 +346,10 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 		if feedErrs.Load() > 0 {
 			return res, errors.New("ingest failed; see the log")
 		}
-		done := false
-		if cfg.Duration > 0 {
-			done = !time.Now().Before(deadline)
-		} else {
-			msgs, _, _, _ := ackedStats()
-			done = !feeding && msgs >= fed.Load()
+		msgs, _, _, _ := ackedStats()
+		done := !feeding && msgs >= fed.Load()
+		if cfg.Duration > 0 && !time.Now().Before(deadline) {
+			done = true
 		}
 		if done {
 			break

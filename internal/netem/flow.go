@@ -135,6 +135,9 @@ func (d *direction) run() {
 			}
 			c = f.pending.pop()
 			d.old.push(f)
+			if tr := d.l.trace; tr != nil {
+				tr.add(traceEvent{ev: evPop, up: f.up(), flow: f.p.id, n: c.n, at: c.at, backlog: d.backlogLocked()})
+			}
 			break
 		}
 		if f == nil {
@@ -157,6 +160,9 @@ func (d *direction) run() {
 		// a chunk that waited in the queue found it busy).
 		d.vt = max(d.vt, c.at-d.burstDur) + d.txTime(int64(c.n))
 		ready := max(c.at, d.vt)
+		if tr := d.l.trace; tr != nil {
+			tr.add(traceEvent{ev: evRelease, up: f.up(), flow: f.p.id, n: c.n, at: c.at, ready: ready, vt: d.vt})
+		}
 		if !s.sleepUntil(d.l, ready, d.l.done) {
 			c.free()
 			return
@@ -179,6 +185,20 @@ func (d *direction) run() {
 		}
 		f.deliver(c, ready)
 	}
+}
+
+// backlogLocked lists the pairs whose flows in this direction have chunks
+// queued (for the tracer).
+func (d *direction) backlogLocked() []uint64 {
+	var ids []uint64
+	for _, q := range []*fifo[*flow]{&d.fresh, &d.old} {
+		for i := range q.len() {
+			if f := q.at(i); f.pending.len() > 0 {
+				ids = append(ids, f.p.id)
+			}
+		}
+	}
+	return ids
 }
 
 // wakeBlockedLocked wakes the readers waiting for room if there is some.
@@ -326,6 +346,9 @@ func (f *flow) send(c chunk, t time.Duration) {
 		f.inRing = true
 		d.fresh.push(f)
 	}
+	if tr := f.l.trace; tr != nil {
+		tr.add(traceEvent{ev: evQueue, up: f.up(), flow: f.p.id, n: c.n, kind: c.kind, at: t})
+	}
 	kick := d.idle
 	d.idle = false
 	d.mu.Unlock()
@@ -353,6 +376,9 @@ func (f *flow) deliver(c chunk, ready time.Duration) {
 	f.lastDue = due
 	c.due = due
 	f.line.push(c)
+	if tr := f.l.trace; tr != nil {
+		tr.add(traceEvent{ev: evDeliver, up: f.up(), flow: f.p.id, n: c.n, kind: c.kind, ready: ready, due: due})
+	}
 	wake := f.wWaiting
 	f.wWaiting = false
 	f.mu.Unlock()
@@ -396,6 +422,12 @@ func (f *flow) writeLoop() {
 		}
 		f.mu.Unlock()
 
+		if tr := f.l.trace; tr != nil {
+			now := f.l.now()
+			for _, c := range batch {
+				tr.add(traceEvent{ev: evWrite, up: f.up(), flow: f.p.id, n: c.n, kind: c.kind, due: c.due, wrote: now})
+			}
+		}
 		var written int64
 		end := kindData
 		for _, c := range batch {
@@ -498,6 +530,9 @@ func (q *fifo[T]) push(v T) {
 }
 
 func (q *fifo[T]) peek() *T { return &q.buf[q.head] }
+
+// at returns the i-th element from the head.
+func (q *fifo[T]) at(i int) T { return q.buf[(q.head+i)%len(q.buf)] }
 
 func (q *fifo[T]) pop() T {
 	v := q.buf[q.head]

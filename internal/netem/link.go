@@ -84,6 +84,7 @@ type Link struct {
 	down   *direction // server → client
 	window int64      // per-flow in-flight cap
 	lag    wakeLag    // fine timer overshoot estimate
+	trace  *tracer    // tests only; nil otherwise
 
 	ctx    context.Context // cancelled by Close; aborts dials
 	cancel context.CancelFunc
@@ -104,7 +105,11 @@ type Link struct {
 
 // New validates cfg, fills in defaults and returns a Link that is not yet
 // accepting connections.
-func New(cfg Config) (*Link, error) {
+func New(cfg Config) (*Link, error) { return newLink(cfg, nil) }
+
+// newLink is New with a tracer (nil: none), which must be in place before
+// the schedulers start.
+func newLink(cfg Config, tr *tracer) (*Link, error) {
 	if _, _, err := net.SplitHostPort(cfg.Target); err != nil {
 		return nil, fmt.Errorf("netem: bad Target %q: %w", cfg.Target, err)
 	}
@@ -145,6 +150,7 @@ func New(cfg Config) (*Link, error) {
 		cfg:       cfg,
 		epoch:     time.Now(),
 		window:    window,
+		trace:     tr,
 		ctx:       ctx,
 		cancel:    cancel,
 		done:      make(chan struct{}),

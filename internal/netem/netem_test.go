@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"runtime"
 	"slices"
@@ -14,6 +13,14 @@ import (
 	"testing"
 	"time"
 )
+
+// The tests below assert on the link's decisions as its tracer records
+// them, on the link's own clock (virtual time: when a chunk is due, when the
+// bucket releases it), and on the order of events; never on how long
+// something took by the wall clock, which a loaded machine stretches. The
+// measured figures (added RTT, achieved rate) are benchmarks:
+//
+//	go test -run XXX -bench 'Delay|Rate' ./internal/netem/
 
 // server is a test TCP server running handler on each connection.
 type server struct {
@@ -72,34 +79,25 @@ func (s *server) stop() {
 
 func echo(c net.Conn) { io.Copy(c, c) }
 
-// sink counts the bytes it receives, in total and per connection.
+// sink counts the bytes it receives.
 type sink struct {
 	*server
-	total   atomic.Int64
-	mu      sync.Mutex
-	waitN   int64
-	waitCh  chan struct{}
-	reached time.Time
-	lastAt  []time.Time // per connection: when its last byte came
+	total  atomic.Int64
+	mu     sync.Mutex
+	waitN  int64
+	waitCh chan struct{}
 }
 
 func startSink(tb testing.TB) *sink {
 	s := &sink{}
 	s.server = startServer(tb, func(c net.Conn) {
-		s.mu.Lock()
-		idx := len(s.lastAt)
-		s.lastAt = append(s.lastAt, time.Time{})
-		s.mu.Unlock()
 		buf := make([]byte, 256<<10)
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				now := time.Now()
 				t := s.total.Add(int64(n))
 				s.mu.Lock()
-				s.lastAt[idx] = now
 				if s.waitCh != nil && t >= s.waitN {
-					s.reached = now
 					close(s.waitCh)
 					s.waitCh = nil
 				}
@@ -119,7 +117,6 @@ func (s *sink) expect(n int64) <-chan struct{} {
 	defer s.mu.Unlock()
 	ch := make(chan struct{})
 	if s.total.Load() >= n {
-		s.reached = time.Now()
 		close(ch)
 		return ch
 	}
@@ -127,9 +124,11 @@ func (s *sink) expect(n int64) <-chan struct{} {
 	return ch
 }
 
-func newLink(tb testing.TB, cfg Config) (*Link, string) {
+// openLink starts a traced link in front of cfg.Target.
+func openLink(tb testing.TB, cfg Config) (*Link, string, *tracer) {
 	tb.Helper()
-	l, err := New(cfg)
+	tr := &tracer{}
+	l, err := newLink(cfg, tr)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -138,7 +137,20 @@ func newLink(tb testing.TB, cfg Config) (*Link, string) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { l.Close() })
-	return l, addr
+	return l, addr, tr
+}
+
+// waitFor polls cond until it holds, failing the test after a minute: an
+// overall bound for a condition, not a timing assertion.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func dialN(tb testing.TB, addr string, n int) []net.Conn {
@@ -155,28 +167,17 @@ func dialN(tb testing.TB, addr string, n int) []net.Conn {
 	return cs
 }
 
-// rateRun is the outcome of measureRate.
-type rateRun struct {
-	got    float64 // aggregate bytes/s seen by the server
-	steady float64 // the same without the bucket's initial Burst
-	spread float64 // how far apart the connections finished, as a fraction of the run
-}
-
-// measureRate sends total bytes spread over conns connections through a link
-// of the given rate and measures what arrives at the server.
-func measureRate(t *testing.T, rate, total int64, conns int) rateRun {
+// send writes total bytes spread over the connections and waits until the
+// sink has them all.
+func send(t *testing.T, s *sink, cs []net.Conn, total int64) {
 	t.Helper()
-	s := startSink(t)
-	l, addr := newLink(t, Config{Target: s.addr, Rate: rate})
-	cs := dialN(t, addr, conns)
 	done := s.expect(total)
 	buf := make([]byte, 64<<10)
-	start := time.Now()
 	for i, c := range cs {
 		go func() {
-			n := total / int64(conns)
+			n := total / int64(len(cs))
 			if i == 0 {
-				n += total % int64(conns)
+				n += total % int64(len(cs))
 			}
 			for n > 0 {
 				k, err := c.Write(buf[:min(n, int64(len(buf)))])
@@ -190,77 +191,136 @@ func measureRate(t *testing.T, rate, total int64, conns int) rateRun {
 	}
 	select {
 	case <-done:
-	case <-time.After(time.Duration(3*float64(total)/float64(rate)*1e9) + 5*time.Second):
-		t.Fatalf("timeout: %d of %d bytes arrived", s.total.Load(), total)
-	}
-	s.mu.Lock()
-	elapsed := s.reached.Sub(start)
-	first, last := s.lastAt[0], s.lastAt[0]
-	for _, at := range s.lastAt {
-		if at.Before(first) {
-			first = at
-		}
-		if at.After(last) {
-			last = at
-		}
-	}
-	s.mu.Unlock()
-	return rateRun{
-		got:    float64(total) / elapsed.Seconds(),
-		steady: float64(total-l.Config().Burst) / elapsed.Seconds(),
-		spread: last.Sub(first).Seconds() / elapsed.Seconds(),
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("%d of %d bytes arrived", s.total.Load(), total)
 	}
 }
 
-func checkRate(t *testing.T, name string, r rateRun, want int64) {
+// checkBucket checks one direction's releases against the bottleneck's
+// specification, on the link's clock:
+//
+//   - conformance: the releases fit a token bucket of depth Burst filled at
+//     Rate that starts full, so no interval carries more than
+//     Rate×interval + Burst bytes;
+//   - work conservation: a chunk leaves no later than its own transmission
+//     time after both its arrival and the release before it, so the link
+//     never idles while something is queued.
+//
+// Together they pin the rate: exactly Rate while backlogged. It returns
+// the bytes released and how many releases found the link busy.
+func checkBucket(t *testing.T, name string, l *Link, d *direction, rels []traceEvent) (bytes int64, busy int) {
 	t.Helper()
-	pct := func(x float64) float64 { return 100 * (x - float64(want)) / float64(want) }
-	errPct := pct(r.got)
-	t.Logf("%s: set %.2f MB/s (%.1f Mbit/s), measured %.3f MB/s, error %+.2f %% (%+.2f %% without the initial burst)",
-		name, float64(want)/1e6, float64(want)*8/1e6, r.got/1e6, errPct, pct(r.steady))
-	if math.Abs(errPct) > 3 {
-		t.Errorf("%s: rate error %+.2f %%, want within 3 %%", name, errPct)
+	if len(rels) == 0 {
+		t.Fatalf("%s: no releases", name)
+	}
+	cfg := l.Config()
+	var prev time.Duration
+	for i, r := range rels {
+		bytes += int64(r.n)
+		start := r.at
+		if i > 0 && prev > r.at {
+			start = prev
+			busy++
+		}
+		if late := r.ready - (start + d.txTime(int64(r.n))); late > 0 {
+			t.Fatalf("%s: release %d of %d bytes at %v, %v after its arrival/the previous release plus its transmission time: the link idled",
+				name, i, r.n, r.ready, late)
+		}
+		prev = r.ready
+	}
+	sorted := slices.Clone(rels)
+	slices.SortStableFunc(sorted, func(a, b traceEvent) int { return int(a.ready - b.ready) })
+	tokens, at := float64(cfg.Burst), sorted[0].ready
+	for i, r := range sorted {
+		tokens = min(float64(cfg.Burst), tokens+float64(cfg.Rate)*(r.ready-at).Seconds())
+		at = r.ready
+		tokens -= float64(r.n)
+		if tokens < -1 { // a byte of rounding: transmission times are whole ns
+			t.Fatalf("%s: release %d (%d bytes at %v) exceeds the token bucket by %.0f bytes", name, i, r.n, r.ready, -tokens)
+		}
+	}
+	return bytes, busy
+}
+
+// checkRoundRobin checks the scheduler's order: between two turns of a
+// flow, every flow that had a chunk queued at the first turn gets a turn.
+func checkRoundRobin(t *testing.T, name string, pops []traceEvent) {
+	t.Helper()
+	last := map[uint64]int{} // flow -> index of its last pop
+	for j, p := range pops {
+		if i, ok := last[p.flow]; ok {
+			served := map[uint64]bool{}
+			for _, q := range pops[i+1 : j] {
+				served[q.flow] = true
+			}
+			for _, b := range pops[i].backlog {
+				if b != p.flow && !served[b] {
+					t.Fatalf("%s: flow %d served twice (turns %d and %d) while flow %d waited with a chunk queued", name, p.flow, i, j, b)
+				}
+			}
+		}
+		last[p.flow] = j
 	}
 }
 
 func TestRate(t *testing.T) {
-	t.Run("40Mbit-4conns", func(t *testing.T) {
-		const rate = 5e6 // 40 Mbit/s
-		r := measureRate(t, rate, 15e6, 4)
-		checkRate(t, "4 connections", r, rate)
-		t.Logf("4 connections finished within %.1f %% of the run of each other", 100*r.spread)
-	})
-	t.Run("64Mbit-1conn", func(t *testing.T) {
-		const rate = 8e6
-		checkRate(t, "1 connection", measureRate(t, rate, 12e6, 1), rate)
-	})
+	for _, c := range []struct {
+		name  string
+		rate  int64
+		total int64
+		conns int
+	}{
+		{"40Mbit-4conns", 5e6, 4e6, 4},
+		{"64Mbit-1conn", 8e6, 4e6, 1},
+		{"1Gbit-4conns", 125e6, 32e6, 4}, // 64 KiB chunks
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startSink(t)
+			l, addr, tr := openLink(t, Config{Target: s.addr, Rate: c.rate})
+			send(t, s, dialN(t, addr, c.conns), c.total)
+			got, busy := checkBucket(t, c.name, l, l.up, tr.events(evRelease, true))
+			if got != c.total {
+				t.Errorf("released %d bytes, want %d", got, c.total)
+			}
+			if busy == 0 {
+				t.Errorf("no release found the link busy: the senders never filled it")
+			}
+			checkRoundRobin(t, c.name, tr.events(evPop, true))
+			if st := l.Stats(); st.BytesUp != c.total || st.BytesDown != 0 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
 }
 
-// The bottleneck is shared: one connection and four get the same aggregate,
-// and the four share it evenly.
+// The bottleneck is shared and fair: four connections pass the same
+// conformance checks as one, and are served round-robin.
 func TestShared(t *testing.T) {
 	const rate, total = 10e6, 8e6
-	one := measureRate(t, rate, total, 1)
-	four := measureRate(t, rate, total, 4)
-	checkRate(t, "shared, 1 connection", one, rate)
-	checkRate(t, "shared, 4 connections", four, rate)
-	diff, spread := 100*(four.got-one.got)/one.got, four.spread
-	t.Logf("4 vs 1 connection aggregate: %+.2f %%; the 4 finished within %.1f %% of the run", diff, 100*spread)
-	if math.Abs(diff) > 3 {
-		t.Errorf("4 connections got %+.2f %% of 1 connection's aggregate, want within 3 %%", diff)
+	s := startSink(t)
+	l, addr, tr := openLink(t, Config{Target: s.addr, Rate: rate})
+	send(t, s, dialN(t, addr, 4), total)
+	checkBucket(t, "shared", l, l.up, tr.events(evRelease, true))
+	pops := tr.events(evPop, true)
+	checkRoundRobin(t, "shared", pops)
+	contended := 0
+	for _, p := range pops {
+		if len(p.backlog) >= 2 {
+			contended++
+		}
 	}
-	if spread > 0.1 {
-		t.Errorf("4 connections finished %.1f %% of the run apart; want < 10 %% (fair share)", 100*spread)
+	if contended == 0 {
+		t.Error("the four connections never had chunks queued at once: fairness untested")
 	}
 }
 
-// Each direction has its own Rate: an echo of N bytes takes N/Rate, not 2N/Rate.
+// Each direction has its own bucket: an echo passes each direction's
+// checks on its own, and the replies flow while the requests still do.
 func TestFullDuplex(t *testing.T) {
 	const rate, n = 10e6, 4e6
 	s := startServer(t, echo)
-	l, addr := newLink(t, Config{Target: s.addr, Rate: rate})
+	l, addr, tr := openLink(t, Config{Target: s.addr, Rate: rate})
 	c := dialN(t, addr, 1)[0]
-	start := time.Now()
 	go func() {
 		if _, err := c.Write(make([]byte, n)); err != nil {
 			t.Errorf("write: %v", err)
@@ -269,11 +329,11 @@ func TestFullDuplex(t *testing.T) {
 	if _, err := io.ReadFull(c, make([]byte, n)); err != nil {
 		t.Fatal(err)
 	}
-	elapsed := time.Since(start).Seconds()
-	want := float64(n) / rate
-	t.Logf("echo of %.0f MB at %.0f MB/s each way: %.3f s (one direction's worth: %.3f s)", n/1e6, rate/1e6, elapsed, want)
-	if elapsed < 0.95*want || elapsed > 1.3*want {
-		t.Errorf("echo took %.3f s, want about %.3f s", elapsed, want)
+	upRels, downRels := tr.events(evRelease, true), tr.events(evRelease, false)
+	checkBucket(t, "up", l, l.up, upRels)
+	checkBucket(t, "down", l, l.down, downRels)
+	if first, last := downRels[0].ready, upRels[len(upRels)-1].ready; first >= last {
+		t.Errorf("the first reply left at %v, after the last request byte (%v): the directions took turns", first, last)
 	}
 	if st := l.Stats(); st.BytesUp != n || st.BytesDown != n {
 		t.Errorf("stats: up %d down %d, want %d each", st.BytesUp, st.BytesDown, int64(n))
@@ -331,40 +391,48 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
 
-func testDelay(t *testing.T, delay time.Duration) {
-	t.Parallel()
-	s := startServer(t, echo)
-	base := quantile(pingPong(t, s.addr, 5, 20, 0), 0.5)
-	_, addr := newLink(t, Config{Target: s.addr, Delay: delay})
-	rtts := pingPong(t, addr, 10, 20, 2*delay/10) // 200 samples
-	if t.Failed() {
-		return
+// checkDelayLine checks one direction's delay line: every chunk is due
+// exactly Delay after it left the bottleneck (or was read), and its
+// writer did not write it before that, beyond the early margin the
+// precise sleeper allows itself (half its wake-lag estimate).
+func checkDelayLine(t *testing.T, name string, delay time.Duration, tr *tracer, up bool) int {
+	t.Helper()
+	dels := tr.events(evDeliver, up)
+	for _, d := range dels {
+		if d.due != d.ready+delay {
+			t.Fatalf("%s: chunk ready at %v is due at %v, want %v later", name, d.ready, d.due, delay)
+		}
 	}
-	for i := range rtts {
-		rtts[i] -= base
+	for _, w := range tr.events(evWrite, up) {
+		if w.wrote < w.due-maxWakeLag/2 {
+			t.Fatalf("%s: chunk due at %v written at %v, early", name, w.due, w.wrote)
+		}
 	}
-	want := 2 * delay
-	med, p90, p99 := quantile(rtts, 0.5), quantile(rtts, 0.9), quantile(rtts, 0.99)
-	t.Logf("delay %v each way: added RTT over %d ping-pongs: min %s, median %s (error %+.3f ms), p90 %s, p99 %s, max %s; direct RTT median %s",
-		delay, len(rtts), ms(rtts[0]), ms(med), float64(med-want)/1e6, ms(p90), ms(p99), ms(rtts[len(rtts)-1]), ms(base))
-	if d := med - want; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("median added RTT %s, want within 1 ms of %v", ms(med), want)
-	}
-	if rtts[0] < want-time.Millisecond {
-		t.Errorf("min added RTT %s is below %v", ms(rtts[0]), want)
-	}
-	// Generous, and p90 rather than p99: on a busy machine the whole
-	// process now and then waits tens of ms for a CPU.
-	if p90 > want+5*time.Millisecond {
-		t.Errorf("p90 added RTT %s, want < %v + 5 ms", ms(p90), want)
+	return len(dels)
+}
+
+func TestDelay(t *testing.T) {
+	for _, delay := range []time.Duration{20 * time.Millisecond, 75 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, echo)
+			_, addr, tr := openLink(t, Config{Target: s.addr, Delay: delay})
+			pingPong(t, addr, 4, 5, 0)
+			if t.Failed() {
+				return
+			}
+			up := checkDelayLine(t, "up", delay, tr, true)
+			down := checkDelayLine(t, "down", delay, tr, false)
+			if up == 0 || down == 0 {
+				t.Fatalf("%d chunks up, %d down: nothing crossed the link", up, down)
+			}
+		})
 	}
 }
 
-func TestDelay20ms(t *testing.T) { testDelay(t, 20*time.Millisecond) }
-func TestDelay75ms(t *testing.T) { testDelay(t, 75*time.Millisecond) }
-
 // A small request competing with a bulk transfer waits only for the bulk
-// chunk being sent, not behind the whole bottleneck queue.
+// chunk being sent, not behind the whole bottleneck queue: once queued,
+// it is the next chunk the scheduler takes (fq_codel's sparse-flow rule).
 func TestFairQueue(t *testing.T) {
 	const rate = 2e6
 	const delay = 10 * time.Millisecond
@@ -380,15 +448,7 @@ func TestFairQueue(t *testing.T) {
 			}
 		}
 	})
-	l, addr := newLink(t, Config{Target: s.addr, Rate: rate, Delay: delay})
-	idle := pingPong(t, addr, 1, 10, 0)
-	if t.Failed() {
-		return
-	}
-	t.Logf("ping RTT on the idle link: median %s", ms(quantile(idle, 0.5)))
-	if med := quantile(idle, 0.5); med < 2*delay || med > 2*delay+2*time.Millisecond {
-		t.Errorf("idle ping RTT %s, want %v + a little", ms(med), 2*delay)
-	}
+	l, addr, tr := openLink(t, Config{Target: s.addr, Rate: rate, Delay: delay})
 	bulk := dialN(t, addr, 1)[0]
 	go func() {
 		buf := make([]byte, 1<<20)
@@ -398,26 +458,52 @@ func TestFairQueue(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the queue fill
-	rtts := pingPong(t, addr, 1, 20, 0)
+	waitFor(t, "a full bottleneck queue", func() bool {
+		l.up.mu.Lock()
+		defer l.up.mu.Unlock()
+		return l.up.queued >= l.up.queueCap
+	})
+	pingPong(t, addr, 1, 20, 0)
 	if t.Failed() {
 		return
 	}
-	chunkTx := time.Duration(float64(l.up.chunk) / rate * 1e9)
-	queueTx := time.Duration(float64(l.Config().QueueBytes) / rate * 1e9)
-	med := quantile(rtts, 0.5)
-	t.Logf("ping RTT behind a bulk transfer: median %s, max %s (2×Delay %v, one %d-byte chunk %v, full queue %v)",
-		ms(med), ms(rtts[len(rtts)-1]), 2*delay, l.up.chunk, chunkTx, queueTx)
-	if med > 2*delay+chunkTx+3*time.Millisecond {
-		t.Errorf("median ping RTT %s behind bulk; want < 2×Delay + 1 chunk + 3 ms", ms(med))
+	// In the up direction's event order: after a ping chunk is queued, at
+	// most one other chunk may be taken before it (a bulk chunk that went
+	// idle and rejoined the fresh flows just ahead of it).
+	evs := tr.all(true)
+	const pingFlow = 2 // pair ids count accepted connections: bulk is 1
+	pings := 0
+	for i, e := range evs {
+		if e.ev != evQueue || e.flow != pingFlow {
+			continue
+		}
+		pings++
+		others := 0
+		for _, f := range evs[i+1:] {
+			if f.ev != evPop {
+				continue
+			}
+			if f.flow == pingFlow {
+				break
+			}
+			others++
+		}
+		if others > 1 {
+			t.Fatalf("ping chunk %d waited behind %d bulk chunks, want at most 1", pings, others)
+		}
 	}
+	if pings < 20 {
+		t.Fatalf("%d ping chunks queued at the bottleneck, want 20", pings)
+	}
+	checkRoundRobin(t, "fair", tr.events(evPop, true))
+	checkBucket(t, "fair", l, l.up, tr.events(evRelease, true))
 }
 
 // A full bottleneck stops the proxy from reading, so the sender's writes block.
 func TestBackpressure(t *testing.T) {
 	const rate = 1e6
 	s := startSink(t)
-	_, addr := newLink(t, Config{Target: s.addr, Rate: rate})
+	_, addr, _ := openLink(t, Config{Target: s.addr, Rate: rate})
 	c := dialN(t, addr, 1)[0]
 	c.SetWriteDeadline(time.Now().Add(time.Second))
 	n, err := c.Write(make([]byte, 64<<20))
@@ -434,7 +520,7 @@ func TestBackpressure(t *testing.T) {
 func TestJitter(t *testing.T) {
 	const delay, jitter = 10 * time.Millisecond, 8 * time.Millisecond
 	s := startServer(t, echo)
-	_, addr := newLink(t, Config{Target: s.addr, Delay: delay, Jitter: jitter, Seed: 1})
+	_, addr, tr := openLink(t, Config{Target: s.addr, Delay: delay, Jitter: jitter, Seed: 1})
 
 	// Order: many small writes, each its own chunk with its own jitter.
 	c := dialN(t, addr, 1)[0]
@@ -449,11 +535,11 @@ func TestJitter(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			time.Sleep(200 * time.Microsecond)
+			time.Sleep(200 * time.Microsecond) // pacing: separate chunks
 		}
 	}()
 	got := make([]byte, len(sent))
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := io.ReadFull(c, got); err != nil {
 		t.Fatal(err)
 	}
@@ -461,25 +547,32 @@ func TestJitter(t *testing.T) {
 		t.Fatal("bytes reordered or corrupted under jitter")
 	}
 
-	// Spread: small spaced requests see jitter both ways. An RTT is the
-	// sum of two delays uniform in [Delay-Jitter, Delay+Jitter].
-	rtts := pingPong(t, addr, 10, 10, 2*delay/10)
-	lo, hi, med := rtts[0], rtts[len(rtts)-1], quantile(rtts, 0.5)
-	p10, p90 := quantile(rtts, 0.1), quantile(rtts, 0.9)
-	t.Logf("jitter ±%v on %v each way: RTT min %s p10 %s median %s p90 %s max %s",
-		jitter, delay, ms(lo), ms(p10), ms(med), ms(p90), ms(hi))
-	if lo < 2*(delay-jitter)-time.Millisecond {
-		t.Errorf("min RTT %s, want >= %v", ms(lo), 2*(delay-jitter))
+	// Spread: small spaced requests see jitter both ways.
+	pingPong(t, addr, 10, 10, 2*delay/10)
+	if t.Failed() {
+		return
 	}
-	// Stalls of a busy machine only add, so bound the upper end by p90.
-	if p90 > 2*(delay+jitter)+2*time.Millisecond {
-		t.Errorf("p90 RTT %s, want <= %v", ms(p90), 2*(delay+jitter))
+	var delays []time.Duration
+	for _, up := range []bool{true, false} {
+		last := map[uint64]time.Duration{}
+		for _, d := range tr.events(evDeliver, up) {
+			x := d.due - d.ready
+			if x < delay-jitter || x > delay+jitter {
+				t.Fatalf("chunk delayed %v on the link's clock, want within %v ± %v", x, delay, jitter)
+			}
+			if d.due < last[d.flow] {
+				t.Fatalf("flow %d: a chunk due at %v after one due at %v: reordered", d.flow, d.due, last[d.flow])
+			}
+			if d.due > last[d.flow] { // not clamped to keep the order
+				delays = append(delays, x)
+			}
+			last[d.flow] = d.due
+		}
 	}
-	if p90-p10 < jitter {
-		t.Errorf("RTT p10–p90 spread %s, want at least %v", ms(p90-p10), jitter)
-	}
-	if d := med - 2*delay; d < -3*time.Millisecond || d > 3*time.Millisecond {
-		t.Errorf("median RTT %s, want about %v", ms(med), 2*delay)
+	slices.Sort(delays)
+	p10, p90 := quantile(delays, 0.1), quantile(delays, 0.9)
+	if len(delays) < 100 || p90-p10 < jitter {
+		t.Errorf("%d unclamped delays, p10 %s p90 %s: want ≥ 100 spread over at least %v", len(delays), ms(p10), ms(p90), jitter)
 	}
 }
 
@@ -492,7 +585,7 @@ func TestHalfClose(t *testing.T) {
 		}
 		c.Write(data)
 	})
-	l, addr := newLink(t, Config{Target: s.addr, Rate: 10e6, Delay: 5 * time.Millisecond})
+	l, addr, _ := openLink(t, Config{Target: s.addr, Rate: 10e6, Delay: 5 * time.Millisecond})
 	c := dialN(t, addr, 1)[0]
 	msg := bytes.Repeat([]byte("sluice"), 50000)
 	if _, err := c.Write(msg); err != nil {
@@ -507,7 +600,7 @@ func TestHalfClose(t *testing.T) {
 	if !bytes.Equal(got, msg) {
 		t.Fatalf("got %d bytes back, want %d", len(got), len(msg))
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for l.Stats().Active != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -525,7 +618,7 @@ func TestResetAll(t *testing.T) {
 		}
 		srvErrs <- err
 	})
-	l, addr := newLink(t, Config{Target: s.addr, Delay: 2 * time.Millisecond})
+	l, addr, _ := openLink(t, Config{Target: s.addr, Delay: 2 * time.Millisecond})
 	cs := dialN(t, addr, 3)
 	for _, c := range cs {
 		if _, err := c.Write([]byte("hi")); err != nil {
@@ -574,46 +667,55 @@ func TestResetAll(t *testing.T) {
 	}
 }
 
-// A reset from one side reaches the other, after the link's delay.
+// A reset from one side reaches the other, after the link's delay: the
+// reset travels the delay line like data.
 func TestResetPropagates(t *testing.T) {
 	const delay = 20 * time.Millisecond
 	srvErr := make(chan error, 1)
-	got := make(chan time.Time, 1)
+	got := make(chan struct{}, 1)
 	s := startServer(t, func(c net.Conn) {
 		buf := make([]byte, 16)
 		_, err := c.Read(buf) // the first message
-		got <- time.Now()
+		got <- struct{}{}
 		if err == nil {
 			_, err = c.Read(buf)
 		}
 		srvErr <- err
 	})
-	l, addr := newLink(t, Config{Target: s.addr, Delay: delay})
+	l, addr, tr := openLink(t, Config{Target: s.addr, Delay: delay})
 	c := dialN(t, addr, 1)[0].(*net.TCPConn)
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	<-got
 	c.SetLinger(0)
-	start := time.Now()
 	c.Close()
 	select {
 	case err := <-srvErr:
-		took := time.Since(start)
-		t.Logf("server saw %v after %v", err, took)
 		if err == nil || err == io.EOF {
 			t.Errorf("server read error %v, want a reset", err)
 		}
-		if took < delay-time.Millisecond {
-			t.Errorf("reset arrived after %v, before the link delay %v", took, delay)
-		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("server never saw the reset")
 	}
-	deadline := time.Now().Add(time.Second)
-	for l.Stats().Aborted != 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	rst := 0
+	for _, d := range tr.events(evDeliver, true) {
+		if d.kind == kindRST {
+			rst++
+			if d.due != d.ready+delay {
+				t.Errorf("reset read at %v due at %v, want %v later", d.ready, d.due, delay)
+			}
+		}
 	}
+	for _, w := range tr.events(evWrite, true) {
+		if w.kind == kindRST && w.wrote < w.due-maxWakeLag/2 {
+			t.Errorf("reset due at %v passed on at %v, before the link delay", w.due, w.wrote)
+		}
+	}
+	if rst != 1 {
+		t.Errorf("%d resets entered the delay line, want 1", rst)
+	}
+	waitFor(t, "the pair to be counted aborted", func() bool { return l.Stats().Aborted == 1 })
 	if st := l.Stats(); st.Aborted != 1 || st.Active != 0 {
 		t.Errorf("stats %+v, want 1 aborted, 0 active", st)
 	}
@@ -626,7 +728,7 @@ func TestDialError(t *testing.T) {
 	}
 	dead := lis.Addr().String()
 	lis.Close()
-	l, addr := newLink(t, Config{Target: dead})
+	l, addr, _ := openLink(t, Config{Target: dead})
 	// The client may see the reset already in connect, or on its first read.
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -637,7 +739,7 @@ func TestDialError(t *testing.T) {
 			t.Fatalf("read through a link to nowhere: %v, want a reset", err)
 		}
 	}
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for l.Stats().DialErrors != 1 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -703,13 +805,15 @@ func TestCloseNoLeak(t *testing.T) {
 				go io.Copy(io.Discard, c)
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-		if st := l.Stats(); st.Active != 6 {
-			t.Errorf("active %d, want 6", st.Active)
-		}
-		start := time.Now()
+		// Wait (not sleep and hope) until all six are proxied and the busy
+		// ones have filled the bottleneck.
+		waitFor(t, "6 active connections and a full bottleneck", func() bool {
+			l.up.mu.Lock()
+			full := l.up.queued >= l.up.queueCap
+			l.up.mu.Unlock()
+			return l.Stats().Active == 6 && full
+		})
 		l.Close()
-		t.Logf("Close took %v", time.Since(start))
 		if _, err := l.Listen("127.0.0.1:0"); !errors.Is(err, ErrClosed) {
 			t.Errorf("Listen after Close: %v", err)
 		}
@@ -718,7 +822,7 @@ func TestCloseNoLeak(t *testing.T) {
 		}
 		s.stop()
 	}()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	n := runtime.NumGoroutine()
 	for n > before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -728,6 +832,92 @@ func TestCloseNoLeak(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		t.Errorf("%d goroutines before, %d after Close:\n%s", before, n, buf)
+	}
+}
+
+// BenchmarkDelay measures what the tests only check on the link's clock:
+// the round-trip time a Delay link adds to 32-byte ping-pongs over
+// loopback, by the wall clock. Reports the median and p99 added RTT (want
+// 2×Delay) per run.
+func BenchmarkDelay(b *testing.B) {
+	for _, delay := range []time.Duration{time.Millisecond, 20 * time.Millisecond} {
+		b.Run(delay.String(), func(b *testing.B) {
+			s := startServer(b, echo)
+			base := quantile(pingPongB(b, s.addr, 20), 0.5)
+			_, addr, _ := openLink(b, Config{Target: s.addr, Delay: delay})
+			b.ResetTimer()
+			rtts := pingPongB(b, addr, b.N)
+			b.StopTimer()
+			for i := range rtts {
+				rtts[i] -= base
+			}
+			slices.Sort(rtts)
+			b.ReportMetric(float64(quantile(rtts, 0.5))/1e6, "added-rtt-p50-ms")
+			b.ReportMetric(float64(quantile(rtts, 0.99))/1e6, "added-rtt-p99-ms")
+			b.ReportMetric(float64(2*delay)/1e6, "want-ms")
+		})
+	}
+}
+
+// pingPongB runs n sequential 32-byte ping-pongs and returns their RTTs.
+func pingPongB(b *testing.B, addr string, n int) []time.Duration {
+	c := dialN(b, addr, 1)[0]
+	msg, buf := make([]byte, 32), make([]byte, 32)
+	rtts := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(t0))
+	}
+	return rtts
+}
+
+// BenchmarkRate measures the rate a limited link delivers by the wall
+// clock, 4 connections sharing it; reports MB/s and the error against the
+// configured rate (the initial Burst excluded).
+func BenchmarkRate(b *testing.B) {
+	for _, rate := range []int64{5e6, 125e6} {
+		b.Run(fmt.Sprintf("%gMbit", float64(rate)*8/1e6), func(b *testing.B) {
+			s := startSink(b)
+			l, addr, _ := openLink(b, Config{Target: s.addr, Rate: rate})
+			cs := dialN(b, addr, 4)
+			total := max(int64(b.N)*64<<10, rate/2)
+			b.SetBytes(total / int64(b.N))
+			done := s.expect(total)
+			buf := make([]byte, 64<<10)
+			b.ResetTimer()
+			start := time.Now()
+			for i, c := range cs {
+				go func() {
+					n := total / 4
+					if i == 0 {
+						n += total % 4
+					}
+					for n > 0 {
+						k, err := c.Write(buf[:min(n, int64(len(buf)))])
+						if err != nil {
+							return
+						}
+						n -= int64(k)
+					}
+				}()
+			}
+			select {
+			case <-done:
+			case <-time.After(10 * time.Minute):
+				b.Fatalf("%d of %d bytes", s.total.Load(), total)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			got := float64(total-l.Config().Burst) / elapsed.Seconds()
+			b.ReportMetric(got/1e6, "MB/s")
+			b.ReportMetric(100*(got-float64(rate))/float64(rate), "rate-error-%")
+		})
 	}
 }
 
@@ -758,7 +948,7 @@ func benchThroughput(b *testing.B, conns int, cfg *Config) {
 	if cfg != nil {
 		c := *cfg
 		c.Target = s.addr
-		_, addr = newLink(b, c)
+		_, addr, _ = openLink(b, c)
 	}
 	cs := dialN(b, addr, conns)
 	const size = 64 << 10

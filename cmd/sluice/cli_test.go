@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -184,5 +187,35 @@ func TestNewLoggerSuppressesRepeats(t *testing.T) {
 	log.Debug("below the level")
 	if n := strings.Count(buf.String(), "\n"); n != 1 {
 		t.Fatalf("65 identical lines wrote %d lines:\n%s", n, buf.String())
+	}
+}
+
+// The README offers only what a user can use: no call into a package under
+// internal/, which other modules cannot import.
+func TestReadmeAdvertisesNoInternalAPI(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile("`([a-z][a-z0-9]*)\\.[A-Z][A-Za-z0-9]*\\(").FindAllStringSubmatch(string(b), -1) {
+		if fi, err := os.Stat(filepath.Join("../../internal", m[1])); err == nil && fi.IsDir() {
+			t.Errorf("README.md advertises %s…`: package %s is internal and cannot be imported", m[0], m[1])
+		}
+	}
+}
+
+// The README's test command is the one CI runs, uncached.
+func TestReadmeTestCommandIsCI(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "go test -count=1 ./..."
+	if !strings.Contains(string(readme), cmd) || !regexp.MustCompile(`(?m)^go test -count=1 \./\.\.\.$`).Match(ci) {
+		t.Errorf("README.md and .ci/run should both run %q", cmd)
 	}
 }

@@ -101,7 +101,9 @@
 //
 // Grant is emitted, at most once per event, when the credit invariant (see
 // Receiver) raised a limit; over credit means the queue is full by count,
-// or not empty and short of bytes for the message. The rows of
+// or not empty and short of bytes for the message. Discarded is a message
+// the driver refused itself (its body does not decode, say): it counts as
+// received, so its credit goes back, but it is never queued. The rows of
 // TestReceiverStateTable are the cells.
 //
 //	| event \ state        | Handshaking             | Receiving                 | Blocked                   | Closed  |
@@ -114,6 +116,7 @@
 //	|                      |                         |   → Recv                  |   → Blk                   |         |
 //	| Received (over       | Fail(NoHello) → Cl      | Reject(OverCredit), Grant | Reject(OverCredit), Grant | ignored |
 //	|   credit)            |                         |   → Recv                  |   → Blk                   |         |
+//	| Discarded            | Fail(NoHello) → Cl      | Grant → Recv              | Grant → Blk               | ignored |
 //	| Stored               | error                   | Ack, Grant → Recv         | Ack, Grant → Recv|Blk     | ignored |
 //	| Close                | → Cl                    | → Cl                      | → Cl                      | ignored |
 package delivery

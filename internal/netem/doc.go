@@ -125,4 +125,15 @@
 // on a 2-core VM, unlimited, the proxy moves 1.6–2.2 GB/s at about 1 CPU
 // second per GB for the whole process (sender, proxy and receiver), and a
 // 4 Gbit/s limit is met.
+//
+// # Testing
+//
+// The tests check the link's decisions, recorded by an internal tracer, on
+// the link's own clock and by the order of events: releases conform to the
+// token bucket and never leave a backlogged link idle, a chunk is due
+// exactly Delay (± Jitter) after its release and is not written earlier,
+// flows are served round-robin with a fresh flow first. None asserts on a
+// wall-clock duration, so a loaded machine cannot fail them. What the
+// wall clock shows (the added RTT, the achieved rate) is measured by
+// BenchmarkDelay and BenchmarkRate.
 package netem

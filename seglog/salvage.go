@@ -25,7 +25,7 @@ type span struct {
 // frame decodes with the offset after it, or it ends the data. The offset
 // inside the checksummed header is what makes this safe: a frame that merely
 // looks valid inside a damaged body would also need the right offset and a
-// valid successor.
+// valid successor (or, in the last segment, a torn write after it).
 //
 // It works on the segment's bytes in memory so that the same pure function
 // serves Check, Repair and the fuzz test; any input gives spans, never a
@@ -107,7 +107,12 @@ func resync(data []byte, pos int64, expect, limit uint64, bounded bool, maxBody 
 		if after == int64(len(data)) {
 			return q, fr, true
 		}
-		if nx, err := decodeFrame(data[after:], maxBody); err == nil && nx.offset == fr.end() && (!bounded || nx.end() <= limit) {
+		nx, err := decodeFrame(data[after:], maxBody)
+		if err == nil && nx.offset == fr.end() && (!bounded || nx.end() <= limit) {
+			return q, fr, true
+		}
+		if !bounded && (err == errShort || err == errZero) {
+			// The last segment may end in a torn write right after it.
 			return q, fr, true
 		}
 	}

@@ -93,6 +93,13 @@ func Repair(dir string, opts ...Option) (*Report, error) {
 	return check(dir, true, opts)
 }
 
+// checkMaxBody is the record size limit Check and Repair apply, whatever
+// WithMaxRecordBytes says: the process that wrote the log may have allowed
+// larger records than the caller knows of, and quarantining an intact record
+// for its size would lose it. Salvage works on the segment in memory, so a
+// damaged length field cannot make it allocate more.
+const checkMaxBody = MaxRecordLimit
+
 // errVanished: a segment listed a moment ago is gone (RemoveBefore in a
 // running process); a read-only check starts over.
 var errVanished = errors.New("segment removed during the check")
@@ -114,12 +121,14 @@ func check(dir string, repair bool, opts []Option) (*Report, error) {
 	}
 }
 
-// damaged is a segment that Repair must rewrite.
+// damaged is a segment that Repair must rewrite. Its bytes are read again
+// then (the caller holds the log exclusively, so they are the same), so
+// that only one segment is in memory at a time.
 type damaged struct {
 	base  uint64
+	limit uint64 // base of the next segment, unless last
 	path  string
-	data  []byte
-	spans []span
+	size  int // bytes salvage classified
 	last  bool
 }
 
@@ -150,7 +159,7 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 		// Bounding each segment by the next one's base means a segment
 		// that overlaps its successor is cut there, and one that ends short
 		// of it reports the missing offsets.
-		spans := salvage(data, base, limit, !last, cfg.maxRecordBytes)
+		spans := salvage(data, base, limit, !last, checkMaxBody)
 		rep.Next = base
 		var bad bool
 		for j, s := range spans {
@@ -172,7 +181,7 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 			rep.Next = s.next
 		}
 		if bad {
-			fix = append(fix, damaged{base: base, path: path, data: data, spans: spans, last: last})
+			fix = append(fix, damaged{base: base, limit: limit, path: path, size: len(data), last: last})
 		}
 	}
 	if !repair || len(fix) == 0 {
@@ -182,26 +191,8 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 	if err := cfg.fs.MkdirAll(qdir, 0o755); err != nil {
 		return rep, fmt.Errorf("seglog: create %s: %w", qdir, err)
 	}
-	// Quarantine first, durably: if Repair dies before the segments are
-	// replaced, running it again finds the same damage.
 	for _, d := range fix {
-		for _, s := range d.spans {
-			if !s.damaged || s.end == s.pos {
-				continue
-			}
-			name := fmt.Sprintf("%s.%d.broken", segmentName(d.base), s.pos)
-			dst, err := writeNew(cfg.fs, qdir, name, d.data[s.pos:s.end])
-			if err != nil {
-				return rep, fmt.Errorf("seglog: quarantine %s: %w", d.path, err)
-			}
-			rep.Recovered = append(rep.Recovered, dst)
-		}
-	}
-	if err := cfg.fs.SyncDir(qdir); err != nil {
-		return rep, err
-	}
-	for _, d := range fix {
-		if err := replaceSegment(cfg.fs, dir, d.base, rebuild(d.data, d.spans, d.last)); err != nil {
+		if err := repairSegment(cfg, dir, qdir, d, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -209,6 +200,36 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// repairSegment quarantines the damaged bytes of one segment and replaces
+// it with its salvaged content.
+func repairSegment(cfg config, dir, qdir string, d damaged, rep *Report) error {
+	data, err := readSegment(cfg.fs, d.path)
+	if err != nil {
+		return err
+	}
+	if len(data) != d.size {
+		return fmt.Errorf("seglog: %s changed during the repair (%d bytes, then %d): is a process using the log?", d.path, d.size, len(data))
+	}
+	spans := salvage(data, d.base, d.limit, !d.last, checkMaxBody)
+	// Quarantine first, durably: if Repair dies before the segment is
+	// replaced, running it again finds the same damage.
+	for _, s := range spans {
+		if !s.damaged || s.end == s.pos {
+			continue
+		}
+		name := fmt.Sprintf("%s.%d.broken", segmentName(d.base), s.pos)
+		dst, err := writeNew(cfg.fs, qdir, name, data[s.pos:s.end])
+		if err != nil {
+			return fmt.Errorf("seglog: quarantine %s: %w", d.path, err)
+		}
+		rep.Recovered = append(rep.Recovered, dst)
+	}
+	if err := cfg.fs.SyncDir(qdir); err != nil {
+		return err
+	}
+	return replaceSegment(cfg.fs, dir, d.base, rebuild(data, spans, d.last))
 }
 
 // readSegment reads a whole segment. Salvage needs random access around

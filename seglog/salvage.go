@@ -1,6 +1,9 @@
 package seglog
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // span is a run of a segment's bytes that salvage classified: either intact
 // frames carrying offsets [first, next), or damage whose bytes are [pos, end)
@@ -97,6 +100,11 @@ func frameFits(fr frame, expect, limit uint64, bounded bool) error {
 func resync(data []byte, pos int64, expect, limit uint64, bounded bool, maxBody int) (int64, frame, bool) {
 	for q := pos + 8; q+headerSize <= int64(len(data)); q += 8 {
 		if data[q+4] != formatVersion || (data[q+5] != typeData && data[q+5] != typeGap) || data[q+6] != 0 || data[q+7] != 0 {
+			continue
+		}
+		// The offset check first: it is cheap, and it rules out most
+		// look-alike headers before a checksum over their body.
+		if off := binary.LittleEndian.Uint64(data[q+8:]); off < expect || (bounded && off >= limit) {
 			continue
 		}
 		fr, err := decodeFrame(data[q:], maxBody)

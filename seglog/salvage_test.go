@@ -462,3 +462,18 @@ func TestCheckLiveLog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckKeepsRecordsAboveTheDefaultLimit: a log written with a larger
+// record limit than Check's default checks clean, so Repair never
+// quarantines an intact large record.
+func TestCheckKeepsRecordsAboveTheDefaultLimit(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, WithMaxRecordBytes(40<<20), WithSync(SyncNone()))
+	big := bytes.Repeat([]byte{7}, 33<<20)
+	appendT(t, l, rec(0), big, rec(2))
+	l.Close()
+	rep, err := Repair(dir)
+	if err != nil || len(rep.Problems) != 0 || rep.Records != 3 {
+		t.Fatalf("repair of an intact log with a 33 MiB record: %v %+v", err, rep)
+	}
+}

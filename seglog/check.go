@@ -6,13 +6,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
-// Problem is one defect Check found.
+// Problem is one defect Check found: the damaged bytes [Pos, End) of File,
+// and the record offsets [Offset, Offset+Lost) that no intact record holds.
 type Problem struct {
 	File   string // segment path
 	Pos    int64  // byte position of the first bad byte
-	Offset uint64 // record offset expected there
+	End    int64  // byte position where intact data resumes (or the file ends)
+	Offset uint64 // record offset expected at Pos
+	Lost   uint64 // offsets from Offset on that have no intact record
 	// Torn is true for a bad final record of the last segment, which Open
 	// would truncate by itself.
 	Torn   bool
@@ -24,34 +28,81 @@ func (p Problem) String() string {
 	if p.Torn {
 		kind = "torn tail"
 	}
-	return fmt.Sprintf("%s: %s at byte %d (offset %d): %s", p.File, kind, p.Pos, p.Offset, p.Reason)
+	s := fmt.Sprintf("%s: %s at byte %d (offset %d): %s", p.File, kind, p.Pos, p.Offset, p.Reason)
+	if p.End > p.Pos {
+		s += fmt.Sprintf("; %d damaged bytes [%d, %d)", p.End-p.Pos, p.Pos, p.End)
+	}
+	if p.Lost > 0 {
+		s += fmt.Sprintf("; record offsets [%d, %d) lost", p.Offset, p.Offset+p.Lost)
+	}
+	return s
 }
 
 // Report is the result of Check.
 type Report struct {
-	Segments  int
-	Records   uint64
-	Bytes     int64
-	First     uint64 // first offset
-	Next      uint64 // offset after the last good record
-	Problems  []Problem
-	Recovered []string // with Repair: files written to the quarantine
+	Segments int
+	Records  uint64 // intact records (after Repair: the records kept)
+	Bytes    int64
+	First    uint64 // first offset
+	Next     uint64 // offset after the last intact record
+	// Gaps counts offsets without a record: lost in the damage found now,
+	// or in damage an earlier Repair removed.
+	Gaps     uint64
+	Problems []Problem
+	// Quarantined is the number of damaged bytes (moved to the quarantine
+	// by Repair).
+	Quarantined int64
+	Recovered   []string // with Repair: files written to the quarantine
+}
+
+// Summary is the one-line outcome of a repair: "kept N records,
+// quarantined M bytes at offsets FILE:POS-END (record offsets [A, B) lost),
+// ...".
+func (r *Report) Summary() string {
+	var at []string
+	for _, p := range r.Problems {
+		s := fmt.Sprintf("%s:%d-%d", filepath.Base(p.File), p.Pos, p.End)
+		if p.Lost > 0 {
+			s += fmt.Sprintf(" (record offsets [%d, %d) lost)", p.Offset, p.Offset+p.Lost)
+		}
+		at = append(at, s)
+	}
+	if len(at) == 0 {
+		at = []string{"none"}
+	}
+	return fmt.Sprintf("kept %d records, quarantined %d bytes at offsets %s", r.Records, r.Quarantined, strings.Join(at, ", "))
 }
 
 // Check verifies every record of every segment in dir without changing
 // anything, and reports every problem it finds: bad records, gaps between
-// segments, and torn tails.
+// segments, and torn tails. It needs no lock and may run while a process
+// appends to the log: a segment that RemoveBefore deletes meanwhile makes
+// it start over, and an append in progress can show as a torn tail.
 func Check(dir string, opts ...Option) (*Report, error) {
 	return check(dir, false, opts)
 }
 
-// Repair is Check followed by a fix: from the first damaged record on, the
-// bytes of its segment and every later segment are moved to
-// dir/quarantine/, and the segment is cut to its good records, so every good
-// record before the damage is kept and offsets stay contiguous.
+// Repair is Check followed by a salvage. Every damaged byte range is copied
+// to dir/quarantine/, and each damaged segment is rewritten with every
+// intact record, before and after the damage, at its original offset; the
+// offsets the damage held are covered by a gap frame, which Open and the
+// iterators skip. Intact segments are not touched. A torn tail of the last
+// segment is quarantined and cut, as Open would. The caller must hold the
+// log exclusively (no process may have it open).
 func Repair(dir string, opts ...Option) (*Report, error) {
 	return check(dir, true, opts)
 }
+
+// checkMaxBody is the record size limit Check and Repair apply, whatever
+// WithMaxRecordBytes says: the process that wrote the log may have allowed
+// larger records than the caller knows of, and quarantining an intact record
+// for its size would lose it. Salvage works on the segment in memory, so a
+// damaged length field cannot make it allocate more.
+const checkMaxBody = MaxRecordLimit
+
+// errVanished: a segment listed a moment ago is gone (RemoveBefore in a
+// running process); a read-only check starts over.
+var errVanished = errors.New("segment removed during the check")
 
 func check(dir string, repair bool, opts []Option) (*Report, error) {
 	cfg := defaultConfig()
@@ -61,6 +112,27 @@ func check(dir string, repair bool, opts []Option) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	for attempt := 0; ; attempt++ {
+		rep, err := checkOnce(dir, repair, cfg)
+		if errors.Is(err, errVanished) && !repair && attempt < 10 {
+			continue
+		}
+		return rep, err
+	}
+}
+
+// damaged is a segment that Repair must rewrite. Its bytes are read again
+// then (the caller holds the log exclusively, so they are the same), so
+// that only one segment is in memory at a time.
+type damaged struct {
+	base  uint64
+	limit uint64 // base of the next segment, unless last
+	path  string
+	size  int // bytes salvage classified
+	last  bool
+}
+
+func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 	bases, err := listSegments(cfg.fs, dir)
 	if err != nil {
 		return nil, fmt.Errorf("seglog: list %s: %w", dir, err)
@@ -69,121 +141,173 @@ func check(dir string, repair bool, opts []Option) (*Report, error) {
 	if len(bases) > 0 {
 		rep.First, rep.Next = bases[0], bases[0]
 	}
-	cut := -1 // index of the first damaged segment
-	var cutPos int64
+	var fix []damaged
 	for i, base := range bases {
 		path := filepath.Join(dir, segmentName(base))
-		f, err := cfg.fs.OpenFile(path, os.O_RDONLY, 0)
+		last := i == len(bases)-1
+		data, err := readSegment(cfg.fs, path)
 		if err != nil {
-			return nil, fmt.Errorf("seglog: open %s: %w", path, err)
-		}
-		if cut < 0 && base != rep.Next {
-			rep.Problems = append(rep.Problems, Problem{File: path, Offset: rep.Next,
-				Reason: fmt.Sprintf("segment starts at offset %d, expected %d", base, rep.Next)})
-			cut, cutPos = i, 0
-		}
-		r, err := scanSegment(f, base, cfg.maxRecordBytes, cfg.indexInterval)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("seglog: read %s: %w", path, err)
-		}
-		if cut < 0 {
-			rep.Records += uint64(r.records)
-			rep.Bytes += r.size
-			rep.Next = r.next
-		}
-		if r.bad != nil {
-			p := Problem{File: path, Pos: r.size, Offset: r.next, Reason: r.bad.Error()}
-			found, at, err := validAfter(f, r.size, r.next, cfg.maxRecordBytes)
-			if err != nil {
-				f.Close()
-				return nil, err
+			if errors.Is(err, os.ErrNotExist) {
+				return rep, fmt.Errorf("%w: %s", errVanished, path)
 			}
-			p.Torn = i == len(bases)-1 && !found
-			if found {
-				p.Reason += fmt.Sprintf("; valid data follows at byte %d", at)
-			}
-			rep.Problems = append(rep.Problems, p)
-			if cut < 0 {
-				cut, cutPos = i, r.size
-			}
+			return rep, err
 		}
-		f.Close()
+		var limit uint64
+		if !last {
+			limit = bases[i+1]
+		}
+		// Bounding each segment by the next one's base means a segment
+		// that overlaps its successor is cut there, and one that ends short
+		// of it reports the missing offsets.
+		spans := salvage(data, base, limit, !last, checkMaxBody)
+		rep.Next = base
+		var bad bool
+		for j, s := range spans {
+			if s.damaged {
+				bad = true
+				rep.Problems = append(rep.Problems, Problem{File: path, Pos: s.pos, End: s.end,
+					Offset: s.first, Lost: s.next - s.first, Reason: s.reason,
+					Torn: last && j == len(spans)-1})
+				rep.Quarantined += s.end - s.pos
+				rep.Gaps += s.next - s.first
+				if !(last && j == len(spans)-1) {
+					rep.Next = s.next
+				}
+				continue
+			}
+			rep.Records += uint64(s.records)
+			rep.Gaps += s.gaps
+			rep.Bytes += s.end - s.pos
+			rep.Next = s.next
+		}
+		if bad {
+			fix = append(fix, damaged{base: base, limit: limit, path: path, size: len(data), last: last})
+		}
 	}
-	if !repair || cut < 0 {
+	if !repair || len(fix) == 0 {
 		return rep, nil
 	}
 	qdir := filepath.Join(dir, "quarantine")
 	if err := cfg.fs.MkdirAll(qdir, 0o755); err != nil {
-		return rep, err
+		return rep, fmt.Errorf("seglog: create %s: %w", qdir, err)
 	}
-	for i := cut; i < len(bases); i++ {
-		path := filepath.Join(dir, segmentName(bases[i]))
-		_ = cfg.fs.Remove(filepath.Join(dir, indexName(bases[i])))
-		if i == cut && cutPos > 0 {
-			dst := filepath.Join(qdir, fmt.Sprintf("%s.%d.broken", segmentName(bases[i]), cutPos))
-			if err := moveTail(cfg.fs, path, cutPos, dst); err != nil {
-				return rep, err
-			}
-			rep.Recovered = append(rep.Recovered, dst)
-			continue
+	for _, d := range fix {
+		if err := repairSegment(cfg, dir, qdir, d, rep); err != nil {
+			return rep, err
 		}
-		dst := filepath.Join(qdir, segmentName(bases[i])+".broken")
-		if err := cfg.fs.Rename(path, dst); err != nil {
-			return rep, fmt.Errorf("seglog: quarantine %s: %w", path, err)
-		}
-		rep.Recovered = append(rep.Recovered, dst)
-	}
-	if err := cfg.fs.SyncDir(qdir); err != nil {
-		return rep, err
 	}
 	if err := cfg.fs.SyncDir(dir); err != nil {
 		return rep, err
 	}
-	if cutPos == 0 && cut == 0 {
-		// Nothing good is left; the next Open starts an empty log at the
-		// first offset so offsets are never reused.
-		s, err := (&Log{dir: dir, cfg: cfg}).createSegment(bases[0])
-		if err != nil {
-			return rep, err
-		}
-		s.f.Close()
-	}
 	return rep, nil
 }
 
-// moveTail copies bytes [pos, EOF) of path to dst (synced), then truncates
-// path at pos.
-func moveTail(fs fsys, path string, pos int64, dst string) error {
-	src, err := fs.OpenFile(path, os.O_RDWR, 0)
+// repairSegment quarantines the damaged bytes of one segment and replaces
+// it with its salvaged content.
+func repairSegment(cfg config, dir, qdir string, d damaged, rep *Report) error {
+	data, err := readSegment(cfg.fs, d.path)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	size, err := src.Size()
+	if len(data) != d.size {
+		return fmt.Errorf("seglog: %s changed during the repair (%d bytes, then %d): is a process using the log?", d.path, d.size, len(data))
+	}
+	spans := salvage(data, d.base, d.limit, !d.last, checkMaxBody)
+	// Quarantine first, durably: if Repair dies before the segment is
+	// replaced, running it again finds the same damage.
+	for _, s := range spans {
+		if !s.damaged || s.end == s.pos {
+			continue
+		}
+		name := fmt.Sprintf("%s.%d.broken", segmentName(d.base), s.pos)
+		dst, err := writeNew(cfg.fs, qdir, name, data[s.pos:s.end])
+		if err != nil {
+			return fmt.Errorf("seglog: quarantine %s: %w", d.path, err)
+		}
+		rep.Recovered = append(rep.Recovered, dst)
+	}
+	if err := cfg.fs.SyncDir(qdir); err != nil {
+		return err
+	}
+	return replaceSegment(cfg.fs, dir, d.base, rebuild(data, spans, d.last))
+}
+
+// readSegment reads a whole segment. Salvage needs random access around
+// damage; segments are bounded by WithSegmentBytes plus one record.
+func readSegment(fs fsys, path string) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tail := make([]byte, size-pos)
-	if _, err := src.ReadAt(tail, pos); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	out, err := fs.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	defer f.Close()
+	size, err := f.Size()
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("seglog: stat %s: %w", path, err)
 	}
-	_, err = out.WriteAt(tail, 0)
+	data := make([]byte, size)
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("seglog: read %s: %w", path, err)
+	}
+	return data[:n], nil
+}
+
+// writeNew writes data to a new file in dir named name (or name.1, name.2,
+// ... if taken, so an earlier repair's quarantine is never overwritten) and
+// syncs it.
+func writeNew(fs fsys, dir, name string, data []byte) (string, error) {
+	for i := 0; i < 1000; i++ {
+		path := filepath.Join(dir, name)
+		if i > 0 {
+			path = fmt.Sprintf("%s.%d", path, i)
+		}
+		f, err := fs.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.WriteAt(data, 0)
+		if err == nil {
+			err = f.Datasync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return path, err
+	}
+	return "", fmt.Errorf("too many quarantine files named %s", name)
+}
+
+// replaceSegment atomically replaces a segment with new content: a
+// temporary file, synced, renamed over it. Its index no longer matches and
+// is removed first (Open rebuilds it).
+func replaceSegment(fs fsys, dir string, base uint64, content []byte) error {
+	path := filepath.Join(dir, segmentName(base))
+	tmp := path + ".tmp"
+	if err := fs.Remove(filepath.Join(dir, indexName(base))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("seglog: remove index of %s: %w", path, err)
+	}
+	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("seglog: rewrite %s: %w", path, err)
+	}
+	if len(content) > 0 {
+		_, err = f.WriteAt(content, 0)
+	}
 	if err == nil {
-		err = out.Datasync()
+		err = f.Datasync()
 	}
-	if cerr := out.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
 	if err != nil {
-		return fmt.Errorf("seglog: quarantine %s: %w", path, err)
+		_ = fs.Remove(tmp)
+		return fmt.Errorf("seglog: rewrite %s: %w", path, err)
 	}
-	if err := src.Truncate(pos); err != nil {
-		return err
-	}
-	return src.Datasync()
+	return nil
 }

@@ -10,7 +10,7 @@
 //
 //	0   uint32  body length in bytes
 //	4   uint8   format version (1)
-//	5   uint8   record type (1 = data)
+//	5   uint8   record type (1 = data, 2 = gap)
 //	6   uint16  reserved, zero
 //	8   uint64  offset of this record
 //	16  uint32  CRC-32C (Castagnoli) of bytes 0..15 followed by the body
@@ -20,6 +20,11 @@
 // The offset is inside the checksummed header, so a record copied to the wrong
 // place, or a stale record left behind by an earlier truncation, fails
 // validation instead of being returned under a wrong offset.
+//
+// A gap frame (type 2, an 8-byte body holding a count) says that the count
+// offsets from its own have no record: Repair writes one where it removed
+// damaged records, so that every record after the damage keeps its offset.
+// Open and iterators skip gaps; readers see the offsets jump.
 //
 // # Segments
 //
@@ -59,6 +64,12 @@
 // counted (Stats.TornTails), never returned. Any other bad record is
 // corruption: Open fails with a *CorruptionError naming the file and byte
 // position, and nothing is skipped silently. Check reports every problem
-// without changing anything; Repair moves the damaged bytes, and every later
-// segment, to DIR/quarantine/ and keeps every good record before them.
+// without changing anything (it needs no lock). Repair salvages: after each
+// damaged range it resynchronizes on the next 8-aligned frame whose header,
+// checksum and offset are valid and whose successor confirms it, copies only
+// the damaged bytes to DIR/quarantine/, and rewrites the damaged segment
+// with every intact record before and after the damage at its original
+// offset and a gap frame for the lost offsets. Intact segments are not
+// touched; a missing segment becomes a gap; appends continue after the
+// highest offset.
 package seglog

@@ -37,6 +37,17 @@ func (e *CorruptionError) Error() string {
 // Unwrap lets errors.Is(err, ErrCorrupt) match.
 func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
 
+// IsCorrupt reports whether err is, or wraps, a *CorruptionError and
+// returns it, so a caller can name the damaged file and position and point
+// the operator at `sluice log check --repair`.
+func IsCorrupt(err error) (*CorruptionError, bool) {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		return ce, true
+	}
+	return nil, false
+}
+
 // WriteError reports a failed write; the log undid it and stays usable.
 type WriteError struct {
 	File string

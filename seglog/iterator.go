@@ -52,25 +52,31 @@ func (it *Iterator) Next() bool {
 	}
 	for {
 		if len(it.data) > 0 {
-			off, body, size, err := decodeRecord(it.data, it.l.cfg.maxRecordBytes)
+			fr, err := decodeFrame(it.data, it.l.cfg.maxRecordBytes)
 			if err == errShort && !it.chunkAtEnd {
 				it.data = nil // cut by the budget: read on from this record
 				continue
 			}
-			if err == nil && off != it.expect {
-				err = fmt.Errorf("record has offset %d", off)
+			if err == nil && fr.offset != it.expect {
+				err = fmt.Errorf("record has offset %d", fr.offset)
 			}
 			if err != nil {
 				it.err = &CorruptionError{File: it.dataSeg.path, Pos: it.dataPos, Offset: it.expect, Reason: err.Error()}
 				return false
 			}
-			it.data = it.data[size:]
-			it.dataPos += int64(size)
-			it.expect++
-			if off < it.next {
+			it.data = it.data[fr.size:]
+			it.dataPos += int64(fr.size)
+			it.expect = fr.end()
+			if fr.gap > 0 {
+				// Offsets Repair found no intact record for: skip them,
+				// so the next record keeps its own offset.
+				it.next = max(it.next, it.expect)
+				continue
+			}
+			if fr.offset < it.next {
 				continue // between the index entry and the requested offset
 			}
-			it.off, it.val, it.next = off, body, off+1
+			it.off, it.val, it.next = fr.offset, fr.body, fr.offset+1
 			return true
 		}
 		ok, err := it.fill()

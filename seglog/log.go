@@ -132,7 +132,9 @@ func (l *Log) recover() error {
 	// writes; the originals are intact.
 	if entries, err := fs.ReadDir(l.dir); err == nil {
 		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), idxSuffix+".tmp") {
+			// An interrupted Repair leaves a segment's .tmp; the segment
+			// itself is still the old one.
+			if strings.HasSuffix(e.Name(), idxSuffix+".tmp") || strings.HasSuffix(e.Name(), segSuffix+".tmp") {
 				_ = fs.Remove(filepath.Join(l.dir, e.Name()))
 			}
 		}

@@ -11,6 +11,12 @@ const (
 	headerSize    = 20
 	formatVersion = 1
 	typeData      = 1
+	// typeGap marks offsets that hold no record: Repair writes one where
+	// damaged records were quarantined, so the records after the damage keep
+	// their offsets. Its body is the uint64 count of offsets it covers,
+	// starting at its own offset.
+	typeGap = 2
+	gapBody = 8
 	// MaxRecordLimit is the largest body a record can have in any
 	// configuration: positions inside a segment are stored as uint32.
 	MaxRecordLimit = 1 << 30
@@ -67,46 +73,97 @@ var (
 	errHeader = errors.New("malformed record header")
 )
 
-// decodeRecord decodes the record at the start of buf. It returns the
-// record's offset, its body (aliasing buf) and its frame size. maxBody bounds
-// the length field so a corrupt length cannot make a caller allocate or read
-// gigabytes. Any input gives an error or a record, never a panic.
+// appendGap appends a gap frame covering count offsets from offset.
+func appendGap(dst []byte, offset, count uint64) []byte {
+	var body [gapBody]byte
+	binary.LittleEndian.PutUint64(body[:], count)
+	start := len(dst)
+	dst = appendRecord(dst, offset, body[:])
+	dst[start+5] = typeGap
+	crc := crc32.Update(0, castagnoli, dst[start:start+16])
+	crc = crc32.Update(crc, castagnoli, body[:])
+	binary.LittleEndian.PutUint32(dst[start+16:start+20], crc)
+	return dst
+}
+
+// frame is one decoded frame: a data record, or a gap left by Repair.
+type frame struct {
+	offset uint64
+	body   []byte // data records only; aliases the input
+	size   int    // bytes the frame occupies
+	gap    uint64 // offsets a gap frame covers; 0 for a data record
+}
+
+// end is the offset after the frame: the next frame must carry it.
+func (f frame) end() uint64 {
+	if f.gap > 0 {
+		return f.offset + f.gap
+	}
+	return f.offset + 1
+}
+
+// decodeRecord decodes the data record at the start of buf. It returns the
+// record's offset, its body (aliasing buf) and its frame size. A gap frame
+// is an error here; readers of a log use decodeFrame.
 func decodeRecord(buf []byte, maxBody int) (offset uint64, body []byte, size int, err error) {
+	f, err := decodeFrame(buf, maxBody)
+	if err == nil && f.gap > 0 {
+		return 0, nil, 0, fmt.Errorf("%w: gap frame", errHeader)
+	}
+	return f.offset, f.body, f.size, err
+}
+
+// decodeFrame decodes the frame at the start of buf. maxBody bounds the
+// length field so a corrupt length cannot make a caller allocate or read
+// gigabytes. Any input gives an error or a frame, never a panic.
+func decodeFrame(buf []byte, maxBody int) (frame, error) {
 	if len(buf) < headerSize {
 		if allZero(buf) && len(buf) > 0 {
-			return 0, nil, 0, errZero
+			return frame{}, errZero
 		}
-		return 0, nil, 0, errShort
+		return frame{}, errShort
 	}
 	n := binary.LittleEndian.Uint32(buf[0:4])
 	if n == 0 && allZero(buf[:headerSize]) {
-		return 0, nil, 0, errZero
+		return frame{}, errZero
 	}
 	if buf[4] != formatVersion {
-		return 0, nil, 0, fmt.Errorf("%w: unknown format version %d", errHeader, buf[4])
+		return frame{}, fmt.Errorf("%w: unknown format version %d", errHeader, buf[4])
 	}
-	if buf[5] != typeData || buf[6] != 0 || buf[7] != 0 {
-		return 0, nil, 0, fmt.Errorf("%w: type %d, reserved %#x", errHeader, buf[5], buf[6:8])
+	typ := buf[5]
+	if (typ != typeData && typ != typeGap) || buf[6] != 0 || buf[7] != 0 {
+		return frame{}, fmt.Errorf("%w: type %d, reserved %#x", errHeader, buf[5], buf[6:8])
 	}
-	if uint64(n) > uint64(maxBody) {
-		return 0, nil, 0, fmt.Errorf("%w: length %d exceeds limit %d", errHeader, n, maxBody)
+	if typ == typeGap && n != gapBody {
+		return frame{}, fmt.Errorf("%w: gap frame with a %d-byte body", errHeader, n)
 	}
-	size = frameSize(int(n))
+	if uint64(n) > uint64(maxBody) && typ == typeData {
+		return frame{}, fmt.Errorf("%w: length %d exceeds limit %d", errHeader, n, maxBody)
+	}
+	size := frameSize(int(n))
 	if len(buf) < size {
-		return 0, nil, 0, errShort
+		return frame{}, errShort
 	}
-	body = buf[headerSize : headerSize+int(n)]
+	body := buf[headerSize : headerSize+int(n)]
 	crc := crc32.Update(0, castagnoli, buf[0:16])
 	crc = crc32.Update(crc, castagnoli, body)
 	if crc != binary.LittleEndian.Uint32(buf[16:20]) {
-		return 0, nil, 0, errChecksum
+		return frame{}, errChecksum
 	}
 	if !allZero(buf[headerSize+int(n) : size]) {
 		// Padding is outside the checksum; requiring zeros there means
 		// every byte of a frame is verified.
-		return 0, nil, 0, fmt.Errorf("%w: non-zero padding", errHeader)
+		return frame{}, fmt.Errorf("%w: non-zero padding", errHeader)
 	}
-	return binary.LittleEndian.Uint64(buf[8:16]), body, size, nil
+	f := frame{offset: binary.LittleEndian.Uint64(buf[8:16]), body: body, size: size}
+	if typ == typeGap {
+		f.body = nil
+		f.gap = binary.LittleEndian.Uint64(body)
+		if f.gap == 0 || f.offset+f.gap < f.offset {
+			return frame{}, fmt.Errorf("%w: gap of %d offsets from %d", errHeader, f.gap, f.offset)
+		}
+	}
+	return f, nil
 }
 
 func allZero(b []byte) bool {

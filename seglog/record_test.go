@@ -84,7 +84,17 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendRecord(nil, 1, []byte("seed")))
 	f.Add(appendRecord(appendRecord(nil, 1, []byte("a")), 2, bytes.Repeat([]byte("b"), 100)))
 	f.Add(make([]byte, 24))
+	f.Add(appendGap(nil, 7, 3))
 	f.Fuzz(func(t *testing.T, buf []byte) {
+		if fr, err := decodeFrame(buf, 1<<20); err == nil && fr.gap > 0 {
+			if again := appendGap(nil, fr.offset, fr.gap); !bytes.Equal(again, buf[:fr.size]) {
+				t.Fatalf("gap frame re-encodes differently")
+			}
+			if _, _, _, err := decodeRecord(buf, 1<<20); err == nil {
+				t.Fatalf("decodeRecord accepted a gap frame")
+			}
+			return
+		}
 		off, body, size, err := decodeRecord(buf, 1<<20)
 		if err != nil {
 			return

@@ -89,6 +89,7 @@ type scanResult struct {
 	size    int64  // byte position after the last good record
 	index   []indexEntry
 	records int
+	gaps    uint64 // offsets covered by gap frames (left by Repair)
 	// bad is non-nil when the scan stopped before the end of the file.
 	bad     error
 	fileLen int64
@@ -129,21 +130,25 @@ func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, 
 				return r, err
 			}
 		}
-		off, _, size, derr := decodeRecord(buf[rel:n], maxBody)
-		if derr == nil && off != r.next {
-			derr = fmt.Errorf("record has offset %d", off)
+		fr, derr := decodeFrame(buf[rel:n], maxBody)
+		if derr == nil && fr.offset != r.next {
+			derr = fmt.Errorf("record has offset %d", fr.offset)
 		}
 		if derr != nil {
 			r.bad = derr
 			return r, nil
 		}
 		if pos-lastIndexed >= interval {
-			r.index = append(r.index, indexEntry{offset: off, pos: pos})
+			r.index = append(r.index, indexEntry{offset: fr.offset, pos: pos})
 			lastIndexed = pos
 		}
-		r.next++
-		r.records++
-		pos += int64(size)
+		r.next = fr.end()
+		if fr.gap > 0 {
+			r.gaps += fr.gap
+		} else {
+			r.records++
+		}
+		pos += int64(fr.size)
 		r.size = pos
 	}
 	return r, nil
@@ -175,10 +180,10 @@ func validAfter(f file, pos int64, minOffset uint64, maxBody int) (bool, int64, 
 		return false, 0, err
 	}
 	for p := 8; p+headerSize <= len(rest); p += 8 {
-		if rest[p+4] != formatVersion || rest[p+5] != typeData {
+		if rest[p+4] != formatVersion || (rest[p+5] != typeData && rest[p+5] != typeGap) {
 			continue
 		}
-		if off, _, _, err := decodeRecord(rest[p:], maxBody); err == nil && off >= minOffset {
+		if fr, err := decodeFrame(rest[p:], maxBody); err == nil && fr.offset >= minOffset {
 			return true, pos + int64(p), nil
 		}
 	}

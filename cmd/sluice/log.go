@@ -3,15 +3,19 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
 
 func init() {
 	register("log bench", "measure log appends beside raw file writes + fdatasync", logBench)
-	register("log check", "verify every record of a log directory (--repair to fix)", logCheck)
+	register("log check", "verify every record of a log, a spool or a data directory (--repair to fix)", logCheck)
 }
 
 func logBench(args []string, stdout, stderr io.Writer) error {
@@ -49,7 +53,7 @@ func logBench(args []string, stdout, stderr io.Writer) error {
 
 func logCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("log check", "[--repair] DIR", stderr)
-	repair := fs.Bool("repair", false, "move damaged bytes to DIR/quarantine/ and keep every good record before them")
+	repair := fs.Bool("repair", false, "move damaged bytes to LOG/quarantine/ and keep every intact record (needs the daemon stopped)")
 	if err := parseFlagsArgs(fs, args); err != nil {
 		return err
 	}
@@ -57,19 +61,43 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return &exitError{code: 2}
 	}
-	dir := fs.Arg(0)
+	given := fs.Arg(0)
+	loc, err := findLog(given)
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	if loc.dir != given {
+		fmt.Fprintf(stdout, "%s: checking the %s log in %s\n", given, loc.what, loc.dir)
+	}
 	check := seglog.Check
 	if *repair {
+		// Repair rewrites segments: a running daemon appending to them
+		// would corrupt them again, so it takes the daemon's own lock.
+		lock, err := dirlock.Acquire(loc.owner, loc.what)
+		if err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("%v; stop it before repairing", err)}
+		}
+		defer lock.Release()
 		check = seglog.Repair
+	} else if held, pid := dirlock.Held(loc.owner); held {
+		// A read-only check is safe beside the daemon; say what it may see.
+		fmt.Fprintf(stdout, "note: %s is in use by a running sluice process (pid %d); checking the live log read-only\n", loc.owner, pid)
 	}
-	rep, err := check(dir)
+	rep, err := check(loc.dir)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d segments, %d records, %d bytes, offsets [%d, %d)\n",
-		dir, rep.Segments, rep.Records, rep.Bytes, rep.First, rep.Next)
+		loc.dir, rep.Segments, rep.Records, rep.Bytes, rep.First, rep.Next)
+	if rep.Gaps > 0 {
+		fmt.Fprintf(stdout, "%d offsets hold no record (lost to damage)\n", rep.Gaps)
+	}
+	torn := 0
 	for _, p := range rep.Problems {
 		fmt.Fprintln(stdout, "problem:", p)
+		if p.Torn {
+			torn++
+		}
 	}
 	for _, q := range rep.Recovered {
 		fmt.Fprintln(stdout, "quarantined:", q)
@@ -79,9 +107,69 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "ok")
 		return nil
 	case *repair:
+		fmt.Fprintln(stdout, rep.Summary())
 		fmt.Fprintf(stdout, "repaired: %d problems; the log now holds offsets [%d, %d)\n", len(rep.Problems), rep.First, rep.Next)
 		return nil
+	case torn == len(rep.Problems):
+		// A torn final record is what a crash mid-append leaves (or, in a
+		// live log, an append in progress); Open truncates it by itself.
+		fmt.Fprintln(stdout, "ok: only a torn final record, which the next open truncates")
+		return nil
 	default:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d problems found; run with --repair to quarantine the damage", len(rep.Problems))}
+		fmt.Fprintln(stdout, "repair would give:", rep.Summary())
+		return &exitError{code: 1, msg: fmt.Sprintf("%d problems found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", len(rep.Problems), given)}
 	}
+}
+
+// logLocation is a log directory found from what the user named, and the
+// directory whose lock the daemon using it holds.
+type logLocation struct {
+	dir   string // the log itself (holds the segments)
+	owner string // the directory a daemon locks: spool or data dir
+	what  string // "spool", "data" or "log", for the lock's messages
+}
+
+// findLog finds the log in dir: dir itself if it holds segments, else the
+// log of an agent spool (DIR/log) or of a sink data directory (DIR/store).
+// A directory with no log is an error, never an empty "ok".
+func findLog(dir string) (logLocation, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return logLocation{}, err
+	}
+	if !st.IsDir() {
+		return logLocation{}, fmt.Errorf("%s is not a directory", dir)
+	}
+	roles := map[string]string{"log": "spool", "store": "data"}
+	if hasSegments(dir) {
+		loc := logLocation{dir: dir, owner: dir, what: "log"}
+		parent := filepath.Dir(filepath.Clean(dir))
+		if what, ok := roles[filepath.Base(filepath.Clean(dir))]; ok {
+			if _, err := os.Stat(filepath.Join(parent, dirlock.FileName)); err == nil {
+				loc.owner, loc.what = parent, what
+			}
+		}
+		return loc, nil
+	}
+	for _, sub := range []string{"log", "store"} {
+		if p := filepath.Join(dir, sub); hasSegments(p) {
+			return logLocation{dir: p, owner: dir, what: roles[sub]}, nil
+		}
+	}
+	return logLocation{}, fmt.Errorf("no log in %s: no segment files there, nor in %s (an agent's --spool) or %s (a sink's --data)",
+		dir, filepath.Join(dir, "log"), filepath.Join(dir, "store"))
+}
+
+// hasSegments reports whether dir holds at least one segment file.
+func hasSegments(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if n := e.Name(); len(n) == 24 && strings.HasSuffix(n, ".seg") && e.Type().IsRegular() {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -57,6 +58,11 @@ type Sink struct {
 	closeErr  error
 
 	started time.Time
+
+	// lock is the exclusive lock on DataDir, held from New to the end of
+	// Close: two sinks on one data directory would both append to the
+	// store and overwrite each other's records.
+	lock *dirlock.Lock
 }
 
 // New opens (or creates) the sink's data directory, opens the store
@@ -69,6 +75,18 @@ func New(cfg Config) (*Sink, error) {
 	}
 	kind, ku, _ := parseStore(cfg.Store) // validated
 	log := cfg.Logger
+	// Lock first: nothing in DataDir may be touched while another sink
+	// owns it.
+	lock, err := dirlock.Acquire(cfg.DataDir, "data")
+	if err != nil {
+		return nil, fmt.Errorf("sink: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Release()
+		}
+	}()
 	if err := mkdirDurable(filepath.Join(cfg.DataDir, "dicts")); err != nil {
 		return nil, fmt.Errorf("sink: create data directory: %w", err)
 	}
@@ -86,6 +104,7 @@ func New(cfg Config) (*Sink, error) {
 		available:   true,
 		statusSince: time.Now(),
 		sendStreams: make(map[*sendStream]struct{}),
+		lock:        lock,
 	}
 	m.storeAvailable.Set(1)
 	switch kind {
@@ -128,6 +147,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s.srv = grpc.NewServer(sopts...)
 	sluicev1.RegisterSinkServer(s.srv, &service{s: s})
+	ok = true
 	return s, nil
 }
 
@@ -189,6 +209,10 @@ func (s *Sink) Close() error {
 			<-s.writerDone
 		}
 		s.closeErr = s.store.close()
+		// Only now may another sink open the data directory.
+		if err := s.lock.Release(); err != nil {
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("sink: release data directory lock: %w", err))
+		}
 	})
 	return s.closeErr
 }

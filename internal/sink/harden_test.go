@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -34,5 +35,19 @@ func TestDataDirLocked(t *testing.T) {
 	}
 	if err := again.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServerKeepalive: the sink detects a half-open agent within 40 s
+// (ping after 30 s of silence, 10 s to answer), and lets agents ping every
+// 10 s, gRPC's shortest client keepalive, without being cut for
+// too_many_pings: the enforcement minimum must be well below it.
+func TestServerKeepalive(t *testing.T) {
+	const agentPing = 10 * time.Second
+	if ka := serverKeepalive; ka.Time == 0 || ka.Time > 30*time.Second || ka.Timeout == 0 || ka.Timeout > 10*time.Second {
+		t.Errorf("server keepalive %+v: want Time in (0, 30s] and Timeout in (0, 10s]", ka)
+	}
+	if p := serverKeepalivePolicy; p.MinTime > agentPing/2 || !p.PermitWithoutStream {
+		t.Errorf("enforcement policy %+v: want MinTime <= %v and PermitWithoutStream", p, agentPing/2)
 	}
 }

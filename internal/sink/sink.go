@@ -134,8 +134,8 @@ func New(cfg Config) (*Sink, error) {
 		grpc.InitialConnWindowSize(2 * HTTP2WindowBytes),
 		grpc.MaxRecvMsgSize(int(cfg.MaxMessageBytes) + 64<<10 + (2 << 20)), // + envelope + dictionary uploads
 		grpc.MaxSendMsgSize(MaxMessageBytesLimit + (1 << 20)),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(serverKeepalive),
+		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),
 		grpc.WaitForHandlers(true),
 	}
 	if cfg.TLS != nil {
@@ -150,6 +150,19 @@ func New(cfg Config) (*Sink, error) {
 	ok = true
 	return s, nil
 }
+
+// serverKeepalive makes the sink ping a connection that has been quiet for
+// Time and close it when the ping is not answered within Timeout, so a
+// half-open agent (host gone, NAT entry dropped) is detected within about
+// 40 s and its stream ends instead of holding its queue forever.
+var serverKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+
+// serverKeepalivePolicy lets clients ping as often as every MinTime, with
+// or without a stream. gRPC clients cannot ping more often than every 10 s
+// (their minimum keepalive time); a MinTime of half that leaves room for
+// timer jitter, so an agent pinging every 10 s is never cut with
+// GOAWAY "too_many_pings".
+var serverKeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
 
 // Registry returns the registry holding the sink's metrics
 // (Config.Registry, or the sink's own).

@@ -83,7 +83,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := serveMetrics(ctx, *metrics, cfg.Registry, log, nil); err != nil {
+	if err := serveMetrics(ctx, *metrics, cfg.Registry, log, s.Ready); err != nil {
 		lis.Close()
 		s.Close()
 		return fmt.Errorf("--metrics: %w", err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +50,73 @@ func TestServerKeepalive(t *testing.T) {
 	}
 	if p := serverKeepalivePolicy; p.MinTime > agentPing/2 || !p.PermitWithoutStream {
 		t.Errorf("enforcement policy %+v: want MinTime <= %v and PermitWithoutStream", p, agentPing/2)
+	}
+}
+
+// mountTmpfs mounts a tmpfs of size on a fresh directory, or skips the
+// test when it cannot.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// TestReadyEmbedded: Ready is nil while the embedded store takes appends,
+// says why once a group commit fails (a full disk), and is nil again once a
+// commit succeeds.
+func TestReadyEmbedded(t *testing.T) {
+	dir := mountTmpfs(t, "256k")
+	h := newHarness(t, func(c *Config) { c.DataDir = dir })
+	if err := h.s.Ready(); err != nil {
+		t.Fatalf("fresh sink not ready: %v", err)
+	}
+	big := strings.Repeat("r", 60<<10)
+	a := h.connect("a")
+	full := false
+	for id := uint64(1); id <= 64 && !full; id++ {
+		a.send(plainReq(id, big))
+	wait:
+		for {
+			select {
+			case r, ok := <-a.resps:
+				if !ok {
+					full = true // the failed commit ended the stream
+					break wait
+				}
+				if r.GetAck() != nil {
+					break wait
+				}
+			case <-time.After(wait):
+				t.Fatalf("message %d: neither acked nor the stream ended", id)
+			}
+		}
+	}
+	if !full {
+		t.Fatal("a 256k tmpfs took 64 messages of 60k")
+	}
+	err := h.s.Ready()
+	if err == nil || !strings.Contains(err.Error(), "store does not accept appends") {
+		t.Fatalf("Ready after a failed commit: %v", err)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=8m", dir).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, out)
+	}
+	b := h.connect("b")
+	b.send(plainReq(1, "after the disk grew"))
+	b.collect(1)
+	if err := h.s.Ready(); err != nil {
+		t.Fatalf("Ready after a successful commit: %v", err)
+	}
+	s := h.s
+	h.stop()
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("Ready after Close: %v", err)
 	}
 }

@@ -51,6 +51,9 @@ type Sink struct {
 	statusDetail string
 	statusSince  time.Time
 	sendStreams  map[*sendStream]struct{}
+	// writeErr is why the last group commit failed, nil once one
+	// succeeded: what Ready reports for the embedded store.
+	writeErr error
 
 	// closing is closed when Close begins.
 	closing   chan struct{}
@@ -228,6 +231,40 @@ func (s *Sink) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// Ready reports whether the sink can take messages now: nil when it is
+// not shutting down and its store is writable, an error saying why not
+// otherwise. The embedded store is writable unless its last group commit
+// failed (disk full, I/O error; a later successful commit makes it
+// writable again); the Kafka store is writable while its health monitor
+// sees Kafka answering and acknowledging writes (the state agents are
+// told through store_status). It serves /readyz.
+func (s *Sink) Ready() error {
+	select {
+	case <-s.closing:
+		return errors.New("sink is shutting down")
+	default:
+	}
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	if s.kafka != nil {
+		if !s.available {
+			return fmt.Errorf("Kafka store unavailable: %s", s.statusDetail)
+		}
+		return nil
+	}
+	if s.writeErr != nil {
+		return fmt.Errorf("store does not accept appends: %v", s.writeErr)
+	}
+	return nil
+}
+
+// setWriteErr records the outcome of a group commit for Ready.
+func (s *Sink) setWriteErr(err error) {
+	s.statusMu.Lock()
+	s.writeErr = err
+	s.statusMu.Unlock()
 }
 
 // setStoreStatus records whether the store takes writes. On a change it

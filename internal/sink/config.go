@@ -38,6 +38,9 @@ const (
 	DefaultCheckpointBytes    = 256 << 20
 	// DefaultWriteBatchBytes bounds one group commit.
 	DefaultWriteBatchBytes = 32 << 20
+	// DefaultKafkaStartTimeout bounds how long New waits for the Kafka
+	// brokers to answer.
+	DefaultKafkaStartTimeout = 30 * time.Second
 	// DefaultShutdownTimeout bounds how long Close waits for the streams
 	// to get what they queued stored and acked.
 	DefaultShutdownTimeout = 10 * time.Second
@@ -115,6 +118,11 @@ type Config struct {
 	// Default 10s.
 	ShutdownTimeout time.Duration
 
+	// KafkaStartTimeout bounds how long New keeps trying to reach the
+	// Kafka brokers (and waits for the topic to be ready) before failing.
+	// Default 30s.
+	KafkaStartTimeout time.Duration
+
 	// beforeCommit, if set, runs on the storage writer before each group
 	// commit; tests use it to hold the writer.
 	beforeCommit func()
@@ -152,6 +160,9 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.KafkaStartTimeout == 0 {
+		c.KafkaStartTimeout = DefaultKafkaStartTimeout
+	}
 }
 
 func (c *Config) validate() error {
@@ -168,7 +179,7 @@ func (c *Config) validate() error {
 	if _, _, err := parseStore(c.Store); err != nil {
 		errs = append(errs, err)
 	}
-	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 {
+	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 || c.KafkaStartTimeout < 0 {
 		errs = append(errs, errors.New("negative interval, size or timeout"))
 	}
 	if len(errs) > 0 {

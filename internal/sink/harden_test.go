@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -118,5 +122,71 @@ func TestReadyEmbedded(t *testing.T) {
 	h.stop()
 	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("Ready after Close: %v", err)
+	}
+}
+
+// gatherTypes returns the type of every metric family in reg.
+func gatherTypes(t *testing.T, reg *prometheus.Registry) map[string]dto.MetricType {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]dto.MetricType, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf.GetType()
+	}
+	return out
+}
+
+// TestMetricKinds: a metric named *_total is a counter and every counter
+// is named *_total; the Kafka store's metrics are exported only by a sink
+// whose store is Kafka.
+func TestMetricKinds(t *testing.T) {
+	h := newHarness(t, nil)
+	embedded := gatherTypes(t, h.s.Registry())
+	kreg := prometheus.NewRegistry()
+	newMetrics(kreg, true)
+	kafka := gatherTypes(t, kreg)
+	for _, set := range []map[string]dto.MetricType{embedded, kafka} {
+		for name, typ := range set {
+			if strings.HasSuffix(name, "_total") != (typ == dto.MetricType_COUNTER) {
+				t.Errorf("%s is a %v: only counters, and all of them, end in _total", name, typ)
+			}
+		}
+	}
+	for name := range embedded {
+		if strings.Contains(name, "kafka") {
+			t.Errorf("embedded sink exports %s", name)
+		}
+	}
+	if _, ok := kafka["sluice_sink_kafka_records_total"]; !ok {
+		t.Error("Kafka metrics not registered for a Kafka store")
+	}
+}
+
+// TestKafkaStartUnreachable: with no broker at the address, New keeps
+// trying for Config.KafkaStartTimeout, then fails with the brokers' error
+// (not a formatting artifact like %!w(<nil>)). No broker is needed.
+func TestKafkaStartUnreachable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	_, err = New(Config{DataDir: t.TempDir(), Logger: discardLogger(), Store: "kafka://" + addr + "/t",
+		KafkaStartTimeout: 1500 * time.Millisecond})
+	if err == nil {
+		t.Fatal("New succeeded without a broker")
+	}
+	msg := err.Error()
+	t.Log(msg)
+	if strings.Contains(msg, "%!") || !strings.Contains(msg, "cannot reach the brokers within 1.5s") {
+		t.Errorf("error %q: want the wait and the brokers' error", msg)
+	}
+	var attempts int
+	if _, err := fmt.Sscanf(msg[strings.Index(msg, "within"):], "within 1.5s (%d attempts)", &attempts); err != nil || attempts < 2 {
+		t.Errorf("error %q: want at least 2 attempts (it must keep trying until the timeout)", msg)
 	}
 }

@@ -93,7 +93,7 @@ func New(cfg Config) (*Sink, error) {
 	if err := mkdirDurable(filepath.Join(cfg.DataDir, "dicts")); err != nil {
 		return nil, fmt.Errorf("sink: create data directory: %w", err)
 	}
-	m := newMetrics(cfg.Registry)
+	m := newMetrics(cfg.Registry, kind == storeKafka)
 	s := &Sink{
 		cfg:         cfg,
 		log:         log,

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
@@ -33,14 +32,8 @@ func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, s
 		return err
 	}
 	ctx := stream.Context()
-	if s.cfg.Tokens != nil {
-		id, ok := auth.FromContext(ctx)
-		if !ok {
-			return status.Error(codes.Unauthenticated, "no authenticated identity")
-		}
-		if !id.CanRead() {
-			return status.Error(codes.PermissionDenied, "this token may not read: reading needs a consumer (\"*\") token")
-		}
+	if err := s.checkRead(ctx, peerAddr(ctx)); err != nil {
+		return err
 	}
 	req, err := stream.Recv()
 	if err == io.EOF {

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
@@ -142,15 +141,8 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 	if agent == "" || len(agent) > maxAgentID {
 		return status.Errorf(codes.InvalidArgument, "Hello.agent_id of %d bytes: want 1 to %d", len(agent), maxAgentID)
 	}
-	if s.cfg.Tokens != nil {
-		id, ok := auth.FromContext(ctx)
-		if !ok {
-			return status.Error(codes.Unauthenticated, "no authenticated identity")
-		}
-		if !id.CanSend(agent) {
-			s.log.Warn("sink: token not valid for agent", "agent_id", agent, "token_agent_id", id.AgentID, "peer", peerAddr)
-			return status.Errorf(codes.PermissionDenied, "this token may not send as agent %q", agent)
-		}
+	if err := s.checkSend(ctx, agent, peerAddr); err != nil {
+		return err
 	}
 	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
 		QueueMsgs: s.cfg.QueueMessages, QueueBytes: s.cfg.QueueBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,

@@ -184,11 +184,30 @@ func (s *Sink) Serve(lis net.Listener) error {
 		return nil
 	default:
 	}
+	if !s.authEnabled() && !isLoopback(lis.Addr()) {
+		s.log.Warn("sink: NO AUTHENTICATION on a non-loopback address: anyone who reaches it may send as any agent "+
+			"(and have that agent's later messages dropped as duplicates) and read every record; "+
+			"configure tokens (--tokens) or mutual TLS (--client-ca)", "addr", lis.Addr().String())
+	}
 	err := s.srv.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
 	return err
+}
+
+// isLoopback reports whether addr is a loopback address (127.0.0.0/8,
+// ::1); an unspecified address (0.0.0.0, ::) listens on every interface.
+func isLoopback(addr net.Addr) bool {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		return a.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
 }
 
 // Close shuts the sink down gracefully: it stops accepting connections and

@@ -15,6 +15,7 @@ const (
 	reasonCount       = "record_count"
 	reasonUnknownDict = "unknown_dictionary"
 	reasonOverCredit  = "over_credit"
+	reasonEmpty       = "empty_batch"
 )
 
 // metrics are the sink's Prometheus metrics, all named sluice_sink_*.
@@ -121,7 +122,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts(f("refused_total",
 			"Connections and streams refused because a bound was reached, by reason.")), []string{"reason"}),
 		streamsCut: prometheus.NewCounterVec(prometheus.CounterOpts(f("streams_cut_total",
-			"Send streams the sink ended because the agent misbehaved, by reason.")), []string{"reason"}),
+			"Streams the sink ended because the client misbehaved, by reason.")), []string{"reason"}),
 		kafkaProduce: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_commit_seconds",
 			Help: "Kafka store: time from the start of a group commit to Kafka's last ack of it.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		kafkaRecords:     counter("kafka_records_total", "Kafka store: records produced (one per record of each message)."),
@@ -131,7 +132,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 		kafkaCatchUp: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_catchup_seconds",
 			Help: "Kafka store: time from an agent's Hello until the dedup tailer had read the topic up to its end as of then.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit} {
+	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit, reasonEmpty} {
 		m.rejected.WithLabelValues(r)
 	}
 	m.streams.WithLabelValues("send")

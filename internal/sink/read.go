@@ -35,7 +35,7 @@ func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, s
 	if err := s.checkRead(ctx, peerAddr(ctx)); err != nil {
 		return err
 	}
-	req, err := stream.Recv()
+	req, err := recvFirst(s, ctx, stream.Recv, "ReadStart")
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "stream closed before its ReadStart")
 	}

@@ -56,6 +56,10 @@ type sendStream struct {
 	pending      []*sluicev1.Response
 	creditsDirty bool
 
+	// overBytes sums the messages received beyond the byte credit since
+	// the last one queued (see checkWindow).
+	overBytes int64
+
 	// held are messages the Receiver enqueued that are not yet with the
 	// storage writer: while the store's gate is closed (gated), or while
 	// the writer's channel is full. The loop hands them over in order
@@ -118,7 +122,7 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 		return err
 	}
 	ctx := stream.Context()
-	req, err := stream.Recv()
+	req, err := recvFirst(s, ctx, stream.Recv, "Hello")
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "stream closed before its Hello")
 	}
@@ -327,8 +331,15 @@ func (st *sendStream) loop(ctx context.Context) error {
 func (st *sendStream) handle(ctx context.Context, ev *inbound) error {
 	switch ev.kind {
 	case inMessage:
+		if err := st.checkWindow(ctx, ev); err != nil {
+			return err
+		}
+		enqueued := st.rcv.Stats().Enqueued
 		if err := st.rcv.Step(delivery.Received(ev.id, ev.size)); err != nil {
 			return status.Errorf(codes.Internal, "receiver: %v", err)
+		}
+		if st.rcv.Stats().Enqueued > enqueued {
+			st.overBytes = 0
 		}
 		return st.act(ctx, &ev.item)
 	case inInvalid:
@@ -350,6 +361,49 @@ func (st *sendStream) handle(ctx context.Context, ev *inbound) error {
 		return st.act(ctx, nil)
 	}
 	return nil
+}
+
+// checkWindow ends the stream with OUT_OF_WINDOW when the agent sends
+// beyond the credits it was granted, instead of receiving, decompressing
+// and rejecting a flood (which held hundreds of MB per stream).
+//
+// A well-behaved Sender never sends a message when its message credit is
+// used up, and every message it sends within its byte credit fits the
+// queue (the credit left is the queue's free room). The one exception is
+// the empty-pipe waiver (see delivery.Sender.fits): with nothing in flight
+// in its view it may send one message beyond its byte credit, which the
+// Receiver rejects as OVER_CREDIT (retryable) if the queue still holds
+// something. So: no message credit left is a violation at once; messages
+// over the byte credit are tolerated up to max(QueueBytes,
+// MaxMessageBytes) of them since the last message queued, which waivers
+// never reach (they come one at a time, each after the agent saw its last
+// message acked, rejected or timed out).
+func (st *sendStream) checkWindow(ctx context.Context, ev *inbound) error {
+	cfg := &st.s.cfg
+	msgs, queued := st.rcv.Queued()
+	var detail string
+	switch {
+	case msgs >= cfg.QueueMessages:
+		detail = fmt.Sprintf("message sent with no message credit left (%d queued, the stream's limit)", msgs)
+	case msgs > 0 && queued+ev.size > cfg.QueueBytes:
+		st.overBytes += ev.size
+		if tolerated := max(cfg.QueueBytes, cfg.MaxMessageBytes); st.overBytes > tolerated {
+			detail = fmt.Sprintf("%d bytes sent beyond the byte credit since the last message queued (tolerated: %d)", st.overBytes, tolerated)
+		}
+	}
+	if detail == "" {
+		return nil
+	}
+	st.s.m.streamsCut.WithLabelValues(cutOutOfWindow).Inc()
+	st.log.Warn("sink: agent ignores its credits; ending the stream", "message_id", ev.id, "detail", detail)
+	// Retryable: the message itself is fine, and may be resent on a new
+	// stream within its credits.
+	st.reject(ev.id, rejection{code: sluicev1.ErrorCode_ERROR_CODE_OUT_OF_WINDOW, retryable: true,
+		detail: "sent beyond the granted credits: " + detail})
+	if err := st.flush(ctx); err != nil {
+		return err
+	}
+	return status.Errorf(codes.ResourceExhausted, "sent beyond the granted credits: %s", detail)
 }
 
 func (st *sendStream) handleStored(ctx context.Context) error {
@@ -690,6 +744,11 @@ func (st *sendStream) check(req *sluicev1.Request, dec *codec.Decoder) inbound {
 	n, err := batch.Count(decoded)
 	if err != nil {
 		return reject(badPayload, reasonBatch, false, "not a valid batch: %v", err)
+	}
+	if n == 0 {
+		// Nothing to store, and a flood of them would still cost an
+		// append and an fdatasync each.
+		return reject(badPayload, reasonEmpty, false, "empty batch: a message holds at least one record")
 	}
 	if uint64(n) != uint64(req.GetRecordCount()) {
 		return reject(badPayload, reasonCount, false, "record_count %d, but the batch holds %d records", req.GetRecordCount(), n)

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -135,7 +137,11 @@ func New(cfg Config) (*Sink, error) {
 		// not HTTP/2, bound what is in flight.
 		grpc.InitialWindowSize(HTTP2WindowBytes),
 		grpc.InitialConnWindowSize(2 * HTTP2WindowBytes),
-		grpc.MaxRecvMsgSize(int(cfg.MaxMessageBytes) + 64<<10 + (2 << 20)), // + envelope + dictionary uploads
+		// A message being received is buffered whole: keep the limit at
+		// the largest Request a well-behaved agent sends, so that half a
+		// message cannot hold more.
+		grpc.MaxRecvMsgSize(maxRequestBytes(cfg.MaxMessageBytes)),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn)),
 		grpc.MaxSendMsgSize(MaxMessageBytesLimit + (1 << 20)),
 		grpc.KeepaliveParams(serverKeepalive),
 		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),
@@ -189,11 +195,24 @@ func (s *Sink) Serve(lis net.Listener) error {
 			"(and have that agent's later messages dropped as duplicates) and read every record; "+
 			"configure tokens (--tokens) or mutual TLS (--client-ca)", "addr", lis.Addr().String())
 	}
-	err := s.srv.Serve(lis)
+	err := s.srv.Serve(newPeerLimitListener(s, lis, s.cfg.MaxConnsPerPeer))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
 	return err
+}
+
+// requestFraming is what a Request holds beyond its payload (version,
+// message id, record count, field tags and lengths) with room to spare,
+// and what zstd may add to an incompressible batch.
+const requestFraming = 64 << 10
+
+// maxRequestBytes is the gRPC receive limit: the largest payload (a batch
+// of maxMessage bytes, or a dictionary upload, which
+// codec.ParseDictionary takes up to MaxDictionarySize + 64 KiB) plus
+// framing.
+func maxRequestBytes(maxMessage int64) int {
+	return int(max(maxMessage, codec.MaxDictionarySize+64<<10)) + requestFraming
 }
 
 // isLoopback reports whether addr is a loopback address (127.0.0.0/8,
@@ -353,5 +372,41 @@ func (s *Sink) accepting() error {
 		return status.Error(codes.Unavailable, "sink is shutting down")
 	default:
 		return nil
+	}
+}
+
+// recvFirst receives a stream's first message (what names it, for the
+// error), giving up after Config.HelloTimeout, at shutdown, or when the
+// stream ends. A stream that stays silent would otherwise hold its
+// goroutines and buffers until the client leaves, and hold up Close.
+func recvFirst[T any](s *Sink, ctx context.Context, recv func() (*T, error), what string) (*T, error) {
+	type result struct {
+		m   *T
+		err error
+	}
+	ch := make(chan result, 1)
+	// Once the handler returns, gRPC cancels the stream and this Recv
+	// returns.
+	go func() {
+		m, err := recv()
+		ch <- result{m, err}
+	}()
+	t := time.NewTimer(s.cfg.HelloTimeout)
+	defer t.Stop()
+	if s.cfg.helloWait != nil {
+		s.cfg.helloWait()
+	}
+	select {
+	case r := <-ch:
+		return r.m, r.err
+	case <-t.C:
+		s.m.streamsCut.WithLabelValues(cutHelloTimeout).Inc()
+		s.log.Warn("sink: stream sent nothing within the hello timeout; ending it", "expected", what,
+			"hello_timeout", s.cfg.HelloTimeout, "peer", peerAddr(ctx))
+		return nil, status.Errorf(codes.DeadlineExceeded, "no %s within %v", what, s.cfg.HelloTimeout)
+	case <-s.closing:
+		return nil, status.Error(codes.Unavailable, "sink is shutting down")
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }

@@ -283,3 +283,65 @@ func TestRequestSizeLimit(t *testing.T) {
 		t.Errorf("receive limit %d for a max message of %d: want it tight", limit, maxMsg)
 	}
 }
+
+// TestMaxConsumers: Read streams beyond Config.MaxConsumers are refused
+// with ResourceExhausted; the consumers gauge counts the others; a
+// following consumer that caught up holds no read buffer.
+func TestMaxConsumers(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxConsumers = 2 })
+	a := h.connect("edge-1")
+	for id := range uint64(20) {
+		a.send(plainReq(id, records(id, 50)...))
+	}
+	a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+	var readers []*reader
+	for range 2 {
+		r := h.read(&sluicev1.ReadStart{Follow: true})
+		r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1000}})
+		for r.next().GetEnd() == nil {
+		}
+		readers = append(readers, r)
+	}
+	third := h.read(&sluicev1.ReadStart{Follow: true})
+	if err := third.status(); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("third consumer with MaxConsumers 2: %v, want ResourceExhausted", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_consumers"); got != 2 {
+		t.Errorf("consumers gauge %v, want 2", got)
+	}
+	if got := metricValue(t, h, "sluice_sink_refused_total{reason=max_consumers}"); got != 1 {
+		t.Errorf("refused_total{max_consumers} = %v, want 1", got)
+	}
+	// Both followers caught up and wait: nothing is buffered for them.
+	deadline := time.Now().Add(wait)
+	for metricValue(t, h, "sluice_sink_consumer_buffered_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer_buffered_bytes %v with every follower caught up, want 0", metricValue(t, h, "sluice_sink_consumer_buffered_bytes"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A follower still gets what is stored next.
+	a.send(plainReq(20, "new"))
+	a.collect(20)
+	if m := readers[0].next().GetMessage(); m.GetMessageId() != 20 {
+		t.Errorf("follower got %v, want message 20", m)
+	}
+	// A consumer leaving makes room.
+	readers[1].stream.CloseSend()
+	readers[1].status()
+	deadline = time.Now().Add(wait)
+	for metricValue(t, h, "sluice_sink_consumers") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("consumers gauge did not drop when a consumer left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := h.read(&sluicev1.ReadStart{FromOffset: 20})
+	r.request(10)
+	if m := r.next().GetMessage(); m.GetMessageId() != 20 {
+		t.Errorf("consumer admitted after one left: got %v, want message 20", m)
+	}
+	if err := r.status(); err != nil {
+		t.Errorf("consumer admitted after one left: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,12 @@ type Sink struct {
 	// writeErr is why the last group commit failed, nil once one
 	// succeeded: what Ready reports for the embedded store.
 	writeErr error
+
+	// consumers counts the Read streams being served (admitConsumer).
+	consumers atomic.Int64
+	// readDecoders holds *bodyDecoder shared by the Read streams of the
+	// embedded store.
+	readDecoders sync.Pool
 
 	// closing is closed when Close begins.
 	closing   chan struct{}
@@ -111,6 +118,7 @@ func New(cfg Config) (*Sink, error) {
 		sendStreams: make(map[*sendStream]struct{}),
 		lock:        lock,
 	}
+	s.readDecoders.New = func() any { return &bodyDecoder{dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {
 	case storeKafka:

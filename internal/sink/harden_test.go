@@ -190,3 +190,56 @@ func TestKafkaStartUnreachable(t *testing.T) {
 		t.Errorf("error %q: want at least 2 attempts (it must keep trying until the timeout)", msg)
 	}
 }
+
+// TestDocMetrics: the metrics list in doc.go names every metric the sink
+// registers, with its type, and marks those of one store only.
+func TestDocMetrics(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ typ, store string }
+	doc := map[string]row{}
+	for _, line := range strings.Split(string(src), "\n") {
+		f := strings.Fields(strings.TrimPrefix(line, "//"))
+		if !strings.HasPrefix(line, "//\tsluice_sink_") || len(f) < 3 {
+			continue
+		}
+		r := row{typ: f[1]}
+		if s := strings.TrimSuffix(f[2], ":"); s != f[2] {
+			r.store = s
+		}
+		doc[f[0]] = r
+	}
+	h := newHarness(t, nil)
+	embedded := gatherTypes(t, h.s.Registry())
+	kreg := prometheus.NewRegistry()
+	newMetrics(kreg, true)
+	kafka := gatherTypes(t, kreg)
+	all := map[string]dto.MetricType{}
+	for _, set := range []map[string]dto.MetricType{embedded, kafka} {
+		for n, typ := range set {
+			all[n] = typ
+		}
+	}
+	for n, typ := range all {
+		r, ok := doc[n]
+		if !ok {
+			t.Errorf("metric %s is not in doc.go's list", n)
+			continue
+		}
+		if want := strings.ToLower(typ.String()); r.typ != want {
+			t.Errorf("doc.go lists %s as a %s, it is a %s", n, r.typ, want)
+		}
+		_, inEmbedded := embedded[n]
+		_, inKafka := kafka[n]
+		if r.store == "kafka" && inEmbedded || r.store == "embedded" && inKafka {
+			t.Errorf("doc.go marks %s %s-only, but the other store registers it too", n, r.store)
+		}
+	}
+	for n := range doc {
+		if _, ok := all[n]; !ok {
+			t.Errorf("doc.go lists %s, which the sink does not register", n)
+		}
+	}
+}

@@ -21,11 +21,11 @@ func TestCertIdentity(t *testing.T) {
 		{cn: "edge-1", uris: []string{"spiffe://example.org/reader"}, want: auth.ReaderID, canRd: true},
 		{cn: auth.ReaderCN, want: auth.ReaderID, canRd: true},
 		{cn: "x", uris: []string{"https://example.org/agent/x", "spiffe://td/agent/y"}, want: "y"}, // non-SPIFFE URIs are ignored
-		{cn: "x", uris: []string{"spiffe://td/agent/a", "spiffe://td/agent/b"}},                     // two identities
-		{cn: "x", uris: []string{"spiffe://td/workload/a"}},                                         // unknown shape
-		{cn: "x", uris: []string{"spiffe://td/agent/"}},                                             // empty id
-		{cn: ""},                                                                                    // nothing
-		{cn: auth.ReaderID},                                                                         // "*" is no agent id
+		{cn: "x", uris: []string{"spiffe://td/agent/a", "spiffe://td/agent/b"}},                    // two identities
+		{cn: "x", uris: []string{"spiffe://td/workload/a"}},                                        // unknown shape
+		{cn: "x", uris: []string{"spiffe://td/agent/"}},                                            // empty id
+		{cn: ""},            // nothing
+		{cn: auth.ReaderID}, // "*" is no agent id
 	} {
 		cert := &x509.Certificate{Subject: pkix.Name{CommonName: tc.cn}}
 		for _, u := range tc.uris {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -154,6 +155,8 @@ func New(cfg Config) (*Sink, error) {
 		grpc.KeepaliveParams(serverKeepalive),
 		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),
 		grpc.WaitForHandlers(true),
+		experimental.BufferPool(serverBufferPool),
+		grpc.ForceServerCodecV2(protoCodec{}),
 	}
 	if cfg.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(cfg.TLS)))

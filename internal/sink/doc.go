@@ -137,8 +137,13 @@
 // while it has something to send: the chunk is 64 MiB divided among the
 // consumers (64 KiB to 1 MiB each), and is dropped while the consumer
 // waits for credit or for new records; zstd decoders and decompression
-// buffers are pooled across streams. So an idle follower costs about
-// 0.1 MB of heap (measured with 200: TestFollowersHeap), not 1 MB.
+// buffers are pooled across streams; and the gRPC server marshals into a
+// buffer pool with a tier at every power of two (gRPC's default put each
+// 64 KiB StoredMessage in a 1 MiB buffer). Measured with 200 followers of
+// a 32 MB store, each on its own connection: an idle follower holds
+// 0.09 MB of heap instead of 1.05 MB (TestFollowersHeap), and the sink
+// process peaks at 268 MB RSS while they catch up instead of 855 MB
+// (TestFollowersRSS).
 // Reads of a Kafka store differ in the ways listed below.
 //
 // # Kafka store

@@ -24,7 +24,12 @@ import (
 // sluice binary, and logs the numbers.
 //
 //	go build -o /tmp/sluice ./cmd/sluice
-//	SLUICE_RSS_BIN=/tmp/sluice go test -run TestFollowersRSS -v ./internal/sink/
+//	SLUICE_RSS_BIN=/tmp/sluice SLUICE_RSS_ARGS="--max-conns-per-peer 1000" \
+//	    go test -run TestFollowersRSS -v ./internal/sink/
+//
+// 200 followers of a 32 MB store: 855 MB (4.2 MB per follower) before
+// this change, 268 MB (1.25 MB) after: read chunks shared and dropped
+// while waiting, and gRPC buffers sized to the message (grpccodec.go).
 func TestFollowersRSS(t *testing.T) {
 	bin := os.Getenv("SLUICE_RSS_BIN")
 	if bin == "" {

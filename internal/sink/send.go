@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -59,6 +60,15 @@ type sendStream struct {
 	// overBytes sums the messages received beyond the byte credit since
 	// the last one queued (see checkWindow).
 	overBytes int64
+
+	// pipeBytes are the payload bytes of batches the receiver validated
+	// and the loop has not taken yet; the receiver stops reading beyond
+	// QueueBytes + MaxMessageBytes (a well-behaved agent never has more in
+	// flight), so an agent that ignores its credits while the loop is busy
+	// is held by HTTP/2 flow control, not buffered. pipeFree (capacity 1)
+	// is signalled when the loop takes some.
+	pipeBytes atomic.Int64
+	pipeFree  chan struct{}
 
 	// held are messages the Receiver enqueued that are not yet with the
 	// storage writer: while the store's gate is closed (gated), or while
@@ -195,6 +205,7 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 		done:     make(chan struct{}),
 		storedCh: make(chan struct{}, 1),
 		statusCh: make(chan *sluicev1.StoreStatus, 1),
+		pipeFree: make(chan struct{}, 1),
 	}
 	// With Kafka, the agent's messages wait until this sink has read
 	// what every sink had stored when the Hello arrived (see the package
@@ -287,6 +298,13 @@ func (st *sendStream) loop(ctx context.Context) error {
 		case ss := <-st.statusCh:
 			st.pending = append(st.pending, serviceMessage(&sluicev1.ServiceMessage{StoreStatus: ss}))
 		case ev := <-in:
+			if ev.size > 0 {
+				st.pipeBytes.Add(-ev.size)
+				select {
+				case st.pipeFree <- struct{}{}:
+				default:
+				}
+			}
 			switch ev.kind {
 			case inEnd:
 				if ev.err != io.EOF {
@@ -612,8 +630,29 @@ func (st *sendStream) recvLoop(ctx context.Context) {
 		default:
 			ev = st.check(req, dec)
 		}
+		if ev.size > 0 && !st.reserve(ev.size) {
+			return
+		}
 		if !st.deliver(ev) {
 			return
+		}
+	}
+}
+
+// reserve waits until size more bytes fit the pipeline to the loop (see
+// pipeBytes) and counts them. A message always fits an empty pipeline. It
+// reports false if the stream ended meanwhile.
+func (st *sendStream) reserve(size int64) bool {
+	budget := st.s.cfg.QueueBytes + st.s.cfg.MaxMessageBytes
+	for {
+		if cur := st.pipeBytes.Load(); cur == 0 || cur+size <= budget {
+			st.pipeBytes.Add(size)
+			return true
+		}
+		select {
+		case <-st.pipeFree:
+		case <-st.done:
+			return false
 		}
 	}
 }

@@ -266,8 +266,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 				sent = true
 			}
 		}
-		if it == nil {
-		} else if err := it.Err(); err != nil {
+		if err := iterErr(it); err != nil {
 			switch {
 			case errors.Is(err, seglog.ErrTruncated):
 				return status.Errorf(codes.OutOfRange, "%v", err)
@@ -303,6 +302,14 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 			return err
 		}
 	}
+}
+
+// iterErr is it's error, nil without an iterator.
+func iterErr(it *seglog.Iterator) error {
+	if it == nil {
+		return nil
+	}
+	return it.Err()
 }
 
 // finishGrace bounds how long a non-following read with a group waits,

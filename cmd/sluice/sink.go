@@ -32,6 +32,11 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&queueBytes, "queue-bytes", "payload bytes each agent stream may have queued for storage")
 	maxMessage := byteSize(sink.DefaultMaxMessageBytes)
 	fs.Var(&maxMessage, "max-message", "largest message accepted, uncompressed")
+	maxStreams := fs.Int("max-streams-per-conn", sink.DefaultMaxStreamsPerConn, "concurrent streams one connection may open (an agent needs 1)")
+	maxConns := fs.Int("max-conns-per-peer", sink.DefaultMaxConnsPerPeer, "open connections one IP address may hold; more are closed at once")
+	maxConsumers := fs.Int("max-consumers", sink.DefaultMaxConsumers, "Read streams served at once; more are refused (ResourceExhausted)")
+	helloTimeout := fs.Duration("hello-timeout", sink.DefaultHelloTimeout, "end a stream that has not sent its Hello (or ReadStart) within this time")
+	kafkaStart := fs.Duration("kafka-start-timeout", sink.DefaultKafkaStartTimeout, "with a Kafka store, how long to keep trying to reach the brokers at startup")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -46,6 +51,8 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: "--client-ca needs --tls-cert and --tls-key"}
 	case *queueMsgs < 1 || queueBytes < 1 || maxMessage < 1:
 		return &exitError{code: 2, msg: "--queue-messages, --queue-bytes and --max-message must be positive"}
+	case *maxStreams < 1 || *maxConns < 1 || *maxConsumers < 1 || *helloTimeout <= 0 || *kafkaStart <= 0:
+		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout and --kafka-start-timeout must be positive"}
 	}
 	if err := sink.CheckStore(*store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
@@ -54,6 +61,8 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	cfg := sink.Config{
 		DataDir: *data, Store: *store, QueueMessages: *queueMsgs, QueueBytes: int64(queueBytes), MaxMessageBytes: int64(maxMessage),
 		Logger: log, Registry: newRegistry(),
+		MaxStreamsPerConn: *maxStreams, MaxConnsPerPeer: *maxConns, MaxConsumers: *maxConsumers,
+		HelloTimeout: *helloTimeout, KafkaStartTimeout: *kafkaStart,
 	}
 	if *tlsCert != "" {
 		t, err := auth.ServerTLS(*tlsCert, *tlsKey, *clientCA)
@@ -83,7 +92,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := serveMetrics(ctx, *metrics, cfg.Registry, log, nil); err != nil {
+	if err := serveMetrics(ctx, *metrics, cfg.Registry, log, s.Ready); err != nil {
 		lis.Close()
 		s.Close()
 		return fmt.Errorf("--metrics: %w", err)

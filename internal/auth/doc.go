@@ -29,6 +29,25 @@
 // Tokens are compared through their SHA-256 digests, so a lookup's timing
 // reveals nothing about how much of a guess was right.
 //
+// # Identity from client certificates
+//
+// With mutual TLS (MutualTLS: a client CA configured, certificates required
+// and verified) the client certificate also says who the client is, so
+// that a certificate cannot be used to pose as another agent
+// (CertIdentity, PeerIdentity):
+//
+//   - URI SAN spiffe://TRUST-DOMAIN/agent/ID: agent ID;
+//   - URI SAN spiffe://TRUST-DOMAIN/reader: a reader (consumer);
+//   - no spiffe:// URI SAN: the subject Common Name is the agent id, and
+//     the Common Name "reader" (ReaderCN) is a reader.
+//
+// A certificate with two spiffe:// URIs, or one of another shape, names
+// no identity and is refused. The sink lets a Send stream use only the
+// agent id of its certificate (and of its token, when tokens are also
+// configured: every configured mechanism must agree), and lets only
+// readers call Read. The trust domain is not checked: the client CA is
+// what decides whom to trust.
+//
 // # Client side
 //
 // ClientTLS builds the client's TLS configuration (CA bundle, optional

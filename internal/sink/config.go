@@ -38,6 +38,18 @@ const (
 	DefaultCheckpointBytes    = 256 << 20
 	// DefaultWriteBatchBytes bounds one group commit.
 	DefaultWriteBatchBytes = 32 << 20
+	// DefaultMaxStreamsPerConn, DefaultMaxConnsPerPeer, DefaultMaxConsumers
+	// and DefaultHelloTimeout bound what one client can make the sink hold
+	// (see Config). An agent uses one connection and one stream, a
+	// consumer one of each, so they leave room for many processes per
+	// host (NAT, tests on loopback) while capping an abuser's memory.
+	DefaultMaxStreamsPerConn = 16
+	DefaultMaxConnsPerPeer   = 64
+	DefaultMaxConsumers      = 256
+	DefaultHelloTimeout      = 10 * time.Second
+	// DefaultKafkaStartTimeout bounds how long New waits for the Kafka
+	// brokers to answer.
+	DefaultKafkaStartTimeout = 30 * time.Second
 	// DefaultShutdownTimeout bounds how long Close waits for the streams
 	// to get what they queued stored and acked.
 	DefaultShutdownTimeout = 10 * time.Second
@@ -115,9 +127,37 @@ type Config struct {
 	// Default 10s.
 	ShutdownTimeout time.Duration
 
+	// MaxStreamsPerConn caps the concurrent streams of one connection
+	// (HTTP/2 MAX_CONCURRENT_STREAMS; streams beyond wait or are refused).
+	// Default 16.
+	MaxStreamsPerConn int
+
+	// MaxConnsPerPeer caps the open connections from one IP address;
+	// further ones are closed at once. Default 64.
+	MaxConnsPerPeer int
+
+	// MaxConsumers caps the Read streams served at once; further ones end
+	// with ResourceExhausted. Default 256.
+	MaxConsumers int
+
+	// HelloTimeout: a Send stream that has not sent its Hello (or a Read
+	// stream its ReadStart) within this time is ended with
+	// DeadlineExceeded, so that silent streams hold no memory and do not
+	// delay shutdown. Default 10s.
+	HelloTimeout time.Duration
+
+	// KafkaStartTimeout bounds how long New keeps trying to reach the
+	// Kafka brokers (and waits for the topic to be ready) before failing.
+	// Default 30s.
+	KafkaStartTimeout time.Duration
+
 	// beforeCommit, if set, runs on the storage writer before each group
 	// commit; tests use it to hold the writer.
 	beforeCommit func()
+
+	// helloWait, if set, runs when a stream starts waiting for its first
+	// message; tests use it to know the handler is there.
+	helloWait func()
 
 	// tailHold, if set, holds the Kafka tailer until it is closed; tests
 	// use it to show that writes wait for the tailer.
@@ -152,6 +192,21 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.MaxStreamsPerConn == 0 {
+		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if c.MaxConnsPerPeer == 0 {
+		c.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
+	if c.MaxConsumers == 0 {
+		c.MaxConsumers = DefaultMaxConsumers
+	}
+	if c.HelloTimeout == 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.KafkaStartTimeout == 0 {
+		c.KafkaStartTimeout = DefaultKafkaStartTimeout
+	}
 }
 
 func (c *Config) validate() error {
@@ -168,7 +223,10 @@ func (c *Config) validate() error {
 	if _, _, err := parseStore(c.Store); err != nil {
 		errs = append(errs, err)
 	}
-	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 {
+	if c.MaxStreamsPerConn < 0 || c.MaxConnsPerPeer < 0 || c.MaxConsumers < 0 || c.HelloTimeout < 0 {
+		errs = append(errs, errors.New("negative stream, connection or consumer limit, or hello timeout"))
+	}
+	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 || c.KafkaStartTimeout < 0 {
 		errs = append(errs, errors.New("negative interval, size or timeout"))
 	}
 	if len(errs) > 0 {

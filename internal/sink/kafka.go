@@ -42,9 +42,6 @@ var (
 	// kafkaStallAfter: a group commit outstanding this long marks the
 	// store unavailable.
 	kafkaStallAfter = 2 * time.Second
-	// kafkaStartTimeout bounds New's wait for the brokers (topic creation,
-	// metadata).
-	kafkaStartTimeout = 30 * time.Second
 )
 
 // kafkaRecordOverhead is what a record batch holding one record needs
@@ -235,7 +232,8 @@ func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
 
 // openKafka connects to the brokers, creates the topic if it is missing,
 // loads the dedup checkpoint and starts the tailer and the health monitor.
-// It fails if the brokers cannot be reached within kafkaStartTimeout: a
+// It fails if the brokers cannot be reached within Config.KafkaStartTimeout
+// (it keeps trying until then, so a broker still starting is waited for): a
 // wrong address should be an error at startup, not a sink that never
 // stores anything. Later outages only stall the writer.
 func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
@@ -269,7 +267,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 		k.closeProducer()
 		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
 	}
-	ctx, cancel := context.WithTimeout(k.ctx, kafkaStartTimeout)
+	ctx, cancel := context.WithTimeout(k.ctx, s.cfg.KafkaStartTimeout)
 	defer cancel()
 	parts, err := k.ensureTopic(ctx)
 	if err != nil {
@@ -305,10 +303,21 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 // not exist.
 func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 	created := false
+	wait := k.s.cfg.KafkaStartTimeout
+	attempts := 0
 	for {
+		attempts++
 		md, err := k.adm.Metadata(ctx, k.u.topic)
 		if err != nil {
-			return nil, fmt.Errorf("cannot reach the brokers within %v: %w", kafkaStartTimeout, context.Cause(ctx))
+			// A refused connection fails at once: try again until the
+			// deadline, and report the brokers' last error, not the
+			// context's (nil while it runs).
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("cannot reach the brokers within %v (%d attempts): %w", wait, attempts, err)
+			case <-time.After(250 * time.Millisecond):
+				continue
+			}
 		}
 		td, ok := md.Topics[k.u.topic]
 		switch {
@@ -350,7 +359,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 		// Not ready yet (just created, or leaders being elected).
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("topic %q not ready within %v", k.u.topic, kafkaStartTimeout)
+			return nil, fmt.Errorf("topic %q not ready within %v", k.u.topic, wait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

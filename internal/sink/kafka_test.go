@@ -616,6 +616,9 @@ func TestKafkaOutage(t *testing.T) {
 	if got := metricValue(t, h, "sluice_sink_store_available"); got != 0 {
 		t.Errorf("store_available %v during the outage", got)
 	}
+	if err := h.s.Ready(); err == nil || !strings.Contains(err.Error(), "Kafka store unavailable") {
+		t.Errorf("Ready during the outage: %v, want the store's unavailability", err)
+	}
 	if !strings.Contains(h.logs.String(), "store unavailable") {
 		t.Error("no log of the outage")
 	}
@@ -661,6 +664,9 @@ quiet:
 				t.Fatal("no store_status available after the outage")
 			}
 		}
+	}
+	if err := h.s.Ready(); err != nil {
+		t.Errorf("Ready once the store is back: %v", err)
 	}
 	// Delivery resumes.
 	var rest []uint64

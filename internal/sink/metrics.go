@@ -15,6 +15,7 @@ const (
 	reasonCount       = "record_count"
 	reasonUnknownDict = "unknown_dictionary"
 	reasonOverCredit  = "over_credit"
+	reasonEmpty       = "empty_batch"
 )
 
 // metrics are the sink's Prometheus metrics, all named sluice_sink_*.
@@ -41,8 +42,17 @@ type metrics struct {
 	corrupt       prometheus.Counter
 	checkpoints   prometheus.Counter
 
-	storeAvailable   prometheus.Gauge
-	storeOutages     prometheus.Counter
+	storeAvailable prometheus.Gauge
+	storeOutages   prometheus.Counter
+
+	// Abuse bounds (Config.MaxConnsPerPeer, MaxConsumers, HelloTimeout,
+	// credits).
+	consumers        prometheus.Gauge
+	consumerBuffered prometheus.Gauge
+	refused          *prometheus.CounterVec // reason
+	streamsCut       *prometheus.CounterVec // reason
+
+	// Kafka store only: registered only when the store is Kafka.
 	kafkaProduce     prometheus.Histogram
 	kafkaRecords     prometheus.Counter
 	kafkaTailRecords prometheus.Counter
@@ -51,7 +61,24 @@ type metrics struct {
 	kafkaCatchUp     prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// Reasons of sluice_sink_refused_total: a connection or stream refused
+// because a bound was reached.
+const (
+	refusedConnsPerPeer = "conns_per_peer"
+	refusedConsumers    = "max_consumers"
+)
+
+// Reasons of sluice_sink_streams_cut_total: a stream the sink ended because
+// its client misbehaved.
+const (
+	cutHelloTimeout = "hello_timeout"
+	cutOutOfWindow  = "out_of_window"
+)
+
+// newMetrics creates the sink's metrics and registers them in reg; the
+// Kafka store's only when kafka is set, so that an embedded sink does not
+// export metrics that never move.
+func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	const ns, sub = "sluice", "sink"
 	f := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: ns, Subsystem: sub, Name: name, Help: help}
@@ -89,6 +116,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 		storeAvailable: gauge("store_available", "1 while the store takes writes, 0 while it does not (Kafka unreachable or not acknowledging): credits are withheld."),
 		storeOutages:   counter("store_outages_total", "Times the store became unavailable."),
+		consumers:      gauge("consumers", "Read streams being served (at most Config.MaxConsumers)."),
+		consumerBuffered: gauge("consumer_buffered_bytes",
+			"Bytes held for Read streams: store chunks read and records decompressed, not yet sent."),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts(f("refused_total",
+			"Connections and streams refused because a bound was reached, by reason.")), []string{"reason"}),
+		streamsCut: prometheus.NewCounterVec(prometheus.CounterOpts(f("streams_cut_total",
+			"Streams the sink ended because the client misbehaved, by reason.")), []string{"reason"}),
 		kafkaProduce: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_commit_seconds",
 			Help: "Kafka store: time from the start of a group commit to Kafka's last ack of it.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		kafkaRecords:     counter("kafka_records_total", "Kafka store: records produced (one per record of each message)."),
@@ -98,14 +132,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		kafkaCatchUp: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_catchup_seconds",
 			Help: "Kafka store: time from an agent's Hello until the dedup tailer had read the topic up to its end as of then.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit} {
+	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit, reasonEmpty} {
 		m.rejected.WithLabelValues(r)
 	}
 	m.streams.WithLabelValues("send")
 	m.streams.WithLabelValues("read")
+	for _, r := range []string{refusedConnsPerPeer, refusedConsumers} {
+		m.refused.WithLabelValues(r)
+	}
+	for _, r := range []string{cutHelloTimeout, cutOutOfWindow} {
+		m.streamsCut.WithLabelValues(r)
+	}
 	reg.MustRegister(m.streams, m.queuedMsgs, m.queuedBytes, m.receivedMsgs, m.receivedBytes, m.decodedBytes,
 		m.storedMsgs, m.storedRecords, m.storedBytes, m.duplicates, m.rejected, m.acks, m.ackedMsgs,
-		m.fsync, m.commitMsgs, m.storeErrors, m.dictUploads, m.readMsgs, m.readRecords, m.corrupt, m.checkpoints,
-		m.storeAvailable, m.storeOutages, m.kafkaProduce, m.kafkaRecords, m.kafkaTailRecords, m.kafkaForeign, m.kafkaLag, m.kafkaCatchUp)
+		m.commitMsgs, m.storeErrors, m.dictUploads, m.readMsgs, m.readRecords, m.corrupt, m.checkpoints,
+		m.storeAvailable, m.storeOutages, m.consumers, m.consumerBuffered, m.refused, m.streamsCut)
+	if !kafka {
+		reg.MustRegister(m.fsync) // the embedded store's
+	}
+	if kafka {
+		reg.MustRegister(m.kafkaProduce, m.kafkaRecords, m.kafkaTailRecords, m.kafkaForeign, m.kafkaLag, m.kafkaCatchUp)
+	}
 	return m
 }

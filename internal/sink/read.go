@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
@@ -23,8 +22,42 @@ import (
 // cannot overflow it.
 const maxReadCredits = 1 << 40
 
-// readChunkBytes is the store iterator's read size.
-const readChunkBytes = 1 << 20
+// readChunkBytes is the largest read size of a Read stream's store
+// iterator, and minReadChunkBytes the smallest.
+const (
+	readChunkBytes    = 1 << 20
+	minReadChunkBytes = 64 << 10
+)
+
+// readBufferBudget is shared by all Read streams: each one's chunk is this
+// divided by the number of consumers, within [minReadChunkBytes,
+// readChunkBytes], so that many consumers catching up at once hold about
+// this much in chunks, not 1 MiB each (a record larger than the chunk is
+// still read whole).
+const readBufferBudget = 64 << 20
+
+// readChunk returns the chunk size for a Read stream now.
+func (s *Sink) readChunk() int {
+	n := max(int(s.consumers.Load()), 1)
+	return min(max(readBufferBudget/n, minReadChunkBytes), readChunkBytes)
+}
+
+// admitConsumer counts a new Read stream, or refuses it with
+// ResourceExhausted when Config.MaxConsumers are being served. The caller
+// calls the returned function when the stream ends.
+func (s *Sink) admitConsumer(ctx context.Context) (func(), error) {
+	if n := s.consumers.Add(1); n > int64(s.cfg.MaxConsumers) {
+		s.consumers.Add(-1)
+		s.m.refused.WithLabelValues(refusedConsumers).Inc()
+		s.log.Warn("sink: too many consumers; Read stream refused", "max_consumers", s.cfg.MaxConsumers, "peer", peerAddr(ctx))
+		return nil, status.Errorf(codes.ResourceExhausted, "the sink serves at most %d consumers at once", s.cfg.MaxConsumers)
+	}
+	s.m.consumers.Inc()
+	return func() {
+		s.consumers.Add(-1)
+		s.m.consumers.Dec()
+	}, nil
+}
 
 // Read implements Sink.Read. See the package documentation.
 func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]) error {
@@ -33,16 +66,15 @@ func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, s
 		return err
 	}
 	ctx := stream.Context()
-	if s.cfg.Tokens != nil {
-		id, ok := auth.FromContext(ctx)
-		if !ok {
-			return status.Error(codes.Unauthenticated, "no authenticated identity")
-		}
-		if !id.CanRead() {
-			return status.Error(codes.PermissionDenied, "this token may not read: reading needs a consumer (\"*\") token")
-		}
+	if err := s.checkRead(ctx, peerAddr(ctx)); err != nil {
+		return err
 	}
-	req, err := stream.Recv()
+	done, err := s.admitConsumer(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	req, err := recvFirst(s, ctx, stream.Recv, "ReadStart")
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "stream closed before its ReadStart")
 	}
@@ -96,7 +128,6 @@ func newReadStream(s *Sink, stream grpc.BidiStreamingServer[sluicev1.ReadRequest
 		errCh:    make(chan error, 1),
 		recvDone: make(chan struct{}),
 		done:     make(chan struct{}),
-		dec:      bodyDecoder{dicts: s.dicts},
 	}
 }
 
@@ -119,10 +150,17 @@ type readStream struct {
 	recvDone chan struct{} // closed when the consumer closed its side, every commit applied
 	done     chan struct{}
 
-	dec  bodyDecoder
-	buf  []byte
 	recs [][]byte
 	msg  sluicev1.StoredMessage
+
+	// held is what this stream adds to sluice_sink_consumer_buffered_bytes.
+	held int64
+}
+
+// hold sets what the stream holds in buffers to n bytes, for the gauge.
+func (r *readStream) hold(n int64) {
+	r.s.m.consumerBuffered.Add(float64(n - r.held))
+	r.held = n
 }
 
 func (r *readStream) recvLoop() {
@@ -199,15 +237,25 @@ func (r *readStream) commitEmbedded(off uint64) error {
 
 // run sends the store from offset from, one StoredMessage per record and
 // per credit, and an EndOfLog each time it catches up.
+//
+// The iterator, and its chunk, exist only while there is something to
+// send: a consumer waiting (caught up, or out of credit) holds no read
+// buffer, so idle followers cost a few KB each.
 func (r *readStream) run(ctx context.Context, from uint64) error {
 	s := r.s
-	it := s.seg.NewIterator(from, readChunkBytes)
+	defer r.hold(0)
+	var it *seglog.Iterator
 	pos := from
 	// sent: a message went out since the last EndOfLog (true at first so
 	// that a reader starting at the end is told at once).
 	sent := true
 	for {
-		for r.credits.Load() > 0 && it.Next() {
+		if it == nil && r.credits.Load() > 0 && pos < s.seg.NextOffset() {
+			chunk := s.readChunk()
+			it = s.seg.NewIterator(pos, chunk)
+			r.hold(int64(chunk))
+		}
+		for it != nil && r.credits.Load() > 0 && it.Next() {
 			ok, err := r.send(it.Offset(), it.Value())
 			if err != nil {
 				return err
@@ -218,7 +266,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 				sent = true
 			}
 		}
-		if err := it.Err(); err != nil {
+		if err := iterErr(it); err != nil {
 			switch {
 			case errors.Is(err, seglog.ErrTruncated):
 				return status.Errorf(codes.OutOfRange, "%v", err)
@@ -246,10 +294,22 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		if caught {
 			more = s.seg.Wait(pos)
 		}
+		// Let the chunk go while waiting; the next read starts a new
+		// iterator at pos.
+		it = nil
+		r.hold(0)
 		if end, err := r.wait(ctx, more); end || err != nil {
 			return err
 		}
 	}
+}
+
+// iterErr is it's error, nil without an iterator.
+func iterErr(it *seglog.Iterator) error {
+	if it == nil {
+		return nil
+	}
+	return it.Err()
 }
 
 // finishGrace bounds how long a non-following read with a group waits,
@@ -309,10 +369,29 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	s := r.s
 	m, err := storedmsg.Decode(rec)
 	if err == nil {
+		// zstd decoders (and their windows) are shared by all Read
+		// streams instead of each consumer keeping its own.
+		dec := s.readDecoders.Get().(*bodyDecoder)
+		defer s.readDecoders.Put(dec)
 		var body []byte
-		body, err = r.dec.decode(r.buf[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
-		if m.Codec != codec.Plain && err == nil {
-			r.buf = body[:0]
+		// Decompression buffers are shared by all streams (and the
+		// validation of incoming batches) instead of each consumer
+		// keeping one as large as the largest message it read.
+		if m.Codec != codec.Plain {
+			bufp := decodeBufs.Get().(*[]byte)
+			defer func() {
+				r.s.m.consumerBuffered.Sub(float64(cap(*bufp)))
+				if cap(*bufp) <= 8<<20 {
+					decodeBufs.Put(bufp)
+				}
+			}()
+			body, err = dec.decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
+			if err == nil {
+				*bufp = body[:0]
+			}
+			r.s.m.consumerBuffered.Add(float64(cap(*bufp)))
+		} else {
+			body, err = dec.decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
 		}
 		if err == nil {
 			r.recs = r.recs[:0]

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
@@ -56,6 +56,19 @@ type sendStream struct {
 	// pending are the responses of the current step, sent by flush.
 	pending      []*sluicev1.Response
 	creditsDirty bool
+
+	// overBytes sums the messages received beyond the byte credit since
+	// the last one queued (see checkWindow).
+	overBytes int64
+
+	// pipeBytes are the payload bytes of batches the receiver validated
+	// and the loop has not taken yet; the receiver stops reading beyond
+	// QueueBytes + MaxMessageBytes (a well-behaved agent never has more in
+	// flight), so an agent that ignores its credits while the loop is busy
+	// is held by HTTP/2 flow control, not buffered. pipeFree (capacity 1)
+	// is signalled when the loop takes some.
+	pipeBytes atomic.Int64
+	pipeFree  chan struct{}
 
 	// held are messages the Receiver enqueued that are not yet with the
 	// storage writer: while the store's gate is closed (gated), or while
@@ -119,7 +132,7 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 		return err
 	}
 	ctx := stream.Context()
-	req, err := stream.Recv()
+	req, err := recvFirst(s, ctx, stream.Recv, "Hello")
 	if err == io.EOF {
 		return status.Error(codes.InvalidArgument, "stream closed before its Hello")
 	}
@@ -142,15 +155,8 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 	if agent == "" || len(agent) > maxAgentID {
 		return status.Errorf(codes.InvalidArgument, "Hello.agent_id of %d bytes: want 1 to %d", len(agent), maxAgentID)
 	}
-	if s.cfg.Tokens != nil {
-		id, ok := auth.FromContext(ctx)
-		if !ok {
-			return status.Error(codes.Unauthenticated, "no authenticated identity")
-		}
-		if !id.CanSend(agent) {
-			s.log.Warn("sink: token not valid for agent", "agent_id", agent, "token_agent_id", id.AgentID, "peer", peerAddr)
-			return status.Errorf(codes.PermissionDenied, "this token may not send as agent %q", agent)
-		}
+	if err := s.checkSend(ctx, agent, peerAddr); err != nil {
+		return err
 	}
 	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
 		QueueMsgs: s.cfg.QueueMessages, QueueBytes: s.cfg.QueueBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
@@ -199,6 +205,7 @@ func (svc *service) Send(stream grpc.BidiStreamingServer[sluicev1.Request, sluic
 		done:     make(chan struct{}),
 		storedCh: make(chan struct{}, 1),
 		statusCh: make(chan *sluicev1.StoreStatus, 1),
+		pipeFree: make(chan struct{}, 1),
 	}
 	// With Kafka, the agent's messages wait until this sink has read
 	// what every sink had stored when the Hello arrived (see the package
@@ -291,6 +298,13 @@ func (st *sendStream) loop(ctx context.Context) error {
 		case ss := <-st.statusCh:
 			st.pending = append(st.pending, serviceMessage(&sluicev1.ServiceMessage{StoreStatus: ss}))
 		case ev := <-in:
+			if ev.size > 0 {
+				st.pipeBytes.Add(-ev.size)
+				select {
+				case st.pipeFree <- struct{}{}:
+				default:
+				}
+			}
 			switch ev.kind {
 			case inEnd:
 				if ev.err != io.EOF {
@@ -335,8 +349,15 @@ func (st *sendStream) loop(ctx context.Context) error {
 func (st *sendStream) handle(ctx context.Context, ev *inbound) error {
 	switch ev.kind {
 	case inMessage:
+		if err := st.checkWindow(ctx, ev); err != nil {
+			return err
+		}
+		enqueued := st.rcv.Stats().Enqueued
 		if err := st.rcv.Step(delivery.Received(ev.id, ev.size)); err != nil {
 			return status.Errorf(codes.Internal, "receiver: %v", err)
+		}
+		if st.rcv.Stats().Enqueued > enqueued {
+			st.overBytes = 0
 		}
 		return st.act(ctx, &ev.item)
 	case inInvalid:
@@ -358,6 +379,49 @@ func (st *sendStream) handle(ctx context.Context, ev *inbound) error {
 		return st.act(ctx, nil)
 	}
 	return nil
+}
+
+// checkWindow ends the stream with OUT_OF_WINDOW when the agent sends
+// beyond the credits it was granted, instead of receiving, decompressing
+// and rejecting a flood (which held hundreds of MB per stream).
+//
+// A well-behaved Sender never sends a message when its message credit is
+// used up, and every message it sends within its byte credit fits the
+// queue (the credit left is the queue's free room). The one exception is
+// the empty-pipe waiver (see delivery.Sender.fits): with nothing in flight
+// in its view it may send one message beyond its byte credit, which the
+// Receiver rejects as OVER_CREDIT (retryable) if the queue still holds
+// something. So: no message credit left is a violation at once; messages
+// over the byte credit are tolerated up to max(QueueBytes,
+// MaxMessageBytes) of them since the last message queued, which waivers
+// never reach (they come one at a time, each after the agent saw its last
+// message acked, rejected or timed out).
+func (st *sendStream) checkWindow(ctx context.Context, ev *inbound) error {
+	cfg := &st.s.cfg
+	msgs, queued := st.rcv.Queued()
+	var detail string
+	switch {
+	case msgs >= cfg.QueueMessages:
+		detail = fmt.Sprintf("message sent with no message credit left (%d queued, the stream's limit)", msgs)
+	case msgs > 0 && queued+ev.size > cfg.QueueBytes:
+		st.overBytes += ev.size
+		if tolerated := max(cfg.QueueBytes, cfg.MaxMessageBytes); st.overBytes > tolerated {
+			detail = fmt.Sprintf("%d bytes sent beyond the byte credit since the last message queued (tolerated: %d)", st.overBytes, tolerated)
+		}
+	}
+	if detail == "" {
+		return nil
+	}
+	st.s.m.streamsCut.WithLabelValues(cutOutOfWindow).Inc()
+	st.log.Warn("sink: agent ignores its credits; ending the stream", "message_id", ev.id, "detail", detail)
+	// Retryable: the message itself is fine, and may be resent on a new
+	// stream within its credits.
+	st.reject(ev.id, rejection{code: sluicev1.ErrorCode_ERROR_CODE_OUT_OF_WINDOW, retryable: true,
+		detail: "sent beyond the granted credits: " + detail})
+	if err := st.flush(ctx); err != nil {
+		return err
+	}
+	return status.Errorf(codes.ResourceExhausted, "sent beyond the granted credits: %s", detail)
 }
 
 func (st *sendStream) handleStored(ctx context.Context) error {
@@ -566,8 +630,29 @@ func (st *sendStream) recvLoop(ctx context.Context) {
 		default:
 			ev = st.check(req, dec)
 		}
+		if ev.size > 0 && !st.reserve(ev.size) {
+			return
+		}
 		if !st.deliver(ev) {
 			return
+		}
+	}
+}
+
+// reserve waits until size more bytes fit the pipeline to the loop (see
+// pipeBytes) and counts them. A message always fits an empty pipeline. It
+// reports false if the stream ended meanwhile.
+func (st *sendStream) reserve(size int64) bool {
+	budget := st.s.cfg.QueueBytes + st.s.cfg.MaxMessageBytes
+	for {
+		if cur := st.pipeBytes.Load(); cur == 0 || cur+size <= budget {
+			st.pipeBytes.Add(size)
+			return true
+		}
+		select {
+		case <-st.pipeFree:
+		case <-st.done:
+			return false
 		}
 	}
 }
@@ -698,6 +783,11 @@ func (st *sendStream) check(req *sluicev1.Request, dec *codec.Decoder) inbound {
 	n, err := batch.Count(decoded)
 	if err != nil {
 		return reject(badPayload, reasonBatch, false, "not a valid batch: %v", err)
+	}
+	if n == 0 {
+		// Nothing to store, and a flood of them would still cost an
+		// append and an fdatasync each.
+		return reject(badPayload, reasonEmpty, false, "empty batch: a message holds at least one record")
 	}
 	if uint64(n) != uint64(req.GetRecordCount()) {
 		return reject(badPayload, reasonCount, false, "record_count %d, but the batch holds %d records", req.GetRecordCount(), n)

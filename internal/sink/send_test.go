@@ -134,14 +134,16 @@ func TestAckAfterStore(t *testing.T) {
 }
 
 // TestCredits holds the storage writer so that the queue fills: a message
-// beyond the credits is rejected as retryable, and acks release credit.
+// beyond the byte credit (the empty-pipe waiver a Sender may claim) is
+// rejected as retryable, and acks release credit. (Sending with no credit
+// at all ends the stream: TestOutOfWindow.)
 func TestCredits(t *testing.T) {
 	hold := make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(hold) }) }
 	h := newHarness(t, func(c *Config) {
 		c.QueueMessages = 4
-		c.QueueBytes = 1 << 20
+		c.QueueBytes = 1 << 10
 		c.beforeCommit = func() { <-hold }
 	})
 	t.Cleanup(release)
@@ -149,20 +151,23 @@ func TestCredits(t *testing.T) {
 	if got := a.welcome.GetCredits().GetMessageLimit(); got != 4 {
 		t.Fatalf("Welcome message credit %d, want 4", got)
 	}
-	for id := range uint64(5) {
-		a.send(plainReq(id, "r"))
-	}
-	e, cr := a.errorFor(4)
+	big := strings.Repeat("x", 600)
+	a.send(plainReq(0, big)) // into the empty queue
+	a.send(plainReq(1, big)) // beyond the byte credit
+	e, cr := a.errorFor(1)
 	if e.Code != sluicev1.ErrorCode_ERROR_CODE_OVER_CREDIT || !e.Retryable {
 		t.Fatalf("over-credit message: %v, want a retryable OVER_CREDIT", e)
 	}
-	// The rejected message's credit is handed back: 5 received, queue full.
+	// The rejected message's credit is handed back: 2 received, 1 queued.
 	if cr.GetMessageLimit() != 5 {
 		t.Fatalf("credits after the rejection %v, want message limit 5", cr)
 	}
+	for id := uint64(2); id <= 4; id++ {
+		a.send(plainReq(id, "r"))
+	}
 	a.none() // nothing acked while the writer is held
 	release()
-	infos := a.collect(0, 1, 2, 3)
+	infos := a.collect(0, 2, 3, 4)
 	var limit uint64
 	for _, in := range infos {
 		limit = max(limit, in.GetCredits().GetMessageLimit())
@@ -173,8 +178,8 @@ func TestCredits(t *testing.T) {
 	if limit != 9 {
 		t.Fatalf("credits after the acks: message limit %d, want 9 (5 received + 4 free)", limit)
 	}
-	a.send(plainReq(4, "r"))
-	a.collect(4)
+	a.send(plainReq(1, big))
+	a.collect(1)
 	if got := h.stored(); len(got) != 5 {
 		t.Fatalf("store holds %v", got)
 	}

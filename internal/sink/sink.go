@@ -1,22 +1,27 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -50,6 +55,15 @@ type Sink struct {
 	statusDetail string
 	statusSince  time.Time
 	sendStreams  map[*sendStream]struct{}
+	// writeErr is why the last group commit failed, nil once one
+	// succeeded: what Ready reports for the embedded store.
+	writeErr error
+
+	// consumers counts the Read streams being served (admitConsumer).
+	consumers atomic.Int64
+	// readDecoders holds *bodyDecoder shared by the Read streams of the
+	// embedded store.
+	readDecoders sync.Pool
 
 	// closing is closed when Close begins.
 	closing   chan struct{}
@@ -57,6 +71,11 @@ type Sink struct {
 	closeErr  error
 
 	started time.Time
+
+	// lock is the exclusive lock on DataDir, held from New to the end of
+	// Close: two sinks on one data directory would both append to the
+	// store and overwrite each other's records.
+	lock *dirlock.Lock
 }
 
 // New opens (or creates) the sink's data directory, opens the store
@@ -69,10 +88,22 @@ func New(cfg Config) (*Sink, error) {
 	}
 	kind, ku, _ := parseStore(cfg.Store) // validated
 	log := cfg.Logger
+	// Lock first: nothing in DataDir may be touched while another sink
+	// owns it.
+	lock, err := dirlock.Acquire(cfg.DataDir, "data")
+	if err != nil {
+		return nil, fmt.Errorf("sink: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Release()
+		}
+	}()
 	if err := mkdirDurable(filepath.Join(cfg.DataDir, "dicts")); err != nil {
 		return nil, fmt.Errorf("sink: create data directory: %w", err)
 	}
-	m := newMetrics(cfg.Registry)
+	m := newMetrics(cfg.Registry, kind == storeKafka)
 	s := &Sink{
 		cfg:         cfg,
 		log:         log,
@@ -86,7 +117,9 @@ func New(cfg Config) (*Sink, error) {
 		available:   true,
 		statusSince: time.Now(),
 		sendStreams: make(map[*sendStream]struct{}),
+		lock:        lock,
 	}
+	s.readDecoders.New = func() any { return &bodyDecoder{dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {
 	case storeKafka:
@@ -113,11 +146,17 @@ func New(cfg Config) (*Sink, error) {
 		// not HTTP/2, bound what is in flight.
 		grpc.InitialWindowSize(HTTP2WindowBytes),
 		grpc.InitialConnWindowSize(2 * HTTP2WindowBytes),
-		grpc.MaxRecvMsgSize(int(cfg.MaxMessageBytes) + 64<<10 + (2 << 20)), // + envelope + dictionary uploads
+		// A message being received is buffered whole: keep the limit at
+		// the largest Request a well-behaved agent sends, so that half a
+		// message cannot hold more.
+		grpc.MaxRecvMsgSize(maxRequestBytes(cfg.MaxMessageBytes)),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn)),
 		grpc.MaxSendMsgSize(MaxMessageBytesLimit + (1 << 20)),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(serverKeepalive),
+		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),
 		grpc.WaitForHandlers(true),
+		experimental.BufferPool(serverBufferPool),
+		grpc.ForceServerCodecV2(protoCodec{}),
 	}
 	if cfg.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
@@ -128,8 +167,22 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s.srv = grpc.NewServer(sopts...)
 	sluicev1.RegisterSinkServer(s.srv, &service{s: s})
+	ok = true
 	return s, nil
 }
+
+// serverKeepalive makes the sink ping a connection that has been quiet for
+// Time and close it when the ping is not answered within Timeout, so a
+// half-open agent (host gone, NAT entry dropped) is detected within about
+// 40 s and its stream ends instead of holding its queue forever.
+var serverKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+
+// serverKeepalivePolicy lets clients ping as often as every MinTime, with
+// or without a stream. gRPC clients cannot ping more often than every 10 s
+// (their minimum keepalive time); a MinTime of half that leaves room for
+// timer jitter, so an agent pinging every 10 s is never cut with
+// GOAWAY "too_many_pings".
+var serverKeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
 
 // Registry returns the registry holding the sink's metrics
 // (Config.Registry, or the sink's own).
@@ -148,11 +201,43 @@ func (s *Sink) Serve(lis net.Listener) error {
 		return nil
 	default:
 	}
-	err := s.srv.Serve(lis)
+	if !s.authEnabled() && !isLoopback(lis.Addr()) {
+		s.log.Warn("sink: NO AUTHENTICATION on a non-loopback address: anyone who reaches it may send as any agent "+
+			"(and have that agent's later messages dropped as duplicates) and read every record; "+
+			"configure tokens (--tokens) or mutual TLS (--client-ca)", "addr", lis.Addr().String())
+	}
+	err := s.srv.Serve(newPeerLimitListener(s, lis, s.cfg.MaxConnsPerPeer))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
 	return err
+}
+
+// requestFraming is what a Request holds beyond its payload (version,
+// message id, record count, field tags and lengths) with room to spare,
+// and what zstd may add to an incompressible batch.
+const requestFraming = 64 << 10
+
+// maxRequestBytes is the gRPC receive limit: the largest payload (a batch
+// of maxMessage bytes, or a dictionary upload, which
+// codec.ParseDictionary takes up to MaxDictionarySize + 64 KiB) plus
+// framing.
+func maxRequestBytes(maxMessage int64) int {
+	return int(max(maxMessage, codec.MaxDictionarySize+64<<10)) + requestFraming
+}
+
+// isLoopback reports whether addr is a loopback address (127.0.0.0/8,
+// ::1); an unspecified address (0.0.0.0, ::) listens on every interface.
+func isLoopback(addr net.Addr) bool {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		return a.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
 }
 
 // Close shuts the sink down gracefully: it stops accepting connections and
@@ -189,8 +274,46 @@ func (s *Sink) Close() error {
 			<-s.writerDone
 		}
 		s.closeErr = s.store.close()
+		// Only now may another sink open the data directory.
+		if err := s.lock.Release(); err != nil {
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("sink: release data directory lock: %w", err))
+		}
 	})
 	return s.closeErr
+}
+
+// Ready reports whether the sink can take messages now: nil when it is
+// not shutting down and its store is writable, an error saying why not
+// otherwise. The embedded store is writable unless its last group commit
+// failed (disk full, I/O error; a later successful commit makes it
+// writable again); the Kafka store is writable while its health monitor
+// sees Kafka answering and acknowledging writes (the state agents are
+// told through store_status). It serves /readyz.
+func (s *Sink) Ready() error {
+	select {
+	case <-s.closing:
+		return errors.New("sink is shutting down")
+	default:
+	}
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	if s.kafka != nil {
+		if !s.available {
+			return fmt.Errorf("Kafka store unavailable: %s", s.statusDetail)
+		}
+		return nil
+	}
+	if s.writeErr != nil {
+		return fmt.Errorf("store does not accept appends: %v", s.writeErr)
+	}
+	return nil
+}
+
+// setWriteErr records the outcome of a group commit for Ready.
+func (s *Sink) setWriteErr(err error) {
+	s.statusMu.Lock()
+	s.writeErr = err
+	s.statusMu.Unlock()
 }
 
 // setStoreStatus records whether the store takes writes. On a change it
@@ -260,5 +383,41 @@ func (s *Sink) accepting() error {
 		return status.Error(codes.Unavailable, "sink is shutting down")
 	default:
 		return nil
+	}
+}
+
+// recvFirst receives a stream's first message (what names it, for the
+// error), giving up after Config.HelloTimeout, at shutdown, or when the
+// stream ends. A stream that stays silent would otherwise hold its
+// goroutines and buffers until the client leaves, and hold up Close.
+func recvFirst[T any](s *Sink, ctx context.Context, recv func() (*T, error), what string) (*T, error) {
+	type result struct {
+		m   *T
+		err error
+	}
+	ch := make(chan result, 1)
+	// Once the handler returns, gRPC cancels the stream and this Recv
+	// returns.
+	go func() {
+		m, err := recv()
+		ch <- result{m, err}
+	}()
+	t := time.NewTimer(s.cfg.HelloTimeout)
+	defer t.Stop()
+	if s.cfg.helloWait != nil {
+		s.cfg.helloWait()
+	}
+	select {
+	case r := <-ch:
+		return r.m, r.err
+	case <-t.C:
+		s.m.streamsCut.WithLabelValues(cutHelloTimeout).Inc()
+		s.log.Warn("sink: stream sent nothing within the hello timeout; ending it", "expected", what,
+			"hello_timeout", s.cfg.HelloTimeout, "peer", peerAddr(ctx))
+		return nil, status.Errorf(codes.DeadlineExceeded, "no %s within %v", what, s.cfg.HelloTimeout)
+	case <-s.closing:
+		return nil, status.Error(codes.Unavailable, "sink is shutting down")
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }

@@ -155,6 +155,9 @@ func (w *writer) commit() {
 	}
 	s.m.queuedMsgs.Sub(float64(len(w.batch)))
 	s.m.queuedBytes.Sub(float64(queuedBytes))
+	if len(w.appends) > 0 {
+		s.setWriteErr(err)
+	}
 	if err != nil {
 		s.m.storeErrors.Inc()
 		s.log.Error("sink: group commit failed; the streams concerned are ended and their agents will resend",

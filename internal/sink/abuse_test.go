@@ -1,0 +1,347 @@
+package sink
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+)
+
+// TestOutOfWindow: an agent that ignores its credits is told
+// OUT_OF_WINDOW and disconnected, instead of being received and buffered;
+// what is queued for the storage writer never exceeds the stream's bound.
+func TestOutOfWindow(t *testing.T) {
+	t.Run("bytes", func(t *testing.T) {
+		const queueBytes = 256 << 10
+		hold := make(chan struct{})
+		h := newHarness(t, func(c *Config) {
+			c.QueueBytes = queueBytes
+			c.beforeCommit = func() { <-hold }
+		})
+		defer close(hold)
+		a := h.connect("greedy")
+		// The writer is held, so nothing is acked and the credit (256 KiB)
+		// is all there is; send 8 MiB anyway, as fast as the stream takes it.
+		rec := strings.Repeat("x", 60<<10)
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			for id := uint64(0); id < 128; id++ {
+				if err := a.stream.Send(plainReq(id, rec)); err != nil {
+					return // the sink ended the stream
+				}
+			}
+		}()
+		var sawOutOfWindow bool
+		var peak float64
+		for done := false; !done; {
+			peak = max(peak, metricValue(t, h, "sluice_sink_queued_bytes"))
+			select {
+			case r, ok := <-a.resps:
+				if !ok {
+					done = true
+					break
+				}
+				if e := r.GetInfo().GetError(); e != nil && e.Code == sluicev1.ErrorCode_ERROR_CODE_OUT_OF_WINDOW {
+					sawOutOfWindow = true
+				}
+			case <-time.After(wait):
+				t.Fatal("the stream of an agent ignoring its credits did not end")
+			}
+		}
+		if err := <-a.end; status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("stream ended with %v, want ResourceExhausted", err)
+		}
+		if !sawOutOfWindow {
+			t.Error("no OUT_OF_WINDOW error before the stream ended")
+		}
+		if peak > queueBytes {
+			t.Errorf("queued bytes reached %v, more than the stream's bound %d", peak, queueBytes)
+		}
+		if got := metricValue(t, h, "sluice_sink_streams_cut_total{reason=out_of_window}"); got != 1 {
+			t.Errorf("streams_cut_total{out_of_window} = %v, want 1", got)
+		}
+		<-sent
+	})
+	t.Run("messages", func(t *testing.T) {
+		hold := make(chan struct{})
+		h := newHarness(t, func(c *Config) {
+			c.QueueMessages = 4
+			c.beforeCommit = func() { <-hold }
+		})
+		defer close(hold)
+		a := h.connect("greedy")
+		for id := range uint64(5) {
+			a.send(plainReq(id, "r"))
+		}
+		if e, _ := a.errorFor(4); e.Code != sluicev1.ErrorCode_ERROR_CODE_OUT_OF_WINDOW {
+			t.Errorf("fifth message with a message credit of 4: %v, want OUT_OF_WINDOW", e)
+		}
+		if err := a.status(); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("stream ended with %v, want ResourceExhausted", err)
+		}
+	})
+}
+
+// TestStreamsPerConnection: streams beyond MaxStreamsPerConn on one
+// connection are not served until one of the first ends.
+func TestStreamsPerConnection(t *testing.T) {
+	const limit, extra = 4, 3
+	h := newHarness(t, func(c *Config) { c.MaxStreamsPerConn = limit })
+	type opened struct {
+		a   *agentConn
+		err error
+	}
+	welcomed := make(chan *agentConn, limit+extra)
+	var wg sync.WaitGroup
+	for i := range limit + extra {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			stream, err := h.client.Send(ctx)
+			if err != nil {
+				return // cancelled at the end of the test
+			}
+			a := &agentConn{t: t, stream: stream, cancel: cancel}
+			if err := stream.Send(helloReq("edge-" + itoa(uint64(i)))); err != nil {
+				return
+			}
+			if r, err := stream.Recv(); err == nil && r.GetWelcome() != nil {
+				welcomed <- a
+			}
+		}()
+	}
+	var first []*agentConn
+	for range limit {
+		select {
+		case a := <-welcomed:
+			first = append(first, a)
+		case <-time.After(wait):
+			t.Fatalf("only %d of the first %d streams were served", len(first), limit)
+		}
+	}
+	select {
+	case <-welcomed:
+		t.Fatalf("more than %d streams served on one connection", limit)
+	case <-time.After(quiet):
+	}
+	if got := metricValue(t, h, "sluice_sink_streams{kind=send}"); got != limit {
+		t.Errorf("%v send streams open, want %d", got, limit)
+	}
+	// Ending the first ones lets the others in.
+	for _, a := range first {
+		a.cancel()
+	}
+	for i := range extra {
+		select {
+		case a := <-welcomed:
+			a.cancel()
+		case <-time.After(wait):
+			t.Fatalf("only %d of the %d waiting streams were served once the first ended", i, extra)
+		}
+	}
+	wg.Wait()
+}
+
+// TestConnectionsPerPeer: connections beyond MaxConnsPerPeer from one IP
+// are closed at once; once one closes, a new one is served.
+func TestConnectionsPerPeer(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxConnsPerPeer = 2 })
+	addr := h.cc.Target()
+	dial := func() *grpc.ClientConn {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	hello := func(cc *grpc.ClientConn) error {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		stream, err := sluicev1.NewSinkClient(cc).Send(ctx)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(helloReq("edge")); err != nil {
+			_, err = stream.Recv()
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	// The harness's own connection is the first.
+	h.connect("edge-0")
+	second := dial()
+	if err := hello(second); err != nil {
+		t.Fatalf("second connection: %v", err)
+	}
+	third := dial()
+	if err := hello(third); status.Code(err) != codes.Unavailable {
+		t.Fatalf("third connection from one peer with a limit of 2: %v, want Unavailable", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_refused_total{reason=conns_per_peer}"); got < 1 {
+		t.Errorf("refused_total{conns_per_peer} = %v, want >= 1", got)
+	}
+	second.Close()
+	// The slot is free once the sink sees the close; a new connection
+	// gets it (retry: the close reaches the sink asynchronously).
+	deadline := time.Now().Add(wait)
+	for {
+		err := hello(dial())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a connection after one closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHelloTimeout: a stream that never sends its Hello (or ReadStart) is
+// ended after Config.HelloTimeout, and one still silent at shutdown does
+// not hold Close up.
+func TestHelloTimeout(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HelloTimeout = 100 * time.Millisecond })
+	a := h.open() // says nothing
+	if err := a.status(); status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no Hello") {
+		t.Errorf("silent Send stream: %v, want DeadlineExceeded", err)
+	}
+	r := h.read(nil)
+	if err := r.status(); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("silent Read stream: %v, want DeadlineExceeded", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_streams_cut_total{reason=hello_timeout}"); got != 2 {
+		t.Errorf("streams_cut_total{hello_timeout} = %v, want 2", got)
+	}
+
+	// With the default timeout, Close ends a silent stream at once.
+	waiting := make(chan struct{}, 1)
+	h2 := newHarness(t, func(c *Config) {
+		c.helloWait = func() {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+	})
+	b := h2.open()
+	select {
+	case <-waiting:
+	case <-time.After(wait):
+		t.Fatal("the sink did not start waiting for the Hello")
+	}
+	if err := h2.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.status(); !strings.Contains(status.Convert(err).Message(), "shutting down") {
+		t.Errorf("silent stream at shutdown: %v, want \"sink is shutting down\"", err)
+	}
+}
+
+// TestEmptyBatch: a batch without records is refused, not stored.
+func TestEmptyBatch(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.connect("edge-1")
+	a.send(plainReq(1))
+	e, _ := a.errorFor(1)
+	if e.Code != sluicev1.ErrorCode_ERROR_CODE_BAD_PAYLOAD || e.Retryable {
+		t.Errorf("empty batch: %v, want a BAD_PAYLOAD that is not retryable", e)
+	}
+	a.send(plainReq(2, "r"))
+	a.collect(2)
+	if got := h.stored(); len(got) != 1 {
+		t.Errorf("store holds %v, want only message 2", got)
+	}
+}
+
+// TestRequestSizeLimit: a Request larger than the largest a well-behaved
+// agent sends (max message plus framing) ends the stream before it is
+// buffered whole.
+func TestRequestSizeLimit(t *testing.T) {
+	const maxMsg = 64 << 10
+	h := newHarness(t, func(c *Config) { c.MaxMessageBytes = maxMsg })
+	a := h.connect("edge-1")
+	limit := maxRequestBytes(maxMsg)
+	a.send(&sluicev1.Request{Version: 1, MessageId: 1, RecordCount: 1,
+		Payload: &sluicev1.Request_Plain{Plain: make([]byte, limit+1)}})
+	if err := a.status(); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("Request of %d bytes: %v, want ResourceExhausted", limit+1, err)
+	}
+	if limit > 2<<20 {
+		t.Errorf("receive limit %d for a max message of %d: want it tight", limit, maxMsg)
+	}
+}
+
+// TestMaxConsumers: Read streams beyond Config.MaxConsumers are refused
+// with ResourceExhausted; the consumers gauge counts the others; a
+// following consumer that caught up holds no read buffer.
+func TestMaxConsumers(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxConsumers = 2 })
+	a := h.connect("edge-1")
+	for id := range uint64(20) {
+		a.send(plainReq(id, records(id, 50)...))
+	}
+	a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+	var readers []*reader
+	for range 2 {
+		r := h.read(&sluicev1.ReadStart{Follow: true})
+		r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1000}})
+		for r.next().GetEnd() == nil {
+		}
+		readers = append(readers, r)
+	}
+	third := h.read(&sluicev1.ReadStart{Follow: true})
+	if err := third.status(); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("third consumer with MaxConsumers 2: %v, want ResourceExhausted", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_consumers"); got != 2 {
+		t.Errorf("consumers gauge %v, want 2", got)
+	}
+	if got := metricValue(t, h, "sluice_sink_refused_total{reason=max_consumers}"); got != 1 {
+		t.Errorf("refused_total{max_consumers} = %v, want 1", got)
+	}
+	// Both followers caught up and wait: nothing is buffered for them.
+	deadline := time.Now().Add(wait)
+	for metricValue(t, h, "sluice_sink_consumer_buffered_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer_buffered_bytes %v with every follower caught up, want 0", metricValue(t, h, "sluice_sink_consumer_buffered_bytes"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A follower still gets what is stored next.
+	a.send(plainReq(20, "new"))
+	a.collect(20)
+	if m := readers[0].next().GetMessage(); m.GetMessageId() != 20 {
+		t.Errorf("follower got %v, want message 20", m)
+	}
+	// A consumer leaving makes room.
+	readers[1].stream.CloseSend()
+	readers[1].status()
+	deadline = time.Now().Add(wait)
+	for metricValue(t, h, "sluice_sink_consumers") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("consumers gauge did not drop when a consumer left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := h.read(&sluicev1.ReadStart{FromOffset: 20})
+	r.request(10)
+	if m := r.next().GetMessage(); m.GetMessageId() != 20 {
+		t.Errorf("consumer admitted after one left: got %v, want message 20", m)
+	}
+	if err := r.status(); err != nil {
+		t.Errorf("consumer admitted after one left: %v", err)
+	}
+}

@@ -57,6 +57,10 @@ type Agent struct {
 	prodMu    sync.Mutex
 	prodLocks map[string]*producerLock
 
+	// afterAnswer, when set (tests only), runs in the spool writer after
+	// it has answered the ingest calls of a message.
+	afterAnswer func()
+
 	closeOnce sync.Once
 	mu        sync.RWMutex // held for reading by Ingest, for writing by Close
 	closed    bool

@@ -31,6 +31,7 @@ type agentFlags struct {
 	window                       string
 	spoolSync                    string
 	minRTO                       time.Duration
+	agentID                      string
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -45,11 +46,13 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.window, "window", "auto", "in-flight messages: auto (bandwidth-delay product) or a number")
 	fs.StringVar(&f.spoolSync, "spool-sync", "always", "spool durability: always (fsync before answering ingest), none, or an interval")
 	fs.DurationVar(&f.minRTO, "min-rto", time.Second, "lower bound of the adaptive resend timeout")
+	fs.StringVar(&f.agentID, "agent-id", "", "this agent's id at the sink, as named in the sink's tokens file (default: the id kept in the spool, created on first start); a spool never changes its id")
 }
 
 func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 	cfg := agent.Config{SinkAddr: sink, SpoolDir: spool, MaxMessageBytes: int(f.maxMessage),
-		MaxRecordBytes: int(f.maxRecord), SpoolQuota: int64(f.quota), Linger: f.linger, MinRTO: f.minRTO}
+		MaxRecordBytes: int(f.maxRecord), SpoolQuota: int64(f.quota), Linger: f.linger, MinRTO: f.minRTO,
+		AgentID: f.agentID}
 	pol, err := seglog.ParseSyncPolicy(f.spoolSync)
 	if err != nil {
 		return cfg, err

@@ -74,7 +74,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	m := newMetrics(cfg.Registry)
-	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota,
+	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID,
 		seglog.WithSync(cfg.SpoolSync),
 		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
 		seglog.WithLogger(cfg.Logger),
@@ -167,7 +167,7 @@ func New(cfg Config) (*Agent, error) {
 		backlog[i].at = a.now()
 	}
 	go a.runLoop(sender, backlog)
-	a.log.Info("agent started", "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
+	a.log.Info("agent started", "agent_id", sp.id, "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.ackedWatermark())
 	return a, nil
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -23,6 +25,13 @@ type Config struct {
 	// SpoolDir holds the spool log, the agent id and the acknowledged
 	// watermark. Required.
 	SpoolDir string
+	// AgentID names the agent to the sink (Hello.agent_id, the tokens
+	// file's AGENT_ID). Default: the id persisted in the spool, or on first
+	// start a random "agent-…" id, which is then persisted. A spool keeps
+	// its id for life: New refuses an AgentID that differs from the one
+	// already persisted, since the sink deduplicates by (agent id, message
+	// id). At most 255 bytes, no whitespace.
+	AgentID string
 	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
 	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB.
 	SpoolQuota int64
@@ -67,6 +76,9 @@ const (
 	MaxMessageLimit        = 4 << 20
 	DefaultMaxMessageBytes = 256 << 10
 )
+
+// maxAgentIDLen is the longest agent id (Hello.agent_id's limit).
+const maxAgentIDLen = 255
 
 // batchOverhead is the most internal/batch framing adds around one record
 // (header plus a length prefix).
@@ -124,6 +136,9 @@ func (c *Config) validate() error {
 	}
 	if c.Compression == codec.ZstdDict && c.Dictionary == nil {
 		errs = append(errs, errors.New("dictionary compression needs a Dictionary"))
+	}
+	if len(c.AgentID) > maxAgentIDLen || strings.IndexFunc(c.AgentID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		errs = append(errs, fmt.Errorf("AgentID %q: want at most %d printable bytes without whitespace", c.AgentID, maxAgentIDLen))
 	}
 	if c.SpoolQuota < 0 || c.Linger < 0 {
 		errs = append(errs, errors.New("negative SpoolQuota or Linger"))

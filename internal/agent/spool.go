@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -132,6 +133,7 @@ func decodeSpooled(b []byte) (spooled, error) {
 // stable id, and the acknowledged watermark.
 type spool struct {
 	dir   string
+	lock  *dirlock.Lock
 	log   *seglog.Log
 	id    string
 	quota int64
@@ -152,24 +154,41 @@ const (
 	stateFile = "delivery-state"
 )
 
-func openSpool(dir string, quota int64, opts ...seglog.Option) (*spool, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func openSpool(dir string, quota int64, wantID string, opts ...seglog.Option) (sp *spool, err error) {
+	// One process per spool: a second writer would interleave appends
+	// and break checksums, and acknowledge records the other never sent.
+	lock, err := dirlock.Acquire(dir, "spool")
+	if err != nil {
 		return nil, err
 	}
-	s := &spool{dir: dir, quota: quota}
+	defer func() {
+		if err != nil {
+			lock.Release()
+		}
+	}()
+	s := &spool{dir: dir, quota: quota, lock: lock}
 	id, err := seglog.ReadMeta(dir, agentIDFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, err
+		id = []byte(wantID)
+		if wantID == "" {
+			var b [12]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			id = []byte("agent-" + hex.EncodeToString(b[:]))
 		}
-		id = []byte("agent-" + hex.EncodeToString(b[:]))
 		if err := seglog.WriteMeta(dir, agentIDFile, id); err != nil {
 			return nil, err
 		}
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
+	case wantID != "" && string(id) != wantID:
+		// The sink deduplicates by (agent id, message id): under a new id
+		// every unacknowledged message would be stored again, and message
+		// ids restart their meaning.
+		return nil, fmt.Errorf("agent: spool %s belongs to agent id %q, not %q: changing an agent's identity breaks deduplication at the sink; use a new spool directory for a new id, or drop the agent id setting to keep %q",
+			dir, id, wantID, id)
 	}
 	s.id = string(id)
 	state, err := seglog.ReadMeta(dir, stateFile)
@@ -341,7 +360,11 @@ func (s *spool) ackedWatermark() uint64 {
 	return s.watermark
 }
 
-func (s *spool) close() error { return s.log.Close() }
+func (s *spool) close() error {
+	err := s.log.Close()
+	s.lock.Release()
+	return err
+}
 
 // release returns quota reserved for bytes that were never written.
 func (s *spool) release(n int64) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -194,6 +195,10 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 			recs = append(recs, *m.rec)
 		}
 		first, err := a.spool.log.Append(recs)
+		a.spool.appendDone(err)
+		if isNoSpace(err) {
+			err = fmt.Errorf("%w: %v", ErrNoSpace, err)
+		}
 		now := a.now()
 		infos := make([]spooledInfo, 0, len(group))
 		for i, m := range group {

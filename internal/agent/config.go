@@ -33,7 +33,10 @@ type Config struct {
 	// id). At most 255 bytes, no whitespace.
 	AgentID string
 	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
-	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB.
+	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB;
+	// at least 2 MiB and four messages. Spool segments are sized from it
+	// (an eighth, within [1 MiB, 64 MiB], and room for a message), so
+	// acknowledged messages free space in steps well below the quota.
 	SpoolQuota int64
 	// SpoolSync is the spool's durability. Default seglog.SyncAlways():
 	// ingest answers only after fdatasync.
@@ -69,6 +72,24 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives the agent's Prometheus metrics when set.
 	Registry prometheus.Registerer
+
+	// segmentBytes overrides the spool's segment size (tests).
+	segmentBytes int64
+}
+
+// spoolSegmentBytes is the size of a spool segment: an eighth of the
+// quota, so deleting acknowledged segments frees space in small steps,
+// within [1 MiB, 64 MiB], and large enough for the largest message (a
+// spool record adds a header and the producers' marks to it).
+func (c *Config) spoolSegmentBytes() int64 {
+	if c.segmentBytes > 0 {
+		return c.segmentBytes
+	}
+	seg := min(max(c.SpoolQuota/8, 1<<20), 64<<20)
+	if c.SpoolQuota == 0 {
+		seg = 64 << 20
+	}
+	return max(seg, 2*int64(c.MaxMessageBytes))
 }
 
 // Limits of the protocol.
@@ -142,6 +163,9 @@ func (c *Config) validate() error {
 	}
 	if c.SpoolQuota < 0 || c.Linger < 0 {
 		errs = append(errs, errors.New("negative SpoolQuota or Linger"))
+	}
+	if minQuota := max(2<<20, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
+		errs = append(errs, fmt.Errorf("SpoolQuota %d below %d (2 MiB and four messages)", c.SpoolQuota, minQuota))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("agent: invalid config: %w", errors.Join(errs...))

@@ -103,7 +103,7 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, ErrRecordTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrSpoolFull):
+	case errors.Is(err, ErrSpoolFull), errors.Is(err, ErrNoSpace):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable

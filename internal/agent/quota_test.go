@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// randomRecords returns n incompressible records of size bytes, each
+// starting with a unique tag.
+func randomRecords(tag string, n, size int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		r := make([]byte, size)
+		rand.Read(r)
+		copy(r, fmt.Sprintf("%s-%06d:", tag, i))
+		out[i] = r
+	}
+	return out
+}
+
+// TestSmallQuotaKeepsFlowing: with a quota of a few MiB, far below the
+// default segment size, continuous ingest against a live sink fills the
+// quota over and over, and every time acknowledged segments are freed, the
+// consumed active segment included, so ingest resumes; every record ends
+// up in the store exactly once.
+func TestSmallQuotaKeepsFlowing(t *testing.T) {
+	dir := t.TempDir()
+	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	defer ts.stop()
+	const quota = 4 << 20
+	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
+		c.SinkAddr, c.SpoolQuota, c.SpoolSync = ts.addr, quota, seglog.SyncNone()
+		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
+	})
+	defer a.Close()
+	if seg := a.cfg.spoolSegmentBytes(); seg > quota/2 {
+		t.Fatalf("segment of %d bytes for a quota of %d", seg, quota)
+	}
+	ctx := context.Background()
+	const requests, perRequest, size = 120, 64, 4096 // 30 MiB: over seven quotas
+	want := map[string]bool{}
+	fulls := 0
+	deadline := time.Now().Add(90 * time.Second)
+	for i := 0; i < requests; i++ {
+		recs := randomRecords(fmt.Sprint("req", i), perRequest, size)
+		for {
+			err := a.Ingest(ctx, recs)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrSpoolFull) {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			fulls++
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes", i, err, fulls, a.spool.size())
+			}
+			time.Sleep(5 * time.Millisecond) // wait for acks to free space
+		}
+		for _, r := range recs {
+			want[string(r[:16])] = true
+		}
+	}
+	if fulls == 0 {
+		t.Fatal("the quota was never reached; the test proves nothing")
+	}
+	t.Logf("%d refusals with 507 on the way", fulls)
+	waitAcked(t, a, 60*time.Second)
+	got := storedRecords(t, ts.s)
+	if len(got) != len(want) {
+		t.Fatalf("store holds %d records, want %d", len(got), len(want))
+	}
+	for r, n := range got {
+		if n != 1 || !want[r[:16]] {
+			t.Fatalf("record %.16q stored %d times", r, n)
+		}
+	}
+	// Everything acknowledged: the spool is down to its empty segment.
+	if sz := a.spool.size(); sz > 0 {
+		t.Errorf("spool holds %d bytes with everything acknowledged", sz)
+	}
+}
+
+// TestDiskFullAnswers507AndRecovers: ENOSPC on a real (tmpfs) disk is 507
+// Insufficient Storage like the quota, SpoolWritable reports it, and once
+// space is freed ingest works again by itself; every record that was
+// answered 200 is in the spool, also after a restart.
+func TestDiskFullAnswers507AndRecovers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	// Leave about 2 MiB for the spool.
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, 6<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spoolDir := filepath.Join(mnt, "spool")
+	a := newTestAgent(t, spoolDir, func(c *Config) { c.SpoolQuota = 1 << 30 }) // only the disk limits
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	post := func(recs [][]byte) int {
+		resp, err := http.Post(srv.URL+"/v1/records", "application/octet-stream", strings.NewReader(string(joinLines(recs))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var accepted []string
+	status := 0
+	for i := 0; i < 200; i++ {
+		recs := hexRecords(fmt.Sprint("req", i), 16, 4096) // 64 KiB per request
+		if status = post(recs); status != 200 {
+			break
+		}
+		for _, r := range recs {
+			accepted = append(accepted, string(r))
+		}
+	}
+	if status != http.StatusInsufficientStorage {
+		t.Fatalf("disk full answered %d, want 507", status)
+	}
+	if err := a.SpoolWritable(); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("SpoolWritable with the disk full: %v", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SpoolWritable(); err != nil {
+		t.Fatalf("SpoolWritable after freeing space: %v", err)
+	}
+	recs := hexRecords("after", 16, 4096)
+	if status := post(recs); status != 200 {
+		t.Fatalf("after freeing space: %d", status)
+	}
+	for _, r := range recs {
+		accepted = append(accepted, string(r))
+	}
+	check := func(a *Agent) {
+		t.Helper()
+		if got := spooledRecords(t, a); strings.Join(got, "\n") != strings.Join(accepted, "\n") {
+			t.Fatalf("spool holds %d records, %d were accepted", len(got), len(accepted))
+		}
+	}
+	check(a)
+	a.Close()
+	a = newTestAgent(t, spoolDir, nil)
+	defer a.Close()
+	check(a)
+}
+
+// hexRecords returns n records of size hex digits (random, so they
+// compress only by half), each starting with a unique tag.
+func hexRecords(tag string, n, size int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		b := make([]byte, size/2)
+		rand.Read(b)
+		out[i] = []byte(fmt.Sprintf("%s-%04d:%x", tag, i, b)[:size])
+	}
+	return out
+}
+
+func joinLines(recs [][]byte) []byte {
+	var out []byte
+	for _, r := range recs {
+		out = append(append(out, r...), '\n')
+	}
+	return out
+}

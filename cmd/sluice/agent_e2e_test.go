@@ -2,8 +2,18 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -44,4 +54,72 @@ func TestAgentSpoolLocked(t *testing.T) {
 		second.Process.Kill()
 		t.Fatalf("the second agent on the same spool kept running:\n%s", out.String())
 	}
+}
+
+// TestAgentIngestTLSAndTokens: `sluice agent --ingest-tls-cert/--ingest-tls-key
+// --ingest-tokens` serves ingest over HTTPS and answers 401 without a
+// valid token.
+func TestAgentIngestTLSAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSignedCert(t, dir)
+	tokens := filepath.Join(dir, "tokens")
+	const token = "ingest-token-0123456789"
+	os.WriteFile(tokens, []byte("# ingest clients\n"+token+" collector-1\n"), 0o600)
+	ingest := freeAddr(t)
+	start(t, "agent", "agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "spool"), "--ingest", ingest,
+		"--ingest-tls-cert", certFile, "--ingest-tls-key", keyFile, "--ingest-tokens", tokens)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	post := func(authz string) int {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+ingest+"/v1/records", strings.NewReader("rec\n"))
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return -1
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(t, "the agent to serve HTTPS", 30*time.Second, func() bool { return post("") != -1 })
+	if got := post(""); got != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d, want 401", got)
+	}
+	if got := post("Bearer wrong-token-0123456789"); got != http.StatusUnauthorized {
+		t.Fatalf("with an unknown token: %d, want 401", got)
+	}
+	if got := post("Bearer " + token); got != http.StatusOK {
+		t.Fatalf("with the token: %d, want 200", got)
+	}
+	out, err := exec.Command(sluiceBin, "agent", "--sink", "x:1", "--spool", filepath.Join(dir, "s2"), "--ingest-tls-cert", certFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--ingest-tls-cert and --ingest-tls-key go together") {
+		t.Fatalf("cert without key: %v %s", err, out)
+	}
+}
+
+// selfSignedCert writes a self-signed certificate for 127.0.0.1 into dir.
+func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agent.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }

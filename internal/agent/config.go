@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -68,6 +69,12 @@ type Config struct {
 	// DialOptions are extra gRPC dial options: transport credentials (TLS;
 	// default insecure), per-RPC credentials (bearer token).
 	DialOptions []grpc.DialOption
+	// IngestTokens, when set, makes the ingest API require
+	// "Authorization: Bearer TOKEN" with a token of this set (HTTP 401
+	// otherwise); see auth.LoadTokens for the file format, whose second
+	// field names the client. Put ingest behind TLS too, or tokens travel
+	// in clear text.
+	IngestTokens *auth.Tokens
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registry receives the agent's Prometheus metrics when set.

@@ -32,8 +32,8 @@ const MaxRequestBytes = 64 << 20
 // 200 once every record is durably spooled; 400 for a body without records
 // or that cannot be read or decoded; 401 without a valid bearer token when
 // Config.IngestTokens is set; 413 for a record over the limit (nothing of
-// that request is spooled) or a body over MaxRequestBytes, before or after
-// decoding; 415 for a Content-Encoding other than identity, gzip or zstd;
+// that request is spooled), a body over MaxRequestBytes before or after
+// decoding, or a request over half the spool quota; 415 for a Content-Encoding other than identity, gzip or zstd;
 // 507 when the spool quota is reached or its disk is full; 503 while
 // shutting down. Empty lines are skipped; a final line without "\n" is a
 // record. With the Sluice-Producer and Sluice-Sequence headers a retried

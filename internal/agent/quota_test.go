@@ -187,3 +187,91 @@ func joinLines(recs [][]byte) []byte {
 	}
 	return out
 }
+
+// TestSpoolFillsDiskRecoversByItself: when the spool itself fills the
+// disk, acknowledgements free it even though the state file cannot be
+// written at that moment, so ingest resumes without anyone freeing space,
+// and every record answered 200 reaches the sink exactly once.
+func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	defer ts.stop()
+	// The sink is down at first, so the spool fills the disk.
+	ts.stop()
+	a := newTestAgent(t, filepath.Join(mnt, "spool"), func(c *Config) {
+		c.SinkAddr, c.SpoolQuota = ts.addr, 1<<30 // only the disk limits
+		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
+	})
+	defer a.Close()
+	ctx := context.Background()
+	want := map[string]bool{}
+	ingest := func(i int) error {
+		recs := hexRecords(fmt.Sprint("r", i), 16, 4096)
+		err := a.Ingest(ctx, recs)
+		if err == nil {
+			for _, r := range recs {
+				want[string(r)] = true
+			}
+		}
+		return err
+	}
+	i := 0
+	for ; i < 1000; i++ {
+		if err := ingest(i); err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("request %d: %v, want ErrNoSpace", i, err)
+			}
+			break
+		}
+	}
+	if i == 1000 {
+		t.Fatal("the disk never filled")
+	}
+	// Take the last free pages too, so not even the small state file
+	// can be written when the acks arrive.
+	f, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 1024; k++ {
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	ts.start()
+	deadline := time.Now().Add(60 * time.Second)
+	for n := 0; n < 50; i++ {
+		err := ingest(i)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrNoSpace) || errors.Is(err, ErrSpoolFull):
+			if time.Now().After(deadline) {
+				t.Fatalf("ingest still refused: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond) // wait for acks to free space
+		default:
+			t.Fatal(err)
+		}
+	}
+	waitAcked(t, a, 60*time.Second)
+	got := storedRecords(t, ts.s)
+	if len(got) != len(want) {
+		t.Fatalf("store holds %d records, %d were accepted", len(got), len(want))
+	}
+	for r, n := range got {
+		if n != 1 || !want[r] {
+			t.Fatalf("record %.20q stored %d times", r, n)
+		}
+	}
+}

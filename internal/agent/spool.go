@@ -324,7 +324,15 @@ func (s *spool) acknowledge(w uint64) error {
 	s.mu.Lock()
 	s.watermark = w
 	s.mu.Unlock()
-	n, err := s.log.RemoveBefore(w)
+	upTo := w
+	if s.quota > 0 && s.size() < s.quota/2 && w > 0 {
+		// Far from the quota, keep the active segment even when all of it
+		// is acknowledged: with a trickle of records, replacing it on every
+		// ack would create and delete a file every 100 ms. Sealed segments
+		// go as usual; under quota pressure reclaim replaces it.
+		upTo = w - 1
+	}
+	n, err := s.log.RemoveBefore(upTo)
 	if n > 0 {
 		s.measure()
 	}

@@ -41,7 +41,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.maxMessage, "max-message", "largest uncompressed message (records are packed up to it); at most 4MiB")
 	fs.Var(&f.maxRecord, "max-record", "largest record (default: what fits in a message)")
 	f.quota = 1 << 30
-	fs.Var(&f.quota, "spool-quota", "spool size on disk at which ingest answers 507")
+	fs.Var(&f.quota, "spool-quota", "spool size on disk at which ingest answers 507 (at least 2MiB and four messages; spool segments are an eighth of it, within 1-64MiB)")
 	fs.DurationVar(&f.linger, "linger", 5*time.Millisecond, "how long a message waits for more records")
 	fs.StringVar(&f.compression, "compression", "zstd", "plain, zstd, or dict (zstd with --dict)")
 	fs.StringVar(&f.dictFile, "dict", "", "trained zstd dictionary file (see sluice dict train); implies --compression dict")

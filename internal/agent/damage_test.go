@@ -136,3 +136,31 @@ func TestSkipLostHoles(t *testing.T) {
 		t.Fatalf("watermark %d after acking every surviving id, want 13", s.Watermark())
 	}
 }
+
+// TestSpoolMissingHeadStarts: segments gone from the front of the log
+// (deleted after their ack while the disk was too full to persist the
+// watermark, or by hand) are a warning: the agent starts at the log's first
+// message instead of refusing to start for good.
+func TestSpoolMissingHeadStarts(t *testing.T) {
+	dir := t.TempDir()
+	small := func(c *Config) { c.segmentBytes = 4096; c.Compression = codec.Plain }
+	a := newTestAgent(t, dir, small)
+	for i := 0; i < 100; i++ {
+		if err := a.IngestMessage(context.Background(), [][]byte{[]byte(fmt.Sprintf("message %03d %0100d", i, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	if err := os.Remove(filepath.Join(dir, "log", fmt.Sprintf("%020d.seg", 0))); err != nil {
+		t.Fatal(err)
+	}
+	a = newTestAgent(t, dir, small)
+	defer a.Close()
+	first := a.spool.log.FirstOffset()
+	if first == 0 || a.spool.ackedWatermark() != first {
+		t.Fatalf("first %d, watermark %d", first, a.spool.ackedWatermark())
+	}
+	if got := spooledRecords(t, a); len(got) != 100-int(first) {
+		t.Fatalf("backlog of %d records, want %d", len(got), 100-first)
+	}
+}

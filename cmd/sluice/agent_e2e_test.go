@@ -123,3 +123,53 @@ func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
 }
+
+// TestAgentDamagedSpoolCLI: on a damaged spool `sluice agent` exits
+// non-zero and prints the exact repair command for the spool's log; after
+// running that command the agent starts.
+func TestAgentDamagedSpoolCLI(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	ingest := freeAddr(t)
+	ag := start(t, "agent", "agent", "--sink", "127.0.0.1:1", "--spool", spool, "--ingest", ingest, "--compression", "plain")
+	waitFor(t, "the agent to listen", 30*time.Second, func() bool {
+		c, err := net.Dial("tcp", ingest)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	for i := 0; i < 20; i++ {
+		resp, err := http.Post("http://"+ingest+"/v1/records", "text/plain", strings.NewReader(fmt.Sprintf("record %d\n", i)))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("ingest: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	ag.kill()
+	seg := filepath.Join(spool, "log", fmt.Sprintf("%020d.seg", 0))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xFF}, 30) // inside the first record's body
+	f.Close()
+
+	args := []string{"agent", "--sink", "127.0.0.1:1", "--spool", spool, "--ingest", ingest}
+	out, err := exec.Command(sluiceBin, args...).CombinedOutput()
+	want := "sluice log check --repair " + filepath.Join(spool, "log")
+	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), seg) {
+		t.Fatalf("agent on a damaged spool: %v\n%s\nwant the segment and %q", err, out, want)
+	}
+	if out, err := exec.Command(sluiceBin, "log", "check", "--repair", filepath.Join(spool, "log")).CombinedOutput(); err != nil {
+		t.Fatalf("repair: %v\n%s", err, out)
+	}
+	start(t, "agent", args...)
+	waitFor(t, "the repaired agent to listen", 30*time.Second, func() bool {
+		c, err := net.Dial("tcp", ingest)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}

@@ -47,6 +47,7 @@ type Agent struct {
 	clients []sluicev1.SinkClient
 	conns   []*grpc.ClientConn
 	metrics *metrics
+	spoolM  *spoolMetrics
 	origin  time.Time
 
 	ctx       context.Context
@@ -78,6 +79,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	m := newMetrics(cfg.Registry)
+	sm := newSpoolMetrics(cfg.Registry)
 	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
 		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
@@ -135,6 +137,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	if len(lost) > 0 {
+		for _, r := range lost {
+			sm.lost.Add(float64(r.Last - r.First + 1))
+		}
 		cfg.Logger.Error("agent: unacknowledged messages are missing from the spool (quarantined by a repair); the rest is delivered",
 			"spool", cfg.SpoolDir, "missing", fmt.Sprint(lost))
 		if backlog, err = skipLost(sender, sp, backlog, lost); err != nil {
@@ -159,7 +164,7 @@ func New(cfg Config) (*Agent, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, conns: ccs,
-		metrics: m, origin: time.Now(), ctx: ctx, cancel: cancel,
+		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
 		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
 		prodLocks: map[string]*producerLock{},

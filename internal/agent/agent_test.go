@@ -164,6 +164,9 @@ func TestIngestHTTP(t *testing.T) {
 	if got != 507 {
 		t.Fatalf("spool quota never reached: %d", got)
 	}
+	if err := a.SpoolWritable(); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("SpoolWritable with the quota reached: %v", err)
+	}
 }
 
 func TestIngestRejectsOversizeRecord(t *testing.T) {

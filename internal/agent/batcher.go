@@ -198,6 +198,9 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 		a.spool.appendDone(err)
 		if isNoSpace(err) {
 			err = fmt.Errorf("%w: %v", ErrNoSpace, err)
+			for _, m := range group {
+				a.spoolM.noSpace.Add(float64(len(m.waiters)))
+			}
 		}
 		now := a.now()
 		infos := make([]spooledInfo, 0, len(group))

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -113,7 +115,8 @@ func TestDiskFullAnswers507AndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	spoolDir := filepath.Join(mnt, "spool")
-	a := newTestAgent(t, spoolDir, func(c *Config) { c.SpoolQuota = 1 << 30 }) // only the disk limits
+	reg := prometheus.NewRegistry()
+	a := newTestAgent(t, spoolDir, func(c *Config) { c.SpoolQuota, c.Registry = 1<<30, reg }) // only the disk limits
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
 	post := func(recs [][]byte) int {
@@ -141,6 +144,9 @@ func TestDiskFullAnswers507AndRecovers(t *testing.T) {
 	}
 	if err := a.SpoolWritable(); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("SpoolWritable with the disk full: %v", err)
+	}
+	if n := counterValue(t, reg, "sluice_agent_spool_no_space_total"); n < 1 {
+		t.Fatalf("spool_no_space_total = %v after a refusal", n)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -274,4 +280,20 @@ func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 			t.Fatalf("record %.20q stored %d times", r, n)
 		}
 	}
+}
+
+// counterValue reads one counter from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

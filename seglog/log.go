@@ -631,6 +631,17 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 		n++
 	}
 	var fresh *segment
+	if roll && !gap && l.unsynced && l.cfg.sync.mode != syncNone {
+		// As when a segment is sealed: its data must be durable before a
+		// later segment exists, or a crash could leave a torn record in a
+		// segment that is no longer the last.
+		if err := active.f.Datasync(); err != nil {
+			l.cfg.logger.Warn("seglog: cannot sync the consumed active segment; keeping it", "dir", l.dir, "err", err)
+			roll = false
+		} else {
+			l.unsynced, l.durable = false, max(l.durable, active.next)
+		}
+	}
 	if roll && !gap {
 		// Create the new segment before removing the old one: a crash in
 		// between leaves two contiguous segments.

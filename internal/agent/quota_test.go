@@ -297,3 +297,17 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no counter %s", name)
 	return 0
 }
+
+// TestRequestOverHalfQuota: a request that could never fit beside the
+// spool's other contents is 413 at once instead of 507 forever.
+func TestRequestOverHalfQuota(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.SpoolQuota = 2 << 20 })
+	defer a.Close()
+	err := a.Ingest(context.Background(), randomRecords("big", 300, 4096)) // 1.2 MiB
+	if !errors.Is(err, ErrRecordTooLarge) || !strings.Contains(err.Error(), "over half the spool quota") {
+		t.Fatalf("request over half the quota: %v", err)
+	}
+	if err := a.Ingest(context.Background(), randomRecords("small", 10, 4096)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -604,24 +604,120 @@ func (l *Log) Wait(offset uint64) <-chan struct{} {
 }
 
 // RemoveBefore deletes whole segments all of whose records are below
-// offset; the active segment is always kept, so the log never forgets its
-// next offset. It returns how many segments were removed.
+// offset, and returns how many segments were removed. The log never forgets
+// its next offset: when offset covers every record, the active segment too,
+// the active segment is replaced by an empty one starting at offset, so a
+// fully consumed log takes no space however little of its segment size was
+// used. An offset beyond NextOffset moves the log forward: the next append
+// gets offset, and the offsets in between are never used (a caller that
+// knows it consumed up to offset, such as the agent with its acknowledged
+// watermark after a repair, uses this so that no offset is used twice).
+// The active segment is kept while an append or a reader is using it; a
+// later call replaces it.
 func (l *Log) RemoveBefore(offset uint64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, ErrClosed
 	}
+	active := l.segs[len(l.segs)-1]
+	// Rolling needs the active segment quiet: nothing being written or
+	// queued (l.next is then active.next) and the log not broken.
+	roll := offset >= l.next && offset > active.base && !l.flushing && l.pending.n == 0 && l.broken == nil
+	gap := roll && offset > l.next
+	if gap && active.refs > 0 {
+		roll, gap = false, false // its file is reused below; wait for the reader
+	}
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n].next <= offset {
 		n++
 	}
-	if n == 0 {
+	var fresh *segment
+	if roll && !gap && l.unsynced && l.cfg.sync.mode != syncNone {
+		// As when a segment is sealed: its data must be durable before a
+		// later segment exists, or a crash could leave a torn record in a
+		// segment that is no longer the last.
+		if err := active.f.Datasync(); err != nil {
+			l.cfg.logger.Warn("seglog: cannot sync the consumed active segment; keeping it", "dir", l.dir, "err", err)
+			roll = false
+		} else {
+			l.unsynced, l.durable = false, max(l.durable, active.next)
+		}
+	}
+	if roll && !gap {
+		// Create the new segment before removing the old one: a crash in
+		// between leaves two contiguous segments.
+		var err error
+		if fresh, err = l.createSegment(offset); err != nil {
+			l.cfg.logger.Warn("seglog: cannot replace the consumed active segment; keeping it", "dir", l.dir, "err", err)
+			roll = false
+		}
+	}
+	if n == 0 && !roll {
 		return 0, nil
 	}
+	removed, err := l.removeFirst(n)
+	if err != nil {
+		if fresh != nil {
+			fresh.f.Close()
+			_ = l.cfg.fs.Remove(fresh.path)
+		}
+		return removed, err
+	}
+	if roll && !gap {
+		removed2, err := l.removeFirst(1) // the old active segment
+		if err != nil {
+			fresh.f.Close()
+			_ = l.cfg.fs.Remove(fresh.path)
+			return removed, err
+		}
+		removed += removed2
+	}
+	if gap {
+		// A new segment at offset must not exist beside an older one (Open
+		// would see a hole between them), and the directory must never be
+		// without a segment: empty the active segment, then rename it.
+		// After a crash in between, the log ends where it did and the
+		// caller moves it forward again.
+		newPath := filepath.Join(l.dir, segmentName(offset))
+		if err := active.f.Truncate(0); err != nil {
+			return removed, fmt.Errorf("seglog: empty %s: %w", active.path, err)
+		}
+		if err := active.f.Datasync(); err != nil {
+			l.broken = fmt.Errorf("%w: fdatasync %s: %v", ErrBroken, active.path, err)
+			return removed, l.broken
+		}
+		if err := l.cfg.fs.Rename(active.path, newPath); err != nil {
+			// The file is empty at its old base: appending would reuse
+			// offsets, so refuse appends until the log is reopened.
+			l.broken = fmt.Errorf("%w: rename %s: %v", ErrBroken, active.path, err)
+			return removed, l.broken
+		}
+		_ = l.cfg.fs.Remove(filepath.Join(l.dir, indexName(active.base)))
+		fresh = &segment{base: offset, path: newPath, f: active.f, next: offset}
+		l.segs = l.segs[:0]
+		removed++
+		l.stats.SegmentsRemove++
+	}
+	if roll {
+		l.segs = append(l.segs, fresh)
+		l.next, l.tailBase, l.tailSize = offset, offset, 0
+		l.durable = max(l.durable, offset)
+		l.lastIndexed = -l.cfg.indexInterval
+	}
+	if err := l.cfg.fs.SyncDir(l.dir); err != nil {
+		return removed, fmt.Errorf("seglog: sync dir %s: %w", l.dir, err)
+	}
+	return removed, nil
+}
+
+// removeFirst deletes the n oldest segments (their files stay open while a
+// reader uses them). Caller holds mu.
+func (l *Log) removeFirst(n int) (int, error) {
 	for i, s := range l.segs[:n] {
 		if err := l.cfg.fs.Remove(s.path); err != nil && !os.IsNotExist(err) {
-			l.segs = l.segs[i:]
+			l.segs = append(l.segs[:0:0], l.segs[i:]...)
+			l.stats.SegmentsRemove += uint64(i)
 			return i, fmt.Errorf("seglog: remove %s: %w", s.path, err)
 		}
 		_ = l.cfg.fs.Remove(filepath.Join(l.dir, indexName(s.base)))
@@ -632,9 +728,6 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 	}
 	l.segs = append(l.segs[:0:0], l.segs[n:]...)
 	l.stats.SegmentsRemove += uint64(n)
-	if err := l.cfg.fs.SyncDir(l.dir); err != nil {
-		return n, fmt.Errorf("seglog: sync dir %s: %w", l.dir, err)
-	}
 	return n, nil
 }
 

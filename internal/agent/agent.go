@@ -27,6 +27,10 @@ var (
 	// ErrSpoolFull: the spool reached Config.SpoolQuota; retry once the
 	// sink has caught up.
 	ErrSpoolFull = errors.New("agent: spool quota reached")
+	// ErrNoSpace: the spool's disk is full (ENOSPC or EDQUOT); nothing of
+	// the failed call is spooled, and appends succeed again once space is
+	// freed (acknowledged segments are deleted as acks arrive).
+	ErrNoSpace = errors.New("agent: no space left on the spool's disk")
 	// ErrClosed: the agent is shutting down.
 	ErrClosed = errors.New("agent: closed")
 	// ErrBadRequest: an ingest call the agent cannot make sense of.
@@ -43,6 +47,7 @@ type Agent struct {
 	clients []sluicev1.SinkClient
 	conns   []*grpc.ClientConn
 	metrics *metrics
+	spoolM  *spoolMetrics
 	origin  time.Time
 
 	ctx       context.Context
@@ -57,6 +62,10 @@ type Agent struct {
 	prodMu    sync.Mutex
 	prodLocks map[string]*producerLock
 
+	// afterAnswer, when set (tests only), runs in the spool writer after
+	// it has answered the ingest calls of a message.
+	afterAnswer func()
+
 	closeOnce sync.Once
 	mu        sync.RWMutex // held for reading by Ingest, for writing by Close
 	closed    bool
@@ -70,7 +79,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	m := newMetrics(cfg.Registry)
-	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota,
+	sm := newSpoolMetrics(cfg.Registry)
+	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
+		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
 		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
 		seglog.WithLogger(cfg.Logger),
@@ -116,11 +127,26 @@ func New(cfg Config) (*Agent, error) {
 		}
 		ccs = append(ccs, cc)
 	}
-	backlog, err := readBacklog(sp)
+	for _, w := range sp.warnings {
+		cfg.Logger.Warn("agent: spool: "+w, "spool", cfg.SpoolDir)
+	}
+	backlog, lost, err := readBacklog(sp)
 	if err != nil {
 		closeAll()
 		sp.close()
 		return nil, err
+	}
+	if len(lost) > 0 {
+		for _, r := range lost {
+			sm.lost.Add(float64(r.Last - r.First + 1))
+		}
+		cfg.Logger.Error("agent: unacknowledged messages are missing from the spool (quarantined by a repair); the rest is delivered",
+			"spool", cfg.SpoolDir, "missing", fmt.Sprint(lost))
+		if backlog, err = skipLost(sender, sp, backlog, lost); err != nil {
+			closeAll()
+			sp.close()
+			return nil, err
+		}
 	}
 	// One encoder per compression worker, each holding the dictionary.
 	workers := runtime.GOMAXPROCS(0)
@@ -138,7 +164,7 @@ func New(cfg Config) (*Agent, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, conns: ccs,
-		metrics: m, origin: time.Now(), ctx: ctx, cancel: cancel,
+		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
 		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
 		prodLocks: map[string]*producerLock{},
@@ -163,7 +189,7 @@ func New(cfg Config) (*Agent, error) {
 		backlog[i].at = a.now()
 	}
 	go a.runLoop(sender, backlog)
-	a.log.Info("agent started", "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
+	a.log.Info("agent started", "agent_id", sp.id, "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.ackedWatermark())
 	return a, nil
 }
@@ -173,22 +199,69 @@ func New(cfg Config) (*Agent, error) {
 const pipelineDepth = 256
 
 // readBacklog lists the spooled messages not yet acknowledged, with their
-// wire sizes, so the Sender can resend them.
-func readBacklog(sp *spool) ([]spooledInfo, error) {
+// wire sizes, so the Sender can resend them, and the ids missing among
+// them: a repair of a damaged spool keeps the records after the damage at
+// their offsets, so the log may have holes.
+func readBacklog(sp *spool) ([]spooledInfo, []delivery.Range, error) {
 	var out []spooledInfo
-	it := sp.log.NewIterator(sp.ackedWatermark(), 4<<20)
+	var lost []delivery.Range
+	expect := sp.ackedWatermark()
+	it := sp.log.NewIterator(expect, 4<<20)
 	for it.Next() {
+		id := it.Offset()
+		if id > expect {
+			lost = append(lost, delivery.Range{First: expect, Last: id - 1})
+		}
+		expect = id + 1
 		m, err := decodeSpooled(it.Value())
 		if err != nil {
-			return nil, fmt.Errorf("agent: spool message %d: %w", it.Offset(), err)
+			return nil, nil, fmt.Errorf("agent: spool message %d: %w", id, err)
 		}
-		out = append(out, spooledInfo{id: it.Offset(), size: int64(len(m.Body)), records: int(m.Records)})
+		out = append(out, spooledInfo{id: id, size: int64(len(m.Body)), records: int(m.Records)})
 		sp.completed(m.Marks)
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("agent: read spool: %w", err)
+		return nil, nil, fmt.Errorf("agent: read spool: %w", err)
 	}
-	return out, nil
+	return out, lost, nil
+}
+
+// skipLost settles the missing ids in the Sender, which wants every id
+// from its watermark: the messages up to the last hole are fed to it here,
+// the holes as acknowledged (nothing can send them), and the rest of the
+// backlog is returned for the loop. The watermark this moves to is
+// persisted, so the holes are reported once.
+func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []delivery.Range) ([]spooledInfo, error) {
+	last := lost[len(lost)-1].Last
+	step := func(ev delivery.Event) error {
+		if err := s.Step(ev); err != nil {
+			return fmt.Errorf("agent: skip missing spool messages: %w", err)
+		}
+		for _, act := range s.Ready() {
+			if act.Kind == delivery.ActionMarkAcked {
+				if err := sp.acknowledge(act.Watermark); err != nil {
+					return err
+				}
+			}
+		}
+		s.Advance()
+		return nil
+	}
+	i := 0
+	for id := s.Watermark(); id <= last; id++ {
+		size := int64(0)
+		if i < len(backlog) && backlog[i].id == id {
+			size = backlog[i].size
+			i++
+		}
+		if err := step(delivery.Spooled(id, size, 0)); err != nil {
+			return nil, err
+		}
+	}
+	if err := step(delivery.Acked(lost, 0)); err != nil {
+		return nil, err
+	}
+	return backlog[i:], nil
 }
 
 func (a *Agent) now() int64 { return int64(time.Since(a.origin)) }
@@ -260,6 +333,10 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 	defer a.mu.RUnlock()
 	if a.closed {
 		return ErrClosed
+	}
+	if q := a.cfg.SpoolQuota; q > 0 && req.bytes > q/2 {
+		// It could never fit beside the spool's other contents.
+		return fmt.Errorf("%w: request of %d bytes is over half the spool quota (%d); send smaller requests or raise the quota", ErrRecordTooLarge, req.bytes, q)
 	}
 	if !a.spool.reserve(req.bytes) {
 		a.metrics.spoolFull.Inc()
@@ -345,6 +422,15 @@ func (a *Agent) Stats() Stats { return a.metrics.snapshot(true) }
 // Progress is Stats without the latency quantiles, cheap enough to poll
 // every few milliseconds.
 func (a *Agent) Progress() Stats { return a.metrics.snapshot(false) }
+
+// SpoolWritable is nil when the spool accepts appends, and otherwise says
+// why not: the disk is full (ErrNoSpace; nil again once there is room),
+// the quota is reached (ErrSpoolFull; nil again once acknowledged messages
+// are deleted), or an fdatasync failed (only a restart recovers). It is
+// meant for a readiness probe.
+func (a *Agent) SpoolWritable() error {
+	return a.spool.writable(int64(a.cfg.MaxMessageBytes))
+}
 
 // SpoolDir returns the spool directory.
 func (a *Agent) SpoolDir() string { return filepath.Clean(a.cfg.SpoolDir) }

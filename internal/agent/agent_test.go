@@ -114,7 +114,7 @@ func TestAgentIDIsStable(t *testing.T) {
 
 // TestIngestHTTP: the status codes of POST /v1/records.
 func TestIngestHTTP(t *testing.T) {
-	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.MaxRecordBytes = 100; c.SpoolQuota = 64 << 10 })
+	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.MaxRecordBytes = 100; c.SpoolQuota = 2 << 20 })
 	defer a.Close()
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
@@ -158,11 +158,14 @@ func TestIngestHTTP(t *testing.T) {
 		big = append(big, '\n')
 	}
 	got := 0
-	for i := 0; i < 400 && got != 507; i++ {
+	for i := 0; i < 4000 && got != 507; i++ {
 		got, _ = post(string(big))
 	}
 	if got != 507 {
 		t.Fatalf("spool quota never reached: %d", got)
+	}
+	if err := a.SpoolWritable(); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("SpoolWritable with the quota reached: %v", err)
 	}
 }
 

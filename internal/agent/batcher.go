@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -194,12 +195,19 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 			recs = append(recs, *m.rec)
 		}
 		first, err := a.spool.log.Append(recs)
+		a.spool.appendDone(err)
+		if isNoSpace(err) {
+			err = fmt.Errorf("%w: %v", ErrNoSpace, err)
+			for _, m := range group {
+				a.spoolM.noSpace.Add(float64(len(m.waiters)))
+			}
+		}
 		now := a.now()
 		infos := make([]spooledInfo, 0, len(group))
 		for i, m := range group {
-			for _, w := range m.waiters {
-				w <- err
-			}
+			// Record the producers' marks before answering: an answered
+			// caller may retry at once, and the retry must find its request
+			// complete or it is spooled a second time.
 			if err == nil {
 				infos = append(infos, spooledInfo{id: first + uint64(i), size: int64(m.payload), records: m.records, raw: m.raw, at: now})
 				a.metrics.spooled(m)
@@ -207,6 +215,12 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 				a.spool.settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
 			} else {
 				a.spool.release(m.reserved)
+			}
+			for _, w := range m.waiters {
+				w <- err
+			}
+			if a.afterAnswer != nil {
+				a.afterAnswer()
 			}
 			bufPool.Put(m.rec)
 		}

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -23,8 +26,18 @@ type Config struct {
 	// SpoolDir holds the spool log, the agent id and the acknowledged
 	// watermark. Required.
 	SpoolDir string
+	// AgentID names the agent to the sink (Hello.agent_id, the tokens
+	// file's AGENT_ID). Default: the id persisted in the spool, or on first
+	// start a random "agent-…" id, which is then persisted. A spool keeps
+	// its id for life: New refuses an AgentID that differs from the one
+	// already persisted, since the sink deduplicates by (agent id, message
+	// id). At most 255 bytes, no whitespace.
+	AgentID string
 	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
-	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB.
+	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB;
+	// at least 2 MiB and four messages. Spool segments are sized from it
+	// (an eighth, within [1 MiB, 64 MiB], and room for a message), so
+	// acknowledged messages free space in steps well below the quota.
 	SpoolQuota int64
 	// SpoolSync is the spool's durability. Default seglog.SyncAlways():
 	// ingest answers only after fdatasync.
@@ -56,10 +69,34 @@ type Config struct {
 	// DialOptions are extra gRPC dial options: transport credentials (TLS;
 	// default insecure), per-RPC credentials (bearer token).
 	DialOptions []grpc.DialOption
+	// IngestTokens, when set, makes the ingest API require
+	// "Authorization: Bearer TOKEN" with a token of this set (HTTP 401
+	// otherwise); see auth.LoadTokens for the file format, whose second
+	// field names the client. Put ingest behind TLS too, or tokens travel
+	// in clear text.
+	IngestTokens *auth.Tokens
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registry receives the agent's Prometheus metrics when set.
 	Registry prometheus.Registerer
+
+	// segmentBytes overrides the spool's segment size (tests).
+	segmentBytes int64
+}
+
+// spoolSegmentBytes is the size of a spool segment: an eighth of the
+// quota, so deleting acknowledged segments frees space in small steps,
+// within [1 MiB, 64 MiB], and large enough for the largest message (a
+// spool record adds a header and the producers' marks to it).
+func (c *Config) spoolSegmentBytes() int64 {
+	if c.segmentBytes > 0 {
+		return c.segmentBytes
+	}
+	seg := min(max(c.SpoolQuota/8, 1<<20), 64<<20)
+	if c.SpoolQuota == 0 {
+		seg = 64 << 20
+	}
+	return max(seg, 2*int64(c.MaxMessageBytes))
 }
 
 // Limits of the protocol.
@@ -67,6 +104,9 @@ const (
 	MaxMessageLimit        = 4 << 20
 	DefaultMaxMessageBytes = 256 << 10
 )
+
+// maxAgentIDLen is the longest agent id (Hello.agent_id's limit).
+const maxAgentIDLen = 255
 
 // batchOverhead is the most internal/batch framing adds around one record
 // (header plus a length prefix).
@@ -125,8 +165,14 @@ func (c *Config) validate() error {
 	if c.Compression == codec.ZstdDict && c.Dictionary == nil {
 		errs = append(errs, errors.New("dictionary compression needs a Dictionary"))
 	}
+	if len(c.AgentID) > maxAgentIDLen || strings.IndexFunc(c.AgentID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		errs = append(errs, fmt.Errorf("AgentID %q: want at most %d printable bytes without whitespace", c.AgentID, maxAgentIDLen))
+	}
 	if c.SpoolQuota < 0 || c.Linger < 0 {
 		errs = append(errs, errors.New("negative SpoolQuota or Linger"))
+	}
+	if minQuota := max(2<<20, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
+		errs = append(errs, fmt.Errorf("SpoolQuota %d below %d (2 MiB and four messages)", c.SpoolQuota, minQuota))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("agent: invalid config: %w", errors.Join(errs...))

@@ -2,11 +2,18 @@ package agent
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/sluicehq/sluice/internal/auth"
 )
 
 // Headers that make ingest retries idempotent (see Agent.IngestFrom).
@@ -23,12 +30,15 @@ const MaxRequestBytes = 64 << 20
 //	POST /v1/records   body: newline-delimited records
 //
 // 200 once every record is durably spooled; 400 for a body without records
-// or that cannot be read; 413 for a
-// record over the limit (nothing of that request is spooled) or a body over
-// MaxRequestBytes; 507 when the spool quota is reached; 503 while shutting
-// down. Empty lines are skipped; a final line without "\n" is a record.
-// With the Sluice-Producer and Sluice-Sequence headers a retried request
-// is recognised and not spooled twice (the answer says duplicate:true).
+// or that cannot be read or decoded; 401 without a valid bearer token when
+// Config.IngestTokens is set; 413 for a record over the limit (nothing of
+// that request is spooled), a body over MaxRequestBytes before or after
+// decoding, or a request over half the spool quota; 415 for a Content-Encoding other than identity, gzip or zstd;
+// 507 when the spool quota is reached or its disk is full; 503 while
+// shutting down. Empty lines are skipped; a final line without "\n" is a
+// record. With the Sluice-Producer and Sluice-Sequence headers a retried
+// request is recognised and not spooled twice (the answer says
+// duplicate:true).
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/records", a.serveRecords)
@@ -36,19 +46,21 @@ func (a *Agent) Handler() http.Handler {
 }
 
 func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.IngestTokens != nil {
+		if err := checkBearer(a.cfg.IngestTokens, r.Header.Values("Authorization")); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice ingest"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "use POST with newline-delimited records", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	body, status, err := readBody(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), status)
 		return
 	}
 	records, err := splitLines(body, a.cfg.MaxRecordBytes)
@@ -77,6 +89,80 @@ func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "{\"records\":%d,\"duplicate\":%t}\n", len(records), dup)
 }
 
+// checkBearer accepts exactly one "Authorization: Bearer TOKEN" header
+// naming a token of tokens.
+func checkBearer(tokens *auth.Tokens, values []string) error {
+	if len(values) != 1 {
+		return errors.New("send one \"Authorization: Bearer TOKEN\" header")
+	}
+	scheme, token, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
+		return errors.New("malformed Authorization header: want \"Bearer TOKEN\"")
+	}
+	if _, ok := tokens.Lookup(strings.TrimSpace(token)); !ok {
+		return errors.New("unknown token")
+	}
+	return nil
+}
+
+// readBody reads the request body and undoes its Content-Encoding, with
+// MaxRequestBytes bounding both the bytes received and the bytes decoded
+// (a small compressed body can expand to gigabytes). On error it returns
+// the status to answer.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	in := io.Reader(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	switch enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(in)
+		if err != nil {
+			return nil, readStatus(err), fmt.Errorf("gzip body: %w", err)
+		}
+		defer zr.Close()
+		in = zr
+	case "zstd":
+		zr := zstdPool.Get().(*zstd.Decoder)
+		if err := zr.Reset(in); err != nil {
+			return nil, readStatus(err), fmt.Errorf("zstd body: %w", err)
+		}
+		// Reset(nil) drops the reference to this request's body.
+		defer func() { zr.Reset(nil); zstdPool.Put(zr) }()
+		in = zr
+	default:
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Encoding %q not supported: send identity, gzip or zstd", enc)
+	}
+	body, err := io.ReadAll(io.LimitReader(in, MaxRequestBytes+1))
+	if err != nil {
+		return nil, readStatus(err), fmt.Errorf("reading body: %w", err)
+	}
+	if len(body) > MaxRequestBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body decodes to over %d bytes", MaxRequestBytes)
+	}
+	return body, 0, nil
+}
+
+// readStatus is 413 when the body went over MaxRequestBytes, else 400.
+func readStatus(err error) int {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+// zstdPool holds stream decoders: each owns sizeable buffers. The window
+// is bounded so a hostile frame cannot make one allocate more than the
+// largest body.
+var zstdPool = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(MaxRequestBytes),
+		zstd.WithDecoderMaxMemory(MaxRequestBytes))
+	if err != nil {
+		panic(err) // only for invalid options, which are constant
+	}
+	return d
+}}
+
 // splitLines returns the non-empty lines of body, aliasing it (no copy).
 // Lines end at "\n" only: a record is bytes, and a "\r" in it is data.
 func splitLines(body []byte, maxRecord int) ([][]byte, error) {
@@ -103,7 +189,7 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, ErrRecordTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrSpoolFull):
+	case errors.Is(err, ErrSpoolFull), errors.Is(err, ErrNoSpace):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable

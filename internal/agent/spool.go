@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -131,18 +134,27 @@ func decodeSpooled(b []byte) (spooled, error) {
 // spool is the agent's durable queue: a seglog of messages, the agent's
 // stable id, and the acknowledged watermark.
 type spool struct {
-	dir   string
-	log   *seglog.Log
-	id    string
-	quota int64
+	dir    string
+	logger *slog.Logger
+	lock   *dirlock.Lock
+	log    *seglog.Log
+	id     string
+	quota  int64
 
 	mu        sync.Mutex
 	watermark uint64 // every id below is acknowledged (persisted)
 	// producers maps a producer id to the progress of its newest request
 	// (see mark).
 	producers map[string]progress
+	// warnings are what openSpool had to work around, for New to log.
+	warnings  []string
 	diskBytes int64 // segment bytes on disk, refreshed after removals
-	pending   int64 // bytes appended since diskBytes was measured
+	appended  int64 // bytes appended since diskBytes was measured
+	reserved  int64 // quota reserved by ingest calls not yet spooled
+	// noSpace is the last append's ENOSPC/EDQUOT error, cleared by the
+	// next successful append; broken is a failed fdatasync, which only a
+	// restart clears (seglog.ErrBroken).
+	noSpace, broken error
 }
 
 const (
@@ -152,24 +164,41 @@ const (
 	stateFile = "delivery-state"
 )
 
-func openSpool(dir string, quota int64, opts ...seglog.Option) (*spool, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts ...seglog.Option) (sp *spool, err error) {
+	// One process per spool: a second writer would interleave appends
+	// and break checksums, and acknowledge records the other never sent.
+	lock, err := dirlock.Acquire(dir, "spool")
+	if err != nil {
 		return nil, err
 	}
-	s := &spool{dir: dir, quota: quota}
+	defer func() {
+		if err != nil {
+			lock.Release()
+		}
+	}()
+	s := &spool{dir: dir, quota: quota, lock: lock, logger: logger}
 	id, err := seglog.ReadMeta(dir, agentIDFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, err
+		id = []byte(wantID)
+		if wantID == "" {
+			var b [12]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			id = []byte("agent-" + hex.EncodeToString(b[:]))
 		}
-		id = []byte("agent-" + hex.EncodeToString(b[:]))
 		if err := seglog.WriteMeta(dir, agentIDFile, id); err != nil {
 			return nil, err
 		}
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
+	case wantID != "" && string(id) != wantID:
+		// The sink deduplicates by (agent id, message id): under a new id
+		// every unacknowledged message would be stored again, and message
+		// ids restart their meaning.
+		return nil, fmt.Errorf("agent: spool %s belongs to agent id %q, not %q: changing an agent's identity breaks deduplication at the sink; use a new spool directory for a new id, or drop the agent id setting to keep %q",
+			dir, id, wantID, id)
 	}
 	s.id = string(id)
 	state, err := seglog.ReadMeta(dir, stateFile)
@@ -183,17 +212,35 @@ func openSpool(dir string, quota int64, opts ...seglog.Option) (*spool, error) {
 			return nil, fmt.Errorf("agent: spool %s: %s: %w", dir, stateFile, err)
 		}
 	}
-	s.log, err = seglog.Open(filepath.Join(dir, "log"), opts...)
+	logDir := filepath.Join(dir, "log")
+	s.log, err = seglog.Open(logDir, opts...)
 	if err != nil {
+		var ce *seglog.CorruptionError
+		if errors.As(err, &ce) {
+			abs, aerr := filepath.Abs(logDir)
+			if aerr != nil {
+				abs = logDir
+			}
+			return nil, fmt.Errorf("agent: spool %s is damaged: segment %s, byte %d: %s.\nStop here and run\n\tsluice log check --repair %s\nwhich moves the damage to %s and keeps every readable record; then start the agent again (records acknowledged by the sink are not needed again)",
+				dir, ce.File, ce.Pos, ce.Reason, abs, filepath.Join(abs, "quarantine"))
+		}
 		return nil, err
 	}
 	if next := s.log.NextOffset(); s.watermark > next {
-		s.log.Close()
-		return nil, fmt.Errorf("agent: spool %s: acknowledged watermark %d is beyond the log's end %d (log lost data?)", dir, s.watermark, next)
+		// The log lost records the sink had acknowledged (a repair cut it
+		// short). Never reuse their ids: the sink would take new messages
+		// under them for duplicates. Move the log forward instead.
+		if _, err := s.log.RemoveBefore(s.watermark); err != nil {
+			s.log.Close()
+			return nil, fmt.Errorf("agent: spool %s: move the log from %d to the acknowledged watermark %d: %w", dir, next, s.watermark, err)
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("acknowledged watermark %d is beyond the log's end %d (a repair removed acknowledged records); new messages start at %d", s.watermark, next, s.watermark))
 	}
 	if first := s.log.FirstOffset(); s.watermark < first {
-		s.log.Close()
-		return nil, fmt.Errorf("agent: spool %s: unacknowledged messages from %d are missing, the log starts at %d", dir, s.watermark, first)
+		// Gone before their ack was persisted: removed after their ack
+		// when the disk was too full to write the state file, or lost.
+		s.warnings = append(s.warnings, fmt.Sprintf("messages %d to %d are not in the spool (the log starts at %d); unless they were acknowledged while the disk was full, they are lost", s.watermark, first-1, first))
+		s.watermark = first
 	}
 	s.measure()
 	return s, nil
@@ -209,30 +256,55 @@ func (s *spool) measure() {
 		}
 	}
 	s.mu.Lock()
-	s.diskBytes, s.pending = total, 0
+	s.diskBytes, s.appended = total, 0
 	s.mu.Unlock()
 }
 
-// reserve checks the quota for n more bytes and counts them.
+// reserve checks the quota for n more bytes and counts them. When they do
+// not fit it first frees what is acknowledged: RemoveBefore may have left
+// the active segment in place while an append was running.
 func (s *spool) reserve(n int64) bool {
+	if s.tryReserve(n) {
+		return true
+	}
+	s.reclaim()
+	return s.tryReserve(n)
+}
+
+func (s *spool) tryReserve(n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.quota > 0 && s.diskBytes+s.pending+n > s.quota {
+	if s.quota > 0 && s.diskBytes+s.appended+s.reserved+n > s.quota {
 		return false
 	}
-	s.pending += n
+	s.reserved += n
 	return true
+}
+
+// reclaim removes acknowledged segments.
+func (s *spool) reclaim() {
+	n, err := s.log.RemoveBefore(s.ackedWatermark())
+	if n > 0 {
+		s.measure()
+	}
+	if err != nil && !errors.Is(err, seglog.ErrClosed) {
+		s.logger.Warn("agent: freeing acknowledged spool segments failed", "err", err)
+	}
 }
 
 func (s *spool) size() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.diskBytes + s.pending
+	return s.diskBytes + s.appended + s.reserved
 }
 
 // acknowledge persists a new watermark, with the producer table as it is
 // now (every entry in it is durably spooled, so it is safe to persist), and
-// then deletes segments below the watermark.
+// then deletes segments below the watermark. When the disk is full the
+// segments are deleted even though the state file could not be written:
+// the sink has them, so the only cost is a warning at the next start, and
+// it is what frees the disk the spool itself filled. The caller retries
+// the state file.
 func (s *spool) acknowledge(w uint64) error {
 	s.mu.Lock()
 	if w <= s.watermark {
@@ -242,16 +314,74 @@ func (s *spool) acknowledge(w uint64) error {
 	state := encodeState(w, s.producers)
 	s.mu.Unlock()
 	if err := seglog.WriteMeta(s.dir, stateFile, state); err != nil {
+		if isNoSpace(err) {
+			if n, _ := s.log.RemoveBefore(w); n > 0 {
+				s.measure()
+			}
+		}
 		return err
 	}
 	s.mu.Lock()
 	s.watermark = w
 	s.mu.Unlock()
-	n, err := s.log.RemoveBefore(w)
+	upTo := w
+	if s.quota > 0 && s.size() < s.quota/2 && w > 0 {
+		// Far from the quota, keep the active segment even when all of it
+		// is acknowledged: with a trickle of records, replacing it on every
+		// ack would create and delete a file every 100 ms. Sealed segments
+		// go as usual; under quota pressure reclaim replaces it.
+		upTo = w - 1
+	}
+	n, err := s.log.RemoveBefore(upTo)
 	if n > 0 {
 		s.measure()
 	}
 	return err
+}
+
+// isNoSpace reports whether err is the disk (or the user's disk quota)
+// being full.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// appendDone records the outcome of an append for SpoolWritable.
+func (s *spool) appendDone(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.noSpace = nil
+	case isNoSpace(err):
+		s.noSpace = err
+	case errors.Is(err, seglog.ErrBroken):
+		s.broken = err
+	}
+}
+
+// writable is nil when an append can be expected to succeed.
+func (s *spool) writable(headroom int64) error {
+	s.mu.Lock()
+	broken, noSpace := s.broken, s.noSpace
+	s.mu.Unlock()
+	if broken != nil {
+		return fmt.Errorf("spool %s cannot be written until the agent restarts: %w", s.dir, broken)
+	}
+	if noSpace != nil {
+		// Ready again once the disk has room for a few messages, so a
+		// readiness probe does not keep traffic away forever.
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Join(s.dir, "log"), &st); err != nil || int64(st.Bavail)*int64(st.Bsize) < 4*headroom {
+			return fmt.Errorf("%w: %v", ErrNoSpace, noSpace)
+		}
+	}
+	if s.quota > 0 && s.size()+headroom > s.quota {
+		s.reclaim()
+		if sz := s.size(); sz+headroom > s.quota {
+			return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, sz, s.quota)
+		}
+	}
+	return nil
 }
 
 // progressOf is the progress of producer's newest request.
@@ -341,12 +471,16 @@ func (s *spool) ackedWatermark() uint64 {
 	return s.watermark
 }
 
-func (s *spool) close() error { return s.log.Close() }
+func (s *spool) close() error {
+	err := s.log.Close()
+	s.lock.Release()
+	return err
+}
 
 // release returns quota reserved for bytes that were never written.
 func (s *spool) release(n int64) {
 	s.mu.Lock()
-	s.pending -= n
+	s.reserved -= n
 	s.mu.Unlock()
 }
 
@@ -355,6 +489,7 @@ func (s *spool) release(n int64) {
 // well-compressing stream would hit the quota long before the disk fills.
 func (s *spool) settle(reserved, written int64) {
 	s.mu.Lock()
-	s.pending += written - reserved
+	s.reserved -= reserved
+	s.appended += written
 	s.mu.Unlock()
 }

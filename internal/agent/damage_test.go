@@ -1,0 +1,166 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// TestDamagedSpoolRepairAndResume: a corrupt byte among acknowledged
+// messages stops the agent with an error naming the segment and the exact
+// repair command; after the repair the agent starts (the watermark beyond
+// the repaired log's end is a warning, not fatal), never reuses an
+// acknowledged id, and delivers every surviving unacknowledged message
+// and new ones.
+func TestDamagedSpoolRepairAndResume(t *testing.T) {
+	dir := t.TempDir()
+	spoolDir := filepath.Join(dir, "spool")
+	a := newTestAgent(t, spoolDir, func(c *Config) { c.Compression = codec.Plain })
+	ctx := context.Background()
+	for i := 0; i < 50; i++ {
+		if err := a.IngestMessage(ctx, [][]byte{[]byte(fmt.Sprintf("old message %03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	// The sink acknowledged 0..40; the watermark is persisted as it would
+	// be while the segment is still in use.
+	if err := seglog.WriteMeta(spoolDir, stateFile, encodeState(41, nil)); err != nil {
+		t.Fatal(err)
+	}
+	logDir := filepath.Join(spoolDir, "log")
+	seg := filepath.Join(logDir, fmt.Sprintf("%020d.seg", 0))
+	info, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := info.Size() / 50 // equal messages, equal frames
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xFF}, 20*frame+frame/2) // inside message 20's body
+	f.Close()
+
+	_, err = New(Config{SinkAddr: "127.0.0.1:1", SpoolDir: spoolDir, Logger: quietLog})
+	abs, _ := filepath.Abs(logDir)
+	if err == nil || !strings.Contains(err.Error(), "sluice log check --repair "+abs+"\n") || !strings.Contains(err.Error(), seg) {
+		t.Fatalf("start on a damaged spool: %v\nwant the segment %s and the command for %s", err, seg, abs)
+	}
+	if _, err := seglog.Repair(logDir); err != nil {
+		t.Fatal(err)
+	}
+	// What survived the repair at or above the watermark must be delivered.
+	survivors := map[string]bool{}
+	l, err := seglog.Open(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := l.NewIterator(41, 1<<20)
+	for it.Next() {
+		m, _ := decodeSpooled(it.Value())
+		survivors[string(m.Body[len(m.Body)-len("old message 000"):])] = true
+	}
+	l.Close()
+
+	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	defer ts.stop()
+	a = newTestAgent(t, spoolDir, func(c *Config) {
+		c.SinkAddr, c.ReconnectMin, c.ReconnectMax = ts.addr, 10*time.Millisecond, 100*time.Millisecond
+	})
+	defer a.Close()
+	if next := a.spool.log.NextOffset(); next < 41 {
+		t.Fatalf("new messages would reuse acknowledged ids from %d", next)
+	}
+	if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAcked(t, a, 30*time.Second)
+	got := storedRecords(t, ts.s)
+	if got["new record"] != 1 {
+		t.Fatalf("new record not delivered: %v", got)
+	}
+	for r := range survivors {
+		if got[r] != 1 {
+			t.Fatalf("surviving unacknowledged %q not delivered once: %v", r, got)
+		}
+	}
+	if len(got) != len(survivors)+1 {
+		t.Fatalf("store holds %d records, want %d survivors and one new", len(got), len(survivors))
+	}
+}
+
+// TestSkipLostHoles: holes in the backlog (ids a repair quarantined) are
+// settled in the Sender so the ids around them are sent and the
+// watermark can pass them.
+func TestSkipLostHoles(t *testing.T) {
+	sp := &spool{dir: t.TempDir(), producers: map[string]progress{}, watermark: 5, logger: quietLog}
+	var err error
+	if sp.log, err = seglog.Open(filepath.Join(sp.dir, "log")); err != nil {
+		t.Fatal(err)
+	}
+	defer sp.log.Close()
+	s, err := delivery.NewSender(delivery.SenderConfig{Watermark: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backlog := []spooledInfo{{id: 5, size: 10}, {id: 6, size: 10}, {id: 8, size: 10}, {id: 9, size: 10}, {id: 12, size: 10}}
+	lost := []delivery.Range{{First: 7, Last: 7}, {First: 10, Last: 11}}
+	rest, err := skipLost(s, sp, backlog, lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) != 1 || rest[0].id != 12 {
+		t.Fatalf("rest %+v, want id 12 only", rest)
+	}
+	if err := s.Step(delivery.Spooled(12, 10, 1)); err != nil {
+		t.Fatalf("Spooled after the holes: %v", err)
+	}
+	s.Ready()
+	s.Advance()
+	if s.Watermark() != 5 {
+		t.Fatalf("watermark %d before any ack, want 5", s.Watermark())
+	}
+	if err := s.Step(delivery.Acked([]delivery.Range{{First: 5, Last: 6}, {First: 8, Last: 9}, {First: 12, Last: 12}}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Watermark() != 13 {
+		t.Fatalf("watermark %d after acking every surviving id, want 13", s.Watermark())
+	}
+}
+
+// TestSpoolMissingHeadStarts: segments gone from the front of the log
+// (deleted after their ack while the disk was too full to persist the
+// watermark, or by hand) are a warning: the agent starts at the log's first
+// message instead of refusing to start for good.
+func TestSpoolMissingHeadStarts(t *testing.T) {
+	dir := t.TempDir()
+	small := func(c *Config) { c.segmentBytes = 4096; c.Compression = codec.Plain }
+	a := newTestAgent(t, dir, small)
+	for i := 0; i < 100; i++ {
+		if err := a.IngestMessage(context.Background(), [][]byte{[]byte(fmt.Sprintf("message %03d %0100d", i, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	if err := os.Remove(filepath.Join(dir, "log", fmt.Sprintf("%020d.seg", 0))); err != nil {
+		t.Fatal(err)
+	}
+	a = newTestAgent(t, dir, small)
+	defer a.Close()
+	first := a.spool.log.FirstOffset()
+	if first == 0 || a.spool.ackedWatermark() != first {
+		t.Fatalf("first %d, watermark %d", first, a.spool.ackedWatermark())
+	}
+	if got := spooledRecords(t, a); len(got) != 100-int(first) {
+		t.Fatalf("backlog of %d records, want %d", len(got), 100-first)
+	}
+}

@@ -1,9 +1,6 @@
 package frame
 
-import (
-	"encoding/binary"
-	"strconv"
-)
+import "encoding/binary"
 
 // Sizes and limits of the wire format.
 const (
@@ -57,10 +54,6 @@ func (h Header) CanIgnore() bool { return h.Flags&FlagIgnore != 0 }
 // Resumable reports IsResumable(h.Type, h.StreamID).
 func (h Header) Resumable() bool { return IsResumable(h.Type, h.StreamID) }
 
-func (h Header) String() string {
-	return h.Type.String() + " stream=" + strconv.FormatUint(uint64(h.StreamID), 10) +
-		" flags=0x" + strconv.FormatUint(uint64(h.Flags), 16)
-}
 
 // ParseHeader reads the header of the frame b (without a length prefix). It
 // does not look at the body; use the Parse function of h.Type, or Validate,

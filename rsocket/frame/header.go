@@ -54,7 +54,6 @@ func (h Header) CanIgnore() bool { return h.Flags&FlagIgnore != 0 }
 // Resumable reports IsResumable(h.Type, h.StreamID).
 func (h Header) Resumable() bool { return IsResumable(h.Type, h.StreamID) }
 
-
 // ParseHeader reads the header of the frame b (without a length prefix). It
 // does not look at the body; use the Parse function of h.Type, or Validate,
 // for that.

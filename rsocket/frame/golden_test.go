@@ -391,3 +391,32 @@ func TestSizes(t *testing.T) {
 		t.Errorf("MaxFragmentPayload too small = %d, want 0", got)
 	}
 }
+
+// TestFlagAccessors: the flag helpers on the views, including "A PAYLOAD
+// with both F and C flags set, implicitly ignores the F flag" (Protocol.md
+// "Handling the Unexpected").
+func TestFlagAccessors(t *testing.T) {
+	p, err := ParsePayload(unhex(t, "00000001 28c0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Follows() || !p.Complete() || p.Next() {
+		t.Errorf("F|C payload: follows=%v complete=%v next=%v", p.Follows(), p.Complete(), p.Next())
+	}
+	s, _ := ParseSetup(unhex(t, "00000000 05c0 0001 0000 000001f4 00015f90 0002 746b 03 612f62 01 63 000002 6d64 64"))
+	if !s.Lease() || !s.ResumeEnabled() || !s.HasMetadata() || s.CanIgnore() {
+		t.Errorf("setup flags: %+v", s.Header)
+	}
+	k, _ := ParseKeepalive(unhex(t, "00000000 0c80 0000000000000000"))
+	if !k.Respond() {
+		t.Error("keepalive R")
+	}
+	c, _ := ParseRequestChannel(unhex(t, "00000009 1cc0 00000001"))
+	if !c.Follows() || !c.Complete() || !c.Resumable() {
+		t.Error("request channel F|C")
+	}
+	e, _ := ParseError(unhex(t, "00000000 2c00 00000101 626164"))
+	if e.Message() != "bad" || e.Resumable() {
+		t.Error("error frame")
+	}
+}

@@ -26,6 +26,14 @@ func TestZeroAllocs(t *testing.T) {
 			}); n != 0 {
 				t.Errorf("encode: %v allocs", n)
 			}
+			// "grows dst at most once": from nil, exactly one allocation.
+			if n := testing.AllocsPerRun(100, func() {
+				if _, err := g.encode(nil); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 1 {
+				t.Errorf("encode into nil: %v allocs, want 1", n)
+			}
 			if n := testing.AllocsPerRun(100, func() {
 				if _, err := Validate(frame); err != nil {
 					t.Fatal(err)

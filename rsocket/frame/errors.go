@@ -89,10 +89,17 @@ type DecodeError struct {
 	Flags    Flags
 	Err      error  // one of the Err* sentinels
 	Detail   string // what exactly was wrong, for logs
+
+	noHeader bool // the frame was too short for Type, StreamID and Flags
 }
 
 func (e *DecodeError) Error() string {
-	s := "rsocket: " + e.Type.String() + " frame on stream " + strconv.FormatUint(uint64(e.StreamID), 10) + ": " + e.Err.Error()
+	var s string
+	if e.noHeader {
+		s = "rsocket: frame: " + e.Err.Error()
+	} else {
+		s = "rsocket: " + e.Type.String() + " frame on stream " + strconv.FormatUint(uint64(e.StreamID), 10) + ": " + e.Err.Error()
+	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}

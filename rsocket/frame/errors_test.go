@@ -141,6 +141,18 @@ func TestLenientDecoding(t *testing.T) {
 	}
 }
 
+func TestErrorMessages(t *testing.T) {
+	for hx, want := range map[string]string{
+		"0000":                   "rsocket: frame: frame truncated: 2 bytes, the header needs 6 (connection error)",
+		"00000001 1800 00000000": "rsocket: REQUEST_STREAM frame on stream 1: request N must be in 1..2^31-1: N = 0 (stream error)",
+		"00000003 3100 6d":       "rsocket: METADATA_PUSH frame on stream 3: frame on the wrong stream: must be on stream 0 (ignore)",
+	} {
+		if _, err := Validate(unhex(t, hx)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v\n want %s", hx, err, want)
+		}
+	}
+}
+
 func TestParseWrongType(t *testing.T) {
 	_, err := ParsePayload(unhex(t, "00000004 2400"))
 	if !errors.Is(err, ErrWrongType) {

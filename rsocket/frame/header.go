@@ -60,7 +60,7 @@ func (h Header) Resumable() bool { return IsResumable(h.Type, h.StreamID) }
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, &DecodeError{Kind: KindConnection, Code: ErrorCodeConnectionError,
-			Err: ErrTruncated, Detail: "frame of " + itoa(len(b)) + " bytes, the header needs 6"}
+			Err: ErrTruncated, Detail: itoa(len(b)) + " bytes, the header needs 6", noHeader: true}
 	}
 	h := readHeader(b)
 	if len(b) > MaxFrameSize {

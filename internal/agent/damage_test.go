@@ -83,7 +83,7 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 	if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a, 60*time.Second)
 	got := storedRecords(t, ts.s)
 	if got["new record"] != 1 {
 		t.Fatalf("new record not delivered: %v", got)

@@ -132,7 +132,7 @@ func TestDeliveryAcrossRestarts(t *testing.T) {
 	a = newTestAgent(t, spool, cfg)
 	defer a.Close()
 	feed(a, 100)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a, 60*time.Second)
 	ts.stop()
 	ts.start() // dedup state must also survive a sink restart
 	defer ts.stop()
@@ -161,7 +161,7 @@ func TestFailoverToNextSink(t *testing.T) {
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("via the second sink")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 10*time.Second)
+	waitAcked(t, a, 60*time.Second)
 	if got := storedRecords(t, ts.s); got["via the second sink"] != 1 {
 		t.Fatalf("store: %v", got)
 	}

@@ -19,10 +19,17 @@ import (
 	"github.com/sluicehq/sluice/internal/storedmsg"
 )
 
-// wait bounds every blocking step of a test.
-const wait = 5 * time.Second
+// wait bounds every blocking step of a test: generous, so that a loaded
+// machine slows a test down instead of failing it. Nothing waits for it
+// to pass unless the test is failing.
+const wait = 60 * time.Second
 
-// quiet is how long a test watches for something that must not happen.
+// quiet is how long a test watches for something that must not happen
+// (an ack while the writer is held, a message without credit, a stream
+// beyond the limit). A negative check can only watch for a while: on a
+// slow machine it may miss a bug, but it never fails a correct sink, since
+// each use is one where the event is ruled out until the test itself
+// releases it (and the positive check that follows catches ordering).
 const quiet = 150 * time.Millisecond
 
 // syncBuffer is a log destination tests can read while the sink writes.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/wire"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -107,8 +108,8 @@ func New(cfg Config) (*Agent, error) {
 		// Large HTTP/2 windows: with the defaults a stream is capped at
 		// window/RTT, far below a long fat link's capacity (acks are
 		// small, but keep both directions symmetric with the sink's).
-		grpc.WithInitialWindowSize(64 << 20),
-		grpc.WithInitialConnWindowSize(128 << 20),
+		grpc.WithInitialWindowSize(wire.InitialWindowSize),
+		grpc.WithInitialConnWindowSize(wire.InitialConnWindowSize),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
 	}
 	opts = append(opts, cfg.DialOptions...)

@@ -10,11 +10,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // HTTP2WindowBytes is the HTTP/2 stream window of both the sink and the
-// agent: at least DefaultQueueBytes (see the server options).
-const HTTP2WindowBytes = 64 << 20
+// agent (wire.InitialWindowSize): at least DefaultQueueBytes, so that
+// credits, not HTTP/2, bound what is in flight (see the server options).
+const HTTP2WindowBytes = wire.InitialWindowSize
+
+// The stream window must hold the default byte credit (a negative array
+// length does not compile).
+var _ [HTTP2WindowBytes - DefaultQueueBytes]struct{}
 
 // Defaults for zero Config fields.
 const (

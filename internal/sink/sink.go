@@ -22,6 +22,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/wire"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -144,8 +145,8 @@ func New(cfg Config) (*Sink, error) {
 		// dynamic (BDP) window stops at 16 MiB, 110 MB/s at 150 ms. The
 		// stream window is at least the default byte credit, so credits,
 		// not HTTP/2, bound what is in flight.
-		grpc.InitialWindowSize(HTTP2WindowBytes),
-		grpc.InitialConnWindowSize(2 * HTTP2WindowBytes),
+		grpc.InitialWindowSize(wire.InitialWindowSize),
+		grpc.InitialConnWindowSize(wire.InitialConnWindowSize),
 		// A message being received is buffered whole: keep the limit at
 		// the largest Request a well-behaved agent sends, so that half a
 		// message cannot hold more.

@@ -46,6 +46,7 @@ func TestFollowersHeap(t *testing.T) {
 	}
 	base := heap()
 	caught := make(chan struct{}, followers)
+	woke := make(chan struct{}, followers) // a follower got the last new message
 	for range followers {
 		cc, err := grpc.NewClient(h.cc.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -71,6 +72,9 @@ func TestFollowersHeap(t *testing.T) {
 					told = true
 					caught <- struct{}{}
 				}
+				if r.GetMessage().GetMessageId() == msgs+15 {
+					woke <- struct{}{}
+				}
 			}
 		}()
 	}
@@ -86,7 +90,13 @@ func TestFollowersHeap(t *testing.T) {
 		a.send(plainReq(id, rec))
 	}
 	a.collect(msgs, msgs+15)
-	time.Sleep(time.Second) // let the followers get them
+	for i := range followers { // every follower got them
+		select {
+		case <-woke:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%d of %d followers got the new messages", i, followers)
+		}
+	}
 	woken := heap()
 	t.Logf("%d followers: heap in use %d MB before them, %d MB with them caught up and idle, %d MB after 16 more messages: %.2f MB per follower (idle)",
 		followers, base, idle, woken, float64(idle-base)/float64(followers))

@@ -97,6 +97,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	af.register(fs)
 	var cf clientFlags
 	cf.register(fs)
+	var lf liveFlags
+	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -111,6 +113,9 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if cfg.DialOptions, err = cf.dialOptions(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	if err := lf.apply(&cfg); err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
 	reg := newRegistry()
 	cfg.Logger, cfg.Registry = log, reg
 	ctx, stop := signalContext()
@@ -120,7 +125,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	if err := serveMetrics(ctx, *metricsAddr, reg, log, nil); err != nil {
+	if err := serveMetrics(ctx, *metricsAddr, reg, log, a.Ready); err != nil {
 		return err
 	}
 	lis, err := net.Listen("tcp", *ingest)

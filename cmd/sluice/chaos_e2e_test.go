@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -654,7 +655,11 @@ func TestChaosFreezeExactlyOnce(t *testing.T) {
 	if v := metric(agentMetrics, "sluice_agent_sink_up"); v != 0 {
 		t.Errorf("sink_up = %v while the link is frozen", v)
 	}
+	if code := readyz(agentMetrics); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz answers %d while the link is frozen, want 503", code)
+	}
 	link.unfreeze()
+	waitFor(t, "/readyz to answer 200 after the thaw", 60*time.Second, func() bool { return readyz(agentMetrics) == http.StatusOK })
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)
 	}
@@ -664,4 +669,14 @@ func TestChaosFreezeExactlyOnce(t *testing.T) {
 		return len(got) >= n
 	})
 	exactMultiset(t, "store", got, want)
+}
+
+// readyz is the status code of GET /readyz (0 if unreachable).
+func readyz(addr string) int {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

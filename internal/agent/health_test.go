@@ -187,45 +187,65 @@ func TestFrozenSinkFailover(t *testing.T) {
 	}
 }
 
-// TestPermanentErrorIsReported: a sink that refuses the agent's identity
-// makes the agent log one ERROR naming the cause (not one per retry),
-// report the code in sluice_agent_last_error, sink_up 0 and not ready; once
-// a sink takes it, sink_up is 1, the error series is gone and Ready is nil.
+// TestPermanentErrorIsReported: a sink that refuses the agent's identity,
+// a sink speaking another protocol version and an address that does not
+// resolve each make the agent log one ERROR naming the cause (not one per
+// retry), report the code in sluice_agent_last_error, sink_up 0, and not be
+// ready. Failed attempts are not reconnects.
 func TestPermanentErrorIsReported(t *testing.T) {
-	dir := t.TempDir()
-	deny := startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
-		return status.Error(codes.PermissionDenied, "this token may not send as agent x")
-	})
-	logs := &syncBuffer{}
-	reg := prometheus.NewRegistry()
-	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-		c.SinkAddr = deny.addr
-		c.ReconnectMin, c.ReconnectMax = time.Millisecond, 5*time.Millisecond
-		c.Registry = reg
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
-	defer a.Close()
-	waitCond(t, "several refused attempts", 30*time.Second, func() bool {
-		v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
-		return v >= 5
-	})
-	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
-		t.Fatalf("%d ERROR lines for one unchanged cause, want 1:\n%s", n, logs)
-	}
-	if !strings.Contains(logs.String(), "PermissionDenied") || !strings.Contains(logs.String(), "token") {
-		t.Fatalf("the ERROR line does not name the cause:\n%s", logs)
-	}
-	if v, ok := value(t, reg, "sluice_agent_last_error", map[string]string{"code": "PermissionDenied"}); !ok || v != 1 {
-		t.Fatalf("last_error{code=PermissionDenied} = %v (present %v), want 1", v, ok)
-	}
-	if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 0 {
-		t.Fatalf("sink_up = %v, want 0", v)
-	}
-	if err := a.Ready(); err == nil || !strings.Contains(err.Error(), "PermissionDenied") {
-		t.Fatalf("Ready() = %v, want an error naming PermissionDenied", err)
-	}
-	if v, _ := value(t, reg, "sluice_agent_reconnects_total", nil); v != 0 {
-		t.Fatalf("reconnects_total = %v after only failed attempts, want 0", v)
+	for _, tc := range []struct {
+		code string
+		sink func(t *testing.T) string // returns the sink address
+		want string                    // in the ERROR line
+	}{
+		{"PermissionDenied", func(t *testing.T) string {
+			return startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
+				return status.Error(codes.PermissionDenied, "this token may not send as agent x")
+			}).addr
+		}, "token"},
+		{"VersionMismatch", func(t *testing.T) string {
+			return startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
+				if _, err := stream.Recv(); err != nil {
+					return err
+				}
+				return stream.Send(&sluicev1.Response{Body: &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{ProtocolVersion: ProtocolVersion + 1}}})
+			}).addr
+		}, "protocol"},
+		{"BadAddress", func(t *testing.T) string { return "sluice-test-no-such-host.invalid:7000" }, "--sink"},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			logs := &syncBuffer{}
+			reg := prometheus.NewRegistry()
+			a := newTestAgent(t, t.TempDir(), func(c *Config) {
+				c.SinkAddr = tc.sink(t)
+				c.ReconnectMin, c.ReconnectMax = time.Millisecond, 5*time.Millisecond
+				c.Registry = reg
+				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			})
+			defer a.Close()
+			waitCond(t, "several refused attempts", 30*time.Second, func() bool {
+				v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
+				return v >= 5
+			})
+			if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
+				t.Fatalf("%d ERROR lines for one unchanged cause, want 1:\n%s", n, logs)
+			}
+			if !strings.Contains(logs.String(), tc.code) || !strings.Contains(logs.String(), tc.want) {
+				t.Fatalf("the ERROR line does not name the cause (%s, %q):\n%s", tc.code, tc.want, logs)
+			}
+			if v, ok := value(t, reg, "sluice_agent_last_error", map[string]string{"code": tc.code}); !ok || v != 1 {
+				t.Fatalf("last_error{code=%s} = %v (present %v), want 1", tc.code, v, ok)
+			}
+			if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 0 {
+				t.Fatalf("sink_up = %v, want 0", v)
+			}
+			if err := a.Ready(); err == nil {
+				t.Fatal("Ready() = nil, want an error")
+			}
+			if v, _ := value(t, reg, "sluice_agent_reconnects_total", nil); v != 0 {
+				t.Fatalf("reconnects_total = %v after only failed attempts, want 0", v)
+			}
+		})
 	}
 }
 

@@ -16,6 +16,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // These tests drive real sluice processes through the faults of the
@@ -260,18 +265,25 @@ func exactMultiset(t *testing.T, what string, got, want []string) {
 	}
 	gc, wc := count(g), count(w)
 	var lost, dup int
+	var examples []string
 	for x, n := range wc {
 		if gc[x] < n {
 			lost += n - gc[x]
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("lost %q (%d of %d)", x, gc[x], n))
+			}
 		}
 	}
 	for x, n := range gc {
 		if n > wc[x] {
 			dup += n - wc[x]
+			if len(examples) < 10 {
+				examples = append(examples, fmt.Sprintf("extra %q (%d, input has %d)", x, n, wc[x]))
+			}
 		}
 	}
 	if lost != 0 || dup != 0 {
-		t.Fatalf("%s: %d records, want %d: %d lost, %d duplicated or unexpected", what, len(got), len(want), lost, dup)
+		t.Fatalf("%s: %d records, want %d: %d lost, %d duplicated or unexpected:\n%s", what, len(got), len(want), lost, dup, strings.Join(examples, "\n"))
 	}
 }
 
@@ -495,7 +507,66 @@ func TestChaosResetsAndKills(t *testing.T) {
 		got = consumeAll(sinkAddr)
 		return len(got) >= n
 	})
+	if t.Failed() {
+		return
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			sink.kill()
+			explainStore(t, filepath.Join(dir, "sink", "store"), got, want)
+		}
+	})
 	exactMultiset(t, "store", got, want)
+}
+
+// explainStore logs, for each record stored more often than the input has
+// it, which stored messages (agent, message id, offset) hold it: the same
+// message id twice points at the sink's dedup, two ids at the agent.
+func explainStore(t *testing.T, dir string, got, want []string) {
+	wc := map[string]int{}
+	for _, r := range want {
+		wc[r]++
+	}
+	gc := map[string]int{}
+	for _, r := range got {
+		gc[r]++
+	}
+	extra := map[string]bool{}
+	for r, n := range gc {
+		if n > wc[r] {
+			extra[r] = true
+		}
+	}
+	if len(extra) == 0 {
+		return
+	}
+	l, err := seglog.Open(dir)
+	if err != nil {
+		t.Logf("explain: open store: %v", err)
+		return
+	}
+	defer l.Close()
+	dec := codec.NewDecoder(8 << 20)
+	it := l.NewIterator(l.FirstOffset(), 1<<20)
+	for it.Next() {
+		m, err := storedmsg.Decode(it.Value())
+		if err != nil {
+			t.Logf("explain: offset %d: %v", it.Offset(), err)
+			continue
+		}
+		body, err := dec.Decode(nil, m.Body, m.Codec, m.DictID)
+		if err != nil {
+			continue
+		}
+		idx := 0
+		batch.Decode(body, func(r []byte) error {
+			if extra[string(r)] {
+				t.Logf("explain: %q at store offset %d: agent %s message %d, record %d of %d", r, it.Offset(), m.AgentID, m.MessageID, idx, m.RecordCount)
+			}
+			idx++
+			return nil
+		})
+	}
 }
 
 func lastLine(s string) string {

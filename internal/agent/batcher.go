@@ -197,13 +197,19 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 		now := a.now()
 		infos := make([]spooledInfo, 0, len(group))
 		for i, m := range group {
+			if err == nil {
+				// Record the producers' progress before answering: once
+				// answered, a retry of the request (its answer lost on
+				// the way) may come at once and must find it complete,
+				// or it would spool the request's last records again.
+				a.spool.completed(m.marks)
+			}
 			for _, w := range m.waiters {
 				w <- err
 			}
 			if err == nil {
 				infos = append(infos, spooledInfo{id: first + uint64(i), size: int64(m.payload), records: m.records, raw: m.raw, at: now})
 				a.metrics.spooled(m)
-				a.spool.completed(m.marks)
 				a.spool.settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
 			} else {
 				a.spool.release(m.reserved)

@@ -98,7 +98,7 @@ func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 		}
 	}
 	fail := func(err error) {
-		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) {
+		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) && !errors.Is(err, errHandshakeTimeout) {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
 		stopDeadline()

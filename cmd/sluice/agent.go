@@ -105,6 +105,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	af.register(fs)
 	var cf clientFlags
 	cf.register(fs)
+	var lf liveFlags
+	lf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -136,6 +138,9 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 			log.Warn("ingest tokens travel in clear text without --ingest-tls-cert; use this on loopback only")
 		}
 	}
+	if err := lf.apply(&cfg); err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
 	reg := newRegistry()
 	cfg.Logger, cfg.Registry = log, reg
 	ctx, stop := signalContext()
@@ -145,7 +150,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	if err := serveMetrics(ctx, *metricsAddr, reg, log, nil); err != nil {
+	if err := serveMetrics(ctx, *metricsAddr, reg, log, a.Ready); err != nil {
 		return err
 	}
 	lis, err := net.Listen("tcp", *ingest)

@@ -5,11 +5,13 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
 )
 
@@ -59,4 +61,26 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(tok, !useTLS)))
 	}
 	return opts, nil
+}
+
+// liveFlags bound how long an agent waits on a sink that stopped
+// answering, and how fast it moves on (see internal/agent/health.go).
+type liveFlags struct {
+	reconnectMax, handshake, progress, keepalive time.Duration
+}
+
+func (f *liveFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&f.reconnectMax, "reconnect-max", 5*time.Second, "longest wait between reconnection attempts (jittered exponential back-off from 100ms, each attempt to the next --sink)")
+	fs.DurationVar(&f.handshake, "handshake-timeout", agent.DefaultHandshakeTimeout, "give up on a sink that does not answer the handshake within this long")
+	fs.DurationVar(&f.progress, "progress-timeout", agent.DefaultProgressTimeout, "drop a stream on which messages are in flight and no ack came for this long")
+	fs.DurationVar(&f.keepalive, "keepalive-timeout", agent.DefaultKeepaliveTimeout, "drop a connection whose keepalive ping (sent after 10s without traffic) is unanswered this long")
+}
+
+func (f *liveFlags) apply(cfg *agent.Config) error {
+	if f.reconnectMax < 10*time.Millisecond || f.handshake <= 0 || f.progress <= 0 || f.keepalive <= 0 {
+		return errors.New("--reconnect-max must be at least 10ms; --handshake-timeout, --progress-timeout and --keepalive-timeout positive")
+	}
+	cfg.ReconnectMin = min(100*time.Millisecond, f.reconnectMax)
+	cfg.ReconnectMax, cfg.HandshakeTimeout, cfg.ProgressTimeout, cfg.KeepaliveTimeout = f.reconnectMax, f.handshake, f.progress, f.keepalive
+	return nil
 }

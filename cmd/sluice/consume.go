@@ -3,16 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -91,6 +92,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(sink.MaxMessageBytesLimit+(1<<20))))
+	if *follow {
+		// A following consumer may wait a long time for records; pings
+		// tell a quiet sink from a frozen one, which then counts as lost.
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 10 * time.Second}))
+	}
 	cc, err := grpc.NewClient(*addr, opts...)
 	if err != nil {
 		return err
@@ -99,19 +105,124 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 
 	sig, stop := signalContext()
 	defer stop()
+	c := &consumer{client: sluicev1.NewSinkClient(cc), stderr: stderr, out: bufio.NewWriterSize(stdout, 256<<10),
+		group: *group, follow: *follow, window: uint32(*credits), progress: *progress,
+		start: &sluicev1.ReadStart{FromOffset: uint64(from), FromCommitted: *group != "" && !fromSet, Follow: *follow, Group: *group}}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	backoff := consumeReconnectMin
+	for {
+		err := c.session(sig, tick.C)
+		if err == nil || !*follow || !retryableRead(err) || sig.Err() != nil {
+			return err
+		}
+		// The sink went away (restarted, crashed, or the network broke):
+		// wait and read on from the first offset not yet printed, so
+		// nothing is printed twice and nothing is skipped.
+		wait := time.Duration(float64(backoff) * (0.8 + 0.4*mrand.Float64()))
+		fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting in %s, resuming at offset %s\n",
+			*addr, err, wait.Round(time.Millisecond), c.resumeAt())
+		select {
+		case <-sig.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		if c.gotAny {
+			backoff = consumeReconnectMin // the last stream delivered: start the back-off afresh
+		} else {
+			backoff = min(2*backoff, consumeReconnectMax)
+		}
+		c.gotAny = false
+	}
+}
+
+// Back-off between a following consumer's reconnection attempts.
+const (
+	consumeReconnectMin = 100 * time.Millisecond
+	consumeReconnectMax = 5 * time.Second
+)
+
+// retryableRead: errors a following consumer outlives by reconnecting. The
+// others (bad offset, permissions, data loss) need a person.
+func retryableRead(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Unknown, codes.Internal:
+		return true
+	}
+	return false
+}
+
+// consumer prints a sink's records. Its position survives the streams it
+// reads through, so a following consumer resumes where it stopped.
+type consumer struct {
+	client   sluicev1.SinkClient
+	stderr   io.Writer
+	out      *bufio.Writer
+	group    string
+	follow   bool
+	window   uint32
+	progress bool
+	start    *sluicev1.ReadStart // for the first stream
+
+	msgs, recs, next uint64
+	// positioned: next is the first offset not yet printed (a message was
+	// printed, or the sink reported the end of its log).
+	positioned bool
+	// gotAny: the current stream delivered something.
+	gotAny bool
+	// partitioned: offsets of a Kafka partition other than 0 were seen.
+	partitioned bool
+}
+
+func (c *consumer) resumeAt() string {
+	if c.positioned {
+		return formatOffset(c.next)
+	}
+	if c.start.GetFromCommitted() {
+		return "the group's committed offset"
+	}
+	return formatOffset(c.start.GetFromOffset())
+}
+
+func (c *consumer) report(final bool) {
+	if !c.progress {
+		return
+	}
+	state := "reading"
+	if final {
+		state = "done"
+	}
+	fmt.Fprintf(c.stderr, "consume: %s: %d messages, %d records, next offset %s\n", state, c.msgs, c.recs, formatOffset(c.next))
+}
+
+// session reads one stream until it ends. nil means done (the end of the
+// log without --follow, or an interrupt); an error may be retryable.
+func (c *consumer) session(sig context.Context, tick <-chan time.Time) error {
 	// The stream has its own context: on a signal the consumer closes its
 	// side, so that its commits are applied, instead of cancelling.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream, err := sluicev1.NewSinkClient(cc).Read(ctx)
+	stream, err := c.client.Read(ctx)
 	if err != nil {
 		return err
 	}
-	start := &sluicev1.ReadStart{FromOffset: uint64(from), FromCommitted: *group != "" && !fromSet, Follow: *follow, Group: *group}
+	start := c.start
+	switch {
+	case c.positioned && c.partitioned && c.group != "":
+		// One offset cannot say where each Kafka partition stopped; the
+		// group's commits can (a commit lost with the sink reprints).
+		start = &sluicev1.ReadStart{FromCommitted: true, Follow: c.follow, Group: c.group}
+	case c.positioned && c.partitioned:
+		return status.Error(codes.FailedPrecondition, "cannot resume a multi-partition Kafka read without --group")
+	case c.positioned:
+		// Resume from what was printed, not from the group's committed
+		// offset: a commit may not have reached the sink before it died.
+		start = &sluicev1.ReadStart{FromOffset: c.next, Follow: c.follow, Group: c.group}
+	}
 	if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}}); err != nil && err != io.EOF {
 		return err
 	}
-	window := uint32(*credits)
+	window := c.window
 	if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: window}}); err != nil && err != io.EOF {
 		return err
 	}
@@ -124,28 +235,19 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	go func() {
 		for {
 			r, err := stream.Recv()
-			resps <- recv{r, err}
+			select {
+			case resps <- recv{r, err}:
+			case <-ctx.Done():
+				return
+			}
 			if err != nil {
 				return
 			}
 		}
 	}()
 
-	out := bufio.NewWriterSize(stdout, 256<<10)
-	var msgs, recs, next uint64
+	out := c.out
 	outstanding := window
-	report := func(final bool) {
-		if !*progress {
-			return
-		}
-		state := "reading"
-		if final {
-			state = "done"
-		}
-		fmt.Fprintf(stderr, "consume: %s: %d messages, %d records, next offset %s\n", state, msgs, recs, formatOffset(next))
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	closed := false // our side is closed: print nothing more
 	closeSend := func() {
 		if !closed {
@@ -167,20 +269,23 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		case <-grace:
 			cancel()
 			continue
-		case <-tick.C:
-			report(false)
+		case <-tick:
+			c.report(false)
 			continue
 		}
 		if r.err != nil {
 			ferr := out.Flush()
-			report(true)
 			switch {
 			case r.err == io.EOF:
+				c.report(true)
 				return ferr
 			case closed && (status.Code(r.err) == codes.Canceled || status.Code(r.err) == codes.OK):
+				c.report(true)
+				return ferr
+			case ferr != nil:
 				return ferr
 			}
-			return errors.Join(fmt.Errorf("read: %w", r.err), ferr)
+			return fmt.Errorf("read: %w", r.err)
 		}
 		if closed {
 			continue // interrupted: anything more is neither printed nor committed
@@ -192,15 +297,16 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 				out.Write(rec)
 				out.WriteByte('\n')
 			}
-			msgs++
-			recs += uint64(len(m.GetRecords()))
-			next = m.GetOffset() + 1
-			if *group != "" {
+			c.msgs++
+			c.recs += uint64(len(m.GetRecords()))
+			c.next, c.positioned, c.gotAny = m.GetOffset()+1, true, true
+			c.partitioned = c.partitioned || m.GetOffset()>>kafkaOffsetBits != 0
+			if c.group != "" {
 				// Commit only what is out of our hands.
 				if err := out.Flush(); err != nil {
 					return err
 				}
-				if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Commit{Commit: next}}); err != nil && err != io.EOF {
+				if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Commit{Commit: c.next}}); err != nil && err != io.EOF {
 					return err
 				}
 			}
@@ -211,11 +317,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 				outstanding = window
 			}
 		case *sluicev1.ReadResponse_End:
-			next = b.End.GetNextOffset()
+			c.next, c.positioned, c.gotAny = b.End.GetNextOffset(), true, true
 			if err := out.Flush(); err != nil {
 				return err
 			}
-			if !*follow {
+			if !c.follow {
 				// Done: closing our side lets the sink apply the last
 				// commits and end the stream.
 				closeSend()

@@ -112,6 +112,7 @@ func New(cfg Config) (*Agent, error) {
 		grpc.WithInitialConnWindowSize(wire.InitialConnWindowSize),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
 	}
+	opts = append(opts, keepaliveOption(cfg))
 	opts = append(opts, cfg.DialOptions...)
 	var ccs []*grpc.ClientConn
 	closeAll := func() {

@@ -206,8 +206,8 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 		infos := make([]spooledInfo, 0, len(group))
 		for i, m := range group {
 			// Record the producers' marks before answering: an answered
-			// caller may retry at once, and the retry must find its request
-			// complete or it is spooled a second time.
+			// caller may retry at once (its answer lost on the way), and the
+			// retry must find its request complete or it is spooled twice.
 			if err == nil {
 				infos = append(infos, spooledInfo{id: first + uint64(i), size: int64(m.payload), records: m.records, raw: m.raw, at: now})
 				a.metrics.spooled(m)

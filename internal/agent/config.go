@@ -63,9 +63,17 @@ type Config struct {
 	MaxInFlightBytes int64
 	// MinRTO bounds the adaptive resend timeout from below. Default 1s.
 	MinRTO time.Duration
-	// ReconnectMin and ReconnectMax bound the reconnect back-off. Defaults
-	// 100ms and 30s.
+	// ReconnectMin and ReconnectMax bound the reconnect back-off (jittered,
+	// doubling per consecutive failure). Defaults 100ms and 5s: a failover
+	// to the next sink must not wait long.
 	ReconnectMin, ReconnectMax time.Duration
+	// HandshakeTimeout bounds the wait for the sink's Welcome (default
+	// 10s); ProgressTimeout is how long messages may be in flight with no
+	// ack before the stream is taken for dead (default 20s);
+	// KeepaliveTimeout is how long a gRPC keepalive ping (sent after 10s
+	// without traffic) may go unanswered (default 10s). Each ends the
+	// stream and reconnects to the next sink. See health.go.
+	HandshakeTimeout, ProgressTimeout, KeepaliveTimeout time.Duration
 	// DialOptions are extra gRPC dial options: transport credentials (TLS;
 	// default insecure), per-RPC credentials (bearer token).
 	DialOptions []grpc.DialOption
@@ -141,7 +149,7 @@ func (c *Config) setDefaults() {
 		c.ReconnectMin = 100 * time.Millisecond
 	}
 	if c.ReconnectMax == 0 {
-		c.ReconnectMax = 30 * time.Second
+		c.ReconnectMax = max(5*time.Second, c.ReconnectMin)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -85,7 +85,12 @@ func (c *conn) take(buf []uint64) (ids []uint64, dict *codec.Dictionary, ok bool
 // dial opens a stream, performs the handshake and then relays responses to
 // the loop until the stream ends.
 func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
-	ctx, cancel := context.WithCancel(a.ctx)
+	cctx, cancelCause := context.WithCancelCause(a.ctx)
+	ctx, cancel := cctx, func() { cancelCause(context.Canceled) }
+	// A sink that accepts the connection but never answers (stopped,
+	// half-open TCP, stuck middlebox) must not hold the agent: without a
+	// Welcome in time the attempt fails and the next sink is tried.
+	stopDeadline := handshakeDeadline(a.handshakeTimeout(), cancelCause)
 	report := func(ev connEvent) {
 		select {
 		case a.connCh <- ev:
@@ -93,6 +98,10 @@ func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 		}
 	}
 	fail := func(err error) {
+		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) && !errors.Is(err, errHandshakeTimeout) {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		stopDeadline()
 		cancel()
 		report(connEvent{gen: gen, err: err, addr: addr})
 	}
@@ -126,7 +135,11 @@ func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 		return
 	}
 	if w.GetProtocolVersion() != ProtocolVersion {
-		fail(fmt.Errorf("handshake: sink speaks protocol %d, agent %d", w.GetProtocolVersion(), ProtocolVersion))
+		fail(fmt.Errorf("handshake: %w: sink speaks protocol %d, agent %d", errVersionMismatch, w.GetProtocolVersion(), ProtocolVersion))
+		return
+	}
+	if !stopDeadline() {
+		fail(errHandshakeTimeout) // the Welcome came, but too late: the stream is cancelled
 		return
 	}
 	c := &conn{gen: gen, cancel: cancel, stream: stream, wake: make(chan struct{}, 1)}

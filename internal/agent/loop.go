@@ -56,6 +56,10 @@ type loop struct {
 	ranges   []delivery.Range
 	// watermark is the newest MarkAcked; persisted is what the spool has.
 	watermark, persisted uint64
+	// addr is the sink of the current stream. progressAt is when the
+	// stream last showed progress: an ack, or nothing in flight.
+	addr       string
+	progressAt int64
 }
 
 func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
@@ -89,6 +93,7 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 			l.dial()
 		case <-persist.C:
 			l.persist()
+			l.checkProgress(a.now())
 		case <-a.ctx.Done():
 			if l.conn != nil {
 				l.conn.close()
@@ -139,7 +144,6 @@ func (l *loop) do(act delivery.Action) {
 			l.conn.close()
 			l.conn = nil
 		}
-		l.a.metrics.reconnects.Inc()
 		l.redial.Reset(act.After)
 	}
 }
@@ -165,30 +169,61 @@ func (l *loop) connEvent(ev connEvent) {
 	now := l.a.now()
 	switch {
 	case ev.err != nil:
-		if l.conn != nil {
-			l.conn.close()
-			l.conn = nil
-		}
-		l.a.log.Warn("connection to sink lost", "sink", ev.addr, "err", ev.err)
-		l.gen++ // nothing more from this connection is relevant
-		l.step(delivery.Disconnected(rand.Float64(), now))
+		l.lose(ev.addr, ev.err, now)
 	case ev.welcome != nil:
-		l.conn = ev.conn
+		l.conn, l.addr, l.progressAt = ev.conn, ev.addr, now
 		cr := ev.welcome.GetCredits()
 		if max := ev.welcome.GetMaxMessageBytes(); max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
 			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
-				"sink_max", max, "agent_max", l.a.cfg.MaxMessageBytes)
+				"sink_max", humanBytes(max), "agent_max", humanBytes(l.a.cfg.MaxMessageBytes))
+		}
+		if f := l.a.connectedTo(ev.addr); f != nil {
+			l.a.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
 		}
 		l.a.log.Info("connected to sink", "sink", ev.addr, "session", ev.welcome.GetSessionId(),
-			"credit_messages", cr.GetMessageLimit(), "credit_bytes", cr.GetByteLimit())
+			"credit_messages", cr.GetMessageLimit(), "credit_bytes", humanBytes(cr.GetByteLimit()))
 		l.step(delivery.Connected(cr.GetMessageLimit(), cr.GetByteLimit(), now))
 	case ev.resp != nil:
 		l.response(ev.resp, now)
 	}
 }
 
+// lose ends the current stream, or records a failed attempt when there is
+// none, and lets the Sender schedule the reconnect.
+func (l *loop) lose(addr string, err error, now int64) {
+	if l.conn != nil {
+		l.conn.close()
+		l.conn = nil
+		l.a.metrics.reconnects.Inc() // an established stream was lost
+	} else {
+		l.a.metrics.connectFailures.Inc()
+	}
+	l.a.failed(addr, err)
+	l.gen++ // nothing more from this connection is relevant
+	l.step(delivery.Disconnected(rand.Float64(), now))
+}
+
+// checkProgress ends a stream on which messages have been in flight with no
+// ack for the progress deadline: the sink is frozen or the path is dead in
+// a way TCP does not report (keepalive would catch it too, but only after
+// its own, longer, timeout).
+func (l *loop) checkProgress(now int64) {
+	if l.conn == nil {
+		return
+	}
+	if msgs, _ := l.s.InFlight(); msgs == 0 {
+		l.progressAt = now
+		return
+	}
+	if time.Duration(now-l.progressAt) < l.a.progressTimeout() {
+		return
+	}
+	l.lose(l.addr, errNoProgress, now)
+}
+
 func (l *loop) response(r *sluicev1.Response, now int64) {
 	if ack := r.GetAck(); ack != nil {
+		l.progressAt = now
 		l.ranges = l.ranges[:0]
 		for _, rg := range ack.GetRanges() {
 			if rg.GetLast() < rg.GetFirst() {

@@ -25,7 +25,14 @@ type metrics struct {
 	lat                                  *hdrhistogram.Histogram // µs, spool → ack
 	inflightMsgs, inflightBytes, winMsgs prometheus.Gauge
 	winBytes, srtt                       prometheus.Gauge
-	sent, resent, timeouts               prometheus.Gauge
+	// sent, resent and timeouts follow the Sender's cumulative Stats;
+	// prev is what they were last advanced to.
+	sent, resent, timeouts prometheus.Counter
+	prev                   delivery.Stats
+	connectFailures        prometheus.Counter
+	sinkUp                 prometheus.Gauge
+	lastError              *prometheus.GaugeVec
+	health                 health
 }
 
 // Stats is a snapshot of the agent's counters.
@@ -65,7 +72,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		ackedRecords:  c("acked_records_total", "Records in acknowledged messages."),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "rejected_messages_total", Help: "Messages the sink refused, by error code."}, []string{"code"}),
-		reconnects: c("reconnects_total", "Connection losses followed by a reconnect."),
+		reconnects:      c("reconnects_total", "Established sink streams that were lost (the agent then reconnects); failed connection attempts are connect_failures_total."),
+		connectFailures: c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
+		sinkUp:          g("sink_up", "1 while a stream to a sink is established, else 0."),
+		lastError: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "last_error",
+			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS or a gRPC code); no series while connected."}, []string{"code"}),
 		spoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
 		duplicates: c("duplicate_requests_total", "Ingest retries of requests already spooled, answered without spooling again."),
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
@@ -77,9 +88,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		winMsgs:       g("window_messages", "Current window in messages (0: unbounded in this dimension)."),
 		winBytes:      g("window_bytes", "Current window in bytes (0: unbounded in this dimension)."),
 		srtt:          g("srtt_seconds", "Smoothed round-trip time from send to ack."),
-		sent:          g("sent_messages", "Messages sent, resends included, since start."),
-		resent:        g("resent_messages", "Messages sent again after a timeout, rejection or reconnect, since start."),
-		timeouts:      g("timeouts", "Resend timeouts since start."),
+		sent:          c("sent_messages_total", "Messages sent, resends included."),
+		resent:        c("resent_messages_total", "Messages sent again after a timeout, rejection or reconnect."),
+		timeouts:      c("resend_timeouts_total", "Resend timeouts (a message unacknowledged for an RTO)."),
 		spoolBytes:    func() int64 { return 0 },
 		lat:           hdrhistogram.New(1, 3_600_000_000, 3),
 	}
@@ -87,6 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
 			m.ackedRecords, m.rejected, m.reconnects, m.spoolFull, m.duplicates, m.fsync, m.ackLatency, m.inflightMsgs,
 			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
+			m.connectFailures, m.sinkUp, m.lastError,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
 				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.spoolBytes()) }))
 	}
@@ -136,9 +148,11 @@ func (m *metrics) observeSender(s *delivery.Sender, unacked int) {
 	m.winMsgs.Set(float64(wm))
 	m.winBytes.Set(float64(wb))
 	m.srtt.Set(s.SRTT().Seconds())
-	m.sent.Set(float64(st.Sent))
-	m.resent.Set(float64(st.Resent))
-	m.timeouts.Set(float64(st.Timeouts))
+	// The Sender's counters only grow, so the deltas are never negative.
+	m.sent.Add(float64(st.Sent - m.prev.Sent))
+	m.resent.Add(float64(st.Resent - m.prev.Resent))
+	m.timeouts.Add(float64(st.Timeouts - m.prev.Timeouts))
+	m.prev = st
 	m.mu.Lock()
 	m.st.InFlightMsgs, m.st.InFlightBytes, m.st.WindowMsgs, m.st.WindowBytes = msgs, bytes, wm, wb
 	m.st.Sent, m.st.Resent, m.st.Timeouts = st.Sent, st.Resent, st.Timeouts
@@ -159,4 +173,15 @@ func (m *metrics) snapshot(withLatency bool) Stats {
 		st.LatencyMax = time.Duration(m.lat.Max()) * time.Microsecond
 	}
 	return st
+}
+
+func (m *metrics) sinkConnected() {
+	m.sinkUp.Set(1)
+	m.lastError.Reset()
+}
+
+func (m *metrics) sinkFailed(code string) {
+	m.sinkUp.Set(0)
+	m.lastError.Reset()
+	m.lastError.WithLabelValues(code).Set(1)
 }

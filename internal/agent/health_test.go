@@ -1,0 +1,320 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+)
+
+// fakeSink is a gRPC server whose Send handler misbehaves as told: it is
+// how a frozen or hostile sink looks to the agent, without stopping a
+// process.
+type fakeSink struct {
+	sluicev1.UnimplementedSinkServer
+	send func(stream sluicev1.Sink_SendServer) error
+	addr string
+	srv  *grpc.Server
+}
+
+func startFakeSink(t *testing.T, send func(sluicev1.Sink_SendServer) error) *fakeSink {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSink{send: send, addr: lis.Addr().String(), srv: grpc.NewServer()}
+	sluicev1.RegisterSinkServer(f.srv, f)
+	go f.srv.Serve(lis)
+	t.Cleanup(f.srv.Stop)
+	return f
+}
+
+func (f *fakeSink) Send(stream sluicev1.Sink_SendServer) error { return f.send(stream) }
+
+// silent never answers the Hello: a sink stuck before its handshake.
+func silent(stream sluicev1.Sink_SendServer) error {
+	<-stream.Context().Done()
+	return nil
+}
+
+// neverAcks welcomes the agent with credits, reads what it sends and never
+// acknowledges anything: a sink whose store froze.
+func neverAcks(stream sluicev1.Sink_SendServer) error {
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	w := &sluicev1.Response{Body: &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{
+		ProtocolVersion: ProtocolVersion, Credits: &sluicev1.Credits{MessageLimit: 1 << 20, ByteLimit: 1 << 40}}}}
+	if err := stream.Send(w); err != nil {
+		return err
+	}
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return nil
+		}
+	}
+}
+
+// syncBuffer is a log destination tests can read while the agent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitCond(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gather returns the registry's metric families by name.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// value is the value of the series of name whose labels include want (nil:
+// the only series); ok is false when there is no such series.
+func value(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (v float64, ok bool) {
+	t.Helper()
+	mf := gather(t, reg)[name]
+	if mf == nil {
+		return 0, false
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		for k, wv := range want {
+			found := false
+			for _, lp := range m.GetLabel() {
+				found = found || lp.GetName() == k && lp.GetValue() == wv
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestFrozenSinkFailover: a sink that never answers the handshake, and a
+// sink that stops acknowledging, each make the agent move to the next sink
+// in the list instead of waiting forever. Before the deadlines existed both
+// cases hung (a gRPC stream has no timeout of its own and the frozen sink
+// answers keepalive pings).
+func TestFrozenSinkFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		frozen func(sluicev1.Sink_SendServer) error
+		code   string
+	}{
+		{"no Welcome", silent, "HandshakeTimeout"},
+		{"no ack", neverAcks, "ProgressTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			frozen := startFakeSink(t, tc.frozen)
+			ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+			defer ts.stop()
+			reg := prometheus.NewRegistry()
+			a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
+				c.SinkAddr = frozen.addr + "," + ts.addr
+				c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
+				c.HandshakeTimeout, c.ProgressTimeout = 200*time.Millisecond, 200*time.Millisecond
+				c.Registry = reg
+			})
+			defer a.Close()
+			if err := a.Ingest(context.Background(), [][]byte{[]byte("past the frozen sink")}); err != nil {
+				t.Fatal(err)
+			}
+			waitAcked(t, a, 30*time.Second)
+			if got := storedRecords(t, ts.s); got["past the frozen sink"] != 1 {
+				t.Fatalf("store: %v", got)
+			}
+			// The first attempt went to the frozen sink; what ended it is
+			// counted under its own code.
+			if v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil); tc.code == "HandshakeTimeout" && v < 1 {
+				t.Fatalf("connect_failures_total = %v, want >= 1", v)
+			}
+			if v, _ := value(t, reg, "sluice_agent_reconnects_total", nil); tc.code == "ProgressTimeout" && v < 1 {
+				t.Fatalf("reconnects_total = %v, want >= 1 (the stalled stream was dropped)", v)
+			}
+		})
+	}
+}
+
+// TestPermanentErrorIsReported: a sink that refuses the agent's identity,
+// a sink speaking another protocol version and an address that does not
+// resolve each make the agent log one ERROR naming the cause (not one per
+// retry), report the code in sluice_agent_last_error, sink_up 0, and not be
+// ready. Failed attempts are not reconnects.
+func TestPermanentErrorIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		code string
+		sink func(t *testing.T) string // returns the sink address
+		want string                    // in the ERROR line
+	}{
+		{"PermissionDenied", func(t *testing.T) string {
+			return startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
+				return status.Error(codes.PermissionDenied, "this token may not send as agent x")
+			}).addr
+		}, "token"},
+		{"VersionMismatch", func(t *testing.T) string {
+			return startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
+				if _, err := stream.Recv(); err != nil {
+					return err
+				}
+				return stream.Send(&sluicev1.Response{Body: &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{ProtocolVersion: ProtocolVersion + 1}}})
+			}).addr
+		}, "protocol"},
+		{"BadAddress", func(t *testing.T) string { return "sluice-test-no-such-host.invalid:7000" }, "--sink"},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			logs := &syncBuffer{}
+			reg := prometheus.NewRegistry()
+			a := newTestAgent(t, t.TempDir(), func(c *Config) {
+				c.SinkAddr = tc.sink(t)
+				c.ReconnectMin, c.ReconnectMax = time.Millisecond, 5*time.Millisecond
+				c.Registry = reg
+				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			})
+			defer a.Close()
+			waitCond(t, "several refused attempts", 30*time.Second, func() bool {
+				v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
+				return v >= 5
+			})
+			if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
+				t.Fatalf("%d ERROR lines for one unchanged cause, want 1:\n%s", n, logs)
+			}
+			if !strings.Contains(logs.String(), tc.code) || !strings.Contains(logs.String(), tc.want) {
+				t.Fatalf("the ERROR line does not name the cause (%s, %q):\n%s", tc.code, tc.want, logs)
+			}
+			if v, ok := value(t, reg, "sluice_agent_last_error", map[string]string{"code": tc.code}); !ok || v != 1 {
+				t.Fatalf("last_error{code=%s} = %v (present %v), want 1", tc.code, v, ok)
+			}
+			if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 0 {
+				t.Fatalf("sink_up = %v, want 0", v)
+			}
+			if err := a.Ready(); err == nil {
+				t.Fatal("Ready() = nil, want an error")
+			}
+			if v, _ := value(t, reg, "sluice_agent_reconnects_total", nil); v != 0 {
+				t.Fatalf("reconnects_total = %v after only failed attempts, want 0", v)
+			}
+		})
+	}
+}
+
+// TestReadyAndCounters: an agent connected to a real sink is ready and
+// reports sink_up 1; losing the established stream counts one reconnect,
+// while failed attempts during the outage count as connect failures; the
+// Sender's cumulative counts are Prometheus counters named _total.
+func TestReadyAndCounters(t *testing.T) {
+	dir := t.TempDir()
+	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	reg := prometheus.NewRegistry()
+	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
+		c.SinkAddr = ts.addr
+		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 20*time.Millisecond
+		c.Registry = reg
+	})
+	defer a.Close()
+	waitCond(t, "Ready", 30*time.Second, func() bool { return a.Ready() == nil })
+	if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 1 {
+		t.Fatalf("sink_up = %v while connected", v)
+	}
+	if err := a.Ingest(context.Background(), [][]byte{[]byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAcked(t, a, 30*time.Second)
+	ts.stop()
+	waitCond(t, "failed attempts while the sink is down", 30*time.Second, func() bool {
+		v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
+		return v >= 3
+	})
+	if err := a.Ready(); err == nil {
+		t.Fatal("Ready() = nil with the sink down")
+	}
+	if _, ok := value(t, reg, "sluice_agent_last_error", map[string]string{"code": "Unavailable"}); !ok {
+		t.Fatal("no last_error{code=Unavailable} with the sink down")
+	}
+	if v, _ := value(t, reg, "sluice_agent_reconnects_total", nil); v != 1 {
+		t.Fatalf("reconnects_total = %v after one lost stream and several failed attempts, want 1", v)
+	}
+	ts.start()
+	defer ts.stop()
+	waitCond(t, "Ready again", 30*time.Second, func() bool { return a.Ready() == nil })
+	if _, ok := value(t, reg, "sluice_agent_last_error", nil); ok {
+		t.Fatal("last_error still has a series while connected")
+	}
+	mfs := gather(t, reg)
+	for _, name := range []string{"sluice_agent_sent_messages_total", "sluice_agent_resent_messages_total", "sluice_agent_resend_timeouts_total"} {
+		mf := mfs[name]
+		if mf == nil || mf.GetType() != dto.MetricType_COUNTER {
+			t.Fatalf("%s: %v, want a counter", name, mf)
+		}
+	}
+	if v, _ := value(t, reg, "sluice_agent_sent_messages_total", nil); v < 1 {
+		t.Fatalf("sent_messages_total = %v after a delivery", v)
+	}
+	for name, mf := range mfs {
+		if strings.HasSuffix(name, "_total") != (mf.GetType() == dto.MetricType_COUNTER) {
+			t.Errorf("%s is a %v: counters and only counters end in _total", name, mf.GetType())
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {262144, "256 KiB"}, {1536, "1.5 KiB"}, {5 << 30, "5 GiB"}} {
+		if got := humanBytes(tc.n); got != tc.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

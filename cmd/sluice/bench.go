@@ -124,7 +124,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 		r := rs.Row(deliveryName(mode, int(recSize)))
 		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Stat("records_per_sec").Format(0),
 			r.Stat("mb_per_sec").Format(1), r.Stat("wire_mb_per_sec").Format(1),
-			r.Stat("ack_p50_s").FormatDuration(100*time.Microsecond), r.Stat("ack_p99_s").FormatDuration(100*time.Microsecond),
+			r.Stat("ack_p50_s").FormatDuration(), r.Stat("ack_p99_s").FormatDuration(),
 			pct(r.Stat("vs_log")))
 	}
 	fmt.Fprintln(stdout, "\nMB/s (records): record bytes delivered and durably stored at the sink per second, end to end.")

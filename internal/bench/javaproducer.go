@@ -72,11 +72,15 @@ func RunJavaProducer(ctx context.Context, cfg JavaProducerConfig) (JavaProducerR
 	cmd := exec.CommandContext(ctx, cfg.Java, cfg.Args()...)
 	var out bytes.Buffer
 	w := io.Writer(&out)
+	lw := &lineWriter{w: cfg.Progress, prefix: "  [java] "}
 	if cfg.Progress != nil {
-		w = io.MultiWriter(&out, prefixWriter{cfg.Progress, "  [java] "})
+		// One writer for both: exec then calls it from one goroutine at a time.
+		w = io.MultiWriter(&out, lw)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	lw.flush()
+	if err != nil {
 		if ctx.Err() != nil {
 			return JavaProducerResult{}, fmt.Errorf("ProducerPerformance did not finish %d records in %s: %w", cfg.Records, cfg.Timeout, ctx.Err())
 		}
@@ -125,18 +129,31 @@ func ParseProducerPerformance(out string) (JavaProducerResult, error) {
 	return r, err
 }
 
-type prefixWriter struct {
+// lineWriter prefixes each whole line (the JVM writes lines in pieces).
+type lineWriter struct {
 	w      io.Writer
 	prefix string
+	buf    []byte
 }
 
-// Write prefixes each line; the tool writes whole lines.
-func (p prefixWriter) Write(b []byte) (int, error) {
-	s := strings.TrimRight(string(b), "\n")
-	for _, line := range strings.Split(s, "\n") {
-		fmt.Fprintf(p.w, "%s%s\n", p.prefix, line)
+func (l *lineWriter) Write(b []byte) (int, error) {
+	l.buf = append(l.buf, b...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf[:i])
+		l.buf = l.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+func (l *lineWriter) flush() {
+	if len(l.buf) > 0 && l.w != nil {
+		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf)
+		l.buf = nil
+	}
 }
 
 func lastLines(s string, n int) string {

@@ -48,3 +48,16 @@ func TestJavaProducerArgs(t *testing.T) {
 		}
 	}
 }
+
+// The JVM writes a line in several pieces; each line gets one prefix.
+func TestLineWriter(t *testing.T) {
+	var b strings.Builder
+	lw := &lineWriter{w: &b, prefix: "> "}
+	for _, p := range []string{"12 records", " sent, ", "1.5 ms\nnext", " line\ntail"} {
+		lw.Write([]byte(p))
+	}
+	lw.flush()
+	if got, want := b.String(), "> 12 records sent, 1.5 ms\n> next line\n> tail\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -73,11 +73,14 @@ func Summarize(xs []float64) Stat {
 
 // Format prints the median with prec decimals and, for more than one
 // value, the spread: "123.4 (120.1–130.9)".
-func (s Stat) Format(prec int) string {
+func (s Stat) Format(prec int) string { return s.FormatUnit(prec, "") }
+
+// FormatUnit is Format with unit after the median: "1.20× (1.10–1.30)".
+func (s Stat) FormatUnit(prec int, unit string) string {
 	if s.N == 0 {
 		return "–"
 	}
-	m := fmt.Sprintf("%.*f", prec, s.Median)
+	m := fmt.Sprintf("%.*f%s", prec, s.Median, unit)
 	if s.N == 1 {
 		return m
 	}
@@ -85,9 +88,21 @@ func (s Stat) Format(prec int) string {
 }
 
 // FormatDuration is Format for a metric kept in seconds, printed as a
-// duration rounded to round.
-func (s Stat) FormatDuration(round time.Duration) string {
-	d := func(x float64) string { return time.Duration(x * float64(time.Second)).Round(round).String() }
+// duration with three or four significant digits.
+func (s Stat) FormatDuration() string {
+	d := func(x float64) string {
+		v := time.Duration(x * float64(time.Second))
+		round := time.Microsecond
+		switch {
+		case v >= 100*time.Millisecond:
+			round = time.Millisecond
+		case v >= 10*time.Millisecond:
+			round = 100 * time.Microsecond
+		case v >= time.Millisecond:
+			round = 10 * time.Microsecond
+		}
+		return v.Round(round).String()
+	}
 	switch s.N {
 	case 0:
 		return "–"

@@ -6,7 +6,6 @@ import (
 	"math"
 	"reflect"
 	"testing"
-	"time"
 )
 
 func TestSummarize(t *testing.T) {
@@ -49,8 +48,17 @@ func TestStatFormat(t *testing.T) {
 			t.Errorf("%+v.Format(%d) = %q, want %q", c.s, c.prec, got, c.want)
 		}
 	}
-	if got := Summarize([]float64{0.002, 0.001, 0.0031}).FormatDuration(100 * time.Microsecond); got != "2ms (1ms–3.1ms)" {
+	if got := Summarize([]float64{0.002, 0.001, 0.0031234}).FormatDuration(); got != "2ms (1ms–3.12ms)" {
 		t.Errorf("FormatDuration = %q", got)
+	}
+	if got := Summarize([]float64{1.148934, 0.52019}).FormatDuration(); got != "835ms (520ms–1.149s)" {
+		t.Errorf("FormatDuration = %q", got)
+	}
+	if got := Summarize([]float64{1.2}).FormatUnit(2, "×"); got != "1.20×" {
+		t.Errorf("FormatUnit = %q", got)
+	}
+	if got := Summarize([]float64{1.2, 1.1, 1.3}).FormatUnit(2, "×"); got != "1.20× (1.10–1.30)" {
+		t.Errorf("FormatUnit = %q", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -231,4 +232,37 @@ func fixedSizeSource(size, message int) func(int) bench.Source {
 			return dst
 		}
 	}
+}
+
+// runLogBenchReps runs `sluice log bench` --reps times, the record sizes
+// in alternating order, and prints (and with --json writes) the results.
+func runLogBenchReps(cfg bench.LogConfig, bf *benchFlags, args []string, stdout io.Writer) error {
+	var rs bench.Results
+	sizes := cfg.RecordSizes
+	for rep := 0; rep < bf.reps; rep++ {
+		c := cfg
+		c.RecordSizes = slices.Clone(sizes)
+		if rep%2 == 1 {
+			slices.Reverse(c.RecordSizes)
+		}
+		if bf.reps > 1 && c.Progress != nil {
+			fmt.Fprintf(c.Progress, "[rep %d/%d]\n", rep+1, bf.reps)
+		}
+		res, err := bench.LogBench(c)
+		if err != nil {
+			return err
+		}
+		// Rows in the order of the flag, whatever order this rep ran in.
+		for _, size := range sizes {
+			for _, r := range res {
+				if r.RecordSize == size {
+					rs.Add(r.Name(), r.Params(), r.Metrics())
+				}
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "\n%s\n\n", repsLine(bf.reps))
+	bench.PrintLogRepsTable(stdout, rs)
+	fmt.Fprintln(stdout, "\nraw = plain os.File writes of the same bytes with the same number of writes and fdatasyncs.")
+	return bf.write("log bench", args, map[string]any{"duration_s": cfg.Duration.Seconds(), "max_bytes": cfg.MaxBytes}, rs, nil)
 }

@@ -89,3 +89,21 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 		}
 	}
 }
+
+// `log bench` shares --reps and --json with the bench commands.
+func TestLogBenchReps(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "l.json")
+	out, err := exec.Command(sluiceBin, "log", "bench", "--sizes", "100,4KiB", "--duration", "100ms", "--max-bytes", "4MiB",
+		"--reps", "2", "--json", js).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "| 4 KiB | always | 8 |") || !strings.Contains(string(out), "[rep 2/2]") {
+		t.Errorf("table or reps missing:\n%s", out)
+	}
+	rep := readReport(t, js)
+	if rep.Command != "log bench" || len(rep.Rows) != 2 || rep.Rows[0].Name != "100 B, sync always, 8 writers" ||
+		len(rep.Rows[0].Reps) != 2 || rep.Rows[1].Summary["log_mb_per_sec"].N != 2 {
+		t.Errorf("report %+v", rep)
+	}
+}

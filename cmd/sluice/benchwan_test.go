@@ -115,7 +115,7 @@ func TestBenchWANReps(t *testing.T) {
 
 func TestBenchRepsFlagChecked(t *testing.T) {
 	for _, args := range [][]string{{"bench", "wan", "--reps", "0"}, {"bench", "delivery", "--reps", "-1"},
-		{"bench", "ingest", "--reps", "0"}, {"bench", "wan", "--sweep", "--reps", "2"}} {
+		{"bench", "ingest", "--reps", "0"}, {"bench", "wan", "--sweep", "--reps", "2"}, {"log", "bench", "--reps", "0"}} {
 		out, err := exec.Command(sluiceBin, args...).CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--reps") {
 			t.Errorf("%q: %v, want exit 2 naming --reps:\n%s", args, err, out)

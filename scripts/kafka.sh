@@ -7,6 +7,7 @@
 #   scripts/kafka.sh status [--dir DIR]
 #   scripts/kafka.sh env    [--dir DIR]
 #   scripts/kafka.sh fetch
+#   scripts/kafka.sh tools-env
 #
 # start   Fetches the Kafka jars if needed (mvn, once; see scripts/kafka/pom.xml),
 #         formats KRaft storage in DIR on first use, starts the broker in the
@@ -23,6 +24,10 @@
 # status  "running 127.0.0.1:PORT pid N" (exit 0) or "not running" (exit 1).
 # env     KAFKA_BOOTSTRAP=127.0.0.1:PORT (exit 1 if not running).
 # fetch   Only download/copy the jars (CI cache warm-up).
+# tools-env  Fetches the client tools jars (kafka-tools, for
+#         org.apache.kafka.tools.ProducerPerformance; scripts/kafka/tools-pom.xml)
+#         into their own cache dir ($SLUICE_KAFKA_TOOLS_LIBS overrides) and
+#         prints KAFKA_JAVA=JAVA and KAFKA_TOOLS_LIBS=DIR (run java -cp 'DIR/*').
 #
 # DIR defaults to /tmp/sluice-kafka. Jars are cached in
 # ${XDG_CACHE_HOME:-~/.cache}/sluice/kafka-VERSION/libs ($SLUICE_KAFKA_LIBS
@@ -44,6 +49,7 @@ SUPPORT_DIR="$SCRIPT_DIR/kafka"
 POM="$SUPPORT_DIR/pom.xml"
 CACHE_DIR="${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sluice/kafka-$KAFKA_VERSION"
 LIBS="${SLUICE_KAFKA_LIBS:-$CACHE_DIR/libs}"
+MARKER_JAR="kafka_2.13-$KAFKA_VERSION.jar" # proves a fetch of LIBS complete
 RUN_DIR="/tmp/sluice-kafka"
 READY_TIMEOUT=90
 STOP_TIMEOUT="${SLUICE_KAFKA_STOP_TIMEOUT:-20}"
@@ -157,7 +163,7 @@ libs_stamp() { # identifies what LIBS must have been built from
 
 libs_ready() {
 	[[ -f "$LIBS/.complete" && "$(cat "$LIBS/.complete")" == "$(libs_stamp)" &&
-		-f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]]
+		-f "$LIBS/$MARKER_JAR" ]]
 }
 
 fetch_libs() {
@@ -183,9 +189,9 @@ fetch_libs() {
 		fi
 		die "mvn dependency:copy-dependencies failed (log: $mvnlog)"
 	fi
-	[[ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ]] || {
+	[[ -f "$tmp/$MARKER_JAR" ]] || {
 		rm -rf "$tmp"
-		die "mvn finished but kafka_2.13-$KAFKA_VERSION.jar is missing (log: $mvnlog)"
+		die "mvn finished but $MARKER_JAR is missing (log: $mvnlog)"
 	}
 	libs_stamp >"$tmp/.complete"
 	rm -rf "$LIBS"
@@ -591,6 +597,18 @@ cmd_fetch() {
 	echo "$LIBS"
 }
 
+# tools-env: the client tools (kafka-tools: ProducerPerformance, ...) live in
+# their own directory, from their own pom, so the broker's jars and their
+# stamp stay as they are for everyone sharing the cache.
+cmd_tools_env() {
+	POM="$SUPPORT_DIR/tools-pom.xml"
+	LIBS="${SLUICE_KAFKA_TOOLS_LIBS:-$CACHE_DIR/tools-libs}"
+	MARKER_JAR="kafka-tools-$KAFKA_VERSION.jar"
+	ensure_java
+	fetch_libs
+	printf 'KAFKA_JAVA=%s\nKAFKA_TOOLS_LIBS=%s\n' "$JAVA" "$LIBS"
+}
+
 # __watchdog: waits for WATCH_PID to exit, then stops the broker and removes
 # the run dir's data. Ends by itself once the run dir is gone.
 cmd_watchdog() {
@@ -631,6 +649,7 @@ stop) cmd_stop ;;
 status) cmd_status ;;
 env) cmd_env ;;
 fetch) cmd_fetch ;;
+tools-env) cmd_tools_env ;;
 __watchdog) cmd_watchdog ;;
 -h | --help | help) usage ;;
 *) log "unknown command: $CMD"; usage ;;

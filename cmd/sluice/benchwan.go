@@ -29,7 +29,6 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&maxBytes, "max-bytes", "with --duration: uncompressed bytes each mode may feed; a run ends at --duration or once these are delivered")
 	seed := fs.Int64("seed", 1, "seed of the generated metrics")
 	csvPath := fs.String("csv", "", "also write the results as CSV to this file")
-	jsonPath := fs.String("json", "", "also write the results as JSON to this file")
 	svgPath := fs.String("svg", "", "also draw the goodput chart as SVG to this file")
 	sweep := fs.Bool("sweep", false, "instead: compare --window auto with fixed windows at several RTTs")
 	sweepRTTs := fs.String("sweep-rtts", "1ms,20ms,100ms,300ms", "RTTs of the sweep")
@@ -37,9 +36,17 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	sweepRate := fs.String("sweep-rate", "200Mbit", "link rate of the sweep")
 	sweepDur := fs.Duration("sweep-duration", 8*time.Second, "length of each sweep run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the agents (this process) to this file")
+	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := bf.check(); err != nil {
+		return err
+	}
+	if *sweep && bf.reps > 1 {
+		return &exitError{code: 2, msg: "--reps applies to the scenario runs, not to --sweep"}
+	}
+	out := wanOutputs{bf: bf, args: args, csvPath: *csvPath}
 	if maxBytes <= 0 {
 		return &exitError{code: 2, msg: "--max-bytes must be positive"}
 	}
@@ -57,7 +64,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	cfg := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: newLogger(stderr, "error")}
 
 	if *sweep {
-		return runSweep(cfg, *sweepRTTs, *sweepWindows, *sweepRate, *sweepDur, *csvPath, *jsonPath, stdout, stderr)
+		return runSweep(cfg, *sweepRTTs, *sweepWindows, *sweepRate, *sweepDur, out, stdout, stderr)
 	}
 	win := 0
 	if *window != "auto" {
@@ -107,27 +114,43 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "data: %d messages, %s, mean message %s; dictionary %d: on held-out messages ≤ 16 KB zstd %.2f×, zstd+dict %.2f× (%.2f× better)\n\n",
 		len(data.Msgs), humanSize(data.Raw), humanSize(data.Raw/int64(max(1, len(data.Msgs)))),
 		data.Dict.ID, data.Ratio.Zstd, data.Ratio.Dict, data.Ratio.Dict/data.Ratio.Zstd)
-	var all []bench.WANResult
+	var all, medians []bench.WANResult
 	for _, sc := range scs {
-		var rs []bench.WANResult
-		for _, m := range ms {
-			d := data
-			if sc.Bytes < data.Raw && *dur == 0 {
-				d = data.Prefix(sc.Bytes)
-			}
-			fmt.Fprintf(stderr, "%s / %s: %d connection(s), window %s ...\n", sc.Name, m.Name, m.Conns, windowFlag(m.Window))
+		d := data
+		if sc.Bytes < data.Raw && *dur == 0 {
+			d = data.Prefix(sc.Bytes)
+		}
+		groups := make([][]bench.WANResult, len(ms))
+		for _, step := range bench.RepOrder(bf.reps, len(ms)) {
+			m := ms[step.Config]
+			fmt.Fprintf(stderr, "[rep %d/%d] %s / %s: %d connection(s), window %s ...\n", step.Rep+1, bf.reps, sc.Name, m.Name, m.Conns, windowFlag(m.Window))
 			r, err := bench.RunWAN(ctx, cfg, sc, m, d)
 			if err != nil {
 				return fmt.Errorf("%s / %s: %w", sc.Name, m.Name, err)
 			}
-			rs = append(rs, r)
+			r.Rep = step.Rep
+			groups[step.Config] = append(groups[step.Config], r)
 		}
 		fmt.Fprintf(stdout, "### %s: %s\n\n", sc.Name, scenarioLabel(sc))
-		bench.PrintWANTable(stdout, rs)
+		if bf.reps == 1 {
+			var rs []bench.WANResult
+			for _, g := range groups {
+				rs = append(rs, g...)
+			}
+			bench.PrintWANTable(stdout, rs)
+		} else {
+			bench.PrintWANRepsTable(stdout, groups)
+		}
 		fmt.Fprintln(stdout)
-		all = append(all, rs...)
+		for _, g := range groups {
+			all = append(all, g...)
+			medians = append(medians, bench.MedianRun(g))
+		}
 	}
-	if err := writeOutputs(all, *csvPath, *jsonPath); err != nil {
+	if bf.reps > 1 {
+		fmt.Fprintln(stdout, repsLine(bf.reps))
+	}
+	if err := out.write(all); err != nil {
 		return err
 	}
 	if *svgPath != "" {
@@ -136,7 +159,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer f.Close()
-		if err := bench.WriteWANSVG(f, "sluice bench wan: goodput by mode (uncompressed MB/s, durable at the sink)", all); err != nil {
+		if err := bench.WriteWANSVG(f, "sluice bench wan: goodput by mode (uncompressed MB/s, durable at the sink)", medians); err != nil {
 			return err
 		}
 	}
@@ -157,9 +180,16 @@ func scenarioLabel(sc bench.Scenario) string {
 	return fmt.Sprintf("%s, RTT %s", rateString(sc.Rate), sc.RTT)
 }
 
-func writeOutputs(rs []bench.WANResult, csvPath, jsonPath string) error {
-	if csvPath != "" {
-		f, err := os.Create(csvPath)
+// wanOutputs are the files a bench wan run writes besides its tables.
+type wanOutputs struct {
+	bf      *benchFlags
+	args    []string
+	csvPath string
+}
+
+func (o wanOutputs) write(rs []bench.WANResult) error {
+	if o.csvPath != "" {
+		f, err := os.Create(o.csvPath)
 		if err != nil {
 			return err
 		}
@@ -168,21 +198,11 @@ func writeOutputs(rs []bench.WANResult, csvPath, jsonPath string) error {
 			return err
 		}
 	}
-	if jsonPath != "" {
-		f, err := os.Create(jsonPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := bench.WriteWANJSON(f, rs); err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.bf.write("bench wan", o.args, nil, bench.WANResults(rs), nil)
 }
 
 // runSweep compares the auto window with fixed ones at several RTTs.
-func runSweep(cfg bench.WANConfig, rttList, winList, rateFlag string, dur time.Duration, csvPath, jsonPath string, stdout, stderr io.Writer) error {
+func runSweep(cfg bench.WANConfig, rttList, winList, rateFlag string, dur time.Duration, out wanOutputs, stdout, stderr io.Writer) error {
 	rate, err := parseRate(rateFlag)
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
@@ -245,5 +265,5 @@ func runSweep(cfg bench.WANConfig, rttList, winList, rateFlag string, dur time.D
 		}
 		fmt.Fprintf(stdout, "%s %.0f%% |\n", row, 100*auto/best)
 	}
-	return writeOutputs(all, csvPath, jsonPath)
+	return out.write(all)
 }

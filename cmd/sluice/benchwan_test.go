@@ -62,16 +62,20 @@ func TestBenchWANDurationBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rs []struct {
-		RawBytes int64 `json:"raw_bytes"`
+	var rep struct {
+		Rows []struct {
+			Reps []struct {
+				RawBytes int64 `json:"raw_bytes"`
+			}
+		}
 	}
-	if err := json.Unmarshal(b, &rs); err != nil || len(rs) != 1 {
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 1 || len(rep.Rows[0].Reps) != 1 {
 		t.Fatalf("results %s: %v", b, err)
 	}
 	// The run ends once what was fed is delivered, long before 60 s; the
 	// bound is on bytes, so no clock is asserted on.
-	if rs[0].RawBytes <= 0 || rs[0].RawBytes > limit {
-		t.Errorf("delivered %d bytes, want some and at most --max-bytes %d\n%s", rs[0].RawBytes, limit, out)
+	if got := rep.Rows[0].Reps[0].RawBytes; got <= 0 || got > limit {
+		t.Errorf("delivered %d bytes, want some and at most --max-bytes %d\n%s", got, limit, out)
 	}
 	if strings.Contains(string(out), "ERROR") {
 		t.Errorf("errors logged:\n%s", out)
@@ -79,4 +83,55 @@ func TestBenchWANDurationBounded(t *testing.T) {
 	if q := bench.SpoolQuota(limit); q < limit || q > 2*limit+64<<20 {
 		t.Errorf("SpoolQuota(%d) = %d, want sized to the bound", limit, q)
 	}
+}
+
+// --reps runs every mode that many times: the table shows medians with
+// their spread and the JSON holds each run, its summary and the machine.
+func TestBenchWANReps(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "r.json")
+	out, err := exec.Command(sluiceBin, "bench", "wan", "--scenarios", "lan", "--bytes", "1MB",
+		"--modes", "sync,async", "--connections", "2", "--reps", "2", "--json", js).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"[rep 2/2] lan / sync", "| sync | 2 | 1 |", "2 reps per configuration", "GOMAXPROCS"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rep := readReport(t, js)
+	if rep.Command != "bench wan" || rep.Reps != 2 || rep.Machine.GOMAXPROCS < 1 || rep.Machine.GoVersion == "" {
+		t.Errorf("report header %+v", rep)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2 (sync, async)", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if len(r.Reps) != 2 || r.Summary["goodput_mb_per_sec"].N != 2 || r.Params["scenario"] != "lan" {
+			t.Errorf("row %s: %d reps, summary %+v, params %v", r.Name, len(r.Reps), r.Summary["goodput_mb_per_sec"], r.Params)
+		}
+	}
+}
+
+func TestBenchRepsFlagChecked(t *testing.T) {
+	for _, args := range [][]string{{"bench", "wan", "--reps", "0"}, {"bench", "delivery", "--reps", "-1"},
+		{"bench", "ingest", "--reps", "0"}, {"bench", "wan", "--sweep", "--reps", "2"}, {"log", "bench", "--reps", "0"}} {
+		out, err := exec.Command(sluiceBin, args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--reps") {
+			t.Errorf("%q: %v, want exit 2 naming --reps:\n%s", args, err, out)
+		}
+	}
+}
+
+func readReport(t *testing.T, path string) bench.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, b)
+	}
+	return rep
 }

@@ -28,7 +28,11 @@ func logBench(args []string, stdout, stderr io.Writer) error {
 	maxBytes := byteSize(1 << 30)
 	fs.Var(&maxBytes, "max-bytes", "stop a run after this many payload bytes")
 	dir := fs.String("dir", "", "directory to write in (default: a temporary directory)")
+	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := bf.check(); err != nil {
 		return err
 	}
 	pol, err := seglog.ParseSyncPolicy(*syncFlag)
@@ -38,17 +42,10 @@ func logBench(args []string, stdout, stderr io.Writer) error {
 	if *writers < 1 || *dur <= 0 {
 		return &exitError{code: 2, msg: "--writers and --duration must be positive"}
 	}
-	res, err := bench.LogBench(bench.LogConfig{
+	return runLogBenchReps(bench.LogConfig{
 		Dir: *dir, RecordSizes: sizes, Sync: pol, Writers: *writers,
 		Duration: *dur, MaxBytes: int64(maxBytes), Progress: stderr,
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout)
-	bench.PrintLogResults(stdout, res)
-	fmt.Fprintln(stdout, "\nraw = plain os.File writes of the same bytes with the same number of writes and fdatasyncs.")
-	return nil
+	}, bf, args, stdout)
 }
 
 func logCheck(args []string, stdout, stderr io.Writer) error {

@@ -25,13 +25,14 @@ func (r ProducerResult) RecordsPerSec() float64 { return float64(r.Records) / r.
 func (r ProducerResult) MBps() float64          { return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6 }
 
 // RunKafkaProducer produces the sources' records to topic with an
-// idempotent franz-go producer, acks=all, zstd batches and the agent's
-// linger, from `feeders` goroutines that each wait for their batch's acks
-// before producing the next (as an agent's producers wait for Ingest).
-func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur time.Duration, feeders int, newSource func(int) Source, progress io.Writer) (ProducerResult, error) {
+// idempotent franz-go producer, acks=all, zstd batches of up to batchBytes
+// (give it the agent's message size) and the agent's linger, from `feeders`
+// goroutines that each wait for their batch's acks before producing the
+// next (as an agent's producers wait for Ingest).
+func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur time.Duration, feeders, batchBytes int, newSource func(int) Source, progress io.Writer) (ProducerResult, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.AllowAutoTopicCreation())
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(int32(batchBytes)), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		return ProducerResult{}, err
 	}

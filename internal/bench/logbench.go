@@ -249,3 +249,35 @@ func SizeName(n int) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// Name is the result's row name in a report.
+func (r LogResult) Name() string {
+	return fmt.Sprintf("%s, sync %s, %d writers", SizeName(r.RecordSize), r.Sync, r.Writers)
+}
+
+// Metrics are the numbers of one run, for the shared JSON report.
+func (r LogResult) Metrics() Metrics {
+	return Metrics{"log_mb_per_sec": r.Log.MBps(), "log_records_per_sec": r.Log.RecordsPs(), "log_fsyncs_per_sec": r.Log.FsyncsPs(),
+		"raw_mb_per_sec": r.Raw.MBps(), "raw_fsyncs_per_sec": r.Raw.FsyncsPs(), "log_vs_raw": r.Ratio(),
+		"allocs_per_record": r.AllocsPerRecord()}
+}
+
+// Params are the result's configuration, for the shared JSON report.
+func (r LogResult) Params() map[string]any {
+	return map[string]any{"record_bytes": r.RecordSize, "sync": r.Sync, "writers": r.Writers}
+}
+
+// PrintLogRepsTable is PrintLogResults over several reps: medians, with
+// (min–max) for the throughputs and the ratio.
+func PrintLogRepsTable(w io.Writer, rs Results) {
+	fmt.Fprintln(w, "| record | sync | writers | log MB/s | log records/s | log fsyncs/s | raw MB/s | raw fsyncs/s | log/raw | allocs/record |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rs.Rows {
+		ratio := r.Stat("log_vs_raw")
+		ratio.Median, ratio.Min, ratio.Max = 100*ratio.Median, 100*ratio.Min, 100*ratio.Max
+		fmt.Fprintf(w, "| %s | %s | %v | %s | %s | %.0f | %s | %.0f | %s | %.3f |\n",
+			SizeName(r.Params["record_bytes"].(int)), r.Params["sync"], r.Params["writers"], r.Stat("log_mb_per_sec").Format(1),
+			r.Stat("log_records_per_sec").Format(0), r.Stat("log_fsyncs_per_sec").Median, r.Stat("raw_mb_per_sec").Format(1),
+			r.Stat("raw_fsyncs_per_sec").Median, ratio.FormatUnit(0, "%"), r.Stat("allocs_per_record").Median)
+	}
+}

@@ -217,6 +217,12 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 				feeding, feedElapsed = false, time.Since(start)
 				drainDeadline = time.Now().Add(cfg.Drain)
 				done = nil
+				if records.Load() == 0 && feedErr == nil {
+					// Nothing to wait for: without this, the drain below
+					// (which needs a spooled message) waited out cfg.Drain
+					// and reported "did not drain".
+					return PipelineResult{}, fmt.Errorf("no Ingest call completed within %s (the first waits for a spool fdatasync; is the machine overloaded?): lengthen the duration", cfg.Duration)
+				}
 			}
 		case now := <-tick.C:
 			st := a.Stats()

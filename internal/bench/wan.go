@@ -104,6 +104,7 @@ type WANResult struct {
 	SinkCPU      time.Duration `json:"sink_cpu_ns"`
 	LinkCPU      time.Duration `json:"link_cpu_ns"`
 	Resent       uint64        `json:"resent"`
+	Rep          int           `json:"rep"` // 0-based repetition (--reps)
 }
 
 // GoodputMBps is uncompressed MB/s delivered and durably stored.

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/kafkatest"
+)
+
+// TestBenchDeliveryReps runs `bench delivery` briefly with two reps: the
+// table has medians with spreads, the physical bound is stated beside the
+// measured log rate, and the JSON holds every run. Numbers are not checked.
+func TestBenchDeliveryReps(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "d.json")
+	out, err := exec.Command(sluiceBin, "bench", "delivery", "--duration", "300ms", "--reps", "2", "--json", js).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"[rep 2/2] delivery, plain", "| delivery, zstd, 200 B records |", "2 reps per configuration",
+		"physical bound:", "≤ ~50% of one log's append rate: log append "} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rep := readReport(t, js)
+	if rep.Command != "bench delivery" || rep.Reps != 2 || len(rep.Notes) != 1 || rep.Machine.GOMAXPROCS < 1 {
+		t.Errorf("report header %+v", rep)
+	}
+	if len(rep.Rows) != 3 {
+		t.Fatalf("%d rows, want log, plain, zstd", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if len(r.Reps) != 2 || r.Summary["records_per_sec"].N != 2 {
+			t.Errorf("row %s: %d reps, summary %+v", r.Name, len(r.Reps), r.Summary)
+		}
+	}
+	if s := rep.Rows[1].Summary["vs_log"]; s.N != 2 || s.Median <= 0 {
+		t.Errorf("%s: vs_log %+v", rep.Rows[1].Name, s)
+	}
+}
+
+// TestBenchIngestKafkaSmoke runs `bench ingest --reps 1` on tiny sizes
+// against a test broker: sluice, franz-go and Kafka's Java producer (both
+// compressions) each produce a row, with the ratio to the Java producer.
+func TestBenchIngestKafkaSmoke(t *testing.T) {
+	b := kafkatest.Start(t)
+	js := filepath.Join(t.TempDir(), "i.json")
+	cmd := exec.Command(sluiceBin, "bench", "ingest", "--kafka", b.Addr, "--duration", "1s", "--feeders", "2",
+		"--java-records", "2000", "--reps", "1", "--json", js)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	rows := []string{"| (a) agent → sink, embedded store", "| (b) agent → sink → Kafka", "| (c) franz-go producer"}
+	wantRows := 3
+	if strings.Contains(string(out), "skipping the Java producer") {
+		if os.Getenv("SLUICE_KAFKA") == "require" {
+			t.Fatalf("SLUICE_KAFKA=require and the Java producer was skipped:\n%s", out)
+		}
+		t.Logf("Java producer skipped; checking the other rows:\n%s", out)
+	} else {
+		rows = append(rows, "| (d) Kafka Java producer, acks=all, no compression |", "| (e) Kafka Java producer, acks=all, zstd |",
+			"vs Java producer (zstd)", "sluice (a) / Java producer:")
+		wantRows = 5
+	}
+	for _, want := range rows {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rep := readReport(t, js)
+	if len(rep.Rows) != wantRows {
+		t.Fatalf("%d rows, want %d", len(rep.Rows), wantRows)
+	}
+	for _, r := range rep.Rows {
+		if len(r.Reps) != 1 || r.Reps[0]["records_per_sec"] <= 0 {
+			t.Errorf("row %s: %+v", r.Name, r.Reps)
+		}
+	}
+	if len(rep.Rows) == 5 {
+		if v := rep.Rows[4].Reps[0]["records"]; v != 2000 {
+			t.Errorf("Java zstd run sent %v records, want --java-records 2000", v)
+		}
+		if _, ok := rep.Rows[0].Reps[0]["vs_java_zstd"]; !ok {
+			t.Errorf("no vs_java_zstd ratio in %+v", rep.Rows[0].Reps[0])
+		}
+	}
+}
+
+// `log bench` shares --reps and --json with the bench commands.
+func TestLogBenchReps(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "l.json")
+	out, err := exec.Command(sluiceBin, "log", "bench", "--sizes", "100,4KiB", "--duration", "100ms", "--max-bytes", "4MiB",
+		"--reps", "2", "--json", js).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "| 4 KiB | always | 8 |") || !strings.Contains(string(out), "[rep 2/2]") {
+		t.Errorf("table or reps missing:\n%s", out)
+	}
+	rep := readReport(t, js)
+	if rep.Command != "log bench" || len(rep.Rows) != 2 || rep.Rows[0].Name != "100 B, sync always, 8 writers" ||
+		len(rep.Rows[0].Reps) != 2 || rep.Rows[1].Summary["log_mb_per_sec"].N != 2 {
+		t.Errorf("report %+v", rep)
+	}
+}

@@ -119,3 +119,10 @@ const (
 
 // LogLevel is both daemons' default --log-level.
 const LogLevel = "info"
+
+// Defaults of `sluice demo`'s own flags (its agent flags are the agent's).
+const (
+	DemoDuration = 20 * time.Second
+	DemoFeeders  = 16
+	DemoLogLevel = "warn"
+)

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +248,47 @@ func TestDaemonConfigFileUsageError(t *testing.T) {
 	code, _, errOut = run("agent", "--config", p)
 	if code != 2 || !strings.Contains(errOut, p+":3: linger") {
 		t.Errorf("sluice agent --config: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A sink and an agent configured by files (the agent's sinks as a YAML
+// list, its ingest address overridden on the command line) deliver what
+// `sluice produce` sends.
+func TestConfigFileDaemonsDeliver(t *testing.T) {
+	dir := t.TempDir()
+	sinkAddr, ingestAddr, fileIngest := freeAddr(t), freeAddr(t), freeAddr(t)
+	sinkConf := writeConfig(t, "listen: "+sinkAddr+"\ndata: "+filepath.Join(dir, "data")+"\nqueue-bytes: 8MiB\nmax-message: 1MiB\n")
+	agentConf := writeConfig(t, "sink: ["+sinkAddr+"]\nspool: "+filepath.Join(dir, "spool")+"\ningest: "+fileIngest+
+		"\nmax-message: 16KiB\nspool-quota: 8MiB\nlinger: 1ms\nreconnect-max: 200ms\n")
+	start(t, "sink", "sink", "--config", sinkConf)
+	ag := start(t, "agent", "agent", "--config", agentConf, "--ingest", ingestAddr)
+	var want []string
+	for i := range 100 {
+		want = append(want, "line-"+strconv.Itoa(i))
+	}
+	input := filepath.Join(dir, "input.txt")
+	os.WriteFile(input, []byte(strings.Join(want, "\n")+"\n"), 0o644)
+	waitFor(t, "the agent's ingest on the command line's address", 60*time.Second, func() bool {
+		c, err := net.Dial("tcp", ingestAddr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if out, err := exec.Command(sluiceBin, "produce", "--agent", ingestAddr, "--file", input).CombinedOutput(); err != nil {
+		t.Fatalf("produce: %v\n%s\nagent log:\n%s", err, out, ag.log)
+	}
+	var got []string
+	waitFor(t, "the records in the store", 60*time.Second, func() bool {
+		out, err := exec.Command(sluiceBin, "consume", "--sink", sinkAddr).Output()
+		got = strings.Fields(string(out))
+		return err == nil && len(got) >= len(want)
+	})
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("consumed %q, want %q", got, want)
+	}
+	if c, err := net.Dial("tcp", fileIngest); err == nil {
+		c.Close()
+		t.Errorf("the agent also listens on the file's ingest address %s, which the command line overrode", fileIngest)
 	}
 }

@@ -42,7 +42,7 @@ func (osFS) Remove(name string) error                     { return os.Remove(nam
 func (osFS) Rename(a, b string) error                     { return os.Rename(a, b) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
-func (osFS) SyncDir(dir string) error                     { return syncDir(dir) }
+func (osFS) SyncDir(dir string) error                     { return SyncDir(dir) }
 
 type osFile struct{ *os.File }
 
@@ -55,7 +55,10 @@ func (f osFile) Size() (int64, error) {
 	return st.Size(), nil
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, making the creations, renames and
+// removals of entries in it durable. It is the one implementation in
+// sluice (the sink uses it for its data directories).
+func SyncDir(dir string) error {
 	d, err := os.Open(filepath.Clean(dir))
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -37,18 +38,18 @@ type agentFlags struct {
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
-	f.maxMessage = agent.DefaultMaxMessageBytes
-	fs.Var(&f.maxMessage, "max-message", "largest uncompressed message (records are packed up to it); at most 4MiB")
-	fs.Var(&f.maxRecord, "max-record", "largest record (default: what fits in a message)")
-	f.quota = 1 << 30
-	fs.Var(&f.quota, "spool-quota", "spool size on disk at which ingest answers 507 (at least 2MiB and four messages; spool segments are an eighth of it, within 1-64MiB)")
-	fs.DurationVar(&f.linger, "linger", 5*time.Millisecond, "how long a message waits for more records")
-	fs.StringVar(&f.compression, "compression", "zstd", "plain, zstd, or dict (zstd with --dict)")
-	fs.StringVar(&f.dictFile, "dict", "", "trained zstd dictionary file (see sluice dict train); implies --compression dict")
-	fs.StringVar(&f.window, "window", "auto", "in-flight messages: auto (bandwidth-delay product) or a number")
-	fs.StringVar(&f.spoolSync, "spool-sync", "always", "spool durability: always (fsync before answering ingest), none, or an interval")
-	fs.DurationVar(&f.minRTO, "min-rto", time.Second, "lower bound of the adaptive resend timeout")
-	fs.StringVar(&f.agentID, "agent-id", "", "this agent's id at the sink, as named in the sink's tokens file (default: the id kept in the spool, created on first start); a spool never changes its id")
+	d := flagDefs{fs, defaults.Agent}
+	d.Size(&f.maxMessage, "max-message", "largest uncompressed message (records are packed up to it); at most "+formatSize(defaults.MaxMessage))
+	d.Size(&f.maxRecord, "max-record", "largest record (default: what fits in a message)")
+	d.Size(&f.quota, "spool-quota", fmt.Sprintf("spool size on disk at which ingest answers 507 (at least %s and four messages; spool segments are an eighth of it, within %s-%s)",
+		formatSize(defaults.MinSpoolQuota), formatSize(defaults.SpoolSegmentMin), formatSize(defaults.SpoolSegmentMax)))
+	d.Duration(&f.linger, "linger", "how long a message waits for more records")
+	d.String(&f.compression, "compression", "plain, zstd, or dict (zstd with --dict)")
+	d.String(&f.dictFile, "dict", "trained zstd dictionary file (see sluice dict train); implies --compression dict")
+	d.String(&f.window, "window", "in-flight messages: auto (bandwidth-delay product) or a number")
+	d.String(&f.spoolSync, "spool-sync", "spool durability: always (fsync before answering ingest), none, or an interval")
+	d.Duration(&f.minRTO, "min-rto", "lower bound of the adaptive resend timeout")
+	d.String(&f.agentID, "agent-id", "this agent's id at the sink, as named in the sink's tokens file (default: the id kept in the spool, created on first start); a spool never changes its id")
 }
 
 func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
@@ -91,54 +92,71 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 	return cfg, nil
 }
 
+// agentCmd holds the flags of `sluice agent`.
+type agentCmd struct {
+	sink, spool, ingest                 string
+	ingestCert, ingestKey, ingestTokens string
+	metricsAddr, logLevel, configFile   string
+	af                                  agentFlags
+	cf                                  clientFlags
+	lf                                  liveFlags
+}
+
+// newAgentFlags registers every flag of `sluice agent`, with the defaults
+// of internal/defaults.
+func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
+	fs := newFlags("agent", "--sink HOST:PORT --spool DIR [--config FILE] [flags]", stderr)
+	c := &agentCmd{}
+	d := flagDefs{fs, defaults.Agent}
+	d.String(&c.sink, "sink", "the sink's address, HOST:PORT; several, comma-separated, to fail over between sinks sharing a Kafka topic")
+	d.String(&c.spool, "spool", "spool directory (created if missing)")
+	d.String(&c.ingest, "ingest", "address of the ingest HTTP API (POST /v1/records)")
+	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
+	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
+	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
+	d.String(&c.metricsAddr, "metrics", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9401)")
+	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
+	d.configFlag(&c.configFile)
+	c.af.register(fs)
+	c.cf.register(fs)
+	c.lf.register(fs)
+	return fs, c
+}
+
 func runAgent(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("agent", "--sink HOST:PORT --spool DIR [flags]", stderr)
-	sink := fs.String("sink", "", "the sink's address, HOST:PORT; several, comma-separated, to fail over between sinks sharing a Kafka topic")
-	spool := fs.String("spool", "", "spool directory (created if missing)")
-	ingest := fs.String("ingest", "127.0.0.1:7401", "address of the ingest HTTP API (POST /v1/records)")
-	ingestCert := fs.String("ingest-tls-cert", "", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
-	ingestKey := fs.String("ingest-tls-key", "", "key of --ingest-tls-cert (PEM)")
-	ingestTokens := fs.String("ingest-tokens", "", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9401)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	var af agentFlags
-	af.register(fs)
-	var cf clientFlags
-	cf.register(fs)
-	var lf liveFlags
-	lf.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	fs, c := newAgentFlags(stderr)
+	if err := parseDaemonFlags(fs, args, &c.configFile, defaults.Agent); err != nil {
 		return err
 	}
-	if *sink == "" || *spool == "" {
+	if c.sink == "" || c.spool == "" {
 		return &exitError{code: 2, msg: "--sink and --spool are required"}
 	}
-	log := newLogger(stderr, *logLevel)
-	cfg, err := af.config(*sink, *spool)
+	log := newLogger(stderr, c.logLevel)
+	cfg, err := c.af.config(c.sink, c.spool)
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	if cfg.DialOptions, err = cf.dialOptions(); err != nil {
+	if cfg.DialOptions, err = c.cf.dialOptions(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	if (*ingestCert == "") != (*ingestKey == "") {
+	if (c.ingestCert == "") != (c.ingestKey == "") {
 		return &exitError{code: 2, msg: "--ingest-tls-cert and --ingest-tls-key go together"}
 	}
 	var ingestTLS *tls.Config
-	if *ingestCert != "" {
-		if ingestTLS, err = auth.ServerTLS(*ingestCert, *ingestKey, ""); err != nil {
+	if c.ingestCert != "" {
+		if ingestTLS, err = auth.ServerTLS(c.ingestCert, c.ingestKey, ""); err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
 	}
-	if *ingestTokens != "" {
-		if cfg.IngestTokens, err = auth.LoadTokens(*ingestTokens); err != nil {
+	if c.ingestTokens != "" {
+		if cfg.IngestTokens, err = auth.LoadTokens(c.ingestTokens); err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
 		if ingestTLS == nil {
 			log.Warn("ingest tokens travel in clear text without --ingest-tls-cert; use this on loopback only")
 		}
 	}
-	if err := lf.apply(&cfg); err != nil {
+	if err := c.lf.apply(&cfg); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	reg := newRegistry()
@@ -150,20 +168,20 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	if err := serveMetrics(ctx, *metricsAddr, reg, log, a.Ready); err != nil {
+	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready); err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *ingest)
+	lis, err := net.Listen("tcp", c.ingest)
 	if err != nil {
 		return err
 	}
 	if ingestTLS != nil {
 		lis = tls.NewListener(lis, ingestTLS)
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: defaults.IngestReadHeaderTimeout}
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), defaults.IngestShutdownTimeout)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // clientFlags are the transport and credential flags of every command that
@@ -24,13 +26,16 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.caFile, "tls-ca", "", "connect with TLS, trusting this CA bundle (PEM)")
-	fs.StringVar(&f.certFile, "tls-cert", "", "client certificate for mTLS (PEM)")
-	fs.StringVar(&f.keyFile, "tls-key", "", "client key for mTLS (PEM)")
-	fs.StringVar(&f.serverName, "tls-server-name", "", "expected server name (default: the host of the address)")
-	fs.StringVar(&f.token, "token", "", "bearer token identifying this client to the sink")
-	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file")
-	fs.BoolVar(&f.insecureToken, "insecure-token", false, "allow sending the token without TLS (loopback testing only)")
+	// The agent's table entries: every other command that connects to a
+	// sink (consume) has the same defaults, all empty.
+	d := flagDefs{fs, defaults.Agent}
+	d.String(&f.caFile, "tls-ca", "connect with TLS, trusting this CA bundle (PEM)")
+	d.String(&f.certFile, "tls-cert", "client certificate for mTLS (PEM)")
+	d.String(&f.keyFile, "tls-key", "client key for mTLS (PEM)")
+	d.String(&f.serverName, "tls-server-name", "expected server name (default: the host of the address)")
+	d.String(&f.token, "token", "bearer token identifying this client to the sink")
+	d.String(&f.tokenFile, "token-file", "read the bearer token from this file")
+	d.Bool(&f.insecureToken, "insecure-token", "allow sending the token without TLS (loopback testing only)")
 }
 
 // dialOptions turns the flags into gRPC dial options.
@@ -70,17 +75,18 @@ type liveFlags struct {
 }
 
 func (f *liveFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&f.reconnectMax, "reconnect-max", 5*time.Second, "longest wait between reconnection attempts (jittered exponential back-off from 100ms, each attempt to the next --sink)")
-	fs.DurationVar(&f.handshake, "handshake-timeout", agent.DefaultHandshakeTimeout, "give up on a sink that does not answer the handshake within this long")
-	fs.DurationVar(&f.progress, "progress-timeout", agent.DefaultProgressTimeout, "drop a stream on which messages are in flight and no ack came for this long")
-	fs.DurationVar(&f.keepalive, "keepalive-timeout", agent.DefaultKeepaliveTimeout, "drop a connection whose keepalive ping (sent after 10s without traffic) is unanswered this long")
+	d := flagDefs{fs, defaults.Agent}
+	d.Duration(&f.reconnectMax, "reconnect-max", fmt.Sprintf("longest wait between reconnection attempts (jittered exponential back-off from %v, each attempt to the next --sink)", defaults.ReconnectMin))
+	d.Duration(&f.handshake, "handshake-timeout", "give up on a sink that does not answer the handshake within this long")
+	d.Duration(&f.progress, "progress-timeout", "drop a stream on which messages are in flight and no ack came for this long")
+	d.Duration(&f.keepalive, "keepalive-timeout", fmt.Sprintf("drop a connection whose keepalive ping (sent after %v without traffic) is unanswered this long", defaults.KeepaliveTime))
 }
 
 func (f *liveFlags) apply(cfg *agent.Config) error {
-	if f.reconnectMax < 10*time.Millisecond || f.handshake <= 0 || f.progress <= 0 || f.keepalive <= 0 {
-		return errors.New("--reconnect-max must be at least 10ms; --handshake-timeout, --progress-timeout and --keepalive-timeout positive")
+	if f.reconnectMax < defaults.MinReconnectMax || f.handshake <= 0 || f.progress <= 0 || f.keepalive <= 0 {
+		return fmt.Errorf("--reconnect-max must be at least %v; --handshake-timeout, --progress-timeout and --keepalive-timeout positive", defaults.MinReconnectMax)
 	}
-	cfg.ReconnectMin = min(100*time.Millisecond, f.reconnectMax)
+	cfg.ReconnectMin = min(defaults.ReconnectMin, f.reconnectMax)
 	cfg.ReconnectMax, cfg.HandshakeTimeout, cfg.ProgressTimeout, cfg.KeepaliveTimeout = f.reconnectMax, f.handshake, f.progress, f.keepalive
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/metricsgen"
 )
 
@@ -15,11 +16,11 @@ func init() {
 
 func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", "[flags]", stderr)
-	dur := fs.Duration("duration", 20*time.Second, "how long the generator feeds the agent")
-	feeders := fs.Int("feeders", 16, "concurrent producers calling the agent")
+	dur := fs.Duration("duration", defaults.DemoDuration, "how long the generator feeds the agent")
+	feeders := fs.Int("feeders", defaults.DemoFeeders, "concurrent producers calling the agent")
 	hosts := fs.Int("hosts", metricsgen.DefaultHosts, "simulated hosts (about 320 series each)")
 	dir := fs.String("dir", "", "where the spool and store go (default: a temporary directory, removed afterwards)")
-	logLevel := fs.String("log-level", "warn", "log level of the embedded agent and sink")
+	logLevel := fs.String("log-level", defaults.DemoLogLevel, "log level of the embedded agent and sink")
 	var af agentFlags
 	af.register(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // byteSize is a flag value such as 256KiB, 4MiB, 100B or 1000.
@@ -16,17 +18,7 @@ func (b *byteSize) String() string { return formatSize(int64(*b)) }
 
 // formatSize prints n bytes exactly, in the largest binary unit that
 // divides it: 4MiB, 1536KiB, 1000B. Set parses every result back.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.mult == 0 {
-			return strconv.FormatInt(n/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
-}
+func formatSize(n int64) string { return defaults.FormatSize(n) }
 
 // humanSize prints n bytes for people, to three significant digits at
 // most: 384 MiB, 1.5 GiB, 12.3 KiB, 912 B.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
 )
 
@@ -14,65 +17,82 @@ func init() {
 	register("sink", "receive agents' messages into a durable store and serve them to consumers", runSink)
 }
 
-func runSink(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sink", "--listen HOST:PORT --data DIR [--store kafka://HOST:PORT/TOPIC] [flags]", stderr)
-	listen := fs.String("listen", "", "address to serve the gRPC service on, HOST:PORT (required)")
-	data := fs.String("data", "", "data directory: the store, dictionaries, group offsets and the dedup checkpoint (required)")
-	store := fs.String("store", "embedded", "where messages are stored: embedded (a log in --data), or\n"+
+// sinkCmd holds the flags of `sluice sink`.
+type sinkCmd struct {
+	listen, data, store, metrics, logLevel, configFile string
+	tlsCert, tlsKey, clientCA, tokens                  string
+	queueMsgs, maxStreams, maxConns, maxConsumers      int
+	queueBytes, maxMessage                             byteSize
+	helloTimeout, kafkaStart                           time.Duration
+}
+
+// newSinkFlags registers every flag of `sluice sink`, with the defaults of
+// internal/defaults.
+func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
+	fs := newFlags("sink", "--listen HOST:PORT --data DIR [--store kafka://HOST:PORT/TOPIC] [--config FILE] [flags]", stderr)
+	c := &sinkCmd{}
+	d := flagDefs{fs, defaults.Sink}
+	d.String(&c.listen, "listen", "address to serve the gRPC service on, HOST:PORT (required)")
+	d.String(&c.data, "data", "data directory: the store, dictionaries, group offsets and the dedup checkpoint (required)")
+	d.String(&c.store, "store", "where messages are stored: embedded (a log in --data), or\n"+
 		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N]: one Kafka record per record,\n"+
 		"acked once Kafka (acks=all) has them; the topic is created if missing (partitions default 1,\n"+
 		"replication default min(3, brokers))")
-	metrics := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
-	tlsCert := fs.String("tls-cert", "", "serve TLS with this certificate (PEM); needs --tls-key")
-	tlsKey := fs.String("tls-key", "", "key of --tls-cert (PEM)")
-	clientCA := fs.String("client-ca", "", "require client certificates signed by these CAs (PEM): mutual TLS")
-	tokens := fs.String("tokens", "", "require a bearer token on every call; file of \"TOKEN AGENT_ID\" lines, AGENT_ID * for consumers")
-	queueMsgs := fs.Int("queue-messages", sink.DefaultQueueMessages, "messages each agent stream may have queued for storage (its credit)")
-	queueBytes := byteSize(sink.DefaultQueueBytes)
-	fs.Var(&queueBytes, "queue-bytes", "payload bytes each agent stream may have queued for storage")
-	maxMessage := byteSize(sink.DefaultMaxMessageBytes)
-	fs.Var(&maxMessage, "max-message", "largest message accepted, uncompressed")
-	maxStreams := fs.Int("max-streams-per-conn", sink.DefaultMaxStreamsPerConn, "concurrent streams one connection may open (an agent needs 1)")
-	maxConns := fs.Int("max-conns-per-peer", sink.DefaultMaxConnsPerPeer, "open connections one IP address may hold; more are closed at once")
-	maxConsumers := fs.Int("max-consumers", sink.DefaultMaxConsumers, "Read streams served at once; more are refused (ResourceExhausted)")
-	helloTimeout := fs.Duration("hello-timeout", sink.DefaultHelloTimeout, "end a stream that has not sent its Hello (or ReadStart) within this time")
-	kafkaStart := fs.Duration("kafka-start-timeout", sink.DefaultKafkaStartTimeout, "with a Kafka store, how long to keep trying to reach the brokers at startup")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := parseFlags(fs, args); err != nil {
+	d.String(&c.metrics, "metrics", "serve Prometheus metrics at http://ADDR/metrics")
+	d.String(&c.tlsCert, "tls-cert", "serve TLS with this certificate (PEM); needs --tls-key")
+	d.String(&c.tlsKey, "tls-key", "key of --tls-cert (PEM)")
+	d.String(&c.clientCA, "client-ca", "require client certificates signed by these CAs (PEM): mutual TLS")
+	d.String(&c.tokens, "tokens", "require a bearer token on every call; file of \"TOKEN AGENT_ID\" lines, AGENT_ID * for consumers")
+	d.Int(&c.queueMsgs, "queue-messages", "messages each agent stream may have queued for storage (its credit)")
+	d.Size(&c.queueBytes, "queue-bytes", "payload bytes each agent stream may have queued for storage")
+	d.Size(&c.maxMessage, "max-message", "largest message accepted, uncompressed; at most "+formatSize(defaults.SinkMaxMessageLimit))
+	d.Int(&c.maxStreams, "max-streams-per-conn", "concurrent streams one connection may open (an agent needs 1)")
+	d.Int(&c.maxConns, "max-conns-per-peer", "open connections one IP address may hold; more are closed at once")
+	d.Int(&c.maxConsumers, "max-consumers", "Read streams served at once; more are refused (ResourceExhausted)")
+	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
+	d.Duration(&c.kafkaStart, "kafka-start-timeout", "with a Kafka store, how long to keep trying to reach the brokers at startup")
+	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
+	d.configFlag(&c.configFile)
+	return fs, c
+}
+
+func runSink(args []string, stdout, stderr io.Writer) error {
+	fs, c := newSinkFlags(stderr)
+	if err := parseDaemonFlags(fs, args, &c.configFile, defaults.Sink); err != nil {
 		return err
 	}
 	switch {
-	case *listen == "" || *data == "":
+	case c.listen == "" || c.data == "":
 		fs.Usage()
 		return &exitError{code: 2, msg: "--listen and --data are required"}
-	case (*tlsCert == "") != (*tlsKey == ""):
+	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return &exitError{code: 2, msg: "--tls-cert and --tls-key go together"}
-	case *clientCA != "" && *tlsCert == "":
+	case c.clientCA != "" && c.tlsCert == "":
 		return &exitError{code: 2, msg: "--client-ca needs --tls-cert and --tls-key"}
-	case *queueMsgs < 1 || queueBytes < 1 || maxMessage < 1:
+	case c.queueMsgs < 1 || c.queueBytes < 1 || c.maxMessage < 1:
 		return &exitError{code: 2, msg: "--queue-messages, --queue-bytes and --max-message must be positive"}
-	case *maxStreams < 1 || *maxConns < 1 || *maxConsumers < 1 || *helloTimeout <= 0 || *kafkaStart <= 0:
+	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0:
 		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout and --kafka-start-timeout must be positive"}
 	}
-	if err := sink.CheckStore(*store); err != nil {
+	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
 	}
-	log := newLogger(stderr, *logLevel)
+	log := newLogger(stderr, c.logLevel)
 	cfg := sink.Config{
-		DataDir: *data, Store: *store, QueueMessages: *queueMsgs, QueueBytes: int64(queueBytes), MaxMessageBytes: int64(maxMessage),
+		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
 		Logger: log, Registry: newRegistry(),
-		MaxStreamsPerConn: *maxStreams, MaxConnsPerPeer: *maxConns, MaxConsumers: *maxConsumers,
-		HelloTimeout: *helloTimeout, KafkaStartTimeout: *kafkaStart,
+		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
+		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart,
 	}
-	if *tlsCert != "" {
-		t, err := auth.ServerTLS(*tlsCert, *tlsKey, *clientCA)
+	if c.tlsCert != "" {
+		t, err := auth.ServerTLS(c.tlsCert, c.tlsKey, c.clientCA)
 		if err != nil {
 			return err
 		}
 		cfg.TLS = t
 	}
-	if *tokens != "" {
-		t, err := auth.LoadTokens(*tokens)
+	if c.tokens != "" {
+		t, err := auth.LoadTokens(c.tokens)
 		if err != nil {
 			return err
 		}
@@ -85,22 +105,22 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *listen)
+	lis, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		s.Close()
 		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := serveMetrics(ctx, *metrics, cfg.Registry, log, s.Ready); err != nil {
+	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready); err != nil {
 		lis.Close()
 		s.Close()
 		return fmt.Errorf("--metrics: %w", err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
-	log.Info("sink listening", "addr", lis.Addr().String(), "data", *data, "store", *store, "tls", cfg.TLS != nil,
-		"mtls", *clientCA != "", "tokens", cfg.Tokens != nil)
+	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
+		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing the streams, storing what is queued")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -100,21 +102,25 @@ func (c *Config) spoolSegmentBytes() int64 {
 	if c.segmentBytes > 0 {
 		return c.segmentBytes
 	}
-	seg := min(max(c.SpoolQuota/8, 1<<20), 64<<20)
+	seg := min(max(c.SpoolQuota/8, defaults.SpoolSegmentMin), defaults.SpoolSegmentMax)
 	if c.SpoolQuota == 0 {
-		seg = 64 << 20
+		seg = defaults.SpoolSegmentMax
 	}
 	return max(seg, 2*int64(c.MaxMessageBytes))
 }
 
-// Limits of the protocol.
+// Limits of the protocol (see internal/defaults).
 const (
-	MaxMessageLimit        = 4 << 20
-	DefaultMaxMessageBytes = 256 << 10
+	MaxMessageLimit        = defaults.MaxMessage
+	DefaultMaxMessageBytes = defaults.AgentMaxMessage
 )
 
+// ProtocolVersion is the version of the Send protocol this agent speaks:
+// the one internal/delivery, and so the sink, speaks.
+const ProtocolVersion = delivery.ProtocolVersion
+
 // maxAgentIDLen is the longest agent id (Hello.agent_id's limit).
-const maxAgentIDLen = 255
+const maxAgentIDLen = defaults.MaxAgentIDLen
 
 // batchOverhead is the most internal/batch framing adds around one record
 // (header plus a length prefix).
@@ -122,7 +128,7 @@ const batchOverhead = 16
 
 func (c *Config) setDefaults() {
 	if c.SpoolQuota == 0 {
-		c.SpoolQuota = 1 << 30
+		c.SpoolQuota = defaults.SpoolQuota
 	}
 	if c.SpoolSync == (seglog.SyncPolicy{}) {
 		c.SpoolSync = seglog.SyncAlways()
@@ -134,7 +140,7 @@ func (c *Config) setDefaults() {
 		c.MaxRecordBytes = c.MaxMessageBytes - batchOverhead
 	}
 	if c.Linger == 0 {
-		c.Linger = 5 * time.Millisecond
+		c.Linger = defaults.Linger
 	}
 	if c.Compression == 0 {
 		c.Compression = codec.Zstd
@@ -143,13 +149,13 @@ func (c *Config) setDefaults() {
 		}
 	}
 	if c.MinRTO == 0 {
-		c.MinRTO = time.Second
+		c.MinRTO = defaults.MinRTO
 	}
 	if c.ReconnectMin == 0 {
-		c.ReconnectMin = 100 * time.Millisecond
+		c.ReconnectMin = defaults.ReconnectMin
 	}
 	if c.ReconnectMax == 0 {
-		c.ReconnectMax = max(5*time.Second, c.ReconnectMin)
+		c.ReconnectMax = max(defaults.ReconnectMax, c.ReconnectMin)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -164,7 +170,7 @@ func (c *Config) validate() error {
 	if c.SpoolDir == "" {
 		errs = append(errs, errors.New("SpoolDir is required"))
 	}
-	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > MaxMessageLimit {
+	if c.MaxMessageBytes < defaults.MinAgentMaxMessage || c.MaxMessageBytes > MaxMessageLimit {
 		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1 KiB, 4 MiB]", c.MaxMessageBytes))
 	}
 	if c.MaxRecordBytes < 1 || c.MaxRecordBytes > c.MaxMessageBytes-batchOverhead {
@@ -179,7 +185,7 @@ func (c *Config) validate() error {
 	if c.SpoolQuota < 0 || c.Linger < 0 {
 		errs = append(errs, errors.New("negative SpoolQuota or Linger"))
 	}
-	if minQuota := max(2<<20, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
+	if minQuota := max(defaults.MinSpoolQuota, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
 		errs = append(errs, fmt.Errorf("SpoolQuota %d below %d (2 MiB and four messages)", c.SpoolQuota, minQuota))
 	}
 	if len(errs) > 0 {

@@ -12,9 +12,6 @@ import (
 	"github.com/sluicehq/sluice/seglog"
 )
 
-// ProtocolVersion is the version of the Send protocol this agent speaks.
-const ProtocolVersion = 1
-
 // connEvent is what a connection reports to the loop. gen identifies the
 // connection, so reports from an older one are ignored.
 type connEvent struct {

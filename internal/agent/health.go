@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // Liveness defaults. A frozen sink (a stopped process, a half-open TCP
@@ -22,18 +24,18 @@ import (
 // answer to a ping, which also catches an idle connection).
 const (
 	// DefaultHandshakeTimeout bounds the wait for the sink's Welcome.
-	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultHandshakeTimeout = defaults.HandshakeTimeout
 	// DefaultProgressTimeout is how long messages may stay in flight with
 	// no ack at all before the stream is taken for dead. A sink acks
 	// within its store's commit latency, so 20 s is far above a healthy
 	// sink and still lets failover to another sink happen within 30 s.
-	DefaultProgressTimeout = 20 * time.Second
+	DefaultProgressTimeout = defaults.ProgressTimeout
 	// KeepaliveTime is the idle time after which the agent pings the
 	// sink. gRPC clients cannot ping more often than every 10 s, and the
 	// sink's enforcement policy allows pings every 5 s or more.
-	KeepaliveTime = 10 * time.Second
+	KeepaliveTime = defaults.KeepaliveTime
 	// DefaultKeepaliveTimeout is how long a ping may go unanswered.
-	DefaultKeepaliveTimeout = 10 * time.Second
+	DefaultKeepaliveTimeout = defaults.KeepaliveTimeout
 )
 
 func (a *Agent) handshakeTimeout() time.Duration {

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // ReaderID is the agent id field of a consumer token in the tokens file.
@@ -26,7 +28,7 @@ const ReaderID = "*"
 const MinTokenLen = 16
 
 // maxAgentID is the longest agent id (Hello.agent_id's limit).
-const maxAgentID = 255
+const maxAgentID = defaults.MaxAgentIDLen
 
 // ServerTLS returns the TLS configuration of a server presenting the
 // certificate in certFile with the key in keyFile (PEM). If clientCAFile is

@@ -3,6 +3,8 @@ package delivery
 import (
 	"fmt"
 	"slices"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // ReceiverState is the Receiver's state; see the Receiver state table in
@@ -41,18 +43,20 @@ func (s ReceiverState) String() string {
 // ProtocolVersion is the version this package speaks.
 const ProtocolVersion uint32 = 1
 
-// Defaults for zero ReceiverConfig fields.
+// Defaults for zero ReceiverConfig fields: the sink's (internal/defaults),
+// so that every layer has the same ones.
 const (
-	DefaultQueueMsgs       = 1024
-	DefaultQueueBytes      = 16 << 20
-	DefaultMaxMessageBytes = 4 << 20 // gRPC's default receive limit
+	DefaultQueueMsgs       = defaults.QueueMessages
+	DefaultQueueBytes      = defaults.QueueBytes
+	DefaultMaxMessageBytes = defaults.SinkMaxMessage
 )
 
 // ReceiverConfig configures a Receiver. The zero value is valid.
 type ReceiverConfig struct {
 	// QueueMsgs and QueueBytes are the capacity of the stream's queue of
 	// messages handed to the storage writer and not yet stored (defaults
-	// 1024 and 16 MiB). They are the credits granted at the handshake.
+	// 8192 and 64 MiB, the sink's). They are the credits granted at the
+	// handshake.
 	QueueMsgs  int
 	QueueBytes int64
 	// MaxMessageBytes is the largest message accepted (default 4 MiB).

@@ -3,22 +3,26 @@ package delivery
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
-// Defaults for zero SenderConfig fields. The RTO values are RFC 6298's: over
-// one ordered stream a timeout only fires if the sink lost a message without
-// breaking the stream, so resending early buys little and costs bandwidth.
-// The reconnect values are gRPC's connection back-off.
+// Defaults for zero SenderConfig fields, from internal/defaults (the
+// agent's, so that every layer has the same ones). The RTO values are RFC
+// 6298's: over one ordered stream a timeout only fires if the sink lost a
+// message without breaking the stream, so resending early buys little and
+// costs bandwidth. The reconnect back-off is short because the next
+// attempt may go to another sink (failover).
 const (
-	DefaultInitialRTO   = time.Second
-	DefaultMinRTO       = time.Second
-	DefaultMaxRTO       = 60 * time.Second
-	DefaultReconnectMin = time.Second
-	DefaultReconnectMax = 120 * time.Second
+	DefaultInitialRTO   = defaults.InitialRTO
+	DefaultMinRTO       = defaults.MinRTO
+	DefaultMaxRTO       = defaults.MaxRTO
+	DefaultReconnectMin = defaults.ReconnectMin
+	DefaultReconnectMax = defaults.ReconnectMax
 )
 
 // SenderConfig configures a Sender. The zero value is valid: auto window,
-// RFC 6298 timeouts, gRPC reconnect back-off.
+// RFC 6298 timeouts, the agent's reconnect back-off.
 type SenderConfig struct {
 	// Watermark is the persisted watermark the agent resumes from: the
 	// first id the driver will feed in Spooled. Default 0.
@@ -45,8 +49,8 @@ type SenderConfig struct {
 	MaxRTO     time.Duration
 
 	// ReconnectMin is the delay before the first reconnect after a failure
-	// (default 1s); it doubles with each consecutive failure up to
-	// ReconnectMax (default 120s).
+	// (default 100ms); it doubles with each consecutive failure up to
+	// ReconnectMax (default 5s).
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -22,7 +23,8 @@ const HTTP2WindowBytes = wire.InitialWindowSize
 // length does not compile).
 var _ [HTTP2WindowBytes - DefaultQueueBytes]struct{}
 
-// Defaults for zero Config fields.
+// Defaults for zero Config fields; the values, and why, are in
+// internal/defaults.
 const (
 	// DefaultQueueMessages and DefaultQueueBytes size each Send stream's
 	// queue in front of the storage writer, which is also the credit an
@@ -31,41 +33,41 @@ const (
 	// only guards against floods of tiny messages, and must not bind
 	// first: the seed's 16 KB messages on that link are 4,000 in flight
 	// (its fixed window of 100 was one of its limits).
-	DefaultQueueMessages = 8192
-	DefaultQueueBytes    = 64 << 20
+	DefaultQueueMessages = defaults.QueueMessages
+	DefaultQueueBytes    = defaults.QueueBytes
 	// DefaultMaxMessageBytes is the largest batch accepted, uncompressed
 	// (and compressed), as announced in Welcome.max_message_bytes.
-	DefaultMaxMessageBytes = 4 << 20
+	DefaultMaxMessageBytes = defaults.SinkMaxMessage
 	// DefaultCheckpointInterval and DefaultCheckpointBytes: the dedup
 	// checkpoint is written when this much time has passed, or this many
 	// bytes were stored, since the last one (and at Close), so a restart
 	// re-reads at most about that much of the store.
-	DefaultCheckpointInterval = 30 * time.Second
-	DefaultCheckpointBytes    = 256 << 20
+	DefaultCheckpointInterval = defaults.CheckpointInterval
+	DefaultCheckpointBytes    = defaults.CheckpointBytes
 	// DefaultWriteBatchBytes bounds one group commit.
-	DefaultWriteBatchBytes = 32 << 20
+	DefaultWriteBatchBytes = defaults.WriteBatchBytes
 	// DefaultMaxStreamsPerConn, DefaultMaxConnsPerPeer, DefaultMaxConsumers
 	// and DefaultHelloTimeout bound what one client can make the sink hold
 	// (see Config). An agent uses one connection and one stream, a
 	// consumer one of each, so they leave room for many processes per
 	// host (NAT, tests on loopback) while capping an abuser's memory.
-	DefaultMaxStreamsPerConn = 16
-	DefaultMaxConnsPerPeer   = 64
-	DefaultMaxConsumers      = 256
-	DefaultHelloTimeout      = 10 * time.Second
+	DefaultMaxStreamsPerConn = defaults.MaxStreamsPerConn
+	DefaultMaxConnsPerPeer   = defaults.MaxConnsPerPeer
+	DefaultMaxConsumers      = defaults.MaxConsumers
+	DefaultHelloTimeout      = defaults.HelloTimeout
 	// DefaultKafkaStartTimeout bounds how long New waits for the Kafka
 	// brokers to answer.
-	DefaultKafkaStartTimeout = 30 * time.Second
+	DefaultKafkaStartTimeout = defaults.KafkaStartTimeout
 	// DefaultShutdownTimeout bounds how long Close waits for the streams
 	// to get what they queued stored and acked.
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultShutdownTimeout = defaults.ShutdownTimeout
 )
 
 // MaxMessageBytesLimit is the largest MaxMessageBytes allowed.
-const MaxMessageBytesLimit = 256 << 20
+const MaxMessageBytesLimit = defaults.SinkMaxMessageLimit
 
 // maxAgentID is the longest Hello.agent_id accepted, in bytes.
-const maxAgentID = 255
+const maxAgentID = defaults.MaxAgentIDLen
 
 // Config configures a Sink. Only DataDir is required; every zero field
 // takes the default its comment gives.

@@ -117,8 +117,9 @@ func (d *dictStore) list(agent string) (map[uint32]struct{}, error) {
 }
 
 // errDictConflict: the agent uploaded different bytes under an id it used
-// before.
-var errDictConflict = errors.New("dictionary id already denotes different bytes")
+// before. It is the codec's error for the same condition, so one
+// errors.Is covers the store's check and the decoder's.
+var errDictConflict = codec.ErrDictionaryConflict
 
 // errTooManyDicts: the agent reached maxDictsPerAgent.
 var errTooManyDicts = fmt.Errorf("more than %d dictionaries", maxDictsPerAgent)

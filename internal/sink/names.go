@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // maxFileName bounds the names fileName produces, well under the 255 bytes
@@ -52,17 +54,5 @@ func mkdirDurable(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		return err
 	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return seglog.SyncDir(parent)
 }

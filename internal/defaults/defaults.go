@@ -1,0 +1,128 @@
+// Package defaults is the one place that holds sluice's defaults and
+// limits: sizes, windows, timeouts, quotas, deadlines and caps. The agent,
+// the sink, the delivery state machine and the command-line flags take
+// their values from here, so a default cannot differ between a Config
+// field, its doc and its flag.
+//
+// Table lists every flag of `sluice agent` and `sluice sink` with its
+// default; `sluice config defaults` prints it, docs/configuration.md holds
+// a copy that a test keeps equal, and cmd/sluice registers every flag of
+// the two daemons with the default found here (a test walks the FlagSets
+// and compares). This package imports nothing of sluice, so every package
+// may import it.
+package defaults
+
+import "time"
+
+// Protocol limits, shared by the agent and the sink.
+const (
+	// MaxMessage is the largest message, uncompressed, that an agent may
+	// send: the sink's default --max-message, so an agent's largest
+	// message is accepted by a sink with default settings.
+	MaxMessage = 4 << 20
+	// SinkMaxMessageLimit is the largest --max-message a sink accepts.
+	SinkMaxMessageLimit = 256 << 20
+	// MaxAgentIDLen is the longest agent id (Hello.agent_id), in bytes.
+	MaxAgentIDLen = 255
+)
+
+// Agent defaults.
+const (
+	// AgentMaxMessage is the agent's default --max-message: records are
+	// packed into messages up to this size, uncompressed.
+	AgentMaxMessage = 256 << 10
+	// MinAgentMaxMessage is the smallest --max-message an agent accepts.
+	MinAgentMaxMessage = 1 << 10
+	// SpoolQuota is the spool's default size on disk (--spool-quota).
+	SpoolQuota = 1 << 30
+	// MinSpoolQuota is the smallest spool quota (it must also hold four
+	// messages).
+	MinSpoolQuota = 2 << 20
+	// SpoolSegmentMin and SpoolSegmentMax bound a spool segment, which is
+	// an eighth of the quota.
+	SpoolSegmentMin = 1 << 20
+	SpoolSegmentMax = 64 << 20
+	// Linger is how long a message waits for more records.
+	Linger = 5 * time.Millisecond
+	// Compression is the default codec: plain, zstd or dict.
+	Compression = "zstd"
+	// Window is the default in-flight window: auto sizes it to the
+	// measured bandwidth-delay product.
+	Window = "auto"
+	// SpoolSync is the spool's default durability (seglog.ParseSyncPolicy).
+	SpoolSync = "always"
+	// InitialRTO, MinRTO and MaxRTO are RFC 6298's: over one ordered
+	// stream a timeout only fires if the sink lost a message without
+	// breaking the stream, so resending early buys little.
+	InitialRTO = time.Second
+	MinRTO     = time.Second
+	MaxRTO     = 60 * time.Second
+	// ReconnectMin and ReconnectMax bound the jittered, doubling reconnect
+	// back-off; a failover to the next sink must not wait long.
+	// MinReconnectMax is the smallest --reconnect-max accepted.
+	ReconnectMin    = 100 * time.Millisecond
+	ReconnectMax    = 5 * time.Second
+	MinReconnectMax = 10 * time.Millisecond
+	// HandshakeTimeout bounds the wait for the sink's Welcome.
+	HandshakeTimeout = 10 * time.Second
+	// ProgressTimeout is how long messages may stay in flight with no ack
+	// at all before the stream is taken for dead: far above a healthy
+	// sink's commit latency, and still failover within 30 s.
+	ProgressTimeout = 20 * time.Second
+	// KeepaliveTime is the idle time after which the agent pings the sink
+	// (gRPC clients cannot ping more often than every 10 s).
+	KeepaliveTime = 10 * time.Second
+	// KeepaliveTimeout is how long a ping may go unanswered.
+	KeepaliveTimeout = 10 * time.Second
+	// IngestAddr is where the agent's ingest HTTP API listens.
+	IngestAddr = "127.0.0.1:7401"
+	// IngestReadHeaderTimeout bounds how long an ingest client may take to
+	// send its request headers; IngestShutdownTimeout how long in-flight
+	// ingest requests get at shutdown.
+	IngestReadHeaderTimeout = 10 * time.Second
+	IngestShutdownTimeout   = 10 * time.Second
+)
+
+// Sink defaults.
+const (
+	// QueueMessages and QueueBytes size each Send stream's queue in front
+	// of the storage writer, which is also the credit an agent gets, so
+	// they must cover the bandwidth-delay product: 64 MiB is a 1 Gbit/s
+	// link at 500 ms RTT. The bytes bound memory; the count only guards
+	// against floods of tiny messages and must not bind first.
+	QueueMessages = 8192
+	QueueBytes    = 64 << 20
+	// SinkMaxMessage is the sink's default --max-message.
+	SinkMaxMessage = MaxMessage
+	// CheckpointInterval and CheckpointBytes: the dedup checkpoint is
+	// written when this much time has passed, or this many bytes were
+	// stored, since the last one.
+	CheckpointInterval = 30 * time.Second
+	CheckpointBytes    = 256 << 20
+	// WriteBatchBytes bounds one group commit.
+	WriteBatchBytes = 32 << 20
+	// MaxStreamsPerConn, MaxConnsPerPeer, MaxConsumers and HelloTimeout
+	// bound what one client can make the sink hold.
+	MaxStreamsPerConn = 16
+	MaxConnsPerPeer   = 64
+	MaxConsumers      = 256
+	HelloTimeout      = 10 * time.Second
+	// KafkaStartTimeout bounds how long the sink keeps trying to reach
+	// the Kafka brokers at startup.
+	KafkaStartTimeout = 30 * time.Second
+	// ShutdownTimeout bounds how long the sink's Close waits for queued
+	// messages to be stored and acked.
+	ShutdownTimeout = 10 * time.Second
+	// Store is the default store: a log in --data.
+	Store = "embedded"
+)
+
+// LogLevel is both daemons' default --log-level.
+const LogLevel = "info"
+
+// Defaults of `sluice demo`'s own flags (its agent flags are the agent's).
+const (
+	DemoDuration = 20 * time.Second
+	DemoFeeders  = 16
+	DemoLogLevel = "warn"
+)

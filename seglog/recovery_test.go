@@ -150,16 +150,6 @@ func TestCorruptionIsAnError(t *testing.T) {
 	}
 }
 
-func TestMissingSegmentIsAnError(t *testing.T) {
-	dir := t.TempDir()
-	buildLog(t, dir, 300)
-	bases, _ := listSegments(osFS{}, dir)
-	os.Remove(filepath.Join(dir, segmentName(bases[1])))
-	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("open with a gap: %v", err)
-	}
-}
-
 func TestIndexRebuiltWhenDamaged(t *testing.T) {
 	dir := t.TempDir()
 	buildLog(t, dir, 300)

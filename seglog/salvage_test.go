@@ -200,8 +200,10 @@ func TestRepairSalvagesAroundAFlip(t *testing.T) {
 	}
 }
 
-// TestRepairMissingSegment: a segment file that vanished becomes a gap; the
-// later segments are kept.
+// TestRepairMissingSegment: a segment file that vanished makes Open fail
+// with ErrCorrupt (this was also TestMissingSegmentIsAnError in
+// recovery_test.go, the same steps up to the Open); Repair makes it a gap
+// and keeps the later segments.
 func TestRepairMissingSegment(t *testing.T) {
 	dir := t.TempDir()
 	buildLog(t, dir, 300)

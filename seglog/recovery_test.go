@@ -139,13 +139,7 @@ func TestCorruptionIsAnError(t *testing.T) {
 			if q, _ := os.ReadDir(filepath.Join(dir, "quarantine")); len(q) == 0 {
 				t.Fatal("nothing quarantined")
 			}
-			want := map[uint64][]byte{}
-			for i := 0; i < n; i++ {
-				if uint64(i) != tc.lost {
-					want[uint64(i)] = rec(i)
-				}
-			}
-			verifySalvage(t, dir, want, n)
+			verifySalvage(t, dir, recsExcept(n, func(i uint64) bool { return i == tc.lost }), n)
 		})
 	}
 }

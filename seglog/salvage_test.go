@@ -72,6 +72,18 @@ func quarantined(t testing.TB, dir string) []byte {
 	return all
 }
 
+// recsExcept is what buildLog wrote for offsets 0..n-1 (rec(i) at offset
+// i), less the offsets lost says a repair dropped.
+func recsExcept(n int, lost func(uint64) bool) map[uint64][]byte {
+	want := map[uint64][]byte{}
+	for i := 0; i < n; i++ {
+		if !lost(uint64(i)) {
+			want[uint64(i)] = rec(i)
+		}
+	}
+	return want
+}
+
 // verifySalvage opens a repaired log and checks that it holds exactly the
 // records of want (offset -> body) at their offsets, that it checks clean,
 // that it reopens the same way with and without trusting sealed indexes,
@@ -185,12 +197,7 @@ func TestRepairSalvagesAroundAFlip(t *testing.T) {
 					t.Fatalf("%s: intact segment %s was changed", name, other.seg)
 				}
 			}
-			want := map[uint64][]byte{}
-			for j := uint64(0); j < n; j++ {
-				if j != i {
-					want[j] = rec(int(j))
-				}
-			}
+			want := recsExcept(n, func(j uint64) bool { return j == i })
 			next := uint64(n)
 			if torn {
 				next = n - 1 // never acknowledged, as far as Open can tell
@@ -200,8 +207,10 @@ func TestRepairSalvagesAroundAFlip(t *testing.T) {
 	}
 }
 
-// TestRepairMissingSegment: a segment file that vanished becomes a gap; the
-// later segments are kept.
+// TestRepairMissingSegment: a segment file that vanished makes Open fail
+// with ErrCorrupt (this was also TestMissingSegmentIsAnError in
+// recovery_test.go, the same steps up to the Open); Repair makes it a gap
+// and keeps the later segments.
 func TestRepairMissingSegment(t *testing.T) {
 	dir := t.TempDir()
 	buildLog(t, dir, 300)
@@ -214,13 +223,7 @@ func TestRepairMissingSegment(t *testing.T) {
 	if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Lost != bases[2]-bases[1] {
 		t.Fatalf("repair: %v %+v", err, rep)
 	}
-	want := map[uint64][]byte{}
-	for j := 0; j < 300; j++ {
-		if uint64(j) < bases[1] || uint64(j) >= bases[2] {
-			want[uint64(j)] = rec(j)
-		}
-	}
-	verifySalvage(t, dir, want, 300)
+	verifySalvage(t, dir, recsExcept(300, func(j uint64) bool { return j >= bases[1] && j < bases[2] }), 300)
 }
 
 // TestRepairAgain: damage to a gap frame an earlier repair wrote, and to
@@ -245,13 +248,7 @@ func TestRepairAgain(t *testing.T) {
 	if err != nil || rep.Records != 299 {
 		t.Fatalf("second repair: %v %+v", err, rep)
 	}
-	want := map[uint64][]byte{}
-	for j := 0; j < 300; j++ {
-		if j != 150 {
-			want[uint64(j)] = rec(j)
-		}
-	}
-	verifySalvage(t, dir, want, 300)
+	verifySalvage(t, dir, recsExcept(300, func(j uint64) bool { return j == 150 }), 300)
 	if n := len(quarantined(t, dir)); n < int(locs[150].size)+32 {
 		t.Fatalf("quarantine holds %d bytes: the first repair's file was overwritten?", n)
 	}
@@ -390,13 +387,7 @@ func TestRepairDamageThenTornTail(t *testing.T) {
 	if err != nil || rep.Records != 298 || len(rep.Problems) != 2 || !rep.Problems[1].Torn {
 		t.Fatalf("repair: %v %+v", err, rep)
 	}
-	want := map[uint64][]byte{}
-	for j := 0; j < 299; j++ {
-		if j != 297 {
-			want[uint64(j)] = rec(j)
-		}
-	}
-	verifySalvage(t, dir, want, 299)
+	verifySalvage(t, dir, recsExcept(299, func(j uint64) bool { return j == 297 }), 299)
 }
 
 // TestOpenRemovesRepairLeftover: a Repair that died before renaming its

@@ -2,15 +2,8 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	crand "crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // TestAgentSpoolLocked: a second `sluice agent` on a spool in use exits
@@ -61,7 +56,7 @@ func TestAgentSpoolLocked(t *testing.T) {
 // valid token.
 func TestAgentIngestTLSAndTokens(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := selfSignedCert(t, dir)
+	certFile, keyFile, pool := testpki.SelfSigned(t, dir)
 	tokens := filepath.Join(dir, "tokens")
 	const token = "ingest-token-0123456789"
 	os.WriteFile(tokens, []byte("# ingest clients\n"+token+" collector-1\n"), 0o600)
@@ -95,33 +90,6 @@ func TestAgentIngestTLSAndTokens(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--ingest-tls-cert and --ingest-tls-key go together") {
 		t.Fatalf("cert without key: %v %s", err, out)
 	}
-}
-
-// selfSignedCert writes a self-signed certificate for 127.0.0.1 into dir.
-func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agent.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
 }
 
 // TestAgentDamagedSpoolCLI: on a damaged spool `sluice agent` exits

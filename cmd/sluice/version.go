@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/buildinfo"
 )
 
 // version is the release, set at build time with
@@ -20,31 +21,12 @@ func init() {
 // buildVersion returns the version, the VCS revision ("unknown" when the
 // binary was built outside a repository, as tests are) and the Go version.
 func buildVersion() (ver, revision, goVersion string) {
-	ver, revision, goVersion = version, "unknown", runtime.Version()
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		if ver == "" {
-			ver = "devel"
-		}
-		return
-	}
+	ver, revision, goVersion = version, buildinfo.Revision(), runtime.Version()
 	if ver == "" {
-		ver = bi.Main.Version
+		ver = buildinfo.Version()
 	}
-	if ver == "" || ver == "(devel)" {
-		ver = "devel"
-	}
-	modified := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if modified && revision != "unknown" {
-		revision += "-dirty"
+	if revision == "" {
+		revision = "unknown"
 	}
 	return
 }

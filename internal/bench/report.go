@@ -10,10 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/buildinfo"
 )
 
 // This file is what every `sluice bench` command shares: the order of
@@ -215,22 +216,8 @@ func CurrentMachine() Machine {
 }
 
 func gitRevision() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, dirty := "", false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-		if rev != "" {
-			if dirty {
-				rev += "-dirty"
-			}
-			return rev
-		}
+	if rev := buildinfo.Revision(); rev != "" {
+		return rev
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -45,7 +45,7 @@ func TestFollowersHeap(t *testing.T) {
 		return ms.HeapInuse >> 20
 	}
 	base := heap()
-	caught := make(chan struct{}, followers)
+	caught := make(chan error, followers)
 	woke := make(chan struct{}, followers) // a follower got the last new message
 	for range followers {
 		cc, err := grpc.NewClient(h.cc.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -53,34 +53,20 @@ func TestFollowersHeap(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cc.Close() })
-		go func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			t.Cleanup(cancel)
-			rs, err := sluicev1.NewSinkClient(cc).Read(ctx)
-			if err != nil {
-				return
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go followAll(ctx, cc, caught, func(r *sluicev1.ReadResponse) {
+			if r.GetMessage().GetMessageId() == msgs+15 {
+				woke <- struct{}{}
 			}
-			rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}})
-			rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1 << 30}})
-			told := false
-			for {
-				r, err := rs.Recv()
-				if err != nil {
-					return
-				}
-				if r.GetEnd() != nil && !told {
-					told = true
-					caught <- struct{}{}
-				}
-				if r.GetMessage().GetMessageId() == msgs+15 {
-					woke <- struct{}{}
-				}
-			}
-		}()
+		})
 	}
 	for i := range followers {
 		select {
-		case <-caught:
+		case err := <-caught:
+			if err != nil {
+				t.Fatalf("follower %d: %v", i, err)
+			}
 		case <-time.After(60 * time.Second):
 			t.Fatalf("%d of %d followers caught up", i, followers)
 		}
@@ -100,4 +86,36 @@ func TestFollowersHeap(t *testing.T) {
 	woken := heap()
 	t.Logf("%d followers: heap in use %d MB before them, %d MB with them caught up and idle, %d MB after 16 more messages: %.2f MB per follower (idle)",
 		followers, base, idle, woken, float64(idle-base)/float64(followers))
+}
+
+// followAll reads the whole store from cc and follows it, as the follower
+// of the memory measurements (TestFollowersHeap, TestFollowersRSS), until
+// ctx ends or the stream fails. caught gets nil at the first EndOfLog, or
+// the error if the stream fails before it; onMessage, if not nil, sees
+// every response.
+func followAll(ctx context.Context, cc grpc.ClientConnInterface, caught chan<- error, onMessage func(*sluicev1.ReadResponse)) {
+	rs, err := sluicev1.NewSinkClient(cc).Read(ctx)
+	if err == nil {
+		err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}})
+	}
+	if err == nil {
+		err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1 << 30}})
+	}
+	told := false
+	for err == nil {
+		var r *sluicev1.ReadResponse
+		if r, err = rs.Recv(); err != nil {
+			break
+		}
+		if r.GetEnd() != nil && !told {
+			told = true
+			caught <- nil
+		}
+		if onMessage != nil {
+			onMessage(r)
+		}
+	}
+	if !told {
+		caught <- err
+	}
 }

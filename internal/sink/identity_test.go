@@ -1,16 +1,10 @@
 package sink
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"log/slog"
-	"math/big"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -23,83 +17,21 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
-
-// testCA issues certificates in memory.
-type testCA struct {
-	t    *testing.T
-	key  *ecdsa.PrivateKey
-	cert *x509.Certificate
-	pool *x509.CertPool
-	n    int64
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	ca := &testCA{t: t, key: genKey(t), n: 1}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &ca.key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ca.cert, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	ca.pool = x509.NewCertPool()
-	ca.pool.AddCert(ca.cert)
-	return ca
-}
-
-func genKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// issue returns a certificate with Common Name cn and the given URI SANs.
-func (ca *testCA) issue(cn string, usage x509.ExtKeyUsage, uris ...string) tls.Certificate {
-	ca.t.Helper()
-	key := genKey(ca.t)
-	ca.n++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.n), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	for _, u := range uris {
-		pu, err := url.Parse(u)
-		if err != nil {
-			ca.t.Fatal(err)
-		}
-		tmpl.URIs = append(tmpl.URIs, pu)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		ca.t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // mtlsHarness runs a sink requiring client certificates from ca, with a
 // client presenting client.
-func mtlsHarness(t *testing.T, ca *testCA, client tls.Certificate) *harness {
+func mtlsHarness(t *testing.T, ca *testpki.CA, client tls.Certificate) *harness {
 	t.Helper()
 	h := &harness{t: t, logs: &syncBuffer{}}
 	h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 		TLS: &tls.Config{
-			Certificates: []tls.Certificate{ca.issue("sink", x509.ExtKeyUsageServerAuth)},
-			ClientCAs:    ca.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+			Certificates: []tls.Certificate{ca.Issue(t, "sink", x509.ExtKeyUsageServerAuth)},
+			ClientCAs:    ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
 		}}
 	h.dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-		RootCAs: ca.pool, Certificates: []tls.Certificate{client}, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12,
+		RootCAs: ca.Pool(), Certificates: []tls.Certificate{client}, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12,
 	}))}
 	h.start()
 	t.Cleanup(h.stop)
@@ -110,11 +42,11 @@ func mtlsHarness(t *testing.T, ca *testCA, client tls.Certificate) *harness {
 // certificate decides which agent id a stream may use and whether it may
 // read; a Hello naming another agent is refused and logged.
 func TestCertificateIdentity(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewCA(t)
 	client := x509.ExtKeyUsageClientAuth
 
 	// A SPIFFE agent certificate: its own id only, no reading.
-	h := mtlsHarness(t, ca, ca.issue("ignored-cn", client, "spiffe://example.org/agent/edge-1"))
+	h := mtlsHarness(t, ca, ca.Issue(t, "ignored-cn", client, "spiffe://example.org/agent/edge-1"))
 	a := h.connect("edge-1")
 	a.send(plainReq(1, "from edge-1"))
 	a.collect(1)
@@ -131,7 +63,7 @@ func TestCertificateIdentity(t *testing.T) {
 	}
 
 	// A certificate without a SPIFFE URI: the Common Name is the agent id.
-	h = mtlsHarness(t, ca, ca.issue("edge-3", client))
+	h = mtlsHarness(t, ca, ca.Issue(t, "edge-3", client))
 	h.connect("edge-3")
 	c := h.open()
 	c.send(helloReq("edge-1"))
@@ -141,8 +73,8 @@ func TestCertificateIdentity(t *testing.T) {
 
 	// Reader certificates read and may not send.
 	for _, cert := range []tls.Certificate{
-		ca.issue("anything", client, "spiffe://example.org/reader"),
-		ca.issue(auth.ReaderCN, client),
+		ca.Issue(t, "anything", client, "spiffe://example.org/reader"),
+		ca.Issue(t, auth.ReaderCN, client),
 	} {
 		h = mtlsHarness(t, ca, cert)
 		if e := h.read(&sluicev1.ReadStart{}).next().GetEnd(); e == nil {
@@ -156,7 +88,7 @@ func TestCertificateIdentity(t *testing.T) {
 	}
 
 	// A certificate naming two identities names none.
-	h = mtlsHarness(t, ca, ca.issue("x", client, "spiffe://example.org/agent/x", "spiffe://example.org/reader"))
+	h = mtlsHarness(t, ca, ca.Issue(t, "x", client, "spiffe://example.org/agent/x", "spiffe://example.org/reader"))
 	e := h.open()
 	e.send(helloReq("x"))
 	if err := e.status(); status.Code(err) != codes.PermissionDenied {

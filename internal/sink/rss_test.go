@@ -149,31 +149,7 @@ func TestFollowersRSS(t *testing.T) {
 	for range followers {
 		c := dial()
 		conns = append(conns, c)
-		go func() {
-			rs, err := sluicev1.NewSinkClient(c).Read(context.Background())
-			if err == nil {
-				err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}})
-			}
-			if err == nil {
-				err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1 << 30}})
-			}
-			for err == nil {
-				var r *sluicev1.ReadResponse
-				if r, err = rs.Recv(); err == nil && r.GetEnd() != nil {
-					caught <- nil
-					break
-				}
-			}
-			if err != nil {
-				caught <- err
-				return
-			}
-			for {
-				if _, err := rs.Recv(); err != nil {
-					return
-				}
-			}
-		}()
+		go followAll(context.Background(), c, caught, nil)
 	}
 	ok := 0
 	for range followers {

@@ -107,6 +107,8 @@ type Consumer struct {
 	// stream carried.
 	done, committed, sent map[uint64]uint64
 
+	// atEnd: Next returned io.EOF and nothing was received since.
+	atEnd  bool
 	closed bool
 
 	mu    sync.Mutex // guards stats and buffered
@@ -176,8 +178,8 @@ func NewConsumer(opts ...ConsumerOpt) (*Consumer, error) {
 }
 
 // Next returns the next record. Without Follow it returns io.EOF once it
-// has caught up with the store (a later call reads what was stored
-// since). With Follow it waits for new records, and when the sink goes
+// has caught up with the store (a later call returns what arrived since,
+// or io.EOF again). With Follow it waits for new records, and when the sink goes
 // away (a restart, a crash, a broken network) reconnects and resumes
 // after the last record received, so nothing is returned twice or
 // skipped. Errors that need a person (a bad offset, permissions) are
@@ -271,6 +273,7 @@ func (c *Consumer) advance(ctx context.Context) error {
 			}
 			c.mu.Unlock()
 			if !c.cfg.follow && len(c.queue) == 0 {
+				c.atEnd = true
 				return io.EOF
 			}
 			continue
@@ -306,10 +309,20 @@ func (c *Consumer) fill(ctx context.Context) error {
 			}
 		}
 		var r recv
-		select {
-		case r = <-c.st.resps:
-		case <-ctx.Done():
-			return ctx.Err()
+		if c.atEnd && !c.cfg.follow {
+			// The sink says where the log ends only after sending
+			// something: what has not arrived yet is not waited for.
+			select {
+			case r = <-c.st.resps:
+			default:
+				return io.EOF
+			}
+		} else {
+			select {
+			case r = <-c.st.resps:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		if r.err != nil {
 			addr := c.st.addr
@@ -336,6 +349,7 @@ func (c *Consumer) take(resp *sluicev1.ReadResponse) error {
 	case *sluicev1.ReadResponse_Message:
 		m := b.Message
 		c.queue = append(c.queue, item{msg: m})
+		c.atEnd = false
 		c.recvNext, c.positioned = m.GetOffset()+1, true
 		c.partitioned = c.partitioned || m.GetOffset()>>kafkaOffsetBits != 0
 		st.delivered = true

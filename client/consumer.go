@@ -81,8 +81,8 @@ const (
 )
 
 // Consumer reads a sink's store in order. Next, NextBatch, Records,
-// Commit, CommitAsync and Close must not be called concurrently; Stats
-// and Buffered may be called from any goroutine.
+// Commit, CommitAsync, Buffered and Close must not be called
+// concurrently; Stats may be called from any goroutine.
 type Consumer struct {
 	cfg     cfg
 	addrs   []string
@@ -91,11 +91,13 @@ type Consumer struct {
 	attempt int
 	backoff time.Duration
 
-	st    *readStream
-	queue []item
-	cur   *sluicev1.StoredMessage
-	idx   int
-	skip  *Record // ResumeAfter: records of its message up to it are skipped
+	st *readStream
+	// stashed is the current stream's end, taken from it by Buffered.
+	stashed *recv
+	queue   []item
+	cur     *sluicev1.StoredMessage
+	idx     int
+	skip    *Record // ResumeAfter: records of its message up to it are skipped
 
 	// recvNext is the offset after the last message or end of log
 	// received (positioned: one was); the next stream starts there.
@@ -111,7 +113,7 @@ type Consumer struct {
 	atEnd  bool
 	closed bool
 
-	mu    sync.Mutex // guards stats and buffered
+	mu    sync.Mutex // guards stats and ready
 	stats ConsumerStats
 	ready int // messages received and not yet returned whole (Buffered)
 }
@@ -288,10 +290,26 @@ func (c *Consumer) advance(ctx context.Context) error {
 	}
 }
 
-// Buffered is how many messages the Consumer holds that Next can return
-// without waiting for the network; 0 means the next call may block (a
-// moment to flush what the caller wrote).
+// Buffered is how many messages the Consumer has received and not yet
+// returned whole, which Next returns without waiting for the network; 0
+// means the next call may block, a moment to flush what the caller
+// wrote. Call it from the goroutine that calls Next.
 func (c *Consumer) Buffered() int {
+	// Take what has arrived, so that an end of log waiting in the
+	// channel does not count as something to return.
+drain:
+	for c.st != nil && c.stashed == nil {
+		select {
+		case r := <-c.st.resps:
+			if r.err != nil {
+				c.stashed = &r
+			} else {
+				c.take(r.resp)
+			}
+		default:
+			break drain
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ready
@@ -309,7 +327,9 @@ func (c *Consumer) fill(ctx context.Context) error {
 			}
 		}
 		var r recv
-		if c.atEnd && !c.cfg.follow {
+		if c.stashed != nil {
+			r, c.stashed = *c.stashed, nil
+		} else if c.atEnd && !c.cfg.follow {
 			// The sink says where the log ends only after sending
 			// something: what has not arrived yet is not waited for.
 			select {
@@ -499,7 +519,7 @@ func (c *Consumer) endStream(clean bool) {
 		return
 	}
 	st.cancel()
-	c.st = nil
+	c.st, c.stashed = nil, nil
 	if st.delivered {
 		c.backoff = reconnectMin // the stream delivered: start the back-off afresh
 	} else {
@@ -564,6 +584,9 @@ func (c *Consumer) confirm(ctx context.Context) error {
 	pending := false
 	for p, off := range c.done {
 		pending = pending || c.committed[p] != off
+	}
+	if c.stashed != nil {
+		c.endStream(false) // it is over already, and what it carried unconfirmed
 	}
 	if !pending && c.st == nil {
 		return nil

@@ -220,7 +220,9 @@ func (p *HTTPProducer) Produce(ctx context.Context, records ...[]byte) error {
 
 // ProduceIdempotent sends records under the caller's own producer id and
 // sequence number (see Producer.ProduceIdempotent); duplicate reports
-// that the agent had already spooled this call.
+// that the agent had already spooled this call. With an empty producerID
+// the request carries no sequence, and a retry after a lost answer may
+// spool the records twice.
 func (p *HTTPProducer) ProduceIdempotent(ctx context.Context, producerID string, seq uint64, records ...[]byte) (duplicate bool, err error) {
 	if producerID != "" && seq == 0 {
 		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -436,4 +438,61 @@ func TestHTTPProducer(t *testing.T) {
 	if c, _ := first.Load().(string); !strings.Contains(c, "cannot reach it") {
 		t.Fatalf("first failure reported as %q", c)
 	}
+}
+
+// TestHTTPProducerRetryAfterLostAnswer: the agent spools a request but
+// its answer is lost (the connection drops); the producer retries with
+// the same sequence number and the records are in the sink once.
+func TestHTTPProducerRetryAfterLostAnswer(t *testing.T) {
+	s := newSink(t)
+	a, err := agent.New(agent.Config{SinkAddr: s.addr, SpoolDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var mu sync.Mutex
+	var seqs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seqs = append(seqs, r.Header.Get("Sluice-Sequence"))
+		first := len(seqs) == 1
+		mu.Unlock()
+		if first {
+			// Spool it, then drop the connection instead of answering.
+			a.Handler().ServeHTTP(httptest.NewRecorder(), r)
+			panic(http.ErrAbortHandler)
+		}
+		a.Handler().ServeHTTP(w, r)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var statuses []client.RetryStatus
+	p, err := client.NewHTTPProducer(srv.URL, client.OnRetryStatus(func(st client.RetryStatus) {
+		mu.Lock()
+		statuses = append(statuses, st)
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Produce(ctx, []byte("once"), []byte("only")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(seqs) != 2 || seqs[0] != "1" || seqs[1] != "1" {
+		t.Fatalf("sequence numbers sent: %q, want the same one twice", seqs)
+	}
+	if len(statuses) < 2 || !statuses[0].First || statuses[len(statuses)-1].Failing {
+		t.Fatalf("retry statuses: %+v, want a first failure and a recovery", statuses)
+	}
+	mu.Unlock()
+	// Everything the agent spooled is acknowledged: the store is final.
+	deadline := time.Now().Add(wait)
+	for a.AckedWatermark() < a.SpoolNext() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	sameMultiset(t, "store", readAll(t, newConsumer(t, client.SinkAddrs(s.addr))), []string{"once", "only"})
 }

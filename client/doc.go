@@ -34,7 +34,10 @@
 //
 // A following Consumer outlives sink restarts: it reconnects with a
 // jittered back-off and resumes after the last record it received, so it
-// returns nothing twice and skips nothing.
+// returns nothing twice and skips nothing. (A Kafka-backed sink with several
+// partitions is the exception: one offset cannot say where each partition
+// stopped, so a following Consumer there needs a Group and resumes at its
+// commits, at least once.)
 //
 // Protocol details (messages, windows, offsets): docs/protocol.md in the
 // repository.

@@ -496,3 +496,41 @@ func TestHTTPProducerRetryAfterLostAnswer(t *testing.T) {
 	}
 	sameMultiset(t, "store", readAll(t, newConsumer(t, client.SinkAddrs(s.addr))), []string{"once", "only"})
 }
+
+// TestProducerDurableWithoutSink: records produced while no sink is
+// reachable are spooled; closed and reopened, the spool delivers them to
+// the sink once it starts, and Flush says when.
+func TestProducerDurableWithoutSink(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	spool := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	p, err := client.NewProducer(client.SinkAddrs(addr), client.SpoolDir(spool), client.Logger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, want := records("offline", 500)
+	if err := p.Produce(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancelShort()
+	if err := p.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush with no sink: %v, want the context's deadline", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(t.TempDir(), addr)
+	defer s.stop()
+	p2 := newProducer(t, client.SinkAddrs(addr), client.SpoolDir(spool))
+	if err := p2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sameMultiset(t, "store", readAll(t, newConsumer(t, client.SinkAddrs(addr))), want)
+}

@@ -2,22 +2,17 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
-
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/auth"
 )
 
 func init() {
@@ -85,247 +80,130 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if *credits < 2 || *credits > 1<<20 {
 		return &exitError{code: 2, msg: "--credits must be between 2 and 1048576"}
 	}
-	fromSet := false
-	fs.Visit(func(f *flag.Flag) { fromSet = fromSet || f.Name == "from" })
-	opts, err := cf.dialOptions()
+	opts, err := cf.clientOptions()
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(sink.MaxMessageBytesLimit+(1<<20))))
-	if *follow {
-		// A following consumer may wait a long time for records; pings
-		// tell a quiet sink from a frozen one, which then counts as lost.
-		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 10 * time.Second}))
+	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)),
+		client.OnReconnect(func(ev client.Reconnect) {
+			at := formatOffset(ev.From)
+			if ev.FromCommitted {
+				at = "the group's committed offset"
+			}
+			fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting in %s, resuming at offset %s\n",
+				ev.Addr, ev.Err, ev.Wait.Round(time.Millisecond), at)
+		}))
+	if *group != "" {
+		opts = append(opts, client.Group(*group))
 	}
-	cc, err := grpc.NewClient(*addr, opts...)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "from" {
+			opts = append(opts, client.From(uint64(from)))
+		}
+	})
+	c, err := client.NewConsumer(opts...)
 	if err != nil {
-		return err
+		return &exitError{code: 2, msg: err.Error()}
 	}
-	defer cc.Close()
-
 	sig, stop := signalContext()
 	defer stop()
-	c := &consumer{client: sluicev1.NewSinkClient(cc), stderr: stderr, out: bufio.NewWriterSize(stdout, 256<<10),
-		group: *group, follow: *follow, window: uint32(*credits), progress: *progress,
-		start: &sluicev1.ReadStart{FromOffset: uint64(from), FromCommitted: *group != "" && !fromSet, Follow: *follow, Group: *group}}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	backoff := consumeReconnectMin
+
+	report := func(state string) {
+		st := c.Stats()
+		fmt.Fprintf(stderr, "consume: %s: %d messages, %d records, next offset %s\n", state, st.Messages, st.Records, formatOffset(st.Position))
+	}
+	if *progress {
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					report("reading")
+				}
+			}
+		}()
+		defer func() { close(done); wg.Wait() }()
+	}
+
+	out := bufio.NewWriterSize(stdout, 256<<10)
+	var rerr error
 	for {
-		err := c.session(sig, tick.C)
-		if err == nil || !*follow || !retryableRead(err) || sig.Err() != nil {
-			return err
+		if c.Buffered() == 0 {
+			// The next call may wait for the network: print what is here.
+			if rerr = out.Flush(); rerr != nil {
+				break
+			}
 		}
-		// The sink went away (restarted, crashed, or the network broke):
-		// wait and read on from the first offset not yet printed, so
-		// nothing is printed twice and nothing is skipped.
-		wait := time.Duration(float64(backoff) * (0.8 + 0.4*mrand.Float64()))
-		fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting in %s, resuming at offset %s\n",
-			*addr, err, wait.Round(time.Millisecond), c.resumeAt())
-		select {
-		case <-sig.Done():
-			return nil
-		case <-time.After(wait):
+		b, err := c.NextBatch(sig)
+		if err != nil {
+			if err != io.EOF && sig.Err() == nil {
+				rerr = err
+			}
+			break
 		}
-		if c.gotAny {
-			backoff = consumeReconnectMin // the last stream delivered: start the back-off afresh
+		for _, rec := range b.Records {
+			out.Write(rec)
+			out.WriteByte('\n')
+		}
+		if *group != "" {
+			// Commit only what is out of our hands.
+			if rerr = out.Flush(); rerr != nil {
+				break
+			}
+			c.CommitAsync()
+		}
+	}
+	if err := out.Flush(); rerr == nil {
+		rerr = err
+	}
+	// Closing has the sink apply the last commits (waiting a few seconds).
+	if err := c.Close(); err != nil {
+		if rerr == nil && sig.Err() == nil {
+			rerr = err
 		} else {
-			backoff = min(2*backoff, consumeReconnectMax)
+			fmt.Fprintf(stderr, "consume: %v\n", err)
 		}
-		c.gotAny = false
 	}
+	if *progress {
+		report("done")
+	}
+	return rerr
 }
 
-// Back-off between a following consumer's reconnection attempts.
-const (
-	consumeReconnectMin = 100 * time.Millisecond
-	consumeReconnectMax = 5 * time.Second
-)
-
-// retryableRead: errors a following consumer outlives by reconnecting. The
-// others (bad offset, permissions, data loss) need a person.
-func retryableRead(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Unknown, codes.Internal:
-		return true
+// clientOptions turns the transport and credential flags into client
+// options (dialOptions checks them with the flags' names in its errors).
+func (f *clientFlags) clientOptions() ([]client.ConsumerOpt, error) {
+	if _, err := f.dialOptions(); err != nil {
+		return nil, err
 	}
-	return false
-}
-
-// consumer prints a sink's records. Its position survives the streams it
-// reads through, so a following consumer resumes where it stopped.
-type consumer struct {
-	client   sluicev1.SinkClient
-	stderr   io.Writer
-	out      *bufio.Writer
-	group    string
-	follow   bool
-	window   uint32
-	progress bool
-	start    *sluicev1.ReadStart // for the first stream
-
-	msgs, recs, next uint64
-	// positioned: next is the first offset not yet printed (a message was
-	// printed, or the sink reported the end of its log).
-	positioned bool
-	// gotAny: the current stream delivered something.
-	gotAny bool
-	// partitioned: offsets of a Kafka partition other than 0 were seen.
-	partitioned bool
-}
-
-func (c *consumer) resumeAt() string {
-	if c.positioned {
-		return formatOffset(c.next)
-	}
-	if c.start.GetFromCommitted() {
-		return "the group's committed offset"
-	}
-	return formatOffset(c.start.GetFromOffset())
-}
-
-func (c *consumer) report(final bool) {
-	if !c.progress {
-		return
-	}
-	state := "reading"
-	if final {
-		state = "done"
-	}
-	fmt.Fprintf(c.stderr, "consume: %s: %d messages, %d records, next offset %s\n", state, c.msgs, c.recs, formatOffset(c.next))
-}
-
-// session reads one stream until it ends. nil means done (the end of the
-// log without --follow, or an interrupt); an error may be retryable.
-func (c *consumer) session(sig context.Context, tick <-chan time.Time) error {
-	// The stream has its own context: on a signal the consumer closes its
-	// side, so that its commits are applied, instead of cancelling.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stream, err := c.client.Read(ctx)
-	if err != nil {
-		return err
-	}
-	start := c.start
-	switch {
-	case c.positioned && c.partitioned && c.group != "":
-		// One offset cannot say where each Kafka partition stopped; the
-		// group's commits can (a commit lost with the sink reprints).
-		start = &sluicev1.ReadStart{FromCommitted: true, Follow: c.follow, Group: c.group}
-	case c.positioned && c.partitioned:
-		return status.Error(codes.FailedPrecondition, "cannot resume a multi-partition Kafka read without --group")
-	case c.positioned:
-		// Resume from what was printed, not from the group's committed
-		// offset: a commit may not have reached the sink before it died.
-		start = &sluicev1.ReadStart{FromOffset: c.next, Follow: c.follow, Group: c.group}
-	}
-	if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}}); err != nil && err != io.EOF {
-		return err
-	}
-	window := c.window
-	if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: window}}); err != nil && err != io.EOF {
-		return err
-	}
-
-	type recv struct {
-		resp *sluicev1.ReadResponse
-		err  error
-	}
-	resps := make(chan recv, 64)
-	go func() {
-		for {
-			r, err := stream.Recv()
-			select {
-			case resps <- recv{r, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+	var opts []client.ConsumerOpt
+	if f.caFile != "" || f.certFile != "" {
+		cfg, err := auth.ClientTLS(f.caFile, f.certFile, f.keyFile, f.serverName)
+		if err != nil {
+			return nil, err
 		}
-	}()
-
-	out := c.out
-	outstanding := window
-	closed := false // our side is closed: print nothing more
-	closeSend := func() {
-		if !closed {
-			closed = true
-			stream.CloseSend()
+		opts = append(opts, client.TLS(cfg))
+	}
+	tok := f.token
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	if tok != "" {
+		opts = append(opts, client.Token(tok))
+		if f.insecureToken {
+			opts = append(opts, client.AllowTokenWithoutTLS())
 		}
 	}
-	var grace <-chan time.Time
-	for {
-		var r recv
-		select {
-		case r = <-resps:
-		case <-sig.Done():
-			// Stop printing; let the sink apply our commits and end.
-			sig = context.Background()
-			closeSend()
-			grace = time.After(5 * time.Second)
-			continue
-		case <-grace:
-			cancel()
-			continue
-		case <-tick:
-			c.report(false)
-			continue
-		}
-		if r.err != nil {
-			ferr := out.Flush()
-			switch {
-			case r.err == io.EOF:
-				c.report(true)
-				return ferr
-			case closed && (status.Code(r.err) == codes.Canceled || status.Code(r.err) == codes.OK):
-				c.report(true)
-				return ferr
-			case ferr != nil:
-				return ferr
-			}
-			return fmt.Errorf("read: %w", r.err)
-		}
-		if closed {
-			continue // interrupted: anything more is neither printed nor committed
-		}
-		switch b := r.resp.GetBody().(type) {
-		case *sluicev1.ReadResponse_Message:
-			m := b.Message
-			for _, rec := range m.GetRecords() {
-				out.Write(rec)
-				out.WriteByte('\n')
-			}
-			c.msgs++
-			c.recs += uint64(len(m.GetRecords()))
-			c.next, c.positioned, c.gotAny = m.GetOffset()+1, true, true
-			c.partitioned = c.partitioned || m.GetOffset()>>kafkaOffsetBits != 0
-			if c.group != "" {
-				// Commit only what is out of our hands.
-				if err := out.Flush(); err != nil {
-					return err
-				}
-				if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Commit{Commit: c.next}}); err != nil && err != io.EOF {
-					return err
-				}
-			}
-			if outstanding--; outstanding <= window/2 {
-				if err := stream.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: window - outstanding}}); err != nil && err != io.EOF {
-					return err
-				}
-				outstanding = window
-			}
-		case *sluicev1.ReadResponse_End:
-			c.next, c.positioned, c.gotAny = b.End.GetNextOffset(), true, true
-			if err := out.Flush(); err != nil {
-				return err
-			}
-			if !c.follow {
-				// Done: closing our side lets the sink apply the last
-				// commits and end the stream.
-				closeSend()
-			}
-		}
-	}
+	return opts, nil
 }

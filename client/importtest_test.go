@@ -1,0 +1,70 @@
+package client_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestImportFromAnotherModule builds and runs internal/importtest, a
+// module of its own that requires github.com/sluicehq/sluice, as a user's
+// module would: it proves the client is importable (nothing it exports
+// needs an internal package) and usable through its public API alone.
+// The module is copied to a temporary directory with its replace
+// directive pointing here, so neither go mod tidy nor a dependency bump
+// of this module ever edits the repository; it runs offline
+// (GOPROXY=off): the nested module needs nothing this one does not
+// already require.
+func TestImportFromAnotherModule(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH: cannot build a separate module")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join("internal", "importtest")
+	dir := t.TempDir()
+	for _, name := range []string{"go.mod", "main_test.go"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "go.mod" {
+			if !bytes.Contains(b, []byte("=> ../../..")) {
+				t.Fatal("internal/importtest/go.mod must replace github.com/sluicehq/sluice with ../../..")
+			}
+			b = bytes.ReplaceAll(b, []byte("=> ../../.."), []byte("=> "+root))
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The checksums of this module's dependencies are all the nested one
+	// needs; with them go mod tidy asks no checksum database.
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=mod")
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s in a separate module: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("go %s:\n%s", strings.Join(args, " "), out)
+	}
+	run("mod", "tidy")
+	run("vet", "./...")
+	run("test", "-count=1", "./...")
+}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Record is one record of the sink's store.
@@ -66,7 +67,7 @@ type ConsumerStats struct {
 var ErrNoGroup = errors.New("client: commit needs a Group")
 
 // kafkaOffsetBits: a Kafka-backed sink packs partition<<48 | offset.
-const kafkaOffsetBits = 48
+const kafkaOffsetBits = wire.KafkaOffsetBits
 
 // maxRecvBytes is the largest Read response: the sink's largest message
 // (internal/sink.MaxMessageBytesLimit, 256 MiB) plus framing.

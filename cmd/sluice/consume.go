@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 func init() {
@@ -21,7 +22,7 @@ func init() {
 
 // kafkaOffsetBits: with a Kafka-backed sink an offset is a partition and an
 // offset in it, packed as partition<<48 | offset (see internal/sink).
-const kafkaOffsetBits = 48
+const kafkaOffsetBits = wire.KafkaOffsetBits
 
 // storeOffset is the --from flag: OFFSET, or PARTITION:OFFSET for a
 // Kafka-backed sink (packed as the sink expects).

@@ -41,7 +41,6 @@ var onceGroups = [][]string{
 // "name file": cmd/sluice/consume.go belongs to the consumer's rework
 // (it will use the sink's, or the client package's, constant).
 var knownDuplicates = map[string]bool{
-	"kafkaOffsetBits cmd/sluice/consume.go": true,
 }
 
 // TestDefinedOnce parses every non-test Go file of the module and checks

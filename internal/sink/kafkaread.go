@@ -15,14 +15,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
-// With the Kafka store, a read position is a partition and an offset in it,
-// packed into the one uint64 of StoredMessage.offset, ReadStart.from_offset,
-// commit and EndOfLog.next_offset: the partition in the top 16 bits, the
-// offset in the low 48 (2^48 records is 280 trillion). In a topic of one
-// partition the packed offset is the Kafka offset itself.
-const kafkaOffsetBits = 48
+// kafkaOffsetBits: see wire.KafkaOffsetBits.
+const kafkaOffsetBits = wire.KafkaOffsetBits
 
 func packOffset(p int32, o int64) uint64 { return uint64(p)<<kafkaOffsetBits | uint64(o) }
 

@@ -16,3 +16,11 @@ const (
 	// successor on the same connection.
 	InitialConnWindowSize = 2 * InitialWindowSize
 )
+
+// KafkaOffsetBits: with the Kafka store, a read position is a partition and
+// an offset in it, packed into the one uint64 of StoredMessage.offset,
+// ReadStart.from_offset, commit and EndOfLog.next_offset: the partition in
+// the top 16 bits, the offset in the low 48 (2^48 records is 280 trillion).
+// In a topic of one partition the packed offset is the Kafka offset itself.
+// The sink packs, and consumers (the client package, sluice consume) unpack.
+const KafkaOffsetBits = 48

@@ -63,7 +63,13 @@ func describe(fs [][]byte) string {
 		case frame.TypeRequestN:
 			r, _ := frame.ParseRequestN(f)
 			s += fmt.Sprintf(",%d", r.N)
-		case frame.TypePayload, frame.TypeKeepalive, frame.TypeRequestChannel, frame.TypeRequestStream, frame.TypeRequestResponse:
+		case frame.TypeKeepalive:
+			if h.Has(frame.FlagRespond) {
+				s += ",R"
+			} else {
+				s += ","
+			}
+		case frame.TypePayload, frame.TypeRequestChannel, frame.TypeRequestStream, frame.TypeRequestResponse:
 			s += "," + flagString(h.Flags)
 		}
 		parts = append(parts, s+")")

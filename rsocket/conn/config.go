@@ -52,7 +52,10 @@ type Config struct {
 
 	// MaxFrameSize is the largest frame this end sends, without the length
 	// prefix; larger payloads are fragmented. Default and maximum
-	// 16,777,215 (frame.MaxFrameSize); minimum 64.
+	// 16,777,215 (frame.MaxFrameSize); minimum 64. Frames that cannot be
+	// fragmented must fit too: New refuses a SETUP that does not,
+	// MetadataPush refuses larger metadata, ERROR messages and KEEPALIVE
+	// echo data are cut to fit.
 	MaxFrameSize int
 	// MaxStreams bounds the streams alive at once, both directions
 	// together. Default 10,000.

@@ -66,26 +66,27 @@ func New(cfg Config, now time.Duration) (*Machine, error) {
 		m.nextID = 1
 		m.keepaliveInterval = cfg.KeepaliveInterval
 		m.maxLifetime = cfg.MaxLifetime
+		// SETUP cannot be fragmented: it must fit MaxFrameSize.
+		b, err := frame.AppendSetup(nil, m.setupView())
+		if err != nil {
+			return nil, fmt.Errorf("rsocket/conn: SETUP: %w", err)
+		}
+		if len(b) > cfg.MaxFrameSize {
+			return nil, fmt.Errorf("rsocket/conn: SETUP of %d bytes exceeds Config.MaxFrameSize %d", len(b), cfg.MaxFrameSize)
+		}
 	} else {
 		m.nextID = 2
 	}
 	return m, nil
 }
 
-// Start queues the client's SETUP. A server needs no Start.
-func (m *Machine) Start(now time.Duration) error {
-	if m.cfg.Role != Client || m.state != stateNew {
-		return fmt.Errorf("%w: Start is for a new client", ErrNotAllowed)
-	}
-	var md []byte
-	if m.cfg.SetupMetadata != nil {
-		md = m.cfg.SetupMetadata
-	}
+// setupView is the client's SETUP.
+func (m *Machine) setupView() frame.Setup {
 	var flags frame.Flags
 	if m.cfg.Lease {
 		flags |= frame.FlagLease
 	}
-	s := frame.Setup{
+	return frame.Setup{
 		Header:            frame.Header{Flags: flags},
 		MajorVersion:      frame.ProtocolMajor,
 		MinorVersion:      frame.ProtocolMinor,
@@ -93,9 +94,17 @@ func (m *Machine) Start(now time.Duration) error {
 		MaxLifetime:       uint32(m.cfg.MaxLifetime / time.Millisecond),
 		MetadataMIME:      []byte(m.cfg.MetadataMIME),
 		DataMIME:          []byte(m.cfg.DataMIME),
-		Metadata:          md,
+		Metadata:          m.cfg.SetupMetadata,
 		Data:              m.cfg.SetupData,
 	}
+}
+
+// Start queues the client's SETUP. A server needs no Start.
+func (m *Machine) Start(now time.Duration) error {
+	if m.cfg.Role != Client || m.state != stateNew {
+		return fmt.Errorf("%w: Start is for a new client", ErrNotAllowed)
+	}
+	s := m.setupView()
 	at := len(m.out)
 	m.out = frame.ReserveLengthPrefix(m.out)
 	out, err := frame.AppendSetup(m.out, s)

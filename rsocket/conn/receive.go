@@ -394,7 +394,9 @@ func (m *Machine) receiveCancel(id uint32) {
 	switch {
 	case !s.requester:
 		m.events = append(m.events, Event{Kind: EventCancel, StreamID: id})
-		m.free(s)
+		if !mutation.keepOnCancel {
+			m.free(s)
+		}
 	case s.kind == RequestChannel && s.sendOpen:
 		// The responder stops our half only.
 		s.sendOpen = false

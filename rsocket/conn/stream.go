@@ -63,6 +63,13 @@ func (m *Machine) maybeFree(s *stream) {
 	}
 }
 
+// mutation switches off guarantees, for tests that prove the simulation
+// notices (sim_test.go). Always false outside those tests.
+var mutation struct {
+	skipSendCredits bool // SendPayload ignores the peer's credits
+	keepOnCancel    bool // a responder keeps its stream after the peer's CANCEL
+}
+
 // ---- application commands ----
 
 func (m *Machine) canRequest() error {
@@ -173,7 +180,7 @@ func (m *Machine) SendPayload(id uint32, metadata, data []byte, next, complete b
 	if !next && (metadata != nil || len(data) > 0) {
 		return fmt.Errorf("%w: a PAYLOAD without next carries no element", ErrInvalidArgument)
 	}
-	if next && s.sendCredits == 0 {
+	if next && s.sendCredits == 0 && !mutation.skipSendCredits {
 		return fmt.Errorf("%w: stream %d", ErrNoCredits, id)
 	}
 	if err := m.emitPayload(frame.TypePayload, id, 0, metadata, data, next, complete); err != nil {
@@ -256,6 +263,10 @@ func (m *Machine) MetadataPush(metadata []byte) error {
 		return ErrClosed
 	case m.state != stateOpen:
 		return ErrNotReady
+	}
+	if n := frame.Size(frame.TypeMetadataPush, metadata, nil); n > m.cfg.MaxFrameSize {
+		// METADATA_PUSH cannot be fragmented.
+		return fmt.Errorf("%w: METADATA_PUSH of %d bytes exceeds MaxFrameSize %d", ErrInvalidArgument, n, m.cfg.MaxFrameSize)
 	}
 	at := len(m.out)
 	m.out = frame.ReserveLengthPrefix(m.out)

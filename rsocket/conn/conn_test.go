@@ -528,7 +528,7 @@ func TestMaxStreams(t *testing.T) {
 // Reference: "Resume Operation" (implied positions): what one end counts as
 // sent the other counts as received; connection frames do not count.
 func TestPositions(t *testing.T) {
-	p := newPair(t, Config{MaxFrameSize: 80}, Config{})
+	p := newPair(t, Config{MaxFrameSize: 100}, Config{})
 	sid := id(p.c.RequestChannel(2, []byte("m"), bytes.Repeat([]byte("x"), 200), false))
 	ok(t, p.c.MetadataPush([]byte("push")))
 	p.pump()

@@ -69,7 +69,7 @@ type simApp struct {
 // simStats shows what the seeds exercised (logged by TestSimulation).
 var simStats struct {
 	frames, fragments, refusedNoCredits, cuts, closedRuns int
-	events                                                  [EventClosed + 1]int
+	events                                                [EventClosed + 1]int
 }
 
 type sim struct {

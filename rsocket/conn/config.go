@@ -45,9 +45,10 @@ type Config struct {
 	MetadataMIME, DataMIME string
 	// SetupMetadata and SetupData are the SETUP payload (nil: none).
 	SetupMetadata, SetupData []byte
-	// Lease sets the L flag in SETUP. Lease enforcement is not implemented
-	// yet: New refuses Lease on a client, and a server answers a SETUP with
-	// L by ERROR[UNSUPPORTED_SETUP].
+	// Lease (client) sets the L flag in SETUP: both ends' requesters then
+	// wait for a LEASE (EventLease) before requesting, and both responders
+	// grant leases with SendLease (lease.go). A server follows the client's
+	// choice.
 	Lease bool
 
 	// MaxFrameSize is the largest frame this end sends, without the length
@@ -134,9 +135,6 @@ func (c *Config) validate() error {
 	}
 	if c.MaxPayloadSize < 1 || c.MaxReassemblyBytes < c.MaxPayloadSize {
 		return fmt.Errorf("rsocket/conn: Config.MaxPayloadSize %d must be >= 1 and <= MaxReassemblyBytes %d", c.MaxPayloadSize, c.MaxReassemblyBytes)
-	}
-	if c.Lease && c.Role == Client {
-		return errors.New("rsocket/conn: Config.Lease is not supported yet")
 	}
 	return nil
 }

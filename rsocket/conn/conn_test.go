@@ -29,7 +29,7 @@ func TestServerSetup(t *testing.T) {
 		{"SETUP 1.0", setup(1, 0, nil), ""},
 		{"SETUP 2.0", setup(2, 0, nil), "ERROR(0,UNSUPPORTED_SETUP)"},
 		{"SETUP with resume", setup(1, 0, []byte("tok")), "ERROR(0,REJECTED_SETUP)"},
-		{"SETUP with lease (not supported yet)", setup(1, frame.FlagLease, nil), "ERROR(0,UNSUPPORTED_SETUP)"},
+		{"SETUP 1.1 with lease", setup(1, frame.FlagLease, nil), ""},
 		{"SETUP keepalive 0", badSetup, "ERROR(0,INVALID_SETUP)"},
 		{"truncated frame", []byte{0, 0}, "ERROR(0,CONNECTION_ERROR)"},
 		{"RESUME", must(frame.AppendResume(nil, 1, 0, []byte("t"), 0, 0)), "ERROR(0,REJECTED_RESUME)"},
@@ -599,10 +599,64 @@ func TestConfigValidation(t *testing.T) {
 		{Role: Client, MaxFrameSize: 10},
 		{Role: Client, MaxFrameSize: frame.MaxFrameSize + 1},
 		{Role: Client, MaxPayloadSize: 10, MaxReassemblyBytes: 5},
-		{Role: Client, Lease: true},
+		{Role: Client, MaxFrameSize: 64, DataMIME: strings.Repeat("x", 60)}, // SETUP cannot fit
 	} {
 		if _, err := New(cfg, 0); err == nil {
 			t.Errorf("accepted %+v", cfg)
 		}
+	}
+}
+
+// Reference: "Lease Semantics", "Connection Establishment" (L flag).
+func TestLease(t *testing.T) {
+	p := newPair(t, Config{Lease: true}, Config{})
+	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+		t.Fatalf("client request before LEASE: %v", err)
+	}
+	if _, err := p.s.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+		t.Fatalf("server request before LEASE: %v", err)
+	}
+	ok(t, p.s.SendLease(0, 10*time.Second, 2))
+	p.pump()
+	if e := p.cEv[len(p.cEv)-1]; e.Kind != EventLease || e.N != 2 || e.TTL != 10*time.Second {
+		t.Fatalf("event %v", e)
+	}
+	id(p.c.RequestResponse(nil, nil))
+	id(p.c.RequestFNF(nil, nil))
+	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+		t.Fatalf("third request on a lease of 2: %v", err)
+	}
+	ok(t, p.s.SendLease(0, time.Second, 5))
+	p.pump()
+	p.c.Tick(time.Second) // the lease expires
+	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+		t.Fatalf("request after the TTL: %v", err)
+	}
+
+	// The responder answers requests beyond its lease with ERROR[REJECTED]
+	// and no side effect; a fragmented request counts once.
+	m, _ := New(Config{Role: Server}, 0)
+	m.Receive(0, must(frame.AppendSetup(nil, frame.Setup{Header: frame.Header{Flags: frame.FlagLease}, MajorVersion: 1,
+		KeepaliveInterval: 1000, MaxLifetime: 5000})))
+	drain(t, m)
+	m.Receive(0, must(frame.AppendRequestResponse(nil, 1, 0, nil, nil)))
+	fs, evs := drain(t, m)
+	if describe(fs) != "ERROR(1,REJECTED)" || len(evs) != 0 || m.NumStreams() != 0 {
+		t.Fatalf("request without lease: sent %s events %v", describe(fs), evs)
+	}
+	ok(t, m.SendLease(0, time.Second, 2))
+	m.Receive(10, must(frame.AppendRequestResponse(nil, 3, frame.FlagFollows, nil, []byte("a"))))
+	m.Receive(10, must(frame.AppendPayload(nil, 3, frame.FlagFollows|frame.FlagNext, nil, []byte("b"))))
+	m.Receive(10, must(frame.AppendPayload(nil, 3, frame.FlagNext, nil, []byte("c"))))
+	m.Receive(20, must(frame.AppendRequestStream(nil, 5, 0, 1, nil, nil)))
+	m.Receive(30, must(frame.AppendRequestStream(nil, 7, 0, 1, nil, nil)))
+	fs, evs = drain(t, m)
+	if describe(fs) != "LEASE(0) ERROR(7,REJECTED)" || describeEvents(evs) != "Request Request" || string(evs[0].Data) != "abc" {
+		t.Fatalf("sent %s events %s", describe(fs), describeEvents(evs))
+	}
+	ok(t, m.SendLease(0, time.Second, 10))
+	m.Receive(time.Second, must(frame.AppendRequestStream(nil, 9, 0, 1, nil, nil)))
+	if fs, _ := drain(t, m); describe(fs) != "LEASE(0) ERROR(9,REJECTED)" {
+		t.Fatalf("request after the TTL: sent %s", describe(fs))
 	}
 }

@@ -67,7 +67,9 @@
 // # Connection
 //
 // A client queues SETUP (version 1.0, keepalive interval, max lifetime,
-// MIME types, the L flag) on Start. A server requires SETUP as the first
+// MIME types, the L flag) on Start. With lease negotiated (lease.go) each
+// requester waits for a LEASE and stays within it (ErrNoLease), and each
+// responder answers requests beyond the LEASE it sent with ERROR[REJECTED]. A server requires SETUP as the first
 // frame: anything else is ERROR[INVALID_SETUP], a RESUME is
 // ERROR[REJECTED_RESUME] (no resume support), a SETUP with the R flag is
 // ERROR[REJECTED_SETUP], a version other than 1.x is

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -77,13 +78,15 @@ const (
 	EventError
 	// EventMetadataPush: a METADATA_PUSH with Metadata.
 	EventMetadataPush
+	// EventLease: the peer granted a lease: N requests during TTL from now.
+	EventLease
 	// EventClosed: the connection is closed (Err says why: *PeerError,
 	// *LocalError, or the transport error). It is the last event; every
 	// stream got its EventError before it.
 	EventClosed
 )
 
-var eventNames = [...]string{"", "Setup", "Request", "Payload", "RequestN", "Cancel", "Error", "MetadataPush", "Closed"}
+var eventNames = [...]string{"", "Setup", "Request", "Payload", "RequestN", "Cancel", "Error", "MetadataPush", "Lease", "Closed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k > 0 {
@@ -105,9 +108,10 @@ type Event struct {
 	Complete    bool
 	Code        frame.ErrorCode
 	Message     string
-	Local       bool       // EventError decided by this end, not sent by the peer
-	Setup       *SetupInfo // EventSetup
-	Err         error      // EventClosed
+	Local       bool          // EventError decided by this end, not sent by the peer
+	TTL         time.Duration // EventLease
+	Setup       *SetupInfo    // EventSetup
+	Err         error         // EventClosed
 }
 
 // SetupInfo is the accepted SETUP, as the server saw it.

@@ -49,6 +49,9 @@ type Machine struct {
 	// Resume positions: bytes of resumable frames (frame.IsResumable).
 	sentPos, recvPos uint64
 
+	lease lease
+	now   time.Duration // the latest time an input brought
+
 	out    []byte
 	events []Event
 	arena  []byte // copies of inbound bytes referenced by events
@@ -118,6 +121,8 @@ func (m *Machine) Start(now time.Duration) error {
 		return fmt.Errorf("%w: SETUP: %v", ErrInvalidArgument, err)
 	}
 	m.state = stateOpen
+	m.lease.enabled = m.cfg.Lease
+	m.now = now
 	m.lastReceived = now
 	m.nextKeepalive = now + m.keepaliveInterval
 	return nil
@@ -180,6 +185,7 @@ func (m *Machine) NextDeadline() (t time.Duration, ok bool) {
 // Tick tells the machine the time is now: it sends a due KEEPALIVE and
 // closes the connection when the max lifetime passed without a frame.
 func (m *Machine) Tick(now time.Duration) {
+	m.now = max(m.now, now)
 	if m.state != stateOpen || m.maxLifetime == 0 {
 		return
 	}

@@ -17,6 +17,7 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 		return
 	}
 	m.lastReceived = now
+	m.now = max(m.now, now)
 	h, err := frame.ParseHeader(b)
 	if err != nil {
 		m.decodeError(h, err)
@@ -37,10 +38,12 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 		m.established = true
 	}
 	switch h.Type {
-	case frame.TypeSetup, frame.TypeResume, frame.TypeResumeOK, frame.TypeLease:
+	case frame.TypeSetup, frame.TypeResume, frame.TypeResumeOK:
 		// A SETUP after the accepted one, or any SETUP at a client, MUST be
-		// ignored; RESUME/RESUME_OK and LEASE mean nothing without resume
-		// and lease negotiated ("Handling the Unexpected").
+		// ignored; RESUME/RESUME_OK mean nothing without resume
+		// ("Handling the Unexpected").
+	case frame.TypeLease:
+		m.receiveLease(now, b)
 	case frame.TypeKeepalive:
 		k, err := frame.ParseKeepalive(b)
 		if err != nil {
@@ -51,7 +54,7 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 			m.emitKeepalive(false, k.Data)
 		}
 	case frame.TypeRequestResponse, frame.TypeRequestFNF, frame.TypeRequestStream, frame.TypeRequestChannel:
-		m.receiveRequest(h, b)
+		m.receiveRequest(now, h, b)
 	case frame.TypeRequestN:
 		r, err := frame.ParseRequestN(b)
 		if err != nil {
@@ -180,11 +183,9 @@ func (m *Machine) receiveFirst(h frame.Header, b []byte) {
 	case s.ResumeEnabled():
 		m.closeLocal(frame.ErrorCodeRejectedSetup, "resume is not supported", ErrProtocol)
 		return
-	case s.Lease():
-		m.closeLocal(frame.ErrorCodeUnsupportedSetup, "lease is not supported", ErrProtocol)
-		return
 	}
 	m.state = stateOpen
+	m.lease.enabled = s.Lease()
 	m.keepaliveInterval = time.Duration(s.KeepaliveInterval) * time.Millisecond
 	m.maxLifetime = time.Duration(s.MaxLifetime) * time.Millisecond
 	m.events = append(m.events, Event{Kind: EventSetup, Setup: &SetupInfo{
@@ -202,7 +203,7 @@ func (m *Machine) newPeerID(id uint32) bool {
 	return id != 0 && (id%2 == 1) == peerOdd && id > m.lastPeerID
 }
 
-func (m *Machine) receiveRequest(h frame.Header, b []byte) {
+func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
 	var md, data []byte
 	var n uint32
 	var err error
@@ -237,6 +238,11 @@ func (m *Machine) receiveRequest(h frame.Header, b []byte) {
 	m.lastPeerID = id
 	if m.draining {
 		m.emitError(id, frame.ErrorCodeRejected, "connection is closing")
+		return
+	}
+	if !m.admitLeased(now) {
+		// "MUST respond with an ERROR[REJECTED]": nothing was processed.
+		m.emitError(id, frame.ErrorCodeRejected, "request beyond the lease")
 		return
 	}
 	if len(m.streams) >= m.cfg.MaxStreams {

@@ -105,6 +105,9 @@ func (m *Machine) request(kind Interaction, n uint32, md, data []byte, complete 
 	if (kind == RequestStream || kind == RequestChannel) && (n == 0 || n > frame.MaxRequestN) {
 		return 0, fmt.Errorf("%w: initial request N %d must be in 1..2^31-1", ErrInvalidArgument, n)
 	}
+	if !m.takeLease() {
+		return 0, ErrNoLease
+	}
 	id := m.allocID()
 	if err := m.emitPayload(kind.frameType(), id, n, md, data, true, complete && kind == RequestChannel); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrInvalidArgument, err)

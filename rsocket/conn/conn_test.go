@@ -660,3 +660,31 @@ func TestLease(t *testing.T) {
 		t.Fatalf("request after the TTL: sent %s", describe(fs))
 	}
 }
+
+// Found by the simulation (seed 2448): a channel responder that cancels
+// while a fragmented PAYLOAD is half received must not later deliver it on
+// the half it closed, and must free the buffer.
+func TestCancelDropsReassembly(t *testing.T) {
+	m := newServer(t, Config{})
+	m.Receive(0, must(frame.AppendRequestChannel(nil, 1, 0, 1, nil, []byte("q"))))
+	ok(t, m.RequestN(1, 1))
+	m.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagFollows|frame.FlagNext, nil, []byte("part"))))
+	drain(t, m)
+	ok(t, m.Cancel(1))
+	if m.ReassemblyBytes() != 0 {
+		t.Fatalf("%d bytes held after cancel", m.ReassemblyBytes())
+	}
+	m.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, []byte("rest"))))
+	if _, evs := drain(t, m); len(evs) != 0 {
+		t.Fatalf("events after cancel: %s", describeEvents(evs))
+	}
+}
+
+// The seeds that found bugs, kept whatever -sim.seeds says.
+func TestSimulationRegressions(t *testing.T) {
+	for _, seed := range []uint64{2448} {
+		if err := runSim(seed); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}

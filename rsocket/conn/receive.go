@@ -317,6 +317,10 @@ func (m *Machine) receivePayload(p frame.Payload) {
 		return // unknown stream: ignore
 	}
 	if s.asm != nil {
+		if s.asm.request == 0 && !s.recvOpen {
+			m.dropAsm(s) // cannot happen: closing the half drops it
+			return
+		}
 		if !m.appendFragment(s, p.Metadata, p.Data) {
 			return
 		}

@@ -45,11 +45,16 @@ type assembly struct {
 	next     bool
 }
 
-func (m *Machine) free(s *stream) {
+// dropAsm discards an inbound reassembly of s, if any.
+func (m *Machine) dropAsm(s *stream) {
 	if s.asm != nil {
 		m.asmBytes -= len(s.asm.md) + len(s.asm.data)
 		s.asm = nil
 	}
+}
+
+func (m *Machine) free(s *stream) {
+	m.dropAsm(s)
 	delete(m.streams, s.id)
 	if m.draining && len(m.streams) == 0 && m.state == stateOpen {
 		m.shutdown(&PeerError{Code: frame.ErrorCodeConnectionClose, Message: "drained"}, frame.ErrorCodeConnectionClose, "connection closed")
@@ -233,6 +238,9 @@ func (m *Machine) Cancel(id uint32) error {
 	case s.kind == RequestChannel && s.recvOpen:
 		m.emitCancel(id)
 		s.recvOpen = false
+		// Fragments of a PAYLOAD already on their way must not complete
+		// into an event on the half the application closed.
+		m.dropAsm(s)
 	default:
 		return fmt.Errorf("%w: a %s responder cannot cancel (send an error)", ErrNotAllowed, s.kind)
 	}

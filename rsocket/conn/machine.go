@@ -189,7 +189,7 @@ func (m *Machine) Tick(now time.Duration) {
 	if m.state != stateOpen || m.maxLifetime == 0 {
 		return
 	}
-	if now-m.lastReceived >= m.maxLifetime {
+	if now-m.lastReceived >= m.maxLifetime && !mutation.ignoreLifetime {
 		m.closeLocal(frame.ErrorCodeConnectionError,
 			fmt.Sprintf("no frame received for %v (max lifetime %v)", now-m.lastReceived, m.maxLifetime), ErrKeepaliveTimeout)
 		return

@@ -68,8 +68,8 @@ type simApp struct {
 
 // simStats shows what the seeds exercised (logged by TestSimulation).
 var simStats struct {
-	frames, fragments, refusedNoCredits, cuts, closedRuns int
-	events                                                [EventClosed + 1]int
+	frames, fragments, refusedNoCredits, cuts, stalls, closedRuns, keepaliveTimeouts int
+	events                                                                           [EventClosed + 1]int
 }
 
 type sim struct {
@@ -78,6 +78,7 @@ type sim struct {
 	c, s       *simApp
 	toS, toC   [][]byte
 	cut        bool
+	stalled    bool // server-to-client frames stay queued: a half-open connection
 	log        []string
 	checkBytes bool
 }
@@ -135,12 +136,20 @@ func runSim(seed uint64) error {
 	if err := x.collect(); err != nil {
 		return err
 	}
-	cutAt := -1
-	if rng.IntN(4) == 0 {
+	cutAt, stallAt := -1, -1
+	switch rng.IntN(8) {
+	case 0, 1:
 		cutAt = rng.IntN(400)
+	case 2:
+		stallAt = rng.IntN(400)
 	}
 	steps := 200 + rng.IntN(300)
 	for step := 0; step < steps; step++ {
+		if step == stallAt {
+			x.logf("STALL server to client")
+			simStats.stalls++
+			x.stalled = true
+		}
 		if step == cutAt {
 			x.logf("CUT")
 			simStats.cuts++
@@ -155,7 +164,11 @@ func runSim(seed uint64) error {
 			case r < 70:
 				x.deliver(false)
 			case r < 80:
-				x.now += time.Duration(rng.IntN(50)) * time.Millisecond
+				if x.stalled {
+					x.now += time.Duration(rng.IntN(2000)) * time.Millisecond
+				} else {
+					x.now += time.Duration(rng.IntN(50)) * time.Millisecond
+				}
 				x.c.m.Tick(x.now)
 				x.s.m.Tick(x.now)
 			default:
@@ -175,6 +188,21 @@ func runSim(seed uint64) error {
 	// Wind down: deliver everything, end every stream, deliver again.
 	if err := x.quiesce(); err != nil {
 		return err
+	}
+	if x.stalled && !x.c.closed {
+		// Nothing reaches the client any more: past the max lifetime it
+		// must give up, and tell the server, which must close too.
+		x.now += base.MaxLifetime
+		x.c.m.Tick(x.now)
+		if err := x.collect(); err != nil {
+			return err
+		}
+		if err := x.quiesce(); err != nil {
+			return err
+		}
+		if !x.c.closed || !x.s.closed {
+			return x.fail("half-open connection not closed after the max lifetime: client closed %v, server closed %v", x.c.closed, x.s.closed)
+		}
 	}
 	for _, a := range []*simApp{x.c, x.s} {
 		ids := make([]uint32, 0, len(a.streams))
@@ -227,7 +255,7 @@ func runSim(seed uint64) error {
 }
 
 func (x *sim) quiesce() error {
-	for i := 0; i < 100000 && (len(x.toS) > 0 || len(x.toC) > 0); i++ {
+	for i := 0; i < 100000 && (len(x.toS) > 0 || (len(x.toC) > 0 && !x.stalled)); i++ {
 		x.deliver(len(x.toS) > 0)
 		if err := x.collect(); err != nil {
 			return err
@@ -241,7 +269,7 @@ func (x *sim) deliver(toServer bool) {
 	if toServer {
 		q, m = &x.toS, x.s.m
 	}
-	if len(*q) == 0 {
+	if len(*q) == 0 || (!toServer && x.stalled) {
 		return
 	}
 	f := (*q)[0]
@@ -333,6 +361,9 @@ func (x *sim) event(a *simApp, ev Event) error {
 	simStats.events[ev.Kind]++
 	if ev.Kind == EventClosed {
 		simStats.closedRuns++
+		if errors.Is(ev.Err, ErrKeepaliveTimeout) {
+			simStats.keepaliveTimeouts++
+		}
 		a.closed = true
 		if len(a.streams) != 0 {
 			return x.fail("%s: Closed with %d streams not failed", a.name, len(a.streams))
@@ -594,8 +625,9 @@ func TestSimulation(t *testing.T) {
 			evs = append(evs, fmt.Sprintf("%s=%d", EventKind(k), n))
 		}
 	}
-	t.Logf("%d seeds: %d frames delivered (%d fragments with F), %d sends refused for credits, %d cuts, %d Closed events; events %s",
-		*simSeeds, simStats.frames, simStats.fragments, simStats.refusedNoCredits, simStats.cuts, simStats.closedRuns, strings.Join(evs, " "))
+	t.Logf("%d seeds: %d frames delivered (%d fragments with F), %d sends refused for credits, %d cuts, %d stalls, %d Closed events (%d keepalive timeouts); events %s",
+		*simSeeds, simStats.frames, simStats.fragments, simStats.refusedNoCredits, simStats.cuts, simStats.stalls,
+		simStats.closedRuns, simStats.keepaliveTimeouts, strings.Join(evs, " "))
 }
 
 // TestSimulationCatchesMutations switches off one guarantee at a time and
@@ -609,6 +641,7 @@ func TestSimulationCatchesMutations(t *testing.T) {
 		{"SendPayload ignores credits", &mutation.skipSendCredits},
 		{"SendPayload ignores credits, model trusts the machine", &mutation.skipSendCredits},
 		{"responder keeps its stream after CANCEL", &mutation.keepOnCancel},
+		{"silent connection never times out", &mutation.ignoreLifetime},
 	} {
 		t.Run(mu.name, func(t *testing.T) {
 			*mu.flag = true

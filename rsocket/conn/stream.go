@@ -73,6 +73,7 @@ func (m *Machine) maybeFree(s *stream) {
 var mutation struct {
 	skipSendCredits bool // SendPayload ignores the peer's credits
 	keepOnCancel    bool // a responder keeps its stream after the peer's CANCEL
+	ignoreLifetime  bool // Tick never closes a silent connection (rsocket-java #1118)
 }
 
 // ---- application commands ----

@@ -70,6 +70,8 @@ func fuzzCheck(t *testing.T, m *Machine) {
 		m.Advance()
 		for _, ev := range evs {
 			switch {
+			case ev.Kind == EventSetup && ev.Setup.Lease:
+				_ = m.SendLease(0, time.Second, 4)
 			case ev.Kind == EventRequest && ev.Interaction == RequestResponse:
 				_ = m.SendPayload(ev.StreamID, nil, []byte("response"), true, true)
 			case ev.Kind == EventRequest && ev.Interaction == RequestStream:
@@ -140,6 +142,12 @@ func fuzzSeeds() []fuzzSeed {
 			must(frame.AppendExt(nil, 0, frame.FlagIgnore, 5, nil, nil)),
 			must(frame.AppendError(nil, 0, frame.ErrorCodeConnectionClose, "drain")))},
 		{"garbage", append(cat(setup), 0, 0, 2, 0xff, 0xff)},
+		{"lease", cat(must(frame.AppendSetup(nil, frame.Setup{Header: frame.Header{Flags: frame.FlagLease}, MajorVersion: 1,
+			KeepaliveInterval: 100, MaxLifetime: 1000})),
+			must(frame.AppendRequestResponse(nil, 1, 0, nil, []byte("rejected"))),
+			must(frame.AppendLease(nil, 1000, 3, nil)),
+			must(frame.AppendRequestStream(nil, 3, frame.FlagFollows, 2, nil, big)),
+			must(frame.AppendPayload(nil, 3, frame.FlagNext, nil, big)))},
 	}
 }
 

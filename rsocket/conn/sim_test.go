@@ -64,12 +64,20 @@ type simApp struct {
 	// inflight are the requests/payloads this side sent, by stream, in
 	// order, for the peer to check byte-exact delivery.
 	sentData map[uint32][][]byte
+	// Lease (when the client's SETUP carried L): the lease received from
+	// the peer, and the requests granted to / accepted from the peer.
+	leaseMode     bool
+	leaseHave     bool
+	leaseLeft     int64
+	leaseExpiry   time.Duration
+	grantedTotal  int64
+	acceptedTotal int64
 }
 
 // simStats shows what the seeds exercised (logged by TestSimulation).
 var simStats struct {
-	frames, fragments, refusedNoCredits, cuts, stalls, closedRuns, keepaliveTimeouts int
-	events                                                                           [EventClosed + 1]int
+	frames, fragments, refusedNoCredits, refusedNoLease, cuts, stalls, closedRuns, keepaliveTimeouts int
+	events                                                                                           [EventClosed + 1]int
 }
 
 type sim struct {
@@ -112,9 +120,11 @@ func runSim(seed uint64) error {
 		MaxReassemblyBytes: 4096 * 4,
 	}
 	x := &sim{rng: rng}
+	leaseMode := rng.IntN(5) == 0
 	mk := func(name string, role Role) (*simApp, error) {
 		cfg := base
 		cfg.Role = role
+		cfg.Lease = leaseMode && role == Client
 		m, err := New(cfg, 0)
 		if err != nil {
 			return nil, err
@@ -130,6 +140,7 @@ func runSim(seed uint64) error {
 		return err
 	}
 	x.c.peer, x.s.peer = x.s, x.c
+	x.c.leaseMode = leaseMode
 	if err := x.c.m.Start(0); err != nil {
 		return err
 	}
@@ -370,7 +381,17 @@ func (x *sim) event(a *simApp, ev Event) error {
 		}
 		return nil
 	}
-	if ev.Kind == EventSetup || ev.Kind == EventMetadataPush {
+	switch ev.Kind {
+	case EventSetup:
+		a.leaseMode = ev.Setup.Lease
+		return nil
+	case EventMetadataPush:
+		return nil
+	case EventLease:
+		if !a.leaseMode {
+			return x.fail("%s: LEASE event without lease negotiated", a.name)
+		}
+		a.leaseHave, a.leaseLeft, a.leaseExpiry = true, int64(ev.N), x.now+ev.TTL
 		return nil
 	}
 	id := ev.StreamID
@@ -378,6 +399,12 @@ func (x *sim) event(a *simApp, ev Event) error {
 		return x.fail("%s: event on ended stream %d: %s", a.name, id, ev)
 	}
 	if ev.Kind == EventRequest {
+		if a.leaseMode {
+			a.acceptedTotal++
+			if a.acceptedTotal > a.grantedTotal {
+				return x.fail("%s: accepted %d requests, leases granted only %d", a.name, a.acceptedTotal, a.grantedTotal)
+			}
+		}
 		if a.streams[id] != nil {
 			return x.fail("%s: request on live stream %d", a.name, id)
 		}
@@ -485,6 +512,34 @@ func (x *sim) command(a *simApp) error {
 		live = append(live, id)
 	}
 	slices.Sort(live)
+	if a.leaseMode && r.IntN(10) == 0 && !x.cut {
+		// A rogue requester: a REQUEST_FNF written straight into the pipe,
+		// past the machine's own lease check. The peer's responder must
+		// reject it (ERROR[REJECTED]) unless its lease allows it.
+		id := a.m.nextID
+		a.m.nextID += 2
+		data := []byte("rogue")
+		f := must(frame.AppendRequestFNF(nil, id, 0, nil, data))
+		if a == x.c {
+			x.toS = append(x.toS, f)
+		} else {
+			x.toC = append(x.toC, f)
+		}
+		a.sentData[id] = append(a.sentData[id], data)
+		x.logf("%s: rogue REQUEST_FNF %d", a.name, id)
+		return nil
+	}
+	if a.leaseMode && r.IntN(8) == 0 {
+		ttl := time.Duration(100+r.IntN(3000)) * time.Millisecond
+		count := uint32(r.IntN(6))
+		err := a.m.SendLease(x.now, ttl, count)
+		x.logf("%s: SendLease(%v, %d) -> %v", a.name, ttl, count, err)
+		if err != nil {
+			return x.fail("%s: SendLease: %v", a.name, err)
+		}
+		a.grantedTotal += int64(count)
+		return nil
+	}
 	op := r.IntN(10)
 	if len(live) == 0 || op < 3 {
 		kind := Interaction(1 + r.IntN(4))
@@ -513,6 +568,16 @@ func (x *sim) command(a *simApp) error {
 				return x.fail("%s: request with %d streams: %v", a.name, a.m.NumStreams(), err)
 			}
 			return nil
+		}
+		if a.leaseMode {
+			if !a.leaseHave || a.leaseLeft == 0 || x.now >= a.leaseExpiry {
+				if !errors.Is(err, ErrNoLease) {
+					return x.fail("%s: request without a valid lease: %v", a.name, err)
+				}
+				simStats.refusedNoLease++
+				return nil
+			}
+			a.leaseLeft--
 		}
 		if err != nil {
 			return x.fail("%s: request: %v", a.name, err)
@@ -625,8 +690,8 @@ func TestSimulation(t *testing.T) {
 			evs = append(evs, fmt.Sprintf("%s=%d", EventKind(k), n))
 		}
 	}
-	t.Logf("%d seeds: %d frames delivered (%d fragments with F), %d sends refused for credits, %d cuts, %d stalls, %d Closed events (%d keepalive timeouts); events %s",
-		*simSeeds, simStats.frames, simStats.fragments, simStats.refusedNoCredits, simStats.cuts, simStats.stalls,
+	t.Logf("%d seeds: %d frames delivered (%d fragments with F), %d sends refused for credits, %d requests refused for lease, %d cuts, %d stalls, %d Closed events (%d keepalive timeouts); events %s",
+		*simSeeds, simStats.frames, simStats.fragments, simStats.refusedNoCredits, simStats.refusedNoLease, simStats.cuts, simStats.stalls,
 		simStats.closedRuns, simStats.keepaliveTimeouts, strings.Join(evs, " "))
 }
 
@@ -642,6 +707,7 @@ func TestSimulationCatchesMutations(t *testing.T) {
 		{"SendPayload ignores credits, model trusts the machine", &mutation.skipSendCredits},
 		{"responder keeps its stream after CANCEL", &mutation.keepOnCancel},
 		{"silent connection never times out", &mutation.ignoreLifetime},
+		{"responder ignores the lease it sent", &mutation.ignoreLease},
 	} {
 		t.Run(mu.name, func(t *testing.T) {
 			*mu.flag = true

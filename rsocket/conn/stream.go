@@ -74,6 +74,7 @@ var mutation struct {
 	skipSendCredits bool // SendPayload ignores the peer's credits
 	keepOnCancel    bool // a responder keeps its stream after the peer's CANCEL
 	ignoreLifetime  bool // Tick never closes a silent connection (rsocket-java #1118)
+	ignoreLease     bool // a responder accepts requests beyond the lease it sent
 }
 
 // ---- application commands ----

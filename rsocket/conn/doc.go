@@ -26,7 +26,9 @@
 //
 // Because the machine is deterministic, the tests run two of them back to
 // back through an in-memory pipe under a seeded scheduler (sim_test.go) and
-// check the protocol invariants over thousands of interleavings.
+// check the protocol invariants over thousands of interleavings; the
+// sub-machine of a stream is specified by a reviewed table of every state
+// and input (testdata/stream_table.golden).
 //
 // # Streams
 //

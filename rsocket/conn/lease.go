@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,7 +29,7 @@ type lease struct {
 
 // ErrNoLease: lease was negotiated and no valid LEASE allows a request now
 // (none received yet, expired, or its requests used up).
-var ErrNoLease = fmt.Errorf("rsocket/conn: no lease allows a request")
+var ErrNoLease = errors.New("rsocket/conn: no lease allows a request")
 
 // SendLease grants the peer's requester count requests during ttl, from
 // now. It is only allowed when lease was negotiated.

@@ -31,6 +31,15 @@ var streamStates = []struct {
 		m.Receive(0, must(frame.AppendPayload(nil, i, frame.FlagNext, nil, []byte("x"))))
 		return i
 	}},
+	{"stream requester n=2, half a fragmented PAYLOAD received", func(t *testing.T, m *Machine) uint32 {
+		i := id(m.RequestStream(2, nil, []byte("q")))
+		m.Receive(0, must(frame.AppendPayload(nil, i, frame.FlagFollows|frame.FlagNext, nil, []byte("x"))))
+		return i
+	}},
+	{"responder, fragmented REQUEST_STREAM n=2 not complete yet", func(t *testing.T, m *Machine) uint32 {
+		m.Receive(0, must(frame.AppendRequestStream(nil, 1, frame.FlagFollows, 2, nil, []byte("q"))))
+		return 1
+	}},
 	{"stream responder n=2", func(t *testing.T, m *Machine) uint32 {
 		m.Receive(0, must(frame.AppendRequestStream(nil, 1, 0, 2, nil, []byte("q"))))
 		return 1
@@ -93,6 +102,10 @@ var streamInputs = []struct {
 	}},
 	{"recv PAYLOAD(NC)", func(m *Machine, id uint32) error {
 		m.Receive(0, must(frame.AppendPayload(nil, id, frame.FlagNext|frame.FlagComplete, nil, []byte("p"))))
+		return nil
+	}},
+	{"recv PAYLOAD(FN)", func(m *Machine, id uint32) error {
+		m.Receive(0, must(frame.AppendPayload(nil, id, frame.FlagFollows|frame.FlagNext, nil, []byte("f"))))
 		return nil
 	}},
 	{"recv REQUEST_N(1)", func(m *Machine, id uint32) error {

@@ -688,3 +688,34 @@ func TestSimulationRegressions(t *testing.T) {
 		}
 	}
 }
+
+// Close(CONNECTION_CLOSE) is graceful on the sending end too.
+func TestCloseGracefully(t *testing.T) {
+	p := newPair(t, Config{}, Config{})
+	sid := id(p.c.RequestStream(1, nil, nil))
+	p.pump()
+	ok(t, p.s.Close(frame.ErrorCodeConnectionClose, "maintenance"))
+	if err := p.s.Close(frame.ErrorCodeConnectionClose, "again"); !errors.Is(err, ErrDraining) {
+		t.Fatalf("second close: %v", err)
+	}
+	if _, err := p.s.RequestResponse(nil, nil); !errors.Is(err, ErrDraining) {
+		t.Fatalf("request while draining: %v", err)
+	}
+	p.pump()
+	if c, _ := p.s.Closed(); c {
+		t.Fatal("closed with a stream alive")
+	}
+	p.c.RequestResponse(nil, nil) // refused locally: the client drains too
+	ok(t, p.s.SendPayload(sid, nil, []byte("last"), true, true))
+	p.pump()
+	var le *LocalError
+	var pe *PeerError
+	_, serr := p.s.Closed()
+	_, cerr := p.c.Closed()
+	if !errors.As(serr, &le) || le.Code != frame.ErrorCodeConnectionClose || !errors.As(cerr, &pe) || pe.Message != "maintenance" {
+		t.Fatalf("server %v, client %v", serr, cerr)
+	}
+	if e := p.cEv[len(p.cEv)-2]; e.Kind != EventPayload || string(e.Data) != "last" {
+		t.Fatalf("last stream did not finish: %v", e)
+	}
+}

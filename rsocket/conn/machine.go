@@ -26,7 +26,8 @@ type Machine struct {
 	// established (client): a frame other than ERROR on stream 0 arrived,
 	// so SETUP was accepted; SETUP errors are ignored from then on.
 	established bool
-	draining    bool // peer sent ERROR[CONNECTION_CLOSE]
+	draining    bool  // ERROR[CONNECTION_CLOSE] sent or received: no new streams, close when none is left
+	drainErr    error // the reason EventClosed will carry after draining
 
 	streams map[uint32]*stream
 	// nextID is the next id of a stream we open; lastPeerID the highest
@@ -217,7 +218,9 @@ func (m *Machine) TransportClosed(err error) {
 
 // Close sends ERROR[code] on stream 0 with message and closes: streams
 // fail, EventClosed follows. Use ErrorCodeConnectionError normally,
-// ErrorCodeRejectedSetup (server) to refuse a SETUP.
+// ErrorCodeRejectedSetup (server) to refuse a SETUP. ErrorCodeConnectionClose
+// is graceful: new requests are refused (ErrDraining, ERROR[REJECTED] to
+// the peer's) and EventClosed comes when the last stream ends.
 func (m *Machine) Close(code frame.ErrorCode, message string) error {
 	if m.state == stateClosed {
 		return ErrClosed
@@ -225,8 +228,28 @@ func (m *Machine) Close(code frame.ErrorCode, message string) error {
 	if !code.IsConnectionScoped() {
 		return fmt.Errorf("%w: %s is not a connection error code", ErrInvalidArgument, code)
 	}
+	if code == frame.ErrorCodeConnectionClose {
+		// Graceful: the streams alive finish first ("Error Codes":
+		// CONNECTION_CLOSE waits for outstanding streams).
+		if m.draining {
+			return ErrDraining
+		}
+		m.emitError(0, code, message)
+		m.startDrain(&LocalError{Code: code, Message: message})
+		return nil
+	}
 	m.closeLocal(code, message, nil)
 	return nil
+}
+
+// startDrain refuses new streams from now on and closes once none is left.
+func (m *Machine) startDrain(err error) {
+	if !m.draining {
+		m.draining, m.drainErr = true, err
+	}
+	if len(m.streams) == 0 {
+		m.shutdown(m.drainErr, frame.ErrorCodeConnectionClose, "connection closed")
+	}
 }
 
 // closeLocal sends ERROR on stream 0 and shuts down.

@@ -424,10 +424,7 @@ func (m *Machine) receiveError(e frame.ErrorFrame) {
 				return
 			}
 		case frame.ErrorCodeConnectionClose:
-			m.draining = true
-			if len(m.streams) == 0 {
-				m.shutdown(&PeerError{Code: e.Code, Message: string(e.Data)}, e.Code, string(e.Data))
-			}
+			m.startDrain(&PeerError{Code: e.Code, Message: string(e.Data)})
 			return
 		}
 		m.shutdown(&PeerError{Code: e.Code, Message: string(e.Data)}, e.Code, string(e.Data))

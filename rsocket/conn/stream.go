@@ -57,7 +57,7 @@ func (m *Machine) free(s *stream) {
 	m.dropAsm(s)
 	delete(m.streams, s.id)
 	if m.draining && len(m.streams) == 0 && m.state == stateOpen {
-		m.shutdown(&PeerError{Code: frame.ErrorCodeConnectionClose, Message: "drained"}, frame.ErrorCodeConnectionClose, "connection closed")
+		m.shutdown(m.drainErr, frame.ErrorCodeConnectionClose, "connection closed")
 	}
 }
 

@@ -1,0 +1,79 @@
+package conn
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// streamPair returns a client with a request-stream open to a server with
+// (practically) unlimited credits.
+func streamPair(t testing.TB) (*pair, uint32) {
+	p := newPair(t, Config{}, Config{})
+	sid := id(p.c.RequestStream(frame.MaxRequestN, nil, []byte("q")))
+	p.pump()
+	return p, sid
+}
+
+// TestSteadyStateAllocs: once buffers are warm, an element on an open
+// stream costs no allocation on either end (send: encode into Out;
+// receive: parse, copy into the event arena).
+func TestSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	p, sid := streamPair(t)
+	data := make([]byte, 1024)
+	var f []byte
+	step := func() {
+		if err := p.s.SendPayload(sid, nil, data, true, false); err != nil {
+			t.Fatal(err)
+		}
+		rd := p.s.Ready()
+		f, _, _ = NextFrame(rd.Out)
+		p.c.Receive(0, f)
+		p.s.Advance()
+		if ev := p.c.Ready().Events; len(ev) != 1 || len(ev[0].Data) != 1024 {
+			t.Fatalf("events %v", ev)
+		}
+		p.c.Advance()
+	}
+	step()
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("%v allocations per element", n)
+	}
+}
+
+// BenchmarkStreamElement: one 1 KiB element from responder to requester.
+func BenchmarkStreamElement(b *testing.B) {
+	p, sid := streamPair(b)
+	data := make([]byte, 1024)
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		_ = p.s.SendPayload(sid, nil, data, true, false)
+		f, _, _ := NextFrame(p.s.Ready().Out)
+		p.c.Receive(0, f)
+		p.s.Advance()
+		p.c.Advance()
+	}
+}
+
+// BenchmarkRequestResponse: one whole request-response exchange, 64 B each way.
+func BenchmarkRequestResponse(b *testing.B) {
+	p := newPair(b, Config{}, Config{})
+	data := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		sid, _ := p.c.RequestResponse(nil, data)
+		f, _, _ := NextFrame(p.c.Ready().Out)
+		p.s.Receive(0, f)
+		p.c.Advance()
+		p.s.Advance()
+		_ = p.s.SendPayload(sid, nil, data, true, true)
+		f, _, _ = NextFrame(p.s.Ready().Out)
+		p.c.Receive(0, f)
+		p.s.Advance()
+		p.c.Advance()
+	}
+}

@@ -1,0 +1,100 @@
+// Package conn is the RSocket connection state machine: everything one end
+// of an RSocket Protocol 1.0 connection must decide, with no I/O inside.
+//
+// It is built the way etcd's raft is built. A Machine has no goroutines, no
+// sockets and no clock. Inputs are frames (Receive), the passing of time
+// (Tick, with a monotonic now supplied by the caller) and application
+// commands (RequestStream, SendPayload, RequestN, Cancel, ...). Outputs are
+// data: frames appended to an outbound byte buffer and a slice of Events
+// for the application, both collected by Ready and released by Advance. A
+// driver (a TCP or WebSocket loop, or a test) owns the I/O:
+//
+//	m, _ := conn.New(cfg, now())
+//	m.Start(now())                       // client: queues SETUP
+//	for {
+//		rd := m.Ready()
+//		conn.Write(rd.Out)                  // frames, each with its 24-bit length
+//		for _, ev := range rd.Events { app(ev) } // may call m.SendPayload etc.
+//		m.Advance()
+//		if t, ok := m.NextDeadline(); ok { timer.Reset(t - now()) }
+//		select {
+//		case f := <-frames:  m.Receive(now(), f)
+//		case <-timer.C:      m.Tick(now())
+//		case <-closed:       m.TransportClosed(err)
+//		}
+//	}
+//
+// Because the machine is deterministic, the tests run two of them back to
+// back through an in-memory pipe under a seeded scheduler (sim_test.go) and
+// check the protocol invariants over thousands of interleavings; the
+// sub-machine of a stream is specified by a reviewed table of every state
+// and input (testdata/stream_table.golden).
+//
+// # Streams
+//
+// Every stream is a small sub-machine (stream.go) with two halves: the half
+// we send PAYLOADs on and the half we receive them on, each open or closed,
+// each with REQUEST_N credits (credits.go). Which halves start open depends
+// on the interaction (request-response, fire-and-forget, stream, channel)
+// and on whether this end is the requester or the responder; the stream is
+// forgotten when both halves are closed, on CANCEL and on ERROR. Credits are
+// cumulative and saturate at 2^31-1, which is a number of items, not
+// "unbounded": every PAYLOAD consumes one, so a stream continues after
+// 2^31-1 items when more credits arrive (rsocket-java #1110 stalls there).
+// The application is refused (ErrNoCredits) when it sends beyond its
+// credits; a peer that does is answered with ERROR[INVALID] on the stream
+// (CANCEL when we are the requester of a request-response or stream, which
+// may not send ERROR) and the application gets an Error event.
+//
+// Stream ids: a client uses odd ids from 1, a server even ids from 2, and
+// neither ever reuses one within a connection (ErrStreamIDsExhausted after
+// 2^31-1). A request from the peer with the wrong parity, or with an id not
+// greater than the last one it used, is ignored, as Protocol.md "Handling
+// the Unexpected" requires for a request on a stream id in use and for
+// every frame not otherwise accounted for.
+//
+// # Fragmentation and memory
+//
+// Outbound payloads that do not fit Config.MaxFrameSize (never more than
+// 16,777,215 bytes) are split into a REQUEST_* or PAYLOAD frame followed by
+// PAYLOAD fragments with the F flag, metadata before data, C only on the
+// last fragment; a fragmented payload costs one credit. Inbound fragments
+// are reassembled with two bounds: MaxPayloadSize per payload (exceeded:
+// ERROR[INVALID] on the stream, buffer dropped) and MaxReassemblyBytes over
+// all streams (exceeded: ERROR[CONNECTION_ERROR], the connection closes).
+// MaxStreams bounds the live streams: a request from the peer beyond it is
+// answered ERROR[REJECTED] (nothing was processed) and keeps no state; the
+// application's own request beyond it is refused with ErrTooManyStreams.
+//
+// # Connection
+//
+// A client queues SETUP (version 1.0, keepalive interval, max lifetime,
+// MIME types, the L flag) on Start. With lease negotiated (lease.go) each
+// requester waits for a LEASE and stays within it (ErrNoLease), and each
+// responder answers requests beyond the LEASE it sent with ERROR[REJECTED]. A server requires SETUP as the first
+// frame: anything else is ERROR[INVALID_SETUP], a RESUME is
+// ERROR[REJECTED_RESUME] (no resume support), a SETUP with the R flag is
+// ERROR[REJECTED_SETUP], a version other than 1.x is
+// ERROR[UNSUPPORTED_SETUP]; each closes the connection. The accepted SETUP
+// reaches the application as EventSetup, which may still refuse it with
+// Close(ErrorCodeRejectedSetup, reason).
+//
+// Keepalive: on Tick the client queues KEEPALIVE with R when its interval
+// has elapsed; either end echoes a KEEPALIVE with R (R cleared, same data).
+// When no frame at all has arrived for the max lifetime, the machine sends
+// ERROR[CONNECTION_ERROR], fails every stream and closes (rsocket-java
+// #1118 does not close). NextDeadline gives the one instant the driver must
+// call Tick at.
+//
+// Resume positions: the bytes of resumable frames sent and received
+// (frame.IsResumable) are counted (Positions) for the resumption to come;
+// nothing else of resume is implemented, so RESUME and RESUME_OK are
+// rejected or ignored as a peer without resume must.
+//
+// # Ownership
+//
+// Receive copies what it keeps: the caller may reuse the frame buffer as
+// soon as Receive returns. The slices in Events and Ready.Out are valid
+// until Advance; copy them to keep them. Byte slices passed to commands are
+// copied into the outbound buffer before the command returns.
+package conn

@@ -1,0 +1,97 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// Lease (Protocol.md "Lease Semantics"), when the client's SETUP carried
+// the L flag. Both directions are symmetric: each end's requester may only
+// send requests within a LEASE received from the peer's responder (its
+// TTL from when it arrived, and its number of requests), and each end's
+// responder answers a request beyond the LEASE it sent with ERROR[REJECTED]
+// and no side effect. A fragmented request counts once. Leases are an
+// application decision: the responder application sends them (SendLease);
+// the machine only enforces them.
+type lease struct {
+	enabled bool
+	// Received from the peer: what our requester may send.
+	recvLeft    uint32
+	recvExpires time.Duration
+	haveRecv    bool
+	// Sent to the peer: what its requester may send us.
+	sentLeft    uint32
+	sentExpires time.Duration
+}
+
+// ErrNoLease: lease was negotiated and no valid LEASE allows a request now
+// (none received yet, expired, or its requests used up).
+var ErrNoLease = errors.New("rsocket/conn: no lease allows a request")
+
+// SendLease grants the peer's requester count requests during ttl, from
+// now. It is only allowed when lease was negotiated.
+func (m *Machine) SendLease(now, ttl time.Duration, count uint32) error {
+	switch {
+	case m.state == stateClosed:
+		return ErrClosed
+	case m.state != stateOpen:
+		return ErrNotReady
+	case !m.lease.enabled:
+		return fmt.Errorf("%w: lease was not negotiated", ErrNotAllowed)
+	case ttl < 0 || ttl > frame.MaxRequestN*time.Millisecond || count > frame.MaxRequestN:
+		return fmt.Errorf("%w: lease ttl %v or count %d out of range", ErrInvalidArgument, ttl, count)
+	}
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendLease(m.out, uint32(ttl/time.Millisecond), count, nil)
+	if err := m.finish(at, out, err); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	m.lease.sentLeft = count
+	m.lease.sentExpires = now + ttl.Truncate(time.Millisecond)
+	return nil
+}
+
+// receiveLease records a LEASE from the peer.
+func (m *Machine) receiveLease(now time.Duration, b []byte) {
+	l, err := frame.ParseLease(b)
+	if err != nil {
+		m.decodeError(l.Header, err)
+		return
+	}
+	if !m.lease.enabled {
+		return // not negotiated: ignore
+	}
+	m.lease.haveRecv = true
+	m.lease.recvLeft = l.NumberOfRequests
+	m.lease.recvExpires = now + time.Duration(l.TTL)*time.Millisecond
+	m.events = append(m.events, Event{Kind: EventLease, N: l.NumberOfRequests, TTL: time.Duration(l.TTL) * time.Millisecond})
+}
+
+// takeLease spends one request of the lease received; false when none.
+func (m *Machine) takeLease() bool {
+	if !m.lease.enabled {
+		return true
+	}
+	if !m.lease.haveRecv || m.lease.recvLeft == 0 || m.now >= m.lease.recvExpires {
+		return false
+	}
+	m.lease.recvLeft--
+	return true
+}
+
+// admitLeased spends one request of the lease we sent; false: the peer
+// requested beyond it.
+func (m *Machine) admitLeased(now time.Duration) bool {
+	if !m.lease.enabled || mutation.ignoreLease {
+		return true
+	}
+	if m.lease.sentLeft == 0 || now >= m.lease.sentExpires {
+		return false
+	}
+	m.lease.sentLeft--
+	return true
+}

@@ -1,0 +1,436 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+type connState uint8
+
+const (
+	stateNew    connState = iota // client before Start; server before SETUP
+	stateOpen                    // SETUP sent (client) or accepted (server)
+	stateClosed                  // terminal: everything is ignored
+)
+
+// Machine is one end of an RSocket connection. It is not safe for
+// concurrent use: one driver goroutine calls every method.
+type Machine struct {
+	cfg   Config
+	state connState
+
+	// established (client): a frame other than ERROR on stream 0 arrived,
+	// so SETUP was accepted; SETUP errors are ignored from then on.
+	established bool
+	draining    bool  // ERROR[CONNECTION_CLOSE] sent or received: no new streams, close when none is left
+	drainErr    error // the reason EventClosed will carry after draining
+
+	streams map[uint32]*stream
+	// nextID is the next id of a stream we open; lastPeerID the highest
+	// id the peer opened. Invariant: ids are never reused (Protocol.md
+	// "Stream Sequences and Lifetimes").
+	nextID     uint32
+	lastPeerID uint32
+	idsDone    bool
+
+	// asmBytes: bytes held by all reassemblies. Invariant:
+	// asmBytes <= cfg.MaxReassemblyBytes.
+	asmBytes int
+
+	// Time, all monotonic values given by the driver.
+	keepaliveInterval time.Duration
+	maxLifetime       time.Duration
+	lastReceived      time.Duration
+	nextKeepalive     time.Duration
+
+	// Resume positions: bytes of resumable frames (frame.IsResumable).
+	sentPos, recvPos uint64
+
+	lease lease
+	now   time.Duration // the latest time an input brought
+
+	out    []byte
+	events []Event
+	arena  []byte // copies of inbound bytes referenced by events
+	err    error  // why closed
+}
+
+// New returns a machine; now is the driver's monotonic clock.
+func New(cfg Config, now time.Duration) (*Machine, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Machine{cfg: cfg, streams: make(map[uint32]*stream), lastReceived: now}
+	if cfg.Role == Client {
+		m.nextID = 1
+		m.keepaliveInterval = cfg.KeepaliveInterval
+		m.maxLifetime = cfg.MaxLifetime
+		// SETUP cannot be fragmented: it must fit MaxFrameSize.
+		b, err := frame.AppendSetup(nil, m.setupView())
+		if err != nil {
+			return nil, fmt.Errorf("rsocket/conn: SETUP: %w", err)
+		}
+		if len(b) > cfg.MaxFrameSize {
+			return nil, fmt.Errorf("rsocket/conn: SETUP of %d bytes exceeds Config.MaxFrameSize %d", len(b), cfg.MaxFrameSize)
+		}
+	} else {
+		m.nextID = 2
+	}
+	return m, nil
+}
+
+// setupView is the client's SETUP.
+func (m *Machine) setupView() frame.Setup {
+	var flags frame.Flags
+	if m.cfg.Lease {
+		flags |= frame.FlagLease
+	}
+	return frame.Setup{
+		Header:            frame.Header{Flags: flags},
+		MajorVersion:      frame.ProtocolMajor,
+		MinorVersion:      frame.ProtocolMinor,
+		KeepaliveInterval: uint32(m.cfg.KeepaliveInterval / time.Millisecond),
+		MaxLifetime:       uint32(m.cfg.MaxLifetime / time.Millisecond),
+		MetadataMIME:      []byte(m.cfg.MetadataMIME),
+		DataMIME:          []byte(m.cfg.DataMIME),
+		Metadata:          m.cfg.SetupMetadata,
+		Data:              m.cfg.SetupData,
+	}
+}
+
+// Start queues the client's SETUP. A server needs no Start.
+func (m *Machine) Start(now time.Duration) error {
+	if m.cfg.Role != Client || m.state != stateNew {
+		return fmt.Errorf("%w: Start is for a new client", ErrNotAllowed)
+	}
+	s := m.setupView()
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendSetup(m.out, s)
+	if err != nil {
+		m.out = m.out[:at]
+		return fmt.Errorf("%w: SETUP: %v", ErrInvalidArgument, err)
+	}
+	m.out = out
+	if err := frame.SetLengthPrefix(m.out, at); err != nil {
+		m.out = m.out[:at]
+		return fmt.Errorf("%w: SETUP: %v", ErrInvalidArgument, err)
+	}
+	m.state = stateOpen
+	m.lease.enabled = m.cfg.Lease
+	m.now = now
+	m.lastReceived = now
+	m.nextKeepalive = now + m.keepaliveInterval
+	return nil
+}
+
+// Ready returns the queued output. It stays valid until Advance.
+func (m *Machine) Ready() Ready { return Ready{Out: m.out, Events: m.events} }
+
+// HasReady reports whether Ready has anything.
+func (m *Machine) HasReady() bool { return len(m.out) > 0 || len(m.events) > 0 }
+
+// Advance releases what the last Ready returned.
+func (m *Machine) Advance() {
+	// Keep buffers for reuse, unless a huge payload grew them: a connection
+	// that once moved 16 MiB should not hold 16 MiB forever.
+	const keep = 1 << 20
+	m.out = resetBuf(m.out, keep)
+	m.arena = resetBuf(m.arena, keep)
+	clear(m.events)
+	if cap(m.events) > 1024 {
+		m.events = nil
+	} else {
+		m.events = m.events[:0]
+	}
+}
+
+func resetBuf(b []byte, keep int) []byte {
+	if cap(b) > keep {
+		return nil
+	}
+	return b[:0]
+}
+
+// Closed reports whether the connection is closed, and why.
+func (m *Machine) Closed() (bool, error) { return m.state == stateClosed, m.err }
+
+// Positions returns the resume positions: the bytes of resumable frames
+// sent and received so far (frame.IsResumable, length prefixes excluded).
+func (m *Machine) Positions() (sent, received uint64) { return m.sentPos, m.recvPos }
+
+// NumStreams returns the number of live streams (for tests and metrics).
+func (m *Machine) NumStreams() int { return len(m.streams) }
+
+// ReassemblyBytes returns the bytes held for inbound reassembly.
+func (m *Machine) ReassemblyBytes() int { return m.asmBytes }
+
+// NextDeadline returns when Tick must next be called; ok is false when no
+// timer is needed (not started, or closed).
+func (m *Machine) NextDeadline() (t time.Duration, ok bool) {
+	if m.state != stateOpen || m.maxLifetime == 0 {
+		return 0, false
+	}
+	t = m.lastReceived + m.maxLifetime
+	if m.cfg.Role == Client && m.nextKeepalive < t {
+		t = m.nextKeepalive
+	}
+	return t, true
+}
+
+// Tick tells the machine the time is now: it sends a due KEEPALIVE and
+// closes the connection when the max lifetime passed without a frame.
+func (m *Machine) Tick(now time.Duration) {
+	m.now = max(m.now, now)
+	if m.state != stateOpen || m.maxLifetime == 0 {
+		return
+	}
+	if now-m.lastReceived >= m.maxLifetime && !mutation.ignoreLifetime {
+		m.closeLocal(frame.ErrorCodeConnectionError,
+			fmt.Sprintf("no frame received for %v (max lifetime %v)", now-m.lastReceived, m.maxLifetime), ErrKeepaliveTimeout)
+		return
+	}
+	if m.cfg.Role == Client && now >= m.nextKeepalive {
+		m.emitKeepalive(true, nil)
+		m.nextKeepalive += m.keepaliveInterval
+		if m.nextKeepalive <= now { // the driver was late: do not burst
+			m.nextKeepalive = now + m.keepaliveInterval
+		}
+	}
+}
+
+// TransportClosed tells the machine the connection is gone (EOF, reset,
+// write error). Every stream fails and EventClosed carries err.
+func (m *Machine) TransportClosed(err error) {
+	if m.state == stateClosed {
+		return
+	}
+	if err == nil {
+		err = errors.New("rsocket/conn: transport closed")
+	}
+	m.shutdown(err, frame.ErrorCodeConnectionError, "connection lost: "+err.Error())
+}
+
+// Close sends ERROR[code] on stream 0 with message and closes: streams
+// fail, EventClosed follows. Use ErrorCodeConnectionError normally,
+// ErrorCodeRejectedSetup (server) to refuse a SETUP. ErrorCodeConnectionClose
+// is graceful: new requests are refused (ErrDraining, ERROR[REJECTED] to
+// the peer's) and EventClosed comes when the last stream ends.
+func (m *Machine) Close(code frame.ErrorCode, message string) error {
+	if m.state == stateClosed {
+		return ErrClosed
+	}
+	if !code.IsConnectionScoped() {
+		return fmt.Errorf("%w: %s is not a connection error code", ErrInvalidArgument, code)
+	}
+	if code == frame.ErrorCodeConnectionClose {
+		// Graceful: the streams alive finish first ("Error Codes":
+		// CONNECTION_CLOSE waits for outstanding streams).
+		if m.draining {
+			return ErrDraining
+		}
+		m.emitError(0, code, message)
+		m.startDrain(&LocalError{Code: code, Message: message})
+		return nil
+	}
+	m.closeLocal(code, message, nil)
+	return nil
+}
+
+// startDrain refuses new streams from now on and closes once none is left.
+func (m *Machine) startDrain(err error) {
+	if !m.draining {
+		m.draining, m.drainErr = true, err
+	}
+	if len(m.streams) == 0 {
+		m.shutdown(m.drainErr, frame.ErrorCodeConnectionClose, "connection closed")
+	}
+}
+
+// closeLocal sends ERROR on stream 0 and shuts down.
+func (m *Machine) closeLocal(code frame.ErrorCode, msg string, cause error) {
+	if m.state == stateClosed {
+		return
+	}
+	m.emitError(0, code, msg)
+	m.shutdown(&LocalError{Code: code, Message: msg, Err: cause}, frame.ErrorCodeConnectionError, msg)
+}
+
+// shutdown fails every stream the application knows, in id order (so
+// runs are deterministic), frees everything and emits EventClosed.
+func (m *Machine) shutdown(err error, code frame.ErrorCode, msg string) {
+	m.state = stateClosed // first: free must not start a drain shutdown
+	ids := make([]uint32, 0, len(m.streams))
+	for id := range m.streams {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := m.streams[id]
+		if s.announced {
+			m.events = append(m.events, Event{Kind: EventError, StreamID: id, Code: code, Message: msg, Local: true})
+		}
+		m.free(s)
+	}
+	m.err = err
+	m.events = append(m.events, Event{Kind: EventClosed, Err: err})
+}
+
+// copyIn copies inbound bytes that an event will reference into the
+// arena, keeping nil as nil (no metadata) and empty as empty.
+func (m *Machine) copyIn(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(b) == 0 {
+		return []byte{}
+	}
+	at := len(m.arena)
+	m.arena = append(m.arena, b...)
+	return m.arena[at:len(m.arena):len(m.arena)]
+}
+
+// ---- output ----
+
+// begin reserves a length prefix; finish patches it, counts the resume
+// position, or rolls back on an encoding error.
+func (m *Machine) finish(at int, out []byte, err error) error {
+	if err != nil {
+		m.out = m.out[:at]
+		return err
+	}
+	m.out = out
+	if err := frame.SetLengthPrefix(m.out, at); err != nil {
+		m.out = m.out[:at]
+		return err
+	}
+	f := m.out[at+frame.LengthPrefixSize:]
+	h, _ := frame.ParseHeader(f)
+	if h.Resumable() {
+		m.sentPos += uint64(len(f))
+	}
+	return nil
+}
+
+func (m *Machine) emitError(id uint32, code frame.ErrorCode, msg string) {
+	// The message is for humans; cut it so the frame always fits.
+	if max := m.cfg.MaxFrameSize - frame.FixedSize(frame.TypeError); len(msg) > max {
+		msg = msg[:max]
+	}
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendError(m.out, id, code, msg)
+	_ = m.finish(at, out, err)
+}
+
+func (m *Machine) emitKeepalive(respond bool, data []byte) {
+	if max := m.cfg.MaxFrameSize - frame.FixedSize(frame.TypeKeepalive); len(data) > max {
+		data = data[:max]
+	}
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendKeepalive(m.out, respond, m.recvPos&frame.MaxPosition, data)
+	_ = m.finish(at, out, err)
+}
+
+func (m *Machine) emitRequestN(id uint32, n uint32) {
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendRequestN(m.out, id, n)
+	_ = m.finish(at, out, err)
+}
+
+func (m *Machine) emitCancel(id uint32) {
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendCancel(m.out, id)
+	_ = m.finish(at, out, err)
+}
+
+// emitPayload writes a request (t a REQUEST_* type, n its initial N) or a
+// PAYLOAD (t TypePayload), fragmenting it to cfg.MaxFrameSize: the first
+// frame has type t, the rest are PAYLOAD fragments with F, metadata before
+// data (Protocol.md "Fragmentation And Reassembly"). next and complete are
+// the PAYLOAD's N and C (complete: C of a REQUEST_CHANNEL); C goes on the
+// last fragment only.
+func (m *Machine) emitPayload(t frame.Type, id uint32, n uint32, md, data []byte, next, complete bool) error {
+	var tail frame.Flags // N and C, on the last frame
+	if next || t != frame.TypePayload {
+		tail |= frame.FlagNext
+	}
+	if complete {
+		tail |= frame.FlagComplete
+	}
+	limit := m.cfg.MaxFrameSize
+	if frame.Size(t, md, data) <= limit {
+		return m.emitOne(t, id, n, tail, md, data)
+	}
+	start := len(m.out)
+	typ := t
+	for {
+		hasMD := md != nil
+		room := frame.MaxFragmentPayload(typ, hasMD, limit)
+		var fmd []byte
+		if hasMD {
+			k := min(len(md), room)
+			fmd, md = md[:k:k], md[k:]
+			room -= k
+			if len(md) == 0 {
+				md = nil
+			}
+		}
+		k := min(len(data), room)
+		fdata := data[:k:k]
+		data = data[k:]
+		last := md == nil && len(data) == 0
+		var flags frame.Flags
+		if !last {
+			flags = frame.FlagFollows
+		}
+		if typ == frame.TypePayload && (next || t != frame.TypePayload) {
+			flags |= frame.FlagNext
+		}
+		if last && complete {
+			flags |= frame.FlagComplete
+		}
+		if err := m.emitOne(typ, id, n, flags, fmd, fdata); err != nil {
+			m.out = m.out[:start]
+			return err
+		}
+		if last {
+			return nil
+		}
+		typ = frame.TypePayload
+	}
+}
+
+func (m *Machine) emitOne(t frame.Type, id, n uint32, flags frame.Flags, md, data []byte) error {
+	if t != frame.TypePayload {
+		flags &^= frame.FlagNext
+		if t != frame.TypeRequestChannel {
+			flags &^= frame.FlagComplete
+		}
+	}
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	var out []byte
+	var err error
+	switch t {
+	case frame.TypeRequestResponse:
+		out, err = frame.AppendRequestResponse(m.out, id, flags, md, data)
+	case frame.TypeRequestFNF:
+		out, err = frame.AppendRequestFNF(m.out, id, flags, md, data)
+	case frame.TypeRequestStream:
+		out, err = frame.AppendRequestStream(m.out, id, flags, n, md, data)
+	case frame.TypeRequestChannel:
+		out, err = frame.AppendRequestChannel(m.out, id, flags, n, md, data)
+	default:
+		out, err = frame.AppendPayload(m.out, id, flags, md, data)
+	}
+	return m.finish(at, out, err)
+}

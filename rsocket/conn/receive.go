@@ -1,0 +1,441 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// Receive handles one inbound frame b (without its length prefix). The
+// caller may reuse b when Receive returns. Decode errors are answered as
+// the spec says (frame.Kind): ignored, ERROR[INVALID] on the stream, or
+// ERROR on stream 0 and close.
+func (m *Machine) Receive(now time.Duration, b []byte) {
+	if m.state == stateClosed {
+		return
+	}
+	m.lastReceived = now
+	m.now = max(m.now, now)
+	h, err := frame.ParseHeader(b)
+	if err != nil {
+		m.decodeError(h, err)
+		return
+	}
+	if h.Resumable() {
+		m.recvPos += uint64(len(b))
+	}
+	if m.cfg.Role == Server && m.state == stateNew {
+		m.receiveFirst(h, b)
+		return
+	}
+	if m.state == stateNew { // client before Start: nothing may arrive
+		m.closeLocal(frame.ErrorCodeConnectionError, "frame before SETUP was sent", ErrProtocol)
+		return
+	}
+	if m.cfg.Role == Client && !(h.Type == frame.TypeError && h.StreamID == 0) {
+		m.established = true
+	}
+	switch h.Type {
+	case frame.TypeSetup, frame.TypeResume, frame.TypeResumeOK:
+		// A SETUP after the accepted one, or any SETUP at a client, MUST be
+		// ignored; RESUME/RESUME_OK mean nothing without resume
+		// ("Handling the Unexpected").
+	case frame.TypeLease:
+		m.receiveLease(now, b)
+	case frame.TypeKeepalive:
+		k, err := frame.ParseKeepalive(b)
+		if err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		if k.Respond() {
+			m.emitKeepalive(false, k.Data)
+		}
+	case frame.TypeRequestResponse, frame.TypeRequestFNF, frame.TypeRequestStream, frame.TypeRequestChannel:
+		m.receiveRequest(now, h, b)
+	case frame.TypeRequestN:
+		r, err := frame.ParseRequestN(b)
+		if err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		m.receiveRequestN(r)
+	case frame.TypeCancel:
+		if _, err := frame.ParseCancel(b); err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		m.receiveCancel(h.StreamID)
+	case frame.TypePayload:
+		p, err := frame.ParsePayload(b)
+		if err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		m.receivePayload(p)
+	case frame.TypeError:
+		e, err := frame.ParseError(b)
+		if err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		m.receiveError(e)
+	case frame.TypeMetadataPush:
+		p, err := frame.ParseMetadataPush(b)
+		if err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		md := p.Metadata
+		if md == nil {
+			md = []byte{}
+		}
+		m.events = append(m.events, Event{Kind: EventMetadataPush, Metadata: m.copyIn(md)})
+	case frame.TypeExt:
+		if _, err := frame.ParseExt(b); err != nil {
+			m.decodeError(h, err)
+			return
+		}
+		if !h.CanIgnore() {
+			m.closeLocal(frame.ErrorCodeConnectionError, "unsupported EXT frame without the I flag", ErrProtocol)
+		}
+	default:
+		_, err := frame.Validate(b)
+		m.decodeError(h, err)
+	}
+}
+
+// decodeError applies the verdict of the codec.
+func (m *Machine) decodeError(h frame.Header, err error) {
+	var de *frame.DecodeError
+	if !errors.As(err, &de) {
+		m.closeLocal(frame.ErrorCodeConnectionError, err.Error(), ErrProtocol)
+		return
+	}
+	switch de.Kind {
+	case frame.KindIgnore:
+	case frame.KindStream:
+		m.streamInvalid(h, de.Error())
+	default:
+		code := de.Code
+		if code == 0 {
+			code = frame.ErrorCodeConnectionError
+		}
+		m.closeLocal(code, de.Error(), fmt.Errorf("%w: %v", ErrProtocol, err))
+	}
+}
+
+// streamInvalid answers a frame that is well formed but invalid for its
+// stream (request N of 0). A new request gets ERROR[INVALID] and no state;
+// a live stream fails; anything else is ignored.
+func (m *Machine) streamInvalid(h frame.Header, msg string) {
+	if s := m.streams[h.StreamID]; s != nil {
+		m.failStream(s, msg)
+		return
+	}
+	if h.Type.IsRequest() && m.newPeerID(h.StreamID) {
+		m.lastPeerID = h.StreamID
+		m.emitError(h.StreamID, frame.ErrorCodeInvalid, msg)
+	}
+}
+
+// failStream ends s because the peer broke the protocol on it: the peer is
+// told (ERROR[INVALID], or CANCEL from a requester that may not send
+// ERROR), the application gets a local EventError.
+func (m *Machine) failStream(s *stream, msg string) {
+	if s.requester && s.kind != RequestChannel {
+		m.emitCancel(s.id)
+	} else {
+		m.emitError(s.id, frame.ErrorCodeInvalid, msg)
+	}
+	if s.announced {
+		m.events = append(m.events, Event{Kind: EventError, StreamID: s.id, Code: frame.ErrorCodeInvalid, Message: msg, Local: true})
+	}
+	m.free(s)
+}
+
+// receiveFirst: a server's first frame must be SETUP (Protocol.md
+// "Connection Establishment").
+func (m *Machine) receiveFirst(h frame.Header, b []byte) {
+	switch h.Type {
+	case frame.TypeSetup:
+	case frame.TypeResume:
+		m.closeLocal(frame.ErrorCodeRejectedResume, "resume is not supported", ErrProtocol)
+		return
+	default:
+		m.closeLocal(frame.ErrorCodeInvalidSetup, "first frame must be SETUP, got "+h.Type.String(), ErrProtocol)
+		return
+	}
+	s, err := frame.ParseSetup(b)
+	if err != nil {
+		// A malformed SETUP is INVALID_SETUP even with the I flag: there is
+		// no connection to keep ignoring frames on.
+		m.closeLocal(frame.ErrorCodeInvalidSetup, err.Error(), fmt.Errorf("%w: %v", ErrProtocol, err))
+		return
+	}
+	switch {
+	case s.MajorVersion != frame.ProtocolMajor:
+		m.closeLocal(frame.ErrorCodeUnsupportedSetup,
+			fmt.Sprintf("protocol version %d.%d is not supported (1.x is)", s.MajorVersion, s.MinorVersion), ErrProtocol)
+		return
+	case s.ResumeEnabled():
+		m.closeLocal(frame.ErrorCodeRejectedSetup, "resume is not supported", ErrProtocol)
+		return
+	}
+	m.state = stateOpen
+	m.lease.enabled = s.Lease()
+	m.keepaliveInterval = time.Duration(s.KeepaliveInterval) * time.Millisecond
+	m.maxLifetime = time.Duration(s.MaxLifetime) * time.Millisecond
+	m.events = append(m.events, Event{Kind: EventSetup, Setup: &SetupInfo{
+		MajorVersion: s.MajorVersion, MinorVersion: s.MinorVersion,
+		KeepaliveInterval: s.KeepaliveInterval, MaxLifetime: s.MaxLifetime,
+		MetadataMIME: string(s.MetadataMIME), DataMIME: string(s.DataMIME),
+		Metadata: m.copyIn(s.Metadata), Data: m.copyIn(s.Data), Lease: s.Lease(),
+	}})
+}
+
+// newPeerID reports whether id may open a new stream from the peer: the
+// peer's parity and greater than any id it used before.
+func (m *Machine) newPeerID(id uint32) bool {
+	peerOdd := m.cfg.Role == Server
+	return id != 0 && (id%2 == 1) == peerOdd && id > m.lastPeerID
+}
+
+func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
+	var md, data []byte
+	var n uint32
+	var err error
+	switch h.Type {
+	case frame.TypeRequestResponse:
+		var r frame.RequestResponse
+		r, err = frame.ParseRequestResponse(b)
+		md, data = r.Metadata, r.Data
+	case frame.TypeRequestFNF:
+		var r frame.RequestFNF
+		r, err = frame.ParseRequestFNF(b)
+		md, data = r.Metadata, r.Data
+	case frame.TypeRequestStream:
+		var r frame.RequestStream
+		r, err = frame.ParseRequestStream(b)
+		md, data, n = r.Metadata, r.Data, r.InitialN
+	case frame.TypeRequestChannel:
+		var r frame.RequestChannel
+		r, err = frame.ParseRequestChannel(b)
+		md, data, n = r.Metadata, r.Data, r.InitialN
+	}
+	if err != nil {
+		m.decodeError(h, err)
+		return
+	}
+	id := h.StreamID
+	// A request on an id in use, on an old id, or with our parity MUST be
+	// ignored ("Handling the Unexpected").
+	if !m.newPeerID(id) {
+		return
+	}
+	m.lastPeerID = id
+	if m.draining {
+		m.emitError(id, frame.ErrorCodeRejected, "connection is closing")
+		return
+	}
+	if !m.admitLeased(now) {
+		// "MUST respond with an ERROR[REJECTED]": nothing was processed.
+		m.emitError(id, frame.ErrorCodeRejected, "request beyond the lease")
+		return
+	}
+	if len(m.streams) >= m.cfg.MaxStreams {
+		m.emitError(id, frame.ErrorCodeRejected, fmt.Sprintf("too many streams (limit %d)", m.cfg.MaxStreams))
+		return
+	}
+	kind := interactionOf(h.Type)
+	follows := h.Flags&frame.FlagFollows != 0
+	complete := kind == RequestChannel && h.Flags&frame.FlagComplete != 0 && !follows
+	if !follows && kind == FireAndForget {
+		m.events = append(m.events, Event{Kind: EventRequest, StreamID: id, Interaction: kind,
+			Metadata: m.copyIn(md), Data: m.copyIn(data)})
+		return
+	}
+	s := &stream{id: id, kind: kind}
+	m.streams[id] = s
+	if follows {
+		s.asm = &assembly{request: h.Type, initialN: n}
+		m.appendFragment(s, md, data)
+		return
+	}
+	m.openResponder(s, n, m.copyIn(md), m.copyIn(data), complete)
+}
+
+// openResponder sets up the responder halves of a complete request and
+// tells the application.
+func (m *Machine) openResponder(s *stream, n uint32, md, data []byte, complete bool) {
+	s.announced = true
+	switch s.kind {
+	case FireAndForget:
+		m.events = append(m.events, Event{Kind: EventRequest, StreamID: s.id, Interaction: s.kind, Metadata: md, Data: data})
+		m.free(s)
+		return
+	case RequestResponse:
+		s.sendOpen, s.sendCredits = true, 1
+	case RequestStream:
+		s.sendOpen, s.sendCredits = true, credits(n)
+	case RequestChannel:
+		s.sendOpen, s.sendCredits = true, credits(n)
+		s.recvOpen = !complete
+	}
+	m.events = append(m.events, Event{Kind: EventRequest, StreamID: s.id, Interaction: s.kind,
+		Metadata: md, Data: data, N: n, Complete: complete})
+}
+
+// appendFragment adds a fragment to s's reassembly, enforcing the memory
+// bounds. It returns false when s or the connection was failed.
+func (m *Machine) appendFragment(s *stream, md, data []byte) bool {
+	a := s.asm
+	add := len(md) + len(data)
+	if len(a.md)+len(a.data)+add > m.cfg.MaxPayloadSize {
+		m.failStream(s, fmt.Sprintf("reassembled payload exceeds %d bytes", m.cfg.MaxPayloadSize))
+		return false
+	}
+	if m.asmBytes+add > m.cfg.MaxReassemblyBytes {
+		m.closeLocal(frame.ErrorCodeConnectionError,
+			fmt.Sprintf("payloads being reassembled exceed %d bytes", m.cfg.MaxReassemblyBytes), ErrProtocol)
+		return false
+	}
+	if md != nil {
+		a.hasMD = true
+		a.md = append(a.md, md...)
+	}
+	a.data = append(a.data, data...)
+	m.asmBytes += add
+	return true
+}
+
+func (m *Machine) receivePayload(p frame.Payload) {
+	s := m.streams[p.StreamID]
+	if s == nil {
+		return // unknown stream: ignore
+	}
+	if s.asm != nil {
+		if s.asm.request == 0 && !s.recvOpen {
+			m.dropAsm(s) // cannot happen: closing the half drops it
+			return
+		}
+		if !m.appendFragment(s, p.Metadata, p.Data) {
+			return
+		}
+		a := s.asm
+		a.next = a.next || p.Next()
+		if p.Follows() {
+			return
+		}
+		s.asm = nil
+		m.asmBytes -= len(a.md) + len(a.data)
+		var md []byte
+		if a.hasMD {
+			md = a.md
+			if md == nil {
+				md = []byte{}
+			}
+		}
+		// The reassembled buffers are handed to the application as they
+		// are: this end never touches them again.
+		if a.request != 0 {
+			complete := s.kind == RequestChannel && p.Complete()
+			m.openResponder(s, a.initialN, md, a.data, complete)
+			return
+		}
+		m.deliverPayload(s, md, a.data, a.next, p.Complete())
+		return
+	}
+	if !s.recvOpen {
+		return // nothing more expected on this half: ignore
+	}
+	if p.Follows() {
+		// The first fragment of a PAYLOAD: it needs a credit like the
+		// whole would, checked now so a peer cannot pile up fragments.
+		if p.Next() && s.recvCredits == 0 {
+			m.failStream(s, "PAYLOAD beyond the REQUEST_N credits")
+			return
+		}
+		s.asm = &assembly{}
+		if m.appendFragment(s, p.Metadata, p.Data) {
+			s.asm.next = p.Next()
+		}
+		return
+	}
+	m.deliverPayload(s, m.copyIn(p.Metadata), m.copyIn(p.Data), p.Next(), p.Complete())
+}
+
+// deliverPayload applies a complete (reassembled) PAYLOAD to s.
+func (m *Machine) deliverPayload(s *stream, md, data []byte, next, complete bool) {
+	if s.kind == RequestResponse {
+		complete = true // "MUST assume it is set"
+	}
+	if next && !s.recvCredits.take() {
+		m.failStream(s, "PAYLOAD beyond the REQUEST_N credits")
+		return
+	}
+	m.events = append(m.events, Event{Kind: EventPayload, StreamID: s.id, Metadata: md, Data: data, Next: next, Complete: complete})
+	if complete {
+		s.recvOpen = false
+		m.maybeFree(s)
+	}
+}
+
+func (m *Machine) receiveRequestN(r frame.RequestN) {
+	s := m.streams[r.StreamID]
+	if s == nil || !s.announced || !s.sendOpen || s.kind == RequestResponse {
+		return
+	}
+	s.sendCredits.grant(r.N)
+	m.events = append(m.events, Event{Kind: EventRequestN, StreamID: s.id, N: r.N})
+}
+
+func (m *Machine) receiveCancel(id uint32) {
+	s := m.streams[id]
+	if s == nil {
+		return
+	}
+	if !s.announced { // cancel of a request still being reassembled
+		m.free(s)
+		return
+	}
+	switch {
+	case !s.requester:
+		m.events = append(m.events, Event{Kind: EventCancel, StreamID: id})
+		if !mutation.keepOnCancel {
+			m.free(s)
+		}
+	case s.kind == RequestChannel && s.sendOpen:
+		// The responder stops our half only.
+		s.sendOpen = false
+		m.events = append(m.events, Event{Kind: EventCancel, StreamID: id})
+		m.maybeFree(s)
+	}
+}
+
+func (m *Machine) receiveError(e frame.ErrorFrame) {
+	if e.StreamID == 0 {
+		switch e.Code {
+		case frame.ErrorCodeInvalidSetup, frame.ErrorCodeUnsupportedSetup, frame.ErrorCodeRejectedSetup, frame.ErrorCodeRejectedResume:
+			// A server MUST ignore these; a client only after establishment.
+			if m.cfg.Role == Server || m.established {
+				return
+			}
+		case frame.ErrorCodeConnectionClose:
+			m.startDrain(&PeerError{Code: e.Code, Message: string(e.Data)})
+			return
+		}
+		m.shutdown(&PeerError{Code: e.Code, Message: string(e.Data)}, e.Code, string(e.Data))
+		return
+	}
+	s := m.streams[e.StreamID]
+	if s == nil {
+		return
+	}
+	if s.announced {
+		m.events = append(m.events, Event{Kind: EventError, StreamID: s.id, Code: e.Code, Message: string(e.Data)})
+	}
+	m.free(s)
+}

@@ -139,6 +139,9 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if cfg.DialOptions, err = c.cf.dialOptions(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	if cfg.AgentID, err = agentIDFor(cfg.AgentID, c.cf.certFile); err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
 	if (c.ingestCert == "") != (c.ingestKey == "") {
 		return &exitError{code: 2, msg: "--ingest-tls-cert and --ingest-tls-key go together"}
 	}

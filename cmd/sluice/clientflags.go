@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,6 +68,39 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(tok, !useTLS)))
 	}
 	return opts, nil
+}
+
+// agentIDFor returns the agent id to use given --agent-id (flagID, may be
+// empty) and the client certificate file (may be empty). With mutual TLS
+// the sink takes the agent id from the certificate and refuses a Hello
+// naming another, so the agent uses the certificate's id by default and
+// refuses at startup an --agent-id the sink would refuse on every connect.
+func agentIDFor(flagID, certFile string) (string, error) {
+	if certFile == "" {
+		return flagID, nil
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", err
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return "", fmt.Errorf("--tls-cert %s: no PEM certificate", certFile)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("--tls-cert %s: %w", certFile, err)
+	}
+	id, err := auth.CertIdentity(cert)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--tls-cert %s: %w", certFile, err)
+	case id.AgentID == auth.ReaderID:
+		return "", fmt.Errorf("--tls-cert %s is a reader's certificate, not an agent's", certFile)
+	case flagID != "" && flagID != id.AgentID:
+		return "", fmt.Errorf("--agent-id %q differs from the id %q that --tls-cert %s binds; the sink would refuse every connection", flagID, id.AgentID, certFile)
+	}
+	return id.AgentID, nil
 }
 
 // liveFlags bound how long an agent waits on a sink that stopped

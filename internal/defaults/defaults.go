@@ -107,6 +107,14 @@ const (
 	MaxConnsPerPeer   = 64
 	MaxConsumers      = 256
 	HelloTimeout      = 10 * time.Second
+	// StallTimeout and StallBytes put a deadline on a partial message: a
+	// connection with a stream holding at least StallBytes of an
+	// incomplete message that received none of the rest for StallTimeout
+	// (while free to send it) is closed. A transfer slower than StallBytes
+	// per StallTimeout (about 1 KB/s) is not cut as long as each DATA
+	// frame keeps coming within the timeout.
+	StallTimeout = time.Minute
+	StallBytes   = 64 << 10
 	// KafkaStartTimeout bounds how long the sink keeps trying to reach
 	// the Kafka brokers at startup.
 	KafkaStartTimeout = 30 * time.Second

@@ -50,7 +50,13 @@ func (l *peerLimitListener) Accept() (net.Conn, error) {
 		}
 		l.open[ip]++
 		l.mu.Unlock()
-		return &peerConn{Conn: c, l: l, ip: ip}, nil
+		var pc net.Conn = &peerConn{Conn: c, l: l, ip: ip}
+		if l.s.cfg.TLS == nil {
+			// Plaintext HTTP/2: the stall watch follows it here (with TLS,
+			// after the handshake: stallCreds).
+			pc = l.s.trackStalls(pc)
+		}
+		return pc, nil
 	}
 }
 

@@ -71,7 +71,9 @@ func dialRaw(t *testing.T, h *harness) *rawClient {
 	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
-	r.write(func() error { return r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}) })
+	r.write(func() error {
+		return r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	})
 	r.write(func() error { return r.fr.WriteWindowUpdate(0, 1<<30) })
 	go func() {
 		defer close(r.closed)

@@ -2,7 +2,10 @@ package sink
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -12,6 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -60,9 +65,15 @@ type rawClient struct {
 	closed chan struct{} // closed when the sink closed the connection
 }
 
-func dialRaw(t *testing.T, h *harness) *rawClient {
+func dialRaw(t *testing.T, h *harness, tc *tls.Config) *rawClient {
 	t.Helper()
-	c, err := net.Dial("tcp", h.cc.Target())
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.Dial("tcp", h.cc.Target(), tc)
+	} else {
+		c, err = net.Dial("tcp", h.cc.Target())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +173,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // A client sends its Hello, then the first 200 KiB of a 2 MiB message,
 // and stops: the sink closes the connection once the stall timeout has
-// passed with nothing more, and not before.
+// passed with nothing more, and not before; in plaintext and over TLS.
 func TestStalledMessage(t *testing.T) {
-	var k *stallClock
-	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
-	r := dialRaw(t, h)
+	t.Run("plaintext", func(t *testing.T) {
+		var k *stallClock
+		h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+		testStalledMessage(t, h, k, nil)
+	})
+	t.Run("tls", func(t *testing.T) {
+		ca := newTestCA(t)
+		h := &harness{t: t, logs: &syncBuffer{}}
+		h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
+			TLS: &tls.Config{Certificates: []tls.Certificate{ca.issue("sink", x509.ExtKeyUsageServerAuth)}, MinVersion: tls.VersionTLS12}}
+		k := withStallClock(&h.cfg)
+		client := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		h.dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(client))}
+		h.start()
+		t.Cleanup(h.stop)
+		raw := client.Clone()
+		raw.NextProtos = []string{"h2"}
+		testStalledMessage(t, h, k, raw)
+	})
+}
+
+func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config) {
+	r := dialRaw(t, h, tc)
 	r.open(1)
 	r.data(1, message(t, helloReq("staller")))
 	big := make([]byte, 5+200<<10)
@@ -213,7 +244,7 @@ func TestStalledMessage(t *testing.T) {
 func TestStallSparesProgressAndIdle(t *testing.T) {
 	var k *stallClock
 	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
-	r := dialRaw(t, h)
+	r := dialRaw(t, h, nil)
 	r.open(1)
 	r.data(1, message(t, helloReq("slow")))
 	recs := make([]string, 0, 64)

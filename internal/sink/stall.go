@@ -140,9 +140,17 @@ type stallConn struct {
 // trackStalls wraps c, a connection carrying plaintext HTTP/2, and
 // registers it with the watch.
 func (s *Sink) trackStalls(c net.Conn) net.Conn {
+	return s.watch(newStallConn(s, c))
+}
+
+func newStallConn(s *Sink, c net.Conn) *stallConn {
 	sc := &stallConn{Conn: c, s: s, streams: make(map[uint32]*stallStream),
 		initWin: h2DefaultWindow, connWin: h2DefaultWindow}
 	sc.in.skip = h2ClientPreface
+	return sc
+}
+
+func (s *Sink) watch(sc *stallConn) *stallConn {
 	s.stallMu.Lock()
 	s.stallConns[sc] = struct{}{}
 	s.stallMu.Unlock()
@@ -169,12 +177,17 @@ func (c *stallConn) Write(p []byte) (int, error) {
 }
 
 func (c *stallConn) Close() error {
+	c.forget()
+	return c.Conn.Close()
+}
+
+// forget unregisters the connection from the watch.
+func (c *stallConn) forget() {
 	c.closeOnce.Do(func() {
 		c.s.stallMu.Lock()
 		delete(c.s.stallConns, c)
 		c.s.stallMu.Unlock()
 	})
-	return c.Conn.Close()
 }
 
 // scan passes over p, calling frame at each frame header, data with the
@@ -387,7 +400,13 @@ func (c stallCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInf
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.s.trackStalls(conn), info, nil
+	sc := newStallConn(c.s, conn)
+	if pc, ok := raw.(*peerConn); ok {
+		// grpc-go closes the raw connection, not this one, when it fails
+		// between the handshake and serving: forget it then too.
+		pc.onClose = sc.forget
+	}
+	return c.s.watch(sc), info, nil
 }
 
 func (c stallCreds) Clone() credentials.TransportCredentials {

@@ -299,6 +299,14 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 		t.Errorf("the idle consumer's stream ended: %v", err)
 	default:
 	}
+	// Closed connections leave the watch.
+	r.c.Close()
+	h.cc.Close()
+	waitFor(t, "the watch to forget closed connections", func() bool {
+		h.s.stallMu.Lock()
+		defer h.s.stallMu.Unlock()
+		return len(h.s.stallConns) == 0
+	})
 }
 
 // The watch follows frames split anywhere, padded DATA, and the sink's

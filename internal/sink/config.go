@@ -157,10 +157,11 @@ type Config struct {
 	HelloTimeout time.Duration
 
 	// StallTimeout: a connection with a stream that holds at least
-	// defaults.StallBytes of an incomplete message, and has received none
-	// of the rest for this long while free to send it, is closed, so that
-	// a client cannot hold up to MaxMessageBytes of memory per stream by
-	// beginning a message and stopping. Default 60s.
+	// defaults.StallBytes (64 KiB) of an incomplete message, and has
+	// received less than that much more of it in this time while free to
+	// send, is closed, so that a client cannot hold up to MaxMessageBytes
+	// of memory per stream by beginning a message and stopping (or
+	// trickling it). Default 60s.
 	StallTimeout time.Duration
 
 	// KafkaStartTimeout bounds how long New keeps trying to reach the

@@ -271,9 +271,10 @@
 //     ends such streams at once instead of waiting for them;
 //   - Config.StallTimeout (60s) puts a deadline on a partial message: a
 //     connection with a stream holding 64 KiB or more of an incomplete
-//     message, free to send the rest (its flow-control windows open) and
-//     sending none of it for that long, is closed (stall.go; counted in
-//     sluice_sink_stalled_conns_total, logged at Warn with the bytes held);
+//     message, free to send (its flow-control windows open) and sending
+//     less than 64 KiB more of it in that time, is closed (stall.go;
+//     counted in sluice_sink_stalled_conns_total, logged at Warn with the
+//     bytes held);
 //   - keepalive: the sink pings a connection quiet for 30s and closes it
 //     if the ping is not answered within 10s (half-open agents), and lets
 //     clients ping every 5s or more.

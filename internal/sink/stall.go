@@ -23,10 +23,10 @@ import (
 // through a stallConn, which follows the frames both ways without copying:
 // the DATA of each client stream, cut into gRPC messages by their length
 // prefixes, and the flow-control windows the sink grants. A stream is
-// stalled when it holds at least stallBytes of an incomplete message, has
-// received no DATA for Config.StallTimeout, and the client could send (its
-// stream and connection windows are open, so the sink is not the one
-// holding it back). The sink then closes the connection: the client's
+// stalled when it holds at least stallBytes of an incomplete message and
+// has received less than stallBytes more of it in Config.StallTimeout
+// while the client could send (its stream and connection windows open, so
+// the sink is not the one holding it back). The sink then closes the connection: the client's
 // streams fail and a real agent reconnects and resends.
 //
 // Byte counts alone (bytes since the last complete message) cannot tell a
@@ -75,15 +75,23 @@ type stallStream struct {
 	rest    int64
 	// held is the bytes of the incomplete message received so far.
 	held int64
-	// progress counts DATA frames; seen and seenAt are the checker's last
-	// look at it and when progress was last seen to change.
-	progress uint64
-	seen     uint64
-	seenAt   time.Time
+	// fed counts the message bytes received (DATA without padding, which
+	// would let a client look busy without moving its message on), done
+	// the messages completed.
+	fed  int64
+	done uint64
+	// The checker's mark: fed and done when it last saw the stream make
+	// progress (stallBytes more of its messages, a message completed, or
+	// a closed window), and when.
+	marked   bool
+	markFed  int64
+	markDone uint64
+	markAt   time.Time
 }
 
 // feed takes DATA payload bytes of the stream and follows the messages.
 func (st *stallStream) feed(p []byte) {
+	st.fed += int64(len(p))
 	for len(p) > 0 {
 		if st.prefixN < len(st.prefix) {
 			n := copy(st.prefix[st.prefixN:], p)
@@ -101,6 +109,7 @@ func (st *stallStream) feed(p []byte) {
 		}
 		if st.prefixN == len(st.prefix) && st.rest == 0 { // message complete
 			st.prefixN, st.held = 0, 0
+			st.done++
 		}
 	}
 }
@@ -263,7 +272,6 @@ func (c *stallConn) inFrame(h *h2scan) bool {
 		c.connWin -= int64(h.left)
 		if st := c.streams[h.sid]; st != nil {
 			st.win -= int64(h.left)
-			st.progress++
 		}
 	case h2RSTStream:
 		delete(c.streams, h.sid)
@@ -328,18 +336,25 @@ func (c *stallConn) outPayload(h *h2scan) {
 func (c *stallConn) outEnd(*h2scan) {}
 
 // stalled reports the bytes held by the connection's stalled streams (0:
-// none stalled), and notes which streams progressed since the last look.
+// none stalled), and marks the streams that progressed since their mark.
+//
+// Progress is stallBytes more of the stream's messages, or a message
+// completed: a client trickling a byte now and then does not keep a
+// partial message alive, since at stallBytes per timeout the message is
+// complete (and handled, and its memory freed) within
+// MaxMessageBytes/stallBytes timeouts. A closed window counts as progress:
+// the sink is not reading (its own back-pressure), so the client cannot
+// send, and it gets a whole timeout once the window opens.
 func (c *stallConn) stalled(now time.Time, timeout time.Duration) (held int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range c.streams {
-		if st.progress != st.seen || st.seenAt.IsZero() {
-			st.seen, st.seenAt = st.progress, now
+		open := st.win > 0 && c.connWin > 0
+		if !st.marked || !open || st.done != st.markDone || st.fed-st.markFed >= stallBytes {
+			st.marked, st.markFed, st.markDone, st.markAt = true, st.fed, st.done, now
 			continue
 		}
-		// A closed window means the sink is not reading: its own
-		// back-pressure, not the client's stall.
-		if st.held >= stallBytes && now.Sub(st.seenAt) >= timeout && st.win > 0 && c.connWin > 0 {
+		if st.held >= stallBytes && now.Sub(st.markAt) >= timeout {
 			held += st.held
 		}
 	}
@@ -351,7 +366,7 @@ func (c *stallConn) stalled(now time.Time, timeout time.Duration) (held int64) {
 func (s *Sink) watchStalls() {
 	tick, now := s.cfg.stallTick, s.cfg.stallNow
 	if tick == nil {
-		t := time.NewTicker(s.cfg.StallTimeout / 4)
+		t := time.NewTicker(max(s.cfg.StallTimeout/4, time.Millisecond))
 		defer t.Stop()
 		tick = t.C
 	}

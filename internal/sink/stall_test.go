@@ -238,9 +238,46 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 	a.collect(1) // fails the test if no ack comes
 }
 
-// A 4 MiB message over a link that delivers a 16 KiB frame every half
-// stall timeout (well under StallBytes per timeout) is received whole; an
-// agent and a consumer that stay idle for hours after are not cut.
+// A client that trickles its message after 200 KiB (1 KiB per quarter
+// timeout) does not keep it alive: it is cut once a timeout has passed
+// with less than StallBytes more.
+func TestStallTrickle(t *testing.T) {
+	var k *stallClock
+	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+	r := dialRaw(t, h, nil)
+	r.open(1)
+	r.data(1, message(t, helloReq("trickler")))
+	big := make([]byte, 5+200<<10)
+	binary.BigEndian.PutUint32(big[1:], 2<<20)
+	r.data(1, big)
+	fed := int64(len(big))
+	waitFor(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+	k.look(t) // mark
+	for i := 1; i <= 4; i++ {
+		r.data(1, make([]byte, 1<<10))
+		fed += 1 << 10
+		waitFor(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+		k.advance(h.s.cfg.StallTimeout / 4)
+		k.look(t)
+		want := 0.0
+		if i == 4 {
+			want = 1
+		}
+		if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != want {
+			t.Fatalf("after %d quarter timeouts of trickle: stalled_conns_total = %v, want %v", i, got, want)
+		}
+	}
+	select {
+	case <-r.closed:
+	case <-time.After(wait):
+		t.Fatal("the sink did not close the trickling connection")
+	}
+}
+
+// A 4 MiB message over a link that delivers a 16 KiB frame every eighth
+// of the stall timeout (twice StallBytes per timeout; 2 KiB/s at the
+// default) is received whole; an agent and a consumer that stay idle for
+// hours after are not cut.
 func TestStallSparesProgressAndIdle(t *testing.T) {
 	var k *stallClock
 	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
@@ -265,7 +302,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 			st, _ := streamState(h.s, 1)
 			return st.prefixN == 5 && st.rest == int64(len(msg)-end)
 		})
-		k.advance(h.s.cfg.StallTimeout / 2)
+		k.advance(h.s.cfg.StallTimeout / 8)
 		k.look(t)
 	}
 	waitFor(t, "the message to be received whole", func() bool {

@@ -23,7 +23,7 @@ type sinkCmd struct {
 	tlsCert, tlsKey, clientCA, tokens                  string
 	queueMsgs, maxStreams, maxConns, maxConsumers      int
 	queueBytes, maxMessage                             byteSize
-	helloTimeout, kafkaStart                           time.Duration
+	helloTimeout, kafkaStart, stallTimeout             time.Duration
 }
 
 // newSinkFlags registers every flag of `sluice sink`, with the defaults of
@@ -50,6 +50,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Int(&c.maxConns, "max-conns-per-peer", "open connections one IP address may hold; more are closed at once")
 	d.Int(&c.maxConsumers, "max-consumers", "Read streams served at once; more are refused (ResourceExhausted)")
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
+	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
 	d.Duration(&c.kafkaStart, "kafka-start-timeout", "with a Kafka store, how long to keep trying to reach the brokers at startup")
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
 	d.configFlag(&c.configFile)
@@ -71,8 +72,8 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: "--client-ca needs --tls-cert and --tls-key"}
 	case c.queueMsgs < 1 || c.queueBytes < 1 || c.maxMessage < 1:
 		return &exitError{code: 2, msg: "--queue-messages, --queue-bytes and --max-message must be positive"}
-	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0:
-		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout and --kafka-start-timeout must be positive"}
+	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0 || c.stallTimeout <= 0:
+		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout, --stall-timeout and --kafka-start-timeout must be positive"}
 	}
 	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
@@ -82,7 +83,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
 		Logger: log, Registry: newRegistry(),
 		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
-		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart,
+		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
 	}
 	if c.tlsCert != "" {
 		t, err := auth.ServerTLS(c.tlsCert, c.tlsKey, c.clientCA)

@@ -107,6 +107,14 @@ const (
 	MaxConnsPerPeer   = 64
 	MaxConsumers      = 256
 	HelloTimeout      = 10 * time.Second
+	// StallTimeout and StallBytes put a deadline on a partial message: a
+	// connection with a stream holding at least StallBytes of an
+	// incomplete message that received less than StallBytes more of it in
+	// StallTimeout (while free to send) is closed. So a message larger
+	// than StallBytes must arrive at 64 KiB a minute (about 1.1 KB/s) or
+	// faster; a trickle cannot hold a partial message for long.
+	StallTimeout = time.Minute
+	StallBytes   = 64 << 10
 	// KafkaStartTimeout bounds how long the sink keeps trying to reach
 	// the Kafka brokers at startup.
 	KafkaStartTimeout = 30 * time.Second

@@ -55,6 +55,8 @@ const (
 	DefaultMaxConnsPerPeer   = defaults.MaxConnsPerPeer
 	DefaultMaxConsumers      = defaults.MaxConsumers
 	DefaultHelloTimeout      = defaults.HelloTimeout
+	// DefaultStallTimeout: see Config.StallTimeout.
+	DefaultStallTimeout = defaults.StallTimeout
 	// DefaultKafkaStartTimeout bounds how long New waits for the Kafka
 	// brokers to answer.
 	DefaultKafkaStartTimeout = defaults.KafkaStartTimeout
@@ -154,6 +156,14 @@ type Config struct {
 	// delay shutdown. Default 10s.
 	HelloTimeout time.Duration
 
+	// StallTimeout: a connection with a stream that holds at least
+	// defaults.StallBytes (64 KiB) of an incomplete message, and has
+	// received less than that much more of it in this time while free to
+	// send, is closed, so that a client cannot hold up to MaxMessageBytes
+	// of memory per stream by beginning a message and stopping (or
+	// trickling it). Default 60s.
+	StallTimeout time.Duration
+
 	// KafkaStartTimeout bounds how long New keeps trying to reach the
 	// Kafka brokers (and waits for the topic to be ready) before failing.
 	// Default 30s.
@@ -166,6 +176,13 @@ type Config struct {
 	// helloWait, if set, runs when a stream starts waiting for its first
 	// message; tests use it to know the handler is there.
 	helloWait func()
+
+	// stallTick and stallNow, if set, drive the stall watch instead of a
+	// ticker and the monotonic clock; stallChecked runs after each look.
+	// Tests use them to need no sleeps.
+	stallTick    <-chan time.Time
+	stallNow     func() time.Time
+	stallChecked func()
 
 	// tailHold, if set, holds the Kafka tailer until it is closed; tests
 	// use it to show that writes wait for the tailer.
@@ -215,6 +232,9 @@ func (c *Config) setDefaults() {
 	if c.KafkaStartTimeout == 0 {
 		c.KafkaStartTimeout = DefaultKafkaStartTimeout
 	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
 }
 
 func (c *Config) validate() error {
@@ -234,7 +254,7 @@ func (c *Config) validate() error {
 	if c.MaxStreamsPerConn < 0 || c.MaxConnsPerPeer < 0 || c.MaxConsumers < 0 || c.HelloTimeout < 0 {
 		errs = append(errs, errors.New("negative stream, connection or consumer limit, or hello timeout"))
 	}
-	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 || c.KafkaStartTimeout < 0 {
+	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 || c.KafkaStartTimeout < 0 || c.StallTimeout < 0 {
 		errs = append(errs, errors.New("negative interval, size or timeout"))
 	}
 	if len(errs) > 0 {

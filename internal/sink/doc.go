@@ -269,6 +269,12 @@
 //     ResourceExhausted;
 //   - Config.HelloTimeout (10s) ends a stream that says nothing, and Close
 //     ends such streams at once instead of waiting for them;
+//   - Config.StallTimeout (60s) puts a deadline on a partial message: a
+//     connection with a stream holding 64 KiB or more of an incomplete
+//     message, free to send (its flow-control windows open) and sending
+//     less than 64 KiB more of it in that time, is closed (stall.go;
+//     counted in sluice_sink_stalled_conns_total, logged at Warn with the
+//     bytes held);
 //   - keepalive: the sink pings a connection quiet for 30s and closes it
 //     if the ping is not answered within 10s (half-open agents), and lets
 //     clients ping every 5s or more.
@@ -308,6 +314,7 @@
 //	sluice_sink_consumer_buffered_bytes      gauge      bytes held in read chunks and decode buffers
 //	sluice_sink_refused_total                counter    connections and streams refused by a bound, by reason
 //	sluice_sink_streams_cut_total            counter    streams ended for misbehaviour, by reason
+//	sluice_sink_stalled_conns_total          counter    connections closed: a message begun and not continued (--stall-timeout)
 //	sluice_sink_fsync_seconds                histogram  embedded: fdatasync durations
 //	sluice_sink_store_bytes                  gauge      embedded: size of the segment files
 //	sluice_sink_store_next_offset            gauge      embedded: offset of the next message

@@ -50,7 +50,13 @@ func (l *peerLimitListener) Accept() (net.Conn, error) {
 		}
 		l.open[ip]++
 		l.mu.Unlock()
-		return &peerConn{Conn: c, l: l, ip: ip}, nil
+		var pc net.Conn = &peerConn{Conn: c, l: l, ip: ip}
+		if l.s.cfg.TLS == nil {
+			// Plaintext HTTP/2: the stall watch follows it here (with TLS,
+			// after the handshake: stallCreds).
+			pc = l.s.trackStalls(pc)
+		}
+		return pc, nil
 	}
 }
 
@@ -74,15 +80,22 @@ func peerIP(addr net.Addr) string {
 	return host
 }
 
-// peerConn gives its slot back once, on the first Close.
+// peerConn gives its slot back once, on the first Close (and runs
+// onClose, if set, then).
 type peerConn struct {
 	net.Conn
-	l    *peerLimitListener
-	ip   string
-	once sync.Once
+	l       *peerLimitListener
+	ip      string
+	once    sync.Once
+	onClose func()
 }
 
 func (c *peerConn) Close() error {
-	c.once.Do(func() { c.l.release(c.ip) })
+	c.once.Do(func() {
+		c.l.release(c.ip)
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
 	return c.Conn.Close()
 }

@@ -73,6 +73,11 @@ type Sink struct {
 
 	started time.Time
 
+	// stallConns are the open connections the stall watch follows
+	// (stall.go), under stallMu.
+	stallMu    sync.Mutex
+	stallConns map[*stallConn]struct{}
+
 	// lock is the exclusive lock on DataDir, held from New to the end of
 	// Close: two sinks on one data directory would both append to the
 	// store and overwrite each other's records.
@@ -119,6 +124,7 @@ func New(cfg Config) (*Sink, error) {
 		statusSince: time.Now(),
 		sendStreams: make(map[*sendStream]struct{}),
 		lock:        lock,
+		stallConns:  make(map[*stallConn]struct{}),
 	}
 	s.readDecoders.New = func() any { return &bodyDecoder{dicts: s.dicts} }
 	m.storeAvailable.Set(1)
@@ -160,7 +166,9 @@ func New(cfg Config) (*Sink, error) {
 		grpc.ForceServerCodecV2(protoCodec{}),
 	}
 	if cfg.TLS != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		// The stall watch follows the decrypted HTTP/2 (without TLS, the
+		// listener wraps each connection: peerLimitListener).
+		sopts = append(sopts, grpc.Creds(stallCreds{TransportCredentials: credentials.NewTLS(cfg.TLS), s: s}))
 	}
 	if cfg.Tokens != nil {
 		sopts = append(sopts, grpc.ChainStreamInterceptor(cfg.Tokens.StreamInterceptor()),
@@ -168,6 +176,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s.srv = grpc.NewServer(sopts...)
 	sluicev1.RegisterSinkServer(s.srv, &service{s: s})
+	go s.watchStalls()
 	ok = true
 	return s, nil
 }

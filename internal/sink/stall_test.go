@@ -1,0 +1,429 @@
+package sink
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+)
+
+// stallClock drives a sink's stall watch: tick makes it look once, at the
+// clock's current time, and returns once the look is over.
+type stallClock struct {
+	now     atomic.Int64 // nanoseconds since base
+	base    time.Time
+	tick    chan time.Time
+	checked chan struct{}
+}
+
+func withStallClock(c *Config) *stallClock {
+	k := &stallClock{base: time.Unix(1e9, 0), tick: make(chan time.Time), checked: make(chan struct{})}
+	c.stallTick = k.tick
+	c.stallNow = func() time.Time { return k.base.Add(time.Duration(k.now.Load())) }
+	c.stallChecked = func() { k.checked <- struct{}{} }
+	return k
+}
+
+func (k *stallClock) advance(d time.Duration) { k.now.Add(int64(d)) }
+
+func (k *stallClock) look(t *testing.T) {
+	t.Helper()
+	select {
+	case k.tick <- time.Time{}:
+	case <-time.After(wait):
+		t.Fatal("the stall watch does not tick")
+	}
+	select {
+	case <-k.checked:
+	case <-time.After(wait):
+		t.Fatal("the stall watch did not finish its look")
+	}
+}
+
+// rawClient speaks HTTP/2 itself, so that it can stop in the middle of a
+// gRPC message, which a gRPC client never does.
+type rawClient struct {
+	t      *testing.T
+	c      net.Conn
+	mu     sync.Mutex // writes
+	fr     *http2.Framer
+	closed chan struct{} // closed when the sink closed the connection
+}
+
+func dialRaw(t *testing.T, h *harness, tc *tls.Config) *rawClient {
+	t.Helper()
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.Dial("tcp", h.cc.Target(), tc)
+	} else {
+		c, err = net.Dial("tcp", h.cc.Target())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := &rawClient{t: t, c: c, fr: http2.NewFramer(c, c), closed: make(chan struct{})}
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	r.write(func() error {
+		return r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	})
+	r.write(func() error { return r.fr.WriteWindowUpdate(0, 1<<30) })
+	go func() {
+		defer close(r.closed)
+		for {
+			f, err := r.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					r.write(r.fr.WriteSettingsAck)
+				}
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					r.write(func() error { return r.fr.WritePing(true, f.Data) })
+				}
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rawClient) write(f func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f() // a write error shows as the connection closing
+}
+
+// open starts a Send stream.
+func (r *rawClient) open(id uint32) {
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", sluicev1.Sink_Send_FullMethodName},
+		{":authority", "sink"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	r.write(func() error {
+		return r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+	})
+}
+
+// data sends p on stream id in frames the sink accepts.
+func (r *rawClient) data(id uint32, p []byte) {
+	for len(p) > 0 {
+		n := min(len(p), 16<<10)
+		chunk := p[:n]
+		r.write(func() error { return r.fr.WriteData(id, false, chunk) })
+		p = p[n:]
+	}
+}
+
+// message is req with its gRPC length prefix.
+func message(t *testing.T, req *sluicev1.Request) []byte {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...)
+}
+
+// streamState returns what the watch knows of stream id of the sink's
+// connections (a copy; ok false if none).
+func streamState(s *Sink, id uint32) (st stallStream, ok bool) {
+	s.stallMu.Lock()
+	defer s.stallMu.Unlock()
+	for c := range s.stallConns {
+		c.mu.Lock()
+		if p := c.streams[id]; p != nil {
+			st, ok = *p, true
+		}
+		c.mu.Unlock()
+	}
+	return st, ok
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(wait); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// A client sends its Hello, then the first 200 KiB of a 2 MiB message,
+// and stops: the sink closes the connection once the stall timeout has
+// passed with nothing more, and not before; in plaintext and over TLS.
+func TestStalledMessage(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) {
+		var k *stallClock
+		h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+		testStalledMessage(t, h, k, nil)
+	})
+	t.Run("tls", func(t *testing.T) {
+		ca := newTestCA(t)
+		h := &harness{t: t, logs: &syncBuffer{}}
+		h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
+			TLS: &tls.Config{Certificates: []tls.Certificate{ca.issue("sink", x509.ExtKeyUsageServerAuth)}, MinVersion: tls.VersionTLS12}}
+		k := withStallClock(&h.cfg)
+		client := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		h.dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(client))}
+		h.start()
+		t.Cleanup(h.stop)
+		raw := client.Clone()
+		raw.NextProtos = []string{"h2"}
+		testStalledMessage(t, h, k, raw)
+	})
+}
+
+func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config) {
+	r := dialRaw(t, h, tc)
+	r.open(1)
+	r.data(1, message(t, helloReq("staller")))
+	big := make([]byte, 5+200<<10)
+	binary.BigEndian.PutUint32(big[1:], 2<<20)
+	r.data(1, big)
+	waitFor(t, "the sink to receive 200 KiB of the message", func() bool {
+		st, _ := streamState(h.s, 1)
+		return st.held == int64(len(big))
+	})
+
+	k.look(t) // the watch sees the bytes arrive
+	k.advance(h.s.cfg.StallTimeout - time.Second)
+	k.look(t)
+	if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != 0 {
+		t.Fatalf("stalled_conns_total = %v before the stall timeout, want 0", got)
+	}
+	k.advance(time.Second)
+	k.look(t)
+	if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != 1 {
+		t.Errorf("stalled_conns_total = %v, want 1", got)
+	}
+	select {
+	case <-r.closed:
+	case <-time.After(wait):
+		t.Fatal("the sink did not close the stalled connection")
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "stopped sending") || !strings.Contains(logs, "held_bytes=") {
+		t.Errorf("no warning naming the bytes held in the logs:\n%s", logs)
+	}
+	waitFor(t, "the watch to forget the connection", func() bool {
+		h.s.stallMu.Lock()
+		defer h.s.stallMu.Unlock()
+		return len(h.s.stallConns) <= 1 // the harness's own client may be connected
+	})
+	// The sink serves the others as before.
+	a := h.connect("agent")
+	a.send(plainReq(1, records(1, 3)...))
+	a.collect(1) // fails the test if no ack comes
+}
+
+// A client that trickles its message after 200 KiB (1 KiB per quarter
+// timeout) does not keep it alive: it is cut once a timeout has passed
+// with less than StallBytes more.
+func TestStallTrickle(t *testing.T) {
+	var k *stallClock
+	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+	r := dialRaw(t, h, nil)
+	r.open(1)
+	r.data(1, message(t, helloReq("trickler")))
+	big := make([]byte, 5+200<<10)
+	binary.BigEndian.PutUint32(big[1:], 2<<20)
+	r.data(1, big)
+	fed := int64(len(big))
+	waitFor(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+	k.look(t) // mark
+	for i := 1; i <= 4; i++ {
+		r.data(1, make([]byte, 1<<10))
+		fed += 1 << 10
+		waitFor(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+		k.advance(h.s.cfg.StallTimeout / 4)
+		k.look(t)
+		want := 0.0
+		if i == 4 {
+			want = 1
+		}
+		if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != want {
+			t.Fatalf("after %d quarter timeouts of trickle: stalled_conns_total = %v, want %v", i, got, want)
+		}
+	}
+	select {
+	case <-r.closed:
+	case <-time.After(wait):
+		t.Fatal("the sink did not close the trickling connection")
+	}
+}
+
+// A 4 MiB message over a link that delivers a 16 KiB frame every eighth
+// of the stall timeout (twice StallBytes per timeout; 2 KiB/s at the
+// default) is received whole; an agent and a consumer that stay idle for
+// hours after are not cut.
+func TestStallSparesProgressAndIdle(t *testing.T) {
+	var k *stallClock
+	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+	r := dialRaw(t, h, nil)
+	r.open(1)
+	r.data(1, message(t, helloReq("slow")))
+	recs := make([]string, 0, 64)
+	for i := range 64 {
+		recs = append(recs, strings.Repeat(string(rune('a'+i%26)), (4<<20)/64-64))
+	}
+	msg := message(t, plainReq(1, recs...))
+	if len(msg) < 4<<20-16<<10 {
+		t.Fatalf("test message of %d bytes, want about 4 MiB", len(msg))
+	}
+	for off := 0; off < len(msg); off += 16 << 10 {
+		end := min(off+16<<10, len(msg))
+		r.data(1, msg[off:end])
+		if end == len(msg) {
+			break
+		}
+		waitFor(t, "the sink to receive the frame", func() bool {
+			st, _ := streamState(h.s, 1)
+			return st.prefixN == 5 && st.rest == int64(len(msg)-end)
+		})
+		k.advance(h.s.cfg.StallTimeout / 8)
+		k.look(t)
+	}
+	waitFor(t, "the message to be received whole", func() bool {
+		st, ok := streamState(h.s, 1)
+		return ok && st.held == 0
+	})
+
+	// Idle: a real agent and a consumer, then hours of ticks.
+	a := h.connect("agent")
+	a.send(plainReq(1, records(1, 3)...))
+	a.collect(1)
+	rd := h.read(&sluicev1.ReadStart{Follow: true})
+	rd.request(10)
+	rd.next()
+	for range 20 {
+		k.advance(h.s.cfg.StallTimeout * 10)
+		k.look(t)
+	}
+	if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != 0 {
+		t.Errorf("stalled_conns_total = %v, want 0: a progressing or idle connection was cut", got)
+	}
+	select {
+	case <-r.closed:
+		t.Error("the slow but progressing connection was closed")
+	default:
+	}
+	a.send(plainReq(2, records(2, 3)...))
+	a.collect(2) // the idle agent's stream still works
+	select {
+	case err := <-rd.end:
+		t.Errorf("the idle consumer's stream ended: %v", err)
+	default:
+	}
+	// Closed connections leave the watch.
+	r.c.Close()
+	h.cc.Close()
+	waitFor(t, "the watch to forget closed connections", func() bool {
+		h.s.stallMu.Lock()
+		defer h.s.stallMu.Unlock()
+		return len(h.s.stallConns) == 0
+	})
+}
+
+// The watch follows frames split anywhere, padded DATA, and the sink's
+// flow-control windows: a stream that the sink's own back-pressure holds
+// (window closed) is not stalled; once the window opens it is.
+func TestStallScan(t *testing.T) {
+	var in, out bytes.Buffer
+	fin, fout := http2.NewFramer(&in, nil), http2.NewFramer(&out, nil)
+	in.WriteString(http2.ClientPreface)
+	_ = fin.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: []byte{0x82}, EndHeaders: true})
+	msg := make([]byte, 5+100<<10)
+	binary.BigEndian.PutUint32(msg[1:], 1<<20)
+	for off := 0; off < len(msg); off += 10 << 10 {
+		_ = fin.WriteDataPadded(3, false, msg[off:min(off+10<<10, len(msg))], make([]byte, 7))
+	}
+	// The sink's window: exactly the bytes sent (DATA frames count their
+	// padding and its length byte).
+	sent := int64(len(msg)) + int64((len(msg)+10<<10-1)/(10<<10))*8
+	_ = fout.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sent)}, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 14})
+	_ = fout.WriteWindowUpdate(0, 1<<30)
+
+	s := &Sink{stallConns: map[*stallConn]struct{}{}}
+	c := s.trackStalls(nil).(*stallConn)
+	for _, b := range out.Bytes() { // the sink's SETTINGS go first
+		c.out.scan([]byte{b}, c.outFrame, nil, c.outPayload, c.outEnd)
+	}
+	for _, b := range in.Bytes() {
+		c.in.scan([]byte{b}, c.inFrame, c.inData, nil, c.inEnd)
+	}
+	st := c.streams[3]
+	if st == nil || st.held != int64(len(msg)) || st.rest != 1<<20-int64(len(msg)-5) || st.win != 0 {
+		t.Fatalf("stream state %+v, want held %d, window 0", st, len(msg))
+	}
+	t0 := time.Unix(1e9, 0)
+	if c.stalled(t0, time.Minute) != 0 || c.stalled(t0.Add(time.Hour), time.Minute) != 0 {
+		t.Error("a stream held back by the sink's closed window counts as stalled")
+	}
+	out.Reset()
+	_ = fout.WriteWindowUpdate(3, 1<<20)
+	c.out.scan(out.Bytes(), c.outFrame, nil, c.outPayload, c.outEnd)
+	if held := c.stalled(t0.Add(2*time.Hour), time.Minute); held != int64(len(msg)) {
+		t.Errorf("stalled = %d once the window opened, want %d", held, len(msg))
+	}
+	// The sink ends the stream (trailers): forgotten.
+	out.Reset()
+	_ = fout.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: []byte{0x88}, EndHeaders: true, EndStream: true})
+	c.out.scan(out.Bytes(), c.outFrame, nil, c.outPayload, c.outEnd)
+	if len(c.streams) != 0 {
+		t.Errorf("%d streams left after the sink ended the stream", len(c.streams))
+	}
+}
+
+// BenchmarkStallScan measures what the watch costs the sink's reads: one
+// op is a 1 MiB message in DATA frames of 16 KiB, read 32 KiB at a time.
+func BenchmarkStallScan(b *testing.B) {
+	var in bytes.Buffer
+	fr := http2.NewFramer(&in, nil)
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}, EndHeaders: true})
+	hdrLen := in.Len()
+	payload := make([]byte, 16<<10)
+	for i := range 64 {
+		p := payload
+		if i == 0 { // one op is one message
+			p = binary.BigEndian.AppendUint32([]byte{0}, 64*16<<10-5)
+			p = append(p, payload[5:]...)
+		}
+		_ = fr.WriteData(1, false, p)
+	}
+	frames := in.Bytes()[hdrLen:]
+	s := &Sink{stallConns: map[*stallConn]struct{}{}}
+	c := newStallConn(s, nil)
+	c.in.skip = 0
+	c.in.scan(in.Bytes()[:hdrLen], c.inFrame, c.inData, nil, c.inEnd)
+	b.SetBytes(int64(len(frames)))
+	b.ResetTimer()
+	for range b.N {
+		for p := frames; len(p) > 0; p = p[min(len(p), 32<<10):] {
+			c.mu.Lock()
+			c.in.scan(p[:min(len(p), 32<<10)], c.inFrame, c.inData, nil, c.inEnd)
+			c.mu.Unlock()
+		}
+	}
+}

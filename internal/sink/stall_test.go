@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // stallClock drives a sink's stall watch: tick makes it look once, at the
@@ -181,12 +182,12 @@ func TestStalledMessage(t *testing.T) {
 		testStalledMessage(t, h, k, nil)
 	})
 	t.Run("tls", func(t *testing.T) {
-		ca := newTestCA(t)
+		ca := testpki.NewCA(t)
 		h := &harness{t: t, logs: &syncBuffer{}}
 		h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
-			TLS: &tls.Config{Certificates: []tls.Certificate{ca.issue("sink", x509.ExtKeyUsageServerAuth)}, MinVersion: tls.VersionTLS12}}
+			TLS: &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "sink", x509.ExtKeyUsageServerAuth)}, MinVersion: tls.VersionTLS12}}
 		k := withStallClock(&h.cfg)
-		client := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		client := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 		h.dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(client))}
 		h.start()
 		t.Cleanup(h.stop)

@@ -7,7 +7,7 @@ type timerEntry struct {
 	attempt uint32
 }
 
-// timerHeap is a min-heap of resend timers by deadline. It is typed (not
+// timerHeap is a min-heap of resend timers by deadline (see timerQueue). It is typed (not
 // container/heap) so that arming a timer never boxes, and so never
 // allocates once the slice has grown. Cancelled and stale timers are not
 // removed: Step drops them when they reach the top (see pruneTimers), which
@@ -59,6 +59,62 @@ func (h *timerHeap) pop() timerEntry {
 	return top
 }
 
+// timerQueue holds the resend timers: a sorted FIFO for the common case,
+// where each deadline is no earlier than the one armed before it (same RTO,
+// time moving on), which makes arming and expiring O(1); and a heap for the
+// timers that would break the FIFO's order (the RTO shrank after an RTT
+// sample). The earliest timer is the earlier of the two heads.
+type timerQueue struct {
+	fifo []timerEntry
+	head int // fifo[head:] is live; fifo[:head] is popped
+	heap timerHeap
+}
+
+func (q *timerQueue) push(e timerEntry) {
+	if q.head == len(q.fifo) {
+		q.fifo, q.head = q.fifo[:0], 0
+	}
+	if n := len(q.fifo); n == q.head || !e.before(q.fifo[n-1]) {
+		if q.head > 0 && n == cap(q.fifo) {
+			// Slide down instead of growing: the slice stays the size of
+			// the largest working set.
+			n = copy(q.fifo, q.fifo[q.head:])
+			q.fifo, q.head = q.fifo[:n], 0
+		}
+		q.fifo = append(q.fifo, e)
+		return
+	}
+	q.heap.push(e)
+}
+
+func (q *timerQueue) len() int { return len(q.fifo) - q.head + len(q.heap) }
+
+// fromHeap reports whether the earliest timer is the heap's; q is not empty.
+func (q *timerQueue) fromHeap() bool {
+	return q.head == len(q.fifo) || len(q.heap) > 0 && q.heap[0].before(q.fifo[q.head])
+}
+
+// min returns the earliest timer; q is not empty.
+func (q *timerQueue) min() timerEntry {
+	if q.fromHeap() {
+		return q.heap[0]
+	}
+	return q.fifo[q.head]
+}
+
+// pop removes and returns the earliest timer; q is not empty.
+func (q *timerQueue) pop() timerEntry {
+	if q.fromHeap() {
+		return q.heap.pop()
+	}
+	q.head++
+	return q.fifo[q.head-1]
+}
+
+func (q *timerQueue) reset() {
+	q.fifo, q.head, q.heap = q.fifo[:0], 0, q.heap[:0]
+}
+
 // mutation switches off guarantees, for tests that prove the simulation
 // notices. Never set outside tests.
 var mutation struct {
@@ -80,7 +136,7 @@ func (s *Sender) live(e timerEntry) bool {
 // pruneTimers drops dead timers from the top of the heap, so that the top,
 // if any, is the earliest live deadline.
 func (s *Sender) pruneTimers() {
-	for len(s.timers) > 0 && !s.live(s.timers[0]) {
+	for s.timers.len() > 0 && !s.live(s.timers.min()) {
 		s.timers.pop()
 	}
 }
@@ -90,7 +146,7 @@ func (s *Sender) pruneTimers() {
 // that a resend's RTO reflects the back-offs before it), then the reconnect
 // back-off and the progress deadline.
 func (s *Sender) tick() {
-	for len(s.timers) > 0 && s.timers[0].at <= s.now {
+	for s.timers.len() > 0 && s.timers.min().at <= s.now {
 		e := s.timers.pop()
 		if !s.live(e) {
 			continue
@@ -133,8 +189,8 @@ func (s *Sender) stalled() bool {
 // when nothing is pending. Ticking earlier than the deadline does nothing,
 // ticking later fires everything due.
 func (s *Sender) NextDeadline() (at int64, ok bool) {
-	if len(s.timers) > 0 {
-		at, ok = s.timers[0].at, true
+	if s.timers.len() > 0 {
+		at, ok = s.timers.min().at, true
 	}
 	if s.dialPending && (!ok || s.dialAt < at) {
 		at, ok = s.dialAt, true

@@ -96,7 +96,7 @@ type Sender struct {
 
 	// timers holds the resend deadline of every message in flight (and
 	// dead ones not yet at the top); see deadlines.go.
-	timers timerHeap
+	timers timerQueue
 	// dialPending: a Disconnected scheduled a dial at dialAt, which Tick
 	// turns into ActionDial.
 	dialPending bool
@@ -172,7 +172,12 @@ func (s *Sender) Step(ev Event) error {
 		s.tick()
 	}
 	s.sendWhatFits()
-	s.pruneTimers()
+	switch ev.Kind {
+	case EventAcked, EventTimeout, EventRejected, EventTick:
+		// The only events that settle or requeue messages in flight,
+		// leaving their timers dead; keep a live one at the top.
+		s.pruneTimers()
+	}
 	s.state = s.computeState()
 	return nil
 }
@@ -353,7 +358,7 @@ func (s *Sender) disconnect(jitter float64) {
 			}
 			s.emit(Action{Kind: ActionCancelAllTimers})
 		}
-		s.timers = s.timers[:0] // all dead: nothing is in flight
+		s.timers.reset() // all dead: nothing is in flight
 	}
 	after := s.reconnectDelay(jitter)
 	s.emit(Action{Kind: ActionReconnect, After: after})

@@ -11,9 +11,10 @@ package delivery
 //
 // The world:
 //   - The agent: a spool (message sizes by id, and the persisted watermark,
-//     both durable), a Sender and its driver: timers, dialling, reading the
-//     spool for Send, persisting MarkAcked. A crash loses the Sender, its
-//     timers and its stream; the restarted agent builds a new Sender from
+//     both durable), a Sender and its driver: one timer at the Sender's
+//     NextDeadline that steps Tick (the Sender keeps every deadline),
+//     dialling on Dial, reading the spool for Send, persisting MarkAcked.
+//     A crash loses the Sender, its deadlines and its stream; the restarted agent builds a new Sender from
 //     the persisted watermark and re-feeds every spooled id above it.
 //   - The network: one stream per dial. In normal mode a stream is ordered
 //     and reliable, like TCP, until it is reset: then everything in flight
@@ -21,10 +22,12 @@ package delivery
 //     delay. Adversarial mode also drops, duplicates and reorders single
 //     messages on a stream (never Hello or Welcome, which a real stream
 //     could not duplicate), to stress the machines beyond what TCP allows;
-//     its agent driver ignores CancelTimer, so stale timeouts reach the
-//     Sender, and runs a watchdog that resets a stream that makes no
-//     progress for a second, since a stream that can lose a Grant can
-//     starve (a real one cannot).
+//     its agent driver also fires its timer early now and then, steps
+//     Timeout events for some ArmTimers, late and whether or not they are
+//     stale (the Tick-free protocol, mixed in), and runs a watchdog that
+//     resets a stream with nothing in flight that makes no progress for a
+//     second, since a stream that can lose a Grant can starve (a real one
+//     cannot).
 //   - The sink: one Receiver per stream and a storage writer doing group
 //     commit: the first write opens a batch, committed a few ms later,
 //     then Stored per stream. Storage deduplicates by id but counts every
@@ -484,9 +487,20 @@ func (s *sim) agentDo(a Action) {
 			id, size := a.ID, a.Size
 			s.toSink(c, true, func() { s.sinkStep(c, Received(id, size)) })
 		}
-	case ActionArmTimer, ActionCancelTimer, ActionCancelAllTimers:
-		// Informational: the Sender keeps its own deadlines, and the
-		// driver's one timer follows NextDeadline (see agentStep).
+	case ActionArmTimer:
+		// The Sender keeps its own deadlines, and the driver's one timer
+		// follows NextDeadline (see rearm). Adversarial mode also steps
+		// some timers as Timeout events, late: live ones must act like
+		// Tick, stale ones must be ignored.
+		if s.mode == simAdversarial && s.rng.IntN(4) == 0 {
+			inc, id, attempt := s.inc, a.ID, a.Attempt
+			s.at(a.At+s.rng.Int64N(50*ms), func() {
+				if s.inc == inc && s.agentUp {
+					s.agentStep(Timeout(id, attempt, s.now))
+				}
+			})
+		}
+	case ActionCancelTimer, ActionCancelAllTimers:
 	case ActionMarkAcked:
 		if a.Watermark <= s.persisted {
 			s.fail("MarkAcked %d does not advance the watermark %d", a.Watermark, s.persisted)

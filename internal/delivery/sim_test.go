@@ -14,8 +14,9 @@ package delivery
 //     both durable), a Sender and its driver: one timer at the Sender's
 //     NextDeadline that steps Tick (the Sender keeps every deadline),
 //     dialling on Dial, reading the spool for Send, persisting MarkAcked.
-//     A crash loses the Sender, its deadlines and its stream; the restarted agent builds a new Sender from
-//     the persisted watermark and re-feeds every spooled id above it.
+//     A crash loses the Sender, its deadlines and its stream; the
+//     restarted agent builds a new Sender from the persisted watermark and
+//     re-feeds every spooled id above it.
 //   - The network: one stream per dial. In normal mode a stream is ordered
 //     and reliable, like TCP, until it is reset: then everything in flight
 //     on it in either direction is lost and each end notices after a

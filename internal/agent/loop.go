@@ -143,6 +143,10 @@ func (l *loop) do(act delivery.Action) {
 	case delivery.ActionDial:
 		l.dial()
 	case delivery.ActionStalled:
+		// Messages in flight and no ack for the progress deadline: the
+		// sink is frozen or the path is dead in a way TCP does not report
+		// (keepalive would catch it too, but only after its own, longer,
+		// timeout). Drop the stream after this Step (see step).
 		l.stalled = true
 	}
 }

@@ -305,6 +305,7 @@ func TestSenderConfig(t *testing.T) {
 		{InitialRTO: time.Millisecond, MinRTO: time.Second},
 		{MinRTO: -1},
 		{ReconnectMin: -1},
+		{ProgressTimeout: -1},
 		{ReconnectMin: time.Hour, ReconnectMax: time.Second},
 	}
 	for _, cfg := range bad {

@@ -98,6 +98,7 @@ func New(cfg Config) (*Agent, error) {
 		InitialRTO:       max(cfg.MinRTO, time.Second),
 		ReconnectMin:     cfg.ReconnectMin,
 		ReconnectMax:     cfg.ReconnectMax,
+		ProgressTimeout:  orDefault(cfg.ProgressTimeout, DefaultProgressTimeout),
 	})
 	if err != nil {
 		sp.close()

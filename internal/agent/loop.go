@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"container/heap"
 	"math/rand/v2"
 	"time"
 
@@ -17,29 +16,11 @@ type msgMeta struct {
 	payload   int32
 }
 
-// timer is an armed resend timer.
-type timer struct {
-	at      int64
-	id      uint64
-	attempt uint32
-}
-
-type timerHeap []timer
-
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return t
-}
-
 // loop owns the Sender: every event goes through Step, and the loop carries
-// out the actions. It is the only goroutine touching the Sender, the timers
-// and the current connection's identity.
+// out the actions. It is the only goroutine touching the Sender and the
+// current connection's identity. It keeps no protocol timing of its own:
+// the Sender keeps the resend, reconnect and progress deadlines, and the
+// loop keeps one timer at the Sender's NextDeadline, which steps Tick.
 type loop struct {
 	a    *Agent
 	s    *delivery.Sender
@@ -48,25 +29,27 @@ type loop struct {
 	// attempts counts dials; attempt k goes to sink address k mod n, so
 	// failover walks the list whatever gen does.
 	attempts uint64
-	timers   timerHeap
-	live     map[uint64]uint32 // id → attempt of its live timer
-	clock    *time.Timer       // fires at the earliest timer
-	redial   *time.Timer
-	meta     map[uint64]msgMeta
-	ranges   []delivery.Range
+	// clock fires at clockAt, the Sender's NextDeadline, while armed.
+	clock      *time.Timer
+	clockAt    int64
+	clockArmed bool
+	// stalled: the Sender emitted Stalled; the stream is dropped once the
+	// actions of that Step are carried out (see step).
+	stalled bool
+	meta    map[uint64]msgMeta
+	ranges  []delivery.Range
 	// watermark is the newest MarkAcked; persisted is what the spool has.
 	watermark, persisted uint64
-	// addr is the sink of the current stream. progressAt is when the
-	// stream last showed progress: an ack, or nothing in flight.
-	addr       string
-	progressAt int64
+	// addr is the sink of the current stream.
+	addr string
 }
 
 func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 	defer close(a.loopDone)
-	l := &loop{a: a, s: s, live: map[uint64]uint32{}, meta: map[uint64]msgMeta{}}
+	l := &loop{a: a, s: s, meta: map[uint64]msgMeta{}}
 	l.clock = time.NewTimer(time.Hour)
-	l.redial = time.NewTimer(time.Hour)
+	l.clock.Stop()
+	defer l.clock.Stop()
 	l.watermark, l.persisted = s.Watermark(), s.Watermark()
 	persist := time.NewTicker(100 * time.Millisecond)
 	defer persist.Stop()
@@ -88,12 +71,10 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 		case ev := <-a.connCh:
 			l.connEvent(ev)
 		case <-l.clock.C:
-			l.fireTimers()
-		case <-l.redial.C:
-			l.dial()
+			l.clockArmed = false
+			l.step(delivery.Tick(a.now()))
 		case <-persist.C:
 			l.persist()
-			l.checkProgress(a.now())
 		case <-a.ctx.Done():
 			if l.conn != nil {
 				l.conn.close()
@@ -105,7 +86,8 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 	}
 }
 
-// step feeds one event and carries out the resulting actions.
+// step feeds one event, carries out the resulting actions and sets the
+// timer to the Sender's next deadline.
 func (l *loop) step(ev delivery.Event) {
 	if err := l.s.Step(ev); err != nil {
 		l.a.log.Error("sender rejected an event", "event", ev.String(), "err", err)
@@ -115,6 +97,32 @@ func (l *loop) step(ev delivery.Event) {
 		l.do(act)
 	}
 	l.s.Advance()
+	if l.stalled {
+		// After Advance: lose steps Disconnected, which must not run
+		// while Ready's actions are being carried out.
+		l.stalled = false
+		if l.conn != nil {
+			l.lose(l.addr, errNoProgress, l.a.now())
+			return // lose stepped and re-armed
+		}
+	}
+	l.rearm()
+}
+
+// rearm keeps the one timer at the Sender's NextDeadline.
+func (l *loop) rearm() {
+	at, ok := l.s.NextDeadline()
+	switch {
+	case !ok:
+		if l.clockArmed {
+			l.clock.Stop()
+			l.clockArmed = false
+		}
+	case !l.clockArmed || at != l.clockAt:
+		// Since Go 1.23 Reset discards a pending fire of the old deadline.
+		l.clock.Reset(time.Duration(at - l.a.now()))
+		l.clockAt, l.clockArmed = at, true
+	}
 }
 
 func (l *loop) do(act delivery.Action) {
@@ -123,20 +131,8 @@ func (l *loop) do(act delivery.Action) {
 		if l.conn != nil {
 			l.conn.enqueue(act.ID)
 		}
-	case delivery.ActionArmTimer:
-		l.live[act.ID] = act.Attempt
-		heap.Push(&l.timers, timer{at: act.At, id: act.ID, attempt: act.Attempt})
-		if l.timers[0].id == act.ID && l.timers[0].attempt == act.Attempt {
-			l.clock.Reset(time.Duration(act.At - l.a.now()))
-		}
-	case delivery.ActionCancelTimer:
-		if l.live[act.ID] == act.Attempt {
-			delete(l.live, act.ID)
-		}
-	case delivery.ActionCancelAllTimers:
-		l.timers = l.timers[:0]
-		clear(l.live)
-		l.clock.Stop()
+	case delivery.ActionArmTimer, delivery.ActionCancelTimer, delivery.ActionCancelAllTimers:
+		// The Sender keeps its timers itself; see rearm.
 	case delivery.ActionMarkAcked:
 		l.watermark = act.Watermark
 	case delivery.ActionReconnect:
@@ -144,7 +140,14 @@ func (l *loop) do(act delivery.Action) {
 			l.conn.close()
 			l.conn = nil
 		}
-		l.redial.Reset(act.After)
+	case delivery.ActionDial:
+		l.dial()
+	case delivery.ActionStalled:
+		// Messages in flight and no ack for the progress deadline: the
+		// sink is frozen or the path is dead in a way TCP does not report
+		// (keepalive would catch it too, but only after its own, longer,
+		// timeout). Drop the stream after this Step (see step).
+		l.stalled = true
 	}
 }
 
@@ -171,7 +174,7 @@ func (l *loop) connEvent(ev connEvent) {
 	case ev.err != nil:
 		l.lose(ev.addr, ev.err, now)
 	case ev.welcome != nil:
-		l.conn, l.addr, l.progressAt = ev.conn, ev.addr, now
+		l.conn, l.addr = ev.conn, ev.addr
 		cr := ev.welcome.GetCredits()
 		if max := ev.welcome.GetMaxMessageBytes(); max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
 			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
@@ -203,27 +206,8 @@ func (l *loop) lose(addr string, err error, now int64) {
 	l.step(delivery.Disconnected(rand.Float64(), now))
 }
 
-// checkProgress ends a stream on which messages have been in flight with no
-// ack for the progress deadline: the sink is frozen or the path is dead in
-// a way TCP does not report (keepalive would catch it too, but only after
-// its own, longer, timeout).
-func (l *loop) checkProgress(now int64) {
-	if l.conn == nil {
-		return
-	}
-	if msgs, _ := l.s.InFlight(); msgs == 0 {
-		l.progressAt = now
-		return
-	}
-	if time.Duration(now-l.progressAt) < l.a.progressTimeout() {
-		return
-	}
-	l.lose(l.addr, errNoProgress, now)
-}
-
 func (l *loop) response(r *sluicev1.Response, now int64) {
 	if ack := r.GetAck(); ack != nil {
-		l.progressAt = now
 		l.ranges = l.ranges[:0]
 		for _, rg := range ack.GetRanges() {
 			if rg.GetLast() < rg.GetFirst() {
@@ -273,21 +257,6 @@ func (l *loop) acked(first, last uint64, now int64) {
 		if id == last {
 			break
 		}
-	}
-}
-
-func (l *loop) fireTimers() {
-	now := l.a.now()
-	for len(l.timers) > 0 && l.timers[0].at <= now {
-		t := heap.Pop(&l.timers).(timer)
-		if a, ok := l.live[t.id]; !ok || a != t.attempt {
-			continue
-		}
-		delete(l.live, t.id)
-		l.step(delivery.Timeout(t.id, t.attempt, now))
-	}
-	if len(l.timers) > 0 {
-		l.clock.Reset(time.Duration(l.timers[0].at - now))
 	}
 }
 

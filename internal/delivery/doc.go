@@ -44,17 +44,24 @@
 //  1. Step the event: Spooled when a message is durably spooled; Connected
 //     with the Welcome's credits once the handshake is done; Acked, Credits
 //     and Rejected (with Reason.Retryable) for the sink's Ack, Grant and
-//     Reject; Timeout when a timer fires; Disconnected, with a uniform
-//     random jitter in [0, 1), when the stream breaks or a dial fails.
-//     Discard anything still arriving from a stream once its Disconnected
-//     has been stepped.
+//     Reject; Tick when the driver's timer fires; Disconnected, with a
+//     uniform random jitter in [0, 1), when the stream breaks or a dial
+//     fails. Discard anything still arriving from a stream once its
+//     Disconnected has been stepped.
 //  2. Carry out Ready() in order. Send: read the body from the spool and
 //     write it to the stream (writes must keep the order of the Sends).
-//     ArmTimer: arrange to Step Timeout(ID, Attempt, now) at At.
-//     CancelTimer, CancelAllTimers: cancel, or let the timers fire; stale
-//     timeouts are ignored. MarkAcked: persist the watermark, then delete
-//     spool segments below it. Reconnect: dial again After.
-//  3. Advance().
+//     MarkAcked: persist the watermark, then delete spool segments below
+//     it. Reconnect: close the stream if it is still open. Dial: dial.
+//     Stalled: close the stream and step Disconnected. ArmTimer,
+//     CancelTimer and CancelAllTimers need nothing.
+//  3. Advance(), then set the driver's one timer to NextDeadline().
+//
+// The Sender keeps every deadline itself (resend timers, the reconnect
+// back-off, the progress deadline), so a driver owns no protocol timing:
+// it only wakes the Sender with Tick. A Tick early or late is harmless:
+// early does nothing, late fires everything due. A driver may instead keep
+// its own timers from ArmTimer and Reconnect{After} and step Timeout (the
+// Tick-free protocol, which the Sender still accepts).
 //
 // Step returns an error only for an event that cannot be right (an id out
 // of order, a timer never armed, a second Connected, an unknown kind); it
@@ -87,6 +94,9 @@
 //	| Acked              | settle → Disc    | settle → Idle    | settle → CanS|Idle               | settle, Send* → CanS|Blk|Idle |
 //	| Timeout (live)     | impossible       | impossible       | requeue, RTO×2, Send* → CanS|Blk | requeue, RTO×2, Send* → Blk   |
 //	| Timeout (stale)    | ignored          | ignored          | ignored                          | ignored                       |
+//	| Tick (early)       | ignored          | ignored          | ignored                          | ignored                       |
+//	| Tick (past a       | Dial (once)      | ignored          | each expired timer as Timeout    | as in CanSend → Blk|CanS      |
+//	|   deadline)        |   → Disc         |                  |   (live); Stalled once → CanS|Blk|                               |
 //	| Credits            | ignored (stale)  | raise → Idle     | raise → CanS                     | raise, Send* → CanS|Blk       |
 //	| Connected          | unpark, Send* →  | error            | error                            | error                         |
 //	|                    |   Idle|CanS|Blk  |                  |                                  |                               |

@@ -75,6 +75,11 @@ func cancelTimer(id uint64, attempt uint32) Action {
 func markAcked(w uint64) Action        { return Action{Kind: ActionMarkAcked, Watermark: w} }
 func reconnect(d time.Duration) Action { return Action{Kind: ActionReconnect, After: d} }
 
+var (
+	dial    = Action{Kind: ActionDial}
+	stalled = Action{Kind: ActionStalled}
+)
+
 var cancelAll = Action{Kind: ActionCancelAllTimers}
 
 // checkInvariants verifies the Sender's field invariants by walking the

@@ -94,6 +94,19 @@ type Sender struct {
 	// an ack arrived; it is the exponent of the reconnect back-off.
 	failures int
 
+	// timers holds the resend deadline of every message in flight (and
+	// dead ones not yet at the top); see deadlines.go.
+	timers timerQueue
+	// dialPending: a Disconnected scheduled a dial at dialAt, which Tick
+	// turns into ActionDial.
+	dialPending bool
+	dialAt      int64
+	// progressAt is when the current stream last made progress; with
+	// ProgressTimeout, a stream with messages in flight and no progress
+	// for that long is stalled (Tick emits ActionStalled once).
+	progressAt     int64
+	stallSignalled bool
+
 	state   SenderState
 	stats   Stats
 	actions []Action
@@ -127,12 +140,20 @@ func (s *Sender) Step(ev Event) error {
 	}
 	s.now = max(s.now, ev.Now)
 	s.win.tick(s.now)
+	if s.connected && s.inflightMsgs == 0 {
+		// The pipe was empty until now: an idle stream owes no acks, so
+		// the progress clock starts with whatever this event sends.
+		s.progressAt = s.now
+	}
 	switch ev.Kind {
 	case EventSpooled:
 		s.ring.push(slot{size: ev.Size})
 		s.next++
 		s.win.observeSize(ev.Size)
 	case EventAcked:
+		if s.connected {
+			s.progressAt = s.now // any ack shows the stream and the sink work
+		}
 		s.ack(ev.Ranges)
 	case EventTimeout:
 		s.timeout(ev.ID, ev.Attempt)
@@ -147,8 +168,16 @@ func (s *Sender) Step(ev Event) error {
 		s.disconnect(ev.Jitter)
 	case EventRejected:
 		s.reject(ev.ID, ev.Retryable)
+	case EventTick:
+		s.tick()
 	}
 	s.sendWhatFits()
+	switch ev.Kind {
+	case EventAcked, EventTimeout, EventRejected, EventTick:
+		// The only events that settle or requeue messages in flight,
+		// leaving their timers dead; keep a live one at the top.
+		s.pruneTimers()
+	}
 	s.state = s.computeState()
 	return nil
 }
@@ -189,6 +218,7 @@ func (s *Sender) check(ev Event) error {
 		if ev.ID >= s.next {
 			return fmt.Errorf("%w: Rejected id %d never spooled", ErrInvalidEvent, ev.ID)
 		}
+	case EventTick:
 	default:
 		return fmt.Errorf("%w: unknown kind %v", ErrInvalidEvent, ev.Kind)
 	}
@@ -300,6 +330,8 @@ func (s *Sender) reject(id uint64, retryable bool) {
 
 func (s *Sender) connect(msgLimit, byteLimit uint64) {
 	s.connected = true
+	s.dialPending = false // the driver dialled without waiting for the Dial
+	s.progressAt, s.stallSignalled = s.now, false
 	s.creditMsgs, s.creditBytes = msgLimit, byteLimit
 	s.sentMsgs, s.sentBytes = 0, 0
 	for id := s.base; s.parked > 0 && id < s.fresh; id++ {
@@ -326,8 +358,11 @@ func (s *Sender) disconnect(jitter float64) {
 			}
 			s.emit(Action{Kind: ActionCancelAllTimers})
 		}
+		s.timers.reset() // all dead: nothing is in flight
 	}
-	s.emit(Action{Kind: ActionReconnect, After: s.reconnectDelay(jitter)})
+	after := s.reconnectDelay(jitter)
+	s.emit(Action{Kind: ActionReconnect, After: after})
+	s.dialPending, s.dialAt = true, s.now+int64(after)
 	s.failures++
 }
 
@@ -440,7 +475,9 @@ func (s *Sender) send(id uint64, sl *slot) {
 		s.stats.Resent++
 	}
 	s.emit(Action{Kind: ActionSend, ID: id, Size: sl.size})
-	s.emit(Action{Kind: ActionArmTimer, ID: id, Attempt: sl.attempt, At: s.now + int64(s.rtt.rto)})
+	at := s.now + int64(s.rtt.rto)
+	s.timers.push(timerEntry{at: at, id: id, attempt: sl.attempt})
+	s.emit(Action{Kind: ActionArmTimer, ID: id, Attempt: sl.attempt, At: at})
 }
 
 func (s *Sender) computeState() SenderState {

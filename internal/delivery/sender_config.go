@@ -53,6 +53,12 @@ type SenderConfig struct {
 	// ReconnectMax (default 5s).
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+
+	// ProgressTimeout, if not zero, is how long messages may be in flight
+	// on a stream with no ack before Tick emits Stalled: the sink is
+	// frozen or the path is dead in a way the transport does not report.
+	// Zero (the default) disables it.
+	ProgressTimeout time.Duration
 }
 
 func (c *SenderConfig) setDefaults() {
@@ -76,6 +82,8 @@ func (c *SenderConfig) validate() error {
 		return fmt.Errorf("%w: need 0 <= MinRTO <= MaxRTO, have %v and %v", ErrInvalidConfig, c.MinRTO, c.MaxRTO)
 	case c.InitialRTO < c.MinRTO || c.InitialRTO > c.MaxRTO:
 		return fmt.Errorf("%w: InitialRTO %v outside [MinRTO, MaxRTO]", ErrInvalidConfig, c.InitialRTO)
+	case c.ProgressTimeout < 0:
+		return fmt.Errorf("%w: negative ProgressTimeout %v", ErrInvalidConfig, c.ProgressTimeout)
 	case c.ReconnectMin < 0 || c.ReconnectMin > c.ReconnectMax:
 		return fmt.Errorf("%w: need 0 <= ReconnectMin <= ReconnectMax, have %v and %v", ErrInvalidConfig, c.ReconnectMin, c.ReconnectMax)
 	}

@@ -29,6 +29,10 @@ const (
 	EventDisconnected
 	// EventRejected: the sink refused message ID on the current stream.
 	EventRejected
+	// EventTick: time passed. Every deadline at or before Now fires:
+	// resend timers (as Timeout would), the reconnect back-off (Dial) and
+	// the progress deadline (Stalled). See NextDeadline.
+	EventTick
 )
 
 var eventKindNames = [...]string{
@@ -40,6 +44,7 @@ var eventKindNames = [...]string{
 	EventConnected:    "Connected",
 	EventDisconnected: "Disconnected",
 	EventRejected:     "Rejected",
+	EventTick:         "Tick",
 }
 
 func (k EventKind) String() string {
@@ -109,6 +114,9 @@ func Rejected(id uint64, retryable bool, now int64) Event {
 	return Event{Kind: EventRejected, ID: id, Retryable: retryable, Now: now}
 }
 
+// Tick returns an EventTick.
+func Tick(now int64) Event { return Event{Kind: EventTick, Now: now} }
+
 func (e Event) String() string {
 	switch e.Kind {
 	case EventSpooled:
@@ -153,9 +161,19 @@ const (
 	// segments below it. At most one per Step, after the acks that caused
 	// it and before any Send of the same Step.
 	ActionMarkAcked
-	// ActionReconnect: dial the sink again After this long. Exactly one per
-	// Disconnected event.
+	// ActionReconnect: the stream is gone (close it if it is not); the
+	// Sender will emit Dial After this long. Exactly one per Disconnected
+	// event. A driver that uses Tick only closes the stream here; one that
+	// keeps its own timers may dial After this long instead of on Dial.
 	ActionReconnect
+	// ActionDial: dial the sink now. Emitted by Tick once the back-off of
+	// the last Reconnect has passed, at most once per Disconnected.
+	ActionDial
+	// ActionStalled: messages have been in flight on the current stream
+	// for SenderConfig.ProgressTimeout with no ack. The driver closes the
+	// stream and steps Disconnected, as for any broken stream. At most once
+	// per stream.
+	ActionStalled
 )
 
 var actionKindNames = [...]string{
@@ -166,6 +184,8 @@ var actionKindNames = [...]string{
 	ActionCancelAllTimers: "CancelAllTimers",
 	ActionMarkAcked:       "MarkAcked",
 	ActionReconnect:       "Reconnect",
+	ActionDial:            "Dial",
+	ActionStalled:         "Stalled",
 }
 
 func (k ActionKind) String() string {

@@ -125,6 +125,12 @@ func TestSenderStateTable(t *testing.T) {
 			Disconnected(0.5, T), []Action{reconnect(2 * time.Second)}, StateDisconnected, 0, false},
 		{"Disconnected/Rejected of the broken stream ignored", disconnectedAfterStream,
 			Rejected(0, true, T), nil, StateDisconnected, 0, false},
+		{"Disconnected/Tick before the back-off does nothing", disconnectedAfterStream,
+			Tick(500 * ms), nil, StateDisconnected, 0, false},
+		{"Disconnected/Tick after the back-off dials", disconnectedAfterStream,
+			Tick(T), []Action{dial}, StateDisconnected, 0, false},
+		{"Disconnected/Tick with no dial pending (never connected)", disconnectedFresh,
+			Tick(T), nil, StateDisconnected, 0, false},
 
 		// Idle.
 		{"Idle/Spooled sends", idle,
@@ -143,6 +149,8 @@ func TestSenderStateTable(t *testing.T) {
 			Disconnected(0.5, T), []Action{reconnect(time.Second)}, StateDisconnected, 1, false},
 		{"Idle/Rejected stale (acked)", idle,
 			Rejected(0, true, T), nil, StateIdle, 1, false},
+		{"Idle/Tick after the acked message's deadline does nothing", idle,
+			Tick(T), nil, StateIdle, 1, false},
 
 		// CanSend.
 		{"CanSend/Spooled sends", canSend,
@@ -167,6 +175,12 @@ func TestSenderStateTable(t *testing.T) {
 			Rejected(0, true, T), []Action{cancelTimer(0, 1), send(0, 10), arm(0, 2, T+sec)}, StateCanSend, 0, false},
 		{"CanSend/Rejected final parks", canSend,
 			Rejected(0, false, T), []Action{cancelTimer(0, 1)}, StateIdle, 0, false},
+		{"CanSend/Tick before the deadline does nothing", canSend,
+			Tick(500 * ms), nil, StateCanSend, 0, false},
+		{"CanSend/Tick after the deadline resends with doubled RTO", canSend,
+			Tick(T), []Action{send(0, 10), arm(0, 2, T+2*sec)}, StateCanSend, 0, false},
+		{"CanSend/Tick before the resend's deadline does nothing", canSendResent,
+			Tick(T), nil, StateCanSend, 0, false},
 
 		// Blocked. The first ack samples RTT = 2s: SRTT 2s, RTTVAR 1s, RTO 6s.
 		{"Blocked/Spooled queues", blocked,
@@ -193,6 +207,10 @@ func TestSenderStateTable(t *testing.T) {
 			Rejected(1, true, T), []Action{cancelTimer(1, 1), send(1, 10), arm(1, 2, T+sec)}, StateBlocked, 0, false},
 		{"Blocked/Rejected final parks, next goes", blocked,
 			Rejected(1, false, T), []Action{cancelTimer(1, 1), send(2, 10), arm(2, 1, T+sec)}, StateCanSend, 0, false},
+		{"Blocked/Tick before the deadlines does nothing", blocked,
+			Tick(500 * ms), nil, StateBlocked, 0, false},
+		{"Blocked/Tick after both deadlines resends in id order, backs off once", blocked,
+			Tick(T), []Action{send(0, 10), arm(0, 2, T+2*sec), send(1, 10), arm(1, 2, T+2*sec)}, StateBlocked, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -287,6 +305,7 @@ func TestSenderConfig(t *testing.T) {
 		{InitialRTO: time.Millisecond, MinRTO: time.Second},
 		{MinRTO: -1},
 		{ReconnectMin: -1},
+		{ProgressTimeout: -1},
 		{ReconnectMin: time.Hour, ReconnectMax: time.Second},
 	}
 	for _, cfg := range bad {
@@ -555,4 +574,80 @@ func TestSenderAutoWindow(t *testing.T) {
 	if len(grown) < 5 {
 		t.Fatalf("window did not grow by steps: %v", grown)
 	}
+}
+
+// NextDeadline is the earliest of the resend timers, the reconnect back-off
+// and the progress deadline, and Tick fires each once.
+func TestSenderTickDeadlines(t *testing.T) {
+	sec := int64(time.Second)
+	next := func(s *Sender, want int64, wantOK bool) {
+		t.Helper()
+		if at, ok := s.NextDeadline(); at != want || ok != wantOK {
+			t.Fatalf("NextDeadline() = %v, %t; want %v, %t", time.Duration(at), ok, time.Duration(want), wantOK)
+		}
+	}
+	tick := func(s *Sender, now int64, want ...Action) {
+		t.Helper()
+		if err := s.Tick(now); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Ready(); !slices.Equal(got, want) {
+			t.Fatalf("Tick(%v) actions\n got %v\nwant %v", time.Duration(now), got, want)
+		}
+		s.Advance()
+	}
+
+	t.Run("resend timers in deadline order, stale ones skipped", func(t *testing.T) {
+		s := newTestSender(t, tableSenderConfig)
+		next(s, 0, false)
+		step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 50*ms))
+		next(s, sec, true)
+		step(t, s, Acked([]Range{{0, 0}}, 100*ms)) // RTT 100ms: RTO 300ms; 0's timer is dead
+		next(s, 1050*ms, true)
+		tick(s, 1049*ms)
+		tick(s, 1050*ms, send(1, 10), arm(1, 2, 1050*ms+600*ms)) // backed off: 600ms
+		next(s, 1650*ms, true)
+	})
+	t.Run("dial once per Disconnected", func(t *testing.T) {
+		s := newTestSender(t, tableSenderConfig)
+		step(t, s, Disconnected(0.5, 0)) // dial failed: back-off 1s
+		next(s, sec, true)
+		tick(s, sec, dial)
+		next(s, 0, false)
+		tick(s, 2*sec)
+		step(t, s, Disconnected(0.5, 2*sec)) // failed again: 2s
+		next(s, 4*sec, true)
+		step(t, s, Connected(1, 1, 3*sec)) // dialled early: the pending dial is void
+		next(s, 0, false)
+		tick(s, 5*sec)
+	})
+	t.Run("progress deadline", func(t *testing.T) {
+		cfg := tableSenderConfig
+		cfg.InitialRTO, cfg.ProgressTimeout = 8*time.Second, 3*time.Second
+		s := newTestSender(t, cfg)
+		step(t, s, Connected(100, 1<<20, 0))
+		next(s, 0, false) // nothing in flight: no deadline
+		step(t, s, Spooled(0, 10, 10*sec), Spooled(1, 10, 10*sec))
+		next(s, 13*sec, true) // from the first send into the empty pipe
+		step(t, s, Acked([]Range{{0, 0}}, 12*sec))
+		next(s, 15*sec, true) // an ack is progress
+		tick(s, 14*sec)
+		tick(s, 15*sec, stalled)
+		next(s, 18*sec, true) // once per stream: only 1's resend timer is left
+		tick(s, 16*sec)
+		step(t, s, Disconnected(0.5, 16*sec), Connected(100, 1<<20, 16*sec+int64(cfg.ReconnectMin)))
+		next(s, 20*sec, true) // 1 resent at 17s on the new stream
+	})
+	t.Run("progress deadline survives resends", func(t *testing.T) {
+		cfg := tableSenderConfig
+		cfg.ProgressTimeout = 3 * time.Second
+		s := newTestSender(t, cfg)
+		step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0))
+		tick(s, sec, send(0, 10), arm(0, 2, 3*sec))
+		next(s, 3*sec, true)
+		tick(s, 3*sec, send(0, 10), arm(0, 3, 7*sec), stalled)
+	})
 }

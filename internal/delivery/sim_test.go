@@ -11,20 +11,24 @@ package delivery
 //
 // The world:
 //   - The agent: a spool (message sizes by id, and the persisted watermark,
-//     both durable), a Sender and its driver: timers, dialling, reading the
-//     spool for Send, persisting MarkAcked. A crash loses the Sender, its
-//     timers and its stream; the restarted agent builds a new Sender from
-//     the persisted watermark and re-feeds every spooled id above it.
+//     both durable), a Sender and its driver: one timer at the Sender's
+//     NextDeadline that steps Tick (the Sender keeps every deadline),
+//     dialling on Dial, reading the spool for Send, persisting MarkAcked.
+//     A crash loses the Sender, its deadlines and its stream; the
+//     restarted agent builds a new Sender from the persisted watermark and
+//     re-feeds every spooled id above it.
 //   - The network: one stream per dial. In normal mode a stream is ordered
 //     and reliable, like TCP, until it is reset: then everything in flight
 //     on it in either direction is lost and each end notices after a
 //     delay. Adversarial mode also drops, duplicates and reorders single
 //     messages on a stream (never Hello or Welcome, which a real stream
 //     could not duplicate), to stress the machines beyond what TCP allows;
-//     its agent driver ignores CancelTimer, so stale timeouts reach the
-//     Sender, and runs a watchdog that resets a stream that makes no
-//     progress for a second, since a stream that can lose a Grant can
-//     starve (a real one cannot).
+//     its agent driver also fires its timer early now and then, steps
+//     Timeout events for some ArmTimers, late and whether or not they are
+//     stale (the Tick-free protocol, mixed in), and runs a watchdog that
+//     resets a stream with nothing in flight that makes no progress for a
+//     second, since a stream that can lose a Grant can starve (a real one
+//     cannot).
 //   - The sink: one Receiver per stream and a storage writer doing group
 //     commit: the first write opens a batch, committed a few ms later,
 //     then Stored per stream. Storage deduplicates by id but counts every
@@ -189,11 +193,6 @@ type simConn struct {
 	lastToSink, lastToAgent int64
 }
 
-type timerKey struct {
-	id      uint64
-	attempt uint32
-}
-
 type simWrite struct {
 	c    *simConn
 	id   uint64
@@ -228,12 +227,16 @@ type sim struct {
 	persisted uint64  // the watermark persisted by MarkAcked
 
 	// The agent process.
-	agentUp  bool
-	inc      int // incarnation; a crash bumps it, orphaning timers and dials
-	sender   *Sender
-	conn     *simConn // the stream dialled last
-	timers   map[timerKey]bool
-	progress int64 // when the watermark last moved or a stream came up
+	agentUp bool
+	inc     int // incarnation; a crash bumps it, orphaning timers and dials
+	sender  *Sender
+	conn    *simConn // the stream dialled last
+	// The driver's one timer: armed at wakeAt; wakeGen orphans the
+	// superseded ones.
+	wakeArmed bool
+	wakeAt    int64
+	wakeGen   int
+	progress  int64 // when the watermark last moved or a stream came up
 
 	// The sink process.
 	sinkUp          bool
@@ -248,7 +251,7 @@ type sim struct {
 
 func newSim(seed uint64, mode simMode) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0x5111ce))
-	s := &sim{seed: seed, mode: mode, rng: rng, stored: map[uint64]int{}, timers: map[timerKey]bool{}}
+	s := &sim{seed: seed, mode: mode, rng: rng, stored: map[uint64]int{}}
 	s.total = 200 + rng.IntN(800)
 	s.faultsEnd = 2*sec + rng.Int64N(6*sec)
 	s.ingestGap = 2 * s.faultsEnd / int64(s.total)
@@ -372,7 +375,7 @@ func (s *sim) startAgent() {
 		return
 	}
 	s.sender, s.agentUp, s.conn = snd, true, nil
-	clear(s.timers)
+	s.wakeArmed = false
 	for id := s.persisted; id < uint64(len(s.spool)); id++ {
 		s.agentStep(Spooled(id, s.spool[id], s.now))
 	}
@@ -437,12 +440,40 @@ func (s *sim) agentStep(ev Event) {
 	if w := s.sender.Watermark(); w != s.persisted {
 		s.fail("Sender watermark %d, last MarkAcked %d", w, s.persisted)
 	}
+	s.rearm()
+}
+
+// rearm keeps the agent's only timer at the Sender's NextDeadline. A timer
+// superseded by a later rearm, or armed before a crash, finds its
+// generation changed and does nothing. In adversarial mode the timer also
+// fires early now and then: a spurious Tick must change nothing.
+func (s *sim) rearm() {
+	at, ok := s.sender.NextDeadline()
+	if !ok || s.wakeArmed && at == s.wakeAt {
+		return
+	}
+	if at < s.now {
+		s.fail("NextDeadline %v is in the past (now %v): Tick left a due deadline", time.Duration(at), time.Duration(s.now))
+		return
+	}
+	s.wakeGen++
+	s.wakeArmed, s.wakeAt = true, at
+	gen, inc := s.wakeGen, s.inc
+	if s.mode == simAdversarial && s.rng.IntN(8) == 0 {
+		at = s.now + s.rng.Int64N(at-s.now+1)
+	}
+	s.at(at, func() {
+		if s.inc != inc || !s.agentUp || s.wakeGen != gen {
+			return
+		}
+		s.wakeArmed = false
+		s.agentStep(Tick(s.now))
+	})
 }
 
 // agentDo carries out one Sender action. It never steps the Sender itself:
 // everything that feeds back goes through the event queue.
 func (s *sim) agentDo(a Action) {
-	inc := s.inc
 	switch a.Kind {
 	case ActionSend:
 		if a.ID < s.persisted || a.ID >= uint64(len(s.spool)) {
@@ -458,24 +489,19 @@ func (s *sim) agentDo(a Action) {
 			s.toSink(c, true, func() { s.sinkStep(c, Received(id, size)) })
 		}
 	case ActionArmTimer:
-		key := timerKey{a.ID, a.Attempt}
-		s.timers[key] = true
-		s.at(a.At, func() {
-			if s.inc != inc || !s.agentUp {
-				return
-			}
-			if s.mode == simNormal { // honour cancels; adversarial mode fires stale timers
-				if !s.timers[key] {
-					return
+		// The Sender keeps its own deadlines, and the driver's one timer
+		// follows NextDeadline (see rearm). Adversarial mode also steps
+		// some timers as Timeout events, late: live ones must act like
+		// Tick, stale ones must be ignored.
+		if s.mode == simAdversarial && s.rng.IntN(4) == 0 {
+			inc, id, attempt := s.inc, a.ID, a.Attempt
+			s.at(a.At+s.rng.Int64N(50*ms), func() {
+				if s.inc == inc && s.agentUp {
+					s.agentStep(Timeout(id, attempt, s.now))
 				}
-				delete(s.timers, key)
-			}
-			s.agentStep(Timeout(key.id, key.attempt, s.now))
-		})
-	case ActionCancelTimer:
-		delete(s.timers, timerKey{a.ID, a.Attempt})
-	case ActionCancelAllTimers:
-		clear(s.timers)
+			})
+		}
+	case ActionCancelTimer, ActionCancelAllTimers:
 	case ActionMarkAcked:
 		if a.Watermark <= s.persisted {
 			s.fail("MarkAcked %d does not advance the watermark %d", a.Watermark, s.persisted)
@@ -490,11 +516,11 @@ func (s *sim) agentDo(a Action) {
 		s.persisted = a.Watermark
 		s.progress = s.now
 	case ActionReconnect:
-		s.at(s.now+int64(a.After), func() {
-			if s.inc == inc && s.agentUp {
-				s.dial()
-			}
-		})
+		// The stream is gone already; the dial comes with Dial.
+	case ActionDial:
+		s.dial()
+	case ActionStalled:
+		s.fail("Stalled without a ProgressTimeout")
 	default:
 		s.fail("unknown action %v", a)
 	}
@@ -549,8 +575,13 @@ func (s *sim) kill(c *simConn) {
 // watchdog (adversarial mode): a stream that can lose messages can starve,
 // e.g. of a lost Grant; a real driver's keepalive would reset it.
 func (s *sim) watchdog() {
+	// Only a stream with nothing in flight: a lost Grant starves it, and
+	// no timer will fire. A message or an ack lost while something is in
+	// flight is the resend timer's to repair, not the watchdog's, so that
+	// the simulation depends on Tick's resends (see
+	// TestSimulationCatchesMutations).
 	if s.agentUp && s.conn != nil && s.conn.alive && s.sender.State() != StateDisconnected &&
-		s.sender.Outstanding() > 0 && s.now-s.progress > sec {
+		s.sender.inflightMsgs == 0 && s.sender.Outstanding() > 0 && s.now-s.progress > sec {
 		s.kill(s.conn)
 	}
 	s.at(s.now+200*ms, s.watchdog)
@@ -730,4 +761,33 @@ func (s *sim) faultTick() {
 		s.stallUntil = s.now + 100*ms + s.rng.Int64N(1500*ms)
 	}
 	s.at(s.now+faultEvery, s.faultTick)
+}
+
+// TestSimulationCatchesMutations proves the simulation can fail: with a
+// guarantee switched off, some seed must break safety or liveness.
+func TestSimulationCatchesMutations(t *testing.T) {
+	for _, mu := range []struct {
+		name string
+		flag *bool
+	}{
+		{"Tick drops expired resend timers without requeueing", &mutation.tickSkipsRequeue},
+	} {
+		t.Run(mu.name, func(t *testing.T) {
+			*mu.flag = true
+			defer func() { *mu.flag = false }()
+			for _, mode := range []simMode{simNormal, simAdversarial} {
+				var seeds []uint64
+				for seed := range uint64(200) {
+					seeds = append(seeds, seed)
+				}
+				for _, r := range runSims(seeds, mode) {
+					if r.err != nil {
+						t.Logf("caught in %v mode by seed %d: %v", mode, r.seed, r.err)
+						return
+					}
+				}
+			}
+			t.Fatal("no seed caught the mutation")
+		})
+	}
 }

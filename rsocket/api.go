@@ -326,7 +326,8 @@ func (c *Conn) Err() error {
 
 // Close closes the connection: gracefully (ERROR[CONNECTION_CLOSE]) when no
 // stream is alive, else with ERROR[CONNECTION_ERROR], failing the streams.
-// It waits until the loop ended.
+// It returns once what was queued (a fire-and-forget just sent) was
+// written and the transport closed, so a process may exit right after.
 func (c *Conn) Close() error {
 	_ = c.do(func() error {
 		if c.m.NumStreams() == 0 {
@@ -335,5 +336,6 @@ func (c *Conn) Close() error {
 		return c.m.Close(frame.ErrorCodeConnectionError, "closed by the application")
 	})
 	<-c.done
+	<-c.w.done
 	return nil
 }

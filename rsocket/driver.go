@@ -30,8 +30,7 @@ type Conn struct {
 	cancel context.CancelFunc
 
 	cmds    chan func()
-	in      chan []byte
-	readErr chan error
+	in      chan inFrame // frames, then the read error, in order
 	done    chan struct{} // closed when the loop ends
 	err     error         // why, valid after done
 
@@ -45,6 +44,11 @@ type Conn struct {
 	closeOnce sync.Once
 
 	bufs sync.Pool
+	// oneway bounds the fire-and-forget and metadata-push handlers running
+	// at once: they keep no stream, so MaxStreams does not bound them, and
+	// a flood must not become a flood of goroutines. When full, the loop
+	// waits, which stops reading and pushes back on the peer through TCP.
+	oneway chan struct{}
 }
 
 // stream is the driver's side of one stream, either role.
@@ -62,6 +66,11 @@ type stream struct {
 	q     []item
 	sig   chan struct{}
 	ended bool // a terminal item was queued
+}
+
+type inFrame struct {
+	b   []byte
+	err error
 }
 
 type item struct {
@@ -86,9 +95,10 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: o, m: m, tr: tr, start: time.Now(),
-		cmds: make(chan func(), 256), in: make(chan []byte, 64),
-		readErr: make(chan error, 1), done: make(chan struct{}),
+		cmds: make(chan func(), 256), in: make(chan inFrame, 64),
+		done: make(chan struct{}),
 		streams: map[uint32]*stream{}, setup: make(chan struct{}),
+		oneway: make(chan struct{}, maxOneway),
 	}
 	if o.responder == nil {
 		c.opts.responder = UnimplementedResponder{}
@@ -96,6 +106,18 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.w = newWriter(tr, func(err error) { c.post(func() { c.m.TransportClosed(err) }) })
 	return c, nil
+}
+
+const maxOneway = 1024
+
+// goOneway runs a fire-and-forget or metadata-push handler within the
+// oneway bound. Loop only.
+func (c *Conn) goOneway(f func()) {
+	c.oneway <- struct{}{}
+	go func() {
+		defer func() { <-c.oneway }()
+		f()
+	}()
 }
 
 func (c *Conn) now() time.Duration { return time.Since(c.start) }
@@ -119,14 +141,16 @@ func (c *Conn) run() {
 		}
 		select {
 		case f := <-c.in:
-			c.m.Receive(c.now(), f)
-			c.putBuf(f)
+			if f.err != nil {
+				c.m.TransportClosed(f.err)
+				continue
+			}
+			c.m.Receive(c.now(), f.b)
+			c.putBuf(f.b)
 		case cmd := <-c.cmds:
 			cmd()
 		case <-timer.C:
 			c.m.Tick(c.now())
-		case err := <-c.readErr:
-			c.m.TransportClosed(err)
 		}
 	}
 }
@@ -147,17 +171,16 @@ func (c *Conn) putBuf(b []byte) {
 
 func (c *Conn) readLoop() {
 	for {
+		// The error travels on the same channel as the frames: on a
+		// separate one the loop's select could see EOF before the last
+		// frames (a fire-and-forget just before the peer closed).
 		f, err := c.tr.readFrame(c.getBuf())
-		if err != nil {
-			select {
-			case c.readErr <- err:
-			default:
-			}
+		select {
+		case c.in <- inFrame{b: f, err: err}:
+		case <-c.done:
 			return
 		}
-		select {
-		case c.in <- f:
-		case <-c.done:
+		if err != nil {
 			return
 		}
 	}
@@ -325,7 +348,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		delete(c.streams, st.id)
 	case conn.EventMetadataPush:
 		md := clone(ev.Metadata)
-		go c.opts.responder.MetadataPush(c.ctx, md)
+		c.goOneway(func() { c.opts.responder.MetadataPush(c.ctx, md) })
 	case conn.EventLease:
 		w := c.leaseWait
 		c.leaseWait = nil
@@ -377,7 +400,7 @@ func (c *Conn) request(ev *conn.Event) {
 	h := c.opts.responder
 	switch ev.Interaction {
 	case conn.FireAndForget:
-		go h.FireAndForget(c.ctx, p)
+		c.goOneway(func() { h.FireAndForget(c.ctx, p) })
 	case conn.RequestResponse:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
 		go func() {
@@ -486,10 +509,11 @@ type writer struct {
 	pending []byte
 	closing bool
 	sig     chan struct{}
+	done    chan struct{} // closed once the transport is closed
 }
 
 func newWriter(tr transport, onErr func(error)) *writer {
-	return &writer{tr: tr, onErr: onErr, sig: make(chan struct{}, 1)}
+	return &writer{tr: tr, onErr: onErr, sig: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (w *writer) enqueue(b []byte) {
@@ -531,6 +555,7 @@ func (w *writer) run() {
 				spare = buf
 				if closing {
 					_ = w.tr.Close()
+					close(w.done)
 					return
 				}
 				break

@@ -364,3 +364,45 @@ func (blocker) FireAndForget(context.Context, Payload)                        {}
 func (blocker) MetadataPush(context.Context, []byte)                          {}
 func (blocker) RequestStream(context.Context, Payload, *Sink) error           { return nil }
 func (blocker) RequestChannel(context.Context, Payload, *Stream, *Sink) error { return nil }
+
+// A fire-and-forget sent right before Close reaches the responder: the
+// writer flushes before closing, and the reader's EOF is ordered after the
+// frames before it.
+func TestFireAndForgetBeforeClose(t *testing.T) {
+	for _, tr := range []string{"tcp", "ws"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx := tctx(t)
+			e := newEcho()
+			e.got = make(chan string, 100)
+			ln, path, err := Listen(tr + "://127.0.0.1:0/rsocket")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := tr + "://" + ln.Addr().String()
+			if tr == "ws" {
+				go ServeWebSocket(ctx, ln, path, e)
+				u += path
+			} else {
+				go Serve(ctx, ln, e)
+			}
+			const n = 50
+			for i := range n {
+				c, err := Dial(ctx, u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.FireAndForget(ctx, Payload{Data: []byte(strconv.Itoa(i))}); err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+			}
+			for i := range n {
+				select {
+				case <-e.got:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("only %d of %d fire-and-forget requests arrived", i, n)
+				}
+			}
+		})
+	}
+}

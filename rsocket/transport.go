@@ -106,7 +106,10 @@ func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*C
 	}
 	go c.run()
 	// Closing the Serve/Dial context closes the connection.
-	context.AfterFunc(ctx, func() { _ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") }) })
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
+	})
+	go func() { <-c.done; stop() }() // a long-lived server must not keep one callback per closed connection
 	return c, nil
 }
 

@@ -406,3 +406,94 @@ func TestFireAndForgetBeforeClose(t *testing.T) {
 		})
 	}
 }
+
+// gate is a responder whose fire-and-forget handlers block until released.
+type gate struct {
+	UnimplementedResponder
+	release          chan struct{}
+	running, maxSeen atomic.Int64
+	finished         atomic.Int64
+}
+
+func (g *gate) FireAndForget(context.Context, Payload) {
+	n := g.running.Add(1)
+	for {
+		m := g.maxSeen.Load()
+		if n <= m || g.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	<-g.release
+	g.running.Add(-1)
+	g.finished.Add(1)
+}
+
+// A flood of fire-and-forget requests runs at most maxOneway handlers at
+// once (they keep no stream, so MaxStreams does not bound them).
+func TestFireAndForgetFloodBounded(t *testing.T) {
+	ctx := tctx(t)
+	g := &gate{release: make(chan struct{})}
+	a, b := net.Pipe()
+	if _, err := ServeConn(ctx, b, g); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ClientConn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = maxOneway + 200
+	for range n {
+		if err := c.FireAndForget(ctx, Payload{Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g.running.Load() < maxOneway {
+		if ctx.Err() != nil {
+			t.Fatalf("only %d handlers started", g.running.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(g.release)
+	for g.finished.Load() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("only %d of %d handlers ran", g.finished.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if m := g.maxSeen.Load(); m > maxOneway {
+		t.Fatalf("%d handlers ran at once, bound %d", m, maxOneway)
+	}
+}
+
+// Garbage from a peer closes its connection (ERROR then close), without
+// touching the server's other connections.
+func TestGarbageClosesConnection(t *testing.T) {
+	ctx := tctx(t)
+	ln, _, err := Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go Serve(ctx, ln, newEcho())
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.Write([]byte{0, 0, 5, 0xde, 0xad, 0xbe, 0xef, 0x00})
+	raw.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadAll(raw); err != nil {
+		t.Fatalf("server did not close the connection: %v", err)
+	}
+	c, err := Dial(ctx, "tcp://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(ctx, "udp://x"); err == nil {
+		t.Fatal("udp URL accepted")
+	}
+}

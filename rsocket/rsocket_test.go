@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -495,5 +496,25 @@ func TestGarbageClosesConnection(t *testing.T) {
 	}
 	if _, err := Dial(ctx, "udp://x"); err == nil {
 		t.Fatal("udp URL accepted")
+	}
+}
+
+// A server that accepts bytes and never answers: the client's max
+// lifetime expires, the connection closes and the outstanding call fails.
+func TestSilentPeerKeepaliveTimeout(t *testing.T) {
+	ctx := tctx(t)
+	a, b := net.Pipe()
+	go io.Copy(io.Discard, b)
+	defer b.Close()
+	c, err := ClientConn(ctx, a, WithKeepalive(10*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err == nil {
+		t.Fatal("request to a silent peer succeeded")
+	}
+	<-c.Done()
+	if !errors.Is(c.Err(), conn.ErrKeepaliveTimeout) {
+		t.Fatalf("closed with %v", c.Err())
 	}
 }

@@ -113,3 +113,22 @@ func TestRSocketServeMetrics(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestRSocketCLIBadInvocation(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		errs string
+	}{
+		{[]string{"rsocket", "rr", "--data", "x"}, 2, "--url is required"},
+		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp or ws"},
+		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--request-n", "0"}, 2, "--request-n must be in"},
+		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
+		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp or ws"},
+	} {
+		code, _, errs := run(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.errs) {
+			t.Errorf("%v: code %d stderr %q; want %d containing %q", tc.args, code, errs, tc.code, tc.errs)
+		}
+	}
+}

@@ -29,10 +29,10 @@ type Conn struct {
 	ctx    context.Context // ends when the connection closes
 	cancel context.CancelFunc
 
-	cmds    chan func()
-	in      chan inFrame // frames, then the read error, in order
-	done    chan struct{} // closed when the loop ends
-	err     error         // why, valid after done
+	cmds chan func()
+	in   chan inFrame  // frames, then the read error, in order
+	done chan struct{} // closed when the loop ends
+	err  error         // why, valid after done
 
 	// Loop-owned state.
 	streams   map[uint32]*stream
@@ -96,7 +96,7 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	c := &Conn{
 		opts: o, m: m, tr: tr, start: time.Now(),
 		cmds: make(chan func(), 256), in: make(chan inFrame, 64),
-		done: make(chan struct{}),
+		done:    make(chan struct{}),
 		streams: map[uint32]*stream{}, setup: make(chan struct{}),
 		oneway: make(chan struct{}, maxOneway),
 	}

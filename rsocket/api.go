@@ -126,8 +126,9 @@ func (c *Conn) MetadataPush(ctx context.Context, metadata []byte) error {
 }
 
 // RequestStream opens a stream with n initial credits (n >= 1). The
-// returned Stream grants n more each time n elements were consumed, so
-// the responder sends in batches of n; Request adds credits beyond that.
+// returned Stream tops the credits up to n each time half of them were
+// consumed, so the responder never has more than n elements unconsumed
+// in flight; Request adds credits beyond that.
 // Cancelling ctx sends CANCEL.
 func (c *Conn) RequestStream(ctx context.Context, p Payload, n uint32) (*Stream, error) {
 	st, err := c.open(ctx, conn.RequestStream, p, n, false)
@@ -207,9 +208,12 @@ func (s *Stream) used() {
 	if s.left > 0 {
 		s.left--
 	}
-	if s.left == 0 && s.batch > 0 {
+	// Top the credits up to a full batch once half are used, so the
+	// responder does not stall for a round trip at each batch boundary.
+	if s.batch > 0 && s.left <= s.batch/2 {
+		n := s.batch - s.left
 		s.left = s.batch
-		st, n := s.st, s.batch
+		st := s.st
 		s.c.post(func() {
 			if s.c.streams[st.id] == st && !st.recvDone {
 				_ = s.c.m.RequestN(st.id, n)

@@ -348,7 +348,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		delete(c.streams, st.id)
 	case conn.EventMetadataPush:
 		md := clone(ev.Metadata)
-		c.goOneway(func() { c.opts.responder.MetadataPush(c.ctx, md) })
+		c.goOneway(func() { _ = guard(func() error { c.opts.responder.MetadataPush(c.ctx, md); return nil }) })
 	case conn.EventLease:
 		w := c.leaseWait
 		c.leaseWait = nil
@@ -400,11 +400,12 @@ func (c *Conn) request(ev *conn.Event) {
 	h := c.opts.responder
 	switch ev.Interaction {
 	case conn.FireAndForget:
-		c.goOneway(func() { h.FireAndForget(c.ctx, p) })
+		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
 	case conn.RequestResponse:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
 		go func() {
-			resp, err := h.RequestResponse(st.ctx, p)
+			var resp Payload
+			err := guard(func() (err error) { resp, err = h.RequestResponse(st.ctx, p); return })
 			c.post(func() {
 				if c.streams[st.id] != st {
 					return // cancelled meanwhile
@@ -422,7 +423,7 @@ func (c *Conn) request(ev *conn.Event) {
 	case conn.RequestStream:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
 		sink := &Sink{c: c, st: st}
-		go func() { sink.finish(h.RequestStream(st.ctx, p, sink)) }()
+		go func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }()
 	case conn.RequestChannel:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
 		in := &Stream{c: c, st: st, batch: c.opts.channelN}
@@ -434,8 +435,19 @@ func (c *Conn) request(ev *conn.Event) {
 			in.left = c.opts.channelN
 		}
 		sink := &Sink{c: c, st: st}
-		go func() { sink.finish(h.RequestChannel(st.ctx, p, in, sink)) }()
+		go func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) }()
 	}
+}
+
+// guard runs a handler and turns its panic into an APPLICATION_ERROR, so
+// one bad request cannot take the process and every connection down.
+func guard(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = ApplicationError("handler panicked: %v", r)
+		}
+	}()
+	return f()
 }
 
 // trySend sends r on st now, or parks it until credits arrive. Loop only.

@@ -518,3 +518,26 @@ func TestSilentPeerKeepaliveTimeout(t *testing.T) {
 		t.Fatalf("closed with %v", c.Err())
 	}
 }
+
+type panicky struct{ UnimplementedResponder }
+
+func (panicky) RequestResponse(context.Context, Payload) (Payload, error) { panic("bad handler") }
+
+// A panicking handler answers APPLICATION_ERROR; the connection lives on.
+func TestHandlerPanic(t *testing.T) {
+	ctx := tctx(t)
+	a, b := net.Pipe()
+	ServeConn(ctx, b, panicky{})
+	c, err := ClientConn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 2 {
+		_, err := c.RequestResponse(ctx, Payload{})
+		var re *Error
+		if !errors.As(err, &re) || re.Code != frame.ErrorCodeApplicationError || !strings.Contains(re.Message, "bad handler") {
+			t.Fatalf("got %v", err)
+		}
+	}
+}

@@ -30,9 +30,13 @@ type Conn struct {
 	cancel context.CancelFunc
 
 	cmds chan func()
-	in   chan inFrame  // frames, then the read error, in order
-	done chan struct{} // closed when the loop ends
-	err  error         // why, valid after done
+	in   chan inFrame // frames, then the read error, in order
+	// consumed: the loop took a large frame. The reader hands large
+	// frames over one at a time, so the queue holds at most 64 small
+	// frames (4 MiB) and one large one, not 64 frames of 16 MiB.
+	consumed chan struct{}
+	done     chan struct{} // closed when the loop ends
+	err      error         // why, valid after done
 
 	// Loop-owned state.
 	streams   map[uint32]*stream
@@ -41,7 +45,6 @@ type Conn struct {
 	leaseWait []func()
 	leaseT    *time.Timer
 	setup     chan struct{} // closed on EventSetup (server) or Start (client)
-	closeOnce sync.Once
 
 	bufs sync.Pool
 	// oneway bounds the fire-and-forget and metadata-push handlers running
@@ -95,7 +98,7 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: o, m: m, tr: tr, start: time.Now(),
-		cmds: make(chan func(), 256), in: make(chan inFrame, 64),
+		cmds: make(chan func(), 256), in: make(chan inFrame, 64), consumed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		streams: map[uint32]*stream{}, setup: make(chan struct{}),
 		oneway: make(chan struct{}, maxOneway),
@@ -146,6 +149,9 @@ func (c *Conn) run() {
 				continue
 			}
 			c.m.Receive(c.now(), f.b)
+			if len(f.b) > largeFrame {
+				c.consumed <- struct{}{}
+			}
 			c.putBuf(f.b)
 		case cmd := <-c.cmds:
 			cmd()
@@ -183,8 +189,18 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			return
 		}
+		if len(f) > largeFrame {
+			select {
+			case <-c.consumed:
+			case <-c.done:
+				return
+			}
+		}
 	}
 }
+
+// largeFrame: frames above it are handed to the loop one at a time.
+const largeFrame = 64 << 10
 
 // post queues fn for the loop without waiting; dropped after close.
 func (c *Conn) post(fn func()) {

@@ -105,7 +105,7 @@ func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*C
 		close(c.setup)
 	}
 	go c.run()
-	// Closing the Serve/Dial context closes the connection.
+	// Ending ctx (Serve's, ServeConn's, ClientConn's) closes the connection.
 	stop := context.AfterFunc(ctx, func() {
 		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
 	})
@@ -124,7 +124,8 @@ func ServeConn(ctx context.Context, nc net.Conn, r Responder, opts ...Option) (*
 	return start(ctx, newStreamTransport(nc), conn.Server, append([]Option{WithResponder(r)}, opts...))
 }
 
-// Dial connects to tcp://HOST:PORT or ws://HOST:PORT/PATH (wss too).
+// Dial connects to tcp://HOST:PORT or ws://HOST:PORT/PATH (wss too). ctx
+// bounds the dial only; the connection lives until Close or its failure.
 func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {

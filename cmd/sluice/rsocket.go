@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/extension"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+func init() {
+	register("rsocket serve", "serve RSocket (TCP, WebSocket) with the echo responder", runRSocketServe)
+	register("rsocket rr", "RSocket request-response: print the response's data", rsocketClient("rr"))
+	register("rsocket fnf", "RSocket fire-and-forget", rsocketClient("fnf"))
+	register("rsocket stream", "RSocket request-stream: print each element's data on its own line", rsocketClient("stream"))
+	register("rsocket channel", "RSocket request-channel: send stdin lines, print each element received", rsocketClient("channel"))
+	register("rsocket push", "RSocket metadata push of --metadata", rsocketClient("push"))
+}
+
+// rsocketStdin is the channel command's input (a variable for tests).
+var rsocketStdin io.Reader = os.Stdin
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func runRSocketServe(args []string, stdout, stderr io.Writer) error {
+	ctx, cancel := signalContext()
+	defer cancel()
+	return rsocketServe(ctx, args, stdout, stderr)
+}
+
+// rsocketServe runs `sluice rsocket serve` until ctx ends. It prints
+// "listening URL" on stdout for each listener, with the port resolved.
+func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--metrics HOST:PORT]", stderr)
+	var listen listFlag
+	fs.Var(&listen, "listen", "listen URL, tcp://HOST:PORT or ws://HOST:PORT/PATH (repeatable)")
+	lease := fs.Bool("lease", false, "accept clients that ask for lease, granting each 1000 requests per 10s")
+	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(listen) == 0 {
+		return &exitError{code: 2, msg: "--listen is required"}
+	}
+	log := newLogger(stderr, *logLevel)
+	reg := newRegistry()
+	e := newEchoResponder(reg)
+	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
+		return err
+	}
+	opts := []rsocket.Option{rsocket.WithLogger(log)}
+	if *lease {
+		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(listen))
+	var wg sync.WaitGroup
+	for _, u := range listen {
+		ln, path, err := rsocket.Listen(u)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", u, err)
+		}
+		shown := "tcp://" + ln.Addr().String()
+		if path != "" {
+			shown = "ws://" + ln.Addr().String() + path
+		}
+		fmt.Fprintln(stdout, "listening", shown)
+		log.Info("rsocket serving", "url", shown)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if path != "" {
+				err = rsocket.ServeWebSocket(ctx, ln, path, e, opts...)
+			} else {
+				err = rsocket.Serve(ctx, ln, e, opts...)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("serve %s: %w", shown, err)
+				stop()
+			}
+		}()
+	}
+	<-ctx.Done()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// echoResponder is the default responder of `sluice rsocket serve`.
+type echoResponder struct {
+	requests  *prometheus.CounterVec
+	fnf, push prometheus.Counter
+}
+
+func newEchoResponder(reg prometheus.Registerer) *echoResponder {
+	e := &echoResponder{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rsocket_requests_total", Help: "RSocket requests received, by interaction model."}, []string{"model"}),
+		fnf:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_fnf_total", Help: "RSocket fire-and-forget requests received."}),
+		push:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_metadata_push_total", Help: "RSocket METADATA_PUSH frames received."}),
+	}
+	reg.MustRegister(e.requests, e.fnf, e.push)
+	return e
+}
+
+// check applies the rules every model shares: a route other than echo
+// and data starting with "error:" are answered with APPLICATION_ERROR.
+func (e *echoResponder) check(model string, p rsocket.Payload) error {
+	e.requests.WithLabelValues(model).Inc()
+	if p.Metadata != nil {
+		// Metadata that is not composite, or has no routing, means no route.
+		if ent, ok, err := extension.FindComposite(p.Metadata, extension.RoutingMIME); err == nil && ok {
+			if tag, ok, err := extension.FirstRoute(ent.Metadata); err == nil && ok && string(tag) != "echo" {
+				return rsocket.ApplicationError("unknown route: %s", tag)
+			}
+		}
+	}
+	if msg, ok := strings.CutPrefix(string(p.Data), "error:"); ok {
+		return rsocket.ApplicationError("%s", msg)
+	}
+	return nil
+}
+
+func (e *echoResponder) RequestResponse(_ context.Context, p rsocket.Payload) (rsocket.Payload, error) {
+	if err := e.check("request_response", p); err != nil {
+		return rsocket.Payload{}, err
+	}
+	return p, nil
+}
+
+func (e *echoResponder) FireAndForget(_ context.Context, p rsocket.Payload) {
+	e.requests.WithLabelValues("fire_and_forget").Inc()
+	e.fnf.Inc()
+}
+
+func (e *echoResponder) MetadataPush(context.Context, []byte) { e.push.Inc() }
+
+func (e *echoResponder) RequestStream(ctx context.Context, p rsocket.Payload, out *rsocket.Sink) error {
+	if err := e.check("request_stream", p); err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(string(p.Data), 10, 63)
+	if err != nil {
+		return rsocket.ApplicationError("stream data %q is not a number of elements", p.Data)
+	}
+	for i := uint64(0); i < n; i++ {
+		if err := out.Send(rsocket.Payload{Data: strconv.AppendUint(nil, i, 10)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *echoResponder) RequestChannel(ctx context.Context, p rsocket.Payload, in *rsocket.Stream, out *rsocket.Sink) error {
+	if err := e.check("request_channel", p); err != nil {
+		return err
+	}
+	if err := out.Send(p); err != nil {
+		return err
+	}
+	for {
+		q, err := in.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := out.Send(q); err != nil {
+			return err
+		}
+	}
+}
+
+// rsocketClient returns the run function of `sluice rsocket MODEL`.
+func rsocketClient(model string) func(args []string, stdout, stderr io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
+		ctx, cancel := signalContext()
+		defer cancel()
+		return rsocketRequest(ctx, model, args, stdout, stderr)
+	}
+}
+
+func rsocketRequest(ctx context.Context, model string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|ws://HOST:PORT/PATH [flags]", stderr)
+	url := fs.String("url", "", "server URL: tcp://HOST:PORT or ws://HOST:PORT/PATH")
+	data := fs.String("data", "", "request data")
+	metadata := fs.String("metadata", "", "request metadata (with --route: a text/plain entry of the composite metadata)")
+	route := fs.String("route", "", "route, sent as composite metadata with message/x.rsocket.routing.v0")
+	requestN := fs.Uint("request-n", 256, "stream/channel credits, granted again each time they are used up")
+	setupData := fs.String("setup-data", "", "SETUP data")
+	dataMIME := fs.String("data-mime", conn.DefaultDataMIME, "data MIME type (SETUP)")
+	metadataMIME := fs.String("metadata-mime", conn.DefaultMetadataMIME, "metadata MIME type (SETUP)")
+	keepalive := fs.Duration("keepalive", conn.DefaultKeepaliveInterval, "keepalive interval")
+	lifetime := fs.Duration("lifetime", conn.DefaultMaxLifetime, "max lifetime without a frame from the server")
+	var hasData, hasMetadata bool
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		hasData = hasData || f.Name == "data"
+		hasMetadata = hasMetadata || f.Name == "metadata"
+	})
+	if *url == "" {
+		return &exitError{code: 2, msg: "--url is required"}
+	}
+	if *requestN < 1 || *requestN > frame.MaxRequestN {
+		return &exitError{code: 2, msg: fmt.Sprintf("--request-n must be in 1..%d", frame.MaxRequestN)}
+	}
+	var md []byte
+	if hasMetadata {
+		md = []byte(*metadata)
+	}
+	if *route != "" {
+		tags, err := extension.AppendRouting(nil, *route)
+		if err != nil {
+			return &exitError{code: 2, msg: fmt.Sprintf("--route: %v", err)}
+		}
+		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
+		if err != nil {
+			return err
+		}
+		if hasMetadata {
+			if comp, err = extension.AppendCompositeEntry(comp, "text/plain", md); err != nil {
+				return err
+			}
+		}
+		md = comp
+	}
+	opts := []rsocket.Option{
+		rsocket.WithMIME(*metadataMIME, *dataMIME),
+		rsocket.WithKeepalive(*keepalive, *lifetime),
+		rsocket.WithLogger(slog.New(slog.DiscardHandler)),
+	}
+	if *setupData != "" {
+		opts = append(opts, rsocket.WithSetup(nil, []byte(*setupData)))
+	}
+	c, err := rsocket.Dial(ctx, *url, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p := rsocket.Payload{Metadata: md, Data: []byte(*data)}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	print := func(p rsocket.Payload) { w.Write(p.Data); w.WriteByte('\n') }
+	n := uint32(*requestN)
+	switch model {
+	case "rr":
+		r, err := c.RequestResponse(ctx, p)
+		if err != nil {
+			return rsocketFailed(err, stderr)
+		}
+		print(r)
+	case "fnf":
+		if err := c.FireAndForget(ctx, p); err != nil {
+			return err
+		}
+	case "push":
+		if err := c.MetadataPush(ctx, md); err != nil {
+			return err
+		}
+	case "stream":
+		s, err := c.RequestStream(ctx, p, n)
+		if err != nil {
+			return err
+		}
+		return drainStream(s, print, w, stderr)
+	case "channel":
+		lines := bufio.NewScanner(rsocketStdin)
+		lines.Buffer(make([]byte, 64<<10), frame.MaxFrameSize)
+		first := hasData
+		if !first && lines.Scan() {
+			p.Data, first = append([]byte(nil), lines.Bytes()...), true
+		}
+		ch, err := c.RequestChannel(ctx, p, n)
+		if err != nil {
+			return err
+		}
+		go func() {
+			for lines.Scan() {
+				if ch.Send(rsocket.Payload{Data: append([]byte(nil), lines.Bytes()...)}) != nil {
+					return
+				}
+			}
+			ch.Complete()
+		}()
+		return drainStream(&ch.Stream, print, w, stderr)
+	}
+	return nil
+}
+
+func drainStream(s *rsocket.Stream, print func(rsocket.Payload), w *bufio.Writer, stderr io.Writer) error {
+	for {
+		p, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			w.Flush()
+			return rsocketFailed(err, stderr)
+		}
+		print(p)
+		if w.Buffered() > 32<<10 {
+			w.Flush()
+		}
+	}
+}
+
+// rsocketFailed prints an ERROR's message alone on stderr (exit 1).
+func rsocketFailed(err error, stderr io.Writer) error {
+	var re *rsocket.Error
+	if errors.As(err, &re) {
+		fmt.Fprintln(stderr, re.Message)
+		return &exitError{code: 1}
+	}
+	return err
+}

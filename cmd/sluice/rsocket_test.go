@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startRSocketServe runs `sluice rsocket serve` in-process on ephemeral
+// ports and returns its tcp and ws URLs.
+func startRSocketServe(t *testing.T, extra ...string) (tcpURL, wsURL string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	args := append([]string{"--listen", "tcp://127.0.0.1:0", "--listen", "ws://127.0.0.1:0/rsocket", "--log-level", "error"}, extra...)
+	go func() { done <- rsocketServe(ctx, args, pw, io.Discard); pw.Close() }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		u, ok := strings.CutPrefix(sc.Text(), "listening ")
+		if !ok {
+			continue
+		}
+		if strings.HasPrefix(u, "tcp://") {
+			tcpURL = u
+		} else {
+			wsURL = u
+		}
+		if tcpURL != "" && wsURL != "" {
+			go io.Copy(io.Discard, pr)
+			return
+		}
+	}
+	t.Fatal("serve printed no listening URLs")
+	return
+}
+
+func TestRSocketCLI(t *testing.T) {
+	tcpURL, wsURL := startRSocketServe(t)
+	for _, u := range []string{tcpURL, wsURL} {
+		cases := []struct {
+			args         []string
+			stdin        string
+			code         int
+			stdout, errs string
+		}{
+			{args: []string{"rr", "--data", "hi", "--metadata", "m"}, stdout: "hi\n"},
+			{args: []string{"rr", "--data", "hi", "--route", "echo"}, stdout: "hi\n"},
+			{args: []string{"rr", "--data", "hi", "--route", "nope"}, code: 1, errs: "unknown route: nope\n"},
+			{args: []string{"rr", "--data", "error:bad thing"}, code: 1, errs: "bad thing\n"},
+			{args: []string{"stream", "--data", "5", "--request-n", "2"}, stdout: "0\n1\n2\n3\n4\n"},
+			{args: []string{"stream", "--data", "x"}, code: 1, errs: "stream data \"x\" is not a number of elements\n"},
+			{args: []string{"channel", "--request-n", "1"}, stdin: "a\nb\nc\n", stdout: "a\nb\nc\n"},
+			{args: []string{"fnf", "--data", "f"}},
+			{args: []string{"push", "--metadata", "p"}},
+			{args: []string{"rr", "--data", "s", "--setup-data", "sd", "--data-mime", "text/plain", "--metadata-mime", "text/plain", "--keepalive", "1s", "--lifetime", "10s"}, stdout: "s\n"},
+		}
+		for _, tc := range cases {
+			rsocketStdin = strings.NewReader(tc.stdin)
+			code, out, errs := run(append(append([]string{"rsocket"}, tc.args...), "--url", u)...)
+			if code != tc.code || out != tc.stdout || errs != tc.errs {
+				t.Errorf("%s %v: code %d stdout %q stderr %q; want %d %q %q", u, tc.args, code, out, errs, tc.code, tc.stdout, tc.errs)
+			}
+		}
+	}
+	rsocketStdin = strings.NewReader("")
+}
+
+func TestRSocketServeMetrics(t *testing.T) {
+	// A fixed metrics port is not known in advance: ask the kernel for one.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	tcpURL, _ := startRSocketServe(t, "--metrics", addr)
+	for _, a := range [][]string{{"fnf", "--data", "f"}, {"push", "--metadata", "m"}, {"rr", "--data", "x"}} {
+		if code, _, errs := run(append(append([]string{"rsocket"}, a...), "--url", tcpURL)...); code != 0 {
+			t.Fatalf("%v: %d %s", a, code, errs)
+		}
+	}
+	want := []string{"sluice_rsocket_fnf_total 1", "sluice_rsocket_metadata_push_total 1", `sluice_rsocket_requests_total{model="request_response"} 1`}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body := ""
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(body, w)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed %q:\n%s", want, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRSocketCLIBadInvocation(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		errs string
+	}{
+		{[]string{"rsocket", "rr", "--data", "x"}, 2, "--url is required"},
+		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp or ws"},
+		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--request-n", "0"}, 2, "--request-n must be in"},
+		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
+		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp or ws"},
+	} {
+		code, _, errs := run(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.errs) {
+			t.Errorf("%v: code %d stderr %q; want %d containing %q", tc.args, code, errs, tc.code, tc.errs)
+		}
+	}
+}

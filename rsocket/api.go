@@ -1,0 +1,345 @@
+package rsocket
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// open runs a request command on the loop, waiting for a LEASE when lease
+// was negotiated and none allows the request yet.
+func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uint32, complete bool) (*stream, error) {
+	type res struct {
+		st  *stream
+		err error
+	}
+	ch := make(chan res, 1)
+	var attempt func()
+	attempt = func() {
+		var id uint32
+		var err error
+		switch kind {
+		case conn.RequestResponse:
+			id, err = c.m.RequestResponse(p.Metadata, p.Data)
+		case conn.FireAndForget:
+			id, err = c.m.RequestFNF(p.Metadata, p.Data)
+		case conn.RequestStream:
+			id, err = c.m.RequestStream(n, p.Metadata, p.Data)
+		case conn.RequestChannel:
+			id, err = c.m.RequestChannel(n, p.Metadata, p.Data, complete)
+		}
+		if errors.Is(err, conn.ErrNoLease) {
+			if closed, _ := c.m.Closed(); !closed {
+				c.leaseWait = append(c.leaseWait, attempt)
+				return
+			}
+		}
+		if err != nil {
+			ch <- res{err: err}
+			return
+		}
+		if kind == conn.FireAndForget {
+			ch <- res{}
+			return
+		}
+		st := c.newStream(id, kind, true, c.ctx)
+		if kind == conn.RequestChannel && complete {
+			st.sendDone = true
+		}
+		ch <- res{st: st}
+	}
+	select {
+	case c.cmds <- attempt:
+	case <-c.done:
+		return nil, c.closedErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-ch:
+		if r.st != nil {
+			// Context cancel → CANCEL frame.
+			stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(r.st, ctx.Err()) }) })
+			context.AfterFunc(r.st.ctx, func() { stop() })
+		}
+		return r.st, r.err
+	case <-c.done:
+		return nil, c.closedErr()
+	case <-ctx.Done():
+		// The request may still go out; a late stream is cancelled.
+		go func() {
+			if r := <-ch; r.st != nil {
+				c.post(func() { c.cancelStream(r.st, ctx.Err()) })
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// cancelStream sends CANCEL (requester) or ERROR[CANCELED] and forgets
+// the stream. Loop only.
+func (c *Conn) cancelStream(st *stream, err error) {
+	if c.streams[st.id] != st {
+		return
+	}
+	if st.requester && !st.recvDone {
+		_ = c.m.Cancel(st.id)
+	} else if st.requester && st.kind == conn.RequestChannel && !st.sendDone {
+		_ = c.m.Complete(st.id)
+	}
+	st.mu.Lock()
+	st.q = []item{{err: err}} // a cancelled stream delivers nothing more
+	st.ended = true
+	st.mu.Unlock()
+	st.fail(err) // wakes Next, fails a parked Send
+	delete(c.streams, st.id)
+}
+
+// RequestResponse sends p and waits for the one response.
+func (c *Conn) RequestResponse(ctx context.Context, p Payload) (Payload, error) {
+	st, err := c.open(ctx, conn.RequestResponse, p, 0, false)
+	if err != nil {
+		return Payload{}, err
+	}
+	it, err := st.pop(ctx)
+	if err != nil {
+		return Payload{}, err
+	}
+	if it.err != nil {
+		return Payload{}, it.err
+	}
+	return it.p, nil
+}
+
+// FireAndForget sends p; no answer comes.
+func (c *Conn) FireAndForget(ctx context.Context, p Payload) error {
+	_, err := c.open(ctx, conn.FireAndForget, p, 0, false)
+	return err
+}
+
+// MetadataPush sends a METADATA_PUSH.
+func (c *Conn) MetadataPush(ctx context.Context, metadata []byte) error {
+	return c.do(func() error { return c.m.MetadataPush(metadata) })
+}
+
+// RequestStream opens a stream with n initial credits (n >= 1). The
+// returned Stream tops the credits up to n each time half of them were
+// consumed, so the responder never has more than n elements unconsumed
+// in flight; Request adds credits beyond that.
+// Cancelling ctx sends CANCEL.
+func (c *Conn) RequestStream(ctx context.Context, p Payload, n uint32) (*Stream, error) {
+	st, err := c.open(ctx, conn.RequestStream, p, n, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{c: c, st: st, batch: n, left: n, ctx: ctx}, nil
+}
+
+// RequestChannel opens a channel whose first payload is p, granting n
+// credits (batches of n as for RequestStream). Send more with the
+// Channel's Send (it waits for the responder's credits) and end our half
+// with Complete.
+func (c *Conn) RequestChannel(ctx context.Context, p Payload, n uint32) (*Channel, error) {
+	st, err := c.open(ctx, conn.RequestChannel, p, n, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Channel{Stream: Stream{c: c, st: st, batch: n, left: n, ctx: ctx}, Sink: Sink{c: c, st: st}}, nil
+}
+
+// Stream is the receiving side of a stream or channel: a pull iterator
+// that manages REQUEST_N credits.
+type Stream struct {
+	c     *Conn
+	st    *stream
+	ctx   context.Context
+	batch uint32 // granted again when left reaches 0
+	left  uint32 // credits granted and not yet used
+}
+
+// Next returns the next element; io.EOF when the stream completed, an
+// *Error when it ended with ERROR, ctx's error when cancelled.
+func (s *Stream) Next() (Payload, error) {
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return Payload{}, err // cancelled: queued elements are dropped
+		}
+		it, err := s.st.pop(ctx)
+		if err != nil {
+			return Payload{}, err
+		}
+		if it.err != nil {
+			s.st.requeue(it) // keep failing
+			return Payload{}, it.err
+		}
+		if it.next {
+			if it.complete {
+				s.st.requeue(item{complete: true}) // the next Next gives io.EOF
+			}
+			s.used()
+			return it.p, nil
+		}
+		if it.complete {
+			s.st.requeue(item{complete: true})
+			return Payload{}, io.EOF
+		}
+	}
+}
+
+// push after ended is a no-op; re-queue terminal items directly.
+func (st *stream) requeue(it item) {
+	st.mu.Lock()
+	st.q = append(st.q, it)
+	st.mu.Unlock()
+	select {
+	case st.sig <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Stream) used() {
+	if s.left > 0 {
+		s.left--
+	}
+	// Top the credits up to a full batch once half are used, so the
+	// responder does not stall for a round trip at each batch boundary.
+	if s.batch > 0 && s.left <= s.batch/2 {
+		n := s.batch - s.left
+		s.left = s.batch
+		st := s.st
+		s.c.post(func() {
+			if s.c.streams[st.id] == st && !st.recvDone {
+				_ = s.c.m.RequestN(st.id, n)
+			}
+		})
+	}
+}
+
+// Request grants n more credits.
+func (s *Stream) Request(n uint32) error {
+	st := s.st
+	return s.c.do(func() error {
+		if s.c.streams[st.id] != st {
+			return nil
+		}
+		return s.c.m.RequestN(st.id, n)
+	})
+}
+
+// Cancel ends the stream: CANCEL to the responder; Next then fails.
+func (s *Stream) Cancel() {
+	st := s.st
+	s.c.post(func() { s.c.cancelStream(st, context.Canceled) })
+}
+
+// Sink sends PAYLOADs on a stream or channel.
+type Sink struct {
+	c    *Conn
+	st   *stream
+	done bool
+}
+
+// Send sends p, waiting for a credit from the peer. It fails once the
+// stream is over (cancelled by the peer, failed, connection closed).
+func (s *Sink) Send(p Payload) error { return s.send(p, true, false) }
+
+// Complete ends our half of the stream.
+func (s *Sink) Complete() error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	return s.send(Payload{}, false, true)
+}
+
+// Error ends the stream with an ERROR (see Responder for the code).
+func (s *Sink) Error(err error) error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	st := s.st
+	return s.c.do(func() error {
+		if s.c.streams[st.id] != st {
+			return nil
+		}
+		code, msg := toError(err)
+		e := s.c.m.SendError(st.id, code, msg)
+		st.cancel()
+		delete(s.c.streams, st.id)
+		return e
+	})
+}
+
+func (s *Sink) send(p Payload, next, complete bool) error {
+	r := &sendReq{p: p, next: next, complete: complete, done: make(chan error, 1)}
+	st := s.st
+	if err := s.c.do(func() error { s.c.trySend(st, r); return nil }); err != nil {
+		return err
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-s.c.done:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return s.c.closedErr()
+		}
+	}
+}
+
+// finish ends a responder's stream after its handler returned.
+func (s *Sink) finish(err error) {
+	if err != nil {
+		_ = s.Error(err)
+		return
+	}
+	_ = s.Complete()
+}
+
+// Channel is a requester's channel: receive with Next, send with Send.
+type Channel struct {
+	Stream
+	Sink
+}
+
+// Cancel cancels the channel.
+func (ch *Channel) Cancel() { ch.Stream.Cancel() }
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection closed (after Done).
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Close closes the connection: gracefully (ERROR[CONNECTION_CLOSE]) when no
+// stream is alive, else with ERROR[CONNECTION_ERROR], failing the streams.
+// It returns once what was queued (a fire-and-forget just sent) was
+// written and the transport closed, so a process may exit right after.
+func (c *Conn) Close() error {
+	_ = c.do(func() error {
+		if c.m.NumStreams() == 0 {
+			return c.m.Close(frame.ErrorCodeConnectionClose, "closed by the application")
+		}
+		return c.m.Close(frame.ErrorCodeConnectionError, "closed by the application")
+	})
+	<-c.done
+	<-c.w.done
+	return nil
+}

@@ -1,0 +1,165 @@
+// Package rsocket is the user-facing RSocket API of sluice: Dial and Serve
+// over TCP (24-bit length-prefixed frames), WebSocket (one frame per binary
+// message) and any net.Conn (net.Pipe for in-memory tests), with the four
+// interaction models, fire-and-forget's and metadata push's one-way sends,
+// and a Responder that serves them.
+//
+// Every connection is driven by one loop goroutine that owns the pure state
+// machine rsocket/conn.Machine: a reader goroutine feeds it decoded frames,
+// application calls reach it as commands, one timer follows
+// Machine.NextDeadline, and a writer goroutine writes what the loop queued,
+// so that the loop never blocks on a slow peer (both ends blocked writing
+// while neither reads would deadlock). Frames produced while more work is
+// queued are coalesced into one write.
+//
+// Both ends can request and respond: a client passes WithResponder to Dial,
+// a server gets each *Conn through WithOnConnect.
+package rsocket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// Payload is one RSocket payload. Metadata nil means "no metadata".
+type Payload struct {
+	Metadata []byte
+	Data     []byte
+}
+
+// Error is an ERROR frame on a stream (or the stream's failure when the
+// connection ended).
+type Error struct {
+	Code    frame.ErrorCode
+	Message string
+}
+
+func (e *Error) Error() string { return "rsocket: " + e.Code.String() + ": " + e.Message }
+
+// ApplicationError returns an ERROR[APPLICATION_ERROR] for a handler to return.
+func ApplicationError(format string, args ...any) *Error {
+	return &Error{Code: frame.ErrorCodeApplicationError, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrClosed: the connection is closed.
+var ErrClosed = errors.New("rsocket: connection closed")
+
+// Responder answers the requests of the peer. Handlers run on their own
+// goroutine; ctx ends when the peer cancels, the stream fails or the
+// connection closes. Embed UnimplementedResponder to answer only some.
+type Responder interface {
+	// RequestResponse returns the one response (or an error, sent as ERROR:
+	// *Error keeps its code, anything else is APPLICATION_ERROR).
+	RequestResponse(ctx context.Context, p Payload) (Payload, error)
+	// FireAndForget handles a request that gets no answer.
+	FireAndForget(ctx context.Context, p Payload)
+	// MetadataPush handles a METADATA_PUSH.
+	MetadataPush(ctx context.Context, metadata []byte)
+	// RequestStream sends the stream's elements on out (Send blocks until
+	// the requester grants credits). Returning nil completes the stream,
+	// an error ends it with ERROR.
+	RequestStream(ctx context.Context, p Payload, out *Sink) error
+	// RequestChannel gets the requester's first payload p, its further
+	// payloads from in (io.EOF when it completes) and sends on out;
+	// returning nil completes our half, an error ends the channel.
+	RequestChannel(ctx context.Context, p Payload, in *Stream, out *Sink) error
+}
+
+// UnimplementedResponder rejects every request; embed it to implement some.
+type UnimplementedResponder struct{}
+
+var errUnimplemented = &Error{Code: frame.ErrorCodeRejected, Message: "not implemented"}
+
+func (UnimplementedResponder) RequestResponse(context.Context, Payload) (Payload, error) {
+	return Payload{}, errUnimplemented
+}
+func (UnimplementedResponder) FireAndForget(context.Context, Payload) {}
+func (UnimplementedResponder) MetadataPush(context.Context, []byte)   {}
+func (UnimplementedResponder) RequestStream(context.Context, Payload, *Sink) error {
+	return errUnimplemented
+}
+func (UnimplementedResponder) RequestChannel(context.Context, Payload, *Stream, *Sink) error {
+	return errUnimplemented
+}
+
+// Option configures a connection (Dial, Serve, ClientConn, ServeConn).
+type Option func(*options)
+
+type options struct {
+	cfg       conn.Config
+	responder Responder
+	onConnect func(*Conn)
+	log       *slog.Logger
+	leaseTTL  time.Duration
+	leaseN    uint32
+	lease     bool
+	channelN  uint32
+}
+
+func buildOptions(role conn.Role, opts []Option) options {
+	o := options{log: slog.New(slog.DiscardHandler), channelN: 64, leaseTTL: 30 * time.Second, leaseN: frame.MaxRequestN}
+	o.cfg.Role = role
+	for _, f := range opts {
+		f(&o)
+	}
+	o.cfg.Lease = o.lease && role == conn.Client
+	return o
+}
+
+// WithResponder sets the Responder for the peer's requests (default: reject all).
+func WithResponder(r Responder) Option { return func(o *options) { o.responder = r } }
+
+// WithSetup sets the client's SETUP payload.
+func WithSetup(metadata, data []byte) Option {
+	return func(o *options) { o.cfg.SetupMetadata, o.cfg.SetupData = metadata, data }
+}
+
+// WithMIME sets the client's metadata and data MIME types (SETUP).
+func WithMIME(metadata, data string) Option {
+	return func(o *options) { o.cfg.MetadataMIME, o.cfg.DataMIME = metadata, data }
+}
+
+// WithKeepalive sets the client's keepalive interval and max lifetime.
+func WithKeepalive(interval, lifetime time.Duration) Option {
+	return func(o *options) { o.cfg.KeepaliveInterval, o.cfg.MaxLifetime = interval, lifetime }
+}
+
+// WithLease: a client asks for lease in SETUP; a server accepts clients
+// that ask (without it, such a SETUP is refused with REJECTED_SETUP). Both
+// ends then grant the peer leases of count requests per ttl, renewed at
+// half the ttl.
+func WithLease(ttl time.Duration, count uint32) Option {
+	return func(o *options) { o.lease, o.leaseTTL, o.leaseN = true, ttl, count }
+}
+
+// WithMaxPayloadSize bounds one inbound (reassembled) payload; default 16 MiB.
+func WithMaxPayloadSize(n int) Option { return func(o *options) { o.cfg.MaxPayloadSize = n } }
+
+// WithMaxFrameSize bounds the frames this end sends; larger payloads are fragmented.
+func WithMaxFrameSize(n int) Option { return func(o *options) { o.cfg.MaxFrameSize = n } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithOnConnect is called with each new connection (server: after SETUP),
+// so the application can also send requests to the peer.
+func WithOnConnect(f func(*Conn)) Option { return func(o *options) { o.onConnect = f } }
+
+// WithChannelCredits sets the REQUEST_N batch a responder grants the
+// requester of a channel (default 64).
+func WithChannelCredits(n uint32) Option { return func(o *options) { o.channelN = n } }
+
+// toError maps a handler's error to a stream error code and message.
+func toError(err error) (frame.ErrorCode, string) {
+	var e *Error
+	if errors.As(err, &e) && e.Code != frame.ErrorCodeReserved && !e.Code.IsConnectionScoped() && e.Code != frame.ErrorCodeReservedExtension {
+		return e.Code, e.Message
+	}
+	return frame.ErrorCodeApplicationError, err.Error()
+}

@@ -1,0 +1,227 @@
+package rsocket
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// streamTransport is a byte stream (TCP, net.Pipe) with 24-bit
+// length-prefixed frames.
+type streamTransport struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func newStreamTransport(c net.Conn) *streamTransport {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // frames are coalesced by the writer; never wait for Nagle
+	}
+	return &streamTransport{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+}
+
+func (t *streamTransport) readFrame(buf []byte) ([]byte, error) {
+	return frame.ReadLengthPrefixed(t.r, buf, frame.MaxFrameSize)
+}
+
+func (t *streamTransport) writeFrames(out []byte) error {
+	_, err := t.c.Write(out)
+	return err
+}
+
+func (t *streamTransport) Close() error { return t.c.Close() }
+
+// wsTransport carries one frame per binary WebSocket message.
+type wsTransport struct {
+	c   *websocket.Conn
+	ctx context.Context
+}
+
+func newWSTransport(c *websocket.Conn) *wsTransport {
+	c.SetReadLimit(frame.MaxFrameSize)
+	return &wsTransport{c: c, ctx: context.Background()}
+}
+
+func (t *wsTransport) readFrame([]byte) ([]byte, error) {
+	for {
+		typ, b, err := t.c.Read(t.ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+		if typ == websocket.MessageBinary {
+			return b, nil
+		}
+		// A text message is not an RSocket frame: the spec's WebSocket
+		// transport uses binary messages only; drop it.
+	}
+}
+
+func (t *wsTransport) writeFrames(out []byte) error {
+	for len(out) > 0 {
+		f, rest, ok := conn.NextFrame(out)
+		if !ok {
+			return errors.New("rsocket: internal error: partial frame in output")
+		}
+		if err := t.c.Write(t.ctx, websocket.MessageBinary, f); err != nil {
+			return err
+		}
+		out = rest
+	}
+	return nil
+}
+
+func (t *wsTransport) Close() error { return t.c.Close(websocket.StatusNormalClosure, "") }
+
+// start makes a Conn over tr and runs its loop.
+func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*Conn, error) {
+	o := buildOptions(role, opts)
+	c, err := newConn(ctx, tr, o)
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
+	if role == conn.Client {
+		if err := c.m.Start(c.now()); err != nil {
+			_ = tr.Close()
+			return nil, err
+		}
+		if o.lease {
+			c.grantLease()
+		}
+		close(c.setup)
+	}
+	go c.run()
+	// Ending ctx (Serve's, ServeConn's, ClientConn's) closes the connection.
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
+	})
+	go func() { <-c.done; stop() }() // a long-lived server must not keep one callback per closed connection
+	return c, nil
+}
+
+// ClientConn runs the client end over an established byte stream (a
+// net.Pipe end for an in-memory connection, or any net.Conn).
+func ClientConn(ctx context.Context, nc net.Conn, opts ...Option) (*Conn, error) {
+	return start(ctx, newStreamTransport(nc), conn.Client, opts)
+}
+
+// ServeConn runs the server end over an established byte stream.
+func ServeConn(ctx context.Context, nc net.Conn, r Responder, opts ...Option) (*Conn, error) {
+	return start(ctx, newStreamTransport(nc), conn.Server, append([]Option{WithResponder(r)}, opts...))
+}
+
+// Dial connects to tcp://HOST:PORT or ws://HOST:PORT/PATH (wss too). ctx
+// bounds the dial only; the connection lives until Close or its failure.
+func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
+	}
+	switch u.Scheme {
+	case "tcp":
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
+		}
+		return ClientConn(context.WithoutCancel(ctx), nc, opts...)
+	case "ws", "wss":
+		wc, _, err := websocket.Dial(ctx, rawURL, nil)
+		if err != nil {
+			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
+		}
+		return start(context.WithoutCancel(ctx), newWSTransport(wc), conn.Client, opts)
+	}
+	return nil, fmt.Errorf("rsocket: URL %q: scheme must be tcp or ws", rawURL)
+}
+
+// Serve accepts RSocket over TCP on ln until ctx ends, serving each
+// connection with r.
+func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // transient (EMFILE and the like): back off
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		if _, err := ServeConn(ctx, nc, r, opts...); err != nil {
+			return err
+		}
+	}
+}
+
+// WebSocketHandler serves RSocket over WebSocket (mount it at the path).
+func WebSocketHandler(ctx context.Context, r Responder, opts ...Option) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		wc, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return // Accept answered the client
+		}
+		c, err := start(ctx, newWSTransport(wc), conn.Server, append([]Option{WithResponder(r)}, opts...))
+		if err != nil {
+			return
+		}
+		<-c.Done()
+	})
+}
+
+// ServeWebSocket serves RSocket over WebSocket at path on ln until ctx ends.
+func ServeWebSocket(ctx context.Context, ln net.Listener, path string, r Responder, opts ...Option) error {
+	mux := http.NewServeMux()
+	mux.Handle(path, WebSocketHandler(ctx, r, opts...))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Listen parses tcp://HOST:PORT or ws://HOST:PORT/PATH and listens on its
+// address, returning the listener and the WebSocket path ("" for TCP).
+func Listen(rawURL string) (net.Listener, string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
+	}
+	switch u.Scheme {
+	case "tcp":
+		ln, err := net.Listen("tcp", u.Host)
+		return ln, "", err
+	case "ws":
+		path := u.Path
+		if path == "" {
+			path = "/"
+		}
+		ln, err := net.Listen("tcp", u.Host)
+		return ln, path, err
+	}
+	return nil, "", fmt.Errorf("rsocket: URL %q: scheme must be tcp or ws", rawURL)
+}

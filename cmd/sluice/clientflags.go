@@ -40,6 +40,18 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	d.Bool(&f.insecureToken, "insecure-token", "allow sending the token without TLS (loopback testing only)")
 }
 
+// bearerToken is --token, or the trimmed content of --token-file.
+func (f *clientFlags) bearerToken() (string, error) {
+	if f.tokenFile == "" {
+		return f.token, nil
+	}
+	b, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // dialOptions turns the flags into gRPC dial options.
 func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
@@ -53,13 +65,9 @@ func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
-	tok := f.token
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		tok = strings.TrimSpace(string(b))
+	tok, err := f.bearerToken()
+	if err != nil {
+		return nil, err
 	}
 	if tok != "" {
 		if !useTLS && !f.insecureToken {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,13 +191,9 @@ func (f *clientFlags) clientOptions() ([]client.ConsumerOpt, error) {
 		}
 		opts = append(opts, client.TLS(cfg))
 	}
-	tok := f.token
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		tok = strings.TrimSpace(string(b))
+	tok, err := f.bearerToken()
+	if err != nil {
+		return nil, err
 	}
 	if tok != "" {
 		opts = append(opts, client.Token(tok))

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket"
-	_ "github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
 const largePayload = 20 << 20
@@ -201,7 +201,7 @@ func TestInteropPyClient(t *testing.T) {
 				t.Fatalf("client.py printed no result for %s; stderr:\n%s", c, stderr.String())
 			}
 			if !r.OK {
-				record("py client → sluice server", c, "FAIL", r.Detail)
+				record(interopClDir, c, "FAIL", r.Detail)
 				t.Fatalf("%s: %s", c, r.Detail)
 			}
 			detail := r.Detail
@@ -224,7 +224,7 @@ func TestInteropPyClient(t *testing.T) {
 			}
 			t.Log(detail)
 			if !t.Failed() {
-				record("py client → sluice server", c, "pass", detail)
+				record(interopClDir, c, "pass", detail)
 			}
 		})
 	}
@@ -236,5 +236,276 @@ var pyClientCases = []string{"request_response", "fire_and_forget", "metadata_pu
 var pyServerCases = []string{"request_response", "fire_and_forget", "metadata_push", "request_stream",
 	"request_channel", "error", "cancel", "concurrent_1000", "large_20MiB"}
 
-// TestMain writes or checks the results doc after the interop tests ran.
-var _ = sort.Strings
+// pyEvent is one JSON line of interop/rsocket-py/server.py.
+type pyEvent struct {
+	Event    string `json:"event"`
+	Port     int    `json:"port"`
+	Data     string `json:"data"`
+	Metadata string `json:"metadata"`
+	Sent     int    `json:"sent"`
+}
+
+// startPyServer runs server.py and returns its address and its events.
+func startPyServer(t *testing.T, ctx context.Context, py string) (string, <-chan pyEvent) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, py, filepath.Join(pyDir(t), "server.py"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server.py stderr:\n%s", stderr.String())
+		}
+	})
+	events := make(chan pyEvent, 64)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev pyEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	ev, ok := nextEvent(events)
+	if !ok || ev.Event != "listening" {
+		t.Fatalf("server.py did not start (got %+v)", ev)
+	}
+	return "127.0.0.1:" + strconv.Itoa(ev.Port), events
+}
+
+// nextEvent waits up to 30 s for the next event of server.py.
+func nextEvent(events <-chan pyEvent) (pyEvent, bool) {
+	select {
+	case ev, ok := <-events:
+		return ev, ok
+	case <-time.After(30 * time.Second):
+		return pyEvent{}, false
+	}
+}
+
+// collect reads a stream to its end.
+func collect(s *rsocket.Stream) ([]string, error) {
+	var got []string
+	for len(got) < 1000 {
+		p, err := s.Next()
+		if err == io.EOF {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		got = append(got, string(p.Data))
+	}
+	return got, errors.New("more than 1000 elements")
+}
+
+// Our client → their server.
+func TestInteropPyServer(t *testing.T) {
+	py := rsocketPy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	addr, events := startPyServer(t, ctx, py)
+	c, err := rsocket.Dial(ctx, "tcp://"+addr, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const dir = "sluice client → py server"
+	cases := map[string]func(t *testing.T, ctx context.Context) string{
+		"request_response": func(t *testing.T, ctx context.Context) string {
+			p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte("meta"), Data: []byte("hello")})
+			if err != nil || string(p.Data) != "hello" || string(p.Metadata) != "meta" {
+				t.Fatalf("got %q/%q, %v", p.Data, p.Metadata, err)
+			}
+			return fmt.Sprintf("data %q metadata %q echoed", p.Data, p.Metadata)
+		},
+		"fire_and_forget": func(t *testing.T, ctx context.Context) string {
+			if err := c.FireAndForget(ctx, rsocket.Payload{Data: []byte("fnf-from-go")}); err != nil {
+				t.Fatal(err)
+			}
+			ev, ok := nextEvent(events)
+			if !ok || ev.Event != "fnf" || ev.Data != "fnf-from-go" {
+				t.Fatalf("server event %+v (ok %v)", ev, ok)
+			}
+			return "server got " + strconv.Quote(ev.Data)
+		},
+		"metadata_push": func(t *testing.T, ctx context.Context) string {
+			if err := c.MetadataPush(ctx, []byte("push-from-go")); err != nil {
+				t.Fatal(err)
+			}
+			ev, ok := nextEvent(events)
+			if !ok || ev.Event != "metadata_push" || ev.Metadata != "push-from-go" {
+				t.Fatalf("server event %+v (ok %v)", ev, ok)
+			}
+			return "server got " + strconv.Quote(ev.Metadata)
+		},
+		"request_stream": func(t *testing.T, ctx context.Context) string {
+			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("10")}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := collect(s)
+			if err != nil || strings.Join(got, ",") != "0,1,2,3,4,5,6,7,8,9" {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			return fmt.Sprintf("10 elements in REQUEST_N batches of 3: %v", got)
+		},
+		"request_channel": func(t *testing.T, ctx context.Context) string {
+			ch, err := c.RequestChannel(ctx, rsocket.Payload{Data: []byte("a")}, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{"b", "c"} {
+				if err := ch.Send(rsocket.Payload{Data: []byte(d)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ch.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := collect(&ch.Stream)
+			if err != nil || strings.Join(got, ",") != "a,b,c" {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			return fmt.Sprintf("echoed %v, completed", got)
+		},
+		"error": func(t *testing.T, ctx context.Context) string {
+			_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("error:boom")})
+			var e *rsocket.Error
+			if !errors.As(err, &e) || e.Code != frame.ErrorCodeApplicationError || e.Message != "boom" {
+				t.Fatalf("got %v, want APPLICATION_ERROR boom", err)
+			}
+			return err.Error()
+		},
+		"cancel": func(t *testing.T, ctx context.Context) string {
+			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("1000000")}, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 5; i++ {
+				if p, err := s.Next(); err != nil || string(p.Data) != strconv.Itoa(i) {
+					t.Fatalf("element %d: %q, %v", i, p.Data, err)
+				}
+			}
+			s.Cancel()
+			ev, ok := nextEvent(events)
+			if !ok || ev.Event != "cancel" || ev.Sent >= 1000000 {
+				t.Fatalf("server event %+v (ok %v)", ev, ok)
+			}
+			return fmt.Sprintf("CANCEL after 5 elements; the server's generator stopped after %d", ev.Sent)
+		},
+		"concurrent_1000": func(t *testing.T, ctx context.Context) string {
+			var wg sync.WaitGroup
+			errs := make(chan error, 1000)
+			for i := 0; i < 1000; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := "r" + strconv.Itoa(i)
+					p, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte(d)})
+					if err == nil && string(p.Data) != d {
+						err = fmt.Errorf("asked %q, got %q", d, p.Data)
+					}
+					if err != nil {
+						errs <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				t.Fatalf("%d of 1000 failed, first: %v", len(errs)+1, err)
+			}
+			return "1000 request-responses in flight on one connection, all answered"
+		},
+		"large_20MiB": func(t *testing.T, ctx context.Context) string {
+			data := make([]byte, largePayload)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte("big"), Data: data})
+			if err != nil || !bytes.Equal(p.Data, data) || string(p.Metadata) != "big" {
+				t.Fatalf("got %d bytes, %v", len(p.Data), err)
+			}
+			return "20 MiB echoed; 1 MiB fragments both ways"
+		},
+	}
+	for _, name := range pyServerCases {
+		t.Run(name, func(t *testing.T) {
+			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+			defer ccancel()
+			defer func() {
+				if t.Failed() {
+					record(dir, name, "FAIL", "see the test log")
+				}
+			}()
+			detail := cases[name](t, cctx)
+			t.Log(detail)
+			record(dir, name, "pass", detail)
+		})
+	}
+}
+
+const (
+	interopDoc   = "../docs/rsocket-interop-py.md"
+	tableBegin   = "<!-- BEGIN results (SLUICE_INTEROP_UPDATE=1 go test ./rsocket/ -run TestInteropPy) -->"
+	tableEnd     = "<!-- END results -->"
+	interopClDir = "py client → sluice server"
+	interopSvDir = "sluice client → py server"
+)
+
+// TestInteropPyDoc runs after the two above (source order): with
+// SLUICE_INTEROP_UPDATE=1 it rewrites the results table of
+// docs/rsocket-interop-py.md from this run; always it checks that the
+// table lists every case of both directions.
+func TestInteropPyDoc(t *testing.T) {
+	b, err := os.ReadFile(interopDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	before, rest, ok1 := strings.Cut(doc, tableBegin)
+	_, after, ok2 := strings.Cut(rest, tableEnd)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no results markers", interopDoc)
+	}
+	if os.Getenv("SLUICE_INTEROP_UPDATE") == "1" {
+		interopMu.Lock()
+		rows := append([]interopRow(nil), interopRows...)
+		interopMu.Unlock()
+		if len(rows) != len(pyClientCases)+len(pyServerCases) {
+			t.Fatalf("only %d results recorded; run the whole TestInteropPy with rsocket-py installed", len(rows))
+		}
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].dir > rows[j].dir })
+		var sb strings.Builder
+		sb.WriteString(tableBegin + "\n| direction | case | result | evidence |\n|---|---|---|---|\n")
+		for _, r := range rows {
+			ev := strings.ReplaceAll(r.evidence, "|", "\\|")
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", r.dir, r.model, r.result, ev)
+		}
+		doc = before + sb.String() + tableEnd + after
+		if err := os.WriteFile(interopDoc, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []struct {
+		dir   string
+		cases []string
+	}{{interopClDir, pyClientCases}, {interopSvDir, pyServerCases}} {
+		for _, c := range d.cases {
+			if !strings.Contains(doc, "| "+d.dir+" | "+c+" | ") {
+				t.Errorf("%s lists no result for %s / %s", interopDoc, d.dir, c)
+			}
+		}
+	}
+}

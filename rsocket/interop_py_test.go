@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +148,101 @@ func (e *pyEcho) RequestChannel(_ context.Context, p rsocket.Payload, in *rsocke
 	}
 }
 
+// frameMeter follows the 24-bit length prefixes of one direction of a TCP
+// connection and keeps the largest frame seen, so the large-payload cases
+// can show that both ends fragmented (no frame over 1 MiB).
+type frameMeter struct {
+	mu      sync.Mutex
+	hdr     []byte
+	left    int // bytes of the current frame still to come
+	max     int
+	nFrames int
+}
+
+func (m *frameMeter) feed(b []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for len(b) > 0 {
+		if m.left > 0 {
+			k := min(m.left, len(b))
+			m.left -= k
+			b = b[k:]
+			continue
+		}
+		m.hdr = append(m.hdr, b[0])
+		b = b[1:]
+		if len(m.hdr) == 3 {
+			m.left = int(m.hdr[0])<<16 | int(m.hdr[1])<<8 | int(m.hdr[2])
+			m.max = max(m.max, m.left)
+			m.nFrames++
+			m.hdr = m.hdr[:0]
+		}
+	}
+}
+
+func (m *frameMeter) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("%d frames, largest %d bytes", m.nFrames, m.max)
+}
+
+func (m *frameMeter) largest() int { m.mu.Lock(); defer m.mu.Unlock(); return m.max }
+
+// meteredConn measures the frames read (from the peer) and written (ours).
+type meteredConn struct {
+	net.Conn
+	in, out *frameMeter
+}
+
+func (c meteredConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.in.feed(b[:n])
+	return n, err
+}
+
+func (c meteredConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.out.feed(b[:n])
+	return n, err
+}
+
+// meteredListener wraps every accepted connection in a meteredConn with
+// meters of its own (the prefix parser follows one byte stream each).
+type meteredListener struct {
+	net.Listener
+	mu      sync.Mutex
+	in, out []*frameMeter
+}
+
+func (l *meteredListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	in, out := &frameMeter{}, &frameMeter{}
+	l.mu.Lock()
+	l.in, l.out = append(l.in, in), append(l.out, out)
+	l.mu.Unlock()
+	return meteredConn{c, in, out}, nil
+}
+
+// summary: frames and the largest frame over all connections, each way.
+func (l *meteredListener) summary() (in, out *frameMeter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sum := func(ms []*frameMeter) *frameMeter {
+		var t frameMeter
+		for _, m := range ms {
+			m.mu.Lock()
+			t.nFrames += m.nFrames
+			t.max = max(t.max, m.max)
+			m.mu.Unlock()
+		}
+		return &t
+	}
+	return sum(l.in), sum(l.out)
+}
+
 // pyDir is the directory of the Python scripts.
 func pyDir(t *testing.T) string {
 	d, err := filepath.Abs(filepath.Join("..", "interop", "rsocket-py"))
@@ -166,7 +262,8 @@ func TestInteropPyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo := &pyEcho{fnf: make(chan string, 1), push: make(chan string, 1), cancelled: make(chan string, 1)}
-	go rsocket.Serve(ctx, ln, echo, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	mln := &meteredListener{Listener: ln}
+	go rsocket.Serve(ctx, mln, echo, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
 	host, port, _ := strings.Cut(ln.Addr().String(), ":")
 
 	cmd := exec.CommandContext(ctx, py, filepath.Join(pyDir(t), "client.py"), host, port)
@@ -221,6 +318,14 @@ func TestInteropPyClient(t *testing.T) {
 			case "cancel":
 				v, _ := wait(echo.cancelled, c)
 				detail = r.Detail + "; " + v
+			case "large_20MiB":
+				// All connections of the run are metered: the largest
+				// frame either way must be a fragment, not the payload.
+				in, outm := mln.summary()
+				if in.largest() > 1<<20 || outm.largest() > 1<<20 {
+					t.Errorf("a frame over 1 MiB: py sent %v; we sent %v", in, outm)
+				}
+				detail = fmt.Sprintf("%s; py sent %v; we sent %v", r.Detail, in, outm)
 			}
 			t.Log(detail)
 			if !t.Failed() {
@@ -315,7 +420,12 @@ func TestInteropPyServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	addr, events := startPyServer(t, ctx, py)
-	c, err := rsocket.Dial(ctx, "tcp://"+addr, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, outm := &frameMeter{}, &frameMeter{}
+	c, err := rsocket.ClientConn(ctx, meteredConn{nc, in, outm}, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +547,10 @@ func TestInteropPyServer(t *testing.T) {
 			if err != nil || !bytes.Equal(p.Data, data) || string(p.Metadata) != "big" {
 				t.Fatalf("got %d bytes, %v", len(p.Data), err)
 			}
-			return "20 MiB echoed; 1 MiB fragments both ways"
+			if in.largest() > 1<<20 || outm.largest() > 1<<20 {
+				t.Fatalf("a frame over 1 MiB: py sent %v; we sent %v", in, outm)
+			}
+			return fmt.Sprintf("20 MiB echoed; py sent %v; we sent %v", in, outm)
 		},
 	}
 	for _, name := range pyServerCases {

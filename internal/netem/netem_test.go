@@ -286,6 +286,10 @@ func TestRate(t *testing.T) {
 				t.Errorf("no release found the link busy: the senders never filled it")
 			}
 			checkRoundRobin(t, c.name, tr.events(evPop, true))
+			// The link counts a chunk as delivered after its write to the
+			// server returns, which can be after the server has read it:
+			// wait for the counter rather than race it.
+			waitFor(t, "stats to count every byte", func() bool { return l.Stats().BytesUp >= c.total })
 			if st := l.Stats(); st.BytesUp != c.total || st.BytesDown != 0 {
 				t.Errorf("stats %+v", st)
 			}
@@ -335,6 +339,7 @@ func TestFullDuplex(t *testing.T) {
 	if first, last := downRels[0].ready, upRels[len(upRels)-1].ready; first >= last {
 		t.Errorf("the first reply left at %v, after the last request byte (%v): the directions took turns", first, last)
 	}
+	waitFor(t, "stats to count every byte", func() bool { st := l.Stats(); return st.BytesUp >= n && st.BytesDown >= n })
 	if st := l.Stats(); st.BytesUp != n || st.BytesDown != n {
 		t.Errorf("stats: up %d down %d, want %d each", st.BytesUp, st.BytesDown, int64(n))
 	}

@@ -570,7 +570,7 @@ func TestInteropPyServer(t *testing.T) {
 }
 
 const (
-	interopDoc   = "../docs/rsocket-interop-py.md"
+	pyInteropDoc = "../docs/rsocket-interop-py.md"
 	tableBegin   = "<!-- BEGIN results (SLUICE_INTEROP_UPDATE=1 go test ./rsocket/ -run TestInteropPy) -->"
 	tableEnd     = "<!-- END results -->"
 	interopClDir = "py client → sluice server"
@@ -582,7 +582,7 @@ const (
 // docs/rsocket-interop-py.md from this run; always it checks that the
 // table lists every case of both directions.
 func TestInteropPyDoc(t *testing.T) {
-	b, err := os.ReadFile(interopDoc)
+	b, err := os.ReadFile(pyInteropDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +590,7 @@ func TestInteropPyDoc(t *testing.T) {
 	before, rest, ok1 := strings.Cut(doc, tableBegin)
 	_, after, ok2 := strings.Cut(rest, tableEnd)
 	if !ok1 || !ok2 {
-		t.Fatalf("%s has no results markers", interopDoc)
+		t.Fatalf("%s has no results markers", pyInteropDoc)
 	}
 	if os.Getenv("SLUICE_INTEROP_UPDATE") == "1" {
 		interopMu.Lock()
@@ -607,7 +607,7 @@ func TestInteropPyDoc(t *testing.T) {
 			fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", r.dir, r.model, r.result, ev)
 		}
 		doc = before + sb.String() + tableEnd + after
-		if err := os.WriteFile(interopDoc, []byte(doc), 0o644); err != nil {
+		if err := os.WriteFile(pyInteropDoc, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -617,7 +617,7 @@ func TestInteropPyDoc(t *testing.T) {
 	}{{interopClDir, pyClientCases}, {interopSvDir, pyServerCases}} {
 		for _, c := range d.cases {
 			if !strings.Contains(doc, "| "+d.dir+" | "+c+" | ") {
-				t.Errorf("%s lists no result for %s / %s", interopDoc, d.dir, c)
+				t.Errorf("%s lists no result for %s / %s", pyInteropDoc, d.dir, c)
 			}
 		}
 	}

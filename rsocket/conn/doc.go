@@ -48,10 +48,10 @@
 //
 // Stream ids: a client uses odd ids from 1, a server even ids from 2, and
 // neither ever reuses one within a connection (ErrStreamIDsExhausted after
-// 2^31-1). A request from the peer with the wrong parity, or with an id not
-// greater than the last one it used, is ignored, as Protocol.md "Handling
-// the Unexpected" requires for a request on a stream id in use and for
-// every frame not otherwise accounted for.
+// 2^31-1). A request from the peer with the wrong parity, or on a stream id
+// in use, is ignored, as Protocol.md "Handling the Unexpected" requires. The
+// peer's ids may arrive out of order (peers that write requests from many
+// goroutines do), so an id below the highest seen still opens a stream.
 //
 // # Fragmentation and memory
 //

@@ -30,12 +30,11 @@ type Machine struct {
 	drainErr    error // the reason EventClosed will carry after draining
 
 	streams map[uint32]*stream
-	// nextID is the next id of a stream we open; lastPeerID the highest
-	// id the peer opened. Invariant: ids are never reused (Protocol.md
-	// "Stream Sequences and Lifetimes").
-	nextID     uint32
-	lastPeerID uint32
-	idsDone    bool
+	// nextID is the next id of a stream we open. Invariant: our ids are
+	// never reused (Protocol.md "Stream Sequences and Lifetimes"); the
+	// peer's may arrive in any order (see newPeerID).
+	nextID  uint32
+	idsDone bool
 
 	// asmBytes: bytes held by all reassemblies. Invariant:
 	// asmBytes <= cfg.MaxReassemblyBytes.

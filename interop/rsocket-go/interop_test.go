@@ -238,15 +238,10 @@ func TestTheirClientOurServer(t *testing.T) {
 				return string(p.Data()), nil
 			})
 			answered := obs.rr.Load() - before
-			if failed > 0 && answered < 1000 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				// Seen in some runs (up to 7%): the requests time out and
-				// sluice's handler never saw them. rsocket-go against
-				// itself (TestControlTheirClientTheirServer) passes, and
-				// sluice's client against rsocket-go's server passes, so
-				// it is not attributed yet: it needs a frame capture.
-				openIssues.Store(t.Name(), true)
-				t.Skipf("OPEN, not attributed: %d of 1000 requests timed out (%v); sluice's handler answered %d", failed, first, answered)
-			}
+			// This case found a sluice bug: requests whose ids arrived
+			// below the highest seen were ignored (rsocket-go writes from
+			// many goroutines). Every request must be answered.
+			_ = answered
 			if failed > 0 {
 				t.Fatalf("%d of 1000 requests failed, first: %v", failed, first)
 			}

@@ -40,8 +40,7 @@ var onceGroups = [][]string{
 // knownDuplicates are definitions not yet folded into one, by
 // "name file": cmd/sluice/consume.go belongs to the consumer's rework
 // (it will use the sink's, or the client package's, constant).
-var knownDuplicates = map[string]bool{
-}
+var knownDuplicates = map[string]bool{}
 
 // TestDefinedOnce parses every non-test Go file of the module and checks
 // that no group of onceGroups has more than one definition.

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -71,81 +72,27 @@ func rsocketPy(t *testing.T) string {
 	return py
 }
 
-// pyEcho mirrors the echo responder of `sluice rsocket serve` and reports
-// what only the server side can observe (fire-and-forget, metadata push,
-// a cancelled stream).
-type pyEcho struct {
-	rsocket.UnimplementedResponder
+// pyObserved is what only our serving side can see (fire-and-forget,
+// metadata push, a cancelled stream), reported by the hooks of the echo
+// responder that `sluice rsocket serve` uses (package rsocket/echo).
+type pyObserved struct {
 	fnf, push, cancelled chan string
 }
 
-func errorPrefix(p rsocket.Payload) error {
-	if msg, ok := strings.CutPrefix(string(p.Data), "error:"); ok {
-		return rsocket.ApplicationError("%s", msg)
-	}
-	return nil
-}
-
-func (e *pyEcho) RequestResponse(_ context.Context, p rsocket.Payload) (rsocket.Payload, error) {
-	if err := errorPrefix(p); err != nil {
-		return rsocket.Payload{}, err
-	}
-	return p, nil
-}
-
-func (e *pyEcho) FireAndForget(_ context.Context, p rsocket.Payload) {
-	select {
-	case e.fnf <- string(p.Data):
-	default:
-	}
-}
-
-func (e *pyEcho) MetadataPush(_ context.Context, md []byte) {
-	select {
-	case e.push <- string(md):
-	default:
-	}
-}
-
-func (e *pyEcho) RequestStream(ctx context.Context, p rsocket.Payload, out *rsocket.Sink) error {
-	if err := errorPrefix(p); err != nil {
-		return err
-	}
-	n, err := strconv.ParseUint(string(p.Data), 10, 63)
-	if err != nil {
-		return rsocket.ApplicationError("stream data %q is not a number", p.Data)
-	}
-	for i := uint64(0); i < n; i++ {
-		if err := out.Send(rsocket.Payload{Data: strconv.AppendUint(nil, i, 10)}); err != nil {
-			select {
-			case e.cancelled <- fmt.Sprintf("stream of %d stopped after %d elements: %v", n, i, err):
-			default:
-			}
-			return err
+func (o *pyObserved) responder() *echo.Responder {
+	offer := func(ch chan string, s string) {
+		select {
+		case ch <- s:
+		default:
 		}
 	}
-	return nil
-}
-
-func (e *pyEcho) RequestChannel(_ context.Context, p rsocket.Payload, in *rsocket.Stream, out *rsocket.Sink) error {
-	if err := errorPrefix(p); err != nil {
-		return err
-	}
-	if err := out.Send(p); err != nil {
-		return err
-	}
-	for {
-		q, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := out.Send(q); err != nil {
-			return err
-		}
-	}
+	return &echo.Responder{Hooks: echo.Hooks{
+		FireAndForget: func(p rsocket.Payload) { offer(o.fnf, string(p.Data)) },
+		MetadataPush:  func(md []byte) { offer(o.push, string(md)) },
+		StreamStopped: func(n, sent uint64, err error) {
+			offer(o.cancelled, fmt.Sprintf("stream of %d stopped after %d elements: %v", n, sent, err))
+		},
+	}}
 }
 
 // frameMeter follows the 24-bit length prefixes of one direction of a TCP
@@ -261,9 +208,9 @@ func TestInteropPyClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo := &pyEcho{fnf: make(chan string, 1), push: make(chan string, 1), cancelled: make(chan string, 1)}
+	obs := &pyObserved{fnf: make(chan string, 1), push: make(chan string, 1), cancelled: make(chan string, 1)}
 	mln := &meteredListener{Listener: ln}
-	go rsocket.Serve(ctx, mln, echo, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	go rsocket.Serve(ctx, mln, obs.responder(), rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
 	host, port, _ := strings.Cut(ln.Addr().String(), ":")
 
 	cmd := exec.CommandContext(ctx, py, filepath.Join(pyDir(t), "client.py"), host, port)
@@ -304,19 +251,19 @@ func TestInteropPyClient(t *testing.T) {
 			detail := r.Detail
 			switch c {
 			case "fire_and_forget":
-				v, ok := wait(echo.fnf, c)
+				v, ok := wait(obs.fnf, c)
 				if ok && v != "fnf-from-py" {
 					t.Errorf("fire-and-forget data %q", v)
 				}
 				detail = "server got " + strconv.Quote(v)
 			case "metadata_push":
-				v, ok := wait(echo.push, c)
+				v, ok := wait(obs.push, c)
 				if ok && v != "push-from-py" {
 					t.Errorf("metadata push %q", v)
 				}
 				detail = "server got " + strconv.Quote(v)
 			case "cancel":
-				v, _ := wait(echo.cancelled, c)
+				v, _ := wait(obs.cancelled, c)
 				detail = r.Detail + "; " + v
 			case "large_20MiB":
 				// All connections of the run are metered: the largest

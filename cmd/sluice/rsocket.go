@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -111,89 +111,18 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 }
 
-// echoResponder is the default responder of `sluice rsocket serve`.
-type echoResponder struct {
-	requests  *prometheus.CounterVec
-	fnf, push prometheus.Counter
-}
-
-func newEchoResponder(reg prometheus.Registerer) *echoResponder {
-	e := &echoResponder{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rsocket_requests_total", Help: "RSocket requests received, by interaction model."}, []string{"model"}),
-		fnf:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_fnf_total", Help: "RSocket fire-and-forget requests received."}),
-		push:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_metadata_push_total", Help: "RSocket METADATA_PUSH frames received."}),
-	}
-	reg.MustRegister(e.requests, e.fnf, e.push)
-	return e
-}
-
-// check applies the rules every model shares: a route other than echo
-// and data starting with "error:" are answered with APPLICATION_ERROR.
-func (e *echoResponder) check(model string, p rsocket.Payload) error {
-	e.requests.WithLabelValues(model).Inc()
-	if p.Metadata != nil {
-		// Metadata that is not composite, or has no routing, means no route.
-		if ent, ok, err := extension.FindComposite(p.Metadata, extension.RoutingMIME); err == nil && ok {
-			if tag, ok, err := extension.FirstRoute(ent.Metadata); err == nil && ok && string(tag) != "echo" {
-				return rsocket.ApplicationError("unknown route: %s", tag)
-			}
-		}
-	}
-	if msg, ok := strings.CutPrefix(string(p.Data), "error:"); ok {
-		return rsocket.ApplicationError("%s", msg)
-	}
-	return nil
-}
-
-func (e *echoResponder) RequestResponse(_ context.Context, p rsocket.Payload) (rsocket.Payload, error) {
-	if err := e.check("request_response", p); err != nil {
-		return rsocket.Payload{}, err
-	}
-	return p, nil
-}
-
-func (e *echoResponder) FireAndForget(_ context.Context, p rsocket.Payload) {
-	e.requests.WithLabelValues("fire_and_forget").Inc()
-	e.fnf.Inc()
-}
-
-func (e *echoResponder) MetadataPush(context.Context, []byte) { e.push.Inc() }
-
-func (e *echoResponder) RequestStream(ctx context.Context, p rsocket.Payload, out *rsocket.Sink) error {
-	if err := e.check("request_stream", p); err != nil {
-		return err
-	}
-	n, err := strconv.ParseUint(string(p.Data), 10, 63)
-	if err != nil {
-		return rsocket.ApplicationError("stream data %q is not a number of elements", p.Data)
-	}
-	for i := uint64(0); i < n; i++ {
-		if err := out.Send(rsocket.Payload{Data: strconv.AppendUint(nil, i, 10)}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (e *echoResponder) RequestChannel(ctx context.Context, p rsocket.Payload, in *rsocket.Stream, out *rsocket.Sink) error {
-	if err := e.check("request_channel", p); err != nil {
-		return err
-	}
-	if err := out.Send(p); err != nil {
-		return err
-	}
-	for {
-		q, err := in.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := out.Send(q); err != nil {
-			return err
-		}
-	}
+// newEchoResponder is the default responder of `sluice rsocket serve`
+// (package rsocket/echo), with its counters registered in reg.
+func newEchoResponder(reg prometheus.Registerer) *echo.Responder {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rsocket_requests_total", Help: "RSocket requests received, by interaction model."}, []string{"model"})
+	fnf := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_fnf_total", Help: "RSocket fire-and-forget requests received."})
+	push := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_metadata_push_total", Help: "RSocket METADATA_PUSH frames received."})
+	reg.MustRegister(requests, fnf, push)
+	return &echo.Responder{Hooks: echo.Hooks{
+		Request:       func(model string) { requests.WithLabelValues(model).Inc() },
+		FireAndForget: func(rsocket.Payload) { fnf.Inc() },
+		MetadataPush:  func([]byte) { push.Inc() },
+	}}
 }
 
 // rsocketClient returns the run function of `sluice rsocket MODEL`.

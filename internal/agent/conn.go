@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 
@@ -118,6 +119,14 @@ func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 		hello.GetHello().DictionaryIds = []uint32{a.cfg.Dictionary.ID}
 	}
 	if err := stream.Send(hello); err != nil {
+		// io.EOF from Send means the stream has ended; its real status
+		// (PermissionDenied from the sink, say) comes from Recv. Reporting
+		// the bare EOF would misclassify a permanent error as transient.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := stream.Recv(); rerr != nil {
+				err = rerr
+			}
+		}
 		fail(fmt.Errorf("send hello: %w", err))
 		return
 	}

@@ -1,0 +1,55 @@
+package protocol
+
+import (
+	"context"
+	"crypto/tls"
+)
+
+// Conn is one session over some transport: a Send session (agent ↔ sink)
+// or a Read session (consumer ↔ sink), seen from either end.
+//
+// Send may be called from one goroutine at a time and Recv from one other;
+// they may run concurrently. Send may reuse nothing of f after it returns:
+// the transport has encoded or copied what it needs. A frame returned by
+// Recv is the caller's until the next Recv; its byte slices may alias a
+// transport buffer that the next Recv reuses.
+//
+// Errors: Recv returns io.EOF when the peer closed its sending side
+// cleanly, a *SessionError when the peer (or the transport) ended the
+// session with a status, anything else for a broken connection.
+type Conn interface {
+	Send(f Frame) error
+	Recv() (Frame, error)
+	// CloseSend ends this side's frames; the peer's Recv sees io.EOF.
+	CloseSend() error
+	// Close ends the session with err (nil: normally); the peer sees
+	// err's Status. It is idempotent and unblocks Send and Recv.
+	Close(err error)
+	// Context is done when the session has ended.
+	Context() context.Context
+	// Peer describes the other end.
+	Peer() PeerInfo
+}
+
+// PeerInfo is what the transport knows about the other end: its address,
+// its TLS state (the client certificate binds its identity) and the bearer
+// token it presented, if any.
+type PeerInfo struct {
+	Addr  string
+	TLS   *tls.ConnectionState
+	Token string
+}
+
+// Dialer opens sessions to a sink: Send for an agent, Read for a consumer.
+type Dialer interface {
+	Send(ctx context.Context) (Conn, error)
+	Read(ctx context.Context) (Conn, error)
+}
+
+// Service is what a sink offers; a transport's server calls it for each
+// session it accepts, and the session ends when the call returns (with the
+// returned error's Status).
+type Service interface {
+	ServeSend(c Conn) error
+	ServeRead(c Conn) error
+}

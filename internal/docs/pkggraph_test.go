@@ -100,6 +100,30 @@ func layers(pkgs map[string][]string) [][]string {
 	for _, r := range rows {
 		sort.Strings(r)
 	}
+	// Order each layer by the mean position of what its packages import
+	// in the layers below (the barycenter heuristic), so edges cross less.
+	pos := map[string]float64{}
+	for i, p := range rows[0] {
+		pos[p] = float64(i)
+	}
+	for l := 1; l < len(rows); l++ {
+		bary := map[string]float64{}
+		for _, p := range rows[l] {
+			sum, n := 0.0, 0
+			for _, d := range pkgs[p] {
+				if v, ok := pos[d]; ok {
+					sum, n = sum+v, n+1
+				}
+			}
+			if n > 0 {
+				bary[p] = sum / float64(n)
+			}
+		}
+		sort.SliceStable(rows[l], func(i, j int) bool { return bary[rows[l][i]] < bary[rows[l][j]] })
+		for i, p := range rows[l] {
+			pos[p] = float64(i) * float64(len(rows[0])) / float64(len(rows[l]))
+		}
+	}
 	return rows
 }
 

@@ -56,6 +56,18 @@ var jsTransports = []string{"tcp", "ws"}
 var jsCases = []string{"request_response", "fire_and_forget", "metadata_push", "request_stream",
 	"request_channel", "error", "cancel", "concurrent_1000", "large_20MiB"}
 
+// jsClientCases adds, for a client.js connection, the requests our
+// server sends to the rsocket-js client's responder (peers are symmetric).
+var jsClientCases = append(append([]string(nil), jsCases...), "server_requests")
+
+// jsCasesOf lists the cases of a direction.
+func jsCasesOf(dir string) []string {
+	if dir == jsClientDir {
+		return jsClientCases
+	}
+	return jsCases
+}
+
 // jsRow is one row of the results table.
 type jsRow struct{ dir, transport, name, result, note string }
 
@@ -245,7 +257,16 @@ func jsRunClient(t *testing.T, node, modules, tr string) {
 	obs := &jsObserved{fnf: make(chan string, 1), push: make(chan string, 1), stopped: make(chan string, 1)}
 	// 1 MiB frames: our 20 MiB response is fragmented; 64 MiB payloads:
 	// the client's fragmented 20 MiB request is accepted.
-	opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20), rsocket.WithMaxFrameSize(1 << 20)}
+	// Once client.js is connected our server requests from its responder:
+	// a request-response and a 10-element stream in REQUEST_N batches of 2.
+	reverse := make(chan string, 1)
+	var once sync.Once
+	onConnect := func(c *rsocket.Conn) {
+		once.Do(func() {
+			go func() { reverse <- jsServerRequests(ctx, c) }()
+		})
+	}
+	opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20), rsocket.WithMaxFrameSize(1 << 20), rsocket.WithOnConnect(onConnect)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +296,7 @@ func jsRunClient(t *testing.T, node, modules, tr string) {
 		}
 		got[r.Case] = r
 	}
-	for _, c := range jsCases {
+	for _, c := range jsClientCases {
 		t.Run(c, func(t *testing.T) {
 			r, ok := got[c]
 			if !ok {
@@ -300,6 +321,12 @@ func jsRunClient(t *testing.T, node, modules, tr string) {
 					t.Errorf("fire-and-forget data %q", v)
 				}
 				note = "our server got " + strconv.Quote(v)
+			case "server_requests":
+				v, ok := jsRecv(t, reverse, c)
+				if ok && !strings.HasPrefix(v, "ok: ") {
+					t.Errorf("our server's requests: %s", v)
+				}
+				note = "js: " + r.Detail + "; our server: " + strings.TrimPrefix(v, "ok: ")
 			case "cancel":
 				v, _ := jsRecv(t, obs.stopped, c)
 				note = r.Detail + "; " + v
@@ -324,6 +351,26 @@ func jsRunClient(t *testing.T, node, modules, tr string) {
 			}
 		})
 	}
+}
+
+// jsServerRequests sends our server's requests to client.js's responder
+// and describes the outcome ("ok: ..." when everything came back right).
+func jsServerRequests(ctx context.Context, c *rsocket.Conn) string {
+	ctx, cancel := context.WithTimeout(ctx, jsWait)
+	defer cancel()
+	p, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("from-sluice")})
+	if err != nil || string(p.Data) != "js:from-sluice" {
+		return fmt.Sprintf("request-response: %q, %v", p.Data, err)
+	}
+	s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("10")}, 2)
+	if err != nil {
+		return fmt.Sprintf("request-stream: %v", err)
+	}
+	got, err := jsCollect(s)
+	if err != nil || strings.Join(got, ",") != "0,1,2,3,4,5,6,7,8,9" {
+		return fmt.Sprintf("request-stream: %q, %v", got, err)
+	}
+	return fmt.Sprintf("ok: got %q and a stream of %d in order", p.Data, len(got))
 }
 
 // jsEvent is one JSON line of server.js.
@@ -629,9 +676,11 @@ func jsRunServer(t *testing.T, node, modules, tr string) {
 					}
 					return jsOutcome{jsPass, reassembled + "; echo equal"}
 				}
+				// The request fails as the connection goes down (its streams
+				// fail just before Done closes).
 				select {
 				case <-own.c.Done():
-				default:
+				case <-time.After(jsWait):
 					t.Fatalf("request failed with %v but the connection is still up", r.err)
 				}
 				return jsOutcome{jsPeerBug, reassembled + "; rsocket-js responders never fragment: its echo is one 20 MiB frame, " +
@@ -699,7 +748,7 @@ func TestInteropJSDoc(t *testing.T) {
 	jsMu.Lock()
 	rows := append([]jsRow(nil), jsRows...)
 	jsMu.Unlock()
-	want := 2 * len(jsTransports) * len(jsCases)
+	want := len(jsTransports) * (len(jsClientCases) + len(jsCases))
 	if os.Getenv("SLUICE_INTEROP_UPDATE") == "1" {
 		if len(rows) != want {
 			t.Fatalf("%d results recorded, want %d: run TestInteropJS with rsocket-js installed", len(rows), want)
@@ -707,7 +756,7 @@ func TestInteropJSDoc(t *testing.T) {
 		var sb strings.Builder
 		for _, dir := range []string{jsClientDir, jsServerDir} {
 			for _, tr := range jsTransports {
-				for _, c := range jsCases {
+				for _, c := range jsCasesOf(dir) {
 					for _, r := range rows {
 						if r.dir == dir && r.transport == tr && r.name == c {
 							sb.WriteString(jsFormatRow(r) + "\n")
@@ -723,7 +772,7 @@ func TestInteropJSDoc(t *testing.T) {
 	}
 	for _, dir := range []string{jsClientDir, jsServerDir} {
 		for _, tr := range jsTransports {
-			for _, c := range jsCases {
+			for _, c := range jsCasesOf(dir) {
 				if !strings.Contains(rowsText, fmt.Sprintf("| %s | %s | %s | %s | ", jsPeer, dir, tr, c)) {
 					t.Errorf("%s lists no rsocket-js result for %s / %s / %s", jsDoc, dir, tr, c)
 				}

@@ -35,6 +35,51 @@ function rr(rs, payload) {
 
 const str = (b) => (b ? b.toString() : "");
 
+// The responder for the sluice server's own requests on this connection
+// (peers are symmetric): request-response answers "js:" + data;
+// request-stream with data "n" emits "0".."n-1" within the credits.
+// served resolves once both were answered in full.
+const seen = { rr: null, stream: null, requestN: 0 };
+let markServed;
+const served = new Promise((resolve) => (markServed = resolve));
+const checkServed = () => seen.rr !== null && seen.stream !== null && markServed();
+const responder = {
+  requestResponse(p, out) {
+    setImmediate(() => {
+      out.onNext({ data: Buffer.from("js:" + str(p.data)) }, true);
+      seen.rr = str(p.data);
+      checkServed();
+    });
+    return { cancel() {}, onExtension() {} };
+  },
+  requestStream(p, initialN, out) {
+    const n = Number.parseInt(str(p.data), 10);
+    let credits = initialN;
+    let sent = 0;
+    const pump = () => {
+      while (credits > 0 && sent < n) {
+        credits--;
+        sent++;
+        out.onNext({ data: Buffer.from(String(sent - 1)) }, sent === n);
+      }
+      if (sent === n && seen.stream === null) {
+        seen.stream = n;
+        checkServed();
+      }
+    };
+    setImmediate(pump);
+    return {
+      request(k) {
+        seen.requestN++;
+        credits += k;
+        pump();
+      },
+      cancel() {},
+      onExtension() {},
+    };
+  },
+};
+
 const cases = {
   async request_response(rs) {
     const p = await rr(rs, { data: Buffer.from("hello"), metadata: Buffer.from("meta") });
@@ -162,6 +207,13 @@ const cases = {
     return [bad === 0, `${n} request-responses in flight on one connection, ${bad} wrong answers`];
   },
 
+  // The sluice server sends its own requests once the connection is up;
+  // this waits until the responder above has answered them.
+  async server_requests() {
+    await served;
+    return [true, `answered the server's request-response ("${seen.rr}") and its request-stream of ${seen.stream} after ${seen.requestN} REQUEST_N`];
+  },
+
   async large_20MiB(rs) {
     const data = Buffer.alloc(LARGE);
     for (let i = 0; i < LARGE; i++) data[i] = (i * 7) & 0xff;
@@ -190,6 +242,7 @@ async function main() {
     setup: { keepAlive: 10000, lifetime: 60000, dataMimeType: "application/octet-stream", metadataMimeType: "application/octet-stream" },
     fragmentation: { maxOutboundFragmentSize: 1 << 20 },
     transport: transportFor(url),
+    responder,
   }).connect();
   let closed = null;
   rs.onClose((e) => (closed = e || new Error("closed")));

@@ -386,10 +386,7 @@ type jsEvent struct {
 
 // jsEvents delivers server.js's events; wait skips events of other kinds
 // (connection_closed of an earlier connection, say).
-type jsEvents struct {
-	ch     chan jsEvent
-	stderr *bytes.Buffer
-}
+type jsEvents struct{ ch chan jsEvent }
 
 func (e *jsEvents) wait(kinds ...string) (jsEvent, bool) {
 	deadline := time.After(jsWait)
@@ -429,7 +426,7 @@ func jsStartServer(t *testing.T, ctx context.Context, node, modules, tr string) 
 			t.Logf("server.js stderr:\n%s", stderr.String())
 		}
 	})
-	events = &jsEvents{ch: make(chan jsEvent, 64), stderr: stderr}
+	events = &jsEvents{ch: make(chan jsEvent, 64)}
 	go func() {
 		defer close(events.ch)
 		sc := bufio.NewScanner(stdout)
@@ -442,7 +439,7 @@ func jsStartServer(t *testing.T, ctx context.Context, node, modules, tr string) 
 	}()
 	ev, ok := events.wait("listening")
 	if !ok {
-		t.Fatalf("server.js did not start; stderr:\n%s", stderr.String())
+		t.Fatal("server.js did not start (its stderr follows in the log)")
 	}
 	return ev.Port, events
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// The tests in this file follow docs/protocol.md, section "Receiver state
-// table" (also in doc.go and TABLES.md): TestReceiverStateTable has at least
-// one row per cell, state × event, named "State/Event ...".
+// The cells of the Receiver's state table are the transcripts in
+// testdata/receiver (TestReceiverStateTable, transcript_test.go); the tests
+// here cover what the cells rely on.
 
 // tableReceiverConfig: room for 2 messages or 100 bytes; messages up to 150
 // bytes (more than the queue: admitted only into an empty queue).
@@ -22,9 +22,6 @@ func newTestReceiver(t *testing.T) *Receiver {
 	}
 	return r
 }
-
-// Setups, each with its actions drained.
-func handshaking(t *testing.T) *Receiver { return newTestReceiver(t) }
 
 // receivingEmpty: handshake done, queue empty; limits 2 msgs / 100 bytes.
 func receivingEmpty(t *testing.T) *Receiver {
@@ -46,28 +43,6 @@ func blockedFull(t *testing.T) *Receiver {
 	rstep(t, r, Received(1, 10))
 	return r
 }
-
-// closedAfterHello: handshake done, 0 queued, then the stream closed.
-func closedAfterHello(t *testing.T) *Receiver {
-	r := receiving(t)
-	rstep(t, r, Close())
-	return r
-}
-
-func welcome(m, b uint64) ReceiverAction {
-	return ReceiverAction{Kind: ActionWelcome, MsgLimit: m, ByteLimit: b, Version: ProtocolVersion}
-}
-func grant(m, b uint64) ReceiverAction {
-	return ReceiverAction{Kind: ActionGrant, MsgLimit: m, ByteLimit: b}
-}
-func enqueue(id uint64, size int64) ReceiverAction {
-	return ReceiverAction{Kind: ActionEnqueue, ID: id, Size: size}
-}
-func ackOf(rs ...Range) ReceiverAction { return ReceiverAction{Kind: ActionAck, Ranges: rs} }
-func reject(id uint64, why Reason) ReceiverAction {
-	return ReceiverAction{Kind: ActionReject, ID: id, Reason: why}
-}
-func fail(why Reason) ReceiverAction { return ReceiverAction{Kind: ActionFail, Reason: why} }
 
 func TestReceiverInvalidEvents(t *testing.T) {
 	for _, ev := range []ReceiverEvent{Received(1, -1), {Kind: 99}, {}} {

@@ -8,46 +8,14 @@ import (
 	"time"
 )
 
-// The tests in this file follow docs/protocol.md, section "Sender state
-// table" (the same table is in doc.go and TABLES.md): TestSenderStateTable
-// has at least one row per cell, state × event. Rows are named
-// "State/Event ...". The other tests pin down the rules the table cells
-// rely on (watermark, Karn, back-off, waiver, parking).
+// The cells of the Sender's state table are the transcripts in
+// testdata/sender (TestSenderStateTable, transcript_test.go). The tests in
+// this file pin down the rules the cells rely on (watermark, Karn,
+// back-off, waiver, parking).
 
 // Setups. Each returns a Sender in a known state with its actions drained;
-// setups act at Now <= 1s and rows at T = 2s.
+// setups act at Now <= 1s and tests at T = 2s.
 const T = 2000 * ms
-
-// disconnectedFresh: never connected; 0 and 1 queued.
-func disconnectedFresh(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Spooled(0, 10, 0), Spooled(1, 10, 0))
-	return s
-}
-
-// disconnectedAfterStream: 0 and 1 were sent on a stream that broke, then 2
-// was spooled; one failure so far, so the next back-off is 2s.
-func disconnectedAfterStream(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Spooled(0, 10, 0), Spooled(1, 10, 0), Connected(100, 1<<20, 0),
-		Disconnected(0.5, 0), Spooled(2, 10, 0))
-	return s
-}
-
-// idle: 0 was sent at 0 and acked at 50ms, so the watermark is 1 and the RTO
-// is 50ms + 4 × 25ms = 150ms.
-func idle(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Acked([]Range{{0, 0}}, 50*ms))
-	return s
-}
-
-// idleNoCredit: like idle, but the stream's only message credit is spent.
-func idleNoCredit(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Connected(1, 1<<20, 0), Spooled(0, 10, 0), Acked([]Range{{0, 0}}, 50*ms))
-	return s
-}
 
 // canSend: 0 in flight (attempt 1, sent at 0), window of 2.
 func canSend(t *testing.T) *Sender {
@@ -63,31 +31,10 @@ func canSendFull(t *testing.T) *Sender {
 	return s
 }
 
-// canSendResent: 0 timed out at 1s and is in flight again as attempt 2.
-func canSendResent(t *testing.T) *Sender {
-	s := canSend(t)
-	step(t, s, Timeout(0, 1, 1000*ms))
-	return s
-}
-
 // blocked: 0 and 1 in flight, 2 waits for the window.
 func blocked(t *testing.T) *Sender {
 	s := canSendFull(t)
 	step(t, s, Spooled(2, 10, 0))
-	return s
-}
-
-// blockedResent: blocked, then 0 timed out at 1s and went again (attempt 2).
-func blockedResent(t *testing.T) *Sender {
-	s := blocked(t)
-	step(t, s, Timeout(0, 1, 1000*ms))
-	return s
-}
-
-// blockedOnCredit: one message credit; 0 in flight, 1 waits for credit.
-func blockedOnCredit(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Connected(1, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 0))
 	return s
 }
 

@@ -91,13 +91,12 @@ var senderTable = machineTable{
 		{"Idle", "Tick, deadline due"}:          "no deadline: nothing in flight, no dial pending",
 	},
 	ignoredWhy: map[cellKey]string{
-		{"*", "Timeout, stale"}:       "stale timer",
-		{"*", "Tick, nothing due"}:    "nothing due",
-		{"*", "Rejected, stale"}:      "stale",
-		{"Disconnected", "Credits"}:   "credits of the broken stream",
-		{"Disconnected", "Acked"}:     "nothing outstanding",
-		{"Disconnected", "Spooled"}:   "",
-		{"Disconnected", "Connected"}: "",
+		{"*", "Acked"}:              "ids already settled, or never spooled",
+		{"*", "Timeout, stale"}:     "its message was acked, requeued or resent since",
+		{"*", "Tick, nothing due"}:  "before every deadline",
+		{"*", "Credits"}:            "limits never shrink",
+		{"Disconnected", "Credits"}: "credits of the broken stream",
+		{"*", "Rejected, stale"}:    "the message is not in flight on this stream",
 	},
 }
 

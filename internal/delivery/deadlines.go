@@ -168,11 +168,30 @@ func (s *Sender) tick() {
 	}
 }
 
+// owed reports whether the current stream owes the Sender progress:
+// messages are in flight, or queued messages wait for credit (with
+// nothing in flight, only credit can hold them back). The second matters:
+// a sink whose storage is stuck fills its queue, so its credits run out
+// and it acks nothing; the resend timers then requeue everything in
+// flight and none of it may go. Counting only messages in flight, the
+// stream would hang there for ever instead of failing over.
+func (s *Sender) owed() bool {
+	if !s.connected {
+		return false
+	}
+	if s.inflightMsgs > 0 {
+		return true
+	}
+	_, _, queued := s.peek()
+	return queued
+}
+
 // progressDeadline is when the current stream will be declared stalled:
 // ProgressTimeout after the last progress (Connected, an Acked, or the
-// last event that found nothing in flight), while something is in flight.
+// last event that found the stream owing nothing), while the stream owes
+// something (see owed).
 func (s *Sender) progressDeadline() (int64, bool) {
-	if s.cfg.ProgressTimeout <= 0 || !s.connected || s.inflightMsgs == 0 || s.stallSignalled {
+	if s.cfg.ProgressTimeout <= 0 || s.stallSignalled || !s.owed() {
 		return 0, false
 	}
 	return s.progressAt + int64(s.cfg.ProgressTimeout), true

@@ -77,56 +77,13 @@
 // storage writer; Fail sends the reason and closes the stream. Then
 // Advance().
 //
-// # Sender state table
+// # State tables
 //
-// Rows are events, columns states; each cell is "actions → new state".
-// Send* sends, with its ArmTimer, every queued message that fits, lowest id
-// first (so resends go before new messages); settle removes the acked ids
-// whatever their state (CancelTimer for those in flight) and emits
-// MarkAcked if the watermark moved; requeue puts an in-flight message back
-// in the queue; park keeps a message the sink will never take off this
-// stream until the next Connected. TABLES.md has the long form; the rows of
-// TestSenderStateTable are the cells.
-//
-//	| event \ state      | Disconnected     | Idle             | CanSend                          | Blocked                       |
-//	|--------------------|------------------|------------------|----------------------------------|-------------------------------|
-//	| Spooled            | queue → Disc     | Send* → CanS|Blk | Send* → CanS|Blk                 | queue → Blk                   |
-//	| Acked              | settle → Disc    | settle → Idle    | settle → CanS|Idle               | settle, Send* → CanS|Blk|Idle |
-//	| Timeout (live)     | impossible       | impossible       | requeue, RTO×2, Send* → CanS|Blk | requeue, RTO×2, Send* → Blk   |
-//	| Timeout (stale)    | ignored          | ignored          | ignored                          | ignored                       |
-//	| Tick (early)       | ignored          | ignored          | ignored                          | ignored                       |
-//	| Tick (past a       | Dial (once)      | ignored          | each expired timer as Timeout    | as in CanSend → Blk|CanS      |
-//	|   deadline)        |   → Disc         |                  |   (live); Stalled once → CanS|Blk|                               |
-//	| Credits            | ignored (stale)  | raise → Idle     | raise → CanS                     | raise, Send* → CanS|Blk       |
-//	| Connected          | unpark, Send* →  | error            | error                            | error                         |
-//	|                    |   Idle|CanS|Blk  |                  |                                  |                               |
-//	| Disconnected       | Reconnect → Disc | Reconnect → Disc | requeue all, CancelAllTimers,    | requeue all, CancelAllTimers, |
-//	|                    |                  |                  |   Reconnect → Disc               |   Reconnect → Disc            |
-//	| Rejected retryable | ignored (stale)  | ignored (stale)  | CancelTimer, requeue, Send*      | CancelTimer, requeue, Send*   |
-//	|                    |                  |                  |   → CanS|Blk                     |   → Blk                       |
-//	| Rejected final     | ignored (stale)  | ignored (stale)  | CancelTimer, park → CanS|Idle    | CancelTimer, park, Send*      |
-//	|                    |                  |                  |                                  |   → CanS|Blk                  |
-//
-// # Receiver state table
-//
-// Grant is emitted, at most once per event, when the credit invariant (see
-// Receiver) raised a limit; over credit means the queue is full by count,
-// or not empty and short of bytes for the message. Discarded is a message
-// the driver refused itself (its body does not decode, say): it counts as
-// received, so its credit goes back, but it is never queued. The rows of
-// TestReceiverStateTable are the cells.
-//
-//	| event \ state        | Handshaking             | Receiving                 | Blocked                   | Closed  |
-//	|----------------------|-------------------------|---------------------------|---------------------------|---------|
-//	| Hello (supported)    | Welcome → Recv          | Fail(DuplicateHello) → Cl | Fail(DuplicateHello) → Cl | ignored |
-//	| Hello (unsupported)  | Fail(Unsupported) → Cl  | Fail(DuplicateHello) → Cl | Fail(DuplicateHello) → Cl | ignored |
-//	| Received (fits)      | Fail(NoHello) → Cl      | Enqueue → Recv|Blk        | Enqueue (0 bytes) → Blk   | ignored |
-//	| Received (queued id) | Fail(NoHello) → Cl      | Grant → Recv              | Grant → Blk               | ignored |
-//	| Received (oversize)  | Fail(NoHello) → Cl      | Reject(Oversize), Grant   | Reject(Oversize), Grant   | ignored |
-//	|                      |                         |   → Recv                  |   → Blk                   |         |
-//	| Received (over       | Fail(NoHello) → Cl      | Reject(OverCredit), Grant | Reject(OverCredit), Grant | ignored |
-//	|   credit)            |                         |   → Recv                  |   → Blk                   |         |
-//	| Discarded            | Fail(NoHello) → Cl      | Grant → Recv              | Grant → Blk               | ignored |
-//	| Stored               | error                   | Ack, Grant → Recv         | Ack, Grant → Recv|Blk     | ignored |
-//	| Close                | → Cl                    | → Cl                      | → Cl                      | ignored |
+// The state × event tables of both machines are in docs/protocol.md,
+// section 5, generated from the transcripts in testdata/sender and
+// testdata/receiver (TestDocTables keeps them in step). The transcripts
+// are the cell-by-cell spec: each step prints the cell it exercised
+// ("Blocked × Timeout, live → Blocked"), its actions and the state after,
+// and a cell without a transcript case fails TestSenderStateTable or
+// TestReceiverStateTable.
 package delivery

@@ -69,9 +69,6 @@ func send(id uint64, size int64) Action { return Action{Kind: ActionSend, ID: id
 func arm(id uint64, attempt uint32, at int64) Action {
 	return Action{Kind: ActionArmTimer, ID: id, Attempt: attempt, At: at}
 }
-func cancelTimer(id uint64, attempt uint32) Action {
-	return Action{Kind: ActionCancelTimer, ID: id, Attempt: attempt}
-}
 func markAcked(w uint64) Action        { return Action{Kind: ActionMarkAcked, Watermark: w} }
 func reconnect(d time.Duration) Action { return Action{Kind: ActionReconnect, After: d} }
 
@@ -79,8 +76,6 @@ var (
 	dial    = Action{Kind: ActionDial}
 	stalled = Action{Kind: ActionStalled}
 )
-
-var cancelAll = Action{Kind: ActionCancelAllTimers}
 
 // checkInvariants verifies the Sender's field invariants by walking the
 // ring. Tests and the simulation call it after every Step.

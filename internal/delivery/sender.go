@@ -140,9 +140,9 @@ func (s *Sender) Step(ev Event) error {
 	}
 	s.now = max(s.now, ev.Now)
 	s.win.tick(s.now)
-	if s.connected && s.inflightMsgs == 0 {
-		// The pipe was empty until now: an idle stream owes no acks, so
-		// the progress clock starts with whatever this event sends.
+	if s.connected && !s.owed() {
+		// The stream owed nothing until now: an idle stream owes no acks,
+		// so the progress clock starts with whatever this event sends.
 		s.progressAt = s.now
 	}
 	switch ev.Kind {

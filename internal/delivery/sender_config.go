@@ -54,9 +54,10 @@ type SenderConfig struct {
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
 
-	// ProgressTimeout, if not zero, is how long messages may be in flight
-	// on a stream with no ack before Tick emits Stalled: the sink is
-	// frozen or the path is dead in a way the transport does not report.
+	// ProgressTimeout, if not zero, is how long messages may be in flight,
+	// or wait for credit, on a stream with no ack before Tick emits
+	// Stalled: the sink is frozen or the path is dead in a way the
+	// transport does not report.
 	// Zero (the default) disables it.
 	ProgressTimeout time.Duration
 }

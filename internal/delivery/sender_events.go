@@ -169,8 +169,8 @@ const (
 	// ActionDial: dial the sink now. Emitted by Tick once the back-off of
 	// the last Reconnect has passed, at most once per Disconnected.
 	ActionDial
-	// ActionStalled: messages have been in flight on the current stream
-	// for SenderConfig.ProgressTimeout with no ack. The driver closes the
+	// ActionStalled: messages have been in flight, or waited for credit,
+	// on the current stream for SenderConfig.ProgressTimeout with no ack. The driver closes the
 	// stream and steps Disconnected, as for any broken stream. At most once
 	// per stream.
 	ActionStalled

@@ -8,46 +8,14 @@ import (
 	"time"
 )
 
-// The tests in this file follow docs/protocol.md, section "Sender state
-// table" (the same table is in doc.go and TABLES.md): TestSenderStateTable
-// has at least one row per cell, state × event. Rows are named
-// "State/Event ...". The other tests pin down the rules the table cells
-// rely on (watermark, Karn, back-off, waiver, parking).
+// The cells of the Sender's state table are the transcripts in
+// testdata/sender (TestSenderStateTable, transcript_test.go). The tests in
+// this file pin down the rules the cells rely on (watermark, Karn,
+// back-off, waiver, parking).
 
 // Setups. Each returns a Sender in a known state with its actions drained;
-// setups act at Now <= 1s and rows at T = 2s.
+// setups act at Now <= 1s and tests at T = 2s.
 const T = 2000 * ms
-
-// disconnectedFresh: never connected; 0 and 1 queued.
-func disconnectedFresh(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Spooled(0, 10, 0), Spooled(1, 10, 0))
-	return s
-}
-
-// disconnectedAfterStream: 0 and 1 were sent on a stream that broke, then 2
-// was spooled; one failure so far, so the next back-off is 2s.
-func disconnectedAfterStream(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Spooled(0, 10, 0), Spooled(1, 10, 0), Connected(100, 1<<20, 0),
-		Disconnected(0.5, 0), Spooled(2, 10, 0))
-	return s
-}
-
-// idle: 0 was sent at 0 and acked at 50ms, so the watermark is 1 and the RTO
-// is 50ms + 4 × 25ms = 150ms.
-func idle(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Acked([]Range{{0, 0}}, 50*ms))
-	return s
-}
-
-// idleNoCredit: like idle, but the stream's only message credit is spent.
-func idleNoCredit(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Connected(1, 1<<20, 0), Spooled(0, 10, 0), Acked([]Range{{0, 0}}, 50*ms))
-	return s
-}
 
 // canSend: 0 in flight (attempt 1, sent at 0), window of 2.
 func canSend(t *testing.T) *Sender {
@@ -63,183 +31,11 @@ func canSendFull(t *testing.T) *Sender {
 	return s
 }
 
-// canSendResent: 0 timed out at 1s and is in flight again as attempt 2.
-func canSendResent(t *testing.T) *Sender {
-	s := canSend(t)
-	step(t, s, Timeout(0, 1, 1000*ms))
-	return s
-}
-
 // blocked: 0 and 1 in flight, 2 waits for the window.
 func blocked(t *testing.T) *Sender {
 	s := canSendFull(t)
 	step(t, s, Spooled(2, 10, 0))
 	return s
-}
-
-// blockedResent: blocked, then 0 timed out at 1s and went again (attempt 2).
-func blockedResent(t *testing.T) *Sender {
-	s := blocked(t)
-	step(t, s, Timeout(0, 1, 1000*ms))
-	return s
-}
-
-// blockedOnCredit: one message credit; 0 in flight, 1 waits for credit.
-func blockedOnCredit(t *testing.T) *Sender {
-	s := newTestSender(t, tableSenderConfig)
-	step(t, s, Connected(1, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 0))
-	return s
-}
-
-func TestSenderStateTable(t *testing.T) {
-	sec := int64(time.Second)
-	tests := []struct {
-		name  string
-		setup func(*testing.T) *Sender
-		ev    Event
-		want  []Action
-		state SenderState
-		wm    uint64 // Watermark after the event
-		err   bool
-	}{
-		// Disconnected.
-		{"Disconnected/Spooled queues", disconnectedFresh,
-			Spooled(2, 10, T), nil, StateDisconnected, 0, false},
-		{"Disconnected/Acked late ack of the broken stream", disconnectedAfterStream,
-			Acked([]Range{{0, 0}}, T), []Action{markAcked(1)}, StateDisconnected, 1, false},
-		{"Disconnected/Timeout stale after CancelAllTimers", disconnectedAfterStream,
-			Timeout(0, 1, T), nil, StateDisconnected, 0, false},
-		{"Disconnected/Credits of the broken stream ignored", disconnectedAfterStream,
-			Credits(200, 1<<21, T), nil, StateDisconnected, 0, false},
-		{"Disconnected/Connected resends in id order, then new", disconnectedAfterStream,
-			Connected(100, 1<<20, T), []Action{send(0, 10), arm(0, 2, T+sec), send(1, 10), arm(1, 2, T+sec)},
-			StateBlocked, 0, false},
-		{"Disconnected/Connected with nothing queued", func(t *testing.T) *Sender { return newTestSender(t, tableSenderConfig) },
-			Connected(100, 1<<20, T), nil, StateIdle, 0, false},
-		{"Disconnected/Connected with sends that fit", disconnectedFresh,
-			Connected(100, 1<<20, T), []Action{send(0, 10), arm(0, 1, T+sec), send(1, 10), arm(1, 1, T+sec)},
-			StateCanSend, 0, false},
-		{"Disconnected/Connected without credit", disconnectedFresh,
-			Connected(0, 1<<20, T), nil, StateBlocked, 0, false},
-		{"Disconnected/Disconnected (dial failed) doubles the back-off", disconnectedAfterStream,
-			Disconnected(0.5, T), []Action{reconnect(2 * time.Second)}, StateDisconnected, 0, false},
-		{"Disconnected/Rejected of the broken stream ignored", disconnectedAfterStream,
-			Rejected(0, true, T), nil, StateDisconnected, 0, false},
-		{"Disconnected/Tick before the back-off does nothing", disconnectedAfterStream,
-			Tick(500 * ms), nil, StateDisconnected, 0, false},
-		{"Disconnected/Tick after the back-off dials", disconnectedAfterStream,
-			Tick(T), []Action{dial}, StateDisconnected, 0, false},
-		{"Disconnected/Tick with no dial pending (never connected)", disconnectedFresh,
-			Tick(T), nil, StateDisconnected, 0, false},
-
-		// Idle.
-		{"Idle/Spooled sends", idle,
-			Spooled(1, 10, T), []Action{send(1, 10), arm(1, 1, T+150*ms)}, StateCanSend, 1, false},
-		{"Idle/Spooled without credit queues", idleNoCredit,
-			Spooled(1, 10, T), nil, StateBlocked, 1, false},
-		{"Idle/Acked of settled and unknown ids ignored", idle,
-			Acked([]Range{{0, 9}}, T), nil, StateIdle, 1, false},
-		{"Idle/Timeout stale (acked)", idle,
-			Timeout(0, 1, T), nil, StateIdle, 1, false},
-		{"Idle/Credits", idle,
-			Credits(200, 1<<21, T), nil, StateIdle, 1, false},
-		{"Idle/Connected is an error", idle,
-			Connected(100, 1<<20, T), nil, StateIdle, 1, true},
-		{"Idle/Disconnected (back-off reset by the ack)", idle,
-			Disconnected(0.5, T), []Action{reconnect(time.Second)}, StateDisconnected, 1, false},
-		{"Idle/Rejected stale (acked)", idle,
-			Rejected(0, true, T), nil, StateIdle, 1, false},
-		{"Idle/Tick after the acked message's deadline does nothing", idle,
-			Tick(T), nil, StateIdle, 1, false},
-
-		// CanSend.
-		{"CanSend/Spooled sends", canSend,
-			Spooled(1, 10, T), []Action{send(1, 10), arm(1, 1, T+sec)}, StateCanSend, 0, false},
-		{"CanSend/Spooled beyond the window queues", canSendFull,
-			Spooled(2, 10, T), nil, StateBlocked, 0, false},
-		{"CanSend/Acked", canSend,
-			Acked([]Range{{0, 0}}, T), []Action{cancelTimer(0, 1), markAcked(1)}, StateIdle, 1, false},
-		{"CanSend/Acked out of order keeps the watermark", canSendFull,
-			Acked([]Range{{1, 1}}, T), []Action{cancelTimer(1, 1)}, StateCanSend, 0, false},
-		{"CanSend/Timeout resends with doubled RTO", canSend,
-			Timeout(0, 1, T), []Action{send(0, 10), arm(0, 2, T+2*sec)}, StateCanSend, 0, false},
-		{"CanSend/Timeout stale (resent since)", canSendResent,
-			Timeout(0, 1, T), nil, StateCanSend, 0, false},
-		{"CanSend/Credits", canSend,
-			Credits(200, 1<<21, T), nil, StateCanSend, 0, false},
-		{"CanSend/Connected is an error", canSend,
-			Connected(100, 1<<20, T), nil, StateCanSend, 0, true},
-		{"CanSend/Disconnected", canSend,
-			Disconnected(0.5, T), []Action{cancelAll, reconnect(time.Second)}, StateDisconnected, 0, false},
-		{"CanSend/Rejected retryable resends", canSend,
-			Rejected(0, true, T), []Action{cancelTimer(0, 1), send(0, 10), arm(0, 2, T+sec)}, StateCanSend, 0, false},
-		{"CanSend/Rejected final parks", canSend,
-			Rejected(0, false, T), []Action{cancelTimer(0, 1)}, StateIdle, 0, false},
-		{"CanSend/Tick before the deadline does nothing", canSend,
-			Tick(500 * ms), nil, StateCanSend, 0, false},
-		{"CanSend/Tick after the deadline resends with doubled RTO", canSend,
-			Tick(T), []Action{send(0, 10), arm(0, 2, T+2*sec)}, StateCanSend, 0, false},
-		{"CanSend/Tick before the resend's deadline does nothing", canSendResent,
-			Tick(T), nil, StateCanSend, 0, false},
-
-		// Blocked. The first ack samples RTT = 2s: SRTT 2s, RTTVAR 1s, RTO 6s.
-		{"Blocked/Spooled queues", blocked,
-			Spooled(3, 10, T), nil, StateBlocked, 0, false},
-		{"Blocked/Acked frees the window", blocked,
-			Acked([]Range{{0, 0}}, T), []Action{cancelTimer(0, 1), markAcked(1), send(2, 10), arm(2, 1, T+6*sec)},
-			StateCanSend, 1, false},
-		{"Blocked/Acked out of order frees the window, keeps the watermark", blocked,
-			Acked([]Range{{1, 1}}, T), []Action{cancelTimer(1, 1), send(2, 10), arm(2, 1, T+6*sec)},
-			StateCanSend, 0, false},
-		{"Blocked/Timeout resends before newer ids", blocked,
-			Timeout(0, 1, T), []Action{send(0, 10), arm(0, 2, T+2*sec)}, StateBlocked, 0, false},
-		{"Blocked/Timeout stale (resent since)", blockedResent,
-			Timeout(0, 1, T), nil, StateBlocked, 0, false},
-		{"Blocked/Credits unblock", blockedOnCredit,
-			Credits(2, 1<<20, T), []Action{send(1, 10), arm(1, 1, T+sec)}, StateCanSend, 0, false},
-		{"Blocked/Credits never shrink", blockedOnCredit,
-			Credits(0, 0, T), nil, StateBlocked, 0, false},
-		{"Blocked/Connected is an error", blocked,
-			Connected(100, 1<<20, T), nil, StateBlocked, 0, true},
-		{"Blocked/Disconnected", blocked,
-			Disconnected(0.5, T), []Action{cancelAll, reconnect(time.Second)}, StateDisconnected, 0, false},
-		{"Blocked/Rejected retryable resends first", blocked,
-			Rejected(1, true, T), []Action{cancelTimer(1, 1), send(1, 10), arm(1, 2, T+sec)}, StateBlocked, 0, false},
-		{"Blocked/Rejected final parks, next goes", blocked,
-			Rejected(1, false, T), []Action{cancelTimer(1, 1), send(2, 10), arm(2, 1, T+sec)}, StateCanSend, 0, false},
-		{"Blocked/Tick before the deadlines does nothing", blocked,
-			Tick(500 * ms), nil, StateBlocked, 0, false},
-		{"Blocked/Tick after both deadlines resends in id order, backs off once", blocked,
-			Tick(T), []Action{send(0, 10), arm(0, 2, T+2*sec), send(1, 10), arm(1, 2, T+2*sec)}, StateBlocked, 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := tt.setup(t)
-			before := s.State()
-			err := s.Step(tt.ev)
-			if (err != nil) != tt.err {
-				t.Fatalf("Step(%v) error = %v, want error %t", tt.ev, err, tt.err)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidEvent) {
-				t.Fatalf("error %v does not wrap ErrInvalidEvent", err)
-			}
-			if tt.err && s.State() != before {
-				t.Fatalf("failed Step changed state %v -> %v", before, s.State())
-			}
-			if ierr := s.checkInvariants(); ierr != nil {
-				t.Fatal(ierr)
-			}
-			if got := s.Ready(); !slices.Equal(got, tt.want) {
-				t.Errorf("actions\n got %v\nwant %v", got, tt.want)
-			}
-			if got := s.State(); got != tt.state {
-				t.Errorf("state %v, want %v", got, tt.state)
-			}
-			if got := s.Watermark(); got != tt.wm {
-				t.Errorf("watermark %d, want %d", got, tt.wm)
-			}
-		})
-	}
 }
 
 func TestSenderInvalidEvents(t *testing.T) {

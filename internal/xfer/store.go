@@ -285,7 +285,14 @@ func (s *Store) StatID(id string) (Info, error) {
 // SHA-256 when both have one) so the writer resumes at its Offset, else a
 // new one that replaces an idle partial of that name. fresh always starts
 // a new upload. A name being written by someone else gives a *BusyError.
+//
+// An empty name with fresh names the upload by its id (tus without a
+// filename).
 func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
+	id := newID()
+	if name == "" && fresh {
+		name = id
+	}
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -328,7 +335,7 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 		return nil, err
 	}
 	now := s.o.Now()
-	u := &Upload{s: s, active: true, rec: record{ID: newID(), Name: name, Size: size, SHA256: sha, Meta: meta, Created: now, Updated: now}}
+	u := &Upload{s: s, active: true, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Created: now, Updated: now}}
 	if err := u.create(); err != nil {
 		return nil, err
 	}

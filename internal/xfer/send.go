@@ -1,0 +1,230 @@
+package xfer
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Chunk sizes --chunk auto picks, from the measured sweep (docs/xfer.md):
+// gRPC peaked at 1 MiB messages (2.14 GB/s; 2 MiB was slower again), and a
+// tus PATCH costs one fsync and one HTTP round trip, so it carries more.
+const (
+	AutoChunk    = 1 << 20
+	AutoTUSChunk = 16 << 20
+)
+
+// SendOptions configure Send.
+type SendOptions struct {
+	// Name on the server (default: the file's base name).
+	Name string
+	// Chunk is the chunk (tus: PATCH) size; 0 picks it per transport.
+	Chunk int
+	// Progress is called with the bytes the server has (resumed ones
+	// included) after each chunk.
+	Progress func(done, total int64)
+	Log      *slog.Logger
+	// Attempts bounds how often Send starts again from the server's
+	// offset after a retryable failure (default 20).
+	Attempts int
+	// StateDir keeps tus upload URLs between runs, so that a send that
+	// was killed resumes (default ~/.cache/sluice/xfer).
+	StateDir string
+
+	// corrupt, in tests, flips a bit of the chunk at off before it is
+	// sent, once per offset it returns true for.
+	corrupt func(off int64) bool
+}
+
+// sender is one transport's client.
+type sender interface {
+	// offset is the server's durable offset and size for name.
+	offset(ctx context.Context, name string) (off, size int64, exists bool, err error)
+	// send streams j and returns the server's SHA-256 once it has the
+	// file in place.
+	send(ctx context.Context, j *job) ([]byte, error)
+	Close() error
+}
+
+// permanentError is a local failure that no retry fixes.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+func (e *permanentError) Is(t error) bool {
+	return t == errPermanent
+}
+
+// Send uploads the file at path to the server at `to` (grpc://HOST:PORT,
+// tcp://HOST:PORT for RSocket, http://HOST:PORT/files/ for tus), continuing
+// from the server's offset, and returns the file's SHA-256 once the server
+// verified it and put it in place. Retryable failures (a refused chunk, a
+// dropped connection, a restarted server) start again from the server's
+// offset, up to Attempts times.
+func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
+	if o.Name == "" {
+		o.Name = filepath.Base(path)
+	}
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	if o.Chunk < 0 || o.Chunk > MaxChunk {
+		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, MaxChunk>>20)
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 20
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	snd, err := newSender(to, path, st, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer snd.Close()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		sum, err := sendOnce(ctx, snd, f, st.Size(), &o)
+		if err == nil {
+			return sum, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !retryable(err) || attempt >= o.Attempts {
+			return nil, err
+		}
+		o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, 3*time.Second)
+	}
+}
+
+func newSender(to, path string, st os.FileInfo, o *SendOptions) (sender, error) {
+	u, err := url.Parse(to)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("bad --to %q: want grpc://HOST:PORT, tcp://HOST:PORT or http://HOST:PORT/files/", to)
+	}
+	switch u.Scheme {
+	case "grpc":
+		if o.Chunk == 0 {
+			o.Chunk = AutoChunk
+		}
+		return dialGRPC(u.Host)
+	case "tcp":
+		if o.Chunk == 0 {
+			o.Chunk = AutoChunk
+		}
+		return newRSocketSender(to), nil
+	case "http", "https":
+		if o.Chunk == 0 {
+			o.Chunk = AutoTUSChunk
+		}
+		return newTUSSender(to, path, st, o)
+	}
+	return nil, fmt.Errorf("bad --to %q: unknown scheme %q (grpc, tcp or http)", to, u.Scheme)
+}
+
+func sendOnce(ctx context.Context, snd sender, f *os.File, size int64, o *SendOptions) ([]byte, error) {
+	off, ssize, exists, err := snd.offset(ctx, o.Name)
+	if err != nil {
+		return nil, err
+	}
+	from := int64(0)
+	if exists && ssize == size && off <= size {
+		from = off
+	}
+	j := &job{f: f, name: o.Name, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
+	if err := j.hashPrefix(); err != nil {
+		return nil, err
+	}
+	if o.Progress != nil {
+		o.Progress(from, size)
+	}
+	sum, err := snd.send(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	if mine := j.sum(); string(sum) != string(mine) {
+		return nil, &permanentError{fmt.Errorf("the server's SHA-256 %x differs from ours %x", sum, mine)}
+	}
+	return sum, nil
+}
+
+// job is one attempt at sending a file from an offset.
+type job struct {
+	f          *os.File
+	name       string
+	size, from int64
+	chunk      int
+	h          hash.Hash // SHA-256 of the file up to what was read
+	o          *SendOptions
+	buf        []byte
+	flipped    bool // the chunk being sent was corrupted by the test hook
+}
+
+// hashPrefix hashes what the server already has, so that the SHA-256
+// covers the whole file when the upload resumes.
+func (j *job) hashPrefix() error {
+	if _, err := io.Copy(j.h, io.NewSectionReader(j.f, 0, j.from)); err != nil {
+		return &permanentError{fmt.Errorf("reading %s: %w", j.f.Name(), err)}
+	}
+	return nil
+}
+
+// chunks reads the file from j.from and calls fn for each chunk.
+func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
+	if j.buf == nil {
+		j.buf = make([]byte, j.chunk)
+	}
+	for off := j.from; off < j.size; {
+		n := int(min(int64(j.chunk), j.size-off))
+		p := j.buf[:n]
+		if _, err := j.f.ReadAt(p, off); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%s shrank while being sent", j.f.Name())
+			}
+			return &permanentError{err}
+		}
+		j.h.Write(p)
+		crc := CRC32C(p)
+		j.flipped = j.o.corrupt != nil && n > 0 && j.o.corrupt(off)
+		if j.flipped {
+			p[0] ^= 1 // a bit flipped after the CRC: what a bad link or NIC does
+		}
+		if err := fn(off, p, crc); err != nil {
+			return err
+		}
+		off += int64(n)
+		if j.o.Progress != nil {
+			j.o.Progress(off, j.size)
+		}
+	}
+	return nil
+}
+
+func (j *job) sum() []byte { return j.h.Sum(nil) }

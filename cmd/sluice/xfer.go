@@ -137,6 +137,8 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	name := fs.String("name", "", "name on the server (default: FILE's base name)")
 	var chunk chunkFlag
 	fs.Var(&chunk, "chunk", "chunk size (tus: PATCH size), or auto: 1MiB for gRPC and RSocket, 16MiB for tus")
+	var rate byteSize
+	fs.Var(&rate, "rate", "send at most this many bytes per second, e.g. 10MiB (0: no limit)")
 	attempts := fs.Int("attempts", 20, "how often to resume after a retryable failure before giving up")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	// FILE may come before or after the flags.
@@ -157,7 +159,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *to == "" {
 		return &exitError{code: 2, msg: "--to is required"}
 	}
-	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Log: newLogger(stderr, *logLevel)}
+	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
 	var bar *progressBar
 	if isTerminal(stderr) {
 		bar = &progressBar{w: stderr, start: time.Now()}

@@ -35,6 +35,8 @@ type SendOptions struct {
 	// Attempts bounds how often Send starts again from the server's
 	// offset after a retryable failure (default 20).
 	Attempts int
+	// Rate caps the sending rate in bytes per second (0: no cap).
+	Rate int64
 	// StateDir keeps tus upload URLs between runs, so that a send that
 	// was killed resumes (default ~/.cache/sluice/xfer).
 	StateDir string
@@ -162,6 +164,9 @@ func sendOnce(ctx context.Context, snd sender, f *os.File, size int64, o *SendOp
 	if err := j.hashPrefix(); err != nil {
 		return nil, err
 	}
+	if from > 0 {
+		o.Log.Info("resuming", "offset", from, "size", size)
+	}
 	if o.Progress != nil {
 		o.Progress(from, size)
 	}
@@ -184,7 +189,8 @@ type job struct {
 	h          hash.Hash // SHA-256 of the file up to what was read
 	o          *SendOptions
 	buf        []byte
-	flipped    bool // the chunk being sent was corrupted by the test hook
+	start      time.Time // of the first chunk, for Rate
+	flipped    bool      // the chunk being sent was corrupted by the test hook
 }
 
 // hashPrefix hashes what the server already has, so that the SHA-256
@@ -220,6 +226,15 @@ func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
 			return err
 		}
 		off += int64(n)
+		if r := j.o.Rate; r > 0 {
+			if j.start.IsZero() {
+				j.start = time.Now()
+			}
+			due := time.Duration(float64(off-j.from) / float64(r) * float64(time.Second))
+			if d := due - time.Since(j.start); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		if j.o.Progress != nil {
 			j.o.Progress(off, j.size)
 		}

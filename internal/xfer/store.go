@@ -31,6 +31,10 @@ type Options struct {
 	// durable checkpoints (fsync of the data, then of the sidecar). A
 	// server crash loses at most this much of an upload. Default 16 MiB.
 	SyncEvery int64
+	// SyncInterval also checkpoints an upload that received bytes this
+	// long after its last checkpoint, so a slow upload does not lose more
+	// than this much time's worth to a crash. Default 1s.
+	SyncInterval time.Duration
 	// Reserve is free space kept on the disk beyond an upload's size.
 	Reserve int64
 	Log     *slog.Logger
@@ -65,6 +69,9 @@ type Store struct {
 func Open(dir string, o Options) (*Store, error) {
 	if o.SyncEvery <= 0 {
 		o.SyncEvery = 16 << 20
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -172,7 +172,7 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 	if err := u.append(p); err != nil {
 		return u.written, err
 	}
-	if u.sinceSync >= u.s.o.SyncEvery {
+	if u.sinceSync >= u.s.o.SyncEvery || u.s.o.Now().Sub(u.rec.Updated) >= u.s.o.SyncInterval {
 		if err := u.checkpointLocked(); err != nil {
 			return u.written, err
 		}

@@ -257,3 +257,8 @@ func TestConcurrentSameName(t *testing.T) {
 	}
 	u.Release()
 }
+
+func sha256Of(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}

@@ -126,17 +126,33 @@ func (g *GRPCService) Upload(stream xferv1.Xfer_UploadServer) error {
 
 // grpcSender is the gRPC client side of Send.
 type grpcSender struct {
-	cc *grpc.ClientConn
-	c  xferv1.XferClient
+	addr string
+	cc   *grpc.ClientConn
+	c    xferv1.XferClient
 }
 
 func dialGRPC(addr string) (*grpcSender, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	g := &grpcSender{addr: addr}
+	return g, g.dial()
+}
+
+// reset replaces the connection: grpc-go's reconnect backoff grows to
+// minutes, longer than a restarting server needs.
+func (g *grpcSender) reset() {
+	old := g.cc
+	if err := g.dial(); err == nil {
+		old.Close()
+	}
+}
+
+func (g *grpcSender) dial() error {
+	cc, err := grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxChunk+1<<16)))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &grpcSender{cc: cc, c: xferv1.NewXferClient(cc)}, nil
+	g.cc, g.c = cc, xferv1.NewXferClient(cc)
+	return nil
 }
 
 func (g *grpcSender) Close() error { return g.cc.Close() }

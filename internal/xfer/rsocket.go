@@ -149,6 +149,14 @@ func (s *rsocketSender) conn(ctx context.Context) (*rsocket.Conn, error) {
 	return c, nil
 }
 
+// reset drops the connection; the next call dials again.
+func (s *rsocketSender) reset() {
+	if s.c != nil {
+		s.c.Close()
+		s.c = nil
+	}
+}
+
 func (s *rsocketSender) Close() error {
 	if s.c != nil {
 		return s.c.Close()

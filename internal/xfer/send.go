@@ -117,6 +117,10 @@ func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
 			return nil, err
 		}
 		o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
+		var re *RemoteError
+		if r, ok := snd.(interface{ reset() }); ok && !errors.As(err, &re) {
+			r.reset() // a transport failure: start from a fresh connection
+		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -78,15 +81,6 @@ func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
 	if err := ValidateName(o.Name); err != nil {
 		return nil, err
 	}
-	if o.Chunk < 0 || o.Chunk > MaxChunk {
-		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, MaxChunk>>20)
-	}
-	if o.Attempts <= 0 {
-		o.Attempts = 20
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -99,14 +93,42 @@ func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	snd, err := newSender(to, path, st, &o)
+	abs, _ := filepath.Abs(path)
+	fp := strings.Join([]string{abs, strconv.FormatInt(st.Size(), 10), strconv.FormatInt(st.ModTime().UnixNano(), 10)}, "\x00")
+	return send(ctx, to, f, st.Size(), path, fp, o)
+}
+
+// SendBytes uploads data as o.Name (which must be set) like Send.
+func SendBytes(ctx context.Context, to string, data []byte, o SendOptions) ([]byte, error) {
+	if o.Name == "" {
+		return nil, fmt.Errorf("SendBytes needs a name")
+	}
+	return send(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+newID(), o)
+}
+
+// send uploads size bytes of src; what names src in messages, fp
+// fingerprints it for the tus client's URL memory.
+func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o SendOptions) ([]byte, error) {
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	if o.Chunk < 0 || o.Chunk > MaxChunk {
+		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, MaxChunk>>20)
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 20
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	snd, err := newSender(to, fp, &o)
 	if err != nil {
 		return nil, err
 	}
 	defer snd.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		sum, err := sendOnce(ctx, snd, f, st.Size(), &o)
+		sum, err := sendOnce(ctx, snd, src, size, what, &o)
 		if err == nil {
 			return sum, nil
 		}
@@ -130,7 +152,7 @@ func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
 	}
 }
 
-func newSender(to, path string, st os.FileInfo, o *SendOptions) (sender, error) {
+func newSender(to, fp string, o *SendOptions) (sender, error) {
 	u, err := url.Parse(to)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("bad --to %q: want grpc://HOST:PORT, tcp://HOST:PORT or http://HOST:PORT/files/", to)
@@ -150,12 +172,12 @@ func newSender(to, path string, st os.FileInfo, o *SendOptions) (sender, error) 
 		if o.Chunk == 0 {
 			o.Chunk = AutoTUSChunk
 		}
-		return newTUSSender(to, path, st, o)
+		return newTUSSender(to, fp, o)
 	}
 	return nil, fmt.Errorf("bad --to %q: unknown scheme %q (grpc, tcp or http)", to, u.Scheme)
 }
 
-func sendOnce(ctx context.Context, snd sender, f *os.File, size int64, o *SendOptions) ([]byte, error) {
+func sendOnce(ctx context.Context, snd sender, src io.ReaderAt, size int64, what string, o *SendOptions) ([]byte, error) {
 	off, ssize, exists, err := snd.offset(ctx, o.Name)
 	if err != nil {
 		return nil, err
@@ -164,7 +186,7 @@ func sendOnce(ctx context.Context, snd sender, f *os.File, size int64, o *SendOp
 	if exists && ssize == size && off <= size {
 		from = off
 	}
-	j := &job{f: f, name: o.Name, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
+	j := &job{src: src, what: what, name: o.Name, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
 	if err := j.hashPrefix(); err != nil {
 		return nil, err
 	}
@@ -186,7 +208,8 @@ func sendOnce(ctx context.Context, snd sender, f *os.File, size int64, o *SendOp
 
 // job is one attempt at sending a file from an offset.
 type job struct {
-	f          *os.File
+	src        io.ReaderAt
+	what       string // names src in messages
 	name       string
 	size, from int64
 	chunk      int
@@ -200,8 +223,8 @@ type job struct {
 // hashPrefix hashes what the server already has, so that the SHA-256
 // covers the whole file when the upload resumes.
 func (j *job) hashPrefix() error {
-	if _, err := io.Copy(j.h, io.NewSectionReader(j.f, 0, j.from)); err != nil {
-		return &permanentError{fmt.Errorf("reading %s: %w", j.f.Name(), err)}
+	if _, err := io.Copy(j.h, io.NewSectionReader(j.src, 0, j.from)); err != nil {
+		return &permanentError{fmt.Errorf("reading %s: %w", j.what, err)}
 	}
 	return nil
 }
@@ -214,9 +237,9 @@ func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
 	for off := j.from; off < j.size; {
 		n := int(min(int64(j.chunk), j.size-off))
 		p := j.buf[:n]
-		if _, err := j.f.ReadAt(p, off); err != nil {
+		if _, err := j.src.ReadAt(p, off); err != nil {
 			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%s shrank while being sent", j.f.Name())
+				err = fmt.Errorf("%s shrank while being sent", j.what)
 			}
 			return &permanentError{err}
 		}

@@ -26,10 +26,9 @@ type tusSender struct {
 	c     *http.Client
 	state string // file holding the upload URL
 	url   string // the upload URL, once known
-	path  string
 }
 
-func newTUSSender(to, path string, st os.FileInfo, o *SendOptions) (*tusSender, error) {
+func newTUSSender(to, fp string, o *SendOptions) (*tusSender, error) {
 	base, err := url.Parse(to)
 	if err != nil {
 		return nil, err
@@ -42,9 +41,8 @@ func newTUSSender(to, path string, st os.FileInfo, o *SendOptions) (*tusSender, 
 		}
 		dir = filepath.Join(cache, "sluice", "xfer")
 	}
-	abs, _ := filepath.Abs(path)
-	fp := sha256.Sum256([]byte(strings.Join([]string{to, abs, strconv.FormatInt(st.Size(), 10), strconv.FormatInt(st.ModTime().UnixNano(), 10), o.Name}, "\x00")))
-	return &tusSender{base: base, c: &http.Client{}, state: filepath.Join(dir, hex.EncodeToString(fp[:16])+".url"), path: path}, nil
+	key := sha256.Sum256([]byte(strings.Join([]string{to, fp, o.Name}, "\x00")))
+	return &tusSender{base: base, c: &http.Client{}, state: filepath.Join(dir, hex.EncodeToString(key[:16])+".url")}, nil
 }
 
 func (t *tusSender) Close() error { t.c.CloseIdleConnections(); return nil }
@@ -126,14 +124,8 @@ func (t *tusSender) forget() {
 // create makes a new upload; the file's SHA-256 goes in the metadata so
 // the server verifies the whole file before it renames it into place.
 func (t *tusSender) create(ctx context.Context, j *job) error {
-	f, err := os.Open(t.path)
-	if err != nil {
-		return &permanentError{err}
-	}
 	h := sha256.New()
-	_, err = io.Copy(h, io.NewSectionReader(f, 0, j.size))
-	f.Close()
-	if err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(j.src, 0, j.size)); err != nil {
 		return &permanentError{err}
 	}
 	b64 := base64.StdEncoding.EncodeToString

@@ -3,6 +3,7 @@ package xfer
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxNameLen bounds a name well below common file-system limits (255).
@@ -23,6 +24,9 @@ func ValidateName(name string) error {
 		return &NameError{Name: name, Why: `contains ".."`}
 	case strings.HasPrefix(name, "."):
 		return &NameError{Name: name, Why: `starts with "."`}
+	case !utf8.ValidString(name):
+		// The sidecar (JSON) could not keep it byte for byte.
+		return &NameError{Name: strings.ToValidUTF8(name, "?"), Why: "not valid UTF-8"}
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f {

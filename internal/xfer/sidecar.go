@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -41,10 +42,13 @@ type record struct {
 }
 
 func (r *record) encode() ([]byte, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keeps tus metadata as short as it came
+	if err := enc.Encode(r); err != nil {
 		return nil, err
 	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(body) > slotSize-slotHeader {
 		return nil, fmt.Errorf("sidecar record of %d bytes does not fit a slot", len(body))
 	}

@@ -59,7 +59,7 @@ func partialFiles(t *testing.T, dir string) []string {
 }
 
 func TestValidateName(t *testing.T) {
-	for _, bad := range []string{"", ".", "..", "../x", "a/b", `a\b`, "x..y", ".hidden", "a\x00b", "a\nb", strings.Repeat("x", 201)} {
+	for _, bad := range []string{"", ".", "..", "../x", "a/b", `a\b`, "x..y", ".hidden", "a\x00b", "a\nb", "bad\xffutf8", strings.Repeat("x", 201)} {
 		if err := ValidateName(bad); !errors.Is(err, ErrBadName) {
 			t.Errorf("ValidateName(%q) = %v, want ErrBadName", bad, err)
 		}
@@ -416,5 +416,19 @@ func TestReadFrom(t *testing.T) {
 	want := sha256.Sum256(data)
 	if _, err := u.Finish(want[:]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The longest metadata accepted fits a sidecar slot, even in characters
+// JSON would escape.
+func TestLongMetadataFits(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	u, err := s.Begin(strings.Repeat("n", maxNameLen), 1, nil, strings.Repeat("<&>", maxMeta/3), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Release()
+	if _, err := s.Begin("m", 1, nil, strings.Repeat("x", maxMeta+1), false); err == nil {
+		t.Fatal("metadata over the limit accepted")
 	}
 }

@@ -258,7 +258,7 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	n, err := u.ReadFrom(off, r.Body, sum, want)
-	if err != nil && n == off {
+	if err != nil && n <= off {
 		tusStatus(w, err)
 		return
 	}

@@ -197,3 +197,30 @@ func TestXferSendRefusals(t *testing.T) {
 		t.Fatalf("DIR holds %d entries, want only .partial", len(ents))
 	}
 }
+
+// Two sends of one name at once: the second is refused clearly (after its
+// few attempts, as a busy name may be its own dead connection), the first
+// completes, DIR/NAME is the first's file whole.
+func TestXferConcurrentSameName(t *testing.T) {
+	dir := t.TempDir()
+	s := startXferServer(t, dir)
+	srcA, sumA := xferSource(t, 3<<20)
+	srcB, _ := xferSource(t, 3<<20+1)
+	for _, tr := range []string{"grpc", "rsocket"} {
+		name := "same-" + tr
+		a, outA, errA := sendCmd(t, t.TempDir(), srcA, "--to", s.url(tr), "--name", name, "--chunk", "256KiB", "--rate", "4MiB")
+		if err := a.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Process.Kill() })
+		waitFor(t, "the first upload to start", 20*time.Second, func() bool { return partialBytes(dir) > 0 })
+		b, outB, errB := sendCmd(t, t.TempDir(), srcB, "--to", s.url(tr), "--name", name, "--attempts", "2")
+		if err := b.Run(); err == nil || !strings.Contains(errB.String(), "upload of "+name+" already in progress") || outB.Len() != 0 {
+			t.Fatalf("%s: second send: %v, stderr %q", tr, err, errB)
+		}
+		if err := a.Wait(); err != nil {
+			t.Fatalf("%s: first send: %v\n%s", tr, err, errA)
+		}
+		checkXferLanded(t, dir, name, srcA, sumA, outA.String())
+	}
+}

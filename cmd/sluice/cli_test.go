@@ -31,7 +31,7 @@ func commandNames() []string {
 
 // takesPositionals are the commands whose usage names arguments after the
 // flags; every other command takes flags only.
-var takesPositionals = map[string]bool{"dict train": true, "log check": true}
+var takesPositionals = map[string]bool{"dict train": true, "log check": true, "xfer send": true}
 
 func TestHelpGoesToStdout(t *testing.T) {
 	for _, args := range [][]string{{}, {"help"}, {"-h"}, {"--help"}, {"-help"}} {

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/xfer"
+)
+
+func init() {
+	register("xfer serve", "receive files into a directory over gRPC, RSocket and tus (resumable, verified, atomic)", runXferServe)
+	register("xfer send", "send a file to `sluice xfer serve`, resuming from the server's offset", runXferSend)
+}
+
+func runXferServe(args []string, stdout, stderr io.Writer) error {
+	ctx, cancel := signalContext()
+	defer cancel()
+	return xferServe(ctx, args, stdout, stderr)
+}
+
+// xferServe runs `sluice xfer serve` until ctx ends. It prints
+// "listening TRANSPORT ADDRESS" on stdout for each transport, with the
+// port resolved.
+func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("xfer serve", "--dir DIR [--grpc HOST:PORT] [--rsocket tcp://HOST:PORT] [--tus HOST:PORT] [--max-size SIZE] [--metrics HOST:PORT]", stderr)
+	dir := fs.String("dir", "", "directory completed uploads land in (partial ones under DIR/.partial)")
+	grpcAddr := fs.String("grpc", "", "serve the gRPC Xfer service on HOST:PORT")
+	rsAddr := fs.String("rsocket", "", "serve RSocket on tcp://HOST:PORT")
+	tusAddr := fs.String("tus", "", "serve tus 1.0.0 at http://HOST:PORT/files/")
+	var maxSize byteSize
+	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
+	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (0: never)")
+	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return &exitError{code: 2, msg: "--dir is required"}
+	}
+	if *grpcAddr == "" && *rsAddr == "" && *tusAddr == "" {
+		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus"}
+	}
+	log := newLogger(stderr, *logLevel)
+	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, Log: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	reg := newRegistry()
+	registerXferMetrics(reg, store)
+	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
+		return fmt.Errorf("--metrics: %w", err)
+	}
+	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if a := srv.Addrs.GRPC; a != "" {
+		fmt.Fprintln(stdout, "listening grpc grpc://"+a)
+	}
+	if a := srv.Addrs.RSocket; a != "" {
+		fmt.Fprintln(stdout, "listening rsocket "+a)
+	}
+	if a := srv.Addrs.TUS; a != "" {
+		fmt.Fprintln(stdout, "listening tus http://"+a+"/files/")
+	}
+	log.Info("xfer serving", "dir", *dir, "max_size", int64(maxSize), "expire", *expire)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-srv.Err():
+		return err
+	}
+}
+
+func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
+	for _, c := range []struct {
+		name, help string
+		v          func() int64
+	}{
+		{"sluice_xfer_received_bytes_total", "Bytes written to partial uploads.", s.Stats.BytesReceived.Load},
+		{"sluice_xfer_uploads_completed_total", "Uploads verified and renamed into place.", s.Stats.UploadsCompleted.Load},
+		{"sluice_xfer_uploads_failed_total", "Uploads whose whole-file SHA-256 did not match (discarded).", s.Stats.UploadsFailed.Load},
+		{"sluice_xfer_chunks_rejected_total", "Chunks refused for a bad CRC32C or tus checksum.", s.Stats.ChunksRejected.Load},
+		{"sluice_xfer_expired_total", "Idle partial uploads removed.", s.Stats.Expired.Load},
+		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Stats.Salvaged.Load},
+	} {
+		v := c.v
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(v()) }))
+	}
+}
+
+// chunkFlag is --chunk: a size, or auto (0).
+type chunkFlag int
+
+func (c *chunkFlag) String() string {
+	if *c == 0 {
+		return "auto"
+	}
+	return formatSize(int64(*c))
+}
+
+func (c *chunkFlag) Set(s string) error {
+	if s == "auto" {
+		*c = 0
+		return nil
+	}
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > xfer.MaxChunk {
+		return fmt.Errorf("chunk size %s out of range (1B .. %s, or auto)", s, formatSize(xfer.MaxChunk))
+	}
+	*c = chunkFlag(n)
+	return nil
+}
+
+func runXferSend(args []string, stdout, stderr io.Writer) error {
+	ctx, cancel := signalContext()
+	defer cancel()
+	return xferSend(ctx, args, stdout, stderr)
+}
+
+func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("xfer send", "FILE --to grpc://HOST:PORT | tcp://HOST:PORT | http://HOST:PORT/files/ [--name NAME] [--chunk SIZE|auto]", stderr)
+	to := fs.String("to", "", "server: grpc://HOST:PORT, tcp://HOST:PORT (RSocket) or http://HOST:PORT/files/ (tus)")
+	name := fs.String("name", "", "name on the server (default: FILE's base name)")
+	var chunk chunkFlag
+	fs.Var(&chunk, "chunk", "chunk size (tus: PATCH size), or auto: 1MiB for gRPC and RSocket, 16MiB for tus")
+	var rate byteSize
+	fs.Var(&rate, "rate", "send at most this many bytes per second, e.g. 10MiB (0: no limit)")
+	attempts := fs.Int("attempts", 20, "how often to resume after a retryable failure before giving up")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	// FILE may come before or after the flags.
+	var files []string
+	for rest := args; ; {
+		if err := parseFlagsArgs(fs, rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		return &exitError{code: 2, msg: "give exactly one FILE (see sluice xfer send -h)"}
+	}
+	if *to == "" {
+		return &exitError{code: 2, msg: "--to is required"}
+	}
+	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
+	var bar *progressBar
+	if isTerminal(stderr) {
+		bar = &progressBar{w: stderr, start: time.Now()}
+		o.Progress = bar.update
+	}
+	sum, err := xfer.Send(ctx, *to, files[0], o)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, hex.EncodeToString(sum))
+	return nil
+}
+
+// isTerminal tells whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws "[=====>    ]  42% 1.2 GiB/2.9 GiB  512 MiB/s  ETA 4s"
+// on one terminal line, at most 10 times a second.
+type progressBar struct {
+	w           io.Writer
+	start, last time.Time
+	base        int64 // bytes the server had already: not counted in the rate
+	seen        bool
+}
+
+func (b *progressBar) update(done, total int64) {
+	now := time.Now()
+	if !b.seen {
+		b.seen, b.base, b.start = true, done, now
+	}
+	if done < b.base {
+		b.base, b.start = done, now // restarted from a lower offset
+	}
+	if now.Sub(b.last) < 100*time.Millisecond && done < total {
+		return
+	}
+	b.last = now
+	const width = 30
+	frac := 1.0
+	if total > 0 {
+		frac = float64(done) / float64(total)
+	}
+	fill := int(frac * width)
+	bar := strings.Repeat("=", fill)
+	if fill < width {
+		bar += ">" + strings.Repeat(" ", width-fill-1)
+	}
+	el := now.Sub(b.start).Seconds()
+	rate, eta := 0.0, "?"
+	if el > 0 && done > b.base {
+		rate = float64(done-b.base) / el
+		eta = (time.Duration(float64(total-done)/rate) * time.Second / time.Second).Round(time.Second).String()
+	}
+	fmt.Fprintf(b.w, "\r[%s] %3.0f%% %s/%s  %s/s  ETA %s   ", bar, 100*frac, humanSize(done), humanSize(total), humanSize(int64(rate)), eta)
+}
+
+func (b *progressBar) finish() {
+	if b.seen {
+		fmt.Fprintln(b.w)
+	}
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// xferServer is a `sluice xfer serve` process on fixed ports, so that a
+// restarted one is found at the same addresses.
+type xferServer struct {
+	*proc
+	dir                  string
+	grpc, rsocket, tusAt string
+}
+
+func startXferServer(t *testing.T, dir string, extra ...string) *xferServer {
+	t.Helper()
+	s := &xferServer{dir: dir, grpc: freeAddr(t), rsocket: freeAddr(t), tusAt: freeAddr(t)}
+	args := append([]string{"xfer", "serve", "--dir", dir, "--grpc", s.grpc, "--rsocket", "tcp://" + s.rsocket, "--tus", s.tusAt}, extra...)
+	s.proc = start(t, "xfer serve", args...)
+	s.waitListening()
+	return s
+}
+
+func (s *xferServer) waitListening() {
+	s.t.Helper()
+	waitFor(s.t, "xfer serve listening", 20*time.Second, func() bool {
+		return strings.Count(s.log.String(), "listening ") == 3
+	})
+}
+
+func (s *xferServer) url(tr string) string {
+	switch tr {
+	case "grpc":
+		return "grpc://" + s.grpc
+	case "rsocket":
+		return "tcp://" + s.rsocket
+	}
+	return "http://" + s.tusAt + "/files/"
+}
+
+// sendCmd is a `sluice xfer send` process with its own cache dir (where
+// the tus client keeps upload URLs).
+func sendCmd(t *testing.T, cache string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	cmd := exec.Command(sluiceBin, append([]string{"xfer", "send"}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	return cmd, &out, &errb
+}
+
+// partialBytes is the size of the data of the partial upload in dir.
+func partialBytes(dir string) int64 {
+	m, _ := filepath.Glob(filepath.Join(dir, ".partial", "*.part"))
+	var n int64
+	for _, p := range m {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+func xferSource(t *testing.T, n int) (string, string) {
+	data := make([]byte, n)
+	rand.New(rand.NewSource(int64(n))).Read(data)
+	p := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return p, hex.EncodeToString(sum[:])
+}
+
+var resumeRE = regexp.MustCompile(`msg=resuming offset=(\d+)`)
+
+func checkXferLanded(t *testing.T, dir, name, src, sum, stdout string) {
+	t.Helper()
+	if got := lastLine(stdout); got != sum {
+		t.Fatalf("last stdout line %q, want the SHA-256 %s", got, sum)
+	}
+	a, _ := os.ReadFile(src)
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("DIR/%s differs from the source: %v", name, err)
+	}
+}
+
+var xferTransports = []string{"grpc", "rsocket", "tus"}
+
+// A `sluice xfer send` killed with SIGKILL mid-upload; the same command
+// run again continues from the server's offset and the file lands whole.
+func TestXferResumeAfterClientKill(t *testing.T) {
+	dir := t.TempDir()
+	s := startXferServer(t, dir)
+	src, sum := xferSource(t, 6<<20)
+	for _, tr := range xferTransports {
+		t.Run(tr, func(t *testing.T) {
+			cache := t.TempDir()
+			name := "k-" + tr
+			args := []string{src, "--to", s.url(tr), "--name", name, "--chunk", "256KiB", "--rate", "6MiB", "--log-level", "info"}
+			cmd, _, _ := sendCmd(t, cache, args...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "2 MiB received", 20*time.Second, func() bool { return partialBytes(dir) >= 2<<20 })
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+				t.Fatalf("DIR/%s exists after the client was killed: %v", name, err)
+			}
+			cmd, out, errb := sendCmd(t, cache, append(args[:len(args)-4], "--log-level", "info")...)
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("second send: %v\n%s", err, errb)
+			}
+			m := resumeRE.FindStringSubmatch(errb.String())
+			if m == nil {
+				t.Fatalf("the second send did not resume:\n%s", errb)
+			}
+			if off, _ := strconv.Atoi(m[1]); off < 1<<20 {
+				t.Fatalf("resumed at %d, want at least 1 MiB", off)
+			}
+			checkXferLanded(t, dir, name, src, sum, out.String())
+		})
+	}
+}
+
+// The server killed with SIGKILL mid-upload and started again on the same
+// directory: the running send retries, resumes and completes.
+func TestXferResumeAfterServerKill(t *testing.T) {
+	dir := t.TempDir()
+	s := startXferServer(t, dir)
+	src, sum := xferSource(t, 6<<20)
+	for _, tr := range xferTransports {
+		t.Run(tr, func(t *testing.T) {
+			name := "s-" + tr
+			cmd, out, errb := sendCmd(t, t.TempDir(), src, "--to", s.url(tr), "--name", name, "--chunk", "256KiB", "--rate", "6MiB", "--log-level", "info")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill() })
+			waitFor(t, "2 MiB received", 20*time.Second, func() bool { return partialBytes(dir) >= 2<<20 })
+			s.kill()
+			if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+				t.Fatalf("DIR/%s exists before the upload completed: %v", name, err)
+			}
+			s.restart()
+			s.waitListening()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("send: %v\n%s", err, errb)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("send did not finish after the server restarted:\n%s", errb)
+			}
+			// A tus PATCH on a fresh connection may be retried by Go's HTTP
+			// client itself (nothing of it was written), unseen by send.
+			if tr != "tus" && !strings.Contains(errb.String(), "upload interrupted") {
+				t.Fatalf("the send never saw the server die:\n%s", errb)
+			}
+			checkXferLanded(t, dir, name, src, sum, out.String())
+		})
+	}
+}
+
+// Refusals reach the user as a clear message and a non-zero exit.
+func TestXferSendRefusals(t *testing.T) {
+	dir := t.TempDir()
+	s := startXferServer(t, dir, "--max-size", "1KiB")
+	src, _ := xferSource(t, 4096)
+	for _, tr := range xferTransports {
+		for _, c := range []struct {
+			name, want string
+		}{{"big", "limit is 1024"}, {"..", `bad name ".."`}} {
+			cmd, out, errb := sendCmd(t, t.TempDir(), src, "--to", s.url(tr), "--name", c.name)
+			err := cmd.Run()
+			if err == nil || !strings.Contains(errb.String(), c.want) || out.Len() != 0 {
+				t.Errorf("%s %s: err %v, stderr %q, stdout %q", tr, c.name, err, errb, out)
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("DIR holds %d entries, want only .partial", len(ents))
+	}
+}
+
+// Two sends of one name at once: the second is refused clearly (after its
+// few attempts, as a busy name may be its own dead connection), the first
+// completes, DIR/NAME is the first's file whole.
+func TestXferConcurrentSameName(t *testing.T) {
+	dir := t.TempDir()
+	s := startXferServer(t, dir)
+	srcA, sumA := xferSource(t, 3<<20)
+	srcB, _ := xferSource(t, 3<<20+1)
+	for _, tr := range []string{"grpc", "rsocket"} {
+		name := "same-" + tr
+		a, outA, errA := sendCmd(t, t.TempDir(), srcA, "--to", s.url(tr), "--name", name, "--chunk", "256KiB", "--rate", "4MiB")
+		if err := a.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Process.Kill() })
+		waitFor(t, "the first upload to start", 20*time.Second, func() bool { return partialBytes(dir) > 0 })
+		b, outB, errB := sendCmd(t, t.TempDir(), srcB, "--to", s.url(tr), "--name", name, "--attempts", "2")
+		if err := b.Run(); err == nil || !strings.Contains(errB.String(), "upload of "+name+" already in progress") || outB.Len() != 0 {
+			t.Fatalf("%s: second send: %v, stderr %q", tr, err, errB)
+		}
+		if err := a.Wait(); err != nil {
+			t.Fatalf("%s: first send: %v\n%s", tr, err, errA)
+		}
+		checkXferLanded(t, dir, name, srcA, sumA, outA.String())
+	}
+}

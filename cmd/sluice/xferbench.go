@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
+)
+
+func init() {
+	register("bench upload", "file upload chunk-size sweep: gRPC, RSocket, tus, HTTP/1.1 and h2c POST, timed to the verified answer", runBenchUpload)
+}
+
+// uploadResult is one (transport, source, chunk) cell of the sweep.
+type uploadResult struct {
+	Transport string    `json:"transport"`
+	Source    string    `json:"source"`
+	Chunk     int       `json:"chunk"`
+	Size      int64     `json:"size"`
+	Seconds   []float64 `json:"seconds"`
+	MBps      float64   `json:"mb_per_s"` // median rep, 1e6 bytes/s
+}
+
+var seedSweep = func() (l sizeList) {
+	for s := 16; s <= 2<<20; s *= 2 {
+		l = append(l, s)
+	}
+	return l
+}()
+
+func runBenchUpload(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench upload", "[--size 64MiB] [--chunks 16B,...,2MiB] [--transports grpc,rsocket,tus,http1,h2c] [--source memory,disk] [--reps 1] [--json FILE] [--svg FILE]", stderr)
+	size := byteSize(64 << 20)
+	fs.Var(&size, "size", "file size (the seed used 143MiB)")
+	chunks := append(sizeList(nil), seedSweep...)
+	fs.Var(&chunks, "chunks", "chunk sizes (tus: PATCH size, below 64KiB skipped; POST: the body's read size)")
+	transports := fs.String("transports", "grpc,rsocket,tus,http1,h2c", "comma-separated: grpc, rsocket, tus, http1, h2c")
+	sources := fs.String("source", "memory,disk", "comma-separated: memory (a byte slice), disk (a file, from the page cache)")
+	reps := fs.Int("reps", 1, "repetitions of each cell (the median is reported)")
+	dir := fs.String("dir", "", "server directory (default: a temporary one under /dev/shm when it exists, so the disk is not measured)")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	svgOut := fs.String("svg", "", "write a chart (MB/s by chunk size) to this SVG file")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *reps < 1 {
+		return &exitError{code: 2, msg: "--reps must be at least 1"}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+
+	base := *dir
+	if base == "" {
+		parent := ""
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			parent = "/dev/shm"
+		}
+		d, err := os.MkdirTemp(parent, "sluice-bench-upload-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		base = d
+	}
+	store, err := xfer.Open(filepath.Join(base, "server"), xfer.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	srv, err := xfer.Start(store, xfer.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	h1, h1Addr, err := servePost(store, false)
+	if err != nil {
+		return err
+	}
+	defer h1.Close()
+	h2, h2Addr, err := servePost(store, true)
+	if err != nil {
+		return err
+	}
+	defer h2.Close()
+
+	data := make([]byte, size)
+	rand.New(rand.NewSource(1)).Read(data)
+	want := sha256.Sum256(data)
+	srcPath := filepath.Join(base, "source.bin")
+	if err := os.WriteFile(srcPath, data, 0o644); err != nil {
+		return err
+	}
+	h1c := &http.Client{}
+	h2t := &http.Transport{Protocols: new(http.Protocols)}
+	h2t.Protocols.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: h2t}
+	urls := map[string]string{"grpc": "grpc://" + srv.Addrs.GRPC, "rsocket": srv.Addrs.RSocket, "tus": "http://" + srv.Addrs.TUS + "/files/",
+		"http1": "http://" + h1Addr + "/post/", "h2c": "http://" + h2Addr + "/post/"}
+
+	var results []uploadResult
+	n := 0
+	for _, tr := range strings.Split(*transports, ",") {
+		if urls[tr] == "" {
+			return &exitError{code: 2, msg: fmt.Sprintf("--transports: unknown %q", tr)}
+		}
+		for _, src := range strings.Split(*sources, ",") {
+			if src != "memory" && src != "disk" {
+				return &exitError{code: 2, msg: fmt.Sprintf("--source: unknown %q", src)}
+			}
+			for _, c := range chunks {
+				if tr == "tus" && c < 64<<10 {
+					continue // one HTTP request and one fsync per PATCH
+				}
+				if c > xfer.MaxChunk {
+					return &exitError{code: 2, msg: fmt.Sprintf("--chunks: %s is above %s", formatSize(int64(c)), formatSize(xfer.MaxChunk))}
+				}
+				r := uploadResult{Transport: tr, Source: src, Chunk: c, Size: int64(size)}
+				for rep := 0; rep < *reps; rep++ {
+					n++
+					name := fmt.Sprintf("b%d", n)
+					start := time.Now()
+					var sum []byte
+					switch tr {
+					case "http1", "h2c":
+						cl := h1c
+						if tr == "h2c" {
+							cl = h2c
+						}
+						sum, err = postUpload(ctx, cl, urls[tr]+name, src, data, srcPath, c)
+					default:
+						o := xfer.SendOptions{Name: name, Chunk: c, StateDir: filepath.Join(base, "state")}
+						if src == "memory" {
+							sum, err = xfer.SendBytes(ctx, urls[tr], data, o)
+						} else {
+							sum, err = xfer.Send(ctx, urls[tr], srcPath, o)
+						}
+					}
+					el := time.Since(start).Seconds()
+					if err != nil {
+						return fmt.Errorf("%s %s %s: %w", tr, src, formatSize(int64(c)), err)
+					}
+					if !bytes.Equal(sum, want[:]) {
+						return fmt.Errorf("%s %s %s: SHA-256 %x, want %x", tr, src, formatSize(int64(c)), sum, want)
+					}
+					os.Remove(filepath.Join(base, "server", name))
+					r.Seconds = append(r.Seconds, el)
+				}
+				s := slices.Clone(r.Seconds)
+				sort.Float64s(s)
+				r.MBps = float64(size) / s[len(s)/2] / 1e6
+				fmt.Fprintf(stdout, "%-8s %-7s %8s  %8.1f MB/s\n", tr, src, formatSize(int64(c)), r.MBps)
+				results = append(results, r)
+			}
+		}
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if *svgOut != "" {
+		if err := os.WriteFile(*svgOut, uploadSVG(results, int64(size)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// servePost serves xfer.PostHandler over HTTP/1.1, or h2c only.
+func servePost(s *xfer.Store, h2c bool) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	hs := &http.Server{Handler: xfer.PostHandler(s), ReadHeaderTimeout: 10 * time.Second}
+	if h2c {
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetUnencryptedHTTP2(true)
+	}
+	go hs.Serve(ln)
+	return hs, ln.Addr().String(), nil
+}
+
+// chunkReader hands out at most n bytes per Read: the "chunk" of a POST.
+type chunkReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+func postUpload(ctx context.Context, cl *http.Client, url, src string, data []byte, path string, chunk int) ([]byte, error) {
+	var body io.Reader = bytes.NewReader(data)
+	if src == "disk" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		body = f
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, &chunkReader{r: body, n: chunk})
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = int64(len(data))
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return hex.DecodeString(strings.TrimSpace(string(b)))
+}
+
+// uploadSVG draws MB/s (log scale) by chunk size (log2), one line per
+// transport and source.
+func uploadSVG(rs []uploadResult, size int64) []byte {
+	const w, h, l, r, t, b = 760, 420, 70, 150, 30, 50
+	minC, maxC, maxY := 1<<30, 1, 1.0
+	for _, x := range rs {
+		minC, maxC, maxY = min(minC, x.Chunk), max(maxC, x.Chunk), max(maxY, x.MBps)
+	}
+	lg := func(v float64) float64 {
+		n := 0.0
+		for v >= 2 {
+			v /= 2
+			n++
+		}
+		return n + (v - 1)
+	}
+	top := 1.0
+	for top < maxY {
+		top *= 10
+	}
+	px := func(c int) float64 {
+		if maxC == minC {
+			return l
+		}
+		return l + (lg(float64(c))-lg(float64(minC)))/(lg(float64(maxC))-lg(float64(minC)))*(w-l-r)
+	}
+	py := func(v float64) float64 {
+		if v < 1 {
+			v = 1
+		}
+		d := 0.0
+		for x := v; x >= 10; x /= 10 {
+			d++
+		}
+		fr := d + (v/pow10(d)-1)/9
+		lt := 0.0
+		for x := top; x > 1; x /= 10 {
+			lt++
+		}
+		return float64(h-b) - fr/lt*float64(h-b-t)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w, h)
+	fmt.Fprintf(&sb, `<text x="%d" y="18" font-size="13">sluice bench upload: %s file over loopback, MB/s (log) by chunk size</text>`+"\n", l, humanSize(size))
+	for v := 1.0; v <= top; v *= 10 {
+		y := py(v)
+		fmt.Fprintf(&sb, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n", l, w-r, y, y, l-6, y+4, v)
+	}
+	for c := minC; c <= maxC; c *= 4 {
+		x := px(c)
+		fmt.Fprintf(&sb, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, x, t, h-b, x, h-b+16, formatSize(int64(c)))
+	}
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+	var keys []string
+	lines := map[string][]uploadResult{}
+	for _, x := range rs {
+		k := x.Transport + " " + x.Source
+		if lines[k] == nil {
+			keys = append(keys, k)
+		}
+		lines[k] = append(lines[k], x)
+	}
+	for i, k := range keys {
+		col := colors[i%len(colors)]
+		var pts []string
+		for _, x := range lines[k] {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(x.Chunk), py(x.MBps)))
+		}
+		dash := ""
+		if strings.HasSuffix(k, "disk") {
+			dash = ` stroke-dasharray="5,3"`
+		}
+		fmt.Fprintf(&sb, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, strings.Join(pts, " "))
+		fmt.Fprintf(&sb, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/><text x="%d" y="%d">%s</text>`+"\n", w-r+10, w-r+30, t+10+i*16, t+10+i*16, col, dash, w-r+34, t+14+i*16, k)
+	}
+	sb.WriteString("</svg>\n")
+	return []byte(sb.String())
+}
+
+func pow10(d float64) float64 {
+	v := 1.0
+	for ; d > 0; d-- {
+		v *= 10
+	}
+	return v
+}

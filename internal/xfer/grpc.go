@@ -1,0 +1,208 @@
+package xfer
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+)
+
+// MaxChunk is the largest chunk a client sends (and gRPC's message limit
+// is set above it).
+const MaxChunk = 8 << 20
+
+var grpcCodes = map[Code]codes.Code{
+	CodeBadName: codes.InvalidArgument, CodeBusy: codes.AlreadyExists, CodeTooLarge: codes.OutOfRange,
+	CodeNoSpace: codes.ResourceExhausted, CodeOffset: codes.FailedPrecondition, CodeChecksum: codes.DataLoss,
+	CodeOverSize: codes.InvalidArgument, CodeIncomplete: codes.FailedPrecondition, CodeNotFound: codes.NotFound,
+	CodeInternal: codes.Internal,
+}
+
+// toStatus turns a store error into a gRPC status (the code rides in the
+// message too, so the client recovers it exactly).
+func toStatus(err error) error {
+	c := CodeOf(err)
+	return status.Error(grpcCodes[c], encodeRemote(err))
+}
+
+// fromStatus turns a gRPC error into a *RemoteError when it is a refusal
+// of ours, else returns it (a transport failure).
+func fromStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	if st.Code() != codes.Unavailable && st.Code() != codes.Canceled && ourMessage(st.Message()) {
+		return decodeRemote(st.Message())
+	}
+	return err
+}
+
+// GRPCService serves a Store as the xfer.v1.Xfer gRPC service.
+type GRPCService struct {
+	xferv1.UnimplementedXferServer
+	Store *Store
+}
+
+// RegisterGRPC registers the service on srv.
+func RegisterGRPC(srv *grpc.Server, s *Store) {
+	xferv1.RegisterXferServer(srv, &GRPCService{Store: s})
+}
+
+// GRPCServerOptions are the options a server for this service needs.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxChunk + 1<<16)}
+}
+
+func (g *GRPCService) Offset(_ context.Context, req *xferv1.OffsetRequest) (*xferv1.OffsetResponse, error) {
+	if err := ValidateName(req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	in, err := g.Store.Stat(req.GetName())
+	if errors.Is(err, ErrNotFound) {
+		return &xferv1.OffsetResponse{}, nil
+	}
+	return &xferv1.OffsetResponse{Offset: in.Offset, Size: in.Size, Exists: true}, nil
+}
+
+func (g *GRPCService) Upload(stream xferv1.Xfer_UploadServer) error {
+	m, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	b := m.GetBegin()
+	if b == nil {
+		return status.Error(codes.InvalidArgument, "the first message must be Begin")
+	}
+	var sha []byte
+	if len(b.GetSha256()) > 0 {
+		sha = b.GetSha256()
+	}
+	u, err := g.Store.Begin(b.GetName(), b.GetSize(), sha, "", false)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer u.Release()
+	off := b.GetOffset()
+	if have := u.Offset(); off != have {
+		return toStatus(&OffsetError{Want: off, Have: have})
+	}
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			return toStatus(ErrIncomplete)
+		}
+		if err != nil {
+			return err // the client went away; Release saves what arrived
+		}
+		switch x := m.GetMsg().(type) {
+		case *xferv1.UploadRequest_Chunk:
+			n, err := u.Write(off, x.Chunk.GetData(), x.Chunk.GetCrc32C())
+			if err != nil {
+				return toStatus(err)
+			}
+			off = n
+		case *xferv1.UploadRequest_Finish:
+			var want []byte
+			if len(x.Finish.GetSha256()) > 0 {
+				want = x.Finish.GetSha256()
+			}
+			sum, err := u.Finish(want)
+			if err != nil {
+				return toStatus(err)
+			}
+			return stream.SendAndClose(&xferv1.UploadResponse{Size: off, Sha256: sum})
+		default:
+			return status.Error(codes.InvalidArgument, "Begin sent twice")
+		}
+	}
+}
+
+// grpcSender is the gRPC client side of Send.
+type grpcSender struct {
+	addr string
+	cc   *grpc.ClientConn
+	c    xferv1.XferClient
+}
+
+func dialGRPC(addr string) (*grpcSender, error) {
+	g := &grpcSender{addr: addr}
+	return g, g.dial()
+}
+
+// reset replaces the connection: grpc-go's reconnect backoff grows to
+// minutes, longer than a restarting server needs.
+func (g *grpcSender) reset() {
+	old := g.cc
+	if err := g.dial(); err == nil {
+		old.Close()
+	}
+}
+
+func (g *grpcSender) dial() error {
+	cc, err := grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxChunk+1<<16)))
+	if err != nil {
+		return err
+	}
+	g.cc, g.c = cc, xferv1.NewXferClient(cc)
+	return nil
+}
+
+func (g *grpcSender) Close() error { return g.cc.Close() }
+
+func (g *grpcSender) offset(ctx context.Context, name string) (int64, int64, bool, error) {
+	r, err := g.c.Offset(ctx, &xferv1.OffsetRequest{Name: name})
+	if err != nil {
+		return 0, 0, false, fromStatus(err)
+	}
+	return r.GetOffset(), r.GetSize(), r.GetExists(), nil
+}
+
+func (g *grpcSender) send(ctx context.Context, j *job) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := g.c.Upload(ctx)
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	// A refusal ends the stream; the next Send fails with io.EOF and
+	// CloseAndRecv has the status.
+	fail := func(err error) ([]byte, error) {
+		if err == io.EOF {
+			_, err = st.CloseAndRecv()
+		}
+		return nil, fromStatus(err)
+	}
+	if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Begin{Begin: &xferv1.Begin{Name: j.name, Size: j.size, Offset: j.from}}}); err != nil {
+		return fail(err)
+	}
+	chunk := &xferv1.Chunk{}
+	msg := &xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: chunk}}
+	err = j.chunks(func(off int64, p []byte, crc uint32) error {
+		chunk.Data, chunk.Crc32C = p, crc
+		return st.Send(msg) // encodes p before returning, so the buffer may be reused
+	})
+	if err != nil {
+		var pe *permanentError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return fail(err)
+	}
+	sum := j.sum()
+	if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Finish{Finish: &xferv1.Finish{Sha256: sum}}}); err != nil {
+		return fail(err)
+	}
+	r, err := st.CloseAndRecv()
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return r.GetSha256(), nil
+}

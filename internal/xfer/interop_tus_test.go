@@ -1,0 +1,243 @@
+package xfer
+
+// Interoperability of the tus server with the real clients users have:
+// tuspy 1.1.0 (PyPI) and tus-js-client 4.3.1 (npm, under Node), installed
+// pinned by interop/tus/setup.sh into ~/.cache/sluice/tus. Each test
+// uploads a file in two runs: the first stops part-way (tuspy's stop_at,
+// tus-js-client's abort), the second resumes from the server's offset.
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func tusDir(t *testing.T, sub string) string {
+	t.Helper()
+	dir := os.Getenv("SLUICE_TUS_DIR")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "sluice", "tus")
+	}
+	p := filepath.Join(dir, sub)
+	if _, err := os.Stat(p); err != nil {
+		msg := fmt.Sprintf("tus clients not installed (%v): run interop/tus/setup.sh or set SLUICE_TUS_DIR", err)
+		if os.Getenv("SLUICE_INTEROP") == "require" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return filepath.Join(dir, filepath.Dir(sub))
+}
+
+func runPeer(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	return string(out)
+}
+
+// field returns the value of the last "key value" line of out.
+func field(out, key string) string {
+	v := ""
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, key+" "); ok {
+			v = strings.TrimSpace(rest)
+		}
+	}
+	return v
+}
+
+func interopEnv(t *testing.T) (*env, string, []byte, string) {
+	e := startEnv(t, Options{})
+	data := randBytes(3<<20+17, 30)
+	return e, "http://" + e.srv.Addrs.TUS + "/files/", data, tempFile(t, data)
+}
+
+func TestInteropTuspy(t *testing.T) {
+	venv := tusDir(t, "venv/bin/python")
+	py := filepath.Join(venv, "python")
+	script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
+	e, url, data, src := interopEnv(t)
+	store := filepath.Join(t.TempDir(), "urls.json")
+
+	out := runPeer(t, exec.Command(py, script, url, src, "py.bin", store, "--stop-at", fmt.Sprint(1<<20)))
+	if got := field(out, "offset"); got != fmt.Sprint(1<<20) {
+		t.Fatalf("first run stopped at %q:\n%s", got, out)
+	}
+	in, err := e.store.Stat("py.bin")
+	if err != nil || in.Offset != 1<<20 {
+		t.Fatalf("server after the interruption: %+v %v", in, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "py.bin")); !os.IsNotExist(err) {
+		t.Fatal("the file landed before it was complete")
+	}
+	out = runPeer(t, exec.Command(py, script, url, src, "py.bin", store))
+	if got := field(out, "start"); got != fmt.Sprint(1<<20) {
+		t.Fatalf("second run started at %q, want the server's offset:\n%s", got, out)
+	}
+	checkLanded(t, e.dir, "py.bin", data, sha256Of(data))
+	if n := e.store.Stats.ChunksRejected.Load(); n != 0 {
+		t.Fatalf("%d of tuspy's sha1-checksummed PATCHes refused", n)
+	}
+}
+
+func TestInteropTusJS(t *testing.T) {
+	nodeDir := tusDir(t, "node/node_modules/tus-js-client/package.json")
+	nodeDir = filepath.Dir(filepath.Dir(nodeDir)) // .../node
+	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("SLUICE_INTEROP") == "require" {
+			t.Fatal("node not found")
+		}
+		t.Skip("node not found")
+	}
+	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+	e, url, data, src := interopEnv(t)
+	node := func(args ...string) *exec.Cmd {
+		c := exec.Command("node", append([]string{script, url, src, "js.bin"}, args...)...)
+		c.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
+		return c
+	}
+	out := runPeer(t, node("--abort-at", fmt.Sprint(1<<20)))
+	upURL := field(out, "url")
+	in, err := e.store.Stat("js.bin")
+	if upURL == "" || err != nil || in.Offset < 1<<20 || in.Offset >= int64(len(data)) {
+		t.Fatalf("after the abort: url %q, server %+v %v\n%s", upURL, in, err, out)
+	}
+	out = runPeer(t, node("--resume", upURL))
+	if field(out, "url") != upURL {
+		t.Fatalf("the second run did not continue %s (it must not start again):\n%s", upURL, out)
+	}
+	checkLanded(t, e.dir, "js.bin", data, sha256Of(data))
+	if got := e.store.Stats.BytesReceived.Load(); got != int64(len(data)) {
+		t.Fatalf("server received %d bytes for a %d-byte file: the resume re-sent data", got, len(data))
+	}
+}
+
+// gate holds the n-th PATCH until released, telling the test it arrived:
+// the moment to SIGKILL the client in the middle of an upload.
+type gate struct {
+	h       http.Handler
+	n       atomic.Int32
+	arrived chan struct{}
+	release chan struct{}
+	served  chan struct{} // the held PATCH was answered
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPatch && g.n.Add(-1) == 0 {
+		close(g.arrived)
+		<-g.release
+		defer close(g.served)
+	}
+	g.h.ServeHTTP(w, r)
+}
+
+// startGated serves the tus handler behind a gate at the n-th PATCH.
+func startGated(t *testing.T, n int32) (*env, string, *gate) {
+	e := &env{dir: t.TempDir()}
+	e.store = openT(t, e.dir, Options{})
+	g := &gate{h: TUSHandler(e.store, "/files/"), arrived: make(chan struct{}), release: make(chan struct{}), served: make(chan struct{})}
+	g.n.Store(n)
+	mux := http.NewServeMux()
+	mux.Handle("/files/", g)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-g.release:
+		default:
+			close(g.release)
+		}
+	})
+	return e, srv.URL + "/files/", g
+}
+
+// killDuringPatch starts cmd, waits until its n-th PATCH is being served,
+// SIGKILLs it, then lets the server see the broken request.
+func killDuringPatch(t *testing.T, cmd *exec.Cmd, g *gate) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-g.arrived:
+	case err := <-exited:
+		t.Fatalf("client exited before its PATCH was held: %v\n%s", err, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("timed out waiting for the client's PATCH")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	close(g.release)
+	select {
+	case <-g.served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held PATCH was never answered")
+	}
+}
+
+// The clients killed with SIGKILL while their 4th PATCH (of 256 KiB) is
+// held by the server: the next run resumes from the server's offset. The
+// killed PATCH is kept only if its whole body had reached the server's
+// socket (tuspy's carries a sha1 checksum, so a part is never kept;
+// tus-js-client's has none, so what arrived of it is kept).
+func TestInteropTusKilled(t *testing.T) {
+	data := randBytes(2<<20+5, 31)
+	src := tempFile(t, data)
+	t.Run("tuspy", func(t *testing.T) {
+		py := filepath.Join(tusDir(t, "venv/bin/python"), "python")
+		script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
+		e, url, g := startGated(t, 4)
+		store := filepath.Join(t.TempDir(), "urls.json")
+		killDuringPatch(t, exec.Command(py, script, url, src, "k.bin", store), g)
+		in, err := e.store.Stat("k.bin")
+		if err != nil || (in.Offset != 3*256<<10 && in.Offset != 4*256<<10) {
+			t.Fatalf("after the kill: %+v %v", in, err)
+		}
+		out := runPeer(t, exec.Command(py, script, url, src, "k.bin", store))
+		if got := field(out, "start"); got != fmt.Sprint(in.Offset) {
+			t.Fatalf("resumed at %q:\n%s", got, out)
+		}
+		checkLanded(t, e.dir, "k.bin", data, sha256Of(data))
+	})
+	t.Run("tus-js-client", func(t *testing.T) {
+		nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
+		script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+		e, url, g := startGated(t, 4)
+		node := func(args ...string) *exec.Cmd {
+			c := exec.Command("node", append([]string{script, url, src, "k.bin"}, args...)...)
+			c.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
+			return c
+		}
+		killDuringPatch(t, node(), g)
+		in, err := e.store.Stat("k.bin")
+		if err != nil || in.Offset < 3*256<<10 {
+			t.Fatalf("after the kill: %+v %v", in, err)
+		}
+		// tus-js-client keeps no URL in Node by default: the user passes it.
+		out := runPeer(t, node("--resume", url+in.ID))
+		if field(out, "url") != url+in.ID {
+			t.Fatalf("did not continue the upload:\n%s", out)
+		}
+		checkLanded(t, e.dir, "k.bin", data, sha256Of(data))
+		if got := e.store.Stats.BytesReceived.Load(); got != int64(len(data)) {
+			t.Fatalf("server received %d bytes for %d: the resume re-sent data", got, len(data))
+		}
+	})
+}

@@ -1,0 +1,43 @@
+package xfer
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// PostHandler takes a whole file as one POST body at /post/NAME (with a
+// Content-Length) into the store: the same writes, SHA-256, fsyncs and
+// rename as an upload, without resume. It is the plain-HTTP baseline of
+// `sluice bench upload` (HTTP/1.1 and h2c); it answers the SHA-256 in hex.
+func PostHandler(s *Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := strings.CutPrefix(r.URL.Path, "/post/")
+		if !ok || r.Method != http.MethodPost {
+			http.Error(w, "POST /post/NAME", http.StatusNotFound)
+			return
+		}
+		if r.ContentLength < 0 {
+			http.Error(w, "Content-Length required", http.StatusLengthRequired)
+			return
+		}
+		u, err := s.Begin(name, r.ContentLength, nil, "", true)
+		if err != nil {
+			http.Error(w, encodeRemote(err), http.StatusBadRequest)
+			return
+		}
+		defer u.Release()
+		if n, err := u.ReadFrom(0, r.Body, nil, nil); err != nil || n != r.ContentLength {
+			u.Remove()
+			http.Error(w, fmt.Sprintf("body: %d of %d bytes: %v", n, r.ContentLength, err), http.StatusBadRequest)
+			return
+		}
+		sum, err := u.Finish(nil)
+		if err != nil {
+			http.Error(w, encodeRemote(err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, hex.EncodeToString(sum))
+	})
+}

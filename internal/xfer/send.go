@@ -1,0 +1,320 @@
+package xfer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Chunk sizes --chunk auto picks, from the measured sweep (docs/xfer.md):
+// gRPC peaked at 1 MiB messages (2.14 GB/s; 2 MiB was slower again), and a
+// tus PATCH costs one fsync and one HTTP round trip, so it carries more.
+const (
+	AutoChunk    = 1 << 20
+	AutoTUSChunk = 16 << 20
+)
+
+// SendOptions configure Send.
+type SendOptions struct {
+	// Name on the server (default: the file's base name).
+	Name string
+	// Chunk is the chunk (tus: PATCH) size; 0 picks it per transport.
+	Chunk int
+	// Progress is called with the bytes the server has (resumed ones
+	// included) after each chunk.
+	Progress func(done, total int64)
+	Log      *slog.Logger
+	// Attempts bounds how often Send starts again from the server's
+	// offset after a retryable failure (default 20).
+	Attempts int
+	// Rate caps the sending rate in bytes per second (0: no cap).
+	Rate int64
+	// StateDir keeps tus upload URLs between runs, so that a send that
+	// was killed resumes (default ~/.cache/sluice/xfer).
+	StateDir string
+
+	// corrupt, in tests, flips a bit of the chunk at off before it is
+	// sent, once per offset it returns true for.
+	corrupt func(off int64) bool
+}
+
+// sender is one transport's client.
+type sender interface {
+	// offset is the server's durable offset and size for name.
+	offset(ctx context.Context, name string) (off, size int64, exists bool, err error)
+	// send streams j and returns the server's SHA-256 once it has the
+	// file in place.
+	send(ctx context.Context, j *job) ([]byte, error)
+	Close() error
+}
+
+// permanentError is a local failure that no retry fixes.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+func (e *permanentError) Is(t error) bool {
+	return t == errPermanent
+}
+
+// Send uploads the file at path to the server at `to` (grpc://HOST:PORT,
+// tcp://HOST:PORT for RSocket, http://HOST:PORT/files/ for tus), continuing
+// from the server's offset, and returns the file's SHA-256 once the server
+// verified it and put it in place. Retryable failures (a refused chunk, a
+// dropped connection, a restarted server) start again from the server's
+// offset, up to Attempts times.
+func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
+	if o.Name == "" {
+		o.Name = filepath.Base(path)
+	}
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	abs, _ := filepath.Abs(path)
+	fp := strings.Join([]string{abs, strconv.FormatInt(st.Size(), 10), strconv.FormatInt(st.ModTime().UnixNano(), 10)}, "\x00")
+	return send(ctx, to, f, st.Size(), path, fp, o)
+}
+
+// SendBytes uploads data as o.Name (which must be set) like Send.
+func SendBytes(ctx context.Context, to string, data []byte, o SendOptions) ([]byte, error) {
+	if o.Name == "" {
+		return nil, fmt.Errorf("SendBytes needs a name")
+	}
+	return send(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+newID(), o)
+}
+
+// send uploads size bytes of src; what names src in messages, fp
+// fingerprints it for the tus client's URL memory.
+func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o SendOptions) ([]byte, error) {
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	if o.Chunk < 0 || o.Chunk > MaxChunk {
+		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, MaxChunk>>20)
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 20
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	snd, err := newSender(to, fp, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer snd.Close()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		sum, err := sendOnce(ctx, snd, src, size, what, &o)
+		if err == nil {
+			return sum, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !retryable(err) || attempt >= o.Attempts {
+			return nil, err
+		}
+		o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
+		var re *RemoteError
+		if r, ok := snd.(interface{ reset() }); ok && !errors.As(err, &re) {
+			r.reset() // a transport failure: start from a fresh connection
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, 3*time.Second)
+	}
+}
+
+func newSender(to, fp string, o *SendOptions) (sender, error) {
+	u, err := url.Parse(to)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("bad --to %q: want grpc://HOST:PORT, tcp://HOST:PORT or http://HOST:PORT/files/", to)
+	}
+	switch u.Scheme {
+	case "grpc":
+		if o.Chunk == 0 {
+			o.Chunk = AutoChunk
+		}
+		return dialGRPC(u.Host)
+	case "tcp":
+		if o.Chunk == 0 {
+			o.Chunk = AutoChunk
+		}
+		return newRSocketSender(to), nil
+	case "http", "https":
+		if o.Chunk == 0 {
+			o.Chunk = AutoTUSChunk
+		}
+		return newTUSSender(to, fp, o)
+	}
+	return nil, fmt.Errorf("bad --to %q: unknown scheme %q (grpc, tcp or http)", to, u.Scheme)
+}
+
+func sendOnce(ctx context.Context, snd sender, src io.ReaderAt, size int64, what string, o *SendOptions) ([]byte, error) {
+	off, ssize, exists, err := snd.offset(ctx, o.Name)
+	if err != nil {
+		return nil, err
+	}
+	from := int64(0)
+	if exists && ssize == size && off <= size {
+		from = off
+	}
+	j := &job{src: src, what: what, name: o.Name, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
+	if err := j.hashPrefix(); err != nil {
+		return nil, err
+	}
+	if from > 0 {
+		o.Log.Info("resuming", "offset", from, "size", size)
+	}
+	if o.Progress != nil {
+		o.Progress(from, size)
+	}
+	sum, err := snd.send(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	if mine := j.sum(); string(sum) != string(mine) {
+		return nil, &permanentError{fmt.Errorf("the server's SHA-256 %x differs from ours %x", sum, mine)}
+	}
+	return sum, nil
+}
+
+// job is one attempt at sending a file from an offset.
+type job struct {
+	src        io.ReaderAt
+	what       string // names src in messages
+	name       string
+	size, from int64
+	chunk      int
+	h          hash.Hash // SHA-256 of the file up to what was read
+	o          *SendOptions
+	bufs       [][]byte
+	start      time.Time // of the first chunk, for Rate
+	flipped    bool      // the chunk being sent was corrupted by the test hook
+}
+
+// hashPrefix hashes what the server already has, so that the SHA-256
+// covers the whole file when the upload resumes.
+func (j *job) hashPrefix() error {
+	if _, err := io.Copy(j.h, io.NewSectionReader(j.src, 0, j.from)); err != nil {
+		return &permanentError{fmt.Errorf("reading %s: %w", j.what, err)}
+	}
+	return nil
+}
+
+// hashBlock is how much of the file is read at once and handed to the
+// hashing goroutine; the chunks are then cut from it.
+const hashBlock = 1 << 20
+
+// chunks reads the file from j.from and calls fn for each chunk. The
+// SHA-256 runs on another goroutine (another core, where there is one): it
+// would otherwise bound the rate (about 1.5 GB/s here against 2 GB/s for
+// the transports). The file is read in blocks of whole chunks; a block is
+// reused once both the hasher and fn are done with it.
+func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
+	per := max(1, hashBlock/j.chunk)
+	bsize := per * j.chunk
+	const nblocks = 3
+	if j.bufs == nil {
+		for i := 0; i < nblocks; i++ {
+			j.bufs = append(j.bufs, make([]byte, bsize))
+		}
+	}
+	toHash := make(chan []byte, nblocks)
+	hashed := make(chan struct{}, nblocks)
+	go func() {
+		for b := range toHash {
+			j.h.Write(b)
+			hashed <- struct{}{}
+		}
+		close(hashed)
+	}()
+	inFlight := 0
+	defer func() {
+		close(toHash)
+		for range hashed { // the hash is complete (or abandoned) on return
+		}
+	}()
+	var scratch []byte
+	for i, off := 0, j.from; off < j.size; i++ {
+		if inFlight == nblocks {
+			<-hashed // the oldest block is hashed: its buffer is free
+			inFlight--
+		}
+		blk := j.bufs[i%nblocks][:min(int64(bsize), j.size-off)]
+		if _, err := j.src.ReadAt(blk, off); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%s shrank while being sent", j.what)
+			}
+			return &permanentError{err}
+		}
+		toHash <- blk
+		inFlight++
+		for len(blk) > 0 {
+			p := blk[:min(j.chunk, len(blk))]
+			blk = blk[len(p):]
+			crc := CRC32C(p)
+			j.flipped = j.o.corrupt != nil && j.o.corrupt(off)
+			if j.flipped {
+				// A bit flipped after the CRC, as a bad link or NIC does;
+				// on a copy, the hasher reads the block.
+				scratch = append(scratch[:0], p...)
+				scratch[0] ^= 1
+				p = scratch
+			}
+			if err := fn(off, p, crc); err != nil {
+				return err
+			}
+			off += int64(len(p))
+			j.pace(off)
+			if j.o.Progress != nil {
+				j.o.Progress(off, j.size)
+			}
+		}
+	}
+	return nil
+}
+
+// pace sleeps to keep to SendOptions.Rate.
+func (j *job) pace(off int64) {
+	r := j.o.Rate
+	if r <= 0 {
+		return
+	}
+	if j.start.IsZero() {
+		j.start = time.Now()
+	}
+	due := time.Duration(float64(off-j.from) / float64(r) * float64(time.Second))
+	if d := due - time.Since(j.start); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (j *job) sum() []byte { return j.h.Sum(nil) }

@@ -1,0 +1,104 @@
+package xfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/rsocket"
+)
+
+// Listen says where a server serves each transport ("" for none). RSocket
+// takes a URL (tcp://HOST:PORT), the others HOST:PORT.
+type Listen struct {
+	GRPC, RSocket, TUS string
+}
+
+// Server serves a Store on the transports of a Listen.
+type Server struct {
+	// Addrs are the bound addresses (an ephemeral port resolved).
+	Addrs  Listen
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   chan error
+	grpc   *grpc.Server
+	http   *http.Server
+}
+
+// Start listens on every transport of l and serves s until Close.
+func Start(s *Store, l Listen) (*Server, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &Server{cancel: cancel, errs: make(chan error, 3)}
+	fail := func(err error) (*Server, error) {
+		srv.Close()
+		return nil, err
+	}
+	if l.GRPC != "" {
+		ln, err := net.Listen("tcp", l.GRPC)
+		if err != nil {
+			return fail(fmt.Errorf("--grpc: %w", err))
+		}
+		srv.Addrs.GRPC = ln.Addr().String()
+		srv.grpc = grpc.NewServer(GRPCServerOptions()...)
+		RegisterGRPC(srv.grpc, s)
+		srv.run(func() error { return srv.grpc.Serve(ln) })
+	}
+	if l.RSocket != "" {
+		ln, path, err := rsocket.Listen(l.RSocket)
+		if err != nil {
+			return fail(fmt.Errorf("--rsocket: %w", err))
+		}
+		if path != "" {
+			ln.Close()
+			return fail(fmt.Errorf("--rsocket: only tcp://HOST:PORT is supported"))
+		}
+		srv.Addrs.RSocket = "tcp://" + ln.Addr().String()
+		r := &RSocketResponder{Store: s}
+		srv.run(func() error {
+			return rsocket.Serve(ctx, ln, r, rsocket.WithMaxPayloadSize(MaxChunk+1<<16))
+		})
+	}
+	if l.TUS != "" {
+		ln, err := net.Listen("tcp", l.TUS)
+		if err != nil {
+			return fail(fmt.Errorf("--tus: %w", err))
+		}
+		srv.Addrs.TUS = ln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("/files/", TUSHandler(s, "/files/"))
+		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv.run(func() error { return srv.http.Serve(ln) })
+	}
+	return srv, nil
+}
+
+func (srv *Server) run(f func() error) {
+	srv.wg.Add(1)
+	go func() {
+		defer srv.wg.Done()
+		if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			srv.errs <- err
+		}
+	}()
+}
+
+// Err delivers a transport's failure to serve.
+func (srv *Server) Err() <-chan error { return srv.errs }
+
+// Close stops every transport (connections are cut; partial uploads stay).
+func (srv *Server) Close() {
+	srv.cancel()
+	if srv.grpc != nil {
+		srv.grpc.Stop()
+	}
+	if srv.http != nil {
+		srv.http.Close()
+	}
+	srv.wg.Wait()
+}

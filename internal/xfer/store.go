@@ -1,0 +1,463 @@
+package xfer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/dirlock"
+)
+
+// PartialDir is the directory under DIR that holds partial uploads.
+const PartialDir = ".partial"
+
+// Options configure a Store. Zero values take the defaults.
+type Options struct {
+	// MaxSize refuses uploads larger than this (0: no limit).
+	MaxSize int64
+	// Expire removes partial uploads idle for longer (0: never).
+	Expire time.Duration
+	// SyncEvery is how many bytes an upload may receive between two
+	// durable checkpoints (fsync of the data, then of the sidecar). A
+	// server crash loses at most this much of an upload. Default 16 MiB.
+	SyncEvery int64
+	// SyncInterval also checkpoints an upload that received bytes this
+	// long after its last checkpoint, so a slow upload does not lose more
+	// than this much time's worth to a crash. Default 1s.
+	SyncInterval time.Duration
+	// Reserve is free space kept on the disk beyond an upload's size.
+	Reserve int64
+	Log     *slog.Logger
+	// Now and FreeSpace replace the clock and statfs in tests.
+	Now       func() time.Time
+	FreeSpace func(dir string) (int64, error)
+}
+
+// Stats are the store's counters since Open.
+type Stats struct {
+	BytesReceived, UploadsCompleted, UploadsFailed, ChunksRejected, Expired, Salvaged atomic.Int64
+}
+
+// Store keeps the uploads of one directory.
+type Store struct {
+	dir, partial string
+	o            Options
+	lock         *dirlock.Lock
+	log          *slog.Logger
+	Stats        Stats
+
+	mu      sync.Mutex
+	byID    map[string]*Upload
+	byName  map[string]*Upload
+	closed  bool
+	stopExp chan struct{}
+}
+
+// Open opens (creating it if needed) the upload directory dir, locks it,
+// recovers the partial uploads a previous server left and starts expiring
+// idle ones.
+func Open(dir string, o Options) (*Store, error) {
+	if o.SyncEvery <= 0 {
+		o.SyncEvery = 16 << 20
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.FreeSpace == nil {
+		o.FreeSpace = freeSpace
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	partial := filepath.Join(dir, PartialDir)
+	if err := os.MkdirAll(partial, 0o755); err != nil {
+		return nil, err
+	}
+	// The lock lives in .partial so that DIR's namespace is the uploads'.
+	lock, err := dirlock.Acquire(partial, "upload directory")
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
+		byID: map[string]*Upload{}, byName: map[string]*Upload{}, stopExp: make(chan struct{})}
+	if err := s.recover(); err != nil {
+		lock.Release()
+		return nil, err
+	}
+	if o.Expire > 0 {
+		go s.expireLoop()
+	}
+	return s, nil
+}
+
+// Dir is the directory completed uploads land in.
+func (s *Store) Dir() string { return s.dir }
+
+// MaxSize is the largest upload accepted (0: no limit).
+func (s *Store) MaxSize() int64 { return s.o.MaxSize }
+
+// ExpireAfter is how long an idle partial upload is kept (0: forever).
+func (s *Store) ExpireAfter() time.Duration { return s.o.Expire }
+
+// Close closes every partial upload (they stay on disk) and unlocks DIR.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.stopExp)
+	ups := make([]*Upload, 0, len(s.byID))
+	for _, u := range s.byID {
+		ups = append(ups, u)
+	}
+	s.mu.Unlock()
+	for _, u := range ups {
+		u.mu.Lock()
+		u.closeFiles()
+		u.mu.Unlock()
+	}
+	return s.lock.Release()
+}
+
+func (s *Store) paths(id string) (data, meta string) {
+	return filepath.Join(s.partial, id+".part"), filepath.Join(s.partial, id+".meta")
+}
+
+// recover loads every partial upload: a data file is cut back to its
+// sidecar's offset (bytes after it were never acknowledged as durable), a
+// sidecar without a valid record restarts its upload from zero, leftovers
+// of completed uploads are removed.
+func (s *Store) recover() error {
+	ents, err := os.ReadDir(s.partial)
+	if err != nil {
+		return err
+	}
+	metas := map[string]bool{}
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".meta"); ok {
+			metas[id] = true
+		}
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if id, ok := strings.CutSuffix(n, ".part"); ok && !metas[id] {
+			s.log.Warn("removing partial data without a sidecar", "file", n)
+			os.Remove(filepath.Join(s.partial, n))
+		}
+	}
+	for id := range metas {
+		u, err := s.load(id)
+		if err != nil {
+			return err
+		}
+		if u == nil {
+			continue
+		}
+		if old := s.byName[u.rec.Name]; old != nil {
+			// Two partials of one name (a crash while one replaced the
+			// other): keep the newer.
+			if old.rec.Updated.After(u.rec.Updated) {
+				u.removeFiles()
+				continue
+			}
+			old.removeFiles()
+			delete(s.byID, old.rec.ID)
+		}
+		s.byID[id] = u
+		s.byName[u.rec.Name] = u
+	}
+	return nil
+}
+
+// load opens the partial upload id, or removes what cannot be resumed and
+// returns nil. It fails only on I/O errors that leave the state unknown.
+func (s *Store) load(id string) (*Upload, error) {
+	dataPath, metaPath := s.paths(id)
+	b, err := os.ReadFile(metaPath)
+	if err != nil {
+		return nil, err
+	}
+	rec, bad, derr := decodeSidecar(b)
+	if _, err := os.Stat(dataPath); errors.Is(err, fs.ErrNotExist) {
+		// Renamed into place before the sidecar was removed, or lost:
+		// nothing to resume either way.
+		os.Remove(metaPath)
+		return nil, nil
+	}
+	if derr != nil {
+		// Nothing says which bytes are durable or what their hash is:
+		// restart the upload rather than wedge it. The name is unknown,
+		// so the partial cannot be kept for it.
+		s.log.Warn("partial upload's sidecar is unreadable; discarding it, the next upload of its name starts from zero", "id", id, "err", derr)
+		s.Stats.Salvaged.Add(1)
+		os.Remove(dataPath)
+		os.Remove(metaPath)
+		return nil, nil
+	}
+	if bad > 0 && rec.Seq > 0 {
+		s.log.Info("partial upload's sidecar had a torn slot; resuming from the previous record", "id", id, "offset", rec.Offset)
+		s.Stats.Salvaged.Add(1)
+	}
+	if rec.ID != id || ValidateName(rec.Name) != nil {
+		s.log.Warn("partial upload's sidecar does not match its file; discarding", "id", id)
+		os.Remove(dataPath)
+		os.Remove(metaPath)
+		return nil, nil
+	}
+	u := &Upload{s: s, rec: *rec}
+	if err := u.openFiles(false); err != nil {
+		return nil, err
+	}
+	st, err := u.data.Stat()
+	if err != nil {
+		u.closeFiles()
+		return nil, err
+	}
+	if st.Size() < rec.Offset {
+		// The sidecar only moves after an fsync of the data, so this is
+		// a file system that lost synced data: restart from zero.
+		s.log.Warn("partial upload's data is shorter than its sidecar says; restarting it", "name", rec.Name, "have", st.Size(), "want", rec.Offset)
+		s.Stats.Salvaged.Add(1)
+		if err := u.resetLocked(); err != nil {
+			u.closeFiles()
+			return nil, err
+		}
+	}
+	if err := u.restoreHash(); err != nil {
+		s.log.Warn("partial upload's hash state is unreadable; restarting it", "name", rec.Name, "err", err)
+		if err := u.resetLocked(); err != nil {
+			u.closeFiles()
+			return nil, err
+		}
+	}
+	if err := u.data.Truncate(u.rec.Offset); err != nil {
+		u.closeFiles()
+		return nil, err
+	}
+	u.written = u.rec.Offset
+	return u, nil
+}
+
+// Info describes an upload.
+type Info struct {
+	ID, Name     string
+	Size, Offset int64
+	Meta         string
+	SHA256       []byte
+	Created      time.Time
+	Updated      time.Time
+	Expires      time.Time // zero when uploads do not expire
+	Active       bool      // a writer holds it
+}
+
+// Stat describes the partial upload of name (ErrNotFound when none).
+func (s *Store) Stat(name string) (Info, error) {
+	s.mu.Lock()
+	u := s.byName[name]
+	s.mu.Unlock()
+	if u == nil {
+		return Info{}, ErrNotFound
+	}
+	return u.Info(), nil
+}
+
+// StatID describes the partial upload with this id (ErrNotFound when none).
+func (s *Store) StatID(id string) (Info, error) {
+	s.mu.Lock()
+	u := s.byID[id]
+	s.mu.Unlock()
+	if u == nil {
+		return Info{}, ErrNotFound
+	}
+	return u.Info(), nil
+}
+
+// Begin returns the upload of name, acquired for writing (Release it):
+// the existing partial when it has the same size (and the same expected
+// SHA-256 when both have one) so the writer resumes at its Offset, else a
+// new one that replaces an idle partial of that name. fresh always starts
+// a new upload. A name being written by someone else gives a *BusyError.
+//
+// An empty name with fresh names the upload by its id (tus without a
+// filename).
+func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
+	id := newID()
+	if name == "" && fresh {
+		name = id
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("negative size %d", size)
+	}
+	if s.o.MaxSize > 0 && size > s.o.MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, size, s.o.MaxSize)
+	}
+	if len(meta) > maxMeta {
+		return nil, fmt.Errorf("metadata of %d bytes is longer than %d", len(meta), maxMeta)
+	}
+	if sha != nil && len(sha) != 32 {
+		return nil, fmt.Errorf("sha256 of %d bytes, want 32", len(sha))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosedStore
+	}
+	if old := s.byName[name]; old != nil {
+		if old.active {
+			return nil, &BusyError{Name: name}
+		}
+		if !fresh && old.rec.Size == size && (sha == nil || old.rec.SHA256 == nil || string(sha) == string(old.rec.SHA256)) {
+			if err := s.checkSpace(size - old.rec.Offset); err != nil {
+				return nil, err
+			}
+			old.active = true
+			return old, nil
+		}
+		s.log.Info("a new upload replaces an idle partial of the same name", "name", name, "old_offset", old.rec.Offset)
+		old.mu.Lock()
+		old.removeFiles()
+		old.mu.Unlock()
+		delete(s.byID, old.rec.ID)
+		delete(s.byName, name)
+	}
+	if err := s.checkSpace(size); err != nil {
+		return nil, err
+	}
+	now := s.o.Now()
+	u := &Upload{s: s, active: true, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Created: now, Updated: now}}
+	if err := u.create(); err != nil {
+		return nil, err
+	}
+	s.byID[u.rec.ID] = u
+	s.byName[name] = u
+	return u, nil
+}
+
+// Acquire takes the upload id for writing (Release it). A *BusyError
+// when someone writes it.
+func (s *Store) Acquire(id string) (*Upload, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.byID[id]
+	if u == nil {
+		return nil, ErrNotFound
+	}
+	if u.active {
+		return nil, &BusyError{Name: u.rec.Name}
+	}
+	u.active = true
+	return u, nil
+}
+
+// checkSpace refuses an upload that needs more than the free space.
+func (s *Store) checkSpace(need int64) error {
+	free, err := s.o.FreeSpace(s.partial)
+	if err != nil {
+		return nil // an unknown free space is found out by the writes
+	}
+	if free < need+s.o.Reserve {
+		return fmt.Errorf("%w: %d bytes needed, %d free in %s", ErrNoSpace, need, free, s.dir)
+	}
+	return nil
+}
+
+func freeSpace(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// Expire removes the partial uploads idle since before now-Expire and not
+// being written, and returns how many.
+func (s *Store) Expire(now time.Time) int {
+	if s.o.Expire <= 0 {
+		return 0
+	}
+	s.mu.Lock()
+	var gone []*Upload
+	for id, u := range s.byID {
+		if !u.active && expired(u.rec.Updated, s.o.Expire, now) {
+			gone = append(gone, u)
+			delete(s.byID, id)
+			delete(s.byName, u.rec.Name)
+		}
+	}
+	s.mu.Unlock()
+	for _, u := range gone {
+		s.log.Info("partial upload expired", "name", u.rec.Name, "offset", u.rec.Offset, "idle_since", u.rec.Updated)
+		u.mu.Lock()
+		u.removeFiles()
+		u.mu.Unlock()
+	}
+	s.Stats.Expired.Add(int64(len(gone)))
+	return len(gone)
+}
+
+func expired(updated time.Time, after time.Duration, now time.Time) bool {
+	return after > 0 && now.Sub(updated) > after
+}
+
+func (s *Store) expireLoop() {
+	every := min(s.o.Expire/4, time.Minute)
+	every = max(every, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.Expire(s.o.Now())
+		select {
+		case <-s.stopExp:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// forget drops u from the indexes (it completed or was terminated).
+func (s *Store) forget(u *Upload) {
+	s.mu.Lock()
+	if s.byID[u.rec.ID] == u {
+		delete(s.byID, u.rec.ID)
+	}
+	if s.byName[u.rec.Name] == u {
+		delete(s.byName, u.rec.Name)
+	}
+	s.mu.Unlock()
+}
+
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// syncDir fsyncs a directory so that a rename or create in it is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

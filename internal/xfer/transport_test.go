@@ -1,0 +1,272 @@
+package xfer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type env struct {
+	dir   string
+	store *Store
+	srv   *Server
+}
+
+func startEnv(t *testing.T, o Options) *env {
+	t.Helper()
+	dir := t.TempDir()
+	s := openT(t, dir, o)
+	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return &env{dir: dir, store: s, srv: srv}
+}
+
+func (e *env) urls() map[string]string {
+	return map[string]string{
+		"grpc":    "grpc://" + e.srv.Addrs.GRPC,
+		"rsocket": e.srv.Addrs.RSocket,
+		"tus":     "http://" + e.srv.Addrs.TUS + "/files/",
+	}
+}
+
+func tempFile(t *testing.T, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func checkLanded(t *testing.T, dir, name string, data []byte, sum []byte) {
+	t.Helper()
+	want := sha256.Sum256(data)
+	if !bytes.Equal(sum, want[:]) {
+		t.Fatalf("sum %x, want %x", sum, want)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("DIR/%s differs from the source (%v)", name, err)
+	}
+}
+
+func TestSendEachTransport(t *testing.T) {
+	e := startEnv(t, Options{SyncEvery: 1 << 20})
+	data := randBytes(3<<20+123, 10)
+	src := tempFile(t, data)
+	for tr, to := range e.urls() {
+		t.Run(tr, func(t *testing.T) {
+			sum, err := Send(ctxT(t), to, src, SendOptions{Name: "f-" + tr, Chunk: 256 << 10, StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, "f-"+tr, data, sum)
+		})
+	}
+}
+
+func TestSendEmptyFile(t *testing.T) {
+	e := startEnv(t, Options{})
+	src := tempFile(t, nil)
+	for tr, to := range e.urls() {
+		sum, err := Send(ctxT(t), to, src, SendOptions{Name: "e-" + tr, StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("%s: %v", tr, err)
+		}
+		checkLanded(t, e.dir, "e-"+tr, nil, sum)
+	}
+}
+
+// A chunk whose bits flip on the way is refused (CRC32C, or tus's
+// Upload-Checksum) and sent again; the file lands intact.
+func TestBadChunkRefusedAndResent(t *testing.T) {
+	e := startEnv(t, Options{})
+	data := randBytes(1<<20, 11)
+	src := tempFile(t, data)
+	for tr, to := range e.urls() {
+		t.Run(tr, func(t *testing.T) {
+			before := e.store.Stats.ChunksRejected.Load()
+			var once sync.Once
+			corrupt := func(off int64) (hit bool) {
+				if off == 512<<10 {
+					once.Do(func() { hit = true })
+				}
+				return hit
+			}
+			sum, err := Send(ctxT(t), to, src, SendOptions{Name: "c-" + tr, Chunk: 128 << 10, StateDir: t.TempDir(), corrupt: corrupt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, "c-"+tr, data, sum)
+			if n := e.store.Stats.ChunksRejected.Load() - before; n != 1 {
+				t.Fatalf("%d chunks rejected, want 1", n)
+			}
+		})
+	}
+}
+
+// Send continues from what the server holds.
+func TestSendResumesFromServerOffset(t *testing.T) {
+	e := startEnv(t, Options{})
+	data := randBytes(1<<20, 12)
+	src := tempFile(t, data)
+	for _, tr := range []string{"grpc", "rsocket"} {
+		u, err := e.store.Begin("r-"+tr, int64(len(data)), nil, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, u, data[:300_000], 0, 100_000)
+		u.Release()
+		var first atomic.Int64
+		first.Store(-1)
+		sum, err := Send(ctxT(t), e.urls()[tr], src, SendOptions{Name: "r-" + tr, Progress: func(done, total int64) {
+			first.CompareAndSwap(-1, done)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Load() != 300_000 {
+			t.Fatalf("%s started at %d, want 300000", tr, first.Load())
+		}
+		checkLanded(t, e.dir, "r-"+tr, data, sum)
+	}
+}
+
+func TestSendRefusals(t *testing.T) {
+	e := startEnv(t, Options{MaxSize: 1000})
+	src := tempFile(t, randBytes(2000, 13))
+	for tr, to := range e.urls() {
+		_, err := Send(ctxT(t), to, src, SendOptions{Name: "big", StateDir: t.TempDir()})
+		if !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%s: oversize: %v", tr, err)
+		}
+		if _, err := Send(ctxT(t), to, src, SendOptions{Name: "../x"}); !errors.Is(err, ErrBadName) {
+			t.Errorf("%s: traversal: %v", tr, err)
+		}
+	}
+	if ents, _ := os.ReadDir(e.dir); len(ents) != 1 {
+		t.Fatalf("DIR holds %d entries, want only .partial", len(ents))
+	}
+}
+
+// cutProxy forwards TCP to target and cuts the first connections that
+// carry more than limit bytes towards the server (a connection reset).
+type cutProxy struct {
+	ln     net.Listener
+	cuts   atomic.Int32
+	target string
+	limit  int64
+}
+
+func newCutProxy(t *testing.T, target string, limit int64, cuts int32) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, limit: limit}
+	p.cuts.Store(cuts)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) serve(c net.Conn) {
+	defer c.Close()
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	go io.Copy(c, s)
+	if p.cuts.Add(-1) >= 0 {
+		io.CopyN(s, c, p.limit)
+		c.(*net.TCPConn).SetLinger(0) // RST, as a dropped link or a killed peer
+		return
+	}
+	io.Copy(s, c)
+}
+
+func TestConnectionResetResumes(t *testing.T) {
+	e := startEnv(t, Options{SyncEvery: 256 << 10})
+	data := randBytes(4<<20, 14)
+	src := tempFile(t, data)
+	targets := map[string]func(addr string) string{
+		"grpc":    func(a string) string { return "grpc://" + a },
+		"rsocket": func(a string) string { return "tcp://" + a },
+		"tus":     func(a string) string { return "http://" + a + "/files/" },
+	}
+	servers := map[string]string{"grpc": e.srv.Addrs.GRPC, "rsocket": e.srv.Addrs.RSocket[len("tcp://"):], "tus": e.srv.Addrs.TUS}
+	for tr, mk := range targets {
+		t.Run(tr, func(t *testing.T) {
+			p := newCutProxy(t, servers[tr], 1500<<10, 2)
+			sum, err := Send(ctxT(t), mk(p.ln.Addr().String()), src, SendOptions{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, "x-"+tr, data, sum)
+			if p.cuts.Load() >= 0 {
+				t.Fatal("the proxy never cut a connection")
+			}
+		})
+	}
+}
+
+// Two uploads of one name at once: the second is refused while the first
+// writes, and DIR/NAME is one of them whole.
+func TestConcurrentSameName(t *testing.T) {
+	e := startEnv(t, Options{})
+	u, err := e.store.Begin("same", 100, nil, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := tempFile(t, randBytes(100, 15))
+	for tr, to := range e.urls() {
+		if tr == "tus" {
+			continue // tus names uploads by id; its PATCH to a held id is 423 (TestTUSProtocol)
+		}
+		_, err := Send(ctxT(t), to, src, SendOptions{Name: "same", Attempts: 2})
+		if !errors.Is(err, ErrBusy) || !bytes.Contains([]byte(err.Error()), []byte("upload of same already in progress")) {
+			t.Errorf("%s: %v", tr, err)
+		}
+	}
+	u.Release()
+}
+
+func sha256Of(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
+
+func tempFileB(b *testing.B, data []byte) string {
+	p := filepath.Join(b.TempDir(), "src.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,170 @@
+package xfer
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+type tusT struct {
+	t   *testing.T
+	url string
+	dir string
+	s   *Store
+}
+
+func newTUS(t *testing.T, o Options) *tusT {
+	dir := t.TempDir()
+	s := openT(t, dir, o)
+	mux := http.NewServeMux()
+	mux.Handle("/files/", TUSHandler(s, "/files/"))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &tusT{t: t, url: srv.URL, dir: dir, s: s}
+}
+
+func (c *tusT) do(method, path string, body []byte, hdr ...string) *http.Response {
+	c.t.Helper()
+	req, _ := http.NewRequest(method, c.url+path, bytes.NewReader(body))
+	req.Header.Set("Tus-Resumable", "1.0.0")
+	for i := 0; i < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func (c *tusT) want(resp *http.Response, code int) {
+	c.t.Helper()
+	if resp.StatusCode != code {
+		c.t.Fatalf("%s %s: %d, want %d", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, code)
+	}
+}
+
+func b64(s []byte) string { return base64.StdEncoding.EncodeToString(s) }
+
+const octet = "application/offset+octet-stream"
+
+// Every answer of the core protocol and the four extensions.
+func TestTUSProtocol(t *testing.T) {
+	c := newTUS(t, Options{MaxSize: 1000, Expire: time.Hour})
+	r := c.do("OPTIONS", "/files/", nil, "Tus-Resumable", "")
+	c.want(r, 204)
+	for k, v := range map[string]string{"Tus-Version": "1.0.0", "Tus-Extension": "creation,checksum,termination,expiration",
+		"Tus-Checksum-Algorithm": "sha1,sha256,md5", "Tus-Max-Size": "1000", "Tus-Resumable": "1.0.0"} {
+		if got := r.Header.Get(k); got != v {
+			t.Errorf("OPTIONS %s: %q, want %q", k, got, v)
+		}
+	}
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "10", "Tus-Resumable", ""), 412)
+	r = c.do("POST", "/files/", nil, "Upload-Length", "10", "Tus-Resumable", "0.2.2")
+	c.want(r, 412)
+	if r.Header.Get("Tus-Version") != "1.0.0" {
+		t.Error("412 without Tus-Version")
+	}
+	c.want(c.do("POST", "/files/", nil), 400)                          // no Upload-Length
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "1001"), 413) // over Tus-Max-Size
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "5", "Upload-Metadata", "filename "+b64([]byte("../x"))), 400)
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "5", "Upload-Metadata", "filename !!"), 400)
+
+	data := []byte("hello, tus!")
+	r = c.do("POST", "/files/", nil, "Upload-Length", strconv.Itoa(len(data)), "Upload-Metadata", "filename "+b64([]byte("greeting.txt"))+",empty,type "+b64([]byte("text/plain")))
+	c.want(r, 201)
+	loc := r.Header.Get("Location")
+	if !strings.HasPrefix(loc, "/files/") || r.Header.Get("Upload-Expires") == "" {
+		t.Fatalf("Location %q, Upload-Expires %q", loc, r.Header.Get("Upload-Expires"))
+	}
+	r = c.do("HEAD", loc, nil)
+	c.want(r, 200)
+	if r.Header.Get("Upload-Offset") != "0" || r.Header.Get("Upload-Length") != "11" || r.Header.Get("Cache-Control") != "no-store" || !strings.Contains(r.Header.Get("Upload-Metadata"), "filename") {
+		t.Fatalf("HEAD headers %v", r.Header)
+	}
+	c.want(c.do("HEAD", "/files/nope", nil), 404)
+	c.want(c.do("PATCH", "/files/nope", data, "Content-Type", octet, "Upload-Offset", "0"), 404)
+	c.want(c.do("PATCH", loc, data[:5], "Content-Type", "application/octet-stream", "Upload-Offset", "0"), 415)
+	c.want(c.do("PATCH", loc, data[:5], "Content-Type", octet, "Upload-Offset", "3"), 409)
+	c.want(c.do("PATCH", loc, append(data, 'x'), "Content-Type", octet, "Upload-Offset", "0"), 413)
+	c.want(c.do("PATCH", loc, data[:5], "Content-Type", octet, "Upload-Offset", "0", "Upload-Checksum", "crc32 AAAA"), 400)
+	// A checksum mismatch keeps nothing of the PATCH.
+	bad := sha1.Sum([]byte("other"))
+	c.want(c.do("PATCH", loc, data[:5], "Content-Type", octet, "Upload-Offset", "0", "Upload-Checksum", "sha1 "+b64(bad[:])), 460)
+	if r = c.do("HEAD", loc, nil); r.Header.Get("Upload-Offset") != "0" {
+		t.Fatalf("offset %s after a 460", r.Header.Get("Upload-Offset"))
+	}
+	// Each algorithm, then the completion.
+	s1 := sha1.Sum(data[:3])
+	m5 := md5.Sum(data[3:6])
+	s256 := sha256.Sum256(data[6:])
+	r = c.do("PATCH", loc, data[:3], "Content-Type", octet, "Upload-Offset", "0", "Upload-Checksum", "sha1 "+b64(s1[:]))
+	c.want(r, 204)
+	if r.Header.Get("Upload-Offset") != "3" {
+		t.Fatalf("Upload-Offset %q", r.Header.Get("Upload-Offset"))
+	}
+	c.want(c.do("PATCH", loc, data[3:6], "Content-Type", octet, "Upload-Offset", "3", "Upload-Checksum", "md5 "+b64(m5[:])), 204)
+	r = c.do("PATCH", loc, data[6:], "Content-Type", octet, "Upload-Offset", "6", "Upload-Checksum", "sha256 "+b64(s256[:]))
+	c.want(r, 204)
+	whole := sha256.Sum256(data)
+	if r.Header.Get("Sluice-Sha256") != hex.EncodeToString(whole[:]) {
+		t.Fatalf("Sluice-Sha256 %q", r.Header.Get("Sluice-Sha256"))
+	}
+	if got, _ := os.ReadFile(filepath.Join(c.dir, "greeting.txt")); !bytes.Equal(got, data) {
+		t.Fatalf("landed %q", got)
+	}
+	c.want(c.do("HEAD", loc, nil), 404)
+
+	// No filename: the file is named by the upload id. Termination.
+	r = c.do("POST", "/files/", nil, "Upload-Length", "4", "Upload-Metadata", "")
+	c.want(r, 201)
+	loc = r.Header.Get("Location")
+	c.want(c.do("PATCH", loc, []byte("ab"), "Content-Type", octet, "Upload-Offset", "0"), 204)
+	u, err := c.s.Acquire(strings.TrimPrefix(loc, "/files/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.want(c.do("PATCH", loc, []byte("cd"), "Content-Type", octet, "Upload-Offset", "2"), 423) // one writer
+	u.Release()
+	c.want(c.do("DELETE", loc, nil), 204)
+	c.want(c.do("HEAD", loc, nil), 404)
+	c.want(c.do("DELETE", loc, nil), 404)
+
+	r = c.do("POST", "/files/", nil, "Upload-Length", "2")
+	loc = r.Header.Get("Location")
+	c.want(c.do("PATCH", loc, []byte("ok"), "Content-Type", octet, "Upload-Offset", "0"), 204)
+	if _, err := os.Stat(filepath.Join(c.dir, strings.TrimPrefix(loc, "/files/"))); err != nil {
+		t.Fatalf("upload without filename not named by its id: %v", err)
+	}
+	// A whole-file sha256 in the metadata that does not match: 460, nothing lands.
+	r = c.do("POST", "/files/", nil, "Upload-Length", "2", "Upload-Metadata", "filename "+b64([]byte("v"))+",sha256 "+b64([]byte(hex.EncodeToString(whole[:]))))
+	loc = r.Header.Get("Location")
+	c.want(c.do("PATCH", loc, []byte("no"), "Content-Type", octet, "Upload-Offset", "0"), 460)
+	if _, err := os.Stat(filepath.Join(c.dir, "v")); !os.IsNotExist(err) {
+		t.Fatal("a mismatching upload landed")
+	}
+}
+
+// Free space is checked at creation: 507.
+func TestTUSNoSpace(t *testing.T) {
+	c := newTUS(t, Options{FreeSpace: func(string) (int64, error) { return 100, nil }})
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "1000"), 507)
+}

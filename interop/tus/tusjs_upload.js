@@ -1,0 +1,55 @@
+// Uploads a file to a tus server with tus-js-client (Node), as a user would.
+//
+//   node tusjs_upload.js URL FILE NAME [--abort-at N] [--resume UPLOAD_URL] [--chunk N]
+//
+// --abort-at aborts the upload (upload.abort(), as a user's cancel) once
+// the server confirmed at least N bytes, and prints "url URL"; --resume
+// continues that upload: tus-js-client HEADs it and PATCHes from the
+// server's offset. Prints "start N" (the offset it resumed from) and
+// "offset N" at the end.
+const path = require("path");
+module.paths.unshift(path.join(process.env.TUS_NODE_DIR || ".", "node_modules"));
+const fs = require("fs");
+const tus = require("tus-js-client");
+
+const args = process.argv.slice(2);
+const [url, file, name] = args;
+const opt = (k) => {
+  const i = args.indexOf(k);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const abortAt = opt("--abort-at") ? Number(opt("--abort-at")) : 0;
+const resume = opt("--resume");
+const chunk = Number(opt("--chunk") || 256 * 1024);
+
+const size = fs.statSync(file).size;
+const upload = new tus.Upload(fs.createReadStream(file), {
+  endpoint: url,
+  uploadUrl: resume || null,
+  chunkSize: chunk,
+  uploadSize: size,
+  metadata: { filename: name },
+  retryDelays: [0, 500, 1000],
+  onChunkComplete(chunkSize, accepted, total) {
+    if (abortAt && accepted >= abortAt) {
+      upload.abort().then(() => {
+        console.log("url " + upload.url);
+        console.log("offset " + accepted);
+        process.exit(0);
+      });
+    }
+  },
+  onError(err) {
+    console.error("error " + err);
+    process.exit(1);
+  },
+  onSuccess() {
+    console.log("url " + upload.url);
+    console.log("offset " + size);
+  },
+});
+if (resume) {
+  // uploadUrl makes tus-js-client HEAD the upload first.
+  console.log("resume " + resume);
+}
+upload.start();

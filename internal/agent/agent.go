@@ -4,21 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
-	"github.com/sluicehq/sluice/internal/wire"
+	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -43,10 +39,12 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	spool *spool
-	// One client per sink address; a (re)connection uses the next one, so
-	// an agent fails over across sinks (see Config.SinkAddr).
-	clients []sluicev1.SinkClient
-	conns   []*grpc.ClientConn
+	// One dialer per sink address; a (re)connection uses the next one, so
+	// an agent fails over across sinks (see Config.SinkAddr). closers are
+	// the transport connections behind them.
+	dialers []protocol.Dialer
+	addrs   []string
+	closers []io.Closer
 	metrics *metrics
 	spoolM  *spoolMetrics
 	origin  time.Time
@@ -104,31 +102,15 @@ func New(cfg Config) (*Agent, error) {
 		sp.close()
 		return nil, err
 	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// Large HTTP/2 windows: with the defaults a stream is capped at
-		// window/RTT, far below a long fat link's capacity (acks are
-		// small, but keep both directions symmetric with the sink's).
-		grpc.WithInitialWindowSize(wire.InitialWindowSize),
-		grpc.WithInitialConnWindowSize(wire.InitialConnWindowSize),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
+	dialers, addrs, closers, err := sinkDialers(cfg)
+	if err != nil {
+		sp.close()
+		return nil, err
 	}
-	opts = append(opts, keepaliveOption(cfg))
-	opts = append(opts, cfg.DialOptions...)
-	var ccs []*grpc.ClientConn
 	closeAll := func() {
-		for _, cc := range ccs {
-			cc.Close()
+		for _, c := range closers {
+			c.Close()
 		}
-	}
-	for _, addr := range strings.Split(cfg.SinkAddr, ",") {
-		cc, err := grpc.NewClient(strings.TrimSpace(addr), opts...)
-		if err != nil {
-			closeAll()
-			sp.close()
-			return nil, fmt.Errorf("agent: sink address %q: %w", addr, err)
-		}
-		ccs = append(ccs, cc)
 	}
 	for _, w := range sp.warnings {
 		cfg.Logger.Warn("agent: spool: "+w, "spool", cfg.SpoolDir)
@@ -166,14 +148,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, conns: ccs,
+		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, dialers: dialers, addrs: addrs, closers: closers,
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
 		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
 		prodLocks: map[string]*producerLock{},
-	}
-	for _, cc := range ccs {
-		a.clients = append(a.clients, sluicev1.NewSinkClient(cc))
 	}
 	m.spoolBytes = sp.size
 	// Deep enough that compression keeps going while the spool writer
@@ -411,8 +390,8 @@ func (a *Agent) Close() error {
 		a.writerWG.Wait()
 		a.cancel()
 		<-a.loopDone
-		for _, cc := range a.conns {
-			cc.Close()
+		for _, c := range a.closers {
+			c.Close()
 		}
 		err = a.spool.close()
 	})

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"sync"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -18,19 +16,19 @@ import (
 type connEvent struct {
 	gen     uint64
 	conn    *conn
-	welcome *sluicev1.Welcome  // set once the handshake is done
-	resp    *sluicev1.Response // set for every later response
-	err     error              // set when the connection ended
-	addr    string             // the sink's address
+	welcome *protocol.Welcome // set once the handshake is done
+	frame   protocol.Frame    // set for every later frame from the sink
+	err     error             // set when the connection ended
+	addr    string            // the sink's address
 }
 
-// conn is one Send stream. The loop enqueues message ids; the writer
+// conn is one Send session. The loop enqueues message ids; the writer
 // goroutine reads each from the spool and sends it, so the loop never
-// blocks on gRPC flow control or copies message bodies.
+// blocks on the transport's flow control or copies message bodies.
 type conn struct {
 	gen    uint64
 	cancel context.CancelFunc
-	stream sluicev1.Sink_SendClient
+	pc     protocol.Conn
 
 	mu     sync.Mutex
 	queue  []uint64
@@ -54,6 +52,7 @@ func (c *conn) close() {
 	c.closed = true
 	c.mu.Unlock()
 	c.cancel()
+	c.pc.Close(nil)
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -80,9 +79,14 @@ func (c *conn) take(buf []uint64) (ids []uint64, dict *codec.Dictionary, ok bool
 	}
 }
 
-// dial opens a stream, performs the handshake and then relays responses to
-// the loop until the stream ends.
-func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
+// codecs are what this agent can send, in the Hello.
+var codecs = []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd, protocol.CodecZstdDict}
+
+// dial opens a session, performs the handshake and then relays the sink's
+// frames to the loop until the session ends.
+func (a *Agent) dial(gen uint64, attempt uint64) {
+	i := int(attempt % uint64(len(a.dialers)))
+	addr := a.addrs[i]
 	cctx, cancelCause := context.WithCancelCause(a.ctx)
 	ctx, cancel := cctx, func() { cancelCause(context.Canceled) }
 	// A sink that accepts the connection but never answers (stopped,
@@ -95,63 +99,56 @@ func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 		case <-a.ctx.Done():
 		}
 	}
-	fail := func(err error) {
+	fail := func(pc protocol.Conn, err error) {
 		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) && !errors.Is(err, errHandshakeTimeout) {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
 		stopDeadline()
 		cancel()
+		if pc != nil {
+			pc.Close(nil)
+		}
 		report(connEvent{gen: gen, err: err, addr: addr})
 	}
 	// Each connection attempt goes to the next sink in the list.
-	stream, err := a.clients[int(attempt%uint64(len(a.clients)))].Send(ctx)
+	pc, err := a.dialers[i].Send(ctx)
 	if err != nil {
-		fail(err)
+		fail(nil, err)
 		return
 	}
-	hello := &sluicev1.Request{Version: ProtocolVersion, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
-		AgentId:         a.spool.id,
-		ProtocolVersion: ProtocolVersion,
-		Codecs:          []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
-		Watermark:       a.spool.ackedWatermark(),
-	}}}
+	hello := &protocol.Hello{AgentID: a.spool.id, Version: ProtocolVersion, Codecs: codecs, Watermark: a.spool.ackedWatermark()}
 	if a.cfg.Dictionary != nil {
-		hello.GetHello().DictionaryIds = []uint32{a.cfg.Dictionary.ID}
+		hello.DictionaryIDs = []uint32{a.cfg.Dictionary.ID}
 	}
-	if err := stream.Send(hello); err != nil {
-		// io.EOF from Send means the stream has ended; its real status
-		// (PermissionDenied from the sink, say) comes from Recv. Reporting
-		// the bare EOF would misclassify a permanent error as transient.
-		if errors.Is(err, io.EOF) {
-			if _, rerr := stream.Recv(); rerr != nil {
-				err = rerr
-			}
-		}
-		fail(fmt.Errorf("send hello: %w", err))
+	// A Send that fails because the session ended reports the session's
+	// status (PermissionDenied from the sink, say), not a bare EOF: the
+	// transports look it up (see protocol.Conn).
+	if err := pc.Send(hello); err != nil {
+		fail(pc, fmt.Errorf("send hello: %w", err))
 		return
 	}
-	resp, err := stream.Recv()
+	f, err := pc.Recv()
 	if err != nil {
-		fail(fmt.Errorf("handshake: %w", err))
+		fail(pc, fmt.Errorf("handshake: %w", err))
 		return
 	}
-	w := resp.GetWelcome()
-	if w == nil {
-		fail(errors.New("handshake: the sink's first response is not a Welcome"))
+	w, ok := f.(*protocol.Welcome)
+	if !ok {
+		fail(pc, fmt.Errorf("handshake: the sink's first frame is a %s, not a Welcome", protocol.Name(f)))
 		return
 	}
-	if w.GetProtocolVersion() != ProtocolVersion {
-		fail(fmt.Errorf("handshake: %w: sink speaks protocol %d, agent %d", errVersionMismatch, w.GetProtocolVersion(), ProtocolVersion))
+	if w.Version != ProtocolVersion {
+		fail(pc, fmt.Errorf("handshake: %w: sink speaks protocol %d, agent %d", errVersionMismatch, w.Version, ProtocolVersion))
 		return
 	}
 	if !stopDeadline() {
-		fail(errHandshakeTimeout) // the Welcome came, but too late: the stream is cancelled
+		fail(pc, errHandshakeTimeout) // the Welcome came, but too late: the session is cancelled
 		return
 	}
-	c := &conn{gen: gen, cancel: cancel, stream: stream, wake: make(chan struct{}, 1)}
+	c := &conn{gen: gen, cancel: cancel, pc: pc, wake: make(chan struct{}, 1)}
 	if d := a.cfg.Dictionary; d != nil && a.cfg.Compression == codec.ZstdDict {
 		known := false
-		for _, id := range w.GetDictionaryIds() {
+		for _, id := range w.DictionaryIDs {
 			known = known || id == d.ID
 		}
 		if !known {
@@ -161,22 +158,25 @@ func (a *Agent) dial(gen uint64, addr string, attempt uint64) {
 	report(connEvent{gen: gen, conn: c, welcome: w, addr: addr})
 	go a.writeLoop(c)
 	for {
-		resp, err := stream.Recv()
+		f, err := pc.Recv()
 		if err != nil {
 			c.close()
 			report(connEvent{gen: gen, err: err, addr: addr})
 			return
 		}
-		report(connEvent{gen: gen, resp: resp})
+		// A frame's slices may alias a buffer the next Recv reuses (see
+		// protocol.Conn): the loop copies what it keeps (ack ranges).
+		report(connEvent{gen: gen, frame: f})
 	}
 }
 
-// writeLoop sends queued messages, reading each body from the spool.
+// writeLoop sends queued messages, reading each body from the spool. The
+// payload sent is the spool record's body as read: no decoding or
+// re-encoding on the agent (the transport copies it once, marshalling).
 func (a *Agent) writeLoop(c *conn) {
 	it := a.spool.log.NewIterator(0, 1<<20)
 	next := ^uint64(0) // the id the iterator would read next
-	req := &sluicev1.Request{Version: ProtocolVersion}
-	plain, zstd, zdict := &sluicev1.Request_Plain{}, &sluicev1.Request_Zstd{}, &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{}}
+	var msg protocol.Message
 	var buf []uint64
 	for {
 		ids, dict, ok := c.take(buf)
@@ -184,8 +184,7 @@ func (a *Agent) writeLoop(c *conn) {
 			return
 		}
 		if dict != nil {
-			up := &sluicev1.Request{Version: ProtocolVersion, Payload: &sluicev1.Request_Dictionary{Dictionary: &sluicev1.Dictionary{Id: dict.ID, Data: dict.Data}}}
-			if err := c.stream.Send(up); err != nil {
+			if err := c.pc.Send(&protocol.Dictionary{ID: dict.ID, Data: dict.Data}); err != nil {
 				c.close()
 				return
 			}
@@ -210,21 +209,10 @@ func (a *Agent) writeLoop(c *conn) {
 				c.close()
 				return
 			}
-			req.MessageId, req.RecordCount = id, m.Records
-			switch m.Kind {
-			case codec.Plain:
-				plain.Plain = m.Body
-				req.Payload = plain
-			case codec.Zstd:
-				zstd.Zstd = m.Body
-				req.Payload = zstd
-			case codec.ZstdDict:
-				zdict.ZstdDict.DictionaryId, zdict.ZstdDict.Data = m.DictID, m.Body
-				req.Payload = zdict
-			}
-			// Send marshals req before returning, so the iterator's
-			// buffer may be reused afterwards.
-			if err := c.stream.Send(req); err != nil {
+			msg = protocol.Message{ID: id, Records: m.Records, Codec: wireCodec(m.Kind), DictID: m.DictID, Payload: m.Body}
+			// Send is done with msg when it returns (see protocol.Conn), so
+			// the iterator's buffer may be reused afterwards.
+			if err := c.pc.Send(&msg); err != nil {
 				c.close()
 				return
 			}
@@ -233,8 +221,15 @@ func (a *Agent) writeLoop(c *conn) {
 	}
 }
 
-// sinkAddr is the address connection attempt k goes to.
-func (a *Agent) sinkAddr(k uint64) string {
-	addrs := strings.Split(a.cfg.SinkAddr, ",")
-	return strings.TrimSpace(addrs[int(k%uint64(len(addrs)))])
+// wireCodec is the protocol's name for a spooled message's codec.
+func wireCodec(k codec.Kind) protocol.Codec {
+	switch k {
+	case codec.Plain:
+		return protocol.CodecPlain
+	case codec.Zstd:
+		return protocol.CodecZstd
+	case codec.ZstdDict:
+		return protocol.CodecZstdDict
+	}
+	return protocol.CodecUnspecified
 }

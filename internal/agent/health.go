@@ -8,12 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
-
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // Liveness defaults. A frozen sink (a stopped process, a half-open TCP
@@ -53,20 +49,8 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// keepaliveOption makes the agent's gRPC connections ping an idle sink
-// and close the connection when a ping goes unanswered, which breaks the
-// stream and makes the agent reconnect (to the next sink, if several).
-// Pings are sent only while a stream is open: the agent always has one
-// when connected, and the sink may refuse pings without streams.
-func keepaliveOption(cfg Config) grpc.DialOption {
-	return grpc.WithKeepaliveParams(keepalive.ClientParameters{
-		Time:    KeepaliveTime,
-		Timeout: orDefault(cfg.KeepaliveTimeout, DefaultKeepaliveTimeout),
-	})
-}
-
 // Reasons the agent itself ends a connection; they are the code label of
-// sluice_agent_last_error next to gRPC's codes.
+// sluice_agent_last_error next to the protocol's session statuses.
 var (
 	errHandshakeTimeout = errors.New("no Welcome from the sink within the handshake deadline")
 	errNoProgress       = errors.New("no ack from the sink within the progress deadline while messages were in flight")
@@ -75,7 +59,7 @@ var (
 
 // failure is a classified connection error.
 type failure struct {
-	code      string // metric label: a gRPC code name or one of the agent's own reasons
+	code      string // metric label: a protocol.Status name or one of the agent's own reasons
 	permanent bool   // retrying will not help until someone changes a configuration
 	hint      string // what to do about it, for the log
 }
@@ -93,14 +77,23 @@ func classify(err error) failure {
 	case errors.Is(err, errVersionMismatch):
 		return failure{code: "VersionMismatch", permanent: true, hint: "upgrade the agent or the sink so they speak the same protocol version"}
 	}
-	st, _ := status.FromError(err)
-	switch st.Code() {
-	case codes.PermissionDenied, codes.Unauthenticated:
-		return failure{code: st.Code().String(), permanent: true, hint: "check the agent's token (--token/--token-file) and the sink's token list"}
-	case codes.InvalidArgument, codes.Unimplemented, codes.FailedPrecondition:
-		return failure{code: st.Code().String(), permanent: true, hint: "the sink refuses this agent's requests: check that agent and sink versions match"}
-	case codes.Unavailable:
-		msg := st.Message()
+	st := protocol.StatusOf(err)
+	msg := err.Error()
+	switch st {
+	case protocol.StatusPermissionDenied, protocol.StatusUnauthenticated:
+		return failure{code: st.String(), permanent: true, hint: "check the agent's token (--token/--token-file) and the sink's token list"}
+	case protocol.StatusInvalid:
+		return failure{code: st.String(), permanent: true, hint: "the sink refuses this agent's requests: check that agent and sink versions match"}
+	case protocol.StatusUnknown:
+		// A gRPC server without the Sink service answers Unimplemented,
+		// which the protocol has no status for.
+		if strings.Contains(msg, "unknown service") || strings.Contains(msg, "unknown method") {
+			return failure{code: "Unimplemented", permanent: true, hint: "the address is not a sluice sink, or one too old for this agent"}
+		}
+	case protocol.StatusUnavailable:
+		// Resolution and TLS failures come from the transport as
+		// Unavailable with a message; only the message tells them from a
+		// sink that is down.
 		if strings.Contains(msg, "name resolver") || strings.Contains(msg, "no such host") ||
 			strings.Contains(msg, "produced zero addresses") || strings.Contains(msg, "missing port") {
 			return failure{code: "BadAddress", permanent: true, hint: "check the --sink address"}
@@ -108,11 +101,9 @@ func classify(err error) failure {
 		if strings.Contains(msg, "authentication handshake failed") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
 			return failure{code: "TLS", permanent: true, hint: "check the TLS flags (--tls-ca, --tls-cert, --tls-server-name)"}
 		}
-		return failure{code: "Unavailable", hint: "the sink is down or unreachable; retrying"}
-	case codes.Canceled, codes.DeadlineExceeded:
-		return failure{code: st.Code().String(), hint: "retrying"}
+		return failure{code: st.String(), hint: "the sink is down or unreachable; retrying"}
 	}
-	return failure{code: st.Code().String(), hint: "retrying"}
+	return failure{code: st.String(), permanent: !protocol.IsRetryable(err) && st != protocol.StatusCanceled, hint: "retrying"}
 }
 
 // health is the agent's view of its sink connection, for logs, metrics and

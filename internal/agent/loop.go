@@ -4,8 +4,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // msgMeta is what the loop remembers about a message until it is acked.
@@ -159,7 +159,7 @@ func (l *loop) spooled(in spooledInfo) {
 func (l *loop) dial() {
 	l.gen++
 	l.attempts++
-	go l.a.dial(l.gen, l.a.sinkAddr(l.attempts-1), l.attempts-1)
+	go l.a.dial(l.gen, l.attempts-1)
 }
 
 func (l *loop) connEvent(ev connEvent) {
@@ -175,19 +175,20 @@ func (l *loop) connEvent(ev connEvent) {
 		l.lose(ev.addr, ev.err, now)
 	case ev.welcome != nil:
 		l.conn, l.addr = ev.conn, ev.addr
-		cr := ev.welcome.GetCredits()
-		if max := ev.welcome.GetMaxMessageBytes(); max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
+		w := ev.welcome
+		cr := w.Credits
+		if max := w.MaxMessageBytes; max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
 			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
 				"sink_max", humanBytes(max), "agent_max", humanBytes(l.a.cfg.MaxMessageBytes))
 		}
 		if f := l.a.connectedTo(ev.addr); f != nil {
 			l.a.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
 		}
-		l.a.log.Info("connected to sink", "sink", ev.addr, "session", ev.welcome.GetSessionId(),
-			"credit_messages", cr.GetMessageLimit(), "credit_bytes", humanBytes(cr.GetByteLimit()))
-		l.step(delivery.Connected(cr.GetMessageLimit(), cr.GetByteLimit(), now))
-	case ev.resp != nil:
-		l.response(ev.resp, now)
+		l.a.log.Info("connected to sink", "sink", ev.addr, "session", w.SessionID,
+			"credit_messages", cr.Messages, "credit_bytes", humanBytes(cr.Bytes))
+		l.step(delivery.Connected(cr.Messages, cr.Bytes, now))
+	case ev.frame != nil:
+		l.frame(ev.frame, now)
 	}
 }
 
@@ -206,34 +207,38 @@ func (l *loop) lose(addr string, err error, now int64) {
 	l.step(delivery.Disconnected(rand.Float64(), now))
 }
 
-func (l *loop) response(r *sluicev1.Response, now int64) {
-	if ack := r.GetAck(); ack != nil {
+// frame carries one frame of the sink's into the Sender.
+func (l *loop) frame(f protocol.Frame, now int64) {
+	switch f := f.(type) {
+	case *protocol.Ack:
 		l.ranges = l.ranges[:0]
-		for _, rg := range ack.GetRanges() {
-			if rg.GetLast() < rg.GetFirst() {
+		for _, rg := range f.Ranges {
+			if rg.Last < rg.First {
 				continue
 			}
-			l.ranges = append(l.ranges, delivery.Range{First: rg.GetFirst(), Last: rg.GetLast()})
-			l.acked(rg.GetFirst(), rg.GetLast(), now)
+			l.ranges = append(l.ranges, delivery.Range{First: rg.First, Last: rg.Last})
+			l.acked(rg.First, rg.Last, now)
 		}
 		l.step(delivery.Acked(l.ranges, now))
-		return
-	}
-	info := r.GetInfo()
-	if info == nil {
-		return
-	}
-	if c := info.GetCredits(); c != nil {
-		l.step(delivery.Credits(c.GetMessageLimit(), c.GetByteLimit(), now))
-	}
-	if e := info.GetError(); e != nil {
-		l.a.log.Warn("sink refused a message", "id", e.GetMessageId(), "code", e.GetCode().String(),
-			"detail", e.GetDetail(), "retryable", e.GetRetryable())
-		l.a.metrics.rejected.WithLabelValues(e.GetCode().String()).Inc()
-		l.step(delivery.Rejected(e.GetMessageId(), e.GetRetryable(), now))
-	}
-	if st := info.GetStoreStatus(); st != nil {
-		l.a.log.Warn("sink store status", "available", st.GetAvailable(), "detail", st.GetDetail())
+	case *protocol.Credit:
+		if c := f.Credits; c != nil {
+			l.step(delivery.Credits(c.Messages, c.Bytes, now))
+		}
+		if st := f.Store; st != nil {
+			l.a.log.Warn("sink store status", "available", st.Available, "detail", st.Detail)
+		}
+	case *protocol.Error:
+		l.a.log.Warn("sink refused a message", "id", f.MessageID, "code", f.Code.String(),
+			"detail", f.Detail, "retryable", f.Retryable)
+		// The label keeps the wire enum's name (ERROR_CODE_OVERSIZE), as
+		// before the protocol layer existed, so dashboards keep working.
+		l.a.metrics.rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
+		l.step(delivery.Rejected(f.MessageID, f.Retryable, now))
+	default:
+		// A frame a Send session's sink does not send (a Welcome again):
+		// a newer or broken sink. Ignoring it keeps the session going;
+		// the progress deadline catches a sink that only sends those.
+		l.a.log.Debug("ignoring an unexpected frame from the sink", "frame", protocol.Name(f))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -23,11 +24,11 @@ var (
 	ErrRecordTooLarge = errors.New("agent: record too large")
 	// ErrSpoolFull: the spool reached Config.SpoolQuota; retry once the
 	// sink has caught up.
-	ErrSpoolFull = errors.New("agent: spool quota reached")
+	ErrSpoolFull = spool.ErrFull
 	// ErrNoSpace: the spool's disk is full (ENOSPC or EDQUOT); nothing of
 	// the failed call is spooled, and appends succeed again once space is
 	// freed (acknowledged segments are deleted as acks arrive).
-	ErrNoSpace = errors.New("agent: no space left on the spool's disk")
+	ErrNoSpace = spool.ErrNoSpace
 	// ErrClosed: the agent is shutting down.
 	ErrClosed = errors.New("agent: closed")
 	// ErrBadRequest: an ingest call the agent cannot make sense of.
@@ -38,7 +39,7 @@ var (
 type Agent struct {
 	cfg   Config
 	log   *slog.Logger
-	spool *spool
+	spool *spool.Spool
 	// One dialer per sink address; a (re)connection uses the next one, so
 	// an agent fails over across sinks (see Config.SinkAddr). closers are
 	// the transport connections behind them.
@@ -46,14 +47,14 @@ type Agent struct {
 	addrs   []string
 	closers []io.Closer
 	metrics *metrics
-	spoolM  *spoolMetrics
+	spoolM  *spool.Metrics
 	origin  time.Time
 
 	ctx       context.Context
 	cancel    context.CancelFunc
 	in        chan ingestReq
 	stopBatch chan struct{}
-	spooledCh chan []spooledInfo
+	spooledCh chan []spool.Spooled
 	connCh    chan connEvent
 	loopDone  chan struct{}
 	writerWG  sync.WaitGroup
@@ -78,8 +79,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	m := newMetrics(cfg.Registry)
-	sm := newSpoolMetrics(cfg.Registry)
-	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
+	sm := spool.NewMetrics(cfg.Registry)
+	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
 		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
 		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
@@ -89,7 +90,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	sender, err := delivery.NewSender(delivery.SenderConfig{
-		Watermark:        sp.ackedWatermark(),
+		Watermark:        sp.AckedWatermark(),
 		MaxInFlightMsgs:  cfg.MaxInFlightMsgs,
 		MaxInFlightBytes: cfg.MaxInFlightBytes,
 		MinRTO:           cfg.MinRTO,
@@ -99,12 +100,12 @@ func New(cfg Config) (*Agent, error) {
 		ProgressTimeout:  orDefault(cfg.ProgressTimeout, DefaultProgressTimeout),
 	})
 	if err != nil {
-		sp.close()
+		sp.Close()
 		return nil, err
 	}
 	dialers, addrs, closers, err := sinkDialers(cfg)
 	if err != nil {
-		sp.close()
+		sp.Close()
 		return nil, err
 	}
 	closeAll := func() {
@@ -112,24 +113,24 @@ func New(cfg Config) (*Agent, error) {
 			c.Close()
 		}
 	}
-	for _, w := range sp.warnings {
+	for _, w := range sp.Warnings() {
 		cfg.Logger.Warn("agent: spool: "+w, "spool", cfg.SpoolDir)
 	}
 	backlog, lost, err := readBacklog(sp)
 	if err != nil {
 		closeAll()
-		sp.close()
+		sp.Close()
 		return nil, err
 	}
 	if len(lost) > 0 {
 		for _, r := range lost {
-			sm.lost.Add(float64(r.Last - r.First + 1))
+			sm.Lost.Add(float64(r.Last - r.First + 1))
 		}
 		cfg.Logger.Error("agent: unacknowledged messages are missing from the spool (quarantined by a repair); the rest is delivered",
 			"spool", cfg.SpoolDir, "missing", fmt.Sprint(lost))
-		if backlog, err = skipLost(sender, sp, backlog, lost); err != nil {
+		if backlog, err = skipLost(sender, sp.Acknowledge, backlog, lost); err != nil {
 			closeAll()
-			sp.close()
+			sp.Close()
 			return nil, err
 		}
 	}
@@ -141,20 +142,20 @@ func New(cfg Config) (*Agent, error) {
 		if cfg.Dictionary != nil {
 			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
 				closeAll()
-				sp.close()
+				sp.Close()
 				return nil, err
 			}
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, dialers: dialers, addrs: addrs, closers: closers,
+		cfg: cfg, log: cfg.Logger.With("agent", sp.ID()), spool: sp, dialers: dialers, addrs: addrs, closers: closers,
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
-		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
+		spooledCh: make(chan []spool.Spooled, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
 		prodLocks: map[string]*producerLock{},
 	}
-	m.spoolBytes = sp.size
+	m.spoolBytes = sp.Size
 	// Deep enough that compression keeps going while the spool writer
 	// waits for an fsync: with a few slots the workers stall every fsync
 	// and ingest tops out at a few messages per fsync.
@@ -168,11 +169,11 @@ func New(cfg Config) (*Agent, error) {
 		go func() { defer a.writerWG.Done(); a.compressor(work, enc) }()
 	}
 	for i := range backlog {
-		backlog[i].at = a.now()
+		backlog[i].At = a.now()
 	}
 	go a.runLoop(sender, backlog)
-	a.log.Info("agent started", "agent_id", sp.id, "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
-		"resuming_messages", len(backlog), "watermark", sp.ackedWatermark())
+	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
+		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark())
 	return a, nil
 }
 
@@ -184,23 +185,23 @@ const pipelineDepth = 256
 // wire sizes, so the Sender can resend them, and the ids missing among
 // them: a repair of a damaged spool keeps the records after the damage at
 // their offsets, so the log may have holes.
-func readBacklog(sp *spool) ([]spooledInfo, []delivery.Range, error) {
-	var out []spooledInfo
+func readBacklog(sp *spool.Spool) ([]spool.Spooled, []delivery.Range, error) {
+	var out []spool.Spooled
 	var lost []delivery.Range
-	expect := sp.ackedWatermark()
-	it := sp.log.NewIterator(expect, 4<<20)
+	expect := sp.AckedWatermark()
+	it := sp.Log().NewIterator(expect, 4<<20)
 	for it.Next() {
 		id := it.Offset()
 		if id > expect {
 			lost = append(lost, delivery.Range{First: expect, Last: id - 1})
 		}
 		expect = id + 1
-		m, err := decodeSpooled(it.Value())
+		m, err := spool.Decode(it.Value())
 		if err != nil {
 			return nil, nil, fmt.Errorf("agent: spool message %d: %w", id, err)
 		}
-		out = append(out, spooledInfo{id: id, size: int64(len(m.Body)), records: int(m.Records)})
-		sp.completed(m.Marks)
+		out = append(out, spool.Spooled{ID: id, Size: int64(len(m.Body)), Records: int(m.Records)})
+		sp.Completed(m.Marks)
 	}
 	if err := it.Err(); err != nil {
 		return nil, nil, fmt.Errorf("agent: read spool: %w", err)
@@ -213,7 +214,7 @@ func readBacklog(sp *spool) ([]spooledInfo, []delivery.Range, error) {
 // the holes as acknowledged (nothing can send them), and the rest of the
 // backlog is returned for the loop. The watermark this moves to is
 // persisted, so the holes are reported once.
-func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []delivery.Range) ([]spooledInfo, error) {
+func skipLost(s *delivery.Sender, acknowledge func(uint64) error, backlog []spool.Spooled, lost []delivery.Range) ([]spool.Spooled, error) {
 	last := lost[len(lost)-1].Last
 	step := func(ev delivery.Event) error {
 		if err := s.Step(ev); err != nil {
@@ -221,7 +222,7 @@ func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []deliv
 		}
 		for _, act := range s.Ready() {
 			if act.Kind == delivery.ActionMarkAcked {
-				if err := sp.acknowledge(act.Watermark); err != nil {
+				if err := acknowledge(act.Watermark); err != nil {
 					return err
 				}
 			}
@@ -232,8 +233,8 @@ func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []deliv
 	i := 0
 	for id := s.Watermark(); id <= last; id++ {
 		size := int64(0)
-		if i < len(backlog) && backlog[i].id == id {
-			size = backlog[i].size
+		if i < len(backlog) && backlog[i].ID == id {
+			size = backlog[i].Size
 			i++
 		}
 		if err := step(delivery.Spooled(id, size, 0)); err != nil {
@@ -249,7 +250,7 @@ func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []deliv
 func (a *Agent) now() int64 { return int64(time.Since(a.origin)) }
 
 // ID is the agent's stable id, kept in the spool directory.
-func (a *Agent) ID() string { return a.spool.id }
+func (a *Agent) ID() string { return a.spool.ID() }
 
 // Ingest accepts records and returns once they are durably in the spool
 // (under the configured SpoolSync). On error none or only some of the
@@ -268,8 +269,8 @@ func (a *Agent) Ingest(ctx context.Context, records [][]byte) error {
 // because the completion mark is stored in the spool with the request's
 // last record. An empty producer disables this.
 func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, records [][]byte) (duplicate bool, err error) {
-	if len(producer) > maxProducerIDLen {
-		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, maxProducerIDLen)
+	if len(producer) > spool.MaxProducerIDLen {
+		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, spool.MaxProducerIDLen)
 	}
 	if producer != "" && seq == 0 {
 		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)
@@ -282,24 +283,24 @@ func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, rec
 	if len(records) == 0 {
 		return false, nil
 	}
-	m := mark{producer: producer, seq: seq}
+	m := spool.Mark{Producer: producer, Seq: seq}
 	if producer != "" {
 		// One request per producer at a time, so a retry that arrives while
 		// the original is still being spooled waits for it and then sees
 		// how far it got.
 		unlock := a.lockProducer(producer)
 		defer unlock()
-		switch p := a.spool.progressOf(producer); {
-		case seq < p.seq || (seq == p.seq && p.complete):
+		switch p := a.spool.ProgressOf(producer); {
+		case seq < p.Seq || (seq == p.Seq && p.Complete):
 			a.metrics.duplicates.Inc()
 			return true, nil
-		case seq == p.seq:
+		case seq == p.Seq:
 			// A retry of a request that was cut short by a crash: spool
 			// only the records that are missing.
-			if int(p.done) > len(records) {
-				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.done)
+			if int(p.Done) > len(records) {
+				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.Done)
 			}
-			records, m.done = records[p.done:], p.done
+			records, m.Done = records[p.Done:], p.Done
 			a.metrics.duplicates.Inc()
 		}
 	}
@@ -320,15 +321,15 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 		// It could never fit beside the spool's other contents.
 		return fmt.Errorf("%w: request of %d bytes is over half the spool quota (%d); send smaller requests or raise the quota", ErrRecordTooLarge, req.bytes, q)
 	}
-	if !a.spool.reserve(req.bytes) {
+	if !a.spool.Reserve(req.bytes) {
 		a.metrics.spoolFull.Inc()
-		return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.size(), a.cfg.SpoolQuota)
+		return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.Size(), a.cfg.SpoolQuota)
 	}
 	req.done = make(chan error, 1)
 	select {
 	case a.in <- req:
 	case <-ctx.Done():
-		a.spool.release(req.bytes)
+		a.spool.Release(req.bytes)
 		return ctx.Err()
 	}
 	// Wait even if ctx ends: a producer's lock must be held until the
@@ -393,7 +394,7 @@ func (a *Agent) Close() error {
 		for _, c := range a.closers {
 			c.Close()
 		}
-		err = a.spool.close()
+		err = a.spool.Close()
 	})
 	return err
 }
@@ -411,7 +412,7 @@ func (a *Agent) Progress() Stats { return a.metrics.snapshot(false) }
 // are deleted), or an fdatasync failed (only a restart recovers). It is
 // meant for a readiness probe.
 func (a *Agent) SpoolWritable() error {
-	return a.spool.writable(int64(a.cfg.MaxMessageBytes))
+	return a.spool.Writable(int64(a.cfg.MaxMessageBytes))
 }
 
 // SpoolDir returns the spool directory.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"sync"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 type ingestReq struct {
 	records [][]byte
 	bytes   int64
-	mark    mark       // producer "" means an anonymous request; done: records spooled before these
+	mark    spool.Mark // producer "" means an anonymous request; done: records spooled before these
 	whole   bool       // the records form one message of their own
 	done    chan error // buffered; receives exactly one result
 }
@@ -34,7 +35,7 @@ type sealedMsg struct {
 	raw      int          // uncompressed body bytes
 	reserved int64        // quota bytes reserved by its ingest calls
 	waiters  []chan error // ingest calls whose last record is in it
-	marks    []mark       // progress of producers' requests with records in it
+	marks    []spool.Mark // progress of producers' requests with records in it
 	ready    chan struct{}
 }
 
@@ -90,9 +91,9 @@ func (bt *batcher) add(req ingestReq, linger *time.Timer) {
 	m := req.mark
 	for i, rec := range req.records {
 		if !req.whole && bt.b.Count() > 0 && bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes {
-			if m.producer != "" && i > 0 {
+			if m.Producer != "" && i > 0 {
 				// The message being sealed holds part of this request.
-				bt.cur.marks = append(bt.cur.marks, mark{producer: m.producer, seq: m.seq, done: m.done + uint32(i)})
+				bt.cur.marks = append(bt.cur.marks, spool.Mark{Producer: m.Producer, Seq: m.Seq, Done: m.Done + uint32(i)})
 			}
 			bt.seal()
 		}
@@ -109,9 +110,9 @@ func (bt *batcher) add(req ingestReq, linger *time.Timer) {
 	}
 	bt.cur.reserved += req.bytes
 	bt.cur.waiters = append(bt.cur.waiters, req.done)
-	if m.producer != "" {
-		m.done += uint32(len(req.records))
-		m.complete = true
+	if m.Producer != "" {
+		m.Done += uint32(len(req.records))
+		m.Complete = true
 		bt.cur.marks = append(bt.cur.marks, m)
 	}
 	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-batchOverhead {
@@ -147,8 +148,8 @@ func (bt *batcher) dictID() uint32 {
 func (a *Agent) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 	for m := range work {
 		rec := bufPool.Get().(*[]byte)
-		hdr := spooled{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
-		out := appendSpooledHeader((*rec)[:0], hdr)
+		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
+		out := spool.AppendHeader((*rec)[:0], hdr)
 		header := len(out)
 		enc2, err := enc.Encode(out, *m.body, m.kind, m.dictID)
 		if err != nil {
@@ -156,7 +157,7 @@ func (a *Agent) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 			// the message uncompressed rather than fail or lose it.
 			a.log.Error("compression failed; spooling the message uncompressed", "err", err)
 			hdr.Kind, hdr.DictID = codec.Plain, 0
-			out = appendSpooledHeader((*rec)[:0], hdr)
+			out = spool.AppendHeader((*rec)[:0], hdr)
 			enc2 = append(out, *m.body...)
 		}
 		*rec = enc2
@@ -194,27 +195,27 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 		for _, m := range group {
 			recs = append(recs, *m.rec)
 		}
-		first, err := a.spool.log.Append(recs)
-		a.spool.appendDone(err)
-		if isNoSpace(err) {
+		first, err := a.spool.Log().Append(recs)
+		a.spool.AppendDone(err)
+		if spool.IsNoSpace(err) {
 			err = fmt.Errorf("%w: %v", ErrNoSpace, err)
 			for _, m := range group {
-				a.spoolM.noSpace.Add(float64(len(m.waiters)))
+				a.spoolM.NoSpace.Add(float64(len(m.waiters)))
 			}
 		}
 		now := a.now()
-		infos := make([]spooledInfo, 0, len(group))
+		infos := make([]spool.Spooled, 0, len(group))
 		for i, m := range group {
 			// Record the producers' marks before answering: an answered
 			// caller may retry at once (its answer lost on the way), and the
 			// retry must find its request complete or it is spooled twice.
 			if err == nil {
-				infos = append(infos, spooledInfo{id: first + uint64(i), size: int64(m.payload), records: m.records, raw: m.raw, at: now})
+				infos = append(infos, spool.Spooled{ID: first + uint64(i), Size: int64(m.payload), Records: m.records, Raw: m.raw, At: now})
 				a.metrics.spooled(m)
-				a.spool.completed(m.marks)
-				a.spool.settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
+				a.spool.Completed(m.marks)
+				a.spool.Settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
 			} else {
-				a.spool.release(m.reserved)
+				a.spool.Release(m.reserved)
 			}
 			for _, w := range m.waiters {
 				w <- err
@@ -230,13 +231,4 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 		}
 		a.spooledCh <- infos
 	}
-}
-
-// spooledInfo tells the loop a message is in the spool.
-type spooledInfo struct {
-	id      uint64
-	size    int64 // wire bytes
-	records int
-	raw     int   // uncompressed bytes
-	at      int64 // loop clock
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/codec"
@@ -116,7 +117,7 @@ func (a *Agent) dial(gen uint64, attempt uint64) {
 		fail(nil, err)
 		return
 	}
-	hello := &protocol.Hello{AgentID: a.spool.id, Version: ProtocolVersion, Codecs: codecs, Watermark: a.spool.ackedWatermark()}
+	hello := &protocol.Hello{AgentID: a.spool.ID(), Version: ProtocolVersion, Codecs: codecs, Watermark: a.spool.AckedWatermark()}
 	if a.cfg.Dictionary != nil {
 		hello.DictionaryIDs = []uint32{a.cfg.Dictionary.ID}
 	}
@@ -174,7 +175,7 @@ func (a *Agent) dial(gen uint64, attempt uint64) {
 // payload sent is the spool record's body as read: no decoding or
 // re-encoding on the agent (the transport copies it once, marshalling).
 func (a *Agent) writeLoop(c *conn) {
-	it := a.spool.log.NewIterator(0, 1<<20)
+	it := a.spool.Log().NewIterator(0, 1<<20)
 	next := ^uint64(0) // the id the iterator would read next
 	var msg protocol.Message
 	var buf []uint64
@@ -203,7 +204,7 @@ func (a *Agent) writeLoop(c *conn) {
 				return
 			}
 			next = id + 1
-			m, err := decodeSpooled(it.Value())
+			m, err := spool.Decode(it.Value())
 			if err != nil {
 				a.log.Error("corrupt message in spool", "id", id, "err", err)
 				c.close()

@@ -85,7 +85,7 @@ func waitAcked(t *testing.T, a *Agent, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for {
 		st := a.Stats()
-		if st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.ackedWatermark() == a.spool.log.NextOffset() {
+		if st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.AckedWatermark() == a.spool.Log().NextOffset() {
 			return
 		}
 		if time.Now().After(deadline) {

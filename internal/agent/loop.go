@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"math/rand/v2"
 	"time"
 
@@ -44,7 +45,7 @@ type loop struct {
 	addr string
 }
 
-func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
+func (a *Agent) runLoop(s *delivery.Sender, backlog []spool.Spooled) {
 	defer close(a.loopDone)
 	l := &loop{a: a, s: s, meta: map[uint64]msgMeta{}}
 	l.clock = time.NewTimer(time.Hour)
@@ -151,9 +152,9 @@ func (l *loop) do(act delivery.Action) {
 	}
 }
 
-func (l *loop) spooled(in spooledInfo) {
-	l.meta[in.id] = msgMeta{spooledAt: in.at, payload: int32(in.size), records: int32(in.records), raw: int32(in.raw)}
-	l.step(delivery.Spooled(in.id, in.size, in.at))
+func (l *loop) spooled(in spool.Spooled) {
+	l.meta[in.ID] = msgMeta{spooledAt: in.At, payload: int32(in.Size), records: int32(in.Records), raw: int32(in.Raw)}
+	l.step(delivery.Spooled(in.ID, in.Size, in.At))
 }
 
 func (l *loop) dial() {
@@ -272,7 +273,7 @@ func (l *loop) persist() {
 	if l.watermark == l.persisted {
 		return
 	}
-	if err := l.a.spool.acknowledge(l.watermark); err != nil {
+	if err := l.a.spool.Acknowledge(l.watermark); err != nil {
 		l.a.log.Error("cannot persist acknowledged watermark", "err", err)
 		return
 	}

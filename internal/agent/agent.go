@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/driver"
+	"github.com/sluicehq/sluice/internal/agent/metrics"
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"log/slog"
@@ -46,8 +48,9 @@ type Agent struct {
 	dialers []protocol.Dialer
 	addrs   []string
 	closers []io.Closer
-	metrics *metrics
+	metrics *metrics.Metrics
 	spoolM  *spool.Metrics
+	driver  *driver.Driver
 	origin  time.Time
 
 	ctx       context.Context
@@ -55,8 +58,6 @@ type Agent struct {
 	in        chan ingestReq
 	stopBatch chan struct{}
 	spooledCh chan []spool.Spooled
-	connCh    chan connEvent
-	loopDone  chan struct{}
 	writerWG  sync.WaitGroup
 
 	prodMu    sync.Mutex
@@ -78,14 +79,14 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := newMetrics(cfg.Registry)
+	m := metrics.New(cfg.Registry)
 	sm := spool.NewMetrics(cfg.Registry)
 	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
 		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
 		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
 		seglog.WithLogger(cfg.Logger),
-		seglog.WithSyncObserver(func(d time.Duration) { m.fsync.Observe(d.Seconds()) }))
+		seglog.WithSyncObserver(func(d time.Duration) { m.Fsync.Observe(d.Seconds()) }))
 	if err != nil {
 		return nil, err
 	}
@@ -152,10 +153,10 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, log: cfg.Logger.With("agent", sp.ID()), spool: sp, dialers: dialers, addrs: addrs, closers: closers,
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
-		spooledCh: make(chan []spool.Spooled, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
+		spooledCh: make(chan []spool.Spooled, 64),
 		prodLocks: map[string]*producerLock{},
 	}
-	m.spoolBytes = sp.Size
+	m.SpoolBytes = sp.Size
 	// Deep enough that compression keeps going while the spool writer
 	// waits for an fsync: with a few slots the workers stall every fsync
 	// and ingest tops out at a few messages per fsync.
@@ -171,7 +172,11 @@ func New(cfg Config) (*Agent, error) {
 	for i := range backlog {
 		backlog[i].At = a.now()
 	}
-	go a.runLoop(sender, backlog)
+	a.driver = driver.Start(ctx, driver.Config{
+		Dialers: dialers, Addrs: addrs, Dictionary: cfg.Dictionary, Compression: cfg.Compression,
+		MaxMessageBytes: cfg.MaxMessageBytes, HandshakeTimeout: orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		Logger: a.log, Now: a.now,
+	}, sender, sp, m, a.spooledCh, backlog)
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark())
 	return a, nil
@@ -292,7 +297,7 @@ func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, rec
 		defer unlock()
 		switch p := a.spool.ProgressOf(producer); {
 		case seq < p.Seq || (seq == p.Seq && p.Complete):
-			a.metrics.duplicates.Inc()
+			a.metrics.Duplicates.Inc()
 			return true, nil
 		case seq == p.Seq:
 			// A retry of a request that was cut short by a crash: spool
@@ -301,7 +306,7 @@ func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, rec
 				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.Done)
 			}
 			records, m.Done = records[p.Done:], p.Done
-			a.metrics.duplicates.Inc()
+			a.metrics.Duplicates.Inc()
 		}
 	}
 	return false, a.ingest(ctx, ingestReq{records: records, mark: m})
@@ -322,7 +327,7 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 		return fmt.Errorf("%w: request of %d bytes is over half the spool quota (%d); send smaller requests or raise the quota", ErrRecordTooLarge, req.bytes, q)
 	}
 	if !a.spool.Reserve(req.bytes) {
-		a.metrics.spoolFull.Inc()
+		a.metrics.SpoolFull.Inc()
 		return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.Size(), a.cfg.SpoolQuota)
 	}
 	req.done = make(chan error, 1)
@@ -336,7 +341,7 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 	// outcome is known, or a retry could race the original.
 	err := <-req.done
 	if err == nil {
-		a.metrics.ingested(len(req.records), req.bytes)
+		a.metrics.Ingested(len(req.records), req.bytes)
 	}
 	return err
 }
@@ -390,7 +395,7 @@ func (a *Agent) Close() error {
 		close(a.stopBatch)
 		a.writerWG.Wait()
 		a.cancel()
-		<-a.loopDone
+		<-a.driver.Done()
 		for _, c := range a.closers {
 			c.Close()
 		}
@@ -399,12 +404,15 @@ func (a *Agent) Close() error {
 	return err
 }
 
+// Stats is a snapshot of the agent's counters.
+type Stats = metrics.Stats
+
 // Stats is a snapshot of the agent's counters and ack latency quantiles.
-func (a *Agent) Stats() Stats { return a.metrics.snapshot(true) }
+func (a *Agent) Stats() Stats { return a.metrics.Snapshot(true) }
 
 // Progress is Stats without the latency quantiles, cheap enough to poll
 // every few milliseconds.
-func (a *Agent) Progress() Stats { return a.metrics.snapshot(false) }
+func (a *Agent) Progress() Stats { return a.metrics.Snapshot(false) }
 
 // SpoolWritable is nil when the spool accepts appends, and otherwise says
 // why not: the disk is full (ErrNoSpace; nil again once there is room),

@@ -211,7 +211,7 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 			// retry must find its request complete or it is spooled twice.
 			if err == nil {
 				infos = append(infos, spool.Spooled{ID: first + uint64(i), Size: int64(m.payload), Records: m.records, Raw: m.raw, At: now})
-				a.metrics.spooled(m)
+				a.metrics.Spooled(m.raw, m.payload)
 				a.spool.Completed(m.marks)
 				a.spool.Settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
 			} else {

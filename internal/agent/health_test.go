@@ -307,14 +307,3 @@ func TestReadyAndCounters(t *testing.T) {
 		}
 	}
 }
-
-func TestHumanBytes(t *testing.T) {
-	for _, tc := range []struct {
-		n    int64
-		want string
-	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {262144, "256 KiB"}, {1536, "1.5 KiB"}, {5 << 30, "5 GiB"}} {
-		if got := humanBytes(tc.n); got != tc.want {
-			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
-}

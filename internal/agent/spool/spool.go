@@ -170,7 +170,7 @@ type Spool struct {
 	// (see Mark).
 	producers map[string]Progress
 	// warnings are what openSpool had to work around, for New to log.
-	warnings []string
+	warnings  []string
 	diskBytes int64 // segment bytes on disk, refreshed after removals
 	appended  int64 // bytes appended since diskBytes was measured
 	reserved  int64 // quota reserved by ingest calls not yet spooled

@@ -55,4 +55,3 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	})
 }
-

@@ -1,4 +1,4 @@
-package agent
+package driver
 
 import (
 	"context"
@@ -85,19 +85,19 @@ var codecs = []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd, protocol.
 
 // dial opens a session, performs the handshake and then relays the sink's
 // frames to the loop until the session ends.
-func (a *Agent) dial(gen uint64, attempt uint64) {
-	i := int(attempt % uint64(len(a.dialers)))
-	addr := a.addrs[i]
-	cctx, cancelCause := context.WithCancelCause(a.ctx)
+func (d *Driver) dial(gen uint64, attempt uint64) {
+	i := int(attempt % uint64(len(d.cfg.Dialers)))
+	addr := d.cfg.Addrs[i]
+	cctx, cancelCause := context.WithCancelCause(d.ctx)
 	ctx, cancel := cctx, func() { cancelCause(context.Canceled) }
 	// A sink that accepts the connection but never answers (stopped,
 	// half-open TCP, stuck middlebox) must not hold the agent: without a
 	// Welcome in time the attempt fails and the next sink is tried.
-	stopDeadline := handshakeDeadline(a.handshakeTimeout(), cancelCause)
+	stopDeadline := handshakeDeadline(d.cfg.HandshakeTimeout, cancelCause)
 	report := func(ev connEvent) {
 		select {
-		case a.connCh <- ev:
-		case <-a.ctx.Done():
+		case d.connCh <- ev:
+		case <-d.ctx.Done():
 		}
 	}
 	fail := func(pc protocol.Conn, err error) {
@@ -112,14 +112,14 @@ func (a *Agent) dial(gen uint64, attempt uint64) {
 		report(connEvent{gen: gen, err: err, addr: addr})
 	}
 	// Each connection attempt goes to the next sink in the list.
-	pc, err := a.dialers[i].Send(ctx)
+	pc, err := d.cfg.Dialers[i].Send(ctx)
 	if err != nil {
 		fail(nil, err)
 		return
 	}
-	hello := &protocol.Hello{AgentID: a.spool.ID(), Version: ProtocolVersion, Codecs: codecs, Watermark: a.spool.AckedWatermark()}
-	if a.cfg.Dictionary != nil {
-		hello.DictionaryIDs = []uint32{a.cfg.Dictionary.ID}
+	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: d.spool.AckedWatermark()}
+	if d.cfg.Dictionary != nil {
+		hello.DictionaryIDs = []uint32{d.cfg.Dictionary.ID}
 	}
 	// A Send that fails because the session ended reports the session's
 	// status (PermissionDenied from the sink, say), not a bare EOF: the
@@ -138,8 +138,8 @@ func (a *Agent) dial(gen uint64, attempt uint64) {
 		fail(pc, fmt.Errorf("handshake: the sink's first frame is a %s, not a Welcome", protocol.Name(f)))
 		return
 	}
-	if w.Version != ProtocolVersion {
-		fail(pc, fmt.Errorf("handshake: %w: sink speaks protocol %d, agent %d", errVersionMismatch, w.Version, ProtocolVersion))
+	if w.Version != protocol.Version {
+		fail(pc, fmt.Errorf("handshake: %w: sink speaks protocol %d, agent %d", errVersionMismatch, w.Version, protocol.Version))
 		return
 	}
 	if !stopDeadline() {
@@ -147,17 +147,17 @@ func (a *Agent) dial(gen uint64, attempt uint64) {
 		return
 	}
 	c := &conn{gen: gen, cancel: cancel, pc: pc, wake: make(chan struct{}, 1)}
-	if d := a.cfg.Dictionary; d != nil && a.cfg.Compression == codec.ZstdDict {
+	if dict := d.cfg.Dictionary; dict != nil && d.cfg.Compression == codec.ZstdDict {
 		known := false
 		for _, id := range w.DictionaryIDs {
-			known = known || id == d.ID
+			known = known || id == dict.ID
 		}
 		if !known {
-			c.dict = d
+			c.dict = dict
 		}
 	}
 	report(connEvent{gen: gen, conn: c, welcome: w, addr: addr})
-	go a.writeLoop(c)
+	go d.writeLoop(c)
 	for {
 		f, err := pc.Recv()
 		if err != nil {
@@ -174,8 +174,8 @@ func (a *Agent) dial(gen uint64, attempt uint64) {
 // writeLoop sends queued messages, reading each body from the spool. The
 // payload sent is the spool record's body as read: no decoding or
 // re-encoding on the agent (the transport copies it once, marshalling).
-func (a *Agent) writeLoop(c *conn) {
-	it := a.spool.Log().NewIterator(0, 1<<20)
+func (d *Driver) writeLoop(c *conn) {
+	it := d.spool.Log().NewIterator(0, 1<<20)
 	next := ^uint64(0) // the id the iterator would read next
 	var msg protocol.Message
 	var buf []uint64
@@ -199,14 +199,14 @@ func (a *Agent) writeLoop(c *conn) {
 					next = ^uint64(0)
 					continue // acknowledged and removed meanwhile
 				}
-				a.log.Error("cannot read message from spool", "id", id, "err", it.Err())
+				d.log.Error("cannot read message from spool", "id", id, "err", it.Err())
 				c.close()
 				return
 			}
 			next = id + 1
 			m, err := spool.Decode(it.Value())
 			if err != nil {
-				a.log.Error("corrupt message in spool", "id", id, "err", err)
+				d.log.Error("corrupt message in spool", "id", id, "err", err)
 				c.close()
 				return
 			}

@@ -1,4 +1,4 @@
-package agent
+package driver
 
 import (
 	"github.com/sluicehq/sluice/internal/agent/spool"
@@ -23,7 +23,7 @@ type msgMeta struct {
 // the Sender keeps the resend, reconnect and progress deadlines, and the
 // loop keeps one timer at the Sender's NextDeadline, which steps Tick.
 type loop struct {
-	a    *Agent
+	d    *Driver
 	s    *delivery.Sender
 	conn *conn
 	gen  uint64
@@ -45,9 +45,9 @@ type loop struct {
 	addr string
 }
 
-func (a *Agent) runLoop(s *delivery.Sender, backlog []spool.Spooled) {
-	defer close(a.loopDone)
-	l := &loop{a: a, s: s, meta: map[uint64]msgMeta{}}
+func (d *Driver) run(s *delivery.Sender, spooledCh <-chan []spool.Spooled, backlog []spool.Spooled) {
+	defer close(d.done)
+	l := &loop{d: d, s: s, meta: map[uint64]msgMeta{}}
 	l.clock = time.NewTimer(time.Hour)
 	l.clock.Stop()
 	defer l.clock.Stop()
@@ -58,7 +58,6 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spool.Spooled) {
 		l.spooled(in)
 	}
 	l.dial()
-	spooledCh := a.spooledCh
 	for {
 		select {
 		case infos, ok := <-spooledCh:
@@ -69,21 +68,21 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spool.Spooled) {
 			for _, in := range infos {
 				l.spooled(in)
 			}
-		case ev := <-a.connCh:
+		case ev := <-d.connCh:
 			l.connEvent(ev)
 		case <-l.clock.C:
 			l.clockArmed = false
-			l.step(delivery.Tick(a.now()))
+			l.step(delivery.Tick(d.now()))
 		case <-persist.C:
 			l.persist()
-		case <-a.ctx.Done():
+		case <-d.ctx.Done():
 			if l.conn != nil {
 				l.conn.close()
 			}
 			l.persist()
 			return
 		}
-		a.metrics.observeSender(l.s, len(l.meta))
+		d.metrics.ObserveSender(l.s, len(l.meta))
 	}
 }
 
@@ -91,7 +90,7 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spool.Spooled) {
 // timer to the Sender's next deadline.
 func (l *loop) step(ev delivery.Event) {
 	if err := l.s.Step(ev); err != nil {
-		l.a.log.Error("sender rejected an event", "event", ev.String(), "err", err)
+		l.d.log.Error("sender rejected an event", "event", ev.String(), "err", err)
 		return
 	}
 	for _, act := range l.s.Ready() {
@@ -103,7 +102,7 @@ func (l *loop) step(ev delivery.Event) {
 		// while Ready's actions are being carried out.
 		l.stalled = false
 		if l.conn != nil {
-			l.lose(l.addr, errNoProgress, l.a.now())
+			l.lose(l.addr, errNoProgress, l.d.now())
 			return // lose stepped and re-armed
 		}
 	}
@@ -121,7 +120,7 @@ func (l *loop) rearm() {
 		}
 	case !l.clockArmed || at != l.clockAt:
 		// Since Go 1.23 Reset discards a pending fire of the old deadline.
-		l.clock.Reset(time.Duration(at - l.a.now()))
+		l.clock.Reset(time.Duration(at - l.d.now()))
 		l.clockAt, l.clockArmed = at, true
 	}
 }
@@ -160,7 +159,7 @@ func (l *loop) spooled(in spool.Spooled) {
 func (l *loop) dial() {
 	l.gen++
 	l.attempts++
-	go l.a.dial(l.gen, l.attempts-1)
+	go l.d.dial(l.gen, l.attempts-1)
 }
 
 func (l *loop) connEvent(ev connEvent) {
@@ -170,7 +169,7 @@ func (l *loop) connEvent(ev connEvent) {
 		}
 		return
 	}
-	now := l.a.now()
+	now := l.d.now()
 	switch {
 	case ev.err != nil:
 		l.lose(ev.addr, ev.err, now)
@@ -178,14 +177,14 @@ func (l *loop) connEvent(ev connEvent) {
 		l.conn, l.addr = ev.conn, ev.addr
 		w := ev.welcome
 		cr := w.Credits
-		if max := w.MaxMessageBytes; max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
-			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
-				"sink_max", humanBytes(max), "agent_max", humanBytes(l.a.cfg.MaxMessageBytes))
+		if max := w.MaxMessageBytes; max > 0 && uint64(l.d.cfg.MaxMessageBytes) > max {
+			l.d.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
+				"sink_max", humanBytes(max), "agent_max", humanBytes(l.d.cfg.MaxMessageBytes))
 		}
-		if f := l.a.connectedTo(ev.addr); f != nil {
-			l.a.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
+		if f := l.d.connectedTo(ev.addr); f != nil {
+			l.d.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
 		}
-		l.a.log.Info("connected to sink", "sink", ev.addr, "session", w.SessionID,
+		l.d.log.Info("connected to sink", "sink", ev.addr, "session", w.SessionID,
 			"credit_messages", cr.Messages, "credit_bytes", humanBytes(cr.Bytes))
 		l.step(delivery.Connected(cr.Messages, cr.Bytes, now))
 	case ev.frame != nil:
@@ -199,11 +198,11 @@ func (l *loop) lose(addr string, err error, now int64) {
 	if l.conn != nil {
 		l.conn.close()
 		l.conn = nil
-		l.a.metrics.reconnects.Inc() // an established stream was lost
+		l.d.metrics.Reconnects.Inc() // an established stream was lost
 	} else {
-		l.a.metrics.connectFailures.Inc()
+		l.d.metrics.ConnectFailures.Inc()
 	}
-	l.a.failed(addr, err)
+	l.d.failed(addr, err)
 	l.gen++ // nothing more from this connection is relevant
 	l.step(delivery.Disconnected(rand.Float64(), now))
 }
@@ -226,20 +225,20 @@ func (l *loop) frame(f protocol.Frame, now int64) {
 			l.step(delivery.Credits(c.Messages, c.Bytes, now))
 		}
 		if st := f.Store; st != nil {
-			l.a.log.Warn("sink store status", "available", st.Available, "detail", st.Detail)
+			l.d.log.Warn("sink store status", "available", st.Available, "detail", st.Detail)
 		}
 	case *protocol.Error:
-		l.a.log.Warn("sink refused a message", "id", f.MessageID, "code", f.Code.String(),
+		l.d.log.Warn("sink refused a message", "id", f.MessageID, "code", f.Code.String(),
 			"detail", f.Detail, "retryable", f.Retryable)
 		// The label keeps the wire enum's name (ERROR_CODE_OVERSIZE), as
 		// before the protocol layer existed, so dashboards keep working.
-		l.a.metrics.rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
+		l.d.metrics.Rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
 		l.step(delivery.Rejected(f.MessageID, f.Retryable, now))
 	default:
 		// A frame a Send session's sink does not send (a Welcome again):
 		// a newer or broken sink. Ignoring it keeps the session going;
 		// the progress deadline catches a sink that only sends those.
-		l.a.log.Debug("ignoring an unexpected frame from the sink", "frame", protocol.Name(f))
+		l.d.log.Debug("ignoring an unexpected frame from the sink", "frame", protocol.Name(f))
 	}
 }
 
@@ -249,7 +248,7 @@ func (l *loop) acked(first, last uint64, now int64) {
 		// A range wider than what we track: walk the map instead.
 		for id, m := range l.meta {
 			if id >= first && id <= last {
-				l.a.metrics.acked(m, now)
+				l.d.metrics.Acked(int(m.records), int(m.raw), int(m.payload), time.Duration(now-m.spooledAt))
 				delete(l.meta, id)
 			}
 		}
@@ -257,7 +256,7 @@ func (l *loop) acked(first, last uint64, now int64) {
 	}
 	for id := first; ; id++ {
 		if m, ok := l.meta[id]; ok {
-			l.a.metrics.acked(m, now)
+			l.d.metrics.Acked(int(m.records), int(m.raw), int(m.payload), time.Duration(now-m.spooledAt))
 			delete(l.meta, id)
 		}
 		if id == last {
@@ -273,8 +272,8 @@ func (l *loop) persist() {
 	if l.watermark == l.persisted {
 		return
 	}
-	if err := l.a.spool.Acknowledge(l.watermark); err != nil {
-		l.a.log.Error("cannot persist acknowledged watermark", "err", err)
+	if err := l.d.spool.Acknowledge(l.watermark); err != nil {
+		l.d.log.Error("cannot persist acknowledged watermark", "err", err)
 		return
 	}
 	l.persisted = l.watermark

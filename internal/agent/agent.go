@@ -2,20 +2,18 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/agent/driver"
+	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/agent/metrics"
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/batch"
-	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/seglog"
@@ -23,7 +21,7 @@ import (
 
 var (
 	// ErrRecordTooLarge: a record exceeds Config.MaxRecordBytes.
-	ErrRecordTooLarge = errors.New("agent: record too large")
+	ErrRecordTooLarge = ingest.ErrRecordTooLarge
 	// ErrSpoolFull: the spool reached Config.SpoolQuota; retry once the
 	// sink has caught up.
 	ErrSpoolFull = spool.ErrFull
@@ -32,9 +30,9 @@ var (
 	// freed (acknowledged segments are deleted as acks arrive).
 	ErrNoSpace = spool.ErrNoSpace
 	// ErrClosed: the agent is shutting down.
-	ErrClosed = errors.New("agent: closed")
+	ErrClosed = ingest.ErrClosed
 	// ErrBadRequest: an ingest call the agent cannot make sense of.
-	ErrBadRequest = errors.New("agent: bad request")
+	ErrBadRequest = ingest.ErrBadRequest
 )
 
 // Agent is a running edge agent. Create it with New; stop it with Close.
@@ -51,25 +49,13 @@ type Agent struct {
 	metrics *metrics.Metrics
 	spoolM  *spool.Metrics
 	driver  *driver.Driver
+	ingest  *ingest.Ingester
 	origin  time.Time
 
-	ctx       context.Context
-	cancel    context.CancelFunc
-	in        chan ingestReq
-	stopBatch chan struct{}
-	spooledCh chan []spool.Spooled
-	writerWG  sync.WaitGroup
-
-	prodMu    sync.Mutex
-	prodLocks map[string]*producerLock
-
-	// afterAnswer, when set (tests only), runs in the spool writer after
-	// it has answered the ingest calls of a message.
-	afterAnswer func()
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	closeOnce sync.Once
-	mu        sync.RWMutex // held for reading by Ingest, for writing by Close
-	closed    bool
 }
 
 // New opens the spool, resumes delivery of everything not yet
@@ -135,39 +121,22 @@ func New(cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	// One encoder per compression worker, each holding the dictionary.
-	workers := runtime.GOMAXPROCS(0)
-	encs := make([]*codec.Encoder, workers)
-	for i := range encs {
-		encs[i] = codec.NewEncoder(codec.LevelDefault)
-		if cfg.Dictionary != nil {
-			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
-				closeAll()
-				sp.Close()
-				return nil, err
-			}
-		}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger.With("agent", sp.ID()), spool: sp, dialers: dialers, addrs: addrs, closers: closers,
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
-		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
-		spooledCh: make(chan []spool.Spooled, 64),
-		prodLocks: map[string]*producerLock{},
 	}
 	m.SpoolBytes = sp.Size
-	// Deep enough that compression keeps going while the spool writer
-	// waits for an fsync: with a few slots the workers stall every fsync
-	// and ingest tops out at a few messages per fsync.
-	sealed := make(chan *sealedMsg, pipelineDepth)
-	work := make(chan *sealedMsg, pipelineDepth)
-	bt := &batcher{cfg: &a.cfg, in: a.in, work: work, out: sealed, stop: a.stopBatch}
-	a.writerWG.Add(2 + workers)
-	go func() { defer a.writerWG.Done(); bt.run() }()
-	go func() { defer a.writerWG.Done(); a.spoolWriter(sealed) }()
-	for _, enc := range encs {
-		go func() { defer a.writerWG.Done(); a.compressor(work, enc) }()
+	a.ingest, err = ingest.New(ingest.Config{
+		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
+		Compression: cfg.Compression, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
+		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now,
+	}, sp, m, sm)
+	if err != nil {
+		cancel()
+		closeAll()
+		sp.Close()
+		return nil, err
 	}
 	for i := range backlog {
 		backlog[i].At = a.now()
@@ -176,15 +145,11 @@ func New(cfg Config) (*Agent, error) {
 		Dialers: dialers, Addrs: addrs, Dictionary: cfg.Dictionary, Compression: cfg.Compression,
 		MaxMessageBytes: cfg.MaxMessageBytes, HandshakeTimeout: orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		Logger: a.log, Now: a.now,
-	}, sender, sp, m, a.spooledCh, backlog)
+	}, sender, sp, m, a.ingest.Spooled(), backlog)
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark())
 	return a, nil
 }
-
-// pipelineDepth is how many sealed messages may wait for compression and
-// for the spool; with the default 256 KiB messages, at most 64 MiB.
-const pipelineDepth = 256
 
 // readBacklog lists the spooled messages not yet acknowledged, with their
 // wire sizes, so the Sender can resend them, and the ids missing among
@@ -262,7 +227,7 @@ func (a *Agent) ID() string { return a.spool.ID() }
 // records may be spooled, and a retry can duplicate them; IngestFrom makes
 // retries exact.
 func (a *Agent) Ingest(ctx context.Context, records [][]byte) error {
-	_, err := a.IngestFrom(ctx, "", 0, records)
+	_, err := a.ingest.IngestFrom(ctx, "", 0, records)
 	return err
 }
 
@@ -274,76 +239,7 @@ func (a *Agent) Ingest(ctx context.Context, records [][]byte) error {
 // because the completion mark is stored in the spool with the request's
 // last record. An empty producer disables this.
 func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, records [][]byte) (duplicate bool, err error) {
-	if len(producer) > spool.MaxProducerIDLen {
-		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, spool.MaxProducerIDLen)
-	}
-	if producer != "" && seq == 0 {
-		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)
-	}
-	for i, r := range records {
-		if len(r) > a.cfg.MaxRecordBytes {
-			return false, fmt.Errorf("%w: record %d has %d bytes, limit %d", ErrRecordTooLarge, i, len(r), a.cfg.MaxRecordBytes)
-		}
-	}
-	if len(records) == 0 {
-		return false, nil
-	}
-	m := spool.Mark{Producer: producer, Seq: seq}
-	if producer != "" {
-		// One request per producer at a time, so a retry that arrives while
-		// the original is still being spooled waits for it and then sees
-		// how far it got.
-		unlock := a.lockProducer(producer)
-		defer unlock()
-		switch p := a.spool.ProgressOf(producer); {
-		case seq < p.Seq || (seq == p.Seq && p.Complete):
-			a.metrics.Duplicates.Inc()
-			return true, nil
-		case seq == p.Seq:
-			// A retry of a request that was cut short by a crash: spool
-			// only the records that are missing.
-			if int(p.Done) > len(records) {
-				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.Done)
-			}
-			records, m.Done = records[p.Done:], p.Done
-			a.metrics.Duplicates.Inc()
-		}
-	}
-	return false, a.ingest(ctx, ingestReq{records: records, mark: m})
-}
-
-// ingest reserves quota, hands req to the batcher and waits for the spool.
-func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
-	for _, r := range req.records {
-		req.bytes += int64(len(r)) + 4
-	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		return ErrClosed
-	}
-	if q := a.cfg.SpoolQuota; q > 0 && req.bytes > q/2 {
-		// It could never fit beside the spool's other contents.
-		return fmt.Errorf("%w: request of %d bytes is over half the spool quota (%d); send smaller requests or raise the quota", ErrRecordTooLarge, req.bytes, q)
-	}
-	if !a.spool.Reserve(req.bytes) {
-		a.metrics.SpoolFull.Inc()
-		return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.Size(), a.cfg.SpoolQuota)
-	}
-	req.done = make(chan error, 1)
-	select {
-	case a.in <- req:
-	case <-ctx.Done():
-		a.spool.Release(req.bytes)
-		return ctx.Err()
-	}
-	// Wait even if ctx ends: a producer's lock must be held until the
-	// outcome is known, or a retry could race the original.
-	err := <-req.done
-	if err == nil {
-		a.metrics.Ingested(len(req.records), req.bytes)
-	}
-	return err
+	return a.ingest.IngestFrom(ctx, producer, seq, records)
 }
 
 // IngestMessage spools records as exactly one message, sealed at once,
@@ -351,37 +247,20 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 // partitioning, or a benchmark reproducing a message-size distribution).
 // The packed records must fit MaxMessageBytes.
 func (a *Agent) IngestMessage(ctx context.Context, records [][]byte) error {
-	if size := batch.Size(records); size > a.cfg.MaxMessageBytes || len(records) > batch.MaxRecords {
-		return fmt.Errorf("%w: message of %d bytes and %d records, limit %d bytes", ErrRecordTooLarge, size, len(records), a.cfg.MaxMessageBytes)
-	}
-	return a.ingest(ctx, ingestReq{records: records, whole: true})
+	return a.ingest.IngestMessage(ctx, records)
 }
 
-// lockProducer serialises requests of one producer.
-func (a *Agent) lockProducer(p string) (unlock func()) {
-	a.prodMu.Lock()
-	l, ok := a.prodLocks[p]
-	if !ok {
-		l = &producerLock{}
-		a.prodLocks[p] = l
-	}
-	l.refs++
-	a.prodMu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		a.prodMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(a.prodLocks, p)
-		}
-		a.prodMu.Unlock()
-	}
-}
+// Handler serves the ingest API; see ingest.Ingester.Handler.
+func (a *Agent) Handler() http.Handler { return a.ingest.Handler() }
 
-type producerLock struct {
-	sync.Mutex
-	refs int
-}
+// Headers that make ingest retries idempotent (see Agent.IngestFrom).
+const (
+	HeaderProducer = ingest.HeaderProducer
+	HeaderSequence = ingest.HeaderSequence
+)
+
+// MaxRequestBytes bounds one ingest HTTP request body.
+const MaxRequestBytes = ingest.MaxRequestBytes
 
 // Close stops accepting records, spools what was accepted, stops delivery
 // (unacknowledged messages stay in the spool for the next start) and closes
@@ -389,11 +268,7 @@ type producerLock struct {
 func (a *Agent) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
-		a.mu.Lock()
-		a.closed = true
-		a.mu.Unlock()
-		close(a.stopBatch)
-		a.writerWG.Wait()
+		a.ingest.Close()
 		a.cancel()
 		<-a.driver.Done()
 		for _, c := range a.closers {

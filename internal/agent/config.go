@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
@@ -129,7 +130,7 @@ const maxAgentIDLen = defaults.MaxAgentIDLen
 
 // batchOverhead is the most internal/batch framing adds around one record
 // (header plus a length prefix).
-const batchOverhead = 16
+const batchOverhead = ingest.BatchOverhead
 
 func (c *Config) setDefaults() {
 	if c.SinkAddr == "" && c.Dialer != nil {

@@ -1,10 +1,11 @@
-package agent
+package ingest
 
 import (
 	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"net/http"
 	"strconv"
@@ -39,15 +40,15 @@ const MaxRequestBytes = 64 << 20
 // record. With the Sluice-Producer and Sluice-Sequence headers a retried
 // request is recognised and not spooled twice (the answer says
 // duplicate:true).
-func (a *Agent) Handler() http.Handler {
+func (g *Ingester) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/records", a.serveRecords)
+	mux.HandleFunc("/v1/records", g.serveRecords)
 	return mux
 }
 
-func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
-	if a.cfg.IngestTokens != nil {
-		if err := checkBearer(a.cfg.IngestTokens, r.Header.Values("Authorization")); err != nil {
+func (g *Ingester) serveRecords(w http.ResponseWriter, r *http.Request) {
+	if g.cfg.Tokens != nil {
+		if err := checkBearer(g.cfg.Tokens, r.Header.Values("Authorization")); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice ingest"`)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
@@ -63,7 +64,7 @@ func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	records, err := splitLines(body, a.cfg.MaxRecordBytes)
+	records, err := splitLines(body, g.cfg.MaxRecordBytes)
 	if err != nil {
 		http.Error(w, err.Error(), statusFor(err))
 		return
@@ -80,7 +81,7 @@ func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	dup, err := a.IngestFrom(r.Context(), producer, seq, records)
+	dup, err := g.IngestFrom(r.Context(), producer, seq, records)
 	if err != nil {
 		http.Error(w, err.Error(), statusFor(err))
 		return
@@ -189,7 +190,7 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, ErrRecordTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrSpoolFull), errors.Is(err, ErrNoSpace):
+	case errors.Is(err, spool.ErrFull), errors.Is(err, spool.ErrNoSpace):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable

@@ -1,4 +1,4 @@
-package agent
+package ingest
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func (bt *batcher) add(req ingestReq, linger *time.Timer) {
 		m.Complete = true
 		bt.cur.marks = append(bt.cur.marks, m)
 	}
-	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-batchOverhead {
+	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-BatchOverhead {
 		bt.seal()
 	}
 }
@@ -145,7 +145,7 @@ func (bt *batcher) dictID() uint32 {
 
 // compressor compresses sealed messages into spool records; the agent runs
 // one per CPU.
-func (a *Agent) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
+func (g *Ingester) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 	for m := range work {
 		rec := bufPool.Get().(*[]byte)
 		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
@@ -155,7 +155,7 @@ func (a *Agent) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 		if err != nil {
 			// Cannot happen with a validated config; if it does, spool
 			// the message uncompressed rather than fail or lose it.
-			a.log.Error("compression failed; spooling the message uncompressed", "err", err)
+			g.log.Error("compression failed; spooling the message uncompressed", "err", err)
 			hdr.Kind, hdr.DictID = codec.Plain, 0
 			out = spool.AppendHeader((*rec)[:0], hdr)
 			enc2 = append(out, *m.body...)
@@ -171,8 +171,8 @@ func (a *Agent) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 // spoolWriter appends sealed messages to the spool in seal order, as many
 // per Append as are ready (one fdatasync for all of them), answers the
 // ingest calls and tells the loop which ids are now spooled.
-func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
-	defer close(a.spooledCh)
+func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
+	defer close(g.spooled)
 	var group []*sealedMsg
 	var recs [][]byte
 	for m := range in {
@@ -195,15 +195,15 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 		for _, m := range group {
 			recs = append(recs, *m.rec)
 		}
-		first, err := a.spool.Log().Append(recs)
-		a.spool.AppendDone(err)
+		first, err := g.spool.Log().Append(recs)
+		g.spool.AppendDone(err)
 		if spool.IsNoSpace(err) {
-			err = fmt.Errorf("%w: %v", ErrNoSpace, err)
+			err = fmt.Errorf("%w: %v", spool.ErrNoSpace, err)
 			for _, m := range group {
-				a.spoolM.NoSpace.Add(float64(len(m.waiters)))
+				g.spoolM.NoSpace.Add(float64(len(m.waiters)))
 			}
 		}
-		now := a.now()
+		now := g.cfg.Now()
 		infos := make([]spool.Spooled, 0, len(group))
 		for i, m := range group {
 			// Record the producers' marks before answering: an answered
@@ -211,24 +211,24 @@ func (a *Agent) spoolWriter(in <-chan *sealedMsg) {
 			// retry must find its request complete or it is spooled twice.
 			if err == nil {
 				infos = append(infos, spool.Spooled{ID: first + uint64(i), Size: int64(m.payload), Records: m.records, Raw: m.raw, At: now})
-				a.metrics.Spooled(m.raw, m.payload)
-				a.spool.Completed(m.marks)
-				a.spool.Settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
+				g.metrics.Spooled(m.raw, m.payload)
+				g.spool.Completed(m.marks)
+				g.spool.Settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
 			} else {
-				a.spool.Release(m.reserved)
+				g.spool.Release(m.reserved)
 			}
 			for _, w := range m.waiters {
 				w <- err
 			}
-			if a.afterAnswer != nil {
-				a.afterAnswer()
+			if g.AfterAnswer != nil {
+				g.AfterAnswer()
 			}
 			bufPool.Put(m.rec)
 		}
 		if err != nil {
-			a.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))
+			g.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))
 			continue
 		}
-		a.spooledCh <- infos
+		g.spooled <- infos
 	}
 }

@@ -23,7 +23,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newTestAgent starts an agent whose sink address accepts no connections,
 // so everything stays in the spool.
-func newTestAgent(t *testing.T, dir string, mod func(*Config)) *Agent {
+func newTestAgent(t testing.TB, dir string, mod func(*Config)) *Agent {
 	t.Helper()
 	cfg := Config{SinkAddr: "127.0.0.1:1", SpoolDir: dir, Logger: quietLog, ReconnectMin: time.Hour, ReconnectMax: time.Hour}
 	if mod != nil {

@@ -80,7 +80,7 @@ func storedRecords(t *testing.T, s *sink.Sink) map[string]int {
 	return got
 }
 
-func waitAcked(t *testing.T, a *Agent, timeout time.Duration) {
+func waitAcked(t testing.TB, a *Agent, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

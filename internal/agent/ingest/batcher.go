@@ -26,7 +26,10 @@ type ingestReq struct {
 // parallel, the spool keeps the order in which messages were sealed (which
 // the producers' progress marks rely on).
 type sealedMsg struct {
-	body     *[]byte // the uncompressed batch, pooled; nil once compressed
+	// b holds the uncompressed batch (b.Bytes()): the batcher's builder
+	// itself, handed over at seal rather than copied, and returned to
+	// builderPool once compressed.
+	b        *batch.Builder
 	kind     codec.Kind
 	dictID   uint32
 	rec      *[]byte // the spool record (header + compressed body), pooled
@@ -41,6 +44,11 @@ type sealedMsg struct {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
+// builderPool holds batch builders: a sealed message takes the batcher's
+// builder with it (its buffer is the message body) and the batcher takes
+// a fresh one, so sealing copies nothing.
+var builderPool = sync.Pool{New: func() any { return new(batch.Builder) }}
+
 // batcher packs records into messages of up to MaxMessageBytes, sealing a
 // message when the next record would not fit, when it is full, or when it
 // has lingered, and hands it to the compression workers and, in order, to
@@ -50,12 +58,14 @@ type batcher struct {
 	in   chan ingestReq
 	work chan<- *sealedMsg // to the compression workers
 	out  chan<- *sealedMsg // to the spool writer, in seal order
-	b    batch.Builder
+	b    *batch.Builder
 	cur  sealedMsg
 	stop chan struct{}
 }
 
 func (bt *batcher) run() {
+	bt.b = builderPool.Get().(*batch.Builder)
+	bt.b.Reset()
 	defer close(bt.out)
 	defer close(bt.work)
 	linger := time.NewTimer(time.Hour)
@@ -125,14 +135,13 @@ func (bt *batcher) seal() {
 	if bt.b.Count() == 0 {
 		return
 	}
-	body := bufPool.Get().(*[]byte)
-	*body = append((*body)[:0], bt.b.Bytes()...)
 	m := bt.cur
-	m.body, m.kind, m.dictID, m.records, m.raw = body, bt.cfg.Compression, bt.dictID(), bt.b.Count(), len(*body)
+	m.b, m.kind, m.dictID, m.records, m.raw = bt.b, bt.cfg.Compression, bt.dictID(), bt.b.Count(), bt.b.Len()
 	m.ready = make(chan struct{})
+	bt.b = builderPool.Get().(*batch.Builder)
+	bt.b.Reset()
 	bt.work <- &m
 	bt.out <- &m
-	bt.b.Reset()
 	bt.cur = sealedMsg{}
 }
 
@@ -151,19 +160,20 @@ func (g *Ingester) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
 		out := spool.AppendHeader((*rec)[:0], hdr)
 		header := len(out)
-		enc2, err := enc.Encode(out, *m.body, m.kind, m.dictID)
+		body := m.b.Bytes()
+		enc2, err := enc.Encode(out, body, m.kind, m.dictID)
 		if err != nil {
 			// Cannot happen with a validated config; if it does, spool
 			// the message uncompressed rather than fail or lose it.
 			g.log.Error("compression failed; spooling the message uncompressed", "err", err)
 			hdr.Kind, hdr.DictID = codec.Plain, 0
 			out = spool.AppendHeader((*rec)[:0], hdr)
-			enc2 = append(out, *m.body...)
+			enc2 = append(out, body...)
 		}
 		*rec = enc2
 		m.rec, m.payload = rec, len(enc2)-header
-		bufPool.Put(m.body)
-		m.body = nil
+		builderPool.Put(m.b)
+		m.b = nil
 		close(m.ready)
 	}
 }

@@ -85,7 +85,7 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if got["new record"] != 1 {
 		t.Fatalf("new record not delivered: %v", got)
 	}

@@ -172,7 +172,7 @@ func TestFrozenSinkFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitAcked(t, a, 30*time.Second)
-			if got := storedRecords(t, ts.s); got["past the frozen sink"] != 1 {
+			if got := storedRecords(t, ts); got["past the frozen sink"] != 1 {
 				t.Fatalf("store: %v", got)
 			}
 			// The first attempt went to the frozen sink; what ended it is

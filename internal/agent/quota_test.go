@@ -81,7 +81,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 	}
 	t.Logf("%d refusals with 507 on the way", fulls)
 	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, want %d", len(got), len(want))
 	}
@@ -271,7 +271,7 @@ func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 		}
 	}
 	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, %d were accepted", len(got), len(want))
 	}

@@ -46,6 +46,9 @@ func newFakeService() *fakeService {
 	return &fakeService{copies: map[uint64]int{}, stored: map[string]int{}, dec: codec.NewDecoder(8 << 20)}
 }
 
+// skipReply, returned by a message hook, sends nothing for that message.
+var skipReply protocol.Frame = &protocol.Credit{}
+
 func bigWelcome() *protocol.Welcome {
 	return &protocol.Welcome{Version: protocol.Version, Credits: protocol.Credits{Messages: 1 << 20, Bytes: 1 << 40}}
 }
@@ -103,6 +106,9 @@ func (f *fakeService) ServeSend(c protocol.Conn) error {
 			if resp, err = f.message(n, m, copies); err != nil {
 				return err
 			}
+		}
+		if resp == skipReply {
+			continue
 		}
 		if resp == nil {
 			if err := f.store(m); err != nil {

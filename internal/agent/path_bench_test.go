@@ -24,7 +24,9 @@ import (
 // is the agent's path.
 type ackSink struct{}
 
-func (ackSink) ServeRead(protocol.Conn) error { return protocol.Errorf(protocol.StatusInvalid, "no reads") }
+func (ackSink) ServeRead(protocol.Conn) error {
+	return protocol.Errorf(protocol.StatusInvalid, "no reads")
+}
 
 func (ackSink) ServeSend(c protocol.Conn) error {
 	if _, err := c.Recv(); err != nil {

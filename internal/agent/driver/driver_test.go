@@ -36,7 +36,9 @@ type sink struct {
 
 func newSink() *sink { return &sink{got: map[uint64][]byte{}, copies: map[uint64]int{}} }
 
-func (s *sink) ServeRead(protocol.Conn) error { return protocol.Errorf(protocol.StatusInvalid, "no reads") }
+func (s *sink) ServeRead(protocol.Conn) error {
+	return protocol.Errorf(protocol.StatusInvalid, "no reads")
+}
 
 func (s *sink) ServeSend(c protocol.Conn) error {
 	if _, err := c.Recv(); err != nil {

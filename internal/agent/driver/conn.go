@@ -32,15 +32,22 @@ type conn struct {
 	pc     protocol.Conn
 
 	mu     sync.Mutex
-	queue  []uint64
+	queue  []queued
 	dict   *codec.Dictionary // to upload before any message
 	closed bool
 	wake   chan struct{}
 }
 
-func (c *conn) enqueue(id uint64) {
+// queued is a message to send: its id, and its spool record when it was
+// just spooled (see spool.Spooled.Rec); nil means read it from the spool.
+type queued struct {
+	id  uint64
+	rec *[]byte
+}
+
+func (c *conn) enqueue(id uint64, rec *[]byte) {
 	c.mu.Lock()
-	c.queue = append(c.queue, id)
+	c.queue = append(c.queue, queued{id, rec})
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -62,7 +69,7 @@ func (c *conn) close() {
 
 // take returns the queued ids (swapping in buf as the new queue) and the
 // pending dictionary upload; ok is false once the conn is closed.
-func (c *conn) take(buf []uint64) (ids []uint64, dict *codec.Dictionary, ok bool) {
+func (c *conn) take(buf []queued) (ids []queued, dict *codec.Dictionary, ok bool) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -178,7 +185,7 @@ func (d *Driver) writeLoop(c *conn) {
 	it := d.spool.Log().NewIterator(0, 1<<20)
 	next := ^uint64(0) // the id the iterator would read next
 	var msg protocol.Message
-	var buf []uint64
+	var buf []queued
 	for {
 		ids, dict, ok := c.take(buf)
 		if !ok {
@@ -190,21 +197,28 @@ func (d *Driver) writeLoop(c *conn) {
 				return
 			}
 		}
-		for _, id := range ids {
-			if id != next {
-				it.Seek(id)
-			}
-			if !it.Next() {
-				if errors.Is(it.Err(), seglog.ErrTruncated) {
-					next = ^uint64(0)
-					continue // acknowledged and removed meanwhile
+		for i, q := range ids {
+			id := q.id
+			var rec []byte
+			if q.rec != nil {
+				rec = *q.rec // fresh: sent from memory, not read back
+			} else {
+				if id != next {
+					it.Seek(id)
 				}
-				d.log.Error("cannot read message from spool", "id", id, "err", it.Err())
-				c.close()
-				return
+				if !it.Next() {
+					if errors.Is(it.Err(), seglog.ErrTruncated) {
+						next = ^uint64(0)
+						continue // acknowledged and removed meanwhile
+					}
+					d.log.Error("cannot read message from spool", "id", id, "err", it.Err())
+					c.close()
+					return
+				}
+				next = id + 1
+				rec = it.Value()
 			}
-			next = id + 1
-			m, err := spool.Decode(it.Value())
+			m, err := spool.Decode(rec)
 			if err != nil {
 				d.log.Error("corrupt message in spool", "id", id, "err", err)
 				c.close()
@@ -212,8 +226,12 @@ func (d *Driver) writeLoop(c *conn) {
 			}
 			msg = protocol.Message{ID: id, Records: m.Records, Codec: wireCodec(m.Kind), DictID: m.DictID, Payload: m.Body}
 			// Send is done with msg when it returns (see protocol.Conn), so
-			// the iterator's buffer may be reused afterwards.
-			if err := c.pc.Send(&msg); err != nil {
+			// the iterator's buffer or the fresh record may be reused
+			// afterwards.
+			err = c.pc.Send(&msg)
+			spool.PutBuf(q.rec)
+			ids[i].rec = nil
+			if err != nil {
 				c.close()
 				return
 			}

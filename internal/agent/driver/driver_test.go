@@ -32,6 +32,8 @@ type sink struct {
 	got      map[uint64][]byte // first payload of each id
 	copies   map[uint64]int
 	frames   []protocol.Message
+	// differ counts copies whose payload differs from the first copy's.
+	differ int
 }
 
 func newSink() *sink { return &sink{got: map[uint64][]byte{}, copies: map[uint64]int{}} }
@@ -63,8 +65,10 @@ func (s *sink) ServeSend(c protocol.Conn) error {
 		s.mu.Lock()
 		s.copies[m.ID]++
 		k := s.copies[m.ID]
-		if _, seen := s.got[m.ID]; !seen {
+		if first, seen := s.got[m.ID]; !seen {
 			s.got[m.ID] = bytes.Clone(m.Payload)
+		} else if !bytes.Equal(first, m.Payload) {
+			s.differ++
 		}
 		s.frames = append(s.frames, protocol.Message{ID: m.ID, Records: m.Records, Codec: m.Codec, DictID: m.DictID})
 		s.mu.Unlock()
@@ -88,6 +92,10 @@ type rig struct {
 	spooled chan []spool.Spooled
 	bodies  map[uint64][]byte
 	origin  time.Time
+	// fresh: announce each message with its record, as the spool writer
+	// does, so the driver sends it from memory; otherwise it reads the
+	// spool, as for a backlog.
+	fresh bool
 }
 
 func newRig(t *testing.T, svc protocol.Service, sc delivery.SenderConfig) *rig {
@@ -128,12 +136,18 @@ func (r *rig) spool(t *testing.T, recs ...string) uint64 {
 		}
 	}
 	body := bytes.Clone(b.Bytes())
-	id, err := r.sp.Log().Append([][]byte{spool.Append(nil, spool.Record{Kind: codec.Plain, Records: uint32(len(recs)), Body: body})})
+	rec := spool.GetBuf()
+	*rec = spool.Append(*rec, spool.Record{Kind: codec.Plain, Records: uint32(len(recs)), Body: body})
+	id, err := r.sp.Log().Append([][]byte{*rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.bodies[id] = body
-	r.spooled <- []spool.Spooled{{ID: id, Size: int64(len(body)), Records: len(recs), Raw: len(body), At: r.now()}}
+	in := spool.Spooled{ID: id, Size: int64(len(body)), Records: len(recs), Raw: len(body), At: r.now()}
+	if r.fresh {
+		in.Rec = rec
+	}
+	r.spooled <- []spool.Spooled{in}
 	return id
 }
 
@@ -153,8 +167,15 @@ func (r *rig) waitWatermark(t *testing.T, w uint64) {
 // the spooled body as it is (no decoding or re-encoding), its record
 // count and codec; acks move the persisted watermark.
 func TestSendsSpoolBytes(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		t.Run(fmt.Sprint("fresh=", fresh), func(t *testing.T) { testSendsSpoolBytes(t, fresh) })
+	}
+}
+
+func testSendsSpoolBytes(t *testing.T, fresh bool) {
 	svc := newSink()
 	r := newRig(t, svc, delivery.SenderConfig{})
+	r.fresh = fresh
 	for i := range 10 {
 		r.spool(t, fmt.Sprintf("a-%d", i), fmt.Sprintf("b-%d", i))
 	}
@@ -181,11 +202,14 @@ func TestSendsSpoolBytes(t *testing.T) {
 
 // TestResendFromTick: a copy lost without the session breaking is sent
 // again when the Sender's resend deadline passes, which only the driver's
-// one timer at NextDeadline can notice; the session stays up.
+// one timer at NextDeadline can notice; the session stays up. The first
+// copy goes out from memory, the resend is read back from the spool, and
+// both carry the same bytes.
 func TestResendFromTick(t *testing.T) {
 	svc := newSink()
 	svc.drop = func(_ int, _ uint64, copies int) bool { return copies == 1 }
 	r := newRig(t, svc, delivery.SenderConfig{MinRTO: 20 * time.Millisecond, InitialRTO: 20 * time.Millisecond, ProgressTimeout: time.Hour})
+	r.fresh = true
 	r.spool(t, "x")
 	r.spool(t, "y")
 	r.waitWatermark(t, 2)
@@ -198,6 +222,9 @@ func TestResendFromTick(t *testing.T) {
 		if n != 2 {
 			t.Errorf("message %d sent %d times, want 2", id, n)
 		}
+	}
+	if svc.differ != 0 {
+		t.Errorf("%d resends differ from the first copy", svc.differ)
 	}
 }
 

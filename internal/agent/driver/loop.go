@@ -43,6 +43,12 @@ type loop struct {
 	watermark, persisted uint64
 	// addr is the sink of the current stream.
 	addr string
+	// fresh is the record of the message being stepped as Spooled, which
+	// its Send (in the same step) takes to the session writer; what no
+	// Send took is released after the step, so fresh records never pile
+	// up while the window is full or the sink is away.
+	freshID  uint64
+	freshRec *[]byte
 }
 
 func (d *Driver) run(s *delivery.Sender, spooledCh <-chan []spool.Spooled, backlog []spool.Spooled) {
@@ -129,7 +135,11 @@ func (l *loop) do(act delivery.Action) {
 	switch act.Kind {
 	case delivery.ActionSend:
 		if l.conn != nil {
-			l.conn.enqueue(act.ID)
+			var rec *[]byte
+			if l.freshRec != nil && act.ID == l.freshID {
+				rec, l.freshRec = l.freshRec, nil
+			}
+			l.conn.enqueue(act.ID, rec)
 		}
 	case delivery.ActionArmTimer, delivery.ActionCancelTimer, delivery.ActionCancelAllTimers:
 		// The Sender keeps its timers itself; see rearm.
@@ -153,7 +163,10 @@ func (l *loop) do(act delivery.Action) {
 
 func (l *loop) spooled(in spool.Spooled) {
 	l.meta[in.ID] = msgMeta{spooledAt: in.At, payload: int32(in.Size), records: int32(in.Records), raw: int32(in.Raw)}
+	l.freshID, l.freshRec = in.ID, in.Rec
 	l.step(delivery.Spooled(in.ID, in.Size, in.At))
+	spool.PutBuf(l.freshRec) // not sent now: it is read back when it is
+	l.freshRec = nil
 }
 
 func (l *loop) dial() {

@@ -42,7 +42,6 @@ type sealedMsg struct {
 	ready    chan struct{}
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // builderPool holds batch builders: a sealed message takes the batcher's
 // builder with it (its buffer is the message body) and the batcher takes
@@ -156,7 +155,7 @@ func (bt *batcher) dictID() uint32 {
 // one per CPU.
 func (g *Ingester) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 	for m := range work {
-		rec := bufPool.Get().(*[]byte)
+		rec := spool.GetBuf()
 		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
 		out := spool.AppendHeader((*rec)[:0], hdr)
 		header := len(out)
@@ -220,7 +219,9 @@ func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
 			// caller may retry at once (its answer lost on the way), and the
 			// retry must find its request complete or it is spooled twice.
 			if err == nil {
-				infos = append(infos, spool.Spooled{ID: first + uint64(i), Size: int64(m.payload), Records: m.records, Raw: m.raw, At: now})
+				// The record goes on to the driver, which sends it from
+				// memory (seglog.Append has copied it).
+				infos = append(infos, spool.Spooled{ID: first + uint64(i), Size: int64(m.payload), Records: m.records, Raw: m.raw, At: now, Rec: m.rec})
 				g.metrics.Spooled(m.raw, m.payload)
 				g.spool.Completed(m.marks)
 				g.spool.Settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
@@ -233,7 +234,10 @@ func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
 			if g.AfterAnswer != nil {
 				g.AfterAnswer()
 			}
-			bufPool.Put(m.rec)
+			if err != nil {
+				spool.PutBuf(m.rec)
+			}
+			m.rec = nil
 		}
 		if err != nil {
 			g.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))

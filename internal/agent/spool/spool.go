@@ -56,6 +56,30 @@ type Spooled struct {
 	Records int
 	Raw     int   // uncompressed bytes
 	At      int64 // the agent's clock
+	// Rec, when set, is the spool record as appended (from GetBuf): the
+	// driver may send the message from it instead of reading it back, and
+	// then owns it (PutBuf when done). Nil for messages spooled before
+	// the start.
+	Rec *[]byte
+}
+
+// bufPool holds spool record buffers: ingest encodes a message into one
+// and appends it; the driver sends the fresh message from it and puts it
+// back, so a message is read back from disk only when it is resent.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// GetBuf returns an empty record buffer.
+func GetBuf() *[]byte {
+	b := bufPool.Get().(*[]byte)
+	*b = (*b)[:0]
+	return b
+}
+
+// PutBuf returns a buffer from GetBuf; nil is ignored.
+func PutBuf(b *[]byte) {
+	if b != nil {
+		bufPool.Put(b)
+	}
 }
 
 const (

@@ -42,7 +42,6 @@ type sealedMsg struct {
 	ready    chan struct{}
 }
 
-
 // builderPool holds batch builders: a sealed message takes the batcher's
 // builder with it (its buffer is the message body) and the batcher takes
 // a fresh one, so sealing copies nothing.

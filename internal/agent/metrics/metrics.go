@@ -81,7 +81,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ConnectFailures: c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
 		sinkUp:          g("sink_up", "1 while a stream to a sink is established, else 0."),
 		lastError: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "last_error",
-			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS or a gRPC code); no series while connected."}, []string{"code"}),
+			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS, Unimplemented or a protocol session status); no series while connected."}, []string{"code"}),
 		SpoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
 		Duplicates: c("duplicate_requests_total", "Ingest retries of requests already spooled, answered without spooling again."),
 		Fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",

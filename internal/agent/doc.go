@@ -15,8 +15,9 @@
 //	  │          │
 //	  └──────────┴──► spool (the durable queue), metrics
 //
-// Goroutines: the batcher packs records into messages; compression
-// workers compress them in parallel; the spool writer appends sealed
+// Goroutines: ingest calls pack their records into messages themselves
+// (under the batcher's lock; a timer seals a message that lingered);
+// compression workers compress them in parallel; the spool writer appends sealed
 // messages in order (one fdatasync per group); the driver's loop owns the
 // Sender and its one timer; per session, one goroutine receives from the
 // sink and one writes messages read from the spool.

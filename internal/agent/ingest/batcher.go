@@ -1,11 +1,12 @@
 package ingest
 
 import (
+	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/agent/spool"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/seglog"
@@ -50,49 +51,84 @@ var builderPool = sync.Pool{New: func() any { return new(batch.Builder) }}
 // batcher packs records into messages of up to MaxMessageBytes, sealing a
 // message when the next record would not fit, when it is full, or when it
 // has lingered, and hands it to the compression workers and, in order, to
-// the spool writer.
+// the spool writer. It is not a goroutine: the ingest call adds its
+// records itself, holding the batcher's lock, so a request reaches the
+// compression workers without a hand-off; only a message sealed by its
+// linger deadline is sealed from the timer's goroutine.
 type batcher struct {
 	cfg  *Config
-	in   chan ingestReq
 	work chan<- *sealedMsg // to the compression workers
 	out  chan<- *sealedMsg // to the spool writer, in seal order
-	b    *batch.Builder
-	cur  sealedMsg
-	stop chan struct{}
+	// sem is the lock (a channel, so that a caller waiting for it while
+	// the pipeline is full can give up when its context ends); it guards
+	// everything below.
+	sem      chan struct{}
+	b        *batch.Builder
+	cur      sealedMsg
+	linger   *time.Timer
+	deadline time.Time // when the pending message has lingered enough
+	closed   bool
 }
 
-func (bt *batcher) run() {
-	bt.b = builderPool.Get().(*batch.Builder)
+func newBatcher(cfg *Config, work, out chan<- *sealedMsg) *batcher {
+	bt := &batcher{cfg: cfg, work: work, out: out, sem: make(chan struct{}, 1), b: builderPool.Get().(*batch.Builder)}
 	bt.b.Reset()
-	defer close(bt.out)
-	defer close(bt.work)
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	for {
-		select {
-		case req := <-bt.in:
-			bt.add(req, linger)
-		case <-linger.C:
-			bt.seal()
-		case <-bt.stop:
-			// Seal what is pending so every accepted ingest call gets an
-			// answer, then drain calls that raced with the stop.
-			for {
-				select {
-				case req := <-bt.in:
-					bt.add(req, linger)
-					continue
-				default:
-				}
-				break
-			}
-			bt.seal()
-			return
-		}
+	bt.linger = time.AfterFunc(time.Hour, bt.lingered)
+	bt.linger.Stop()
+	return bt
+}
+
+// lock takes the batcher's lock, or gives up when ctx ends.
+func (bt *batcher) lock(ctx context.Context) error {
+	select {
+	case bt.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-func (bt *batcher) add(req ingestReq, linger *time.Timer) {
+func (bt *batcher) unlock() { <-bt.sem }
+
+// lingered runs when the linger timer fires: it seals the pending message
+// if its deadline has passed (a timer reset for a newer message may fire
+// late for an older one).
+func (bt *batcher) lingered() {
+	bt.sem <- struct{}{}
+	defer bt.unlock()
+	if bt.closed || bt.b.Count() == 0 {
+		return
+	}
+	if wait := time.Until(bt.deadline); wait > 0 {
+		bt.linger.Reset(wait)
+		return
+	}
+	bt.seal()
+}
+
+// close seals what is pending, so every accepted ingest call gets an
+// answer, and ends the pipeline.
+func (bt *batcher) close() {
+	bt.sem <- struct{}{}
+	defer bt.unlock()
+	if bt.closed {
+		return
+	}
+	bt.linger.Stop()
+	bt.seal()
+	bt.closed = true
+	close(bt.work)
+	close(bt.out)
+}
+
+// startLinger starts the linger deadline of a message's first record.
+func (bt *batcher) startLinger() {
+	bt.deadline = time.Now().Add(bt.cfg.Linger)
+	bt.linger.Reset(bt.cfg.Linger)
+}
+
+// add packs req's records; the caller holds the lock.
+func (bt *batcher) add(req ingestReq) {
 	if req.whole {
 		bt.seal()
 	}
@@ -106,13 +142,13 @@ func (bt *batcher) add(req ingestReq, linger *time.Timer) {
 			bt.seal()
 		}
 		if bt.b.Count() == 0 {
-			linger.Reset(bt.cfg.Linger)
+			bt.startLinger()
 		}
 		if err := bt.b.Add(rec); err != nil {
 			// Only ErrTooManyRecords, far beyond any size limit; seal and
 			// retry once.
 			bt.seal()
-			linger.Reset(bt.cfg.Linger)
+			bt.startLinger()
 			_ = bt.b.Add(rec)
 		}
 	}

@@ -63,8 +63,7 @@ type Ingester struct {
 	metrics *metrics.Metrics
 	spoolM  *spool.Metrics
 
-	in      chan ingestReq
-	stop    chan struct{}
+	bt      *batcher
 	spooled chan []spool.Spooled
 	wg      sync.WaitGroup
 
@@ -98,16 +97,15 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 		}
 	}
 	g := &Ingester{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, spoolM: sm,
-		in: make(chan ingestReq, 64), stop: make(chan struct{}), spooled: make(chan []spool.Spooled, 64),
+		spooled:   make(chan []spool.Spooled, 64),
 		prodLocks: map[string]*producerLock{}}
 	// Deep enough that compression keeps going while the spool writer
 	// waits for an fsync: with a few slots the workers stall every fsync
 	// and ingest tops out at a few messages per fsync.
 	sealed := make(chan *sealedMsg, pipelineDepth)
 	work := make(chan *sealedMsg, pipelineDepth)
-	bt := &batcher{cfg: &g.cfg, in: g.in, work: work, out: sealed, stop: g.stop}
-	g.wg.Add(2 + workers)
-	go func() { defer g.wg.Done(); bt.run() }()
+	g.bt = newBatcher(&g.cfg, work, sealed)
+	g.wg.Add(1 + workers)
 	go func() { defer g.wg.Done(); g.spoolWriter(sealed) }()
 	for _, enc := range encs {
 		go func() { defer g.wg.Done(); g.compressor(work, enc) }()
@@ -129,7 +127,7 @@ func (g *Ingester) Close() {
 	}
 	g.closed = true
 	g.mu.Unlock()
-	close(g.stop)
+	g.bt.close()
 	g.wg.Wait()
 }
 
@@ -207,12 +205,15 @@ func (g *Ingester) ingest(ctx context.Context, req ingestReq) error {
 		return fmt.Errorf("%w (%d bytes on disk, quota %d)", spool.ErrFull, g.spool.Size(), g.cfg.SpoolQuota)
 	}
 	req.done = make(chan error, 1)
-	select {
-	case g.in <- req:
-	case <-ctx.Done():
+	// The batcher's lock is held only while records are added and, when
+	// the pipeline is full, while a sealed message waits for room: that
+	// wait is what ctx bounds.
+	if err := g.bt.lock(ctx); err != nil {
 		g.spool.Release(req.bytes)
-		return ctx.Err()
+		return err
 	}
+	g.bt.add(req)
+	g.bt.unlock()
 	// Wait even if ctx ends: a producer's lock must be held until the
 	// outcome is known, or a retry could race the original.
 	err := <-req.done

@@ -9,9 +9,22 @@ import (
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
-// open runs a request command on the loop, waiting for a LEASE when lease
-// was negotiated and none allows the request yet.
+// open sends a request, waiting for a LEASE when lease was negotiated and
+// none allows the request yet.
 func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uint32, complete bool) (*stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, c.closedErr()
+	}
+	st, err, wait := c.openLocked(ctx, kind, p, n, complete)
+	if !wait {
+		c.release()
+		return st, err
+	}
 	type res struct {
 		st  *stream
 		err error
@@ -19,68 +32,92 @@ func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uin
 	ch := make(chan res, 1)
 	var attempt func()
 	attempt = func() {
-		var id uint32
-		var err error
-		switch kind {
-		case conn.RequestResponse:
-			id, err = c.m.RequestResponse(p.Metadata, p.Data)
-		case conn.FireAndForget:
-			id, err = c.m.RequestFNF(p.Metadata, p.Data)
-		case conn.RequestStream:
-			id, err = c.m.RequestStream(n, p.Metadata, p.Data)
-		case conn.RequestChannel:
-			id, err = c.m.RequestChannel(n, p.Metadata, p.Data, complete)
-		}
-		if errors.Is(err, conn.ErrNoLease) {
-			if closed, _ := c.m.Closed(); !closed {
-				c.leaseWait = append(c.leaseWait, attempt)
-				return
-			}
-		}
-		if err != nil {
-			ch <- res{err: err}
+		st, err, wait := c.openLocked(ctx, kind, p, n, complete)
+		if wait {
+			c.leaseWait = append(c.leaseWait, attempt)
 			return
 		}
-		if kind == conn.FireAndForget {
-			ch <- res{}
-			return
-		}
-		st := c.newStream(id, kind, true, c.ctx)
-		if kind == conn.RequestChannel && complete {
-			st.sendDone = true
-		}
-		ch <- res{st: st}
+		ch <- res{st, err}
 	}
-	select {
-	case c.cmds <- attempt:
-	case <-c.done:
-		return nil, c.closedErr()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	c.leaseWait = append(c.leaseWait, attempt)
+	c.release()
 	select {
 	case r := <-ch:
-		if r.st != nil {
-			// Context cancel → CANCEL frame.
-			stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(r.st, ctx.Err()) }) })
-			context.AfterFunc(r.st.ctx, func() { stop() })
-		}
 		return r.st, r.err
 	case <-c.done:
 		return nil, c.closedErr()
 	case <-ctx.Done():
 		// The request may still go out; a late stream is cancelled.
 		go func() {
-			if r := <-ch; r.st != nil {
-				c.post(func() { c.cancelStream(r.st, ctx.Err()) })
+			select {
+			case r := <-ch:
+				if r.st != nil {
+					c.post(func() { c.cancelStream(r.st, ctx.Err()) })
+				}
+			case <-c.done:
 			}
 		}()
 		return nil, ctx.Err()
 	}
 }
 
+// openRR sends the request of st, a request-response that RequestResponse
+// waits on. Under mu.
+func (c *Conn) openRR(ctx context.Context, st *stream, p Payload) {
+	id, err := c.m.RequestResponse(p.Metadata, p.Data)
+	if errors.Is(err, conn.ErrNoLease) {
+		if closed, _ := c.m.Closed(); !closed {
+			c.leaseWait = append(c.leaseWait, func() { c.openRR(ctx, st, p) })
+			return
+		}
+	}
+	if err != nil {
+		st.fail(err)
+		return
+	}
+	st.id = id
+	c.streams[id] = st
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(st, ctx.Err()) }) })
+		st.cancel = func() { stop() }
+	}
+}
+
+// openLocked sends the request now; wait: no lease allows it yet. Under mu.
+func (c *Conn) openLocked(ctx context.Context, kind conn.Interaction, p Payload, n uint32, complete bool) (st *stream, err error, wait bool) {
+	var id uint32
+	switch kind {
+	case conn.RequestResponse:
+		id, err = c.m.RequestResponse(p.Metadata, p.Data)
+	case conn.FireAndForget:
+		id, err = c.m.RequestFNF(p.Metadata, p.Data)
+	case conn.RequestStream:
+		id, err = c.m.RequestStream(n, p.Metadata, p.Data)
+	case conn.RequestChannel:
+		id, err = c.m.RequestChannel(n, p.Metadata, p.Data, complete)
+	}
+	if errors.Is(err, conn.ErrNoLease) {
+		if closed, _ := c.m.Closed(); !closed {
+			return nil, nil, true
+		}
+	}
+	if err != nil || kind == conn.FireAndForget {
+		return nil, err, false
+	}
+	st = c.newStream(id, kind, true, c.ctx)
+	if kind == conn.RequestChannel && complete {
+		st.sendDone = true
+	}
+	if ctx.Done() != nil {
+		// Context cancel → CANCEL frame; watching stops when the stream ends.
+		stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(st, ctx.Err()) }) })
+		st.cancel = func() { stop() }
+	}
+	return st, nil, false
+}
+
 // cancelStream sends CANCEL (requester) or ERROR[CANCELED] and forgets
-// the stream. Loop only.
+// the stream. Under mu.
 func (c *Conn) cancelStream(st *stream, err error) {
 	if c.streams[st.id] != st {
 		return
@@ -100,11 +137,17 @@ func (c *Conn) cancelStream(st *stream, err error) {
 
 // RequestResponse sends p and waits for the one response.
 func (c *Conn) RequestResponse(ctx context.Context, p Payload) (Payload, error) {
-	st, err := c.open(ctx, conn.RequestResponse, p, 0, false)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return Payload{}, err
 	}
+	st := &stream{kind: conn.RequestResponse, requester: true, sig: make(chan struct{}, 1), cancel: noop}
+	c.submit(op{st: st, ctx: ctx, p: p})
 	it, err := st.pop(ctx)
+	if err != nil {
+		// Cancelled before the answer: CANCEL if the request went out.
+		c.post(func() { c.cancelStream(st, err) })
+		return Payload{}, err
+	}
 	if err != nil {
 		return Payload{}, err
 	}
@@ -340,6 +383,6 @@ func (c *Conn) Close() error {
 		return c.m.Close(frame.ErrorCodeConnectionError, "closed by the application")
 	})
 	<-c.done
-	<-c.w.done
+	<-c.wdone
 	return nil
 }

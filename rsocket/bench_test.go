@@ -46,6 +46,8 @@ func BenchmarkRequestResponse(b *testing.B) {
 			if len(all) > 0 {
 				b.ReportMetric(float64(len(all))/el.Seconds(), "req/s")
 				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-µs")
 			}
 		})
 	}

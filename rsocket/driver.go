@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
@@ -20,6 +22,13 @@ type transport interface {
 }
 
 // Conn is one RSocket connection, client or server end.
+//
+// There is no loop goroutine: mu guards the machine and the driver state,
+// and whichever goroutine holds it (the reader with the frames it read, an
+// application call, a handler's answer, the timer) runs the machine and
+// dispatches its events. A request therefore costs no hop to another
+// goroutine before its frame is encoded, and the reader takes every frame
+// already buffered under one lock.
 type Conn struct {
 	opts  options
 	m     *conn.Machine
@@ -29,27 +38,47 @@ type Conn struct {
 	ctx    context.Context // ends when the connection closes
 	cancel context.CancelFunc
 
-	cmds chan func()
-	in   chan inFrame // frames, then the read error, in order
-	// consumed: the loop took a large frame. The reader hands large
-	// frames over one at a time, so the queue holds at most 64 small
-	// frames (4 MiB) and one large one, not 64 frames of 16 MiB.
-	consumed chan struct{}
-	done     chan struct{} // closed when the loop ends
-	err      error         // why, valid after done
+	done chan struct{} // closed when the connection is closed
+	err  error         // why, valid after done
 
-	// Loop-owned state.
+	mu     sync.Mutex
+	closed bool // done is closed; the machine takes no more input
+
+	// Commands from other goroutines. A goroutine that needs the machine
+	// queues its command and runs the queue only if mu is free: under
+	// load one holder runs everybody's commands in a batch instead of
+	// every caller sleeping on mu in turn. Whoever releases mu runs
+	// what was queued meanwhile (release), so no command is left behind.
+	qmu  sync.Mutex
+	ops  []op
+	ops2 []op // the other buffer
+	nops atomic.Int32
+
+	// Guarded by mu.
 	streams   map[uint32]*stream
-	out       []byte // frames not yet handed to the writer
-	w         *writer
 	leaseWait []func()
 	leaseT    *time.Timer
 	setup     chan struct{} // closed on EventSetup (server) or Start (client)
+	timer     *time.Timer   // runs tick at the machine's next deadline
+	timerAt   time.Duration // when timer fires, if timerSet
+	timerSet  bool
 
-	bufs sync.Pool
+	// Output, guarded by mu. The writer goroutine writes everything
+	// queued in one write (writing: it is in the middle of one), so that
+	// under load many frames share one syscall. Nobody else writes: the
+	// reader must not stop reading for a peer that does not read (both
+	// ends blocked writing would deadlock).
+	out      []byte // frames not yet written
+	spare    []byte // the last written buffer, for reuse
+	writing  bool
+	wclosing bool // close the transport once out is written
+	wfailed  bool // a write failed: output is dropped
+	wsig     chan struct{}
+	wdone    chan struct{} // closed once the transport is closed
+
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
-	// a flood must not become a flood of goroutines. When full, the loop
+	// a flood must not become a flood of goroutines. When full, the reader
 	// waits, which stops reading and pushes back on the peer through TCP.
 	oneway chan struct{}
 }
@@ -59,8 +88,8 @@ type stream struct {
 	id        uint32
 	kind      conn.Interaction
 	requester bool
-	ctx       context.Context
-	cancel    context.CancelFunc
+	ctx       context.Context // responder only: the handler's
+	cancel    func()          // responder: ends ctx; requester: stops watching the caller's ctx
 	sendDone  bool
 	recvDone  bool
 	parked    *sendReq // a Send waiting for credits
@@ -69,11 +98,6 @@ type stream struct {
 	q     []item
 	sig   chan struct{}
 	ended bool // a terminal item was queued
-}
-
-type inFrame struct {
-	b   []byte
-	err error
 }
 
 type item struct {
@@ -98,126 +122,279 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: o, m: m, tr: tr, start: time.Now(),
-		cmds: make(chan func(), 256), in: make(chan inFrame, 64), consumed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		streams: map[uint32]*stream{}, setup: make(chan struct{}),
+		wsig: make(chan struct{}, 1), wdone: make(chan struct{}),
 		oneway: make(chan struct{}, maxOneway),
 	}
 	if o.responder == nil {
 		c.opts.responder = UnimplementedResponder{}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.w = newWriter(tr, func(err error) { c.post(func() { c.m.TransportClosed(err) }) })
 	return c, nil
 }
 
 const maxOneway = 1024
 
 // goOneway runs a fire-and-forget or metadata-push handler within the
-// oneway bound. Loop only.
+// oneway bound. Under mu.
 func (c *Conn) goOneway(f func()) {
 	c.oneway <- struct{}{}
-	go func() {
+	goWork(func() {
 		defer func() { <-c.oneway }()
 		f()
-	}()
+	})
 }
 
 func (c *Conn) now() time.Duration { return time.Since(c.start) }
 
+// run starts the reader and the writer and sends what Start queued.
 func (c *Conn) run() {
 	go c.readLoop()
-	go c.w.run()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		if c.drain() {
-			return
-		}
-		if len(c.in) == 0 && len(c.cmds) == 0 {
-			c.flush()
-		}
-		if t, ok := c.m.NextDeadline(); ok {
-			timer.Reset(max(t-c.now(), 0))
-		} else {
-			timer.Reset(time.Hour)
-		}
-		select {
-		case f := <-c.in:
-			if f.err != nil {
-				c.m.TransportClosed(f.err)
-				continue
+	go c.writeLoop()
+	c.mu.Lock()
+	c.release()
+}
+
+// op is a queued command: fn, or a request-response on st (the hot path,
+// without a closure).
+type op struct {
+	fn  func()
+	st  *stream
+	ctx context.Context
+	p   Payload
+}
+
+// submit queues o and runs the queue if nobody holds mu.
+func (c *Conn) submit(o op) {
+	c.qmu.Lock()
+	c.ops = append(c.ops, o)
+	c.nops.Add(1)
+	c.qmu.Unlock()
+	c.combine()
+}
+
+// combine runs the queued commands while there are some and mu is free.
+// A holder that finds mu taken leaves: the one holding it runs them.
+func (c *Conn) combine() {
+	for c.nops.Load() > 0 && c.mu.TryLock() {
+		c.unlock()
+	}
+}
+
+// release is unlock, then runs what was queued while we held mu.
+func (c *Conn) release() {
+	c.unlock()
+	c.combine()
+}
+
+// runOps runs the queued commands. Under mu.
+func (c *Conn) runOps() {
+	for c.nops.Load() > 0 {
+		c.qmu.Lock()
+		ops := c.ops
+		c.ops, c.ops2 = c.ops2[:0], nil
+		c.nops.Store(0)
+		c.qmu.Unlock()
+		for i := range ops {
+			o := &ops[i]
+			switch {
+			case c.closed:
+				if o.st != nil {
+					o.st.fail(c.closedErr())
+				}
+			case o.st != nil:
+				c.openRR(o.ctx, o.st, o.p)
+			default:
+				o.fn()
 			}
-			c.m.Receive(c.now(), f.b)
-			if len(f.b) > largeFrame {
-				c.consumed <- struct{}{}
+			if !c.closed {
+				c.drain()
 			}
-			c.putBuf(f.b)
-		case cmd := <-c.cmds:
-			cmd()
-		case <-timer.C:
-			c.m.Tick(c.now())
+			ops[i] = op{}
+		}
+		c.qmu.Lock()
+		if c.ops2 == nil {
+			c.ops2 = ops[:0]
+		}
+		c.qmu.Unlock()
+	}
+}
+
+// unlock runs the queued commands, dispatches what the machine produced,
+// arms the timer, releases mu and wakes the writer. Callers never write
+// themselves: a caller blocked on a peer that does not read would stall
+// (a fire-and-forget must return even then), and the writer batches
+// better.
+func (c *Conn) unlock() {
+	c.runOps()
+	if !c.closed {
+		c.drain()
+	}
+	if !c.closed {
+		c.schedule()
+	}
+	wake := len(c.out) > 0 && !c.writing
+	c.mu.Unlock()
+	if wake {
+		c.wakeWriter()
+	}
+}
+
+// takeOut hands the queued output to the writer. Under mu.
+func (c *Conn) takeOut() []byte {
+	buf := c.out
+	c.out, c.spare = c.spare[:0], nil
+	c.writing = true
+	return buf
+}
+
+// wrote ends a write. Under mu.
+func (c *Conn) wrote(buf []byte, err error) {
+	c.writing = false
+	if cap(buf) <= 1<<20 { // do not keep a huge buffer after a big payload
+		c.spare = buf[:0]
+	}
+	if err != nil && !c.wfailed {
+		c.wfailed = true
+		c.out = c.out[:0]
+		if !c.closed {
+			c.m.TransportClosed(err)
+			c.drain()
 		}
 	}
 }
 
-func (c *Conn) getBuf() []byte {
-	if b, ok := c.bufs.Get().(*[]byte); ok {
-		return *b
+func (c *Conn) wakeWriter() {
+	select {
+	case c.wsig <- struct{}{}:
+	default:
 	}
-	return make([]byte, 0, 4096)
 }
 
-func (c *Conn) putBuf(b []byte) {
-	if cap(b) > 1<<20 { // do not keep fragments of huge payloads
+// writeLoop writes what was queued, every frame queued during the last
+// write in the next one, and closes the transport at the end.
+func (c *Conn) writeLoop() {
+	for range c.wsig {
+		for {
+			// Let the goroutines that are ready to run (handlers with
+			// answers, callers with requests) queue their frames first:
+			// one write then carries them all. With nothing else to run
+			// this returns at once.
+			runtime.Gosched()
+			c.mu.Lock()
+			if len(c.out) == 0 || c.wfailed {
+				c.out = c.out[:0]
+				closing := c.wclosing
+				c.mu.Unlock()
+				c.combine()
+				if closing {
+					_ = c.tr.Close()
+					close(c.wdone)
+					return
+				}
+				break
+			}
+			buf := c.takeOut()
+			c.mu.Unlock()
+			c.combine()
+			err := c.tr.writeFrames(buf)
+			c.mu.Lock()
+			c.wrote(buf, err)
+			c.mu.Unlock()
+			c.combine()
+		}
+	}
+}
+
+// schedule arms the timer for the machine's next deadline. A timer that
+// fires early is harmless (tick re-arms it), so it is only moved earlier.
+// Under mu.
+func (c *Conn) schedule() {
+	t, ok := c.m.NextDeadline()
+	if !ok || (c.timerSet && t >= c.timerAt) {
 		return
 	}
-	c.bufs.Put(&b)
+	c.timerAt, c.timerSet = t, true
+	d := max(t-c.now(), 0)
+	if c.timer == nil {
+		c.timer = time.AfterFunc(d, c.tick)
+	} else {
+		c.timer.Reset(d)
+	}
+}
+
+func (c *Conn) tick() {
+	c.mu.Lock()
+	c.timerSet = false
+	if c.closed {
+		c.mu.Unlock()
+		c.combine()
+		return
+	}
+	c.m.Tick(c.now())
+	c.release()
 }
 
 func (c *Conn) readLoop() {
+	var buf []byte
+	st, _ := c.tr.(*streamTransport)
 	for {
-		// The error travels on the same channel as the frames: on a
-		// separate one the loop's select could see EOF before the last
-		// frames (a fire-and-forget just before the peer closed).
-		f, err := c.tr.readFrame(c.getBuf())
-		select {
-		case c.in <- inFrame{b: f, err: err}:
-		case <-c.done:
+		f, err := c.tr.readFrame(buf)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			c.combine()
 			return
 		}
 		if err != nil {
+			c.m.TransportClosed(err)
+			c.release()
 			return
 		}
-		if len(f) > largeFrame {
-			select {
-			case <-c.consumed:
-			case <-c.done:
-				return
+		now := c.now()
+		c.m.Receive(now, f)
+		// Frames already buffered are taken under the same lock: one
+		// lock, one dispatch and one write for a burst of requests. The
+		// machine copied what its events keep, so buf is reused at once.
+		for n := 0; n < 256 && st != nil && whole(st); n++ {
+			if !c.closed {
+				c.drain()
 			}
+			if f, err = st.readFrame(f); err != nil || c.closed {
+				break // the next readFrame returns the error again
+			}
+			c.m.Receive(now, f)
+		}
+		c.release()
+		buf = f[:0]
+		if cap(buf) > 1<<20 {
+			buf = nil
 		}
 	}
 }
 
-// largeFrame: frames above it are handed to the loop one at a time.
-const largeFrame = 64 << 10
-
-// post queues fn for the loop without waiting; dropped after close.
-func (c *Conn) post(fn func()) {
-	select {
-	case c.cmds <- fn:
-	case <-c.done:
+// whole reports whether a whole frame is buffered, so reading it does not
+// block.
+func whole(t *streamTransport) bool {
+	if t.r.Buffered() < frame.LengthPrefixSize {
+		return false
 	}
+	p, err := t.r.Peek(frame.LengthPrefixSize)
+	if err != nil {
+		return false
+	}
+	n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
+	return t.r.Buffered() >= frame.LengthPrefixSize+n
 }
 
-// do runs fn on the loop and returns its error.
+// post runs fn with the machine; dropped after close.
+func (c *Conn) post(fn func()) { c.submit(op{fn: fn}) }
+
+// do runs fn with the machine and returns its error.
 func (c *Conn) do(fn func() error) error {
 	res := make(chan error, 1)
-	select {
-	case c.cmds <- func() { res <- fn() }:
-	case <-c.done:
-		return c.closedErr()
-	}
+	c.submit(op{fn: func() { res <- fn() }})
 	select {
 	case err := <-res:
 		return err
@@ -238,16 +415,9 @@ func (c *Conn) closedErr() error {
 	return ErrClosed
 }
 
-func (c *Conn) flush() {
-	if len(c.out) > 0 {
-		c.w.enqueue(c.out)
-		c.out = c.out[:0]
-	}
-}
-
-// drain moves the machine's output to c.out and dispatches its events. It
-// returns true when the connection is closed and the loop must end.
-func (c *Conn) drain() bool {
+// drain moves the machine's output to c.out and dispatches its events,
+// and tears the connection down once the machine closed. Under mu.
+func (c *Conn) drain() {
 	closed := false
 	var later []conn.Event
 	for {
@@ -256,7 +426,9 @@ func (c *Conn) drain() bool {
 			break
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
-		c.out = append(c.out, rd.Out...)
+		if !c.wfailed {
+			c.out = append(c.out, rd.Out...)
+		}
 		for i := range rd.Events {
 			if c.event(&rd.Events[i]) {
 				closed = true
@@ -266,7 +438,9 @@ func (c *Conn) drain() bool {
 		// and events, which Advance would drop: keep them (deep copies,
 		// since Advance also releases the arena) before advancing.
 		rd = c.m.Ready()
-		c.out = append(c.out, rd.Out[nOut:]...)
+		if !c.wfailed {
+			c.out = append(c.out, rd.Out[nOut:]...)
+		}
 		later = later[:0]
 		for _, ev := range rd.Events[nEv:] {
 			ev.Metadata, ev.Data = clone(ev.Metadata), clone(ev.Data)
@@ -281,8 +455,13 @@ func (c *Conn) drain() bool {
 		later = later[:0]
 	}
 	if closed {
-		c.flush()
-		c.w.finish()
+		c.closed = true
+		// The writer writes what is queued, then closes the transport. A
+		// peer that stops reading cannot hold the connection open: the
+		// transport is closed after 5 s regardless.
+		c.wclosing = true
+		c.wakeWriter()
+		time.AfterFunc(5*time.Second, func() { _ = c.tr.Close() })
 		c.cancel()
 		for id, st := range c.streams {
 			st.fail(c.closedErr())
@@ -291,10 +470,14 @@ func (c *Conn) drain() bool {
 		if c.leaseT != nil {
 			c.leaseT.Stop()
 		}
+		if c.timer != nil {
+			c.timer.Stop()
+		}
 		close(c.done)
 	}
-	return closed
 }
+
+func noop() {}
 
 func clone(b []byte) []byte {
 	if b == nil {
@@ -399,8 +582,10 @@ func (c *Conn) grantLease() {
 }
 
 func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, parent context.Context) *stream {
-	st := &stream{id: id, kind: kind, requester: requester, sig: make(chan struct{}, 1)}
-	st.ctx, st.cancel = context.WithCancel(parent)
+	st := &stream{id: id, kind: kind, requester: requester, sig: make(chan struct{}, 1), cancel: noop}
+	if !requester {
+		st.ctx, st.cancel = context.WithCancel(parent)
+	}
 	switch {
 	case requester && kind != conn.RequestChannel:
 		st.sendDone = true
@@ -419,7 +604,7 @@ func (c *Conn) request(ev *conn.Event) {
 		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
 	case conn.RequestResponse:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
-		go func() {
+		goWork(func() {
 			var resp Payload
 			err := guard(func() (err error) { resp, err = h.RequestResponse(st.ctx, p); return })
 			c.post(func() {
@@ -435,11 +620,11 @@ func (c *Conn) request(ev *conn.Event) {
 				st.cancel()
 				delete(c.streams, st.id)
 			})
-		}()
+		})
 	case conn.RequestStream:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
 		sink := &Sink{c: c, st: st}
-		go func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }()
+		goWork(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) })
 	case conn.RequestChannel:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
 		in := &Stream{c: c, st: st, batch: c.opts.channelN}
@@ -451,7 +636,7 @@ func (c *Conn) request(ev *conn.Event) {
 			in.left = c.opts.channelN
 		}
 		sink := &Sink{c: c, st: st}
-		go func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) }()
+		goWork(func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) })
 	}
 }
 
@@ -466,7 +651,7 @@ func guard(f func() error) (err error) {
 	return f()
 }
 
-// trySend sends r on st now, or parks it until credits arrive. Loop only.
+// trySend sends r on st now, or parks it until credits arrive. Under mu.
 func (c *Conn) trySend(st *stream, r *sendReq) {
 	if c.streams[st.id] != st || st.sendDone {
 		r.done <- fmt.Errorf("rsocket: stream %d is over: %w", st.id, context.Canceled)
@@ -528,76 +713,34 @@ func (st *stream) pop(ctx context.Context) (item, error) {
 	}
 }
 
-// writer writes what the loop queued, coalescing everything queued while
-// the previous write was in progress into one write.
-type writer struct {
-	tr      transport
-	onErr   func(error)
-	mu      sync.Mutex
-	pending []byte
-	closing bool
-	sig     chan struct{}
-	done    chan struct{} // closed once the transport is closed
-}
+// Handlers run on pooled goroutines: a new goroutine per request costs
+// its creation and, since answering runs the machine, growing its stack
+// each time; a pooled one keeps its stack. idleWorkers bounds how many
+// wait for work (the rest exit), so a burst does not leave thousands.
+var (
+	work        = make(chan func())
+	idleWorkers atomic.Int32
+)
 
-func newWriter(tr transport, onErr func(error)) *writer {
-	return &writer{tr: tr, onErr: onErr, sig: make(chan struct{}, 1), done: make(chan struct{})}
-}
+const maxIdleWorkers = 512
 
-func (w *writer) enqueue(b []byte) {
-	w.mu.Lock()
-	w.pending = append(w.pending, b...)
-	w.mu.Unlock()
-	w.wake()
-}
-
-func (w *writer) wake() {
+// goWork runs f on an idle pooled goroutine, or a new one.
+func goWork(f func()) {
 	select {
-	case w.sig <- struct{}{}:
+	case work <- f:
 	default:
+		go worker(f)
 	}
 }
 
-// finish makes the writer write what is queued, then close the transport.
-// A peer that stops reading cannot hold the connection open: the transport
-// is closed after 5 s regardless.
-func (w *writer) finish() {
-	w.mu.Lock()
-	w.closing = true
-	w.mu.Unlock()
-	w.wake()
-	time.AfterFunc(5*time.Second, func() { _ = w.tr.Close() })
-}
-
-func (w *writer) run() {
-	var spare []byte
-	failed := false
-	for range w.sig {
-		for {
-			w.mu.Lock()
-			buf := w.pending
-			w.pending = spare[:0]
-			closing := w.closing
-			w.mu.Unlock()
-			if len(buf) == 0 {
-				spare = buf
-				if closing {
-					_ = w.tr.Close()
-					close(w.done)
-					return
-				}
-				break
-			}
-			if !failed {
-				if err := w.tr.writeFrames(buf); err != nil {
-					failed = true
-					w.onErr(err)
-				}
-			}
-			if cap(buf) > 4<<20 {
-				buf = nil // do not keep a huge buffer after a big payload
-			}
-			spare = buf
+func worker(f func()) {
+	for {
+		f()
+		if idleWorkers.Add(1) > maxIdleWorkers {
+			idleWorkers.Add(-1)
+			return
 		}
+		f = <-work
+		idleWorkers.Add(-1)
 	}
 }

@@ -141,6 +141,7 @@ func (c *Conn) RequestResponse(ctx context.Context, p Payload) (Payload, error) 
 		return Payload{}, err
 	}
 	st := &stream{kind: conn.RequestResponse, requester: true, sig: make(chan struct{}, 1), cancel: noop}
+	st.q = st.q1[:0]
 	c.submit(op{st: st, ctx: ctx, p: p})
 	it, err := st.pop(ctx)
 	if err != nil {
@@ -287,6 +288,7 @@ type Sink struct {
 	c    *Conn
 	st   *stream
 	done bool
+	req  sendReq // reused: Send is not called concurrently, each waits for its answer
 }
 
 // Send sends p, waiting for a credit from the peer. It fails once the
@@ -322,20 +324,33 @@ func (s *Sink) Error(err error) error {
 }
 
 func (s *Sink) send(p Payload, next, complete bool) error {
-	r := &sendReq{p: p, next: next, complete: complete, done: make(chan error, 1)}
-	st := s.st
-	if err := s.c.do(func() error { s.c.trySend(st, r); return nil }); err != nil {
-		return err
+	c, st, r := s.c, s.st, &s.req
+	if r.done == nil {
+		r.done = make(chan error, 1)
+	}
+	r.p, r.next, r.complete = p, next, complete
+	if c.mu.TryLock() {
+		// The common case, a handler streaming while nobody else holds
+		// mu: send now, with no command queued and no goroutine woken.
+		if c.closed {
+			c.mu.Unlock()
+			c.combine()
+			return c.closedErr()
+		}
+		c.trySend(st, r)
+		c.release()
+	} else {
+		c.submit(op{fn: func() { c.trySend(st, r) }})
 	}
 	select {
 	case err := <-r.done:
 		return err
-	case <-s.c.done:
+	case <-c.done:
 		select {
 		case err := <-r.done:
 			return err
 		default:
-			return s.c.closedErr()
+			return c.closedErr()
 		}
 	}
 }

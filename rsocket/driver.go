@@ -37,6 +37,11 @@ type Conn struct {
 
 	ctx    context.Context // ends when the connection closes
 	cancel context.CancelFunc
+	// vctx has ctx's values but never ends: the parent of handlers'
+	// contexts, which the close cancels one by one (drain fails every
+	// stream), so that a request does not register with (and contend
+	// on) the connection's context.
+	vctx context.Context
 
 	done chan struct{} // closed when the connection is closed
 	err  error         // why, valid after done
@@ -76,6 +81,8 @@ type Conn struct {
 	wsig     chan struct{}
 	wdone    chan struct{} // closed once the transport is closed
 
+	slab []byte // see copy; under mu
+
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
 	// a flood must not become a flood of goroutines. When full, the reader
@@ -96,6 +103,7 @@ type stream struct {
 
 	mu    sync.Mutex
 	q     []item
+	q1    [1]item // q's first array: most streams (request-response) hold one item
 	sig   chan struct{}
 	ended bool // a terminal item was queued
 }
@@ -130,7 +138,8 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	if o.responder == nil {
 		c.opts.responder = UnimplementedResponder{}
 	}
-	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.vctx = context.WithoutCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(c.vctx)
 	return c, nil
 }
 
@@ -479,6 +488,22 @@ func (c *Conn) drain() {
 
 func noop() {}
 
+// copy copies inbound bytes for the application. Small ones are carved
+// from a shared slab: one allocation per many payloads instead of one
+// each (the slab is freed when the last payload cut from it is). Under mu.
+func (c *Conn) copy(b []byte) []byte {
+	const slab, small = 8 << 10, 512
+	if b == nil || len(b) > small {
+		return clone(b)
+	}
+	if cap(c.slab)-len(c.slab) < len(b) {
+		c.slab = make([]byte, 0, slab)
+	}
+	at := len(c.slab)
+	c.slab = append(c.slab, b...)
+	return c.slab[at:len(c.slab):len(c.slab)]
+}
+
 func clone(b []byte) []byte {
 	if b == nil {
 		return nil
@@ -507,7 +532,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		if st == nil {
 			return false
 		}
-		st.push(item{p: Payload{Metadata: clone(ev.Metadata), Data: clone(ev.Data)}, next: ev.Next, complete: ev.Complete})
+		st.push(item{p: Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}, next: ev.Next, complete: ev.Complete})
 		if ev.Complete {
 			st.recvDone = true
 			if !st.requester || st.kind == conn.RequestChannel {
@@ -583,6 +608,7 @@ func (c *Conn) grantLease() {
 
 func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, parent context.Context) *stream {
 	st := &stream{id: id, kind: kind, requester: requester, sig: make(chan struct{}, 1), cancel: noop}
+	st.q = st.q1[:0]
 	if !requester {
 		st.ctx, st.cancel = context.WithCancel(parent)
 	}
@@ -597,13 +623,13 @@ func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, paren
 }
 
 func (c *Conn) request(ev *conn.Event) {
-	p := Payload{Metadata: clone(ev.Metadata), Data: clone(ev.Data)}
+	p := Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}
 	h := c.opts.responder
 	switch ev.Interaction {
 	case conn.FireAndForget:
 		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
 	case conn.RequestResponse:
-		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		goWork(func() {
 			var resp Payload
 			err := guard(func() (err error) { resp, err = h.RequestResponse(st.ctx, p); return })
@@ -622,11 +648,11 @@ func (c *Conn) request(ev *conn.Event) {
 			})
 		})
 	case conn.RequestStream:
-		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		sink := &Sink{c: c, st: st}
 		goWork(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) })
 	case conn.RequestChannel:
-		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		in := &Stream{c: c, st: st, batch: c.opts.channelN}
 		if ev.Complete {
 			st.recvDone = true

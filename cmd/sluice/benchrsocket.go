@@ -144,7 +144,7 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 	ratio(nameStream, nameStreamGo, "payloads_per_sec")
 
 	fmt.Fprintf(stdout, "\n%s; %d B payloads, one connection, closed loop, %s per run\n\n", repsLine(bf.reps), sz, *dur)
-	fmt.Fprintln(stdout, "| run | req/s | p50 | p99 | sluice ÷ this (req/s) |\n|---|---:|---:|---:|---:|")
+	fmt.Fprintln(stdout, "| run | req/s | p50 | p99 | CPU per request | sluice ÷ this (req/s) |\n|---|---:|---:|---:|---:|---:|")
 	us := func(r *bench.Row, k string) string { return r.Stat(k).FormatUnit(1, " µs") }
 	x := func(r *bench.Row) string {
 		if s := r.Stat("sluice_ratio"); s.N > 0 {
@@ -155,7 +155,7 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 	for _, c := range configs {
 		r := rs.Row(c.name)
 		if _, ok := r.Reps[0]["req_per_sec"]; ok {
-			fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s |\n", r.Name, r.Stat("req_per_sec").Format(0), us(r, "p50_us"), us(r, "p99_us"), x(r))
+			fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s |\n", r.Name, r.Stat("req_per_sec").Format(0), us(r, "p50_us"), us(r, "p99_us"), us(r, "cpu_us_per_req"), x(r))
 		}
 	}
 	fmt.Fprintln(stdout, "\n| run | payloads/s | sluice ÷ this |\n|---|---:|---:|")

@@ -28,6 +28,9 @@ type RRResult struct {
 	Requests int64
 	Elapsed  time.Duration
 	P50, P99 time.Duration
+	// CPU is the CPU time (user + system) both ends used: on a shared
+	// machine a steadier measure of cost than the rate.
+	CPU time.Duration
 }
 
 // Rate is requests per second.
@@ -35,7 +38,19 @@ func (r RRResult) Rate() float64 { return float64(r.Requests) / r.Elapsed.Second
 
 // Metrics is the run as bench metrics.
 func (r RRResult) Metrics() Metrics {
-	return Metrics{"req_per_sec": r.Rate(), "p50_us": float64(r.P50) / 1e3, "p99_us": float64(r.P99) / 1e3, "requests": float64(r.Requests)}
+	m := Metrics{"req_per_sec": r.Rate(), "p50_us": float64(r.P50) / 1e3, "p99_us": float64(r.P99) / 1e3, "requests": float64(r.Requests)}
+	if r.CPU > 0 && r.Requests > 0 {
+		m["cpu_us_per_req"] = float64(r.CPU) / 1e3 / float64(r.Requests)
+	}
+	return m
+}
+
+// withCPU runs f and sets the result's CPU to what this process used.
+func withCPU(f func() (RRResult, error)) (RRResult, error) {
+	c0 := selfCPU()
+	r, err := f()
+	r.CPU = selfCPU() - c0
+	return r, err
 }
 
 // ClosedLoop runs call from inflight goroutines, each starting its next
@@ -132,9 +147,11 @@ func SluiceRR(ctx context.Context, inflight int, dur time.Duration, size int) (R
 	}
 	defer c.Close()
 	p := rsocket.Payload{Data: make([]byte, size)}
-	return ClosedLoop(ctx, inflight, dur, 1<<40, func(ctx context.Context) error {
-		_, err := c.RequestResponse(ctx, p)
-		return err
+	return withCPU(func() (RRResult, error) {
+		return ClosedLoop(ctx, inflight, dur, 1<<40, func(ctx context.Context) error {
+			_, err := c.RequestResponse(ctx, p)
+			return err
+		})
 	})
 }
 

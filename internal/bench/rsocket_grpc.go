@@ -85,6 +85,10 @@ func GRPCBidi(ctx context.Context, inflight int, dur time.Duration, size int) (R
 		streams <- s
 	}
 	msg := make([]byte, size)
+	return withCPU(func() (RRResult, error) { return grpcLoop(ctx, inflight, dur, streams, msg) })
+}
+
+func grpcLoop(ctx context.Context, inflight int, dur time.Duration, streams chan grpc.ClientStream, msg []byte) (RRResult, error) {
 	var bufs sync.Pool
 	return ClosedLoop(ctx, inflight, dur, 1<<40, func(context.Context) error {
 		s := <-streams

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -28,11 +29,14 @@ func RSocketGo(ctx context.Context, bin, mode string, inflight int, dur time.Dur
 	if err := json.Unmarshal(out, &m); err != nil {
 		return nil, fmt.Errorf("%s printed %q: %w", bin, out, err)
 	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m["cpu_s"] = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	}
 	return m, nil
 }
 
 // PeerRR turns rsgo-bench's rr output into an RRResult.
 func PeerRR(m map[string]float64) RRResult {
 	return RRResult{Requests: int64(m["requests"]), Elapsed: time.Duration(m["elapsed_s"] * 1e9),
-		P50: time.Duration(m["p50_us"] * 1e3), P99: time.Duration(m["p99_us"] * 1e3)}
+		P50: time.Duration(m["p50_us"] * 1e3), P99: time.Duration(m["p99_us"] * 1e3), CPU: time.Duration(m["cpu_s"] * 1e9)}
 }

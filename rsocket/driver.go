@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -385,16 +386,101 @@ func (c *Conn) readLoop() {
 
 // whole reports whether a whole frame is buffered, so reading it does not
 // block.
-func whole(t *streamTransport) bool {
-	if t.r.Buffered() < frame.LengthPrefixSize {
+func whole(t *streamTransport) bool { return t.r.buffered() }
+
+// frameReader reads length-prefixed frames from a byte stream. It holds a
+// large buffer only while data flows: before blocking on an empty buffer
+// it returns the large one to a shared pool and waits with a small one,
+// so an idle connection keeps a few hundred bytes instead of 64 KiB.
+type frameReader struct {
+	c     io.Reader
+	buf   []byte // small[:] or a pooled large buffer
+	r, w  int    // buf[r:w] is read and not yet returned
+	large *[]byte
+	small [smallRead]byte
+}
+
+const (
+	smallRead = 512
+	largeRead = 64 << 10
+)
+
+var largeBufs = sync.Pool{New: func() any { b := make([]byte, largeRead); return &b }}
+
+func newFrameReader(c io.Reader) *frameReader {
+	f := &frameReader{c: c}
+	f.buf = f.small[:]
+	return f
+}
+
+// buffered reports whether a whole frame is buffered.
+func (f *frameReader) buffered() bool {
+	if f.w-f.r < frame.LengthPrefixSize {
 		return false
 	}
-	p, err := t.r.Peek(frame.LengthPrefixSize)
-	if err != nil {
-		return false
+	b := f.buf[f.r:]
+	return f.w-f.r >= frame.LengthPrefixSize+(int(b[0])<<16|int(b[1])<<8|int(b[2]))
+}
+
+// readFrame returns the next frame without its prefix. It aliases the
+// reader's buffer (or dst, for a frame larger than the buffer) and is
+// valid until the next call.
+func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
+	for {
+		if f.w-f.r >= frame.LengthPrefixSize {
+			b := f.buf[f.r:f.w]
+			n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+			end := frame.LengthPrefixSize + n
+			if len(b) >= end {
+				f.r += end
+				return b[frame.LengthPrefixSize:end:end], nil
+			}
+			if end > largeRead {
+				return f.readHuge(dst, n)
+			}
+		}
+		if f.r == f.w {
+			f.r, f.w = 0, 0
+			if f.large != nil { // about to wait for the peer: hold only the small buffer
+				largeBufs.Put(f.large)
+				f.large, f.buf = nil, f.small[:]
+			}
+		} else if f.r > 0 {
+			f.w = copy(f.buf, f.buf[f.r:f.w])
+			f.r = 0
+		}
+		if f.w == len(f.buf) && f.large == nil { // data flows: take a large buffer
+			f.large = largeBufs.Get().(*[]byte)
+			f.buf = (*f.large)[:copy(*f.large, f.buf[:f.w])]
+			f.buf = f.buf[:cap(f.buf)]
+		}
+		n, err := f.c.Read(f.buf[f.w:])
+		f.w += n
+		if err != nil && n == 0 {
+			if err == io.EOF && f.w > f.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
-	n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
-	return t.r.Buffered() >= frame.LengthPrefixSize+n
+}
+
+// readHuge reads a frame of n bytes that does not fit the large buffer:
+// what is buffered, then the rest straight from the connection.
+func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	dst = dst[:n]
+	k := copy(dst, f.buf[f.r+frame.LengthPrefixSize:f.w])
+	f.r, f.w = 0, 0
+	if _, err := io.ReadFull(f.c, dst[k:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return dst, nil
 }
 
 // post runs fn with the machine; dropped after close.
@@ -490,14 +576,16 @@ func noop() {}
 
 // copy copies inbound bytes for the application. Small ones are carved
 // from a shared slab: one allocation per many payloads instead of one
-// each (the slab is freed when the last payload cut from it is). Under mu.
+// each (the slab is freed when the last payload cut from it is). Slabs
+// start small and double, so a connection that saw a few requests does
+// not hold 8 KiB. Under mu.
 func (c *Conn) copy(b []byte) []byte {
-	const slab, small = 8 << 10, 512
+	const maxSlab, small = 8 << 10, 512
 	if b == nil || len(b) > small {
 		return clone(b)
 	}
 	if cap(c.slab)-len(c.slab) < len(b) {
-		c.slab = make([]byte, 0, slab)
+		c.slab = make([]byte, 0, min(max(2*cap(c.slab), small/2), maxSlab))
 	}
 	at := len(c.slab)
 	c.slab = append(c.slab, b...)

@@ -242,10 +242,7 @@ func (st *stream) requeue(it item) {
 	st.mu.Lock()
 	st.q = append(st.q, it)
 	st.mu.Unlock()
-	select {
-	case st.sig <- struct{}{}:
-	default:
-	}
+	st.wake()
 }
 
 func (s *Stream) used() {

@@ -102,6 +102,10 @@ type stream struct {
 	recvDone  bool
 	parked    *sendReq // a Send waiting for credits
 
+	hc  handlerCtx // responder: ctx
+	c   *Conn      // responder of a request-response: for run
+	req Payload    // its request, until run takes it
+
 	mu    sync.Mutex
 	q     []item
 	q1    [1]item // q's first array: most streams (request-response) hold one item
@@ -150,10 +154,10 @@ const maxOneway = 1024
 // oneway bound. Under mu.
 func (c *Conn) goOneway(f func()) {
 	c.oneway <- struct{}{}
-	goWork(func() {
+	goWork(funcRunner(func() {
 		defer func() { <-c.oneway }()
 		f()
-	})
+	}))
 }
 
 func (c *Conn) now() time.Duration { return time.Since(c.start) }
@@ -169,10 +173,12 @@ func (c *Conn) run() {
 // op is a queued command: fn, or a request-response on st (the hot path,
 // without a closure).
 type op struct {
-	fn  func()
-	st  *stream
-	ctx context.Context
-	p   Payload
+	fn     func()
+	st     *stream
+	ctx    context.Context
+	p      Payload
+	err    error
+	answer bool // st's handler answered p or err
 }
 
 // submit queues o and runs the queue if nobody holds mu.
@@ -210,9 +216,11 @@ func (c *Conn) runOps() {
 			o := &ops[i]
 			switch {
 			case c.closed:
-				if o.st != nil {
+				if o.st != nil && !o.answer {
 					o.st.fail(c.closedErr())
 				}
+			case o.answer:
+				c.answer(o.st, o.p, o.err)
 			case o.st != nil:
 				c.openRR(o.ctx, o.st, o.p)
 			default:
@@ -397,6 +405,7 @@ type frameReader struct {
 	buf   []byte // small[:] or a pooled large buffer
 	r, w  int    // buf[r:w] is read and not yet returned
 	large *[]byte
+	last  int // bytes the last Read returned
 	small [smallRead]byte
 }
 
@@ -441,7 +450,10 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 		}
 		if f.r == f.w {
 			f.r, f.w = 0, 0
-			if f.large != nil { // about to wait for the peer: hold only the small buffer
+			// About to wait for the peer after a short read: the traffic
+			// is light, hold only the small buffer. After a long read
+			// keep the large one: the next read is likely long too.
+			if f.large != nil && f.last < smallRead {
 				largeBufs.Put(f.large)
 				f.large, f.buf = nil, f.small[:]
 			}
@@ -456,6 +468,7 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 		}
 		n, err := f.c.Read(f.buf[f.w:])
 		f.w += n
+		f.last = n
 		if err != nil && n == 0 {
 			if err == io.EOF && f.w > f.r {
 				err = io.ErrUnexpectedEOF
@@ -695,10 +708,14 @@ func (c *Conn) grantLease() {
 }
 
 func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, parent context.Context) *stream {
-	st := &stream{id: id, kind: kind, requester: requester, sig: make(chan struct{}, 1), cancel: noop}
+	st := &stream{id: id, kind: kind, requester: requester, cancel: noop}
 	st.q = st.q1[:0]
+	if requester || kind == conn.RequestChannel {
+		st.sig = make(chan struct{}, 1) // only these are read with pop
+	}
 	if !requester {
-		st.ctx, st.cancel = context.WithCancel(parent)
+		st.hc.parent = parent
+		st.ctx, st.cancel = &st.hc, st.hc.cancel
 	}
 	switch {
 	case requester && kind != conn.RequestChannel:
@@ -718,27 +735,12 @@ func (c *Conn) request(ev *conn.Event) {
 		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
 	case conn.RequestResponse:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
-		goWork(func() {
-			var resp Payload
-			err := guard(func() (err error) { resp, err = h.RequestResponse(st.ctx, p); return })
-			c.post(func() {
-				if c.streams[st.id] != st {
-					return // cancelled meanwhile
-				}
-				if err != nil {
-					code, msg := toError(err)
-					_ = c.m.SendError(st.id, code, msg)
-				} else {
-					_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
-				}
-				st.cancel()
-				delete(c.streams, st.id)
-			})
-		})
+		st.c, st.req = c, p
+		goWork(st) // runs respond
 	case conn.RequestStream:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		sink := &Sink{c: c, st: st}
-		goWork(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) })
+		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }))
 	case conn.RequestChannel:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		in := &Stream{c: c, st: st, batch: c.opts.channelN}
@@ -750,8 +752,33 @@ func (c *Conn) request(ev *conn.Event) {
 			in.left = c.opts.channelN
 		}
 		sink := &Sink{c: c, st: st}
-		goWork(func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) })
+		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) }))
 	}
+}
+
+// run answers a request-response on a pooled goroutine (see goWork): the
+// stream carries what a closure would, so a request costs no closure.
+func (st *stream) run() {
+	c, p := st.c, st.req
+	st.req = Payload{}
+	var resp Payload
+	err := guard(func() (err error) { resp, err = c.opts.responder.RequestResponse(st.ctx, p); return })
+	c.submit(op{st: st, p: resp, err: err, answer: true})
+}
+
+// answer sends a request-response handler's answer. Under mu.
+func (c *Conn) answer(st *stream, resp Payload, err error) {
+	if c.streams[st.id] != st {
+		return // cancelled meanwhile
+	}
+	if err != nil {
+		code, msg := toError(err)
+		_ = c.m.SendError(st.id, code, msg)
+	} else {
+		_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
+	}
+	st.cancel()
+	delete(c.streams, st.id)
 }
 
 // guard runs a handler and turns its panic into an APPLICATION_ERROR, so
@@ -792,6 +819,14 @@ func (st *stream) push(it item) {
 		}
 	}
 	st.mu.Unlock()
+	st.wake()
+}
+
+// wake signals pop; streams nobody pops have no sig.
+func (st *stream) wake() {
+	if st.sig == nil {
+		return
+	}
 	select {
 	case st.sig <- struct{}{}:
 	default:
@@ -832,14 +867,21 @@ func (st *stream) pop(ctx context.Context) (item, error) {
 // each time; a pooled one keeps its stack. idleWorkers bounds how many
 // wait for work (the rest exit), so a burst does not leave thousands.
 var (
-	work        = make(chan func())
+	work        = make(chan runner)
 	idleWorkers atomic.Int32
 )
+
+// runner is work for the pool: a func, or a stream to answer (no closure).
+type runner interface{ run() }
+
+type funcRunner func()
+
+func (f funcRunner) run() { f() }
 
 const maxIdleWorkers = 512
 
 // goWork runs f on an idle pooled goroutine, or a new one.
-func goWork(f func()) {
+func goWork(f runner) {
 	select {
 	case work <- f:
 	default:
@@ -847,14 +889,58 @@ func goWork(f func()) {
 	}
 }
 
-func worker(f func()) {
+func worker(f runner) {
 	for {
-		f()
+		f.run()
 		if idleWorkers.Add(1) > maxIdleWorkers {
 			idleWorkers.Add(-1)
 			return
 		}
 		f = <-work
 		idleWorkers.Add(-1)
+	}
+}
+
+// handlerCtx is a responder's context, part of its stream: it ends when
+// the stream does or the connection closes (drain fails every stream).
+// Done's channel is made only when asked for (most request-response
+// handlers never ask), and nothing registers with the connection's
+// context: a request costs no context allocations.
+type handlerCtx struct {
+	parent context.Context // values only; it never ends
+	mu     sync.Mutex
+	done   chan struct{}
+	err    error
+}
+
+func (h *handlerCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (h *handlerCtx) Value(key any) any           { return h.parent.Value(key) }
+
+func (h *handlerCtx) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		h.done = make(chan struct{})
+		if h.err != nil {
+			close(h.done)
+		}
+	}
+	return h.done
+}
+
+func (h *handlerCtx) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *handlerCtx) cancel() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = context.Canceled
+		if h.done != nil {
+			close(h.done)
+		}
 	}
 }

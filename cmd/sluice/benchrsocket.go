@@ -166,7 +166,7 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 	}
 	var notes []string
 	if r := rs.Row(nameFrame); r != nil {
-		notes = append(notes, fmt.Sprintf("frame codec (%d B PAYLOAD, one goroutine): encode %s frames/s, %s allocs/frame; decode %s frames/s, %s allocs/frame",
+		notes = append(notes, fmt.Sprintf("frame codec (%d B PAYLOAD, one goroutine): encode %s frames per CPU-second, %s allocs/frame; decode %s frames per CPU-second, %s allocs/frame",
 			sz, r.Stat("encode_per_sec").Format(0), r.Stat("encode_allocs").Format(2), r.Stat("decode_per_sec").Format(0), r.Stat("decode_allocs").Format(2)))
 	}
 	if r := rs.Row(nameIdle); r != nil {

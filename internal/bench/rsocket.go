@@ -170,7 +170,7 @@ func SluiceStream(ctx context.Context, dur time.Duration, size int, batch uint32
 		return 0, err
 	}
 	defer c.Close()
-	sctx, scancel := context.WithCancel(ctx)
+	sctx, scancel := context.WithTimeout(ctx, dur+30*time.Second) // a stalled stream fails the run
 	defer scancel()
 	s, err := c.RequestStream(sctx, rsocket.Payload{Data: []byte(strconv.Itoa(1 << 30))}, batch)
 	if err != nil {

@@ -9,9 +9,22 @@ import (
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
-// open runs a request command on the loop, waiting for a LEASE when lease
-// was negotiated and none allows the request yet.
+// open sends a request, waiting for a LEASE when lease was negotiated and
+// none allows the request yet.
 func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uint32, complete bool) (*stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, c.closedErr()
+	}
+	st, err, wait := c.openLocked(ctx, kind, p, n, complete)
+	if !wait {
+		c.release()
+		return st, err
+	}
 	type res struct {
 		st  *stream
 		err error
@@ -19,68 +32,92 @@ func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uin
 	ch := make(chan res, 1)
 	var attempt func()
 	attempt = func() {
-		var id uint32
-		var err error
-		switch kind {
-		case conn.RequestResponse:
-			id, err = c.m.RequestResponse(p.Metadata, p.Data)
-		case conn.FireAndForget:
-			id, err = c.m.RequestFNF(p.Metadata, p.Data)
-		case conn.RequestStream:
-			id, err = c.m.RequestStream(n, p.Metadata, p.Data)
-		case conn.RequestChannel:
-			id, err = c.m.RequestChannel(n, p.Metadata, p.Data, complete)
-		}
-		if errors.Is(err, conn.ErrNoLease) {
-			if closed, _ := c.m.Closed(); !closed {
-				c.leaseWait = append(c.leaseWait, attempt)
-				return
-			}
-		}
-		if err != nil {
-			ch <- res{err: err}
+		st, err, wait := c.openLocked(ctx, kind, p, n, complete)
+		if wait {
+			c.leaseWait = append(c.leaseWait, attempt)
 			return
 		}
-		if kind == conn.FireAndForget {
-			ch <- res{}
-			return
-		}
-		st := c.newStream(id, kind, true, c.ctx)
-		if kind == conn.RequestChannel && complete {
-			st.sendDone = true
-		}
-		ch <- res{st: st}
+		ch <- res{st, err}
 	}
-	select {
-	case c.cmds <- attempt:
-	case <-c.done:
-		return nil, c.closedErr()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	c.leaseWait = append(c.leaseWait, attempt)
+	c.release()
 	select {
 	case r := <-ch:
-		if r.st != nil {
-			// Context cancel → CANCEL frame.
-			stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(r.st, ctx.Err()) }) })
-			context.AfterFunc(r.st.ctx, func() { stop() })
-		}
 		return r.st, r.err
 	case <-c.done:
 		return nil, c.closedErr()
 	case <-ctx.Done():
 		// The request may still go out; a late stream is cancelled.
 		go func() {
-			if r := <-ch; r.st != nil {
-				c.post(func() { c.cancelStream(r.st, ctx.Err()) })
+			select {
+			case r := <-ch:
+				if r.st != nil {
+					c.post(func() { c.cancelStream(r.st, ctx.Err()) })
+				}
+			case <-c.done:
 			}
 		}()
 		return nil, ctx.Err()
 	}
 }
 
+// openRR sends the request of st, a request-response that RequestResponse
+// waits on. Under mu.
+func (c *Conn) openRR(ctx context.Context, st *stream, p Payload) {
+	id, err := c.m.RequestResponse(p.Metadata, p.Data)
+	if errors.Is(err, conn.ErrNoLease) {
+		if closed, _ := c.m.Closed(); !closed {
+			c.leaseWait = append(c.leaseWait, func() { c.openRR(ctx, st, p) })
+			return
+		}
+	}
+	if err != nil {
+		st.fail(err)
+		return
+	}
+	st.id = id
+	c.streams[id] = st
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(st, ctx.Err()) }) })
+		st.cancel = func() { stop() }
+	}
+}
+
+// openLocked sends the request now; wait: no lease allows it yet. Under mu.
+func (c *Conn) openLocked(ctx context.Context, kind conn.Interaction, p Payload, n uint32, complete bool) (st *stream, err error, wait bool) {
+	var id uint32
+	switch kind {
+	case conn.RequestResponse:
+		id, err = c.m.RequestResponse(p.Metadata, p.Data)
+	case conn.FireAndForget:
+		id, err = c.m.RequestFNF(p.Metadata, p.Data)
+	case conn.RequestStream:
+		id, err = c.m.RequestStream(n, p.Metadata, p.Data)
+	case conn.RequestChannel:
+		id, err = c.m.RequestChannel(n, p.Metadata, p.Data, complete)
+	}
+	if errors.Is(err, conn.ErrNoLease) {
+		if closed, _ := c.m.Closed(); !closed {
+			return nil, nil, true
+		}
+	}
+	if err != nil || kind == conn.FireAndForget {
+		return nil, err, false
+	}
+	st = c.newStream(id, kind, true, c.ctx)
+	if kind == conn.RequestChannel && complete {
+		st.sendDone = true
+	}
+	if ctx.Done() != nil {
+		// Context cancel → CANCEL frame; watching stops when the stream ends.
+		stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(st, ctx.Err()) }) })
+		st.cancel = func() { stop() }
+	}
+	return st, nil, false
+}
+
 // cancelStream sends CANCEL (requester) or ERROR[CANCELED] and forgets
-// the stream. Loop only.
+// the stream. Under mu.
 func (c *Conn) cancelStream(st *stream, err error) {
 	if c.streams[st.id] != st {
 		return
@@ -100,11 +137,18 @@ func (c *Conn) cancelStream(st *stream, err error) {
 
 // RequestResponse sends p and waits for the one response.
 func (c *Conn) RequestResponse(ctx context.Context, p Payload) (Payload, error) {
-	st, err := c.open(ctx, conn.RequestResponse, p, 0, false)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return Payload{}, err
 	}
+	st := &stream{kind: conn.RequestResponse, requester: true, sig: make(chan struct{}, 1), cancel: noop}
+	st.q = st.q1[:0]
+	c.submit(op{st: st, ctx: ctx, p: p})
 	it, err := st.pop(ctx)
+	if err != nil {
+		// Cancelled before the answer: CANCEL if the request went out.
+		c.post(func() { c.cancelStream(st, err) })
+		return Payload{}, err
+	}
 	if err != nil {
 		return Payload{}, err
 	}
@@ -198,10 +242,7 @@ func (st *stream) requeue(it item) {
 	st.mu.Lock()
 	st.q = append(st.q, it)
 	st.mu.Unlock()
-	select {
-	case st.sig <- struct{}{}:
-	default:
-	}
+	st.wake()
 }
 
 func (s *Stream) used() {
@@ -244,6 +285,7 @@ type Sink struct {
 	c    *Conn
 	st   *stream
 	done bool
+	req  sendReq // reused: Send is not called concurrently, each waits for its answer
 }
 
 // Send sends p, waiting for a credit from the peer. It fails once the
@@ -279,20 +321,33 @@ func (s *Sink) Error(err error) error {
 }
 
 func (s *Sink) send(p Payload, next, complete bool) error {
-	r := &sendReq{p: p, next: next, complete: complete, done: make(chan error, 1)}
-	st := s.st
-	if err := s.c.do(func() error { s.c.trySend(st, r); return nil }); err != nil {
-		return err
+	c, st, r := s.c, s.st, &s.req
+	if r.done == nil {
+		r.done = make(chan error, 1)
+	}
+	r.p, r.next, r.complete = p, next, complete
+	if c.mu.TryLock() {
+		// The common case, a handler streaming while nobody else holds
+		// mu: send now, with no command queued and no goroutine woken.
+		if c.closed {
+			c.mu.Unlock()
+			c.combine()
+			return c.closedErr()
+		}
+		c.trySend(st, r)
+		c.release()
+	} else {
+		c.submit(op{fn: func() { c.trySend(st, r) }})
 	}
 	select {
 	case err := <-r.done:
 		return err
-	case <-s.c.done:
+	case <-c.done:
 		select {
 		case err := <-r.done:
 			return err
 		default:
-			return s.c.closedErr()
+			return c.closedErr()
 		}
 	}
 }
@@ -340,6 +395,6 @@ func (c *Conn) Close() error {
 		return c.m.Close(frame.ErrorCodeConnectionError, "closed by the application")
 	})
 	<-c.done
-	<-c.w.done
+	<-c.wdone
 	return nil
 }

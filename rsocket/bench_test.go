@@ -3,7 +3,10 @@ package rsocket
 import (
 	"context"
 	"fmt"
+	"net"
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +49,100 @@ func BenchmarkRequestResponse(b *testing.B) {
 			if len(all) > 0 {
 				b.ReportMetric(float64(len(all))/el.Seconds(), "req/s")
 				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-µs")
 			}
 		})
 	}
+}
+
+// streamer streams len(elem)-byte payloads: data "n" asks for n of them.
+type streamer struct {
+	UnimplementedResponder
+	elem []byte
+}
+
+func (s streamer) RequestStream(_ context.Context, p Payload, out *Sink) error {
+	n, err := strconv.Atoi(string(p.Data))
+	if err != nil {
+		return err
+	}
+	for range n {
+		if err := out.Send(Payload{Data: s.elem}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkRequestStream: one stream of 64 B payloads over loopback TCP,
+// credits in batches of 256; one op is one payload received.
+func BenchmarkRequestStream(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go Serve(ctx, ln, streamer{elem: make([]byte, 64)})
+	c, err := Dial(ctx, "tcp://"+ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ReportAllocs()
+	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(b.N))}, 256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for range b.N {
+		if _, err := s.Next(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "payloads/s")
+}
+
+// BenchmarkIdleConn: memory (heap and stacks) held per idle connection,
+// client and server end together, over 200 connections that each did one
+// request.
+func BenchmarkIdleConn(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go Serve(ctx, ln, newEcho())
+	url := "tcp://" + ln.Addr().String()
+	mem := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse + ms.StackInuse
+	}
+	const n = 200
+	p := Payload{Data: make([]byte, 64)}
+	var per float64
+	for range b.N {
+		before := mem()
+		conns := make([]*Conn, 0, n)
+		for range n {
+			c, err := Dial(ctx, url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns = append(conns, c)
+			if _, err := c.RequestResponse(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		per = (float64(mem()) - float64(before)) / n
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	b.ReportMetric(per, "bytes/conn")
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
@@ -20,6 +23,13 @@ type transport interface {
 }
 
 // Conn is one RSocket connection, client or server end.
+//
+// There is no loop goroutine: mu guards the machine and the driver state,
+// and whichever goroutine holds it (the reader with the frames it read, an
+// application call, a handler's answer, the timer) runs the machine and
+// dispatches its events. A request therefore costs no hop to another
+// goroutine before its frame is encoded, and the reader takes every frame
+// already buffered under one lock.
 type Conn struct {
 	opts  options
 	m     *conn.Machine
@@ -28,28 +38,55 @@ type Conn struct {
 
 	ctx    context.Context // ends when the connection closes
 	cancel context.CancelFunc
+	// vctx has ctx's values but never ends: the parent of handlers'
+	// contexts, which the close cancels one by one (drain fails every
+	// stream), so that a request does not register with (and contend
+	// on) the connection's context.
+	vctx context.Context
 
-	cmds chan func()
-	in   chan inFrame // frames, then the read error, in order
-	// consumed: the loop took a large frame. The reader hands large
-	// frames over one at a time, so the queue holds at most 64 small
-	// frames (4 MiB) and one large one, not 64 frames of 16 MiB.
-	consumed chan struct{}
-	done     chan struct{} // closed when the loop ends
-	err      error         // why, valid after done
+	done chan struct{} // closed when the connection is closed
+	err  error         // why, valid after done
 
-	// Loop-owned state.
+	mu     sync.Mutex
+	closed bool // done is closed; the machine takes no more input
+
+	// Commands from other goroutines. A goroutine that needs the machine
+	// queues its command and runs the queue only if mu is free: under
+	// load one holder runs everybody's commands in a batch instead of
+	// every caller sleeping on mu in turn. Whoever releases mu runs
+	// what was queued meanwhile (release), so no command is left behind.
+	qmu  sync.Mutex
+	ops  []op
+	ops2 []op // the other buffer
+	nops atomic.Int32
+
+	// Guarded by mu.
 	streams   map[uint32]*stream
-	out       []byte // frames not yet handed to the writer
-	w         *writer
 	leaseWait []func()
 	leaseT    *time.Timer
 	setup     chan struct{} // closed on EventSetup (server) or Start (client)
+	timer     *time.Timer   // runs tick at the machine's next deadline
+	timerAt   time.Duration // when timer fires, if timerSet
+	timerSet  bool
 
-	bufs sync.Pool
+	// Output, guarded by mu. The writer goroutine writes everything
+	// queued in one write (writing: it is in the middle of one), so that
+	// under load many frames share one syscall. Nobody else writes: the
+	// reader must not stop reading for a peer that does not read (both
+	// ends blocked writing would deadlock).
+	out      []byte // frames not yet written
+	spare    []byte // the last written buffer, for reuse
+	writing  bool
+	wclosing bool // close the transport once out is written
+	wfailed  bool // a write failed: output is dropped
+	wsig     chan struct{}
+	wdone    chan struct{} // closed once the transport is closed
+
+	slab []byte // see copy; under mu
+
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
-	// a flood must not become a flood of goroutines. When full, the loop
+	// a flood must not become a flood of goroutines. When full, the reader
 	// waits, which stops reading and pushes back on the peer through TCP.
 	oneway chan struct{}
 }
@@ -59,21 +96,21 @@ type stream struct {
 	id        uint32
 	kind      conn.Interaction
 	requester bool
-	ctx       context.Context
-	cancel    context.CancelFunc
+	ctx       context.Context // responder only: the handler's
+	cancel    func()          // responder: ends ctx; requester: stops watching the caller's ctx
 	sendDone  bool
 	recvDone  bool
 	parked    *sendReq // a Send waiting for credits
 
+	hc  handlerCtx // responder: ctx
+	c   *Conn      // responder of a request-response: for run
+	req Payload    // its request, until run takes it
+
 	mu    sync.Mutex
 	q     []item
+	q1    [1]item // q's first array: most streams (request-response) hold one item
 	sig   chan struct{}
 	ended bool // a terminal item was queued
-}
-
-type inFrame struct {
-	b   []byte
-	err error
 }
 
 type item struct {
@@ -98,126 +135,374 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: o, m: m, tr: tr, start: time.Now(),
-		cmds: make(chan func(), 256), in: make(chan inFrame, 64), consumed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		streams: map[uint32]*stream{}, setup: make(chan struct{}),
+		wsig: make(chan struct{}, 1), wdone: make(chan struct{}),
 		oneway: make(chan struct{}, maxOneway),
 	}
 	if o.responder == nil {
 		c.opts.responder = UnimplementedResponder{}
 	}
-	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.w = newWriter(tr, func(err error) { c.post(func() { c.m.TransportClosed(err) }) })
+	c.vctx = context.WithoutCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(c.vctx)
 	return c, nil
 }
 
 const maxOneway = 1024
 
 // goOneway runs a fire-and-forget or metadata-push handler within the
-// oneway bound. Loop only.
+// oneway bound. Under mu.
 func (c *Conn) goOneway(f func()) {
 	c.oneway <- struct{}{}
-	go func() {
+	goWork(funcRunner(func() {
 		defer func() { <-c.oneway }()
 		f()
-	}()
+	}))
 }
 
 func (c *Conn) now() time.Duration { return time.Since(c.start) }
 
+// run starts the reader and the writer and sends what Start queued.
 func (c *Conn) run() {
 	go c.readLoop()
-	go c.w.run()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		if c.drain() {
-			return
-		}
-		if len(c.in) == 0 && len(c.cmds) == 0 {
-			c.flush()
-		}
-		if t, ok := c.m.NextDeadline(); ok {
-			timer.Reset(max(t-c.now(), 0))
-		} else {
-			timer.Reset(time.Hour)
-		}
-		select {
-		case f := <-c.in:
-			if f.err != nil {
-				c.m.TransportClosed(f.err)
-				continue
+	go c.writeLoop()
+	c.mu.Lock()
+	c.release()
+}
+
+// op is a queued command: fn, or a request-response on st (the hot path,
+// without a closure).
+type op struct {
+	fn     func()
+	st     *stream
+	ctx    context.Context
+	p      Payload
+	err    error
+	answer bool // st's handler answered p or err
+}
+
+// submit queues o and runs the queue if nobody holds mu.
+func (c *Conn) submit(o op) {
+	c.qmu.Lock()
+	c.ops = append(c.ops, o)
+	c.nops.Add(1)
+	c.qmu.Unlock()
+	c.combine()
+}
+
+// combine runs the queued commands while there are some and mu is free.
+// A holder that finds mu taken leaves: the one holding it runs them.
+func (c *Conn) combine() {
+	for c.nops.Load() > 0 && c.mu.TryLock() {
+		c.unlock()
+	}
+}
+
+// release is unlock, then runs what was queued while we held mu.
+func (c *Conn) release() {
+	c.unlock()
+	c.combine()
+}
+
+// runOps runs the queued commands. Under mu.
+func (c *Conn) runOps() {
+	for c.nops.Load() > 0 {
+		c.qmu.Lock()
+		ops := c.ops
+		c.ops, c.ops2 = c.ops2[:0], nil
+		c.nops.Store(0)
+		c.qmu.Unlock()
+		for i := range ops {
+			o := &ops[i]
+			switch {
+			case c.closed:
+				if o.st != nil && !o.answer {
+					o.st.fail(c.closedErr())
+				}
+			case o.answer:
+				c.answer(o.st, o.p, o.err)
+			case o.st != nil:
+				c.openRR(o.ctx, o.st, o.p)
+			default:
+				o.fn()
 			}
-			c.m.Receive(c.now(), f.b)
-			if len(f.b) > largeFrame {
-				c.consumed <- struct{}{}
+			if !c.closed {
+				c.drain()
 			}
-			c.putBuf(f.b)
-		case cmd := <-c.cmds:
-			cmd()
-		case <-timer.C:
-			c.m.Tick(c.now())
+			ops[i] = op{}
+		}
+		c.qmu.Lock()
+		if c.ops2 == nil {
+			c.ops2 = ops[:0]
+		}
+		c.qmu.Unlock()
+	}
+}
+
+// unlock runs the queued commands, dispatches what the machine produced,
+// arms the timer, releases mu and wakes the writer. Callers never write
+// themselves: a caller blocked on a peer that does not read would stall
+// (a fire-and-forget must return even then), and the writer batches
+// better.
+func (c *Conn) unlock() {
+	c.runOps()
+	if !c.closed {
+		c.drain()
+	}
+	if !c.closed {
+		c.schedule()
+	}
+	wake := len(c.out) > 0 && !c.writing
+	c.mu.Unlock()
+	if wake {
+		c.wakeWriter()
+	}
+}
+
+// takeOut hands the queued output to the writer. Under mu.
+func (c *Conn) takeOut() []byte {
+	buf := c.out
+	c.out, c.spare = c.spare[:0], nil
+	c.writing = true
+	return buf
+}
+
+// wrote ends a write. Under mu.
+func (c *Conn) wrote(buf []byte, err error) {
+	c.writing = false
+	if cap(buf) <= 1<<20 { // do not keep a huge buffer after a big payload
+		c.spare = buf[:0]
+	}
+	if err != nil && !c.wfailed {
+		c.wfailed = true
+		c.out = c.out[:0]
+		if !c.closed {
+			c.m.TransportClosed(err)
+			c.drain()
 		}
 	}
 }
 
-func (c *Conn) getBuf() []byte {
-	if b, ok := c.bufs.Get().(*[]byte); ok {
-		return *b
+func (c *Conn) wakeWriter() {
+	select {
+	case c.wsig <- struct{}{}:
+	default:
 	}
-	return make([]byte, 0, 4096)
 }
 
-func (c *Conn) putBuf(b []byte) {
-	if cap(b) > 1<<20 { // do not keep fragments of huge payloads
+// writeLoop writes what was queued, every frame queued during the last
+// write in the next one, and closes the transport at the end.
+func (c *Conn) writeLoop() {
+	for range c.wsig {
+		for {
+			// Let the goroutines that are ready to run (handlers with
+			// answers, callers with requests) queue their frames first:
+			// one write then carries them all. With nothing else to run
+			// this returns at once.
+			runtime.Gosched()
+			c.mu.Lock()
+			if len(c.out) == 0 || c.wfailed {
+				c.out = c.out[:0]
+				closing := c.wclosing
+				c.mu.Unlock()
+				c.combine()
+				if closing {
+					_ = c.tr.Close()
+					close(c.wdone)
+					return
+				}
+				break
+			}
+			buf := c.takeOut()
+			c.mu.Unlock()
+			c.combine()
+			err := c.tr.writeFrames(buf)
+			c.mu.Lock()
+			c.wrote(buf, err)
+			c.mu.Unlock()
+			c.combine()
+		}
+	}
+}
+
+// schedule arms the timer for the machine's next deadline. A timer that
+// fires early is harmless (tick re-arms it), so it is only moved earlier.
+// Under mu.
+func (c *Conn) schedule() {
+	t, ok := c.m.NextDeadline()
+	if !ok || (c.timerSet && t >= c.timerAt) {
 		return
 	}
-	c.bufs.Put(&b)
+	c.timerAt, c.timerSet = t, true
+	d := max(t-c.now(), 0)
+	if c.timer == nil {
+		c.timer = time.AfterFunc(d, c.tick)
+	} else {
+		c.timer.Reset(d)
+	}
+}
+
+func (c *Conn) tick() {
+	c.mu.Lock()
+	c.timerSet = false
+	if c.closed {
+		c.mu.Unlock()
+		c.combine()
+		return
+	}
+	c.m.Tick(c.now())
+	c.release()
 }
 
 func (c *Conn) readLoop() {
+	var buf []byte
+	st, _ := c.tr.(*streamTransport)
 	for {
-		// The error travels on the same channel as the frames: on a
-		// separate one the loop's select could see EOF before the last
-		// frames (a fire-and-forget just before the peer closed).
-		f, err := c.tr.readFrame(c.getBuf())
-		select {
-		case c.in <- inFrame{b: f, err: err}:
-		case <-c.done:
+		f, err := c.tr.readFrame(buf)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			c.combine()
 			return
 		}
 		if err != nil {
+			c.m.TransportClosed(err)
+			c.release()
 			return
 		}
-		if len(f) > largeFrame {
-			select {
-			case <-c.consumed:
-			case <-c.done:
-				return
+		now := c.now()
+		c.m.Receive(now, f)
+		// Frames already buffered are taken under the same lock: one
+		// lock, one dispatch and one write for a burst of requests. The
+		// machine copied what its events keep, so buf is reused at once.
+		for n := 0; n < 256 && st != nil && whole(st); n++ {
+			if !c.closed {
+				c.drain()
 			}
+			if f, err = st.readFrame(f); err != nil || c.closed {
+				break // the next readFrame returns the error again
+			}
+			c.m.Receive(now, f)
+		}
+		c.release()
+		buf = f[:0]
+		if cap(buf) > 1<<20 {
+			buf = nil
 		}
 	}
 }
 
-// largeFrame: frames above it are handed to the loop one at a time.
-const largeFrame = 64 << 10
+// whole reports whether a whole frame is buffered, so reading it does not
+// block.
+func whole(t *streamTransport) bool { return t.r.buffered() }
 
-// post queues fn for the loop without waiting; dropped after close.
-func (c *Conn) post(fn func()) {
-	select {
-	case c.cmds <- fn:
-	case <-c.done:
+// frameReader reads length-prefixed frames from a byte stream. It holds a
+// large buffer only while data flows: before blocking on an empty buffer
+// it returns the large one to a shared pool and waits with a small one,
+// so an idle connection keeps a few hundred bytes instead of 64 KiB.
+type frameReader struct {
+	c     io.Reader
+	buf   []byte // small[:] or a pooled large buffer
+	r, w  int    // buf[r:w] is read and not yet returned
+	large *[]byte
+	last  int // bytes the last Read returned
+	small [smallRead]byte
+}
+
+const (
+	smallRead = 512
+	largeRead = 64 << 10
+)
+
+var largeBufs = sync.Pool{New: func() any { b := make([]byte, largeRead); return &b }}
+
+func newFrameReader(c io.Reader) *frameReader {
+	f := &frameReader{c: c}
+	f.buf = f.small[:]
+	return f
+}
+
+// buffered reports whether a whole frame is buffered.
+func (f *frameReader) buffered() bool {
+	if f.w-f.r < frame.LengthPrefixSize {
+		return false
+	}
+	b := f.buf[f.r:]
+	return f.w-f.r >= frame.LengthPrefixSize+(int(b[0])<<16|int(b[1])<<8|int(b[2]))
+}
+
+// readFrame returns the next frame without its prefix. It aliases the
+// reader's buffer (or dst, for a frame larger than the buffer) and is
+// valid until the next call.
+func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
+	for {
+		if f.w-f.r >= frame.LengthPrefixSize {
+			b := f.buf[f.r:f.w]
+			n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+			end := frame.LengthPrefixSize + n
+			if len(b) >= end {
+				f.r += end
+				return b[frame.LengthPrefixSize:end:end], nil
+			}
+			if end > largeRead {
+				return f.readHuge(dst, n)
+			}
+		}
+		if f.r == f.w {
+			f.r, f.w = 0, 0
+			// About to wait for the peer after a short read: the traffic
+			// is light, hold only the small buffer. After a long read
+			// keep the large one: the next read is likely long too.
+			if f.large != nil && f.last < smallRead {
+				largeBufs.Put(f.large)
+				f.large, f.buf = nil, f.small[:]
+			}
+		} else if f.r > 0 {
+			f.w = copy(f.buf, f.buf[f.r:f.w])
+			f.r = 0
+		}
+		if f.w == len(f.buf) && f.large == nil { // data flows: take a large buffer
+			f.large = largeBufs.Get().(*[]byte)
+			f.buf = (*f.large)[:copy(*f.large, f.buf[:f.w])]
+			f.buf = f.buf[:cap(f.buf)]
+		}
+		n, err := f.c.Read(f.buf[f.w:])
+		f.w += n
+		f.last = n
+		if err != nil && n == 0 {
+			if err == io.EOF && f.w > f.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 }
 
-// do runs fn on the loop and returns its error.
+// readHuge reads a frame of n bytes that does not fit the large buffer:
+// what is buffered, then the rest straight from the connection.
+func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	dst = dst[:n]
+	k := copy(dst, f.buf[f.r+frame.LengthPrefixSize:f.w])
+	f.r, f.w = 0, 0
+	if _, err := io.ReadFull(f.c, dst[k:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return dst, nil
+}
+
+// post runs fn with the machine; dropped after close.
+func (c *Conn) post(fn func()) { c.submit(op{fn: fn}) }
+
+// do runs fn with the machine and returns its error.
 func (c *Conn) do(fn func() error) error {
 	res := make(chan error, 1)
-	select {
-	case c.cmds <- func() { res <- fn() }:
-	case <-c.done:
-		return c.closedErr()
-	}
+	c.submit(op{fn: func() { res <- fn() }})
 	select {
 	case err := <-res:
 		return err
@@ -238,16 +523,9 @@ func (c *Conn) closedErr() error {
 	return ErrClosed
 }
 
-func (c *Conn) flush() {
-	if len(c.out) > 0 {
-		c.w.enqueue(c.out)
-		c.out = c.out[:0]
-	}
-}
-
-// drain moves the machine's output to c.out and dispatches its events. It
-// returns true when the connection is closed and the loop must end.
-func (c *Conn) drain() bool {
+// drain moves the machine's output to c.out and dispatches its events,
+// and tears the connection down once the machine closed. Under mu.
+func (c *Conn) drain() {
 	closed := false
 	var later []conn.Event
 	for {
@@ -256,7 +534,9 @@ func (c *Conn) drain() bool {
 			break
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
-		c.out = append(c.out, rd.Out...)
+		if !c.wfailed {
+			c.out = append(c.out, rd.Out...)
+		}
 		for i := range rd.Events {
 			if c.event(&rd.Events[i]) {
 				closed = true
@@ -266,7 +546,9 @@ func (c *Conn) drain() bool {
 		// and events, which Advance would drop: keep them (deep copies,
 		// since Advance also releases the arena) before advancing.
 		rd = c.m.Ready()
-		c.out = append(c.out, rd.Out[nOut:]...)
+		if !c.wfailed {
+			c.out = append(c.out, rd.Out[nOut:]...)
+		}
 		later = later[:0]
 		for _, ev := range rd.Events[nEv:] {
 			ev.Metadata, ev.Data = clone(ev.Metadata), clone(ev.Data)
@@ -281,8 +563,13 @@ func (c *Conn) drain() bool {
 		later = later[:0]
 	}
 	if closed {
-		c.flush()
-		c.w.finish()
+		c.closed = true
+		// The writer writes what is queued, then closes the transport. A
+		// peer that stops reading cannot hold the connection open: the
+		// transport is closed after 5 s regardless.
+		c.wclosing = true
+		c.wakeWriter()
+		time.AfterFunc(5*time.Second, func() { _ = c.tr.Close() })
 		c.cancel()
 		for id, st := range c.streams {
 			st.fail(c.closedErr())
@@ -291,9 +578,31 @@ func (c *Conn) drain() bool {
 		if c.leaseT != nil {
 			c.leaseT.Stop()
 		}
+		if c.timer != nil {
+			c.timer.Stop()
+		}
 		close(c.done)
 	}
-	return closed
+}
+
+func noop() {}
+
+// copy copies inbound bytes for the application. Small ones are carved
+// from a shared slab: one allocation per many payloads instead of one
+// each (the slab is freed when the last payload cut from it is). Slabs
+// start small and double, so a connection that saw a few requests does
+// not hold 8 KiB. Under mu.
+func (c *Conn) copy(b []byte) []byte {
+	const maxSlab, small = 8 << 10, 512
+	if b == nil || len(b) > small {
+		return clone(b)
+	}
+	if cap(c.slab)-len(c.slab) < len(b) {
+		c.slab = make([]byte, 0, min(max(2*cap(c.slab), small/2), maxSlab))
+	}
+	at := len(c.slab)
+	c.slab = append(c.slab, b...)
+	return c.slab[at:len(c.slab):len(c.slab)]
 }
 
 func clone(b []byte) []byte {
@@ -324,7 +633,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		if st == nil {
 			return false
 		}
-		st.push(item{p: Payload{Metadata: clone(ev.Metadata), Data: clone(ev.Data)}, next: ev.Next, complete: ev.Complete})
+		st.push(item{p: Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}, next: ev.Next, complete: ev.Complete})
 		if ev.Complete {
 			st.recvDone = true
 			if !st.requester || st.kind == conn.RequestChannel {
@@ -399,8 +708,15 @@ func (c *Conn) grantLease() {
 }
 
 func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, parent context.Context) *stream {
-	st := &stream{id: id, kind: kind, requester: requester, sig: make(chan struct{}, 1)}
-	st.ctx, st.cancel = context.WithCancel(parent)
+	st := &stream{id: id, kind: kind, requester: requester, cancel: noop}
+	st.q = st.q1[:0]
+	if requester || kind == conn.RequestChannel {
+		st.sig = make(chan struct{}, 1) // only these are read with pop
+	}
+	if !requester {
+		st.hc.parent = parent
+		st.ctx, st.cancel = &st.hc, st.hc.cancel
+	}
 	switch {
 	case requester && kind != conn.RequestChannel:
 		st.sendDone = true
@@ -412,36 +728,21 @@ func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, paren
 }
 
 func (c *Conn) request(ev *conn.Event) {
-	p := Payload{Metadata: clone(ev.Metadata), Data: clone(ev.Data)}
+	p := Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}
 	h := c.opts.responder
 	switch ev.Interaction {
 	case conn.FireAndForget:
 		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
 	case conn.RequestResponse:
-		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
-		go func() {
-			var resp Payload
-			err := guard(func() (err error) { resp, err = h.RequestResponse(st.ctx, p); return })
-			c.post(func() {
-				if c.streams[st.id] != st {
-					return // cancelled meanwhile
-				}
-				if err != nil {
-					code, msg := toError(err)
-					_ = c.m.SendError(st.id, code, msg)
-				} else {
-					_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
-				}
-				st.cancel()
-				delete(c.streams, st.id)
-			})
-		}()
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
+		st.c, st.req = c, p
+		goWork(st) // runs respond
 	case conn.RequestStream:
-		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		sink := &Sink{c: c, st: st}
-		go func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }()
+		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }))
 	case conn.RequestChannel:
-		st := c.newStream(ev.StreamID, ev.Interaction, false, c.ctx)
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		in := &Stream{c: c, st: st, batch: c.opts.channelN}
 		if ev.Complete {
 			st.recvDone = true
@@ -451,8 +752,33 @@ func (c *Conn) request(ev *conn.Event) {
 			in.left = c.opts.channelN
 		}
 		sink := &Sink{c: c, st: st}
-		go func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) }()
+		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) }))
 	}
+}
+
+// run answers a request-response on a pooled goroutine (see goWork): the
+// stream carries what a closure would, so a request costs no closure.
+func (st *stream) run() {
+	c, p := st.c, st.req
+	st.req = Payload{}
+	var resp Payload
+	err := guard(func() (err error) { resp, err = c.opts.responder.RequestResponse(st.ctx, p); return })
+	c.submit(op{st: st, p: resp, err: err, answer: true})
+}
+
+// answer sends a request-response handler's answer. Under mu.
+func (c *Conn) answer(st *stream, resp Payload, err error) {
+	if c.streams[st.id] != st {
+		return // cancelled meanwhile
+	}
+	if err != nil {
+		code, msg := toError(err)
+		_ = c.m.SendError(st.id, code, msg)
+	} else {
+		_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
+	}
+	st.cancel()
+	delete(c.streams, st.id)
 }
 
 // guard runs a handler and turns its panic into an APPLICATION_ERROR, so
@@ -466,7 +792,7 @@ func guard(f func() error) (err error) {
 	return f()
 }
 
-// trySend sends r on st now, or parks it until credits arrive. Loop only.
+// trySend sends r on st now, or parks it until credits arrive. Under mu.
 func (c *Conn) trySend(st *stream, r *sendReq) {
 	if c.streams[st.id] != st || st.sendDone {
 		r.done <- fmt.Errorf("rsocket: stream %d is over: %w", st.id, context.Canceled)
@@ -493,6 +819,14 @@ func (st *stream) push(it item) {
 		}
 	}
 	st.mu.Unlock()
+	st.wake()
+}
+
+// wake signals pop; streams nobody pops have no sig.
+func (st *stream) wake() {
+	if st.sig == nil {
+		return
+	}
 	select {
 	case st.sig <- struct{}{}:
 	default:
@@ -528,76 +862,85 @@ func (st *stream) pop(ctx context.Context) (item, error) {
 	}
 }
 
-// writer writes what the loop queued, coalescing everything queued while
-// the previous write was in progress into one write.
-type writer struct {
-	tr      transport
-	onErr   func(error)
-	mu      sync.Mutex
-	pending []byte
-	closing bool
-	sig     chan struct{}
-	done    chan struct{} // closed once the transport is closed
-}
+// Handlers run on pooled goroutines: a new goroutine per request costs
+// its creation and, since answering runs the machine, growing its stack
+// each time; a pooled one keeps its stack. idleWorkers bounds how many
+// wait for work (the rest exit), so a burst does not leave thousands.
+var (
+	work        = make(chan runner)
+	idleWorkers atomic.Int32
+)
 
-func newWriter(tr transport, onErr func(error)) *writer {
-	return &writer{tr: tr, onErr: onErr, sig: make(chan struct{}, 1), done: make(chan struct{})}
-}
+// runner is work for the pool: a func, or a stream to answer (no closure).
+type runner interface{ run() }
 
-func (w *writer) enqueue(b []byte) {
-	w.mu.Lock()
-	w.pending = append(w.pending, b...)
-	w.mu.Unlock()
-	w.wake()
-}
+type funcRunner func()
 
-func (w *writer) wake() {
+func (f funcRunner) run() { f() }
+
+const maxIdleWorkers = 512
+
+// goWork runs f on an idle pooled goroutine, or a new one.
+func goWork(f runner) {
 	select {
-	case w.sig <- struct{}{}:
+	case work <- f:
 	default:
+		go worker(f)
 	}
 }
 
-// finish makes the writer write what is queued, then close the transport.
-// A peer that stops reading cannot hold the connection open: the transport
-// is closed after 5 s regardless.
-func (w *writer) finish() {
-	w.mu.Lock()
-	w.closing = true
-	w.mu.Unlock()
-	w.wake()
-	time.AfterFunc(5*time.Second, func() { _ = w.tr.Close() })
+func worker(f runner) {
+	for {
+		f.run()
+		if idleWorkers.Add(1) > maxIdleWorkers {
+			idleWorkers.Add(-1)
+			return
+		}
+		f = <-work
+		idleWorkers.Add(-1)
+	}
 }
 
-func (w *writer) run() {
-	var spare []byte
-	failed := false
-	for range w.sig {
-		for {
-			w.mu.Lock()
-			buf := w.pending
-			w.pending = spare[:0]
-			closing := w.closing
-			w.mu.Unlock()
-			if len(buf) == 0 {
-				spare = buf
-				if closing {
-					_ = w.tr.Close()
-					close(w.done)
-					return
-				}
-				break
-			}
-			if !failed {
-				if err := w.tr.writeFrames(buf); err != nil {
-					failed = true
-					w.onErr(err)
-				}
-			}
-			if cap(buf) > 4<<20 {
-				buf = nil // do not keep a huge buffer after a big payload
-			}
-			spare = buf
+// handlerCtx is a responder's context, part of its stream: it ends when
+// the stream does or the connection closes (drain fails every stream).
+// Done's channel is made only when asked for (most request-response
+// handlers never ask), and nothing registers with the connection's
+// context: a request costs no context allocations.
+type handlerCtx struct {
+	parent context.Context // values only; it never ends
+	mu     sync.Mutex
+	done   chan struct{}
+	err    error
+}
+
+func (h *handlerCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (h *handlerCtx) Value(key any) any           { return h.parent.Value(key) }
+
+func (h *handlerCtx) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		h.done = make(chan struct{})
+		if h.err != nil {
+			close(h.done)
+		}
+	}
+	return h.done
+}
+
+func (h *handlerCtx) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *handlerCtx) cancel() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = context.Canceled
+		if h.done != nil {
+			close(h.done)
 		}
 	}
 }

@@ -4,13 +4,14 @@
 // interaction models, fire-and-forget's and metadata push's one-way sends,
 // and a Responder that serves them.
 //
-// Every connection is driven by one loop goroutine that owns the pure state
-// machine rsocket/conn.Machine: a reader goroutine feeds it decoded frames,
-// application calls reach it as commands, one timer follows
-// Machine.NextDeadline, and a writer goroutine writes what the loop queued,
-// so that the loop never blocks on a slow peer (both ends blocked writing
-// while neither reads would deadlock). Frames produced while more work is
-// queued are coalesced into one write.
+// Every connection runs the pure state machine rsocket/conn.Machine under
+// one mutex, taken by whichever goroutine has work: the reader with every
+// frame already buffered, an application call or a handler's answer (they
+// queue a command and run the queue if the mutex is free, so under load
+// one holder runs a batch of them), the timer that follows
+// Machine.NextDeadline. One writer goroutine writes everything queued in
+// one write; nobody else writes, so the reader never blocks on a slow
+// peer (both ends blocked writing while neither reads would deadlock).
 //
 // Both ends can request and respond: a client passes WithResponder to Dial,
 // a server gets each *Conn through WithOnConnect.

@@ -1,7 +1,6 @@
 package rsocket
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -21,18 +20,18 @@ import (
 // length-prefixed frames.
 type streamTransport struct {
 	c net.Conn
-	r *bufio.Reader
+	r *frameReader
 }
 
 func newStreamTransport(c net.Conn) *streamTransport {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // frames are coalesced by the writer; never wait for Nagle
 	}
-	return &streamTransport{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	return &streamTransport{c: c, r: newFrameReader(c)}
 }
 
 func (t *streamTransport) readFrame(buf []byte) ([]byte, error) {
-	return frame.ReadLengthPrefixed(t.r, buf, frame.MaxFrameSize)
+	return t.r.readFrame(buf)
 }
 
 func (t *streamTransport) writeFrames(out []byte) error {
@@ -109,7 +108,7 @@ func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*C
 	stop := context.AfterFunc(ctx, func() {
 		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
 	})
-	go func() { <-c.done; stop() }() // a long-lived server must not keep one callback per closed connection
+	context.AfterFunc(c.ctx, func() { stop() }) // a long-lived server must not keep one callback per closed connection (c.ctx ends at close; no goroutine waits for it)
 	return c, nil
 }
 

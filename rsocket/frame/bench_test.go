@@ -71,3 +71,28 @@ func BenchmarkPayloadHotPath(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkPayload64 is the request-response hot path of `sluice bench
+// rsocket`: a 64 B PAYLOAD (N|C, no metadata) with its length prefix,
+// encoded into a reused buffer and parsed back. The goal is ≥ 50 M
+// frames/s per core each way (≤ 20 ns/op) with 0 allocations.
+func BenchmarkPayload64(b *testing.B) {
+	data := make([]byte, 64)
+	buf := make([]byte, 0, 128)
+	b.Run("encode", func(b *testing.B) {
+		loop(b, func() {
+			out := ReserveLengthPrefix(buf[:0])
+			out, _ = AppendPayload(out, 1, FlagNext|FlagComplete, nil, data)
+			_ = SetLengthPrefix(out, 0)
+		})
+	})
+	fr, _ := AppendPayload(nil, 1, FlagNext|FlagComplete, nil, data)
+	b.Run("decode", func(b *testing.B) {
+		loop(b, func() {
+			p, err := ParsePayload(fr)
+			if err != nil || len(p.Data) != 64 {
+				b.Fatal(err)
+			}
+		})
+	})
+}

@@ -1,0 +1,51 @@
+package rsocket
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+)
+
+// frameReader returns every frame whole whatever the read sizes: tiny
+// reads (the small buffer fills and a large one is taken), frames larger
+// than the large buffer (read straight into dst), and a cut-off frame is
+// io.ErrUnexpectedEOF, a clean end io.EOF.
+func TestFrameReader(t *testing.T) {
+	sizes := []int{0, 1, 64, smallRead, smallRead + 1, largeRead - 3, largeRead, 3 * largeRead, 7}
+	var stream bytes.Buffer
+	for i, n := range sizes {
+		stream.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
+		stream.Write(bytes.Repeat([]byte{byte(i + 1)}, n))
+	}
+	all := stream.Bytes()
+	for name, r := range map[string]io.Reader{
+		"one byte": iotest.OneByteReader(bytes.NewReader(all)),
+		"half":     iotest.HalfReader(bytes.NewReader(all)),
+		"whole":    bytes.NewReader(all),
+	} {
+		f := newFrameReader(r)
+		var buf []byte
+		for i, n := range sizes {
+			fr, err := f.readFrame(buf)
+			if err != nil {
+				t.Fatalf("%s: frame %d: %v", name, i, err)
+			}
+			if !bytes.Equal(fr, bytes.Repeat([]byte{byte(i + 1)}, n)) {
+				t.Fatalf("%s: frame %d: got %d bytes, want %d of %d", name, i, len(fr), n, i+1)
+			}
+			buf = fr[:0]
+		}
+		if _, err := f.readFrame(buf); err != io.EOF {
+			t.Fatalf("%s: after the last frame: %v, want io.EOF", name, err)
+		}
+	}
+	// Cut inside a prefix, inside a small frame, inside a huge frame.
+	for _, b := range [][]byte{{0, 0}, {0, 0, 9, 1, 2}, append([]byte{0x04, 0, 0}, make([]byte, largeRead+5)...)} {
+		f := newFrameReader(bytes.NewReader(b))
+		if _, err := f.readFrame(nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("cut frame %x...: %v, want io.ErrUnexpectedEOF", b[:min(len(b), 5)], err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Headers of every Kafka record the sink writes: the dedup key of the
@@ -408,7 +409,7 @@ func (k *kafkaStore) topicMaxMessageBytes(ctx context.Context) (int, error) {
 // whatever the compression ratio. The producer retries without limit:
 // while Kafka is down append blocks, the streams' queues fill, and credits
 // stop — messages wait in the agents' spools.
-func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
+func (k *kafkaStore) Append(msgs []*store.Message) (int64, error) {
 	start := time.Now()
 	k.inflightSince.Store(start.UnixNano())
 	defer k.inflightSince.Store(0)
@@ -421,8 +422,8 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 	)
 	for _, it := range msgs {
 		var bufp *[]byte
-		body := it.body
-		if it.codec != codec.Plain {
+		body := it.Body
+		if it.Codec != codec.Plain {
 			bufp = decodeBufs.Get().(*[]byte)
 		}
 		release := func() {
@@ -432,17 +433,17 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		}
 		if bufp != nil {
 			var err error
-			body, err = k.dec.decode((*bufp)[:0], it.agent, it.codec, it.dictID, it.body)
+			body, err = k.dec.decode((*bufp)[:0], it.Agent, it.Codec, it.DictID, it.Body)
 			if err != nil {
 				release()
-				it.dropErr = fmt.Errorf("decompress: %w", err)
+				it.DropErr = fmt.Errorf("decompress: %w", err)
 				continue
 			}
 			*bufp = body[:0]
 		}
 		n, err := batch.Count(body)
-		if err == nil && n != int(it.count) {
-			err = fmt.Errorf("%d records, header says %d", n, it.count)
+		if err == nil && n != int(it.Records) {
+			err = fmt.Errorf("%d records, header says %d", n, it.Records)
 		}
 		if err == nil {
 			err = batch.Decode(body, func(rec []byte) error {
@@ -454,7 +455,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		}
 		if err != nil || n == 0 {
 			release()
-			it.dropErr = err
+			it.DropErr = err
 			continue
 		}
 		var left atomic.Int64
@@ -476,7 +477,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		// message; the producer keeps them until its promise.
 		recs := make([]kgo.Record, n)
 		hdrs := make([]kgo.RecordHeader, 4*n)
-		msgID := strconv.AppendUint(nil, it.id, 10)
+		msgID := strconv.AppendUint(nil, it.ID, 10)
 		count := strconv.AppendUint(nil, uint64(n), 10)
 		digits := make([]byte, 0, n*len(count))
 		i := 0
@@ -485,12 +486,12 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 			d0 := len(digits)
 			digits = strconv.AppendUint(digits, uint64(i), 10)
 			h := hdrs[4*i : 4*i+4 : 4*i+4]
-			h[0] = kgo.RecordHeader{Key: headerAgent, Value: it.agentB}
+			h[0] = kgo.RecordHeader{Key: headerAgent, Value: it.AgentB}
 			h[1] = kgo.RecordHeader{Key: headerMessage, Value: msgID}
 			h[2] = kgo.RecordHeader{Key: headerIndex, Value: digits[d0:len(digits):len(digits)]}
 			h[3] = kgo.RecordHeader{Key: headerCount, Value: count}
 			r := &recs[i]
-			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.agentB, rec, h
+			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.AgentB, rec, h
 			k.cl.Produce(k.ctx, r, promise)
 			bytes += int64(len(rec))
 			i++
@@ -586,7 +587,7 @@ func (k *kafkaStore) listOffsets(ctx context.Context) (starts, ends map[int32]in
 // its end offsets as of now, so that everything any sink had written by
 // the time the agent said Hello is in the dedup index before a message of
 // the agent is written. While Kafka cannot be reached it keeps trying.
-func (k *kafkaStore) gate(ctx context.Context) <-chan struct{} {
+func (k *kafkaStore) Gate(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		start := time.Now()
@@ -619,20 +620,20 @@ func (k *kafkaStore) catchUp(ctx context.Context) error {
 	}
 }
 
-func (k *kafkaStore) checkpointName() string { return kafkaCheckpointName }
+func (k *kafkaStore) CheckpointName() string { return kafkaCheckpointName }
 
-func (k *kafkaStore) appendCheckpoint(dst []byte) []byte {
+func (k *kafkaStore) AppendCheckpoint(dst []byte) []byte {
 	return appendKafkaCheckpoint(dst, k.u.topic, k.topicID, k.tail.pos, k.d)
 }
 
-func (k *kafkaStore) takeTailBytes() int64 { return k.tail.bytes.Swap(0) }
+func (k *kafkaStore) TakeTailBytes() int64 { return k.tail.bytes.Swap(0) }
 
-func (k *kafkaStore) abort() {
+func (k *kafkaStore) Abort() {
 	k.cancel()
 	k.closeProducer()
 }
 
-func (k *kafkaStore) close() error {
+func (k *kafkaStore) Close() error {
 	k.cancel()
 	k.tail.close()
 	k.bg.Wait()

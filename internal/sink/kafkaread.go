@@ -10,11 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -33,22 +30,22 @@ const maxReadRun = 4096
 
 // read serves a Read stream from the Kafka topic (see the package
 // documentation, "Kafka store").
-func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse], start *sluicev1.ReadStart) error {
+func (k *kafkaStore) read(conn protocol.Conn, start *protocol.ReadStart) error {
 	s := k.s
-	ctx := stream.Context()
-	group := start.GetGroup()
+	ctx := conn.Context()
+	group := start.Group
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	starts, ends, err := k.listOffsets(lctx)
 	cancel()
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "the Kafka store cannot be read now: %v", err)
+		return protocol.Errorf(protocol.StatusUnavailable, "the Kafka store cannot be read now: %v", err)
 	}
 	from := make(map[int32]int64, len(ends))
 	for p := range ends {
 		from[p] = starts[p]
 	}
 	committed := false
-	if start.GetFromCommitted() {
+	if start.FromCommitted {
 		var offs kadm.OffsetResponses
 		err := retryKafka(ctx, func(ctx context.Context) (err error) {
 			offs, err = k.adm.FetchOffsetsForTopics(ctx, group, k.u.topic)
@@ -56,7 +53,7 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 		})
 		if err != nil {
 			s.log.Error("sink: cannot read group offsets from Kafka", "group", group, "err", err)
-			return status.Errorf(codes.Unavailable, "cannot read the offsets of group %q from Kafka: %v", group, err)
+			return protocol.Errorf(protocol.StatusUnavailable, "cannot read the offsets of group %q from Kafka: %v", group, err)
 		}
 		for p, o := range offs[k.u.topic] {
 			if _, ok := from[p]; ok && o.At >= 0 {
@@ -64,18 +61,18 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 			}
 		}
 	}
-	if fo := start.GetFromOffset(); !committed && fo != 0 {
+	if fo := start.From; !committed && fo != 0 {
 		p, o := unpackOffset(fo)
 		end, ok := ends[p]
 		switch {
 		case len(ends) > 1:
-			return status.Errorf(codes.InvalidArgument,
+			return protocol.Errorf(protocol.StatusInvalid,
 				"from_offset %d (partition %d, offset %d): the Kafka topic %q has %d partitions and one offset cannot say where to start in each; start at 0 (every partition from its start) or use a group",
 				fo, p, o, k.u.topic, len(ends))
 		case !ok:
-			return status.Errorf(codes.OutOfRange, "from_offset %d is partition %d (offset %d), which the Kafka topic %q does not have", fo, p, o, k.u.topic)
+			return protocol.Errorf(protocol.StatusOutOfRange, "from_offset %d is partition %d (offset %d), which the Kafka topic %q does not have", fo, p, o, k.u.topic)
 		case o < starts[p] || o > end:
-			return status.Errorf(codes.OutOfRange, "offset %d outside partition %d's [%d, %d] in the Kafka topic %q", o, p, starts[p], end, k.u.topic)
+			return protocol.Errorf(protocol.StatusOutOfRange, "offset %d outside partition %d's [%d, %d] in the Kafka topic %q", o, p, starts[p], end, k.u.topic)
 		}
 		from[p] = o
 	}
@@ -91,11 +88,11 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)...)
 	if err != nil {
-		return status.Errorf(codes.Internal, "Kafka client: %v", err)
+		return protocol.Errorf(protocol.StatusInternal, "Kafka client: %v", err)
 	}
 	defer cl.Close()
 
-	r := newReadStream(s, stream, group, start.GetFollow())
+	r := newReadStream(s, conn, group, start.Follow)
 	c := &kafkaCommitter{k: k, group: group, parts: ends, kick: make(chan struct{}, 1)}
 	r.commitFn, r.flushFn = c.add, c.flush
 	kr := &kafkaReader{k: k, r: r, cl: cl, starts: starts, ends: ends, pos: from,
@@ -127,7 +124,7 @@ type kafkaReader struct {
 	// seen drops, within this stream, records it already sent: copies a
 	// failover wrote twice (see the package documentation).
 	seen *dedupIndex
-	msg  sluicev1.StoredMessage
+	msg  protocol.Stored
 	recs [][]byte
 }
 
@@ -173,8 +170,7 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		caught := kr.caughtUp()
 		if caught && sent {
 			sent = false
-			end := &sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_End{End: &sluicev1.EndOfLog{NextOffset: kr.nextOffset()}}}
-			if err := r.stream.Send(end); err != nil {
+			if err := r.conn.Send(&protocol.EndOfLog{Next: kr.nextOffset()}); err != nil {
 				return err
 			}
 			if !r.follow {
@@ -196,9 +192,9 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		case err := <-r.errCh:
 			return err
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return ctxErr(ctx)
 		case <-s.closing:
-			return status.Error(codes.Unavailable, "sink is shutting down")
+			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -256,11 +252,11 @@ func (kr *kafkaReader) sendRun() error {
 		last = rec
 	}
 	kr.msg.Offset, kr.msg.Records = packOffset(last.Partition, last.Offset), kr.recs
-	kr.msg.AgentId, kr.msg.MessageId = "", 0
+	kr.msg.AgentID, kr.msg.MessageID = "", 0
 	if ok {
-		kr.msg.AgentId, kr.msg.MessageId = string(h.agent), h.message
+		kr.msg.AgentID, kr.msg.MessageID = string(h.agent), h.message
 	}
-	if err := kr.r.stream.Send(&sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_Message{Message: &kr.msg}}); err != nil {
+	if err := kr.r.conn.Send(&kr.msg); err != nil {
 		return err
 	}
 	kr.pos[last.Partition] = last.Offset + 1
@@ -293,7 +289,7 @@ type kafkaCommitter struct {
 func (c *kafkaCommitter) add(off uint64) error {
 	p, o := unpackOffset(off)
 	if _, ok := c.parts[p]; !ok {
-		return status.Errorf(codes.InvalidArgument, "commit of offset %d: partition %d is not in the Kafka topic %q", off, p, c.k.u.topic)
+		return protocol.Errorf(protocol.StatusInvalid, "commit of offset %d: partition %d is not in the Kafka topic %q", off, p, c.k.u.topic)
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -347,10 +343,10 @@ func (c *kafkaCommitter) flush() error {
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return status.Error(codes.Unavailable, "sink is shutting down")
+			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		}
 		c.k.s.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
-		return status.Errorf(codes.Unavailable, "commit of group %q to Kafka failed: %v", c.group, err)
+		return protocol.Errorf(protocol.StatusUnavailable, "commit of group %q to Kafka failed: %v", c.group, err)
 	}
 	return nil
 }

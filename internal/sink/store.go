@@ -11,40 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
-
-// store is where the storage writer puts messages: the embedded seglog
-// (embeddedStore) or a Kafka topic (kafkaStore). The writer keeps the group
-// commit, the dedup decisions and the acks; a store only makes a group
-// durable and keeps what the dedup index needs to survive restarts.
-type store interface {
-	// append stores msgs durably and returns the bytes written, once all
-	// of them are durable. It is only called by the storage writer. On
-	// error none of msgs counts as stored (some may be, and are written
-	// again when their agents resend them). A message that can never be
-	// stored has its dropErr set and is left out; the others are stored.
-	append(msgs []*writeItem) (int64, error)
-	// checkpointName is the dedup checkpoint's file name in DataDir.
-	checkpointName() string
-	// appendCheckpoint encodes the dedup checkpoint. The caller holds the
-	// dedup index's lock.
-	appendCheckpoint(dst []byte) []byte
-	// takeTailBytes returns the bytes a background reader of the store
-	// consumed since the last call: progress a checkpoint would save.
-	takeTailBytes() int64
-	// gate returns a channel that is closed once the messages of a stream
-	// whose Hello arrived just now may be handed to the writer, or nil if
-	// they may at once. It stays open until ctx ends if that never
-	// happens.
-	gate(ctx context.Context) <-chan struct{}
-	// abort makes an append in progress return soon, with an error: the
-	// last resort of Close.
-	abort()
-	// close releases the store once the writer has stopped.
-	close() error
-}
 
 // embeddedStore is the sink's own store: a seglog in DataDir/store, opened
 // with SyncAlways, one internal/storedmsg record per message.
@@ -99,17 +69,17 @@ func openEmbedded(s *Sink) (*embeddedStore, *dedupIndex, error) {
 	return e, d, nil
 }
 
-func (e *embeddedStore) append(msgs []*writeItem) (int64, error) {
+func (e *embeddedStore) Append(msgs []*store.Message) (int64, error) {
 	e.buf, e.recs = e.buf[:0], e.recs[:0]
 	for _, it := range msgs {
-		m := storedmsg.Message{Codec: it.codec, DictID: it.dictID, MessageID: it.id, RecordCount: it.count,
-			AgentID: it.agentB, Body: it.body}
+		m := storedmsg.Message{Codec: it.Codec, DictID: it.DictID, MessageID: it.ID, RecordCount: it.Records,
+			AgentID: it.AgentB, Body: it.Body}
 		start := len(e.buf)
 		var err error
 		if e.buf, err = storedmsg.Append(e.buf, &m); err != nil {
 			// The stream validated the fields, so this is a bug. Never
 			// store what cannot be read back.
-			it.dropErr = err
+			it.DropErr = err
 			continue
 		}
 		// Positions now, slices once buf has stopped growing.
@@ -132,14 +102,14 @@ func (e *embeddedStore) append(msgs []*writeItem) (int64, error) {
 	return int64(len(e.buf)), nil
 }
 
-func (e *embeddedStore) checkpointName() string             { return checkpointName }
-func (e *embeddedStore) appendCheckpoint(dst []byte) []byte { return e.d.appendCheckpoint(dst) }
-func (e *embeddedStore) takeTailBytes() int64               { return 0 }
-func (e *embeddedStore) gate(context.Context) <-chan struct{} {
+func (e *embeddedStore) CheckpointName() string             { return checkpointName }
+func (e *embeddedStore) AppendCheckpoint(dst []byte) []byte { return e.d.appendCheckpoint(dst) }
+func (e *embeddedStore) TakeTailBytes() int64               { return 0 }
+func (e *embeddedStore) Gate(context.Context) <-chan struct{} {
 	return nil
 }
-func (e *embeddedStore) abort()       {}
-func (e *embeddedStore) close() error { return e.log.Close() }
+func (e *embeddedStore) Abort()       {}
+func (e *embeddedStore) Close() error { return e.log.Close() }
 
 // loadDedup rebuilds the dedup index: it reads the checkpoint, if any and
 // valid, then scans the store from the checkpoint's offset to the end,

@@ -228,3 +228,8 @@ func peerInfo(ctx context.Context) protocol.PeerInfo {
 	}
 	return pi
 }
+
+// PayloadsOwned: gRPC unmarshals every Request into memory of its own
+// (ServerCodec: one buffer per Request, which the payload aliases), so the
+// sink may keep a payload as received.
+func (c *sendServer) PayloadsOwned() bool { return true }

@@ -181,7 +181,7 @@ func validTopic(t string) error {
 type kafkaStore struct {
 	s   *Sink
 	u   *kafkaURL
-	d   *dedupIndex
+	d   *store.Dedup
 	cl  *kgo.Client // producer and admin requests
 	adm *kadm.Client
 
@@ -237,7 +237,7 @@ func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
 // (it keeps trying until then, so a broker still starting is waited for): a
 // wrong address should be an error at startup, not a sink that never
 // stores anything. Later outages only stall the writer.
-func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
+func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
 	k := &kafkaStore{s: s, u: u, dec: bodyDecoder{dicts: s.dicts}}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	var batchMax atomic.Int32
@@ -263,7 +263,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 	var once sync.Once
 	k.cl, k.adm = cl, kadm.NewClient(cl)
 	k.closeProducer = func() { once.Do(cl.Close) }
-	fail := func(err error) (*kafkaStore, *dedupIndex, error) {
+	fail := func(err error) (*kafkaStore, *store.Dedup, error) {
 		k.cancel()
 		k.closeProducer()
 		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
@@ -287,7 +287,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 		return fail(err)
 	}
 	s.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
-		"max_record_bytes", k.recordLimit, "agents", len(d.agents))
+		"max_record_bytes", k.recordLimit, "agents", d.Agents())
 	k.bg.Add(2)
 	go func() {
 		defer k.bg.Done()

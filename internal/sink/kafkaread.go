@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -96,7 +97,7 @@ func (k *kafkaStore) read(conn protocol.Conn, start *protocol.ReadStart) error {
 	c := &kafkaCommitter{k: k, group: group, parts: ends, kick: make(chan struct{}, 1)}
 	r.commitFn, r.flushFn = c.add, c.flush
 	kr := &kafkaReader{k: k, r: r, cl: cl, starts: starts, ends: ends, pos: from,
-		hwm: make(map[int32]int64, len(ends)), seen: newDedupIndex()}
+		hwm: make(map[int32]int64, len(ends)), seen: store.NewDedup()}
 	for p, e := range ends {
 		kr.hwm[p] = e
 	}
@@ -123,7 +124,7 @@ type kafkaReader struct {
 	head int
 	// seen drops, within this stream, records it already sent: copies a
 	// failover wrote twice (see the package documentation).
-	seen *dedupIndex
+	seen *store.Dedup
 	msg  protocol.Stored
 	recs [][]byte
 }
@@ -246,7 +247,7 @@ func (kr *kafkaReader) sendRun() error {
 				h.index, h.count = h2.index, h2.count
 			}
 		}
-		if !ok || kr.seen.observe(h.agent, h.message, h.index, h.count) {
+		if !ok || kr.seen.Observe(h.agent, h.message, h.index, h.count) {
 			kr.recs = append(kr.recs, rec.Value)
 		}
 		last = rec

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -34,7 +35,7 @@ type Sink struct {
 	store store.Store
 	seg   *seglog.Log
 	kafka *kafkaStore
-	dedup *dedupIndex
+	dedup *store.Dedup
 
 	// writeCh feeds the storage writer; closed by Close once no stream
 	// handler is left.
@@ -129,11 +130,19 @@ func New(cfg Config) (*Sink, error) {
 		}
 		s.store, s.kafka, s.dedup = k, k, d
 	default:
-		e, d, err := openEmbedded(s)
+		if err := mkdirDurable(filepath.Join(cfg.DataDir, "groups")); err != nil {
+			return nil, fmt.Errorf("sink: create data directory: %w", err)
+		}
+		e, d, err := seglogstore.Open(seglogstore.Options{
+			DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes,
+			Logger: log, Registry: cfg.Registry,
+			OnSync:    func(d time.Duration) { m.fsync.Observe(d.Seconds()) },
+			OnCorrupt: m.corrupt.Inc,
+		})
 		if err != nil {
 			return nil, err
 		}
-		s.store, s.seg, s.dedup = e, e.log, d
+		s.store, s.seg, s.dedup = e, e.Log(), d
 	}
 	s.w = newWriter(s, s.dedup)
 	go s.w.run()

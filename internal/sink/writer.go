@@ -34,7 +34,7 @@ type dedupKey struct {
 // to their streams, which ack them.
 type writer struct {
 	s     *Sink
-	dedup *dedupIndex
+	dedup *store.Dedup
 
 	batch []store.Message
 	// fate[i] is what becomes of batch[i].
@@ -49,7 +49,7 @@ type writer struct {
 	ckptBuf       []byte
 }
 
-func newWriter(s *Sink, d *dedupIndex) *writer {
+func newWriter(s *Sink, d *store.Dedup) *writer {
 	return &writer{
 		s: s, dedup: d,
 		inBatch:  make(map[dedupKey]struct{}),
@@ -109,7 +109,7 @@ func (w *writer) commit() {
 	w.fate, w.appends = w.fate[:0], w.appends[:0]
 	clear(w.inBatch)
 	var queuedBytes int64
-	w.dedup.mu.Lock()
+	w.dedup.Lock()
 	for i := range w.batch {
 		it := &w.batch[i]
 		queuedBytes += int64(len(it.Body))
@@ -118,7 +118,7 @@ func (w *writer) commit() {
 			w.fate = append(w.fate, fateInBatch)
 			continue
 		}
-		if w.dedup.has(it.Agent, it.ID) {
+		if w.dedup.Has(it.Agent, it.ID) {
 			w.fate = append(w.fate, fateStored)
 			continue
 		}
@@ -126,7 +126,7 @@ func (w *writer) commit() {
 		w.fate = append(w.fate, fateAppend)
 		w.appends = append(w.appends, it)
 	}
-	w.dedup.mu.Unlock()
+	w.dedup.Unlock()
 	if s.cfg.beforeCommit != nil {
 		s.cfg.beforeCommit()
 	}
@@ -164,7 +164,7 @@ func (w *writer) commit() {
 			}
 		}
 	}
-	w.dedup.mu.Lock()
+	w.dedup.Lock()
 	for i := range w.batch {
 		it := &w.batch[i]
 		f := w.fate[i]
@@ -174,10 +174,10 @@ func (w *writer) commit() {
 		case err != nil && f != fateStored:
 			continue
 		case f == fateAppend:
-			w.dedup.add(it.Agent, it.ID)
+			w.dedup.Add(it.Agent, it.ID)
 		}
 	}
-	w.dedup.mu.Unlock()
+	w.dedup.Unlock()
 	for i := range w.batch {
 		it := &w.batch[i]
 		switch f := w.fate[i]; {
@@ -227,9 +227,9 @@ func (w *writer) checkpoint() {
 	if !w.dirty {
 		return
 	}
-	w.dedup.mu.Lock()
+	w.dedup.Lock()
 	w.ckptBuf = w.s.store.AppendCheckpoint(w.ckptBuf[:0])
-	w.dedup.mu.Unlock()
+	w.dedup.Unlock()
 	if err := seglog.WriteMeta(w.s.cfg.DataDir, w.s.store.CheckpointName(), w.ckptBuf); err != nil {
 		w.s.log.Warn("sink: dedup checkpoint not written; a restart will read more of the store", "err", err)
 		return

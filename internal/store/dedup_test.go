@@ -96,4 +96,3 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatal("trailing byte accepted")
 	}
 }
-

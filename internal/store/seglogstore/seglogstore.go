@@ -46,11 +46,12 @@ type Options struct {
 // Store is the embedded store. Only the storage writer's goroutine calls
 // Append, AppendCheckpoint and Close.
 type Store struct {
-	o    Options
-	log  *seglog.Log
-	d    *store.Dedup
-	buf  []byte
-	recs [][]byte
+	o      Options
+	log    *seglog.Log
+	d      *store.Dedup
+	buf    []byte   // the headers of one Append
+	heads  [][]byte // per message, its header in buf
+	bodies [][]byte // per message, its payload as received
 }
 
 var _ store.Store = (*Store)(nil)
@@ -107,12 +108,15 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 func (e *Store) Log() *seglog.Log { return e.log }
 
 // Append writes msgs as one group commit: one write and one fdatasync.
-// Each record is the storedmsg header and the payload as received.
+// Each record is the storedmsg header and the payload as received; the
+// header is encoded here and the payload goes to the log as it is
+// (seglog.AppendParts), so a payload is copied once on its way to disk,
+// into the log's write buffer.
 func (e *Store) Append(msgs []*store.Message) (int64, error) {
-	e.buf, e.recs = e.buf[:0], e.recs[:0]
+	e.buf, e.heads, e.bodies = e.buf[:0], e.heads[:0], e.bodies[:0]
+	var n int64
 	for _, it := range msgs {
-		m := storedmsg.Message{Codec: it.Codec, DictID: it.DictID, MessageID: it.ID, RecordCount: it.Records,
-			AgentID: it.AgentB, Body: it.Body}
+		m := storedmsg.Message{Codec: it.Codec, DictID: it.DictID, MessageID: it.ID, RecordCount: it.Records, AgentID: it.AgentB}
 		start := len(e.buf)
 		var err error
 		if e.buf, err = storedmsg.Append(e.buf, &m); err != nil {
@@ -122,23 +126,27 @@ func (e *Store) Append(msgs []*store.Message) (int64, error) {
 			continue
 		}
 		// Positions now, slices once buf has stopped growing.
-		e.recs = append(e.recs, e.buf[start:len(e.buf):len(e.buf)])
+		e.heads = append(e.heads, e.buf[start:len(e.buf):len(e.buf)])
+		e.bodies = append(e.bodies, it.Body)
+		n += int64(len(e.buf)-start) + int64(len(it.Body))
 	}
-	// buf may have moved while it grew: re-slice the records from it.
+	// buf may have moved while it grew: re-slice the heads from it.
 	pos := 0
-	for i, r := range e.recs {
-		e.recs[i] = e.buf[pos : pos+len(r) : pos+len(r)]
-		pos += len(r)
+	for i, h := range e.heads {
+		e.heads[i] = e.buf[pos : pos+len(h) : pos+len(h)]
+		pos += len(h)
 	}
-	if len(e.recs) == 0 {
+	if len(e.heads) == 0 {
 		return 0, nil
 	}
-	if _, err := e.log.Append(e.recs); err != nil {
+	_, err := e.log.AppendParts(e.heads, e.bodies)
+	clear(e.bodies) // the payloads are the writer's to drop
+	if err != nil {
 		return 0, err
 	}
 	// Only the writer's goroutine uses Next (here and in checkpoints).
 	e.d.Next = e.log.NextOffset()
-	return int64(len(e.buf)), nil
+	return n, nil
 }
 
 func (e *Store) CheckpointName() string               { return CheckpointName }

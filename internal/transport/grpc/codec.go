@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // ServerBufferPool is the pool a sink's gRPC server should receive and
@@ -95,11 +96,17 @@ func (protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // reports false for anything else (a Hello, unknown fields, malformed
 // input), which the caller hands to proto.Unmarshal: the same result, and
 // the same errors, as gRPC's own codec.
+//
+// A reused req keeps its payload wrapper (Request_Plain, Request_Zstd) when
+// the next request carries the same kind, so a stream of batches
+// allocates nothing but the buffer itself.
 func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 	var (
 		version, count uint32
 		id             uint64
 	)
+	prev := req.Payload
+	req.Payload = nil
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -131,9 +138,17 @@ func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 			b = b[n:]
 			switch num {
 			case 9:
-				req.Payload = &sluicev1.Request_Plain{Plain: v[:len(v):len(v)]}
+				p, ok := prev.(*sluicev1.Request_Plain)
+				if !ok {
+					p = &sluicev1.Request_Plain{}
+				}
+				p.Plain, req.Payload = v[:len(v):len(v)], p
 			case 10:
-				req.Payload = &sluicev1.Request_Zstd{Zstd: v[:len(v):len(v)]}
+				p, ok := prev.(*sluicev1.Request_Zstd)
+				if !ok {
+					p = &sluicev1.Request_Zstd{}
+				}
+				p.Zstd, req.Payload = v[:len(v):len(v)], p
 			case 11:
 				dictID, data, ok := idAndData(v)
 				if !ok {
@@ -182,4 +197,24 @@ func idAndData(b []byte) (id uint32, data []byte, ok bool) {
 		}
 	}
 	return id, data, true
+}
+
+// messageFromRequest fills m from a batch request (plain or zstd, the
+// common case) of the current version, reporting false for anything else,
+// which FrameFromRequest converts: the same frame, without allocating one
+// per batch.
+func messageFromRequest(m *protocol.Message, req *sluicev1.Request) bool {
+	if req.GetVersion() != protocol.Version {
+		return false
+	}
+	*m = protocol.Message{ID: req.GetMessageId(), Records: req.GetRecordCount()}
+	switch p := req.GetPayload().(type) {
+	case *sluicev1.Request_Plain:
+		m.Codec, m.Payload = protocol.CodecPlain, p.Plain
+	case *sluicev1.Request_Zstd:
+		m.Codec, m.Payload = protocol.CodecZstd, p.Zstd
+	default:
+		return false
+	}
+	return true
 }

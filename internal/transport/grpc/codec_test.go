@@ -14,6 +14,7 @@ import (
 // proto.Unmarshal does, and its payload aliases the received buffer (no
 // copy) for batches and dictionaries.
 func TestServerCodecRequest(t *testing.T) {
+	var reused sluicev1.Request // decoded into again and again, as the server's Recv does
 	for _, req := range []*sluicev1.Request{
 		{Version: 1, MessageId: 7, RecordCount: 3, Payload: &sluicev1.Request_Plain{Plain: []byte("abc")}},
 		{Version: 1, MessageId: 1 << 40, RecordCount: 1, Payload: &sluicev1.Request_Zstd{Zstd: bytes.Repeat([]byte{9}, 70000)}},
@@ -38,6 +39,12 @@ func TestServerCodecRequest(t *testing.T) {
 		}
 		if !proto.Equal(&got, req) {
 			t.Fatalf("decoded %v, want %v", &got, req)
+		}
+		if err := ServerCodec().Unmarshal(data, &reused); err != nil {
+			t.Fatalf("%v: %v", req, err)
+		}
+		if !proto.Equal(&reused, req) {
+			t.Fatalf("decoded into a reused Request: %v, want %v", &reused, req)
 		}
 	}
 	// Malformed input fails as it does with proto.Unmarshal.

@@ -179,7 +179,7 @@ func validTopic(t string) error {
 // index in step with what every sink writing the topic stored, through a
 // consumer tailing the topic (kafkatail.go).
 type kafkaStore struct {
-	s   *Sink
+	env kafkaEnv
 	u   *kafkaURL
 	d   *store.Dedup
 	cl  *kgo.Client // producer and admin requests
@@ -204,6 +204,21 @@ type kafkaStore struct {
 	dec bodyDecoder
 
 	tail *tailer
+}
+
+// kafkaEnv is what the Kafka store needs from the sink: settings, the
+// log, metrics, the dictionaries and where to report its health. It holds
+// no *Sink, so the store cannot reach back into sessions or the server.
+type kafkaEnv struct {
+	log             *slog.Logger
+	dataDir         string
+	maxMessageBytes int64
+	startTimeout    time.Duration
+	tailHold        <-chan struct{} // tests: hold the tailer before it reads
+	dicts           *dictStore
+	m               *metrics
+	// onStatus is told when the store becomes available or not.
+	onStatus func(available bool, detail string)
 }
 
 // kafkaLogger passes franz-go's errors to the sink's log at debug level:
@@ -237,12 +252,12 @@ func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
 // (it keeps trying until then, so a broker still starting is waited for): a
 // wrong address should be an error at startup, not a sink that never
 // stores anything. Later outages only stall the writer.
-func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
-	k := &kafkaStore{s: s, u: u, dec: bodyDecoder{dicts: s.dicts}}
+func openKafka(env kafkaEnv, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
+	k := &kafkaStore{env: env, u: u, dec: bodyDecoder{dicts: env.dicts}}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	var batchMax atomic.Int32
 	batchMax.Store(1000012)
-	opts := append(kafkaClientOpts(u, s.log, "producer"),
+	opts := append(kafkaClientOpts(u, env.log, "producer"),
 		kgo.DefaultProduceTopic(u.topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression()),
@@ -253,7 +268,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
 		kgo.RecordDeliveryTimeout(0),
 		kgo.UnknownTopicRetries(-1),
 		kgo.MaxBufferedRecords(kafkaBufferedRecords),
-		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(s.cfg.MaxMessageBytes))),
+		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(env.maxMessageBytes))),
 		kgo.ProducerBatchMaxBytesFn(func(string) int32 { return batchMax.Load() }),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -268,7 +283,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
 		k.closeProducer()
 		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
 	}
-	ctx, cancel := context.WithTimeout(k.ctx, s.cfg.KafkaStartTimeout)
+	ctx, cancel := context.WithTimeout(k.ctx, env.startTimeout)
 	defer cancel()
 	parts, err := k.ensureTopic(ctx)
 	if err != nil {
@@ -286,7 +301,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
+	env.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
 		"max_record_bytes", k.recordLimit, "agents", d.Agents())
 	k.bg.Add(2)
 	go func() {
@@ -304,7 +319,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
 // not exist.
 func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 	created := false
-	wait := k.s.cfg.KafkaStartTimeout
+	wait := k.env.startTimeout
 	attempts := 0
 	for {
 		attempts++
@@ -338,7 +353,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 			if rf >= 3 {
 				minISR = "2"
 			}
-			maxMsg := strconv.FormatInt(k.s.cfg.MaxMessageBytes+64<<10, 10)
+			maxMsg := strconv.FormatInt(k.env.maxMessageBytes+64<<10, 10)
 			resp, err := k.adm.CreateTopic(ctx, k.u.partitions, rf, map[string]*string{
 				"max.message.bytes":   &maxMsg,
 				"min.insync.replicas": &minISR,
@@ -348,7 +363,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 			}
 			switch {
 			case err == nil:
-				k.s.log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
+				k.env.log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
 					"replication", rf, "min_insync_replicas", minISR, "max_message_bytes", maxMsg)
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				// Another sink was quicker.
@@ -502,11 +517,11 @@ func (k *kafkaStore) Append(msgs []*store.Message) (int64, error) {
 	// Send what lingers at once, and wait for every promise.
 	_ = k.cl.Flush(k.ctx)
 	wg.Wait()
-	k.s.m.kafkaProduce.Observe(time.Since(start).Seconds())
+	k.env.m.kafkaProduce.Observe(time.Since(start).Seconds())
 	if first != nil {
 		return 0, fmt.Errorf("Kafka: %w", first)
 	}
-	k.s.m.kafkaRecords.Add(float64(nrecs))
+	k.env.m.kafkaRecords.Add(float64(nrecs))
 	return bytes, nil
 }
 
@@ -543,7 +558,7 @@ func (k *kafkaStore) monitor() {
 				}
 			}
 		}
-		k.s.setStoreStatus(detail == "", detail)
+		k.env.onStatus(detail == "", detail)
 		if err == nil {
 			k.tail.sawEnds(ends)
 		}
@@ -594,7 +609,7 @@ func (k *kafkaStore) Gate(ctx context.Context) <-chan struct{} {
 		if err := k.catchUp(ctx); err != nil {
 			return
 		}
-		k.s.m.kafkaCatchUp.Observe(time.Since(start).Seconds())
+		k.env.m.kafkaCatchUp.Observe(time.Since(start).Seconds())
 		close(ch)
 	}()
 	return ch

@@ -29,10 +29,10 @@ func unpackOffset(v uint64) (int32, int64) {
 // that carry no sluice headers.
 const maxReadRun = 4096
 
-// read serves a Read stream from the Kafka topic (see the package
-// documentation, "Kafka store").
-func (k *kafkaStore) read(conn protocol.Conn, start *protocol.ReadStart) error {
-	s := k.s
+// readKafka serves a Read session from the Kafka topic of k (see the
+// package documentation, "Kafka store"): the consumer's session is the
+// sink's, the records the store's.
+func (s *Sink) readKafka(k *kafkaStore, conn protocol.Conn, start *protocol.ReadStart) error {
 	ctx := conn.Context()
 	group := start.Group
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -154,7 +154,7 @@ func (kr *kafkaReader) nextOffset() uint64 {
 }
 
 func (kr *kafkaReader) run(ctx context.Context) error {
-	r, s := kr.r, kr.k.s
+	r, s := kr.r, kr.r.s
 	sent := true // as in readStream.run: a reader starting at the end is told at once
 	for {
 		for r.credits.Load() > 0 && kr.head < len(kr.buf) {
@@ -261,8 +261,8 @@ func (kr *kafkaReader) sendRun() error {
 		return err
 	}
 	kr.pos[last.Partition] = last.Offset + 1
-	kr.k.s.m.readMsgs.Inc()
-	kr.k.s.m.readRecords.Add(float64(len(kr.recs)))
+	kr.r.s.m.readMsgs.Inc()
+	kr.r.s.m.readRecords.Add(float64(len(kr.recs)))
 	clear(kr.recs)
 	for j := kr.head; j < i; j++ {
 		kr.buf[j] = nil
@@ -346,7 +346,7 @@ func (c *kafkaCommitter) flush() error {
 		if errors.Is(err, context.Canceled) {
 			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		}
-		c.k.s.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
+		c.k.env.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
 		return protocol.Errorf(protocol.StatusUnavailable, "commit of group %q to Kafka failed: %v", c.group, err)
 	}
 	return nil

@@ -49,7 +49,7 @@ func newTailer(k *kafkaStore, pos map[int32]int64, parts []int32) (*tailer, erro
 		}
 		offsets[p] = kgo.NewOffset().At(t.pos[p])
 	}
-	opts := append(kafkaClientOpts(k.u, k.s.log, "tailer"),
+	opts := append(kafkaClientOpts(k.u, k.env.log, "tailer"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: offsets}),
 		// An offset below the log start (retention deleted it) restarts
 		// at the log start.
@@ -82,12 +82,12 @@ func (t *tailer) run() {
 			t.d.Lock()
 			agents, pending := t.d.Agents(), t.d.PendingMessages()
 			t.d.Unlock()
-			k.s.log.Info("sink: dedup index caught up with the Kafka topic", "store", k.u.String(),
+			k.env.log.Info("sink: dedup index caught up with the Kafka topic", "store", k.u.String(),
 				"records_read", t.records.Load(), "agents", agents, "partial_messages", pending,
 				"took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
-	if hold := k.s.cfg.tailHold; hold != nil {
+	if hold := k.env.tailHold; hold != nil {
 		select {
 		case <-hold:
 		case <-t.ctx.Done():
@@ -108,13 +108,13 @@ func (t *tailer) run() {
 			if errors.As(err, &loss) {
 				// Retention deleted records before the tailer read
 				// them: they cannot deduplicate resends any more.
-				k.s.log.Warn("sink: records of the Kafka topic were deleted before the dedup tailer read them",
+				k.env.log.Warn("sink: records of the Kafka topic were deleted before the dedup tailer read them",
 					"partition", p, "err", err)
 				return
 			}
 			if time.Since(lastWarn) > 30*time.Second {
 				lastWarn = time.Now()
-				k.s.log.Debug("sink: Kafka tailer fetch error", "partition", p, "err", err)
+				k.env.log.Debug("sink: Kafka tailer fetch error", "partition", p, "err", err)
 			}
 			if kerr.IsRetriable(err) {
 				return
@@ -124,7 +124,7 @@ func (t *tailer) run() {
 			t.d.Lock()
 			at := t.pos[p]
 			t.d.Unlock()
-			k.s.log.Warn("sink: Kafka tailer cannot read a partition; retrying", "partition", p, "offset", at, "err", err)
+			k.env.log.Warn("sink: Kafka tailer cannot read a partition; retrying", "partition", p, "offset", at, "err", err)
 			time.Sleep(time.Second)
 			t.cl.RemoveConsumePartitions(map[string][]int32{k.u.topic: {p}})
 			t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: {p: kgo.NewOffset().At(at)}})
@@ -161,9 +161,9 @@ func (t *tailer) run() {
 			close(old)
 			t.bytes.Add(n)
 			t.records.Add(nrec)
-			k.s.m.kafkaTailRecords.Add(float64(nrec))
+			k.env.m.kafkaTailRecords.Add(float64(nrec))
 			if foreign > 0 {
-				k.s.m.kafkaForeign.Add(float64(foreign))
+				k.env.m.kafkaForeign.Add(float64(foreign))
 			}
 		}
 	}
@@ -186,10 +186,10 @@ func (t *tailer) sawEnds(ends kadm.ListedOffsets) {
 	}
 	t.d.Unlock()
 	if len(add) > 0 {
-		t.k.s.log.Info("sink: Kafka topic has new partitions; reading them", "partitions", len(add))
+		t.k.env.log.Info("sink: Kafka topic has new partitions; reading them", "partitions", len(add))
 		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{t.k.u.topic: add})
 	}
-	t.k.s.m.kafkaLag.Set(float64(lag))
+	t.k.env.m.kafkaLag.Set(float64(lag))
 }
 
 // waitFor waits until every partition is read up to ends (a partition
@@ -399,9 +399,9 @@ func parseKafkaCheckpoint(b []byte) (*kafkaCheckpoint, error) {
 // foreign one (another topic, or a topic deleted and created again) only
 // costs reading the whole topic.
 func (k *kafkaStore) loadCheckpoint() (*store.Dedup, map[int32]int64) {
-	log := k.s.log
+	log := k.env.log
 	fresh := func() (*store.Dedup, map[int32]int64) { return store.NewDedup(), make(map[int32]int64) }
-	b, err := seglog.ReadMeta(k.s.cfg.DataDir, kafkaCheckpointName)
+	b, err := seglog.ReadMeta(k.env.dataDir, kafkaCheckpointName)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return fresh()

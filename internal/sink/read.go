@@ -91,7 +91,7 @@ func (s *Sink) ServeRead(c protocol.Conn) error {
 		return protocol.Errorf(protocol.StatusInvalid, "from_committed needs a group")
 	}
 	if s.kafka != nil {
-		return s.kafka.read(c, start)
+		return s.readKafka(s.kafka, c, start)
 	}
 	from := start.From
 	if start.FromCommitted {

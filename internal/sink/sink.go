@@ -124,7 +124,10 @@ func New(cfg Config) (*Sink, error) {
 	m.storeAvailable.Set(1)
 	switch kind {
 	case storeKafka:
-		k, d, err := openKafka(s, ku)
+		k, d, err := openKafka(kafkaEnv{
+			log: log, dataDir: cfg.DataDir, maxMessageBytes: cfg.MaxMessageBytes, startTimeout: cfg.KafkaStartTimeout,
+			tailHold: cfg.tailHold, dicts: s.dicts, m: m, onStatus: s.setStoreStatus,
+		}, ku)
 		if err != nil {
 			return nil, err
 		}

@@ -201,7 +201,7 @@ type kafkaStore struct {
 	inflightSince atomic.Int64
 
 	// Only the writer's goroutine uses dec.
-	dec bodyDecoder
+	dec store.BodyDecoder
 
 	tail *tailer
 }
@@ -215,7 +215,7 @@ type kafkaEnv struct {
 	maxMessageBytes int64
 	startTimeout    time.Duration
 	tailHold        <-chan struct{} // tests: hold the tailer before it reads
-	dicts           *dictStore
+	dicts           *store.Dicts
 	m               *metrics
 	// onStatus is told when the store becomes available or not.
 	onStatus func(available bool, detail string)
@@ -253,7 +253,7 @@ func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
 // wrong address should be an error at startup, not a sink that never
 // stores anything. Later outages only stall the writer.
 func openKafka(env kafkaEnv, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
-	k := &kafkaStore{env: env, u: u, dec: bodyDecoder{dicts: env.dicts}}
+	k := &kafkaStore{env: env, u: u, dec: store.BodyDecoder{Dicts: env.dicts}}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	var batchMax atomic.Int32
 	batchMax.Store(1000012)
@@ -448,7 +448,7 @@ func (k *kafkaStore) Append(msgs []*store.Message) (int64, error) {
 		}
 		if bufp != nil {
 			var err error
-			body, err = k.dec.decode((*bufp)[:0], it.Agent, it.Codec, it.DictID, it.Body)
+			body, err = k.dec.Decode((*bufp)[:0], it.Agent, it.Codec, it.DictID, it.Body)
 			if err != nil {
 				release()
 				it.DropErr = fmt.Errorf("decompress: %w", err)

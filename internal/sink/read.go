@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -366,7 +367,7 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	if err == nil {
 		// zstd decoders (and their windows) are shared by all Read
 		// streams instead of each consumer keeping its own.
-		dec := s.readDecoders.Get().(*bodyDecoder)
+		dec := s.readDecoders.Get().(*store.BodyDecoder)
 		defer s.readDecoders.Put(dec)
 		var body []byte
 		// Decompression buffers are shared by all streams (and the
@@ -380,13 +381,13 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 					decodeBufs.Put(bufp)
 				}
 			}()
-			body, err = dec.decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
+			body, err = dec.Decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
 			if err == nil {
 				*bufp = body[:0]
 			}
 			r.s.m.consumerBuffered.Add(float64(cap(*bufp)))
 		} else {
-			body, err = dec.decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
+			body, err = dec.Decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
 		}
 		if err == nil {
 			r.recs = r.recs[:0]

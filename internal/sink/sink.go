@@ -26,7 +26,7 @@ type Sink struct {
 	cfg    Config
 	log    *slog.Logger
 	m      *metrics
-	dicts  *dictStore
+	dicts  *store.Dicts
 	groups *groupStore
 	srv    *grpc.Server
 
@@ -56,7 +56,7 @@ type Sink struct {
 
 	// consumers counts the Read streams being served (admitConsumer).
 	consumers atomic.Int64
-	// readDecoders holds *bodyDecoder shared by the Read streams of the
+	// readDecoders holds *store.BodyDecoder shared by the Read streams of the
 	// embedded store.
 	readDecoders sync.Pool
 
@@ -108,7 +108,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg:         cfg,
 		log:         log,
 		m:           m,
-		dicts:       newDictStore(filepath.Join(cfg.DataDir, "dicts")),
+		dicts:       store.NewDicts(filepath.Join(cfg.DataDir, "dicts")),
 		groups:      &groupStore{dir: filepath.Join(cfg.DataDir, "groups")},
 		writeCh:     make(chan store.Message, 4096),
 		writerDone:  make(chan struct{}),
@@ -120,7 +120,7 @@ func New(cfg Config) (*Sink, error) {
 		lock:        lock,
 		stallConns:  make(map[*stallConn]struct{}),
 	}
-	s.readDecoders.New = func() any { return &bodyDecoder{dicts: s.dicts} }
+	s.readDecoders.New = func() any { return &store.BodyDecoder{Dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {
 	case storeKafka:

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -34,7 +35,7 @@ type Sink struct {
 	// Kafka) or kafka (nil without).
 	store store.Store
 	seg   *seglog.Log
-	kafka *kafkaStore
+	kafka *kafkastore.Store
 	dedup *store.Dedup
 
 	// writeCh feeds the storage writer; closed by Close once no stream
@@ -124,9 +125,11 @@ func New(cfg Config) (*Sink, error) {
 	m.storeAvailable.Set(1)
 	switch kind {
 	case storeKafka:
-		k, d, err := openKafka(kafkaEnv{
-			log: log, dataDir: cfg.DataDir, maxMessageBytes: cfg.MaxMessageBytes, startTimeout: cfg.KafkaStartTimeout,
-			tailHold: cfg.tailHold, dicts: s.dicts, m: m, onStatus: s.setStoreStatus,
+		k, d, err := kafkastore.Open(kafkastore.Env{
+			Log: log, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, StartTimeout: cfg.KafkaStartTimeout,
+			TailHold: cfg.tailHold, Dicts: s.dicts, OnStatus: s.setStoreStatus,
+			Metrics: kafkastore.Metrics{Produce: m.kafkaProduce, CatchUp: m.kafkaCatchUp, Records: m.kafkaRecords,
+				TailRecords: m.kafkaTailRecords, Foreign: m.kafkaForeign, Lag: m.kafkaLag},
 		}, ku)
 		if err != nil {
 			return nil, err
@@ -289,7 +292,7 @@ func (s *Sink) removeSendStream(st *session) {
 // MaxMessageBytes bounds it.
 func (s *Sink) recordLimit() int {
 	if s.kafka != nil {
-		return s.kafka.recordLimit
+		return s.kafka.RecordLimit()
 	}
 	return 0
 }

@@ -158,7 +158,7 @@ func validTopic(t string) error {
 // Store writes messages to a Kafka topic, one Kafka record per record
 // of each message (see the package documentation), and keeps the dedup
 // index in step with what every sink writing the topic stored, through a
-// consumer tailing the topic (kafkatail.go).
+// consumer tailing the topic (tail.go).
 type Store struct {
 	env Env
 	u   *URL

@@ -299,7 +299,7 @@ func parseDecimal(b []byte, limit uint64) (uint64, bool) {
 //	topic       u16 length, name
 //	topic id    16 bytes (zero if the brokers have none)
 //	partitions  u32, per partition: partition u32, next offset u64
-//	index       u32 length, the embedded store's checkpoint (dedup.go)
+//	index       u32 length, the dedup index's checkpoint (store.Dedup)
 //	pending     u32, per partial message: agent (u16 length, id),
 //	            message id u64, count u32, indexes seen (an id set)
 //

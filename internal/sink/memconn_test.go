@@ -159,7 +159,7 @@ func TestServeReadMemconn(t *testing.T) {
 	if _, err := c.Recv(); err != io.EOF {
 		t.Fatalf("after CloseSend: %v, want io.EOF", err)
 	}
-	if off, ok, err := h.s.groups.get("g"); err != nil || !ok || off != 3 {
+	if off, ok, err := h.s.reader.Committed("g"); err != nil || !ok || off != 3 {
 		t.Fatalf("group g at %d (%v, %v), want 3", off, ok, err)
 	}
 }

@@ -24,19 +24,20 @@ import (
 // protocol.Service (ServeSend, ServeRead) over its store, and a gRPC
 // server carrying it (Serve). Create it with New, stop it with Close.
 type Sink struct {
-	cfg    Config
-	log    *slog.Logger
-	m      *metrics
-	dicts  *store.Dicts
-	groups *groupStore
-	srv    *grpc.Server
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics
+	dicts *store.Dicts
+	srv   *grpc.Server
 
 	// store is where messages go: seg (the embedded seglog, nil with
 	// Kafka) or kafka (nil without).
 	store store.Store
 	seg   *seglog.Log
-	kafka *kafkastore.Store
-	dedup *store.Dedup
+	// reader reads the embedded store back (nil with Kafka).
+	reader store.Reader
+	kafka  *kafkastore.Store
+	dedup  *store.Dedup
 
 	// writeCh feeds the storage writer; closed by Close once no stream
 	// handler is left.
@@ -110,7 +111,6 @@ func New(cfg Config) (*Sink, error) {
 		log:         log,
 		m:           m,
 		dicts:       store.NewDicts(filepath.Join(cfg.DataDir, "dicts")),
-		groups:      &groupStore{dir: filepath.Join(cfg.DataDir, "groups")},
 		writeCh:     make(chan store.Message, 4096),
 		writerDone:  make(chan struct{}),
 		closing:     make(chan struct{}),
@@ -136,9 +136,6 @@ func New(cfg Config) (*Sink, error) {
 		}
 		s.store, s.kafka, s.dedup = k, k, d
 	default:
-		if err := mkdirDurable(filepath.Join(cfg.DataDir, "groups")); err != nil {
-			return nil, fmt.Errorf("sink: create data directory: %w", err)
-		}
 		e, d, err := seglogstore.Open(seglogstore.Options{
 			DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes,
 			Logger: log, Registry: cfg.Registry,
@@ -148,7 +145,7 @@ func New(cfg Config) (*Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.store, s.seg, s.dedup = e, e.Log(), d
+		s.store, s.reader, s.seg, s.dedup = e, e, e.Log(), d
 	}
 	s.w = newWriter(s, s.dedup)
 	go s.w.run()

@@ -451,13 +451,3 @@ func newID() string {
 	}
 	return hex.EncodeToString(b[:])
 }
-
-// syncDir fsyncs a directory so that a rename or create in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // Upload is one partial upload. Its writer (the one that got it from
@@ -109,7 +111,7 @@ func (u *Upload) create() error {
 			r.Seq = 1
 			if err = u.meta.save(&r); err == nil {
 				u.rec.Seq = 1
-				err = syncDir(u.s.partial)
+				err = seglog.SyncDir(u.s.partial)
 			}
 		}
 	}
@@ -395,12 +397,12 @@ func (u *Upload) Finish(clientSHA []byte) ([]byte, error) {
 	if err := os.Rename(dataPath, final); err != nil {
 		return nil, fmt.Errorf("moving the upload into place: %w", err)
 	}
-	if err := syncDir(u.s.dir); err != nil {
+	if err := seglog.SyncDir(u.s.dir); err != nil {
 		return nil, fmt.Errorf("syncing %s: %w", u.s.dir, err)
 	}
 	u.closeFiles()
 	os.Remove(metaPath)
-	syncDir(u.s.partial)
+	seglog.SyncDir(u.s.partial)
 	u.done = true
 	u.s.forget(u)
 	u.s.Stats.UploadsCompleted.Add(1)

@@ -205,3 +205,35 @@ func TestPackageGraph(t *testing.T) {
 		t.Errorf("%s is out of date: SLUICE_UPDATE_DOCS=1 go test ./internal/docs/ -run TestPackageGraph", graphSVG)
 	}
 }
+
+// The delivery protocol's generated code and gRPC's status codes stay
+// inside the gRPC adapter (docs/architecture.md, "transport-neutral core"):
+// the agent, the sink, the stores and the client see only
+// internal/protocol. A package that needs them must be named here.
+func TestOnlyTransportImportsProtobuf(t *testing.T) {
+	allowed := map[string]map[string]bool{
+		"api/sluice/v1": {"internal/transport/grpc": true},
+		// Other gRPC services (file transfer) and the auth interceptors
+		// speak gRPC statuses themselves.
+		"google.golang.org/grpc/status": {"internal/transport/grpc": true, "internal/auth": true, "internal/xfer": true, "api/sluice/v1": true, "api/xfer/v1": true},
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		for _, imp := range f[1:] {
+			key := strings.TrimPrefix(imp, module+"/")
+			if imp == "google.golang.org/grpc/codes" {
+				key = "google.golang.org/grpc/status"
+			}
+			if ok, restricted := allowed[key]; restricted && !ok[pkg] && pkg != key {
+				t.Errorf("%s imports %s; only %v may", pkg, imp, ok)
+			}
+		}
+	}
+}

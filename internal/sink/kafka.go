@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Headers of every Kafka record the sink writes: the dedup key of the
@@ -178,9 +179,9 @@ func validTopic(t string) error {
 // index in step with what every sink writing the topic stored, through a
 // consumer tailing the topic (kafkatail.go).
 type kafkaStore struct {
-	s   *Sink
+	env kafkaEnv
 	u   *kafkaURL
-	d   *dedupIndex
+	d   *store.Dedup
 	cl  *kgo.Client // producer and admin requests
 	adm *kadm.Client
 
@@ -203,6 +204,21 @@ type kafkaStore struct {
 	dec bodyDecoder
 
 	tail *tailer
+}
+
+// kafkaEnv is what the Kafka store needs from the sink: settings, the
+// log, metrics, the dictionaries and where to report its health. It holds
+// no *Sink, so the store cannot reach back into sessions or the server.
+type kafkaEnv struct {
+	log             *slog.Logger
+	dataDir         string
+	maxMessageBytes int64
+	startTimeout    time.Duration
+	tailHold        <-chan struct{} // tests: hold the tailer before it reads
+	dicts           *dictStore
+	m               *metrics
+	// onStatus is told when the store becomes available or not.
+	onStatus func(available bool, detail string)
 }
 
 // kafkaLogger passes franz-go's errors to the sink's log at debug level:
@@ -236,12 +252,12 @@ func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
 // (it keeps trying until then, so a broker still starting is waited for): a
 // wrong address should be an error at startup, not a sink that never
 // stores anything. Later outages only stall the writer.
-func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
-	k := &kafkaStore{s: s, u: u, dec: bodyDecoder{dicts: s.dicts}}
+func openKafka(env kafkaEnv, u *kafkaURL) (*kafkaStore, *store.Dedup, error) {
+	k := &kafkaStore{env: env, u: u, dec: bodyDecoder{dicts: env.dicts}}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	var batchMax atomic.Int32
 	batchMax.Store(1000012)
-	opts := append(kafkaClientOpts(u, s.log, "producer"),
+	opts := append(kafkaClientOpts(u, env.log, "producer"),
 		kgo.DefaultProduceTopic(u.topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression()),
@@ -252,7 +268,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 		kgo.RecordDeliveryTimeout(0),
 		kgo.UnknownTopicRetries(-1),
 		kgo.MaxBufferedRecords(kafkaBufferedRecords),
-		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(s.cfg.MaxMessageBytes))),
+		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(env.maxMessageBytes))),
 		kgo.ProducerBatchMaxBytesFn(func(string) int32 { return batchMax.Load() }),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -262,12 +278,12 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 	var once sync.Once
 	k.cl, k.adm = cl, kadm.NewClient(cl)
 	k.closeProducer = func() { once.Do(cl.Close) }
-	fail := func(err error) (*kafkaStore, *dedupIndex, error) {
+	fail := func(err error) (*kafkaStore, *store.Dedup, error) {
 		k.cancel()
 		k.closeProducer()
 		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
 	}
-	ctx, cancel := context.WithTimeout(k.ctx, s.cfg.KafkaStartTimeout)
+	ctx, cancel := context.WithTimeout(k.ctx, env.startTimeout)
 	defer cancel()
 	parts, err := k.ensureTopic(ctx)
 	if err != nil {
@@ -285,8 +301,8 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
-		"max_record_bytes", k.recordLimit, "agents", len(d.agents))
+	env.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
+		"max_record_bytes", k.recordLimit, "agents", d.Agents())
 	k.bg.Add(2)
 	go func() {
 		defer k.bg.Done()
@@ -303,7 +319,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 // not exist.
 func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 	created := false
-	wait := k.s.cfg.KafkaStartTimeout
+	wait := k.env.startTimeout
 	attempts := 0
 	for {
 		attempts++
@@ -337,7 +353,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 			if rf >= 3 {
 				minISR = "2"
 			}
-			maxMsg := strconv.FormatInt(k.s.cfg.MaxMessageBytes+64<<10, 10)
+			maxMsg := strconv.FormatInt(k.env.maxMessageBytes+64<<10, 10)
 			resp, err := k.adm.CreateTopic(ctx, k.u.partitions, rf, map[string]*string{
 				"max.message.bytes":   &maxMsg,
 				"min.insync.replicas": &minISR,
@@ -347,7 +363,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 			}
 			switch {
 			case err == nil:
-				k.s.log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
+				k.env.log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
 					"replication", rf, "min_insync_replicas", minISR, "max_message_bytes", maxMsg)
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				// Another sink was quicker.
@@ -408,7 +424,7 @@ func (k *kafkaStore) topicMaxMessageBytes(ctx context.Context) (int, error) {
 // whatever the compression ratio. The producer retries without limit:
 // while Kafka is down append blocks, the streams' queues fill, and credits
 // stop — messages wait in the agents' spools.
-func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
+func (k *kafkaStore) Append(msgs []*store.Message) (int64, error) {
 	start := time.Now()
 	k.inflightSince.Store(start.UnixNano())
 	defer k.inflightSince.Store(0)
@@ -421,8 +437,8 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 	)
 	for _, it := range msgs {
 		var bufp *[]byte
-		body := it.body
-		if it.codec != codec.Plain {
+		body := it.Body
+		if it.Codec != codec.Plain {
 			bufp = decodeBufs.Get().(*[]byte)
 		}
 		release := func() {
@@ -432,17 +448,17 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		}
 		if bufp != nil {
 			var err error
-			body, err = k.dec.decode((*bufp)[:0], it.agent, it.codec, it.dictID, it.body)
+			body, err = k.dec.decode((*bufp)[:0], it.Agent, it.Codec, it.DictID, it.Body)
 			if err != nil {
 				release()
-				it.dropErr = fmt.Errorf("decompress: %w", err)
+				it.DropErr = fmt.Errorf("decompress: %w", err)
 				continue
 			}
 			*bufp = body[:0]
 		}
 		n, err := batch.Count(body)
-		if err == nil && n != int(it.count) {
-			err = fmt.Errorf("%d records, header says %d", n, it.count)
+		if err == nil && n != int(it.Records) {
+			err = fmt.Errorf("%d records, header says %d", n, it.Records)
 		}
 		if err == nil {
 			err = batch.Decode(body, func(rec []byte) error {
@@ -454,7 +470,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		}
 		if err != nil || n == 0 {
 			release()
-			it.dropErr = err
+			it.DropErr = err
 			continue
 		}
 		var left atomic.Int64
@@ -476,7 +492,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		// message; the producer keeps them until its promise.
 		recs := make([]kgo.Record, n)
 		hdrs := make([]kgo.RecordHeader, 4*n)
-		msgID := strconv.AppendUint(nil, it.id, 10)
+		msgID := strconv.AppendUint(nil, it.ID, 10)
 		count := strconv.AppendUint(nil, uint64(n), 10)
 		digits := make([]byte, 0, n*len(count))
 		i := 0
@@ -485,12 +501,12 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 			d0 := len(digits)
 			digits = strconv.AppendUint(digits, uint64(i), 10)
 			h := hdrs[4*i : 4*i+4 : 4*i+4]
-			h[0] = kgo.RecordHeader{Key: headerAgent, Value: it.agentB}
+			h[0] = kgo.RecordHeader{Key: headerAgent, Value: it.AgentB}
 			h[1] = kgo.RecordHeader{Key: headerMessage, Value: msgID}
 			h[2] = kgo.RecordHeader{Key: headerIndex, Value: digits[d0:len(digits):len(digits)]}
 			h[3] = kgo.RecordHeader{Key: headerCount, Value: count}
 			r := &recs[i]
-			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.agentB, rec, h
+			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.AgentB, rec, h
 			k.cl.Produce(k.ctx, r, promise)
 			bytes += int64(len(rec))
 			i++
@@ -501,11 +517,11 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 	// Send what lingers at once, and wait for every promise.
 	_ = k.cl.Flush(k.ctx)
 	wg.Wait()
-	k.s.m.kafkaProduce.Observe(time.Since(start).Seconds())
+	k.env.m.kafkaProduce.Observe(time.Since(start).Seconds())
 	if first != nil {
 		return 0, fmt.Errorf("Kafka: %w", first)
 	}
-	k.s.m.kafkaRecords.Add(float64(nrecs))
+	k.env.m.kafkaRecords.Add(float64(nrecs))
 	return bytes, nil
 }
 
@@ -542,7 +558,7 @@ func (k *kafkaStore) monitor() {
 				}
 			}
 		}
-		k.s.setStoreStatus(detail == "", detail)
+		k.env.onStatus(detail == "", detail)
 		if err == nil {
 			k.tail.sawEnds(ends)
 		}
@@ -586,14 +602,14 @@ func (k *kafkaStore) listOffsets(ctx context.Context) (starts, ends map[int32]in
 // its end offsets as of now, so that everything any sink had written by
 // the time the agent said Hello is in the dedup index before a message of
 // the agent is written. While Kafka cannot be reached it keeps trying.
-func (k *kafkaStore) gate(ctx context.Context) <-chan struct{} {
+func (k *kafkaStore) Gate(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		start := time.Now()
 		if err := k.catchUp(ctx); err != nil {
 			return
 		}
-		k.s.m.kafkaCatchUp.Observe(time.Since(start).Seconds())
+		k.env.m.kafkaCatchUp.Observe(time.Since(start).Seconds())
 		close(ch)
 	}()
 	return ch
@@ -619,20 +635,20 @@ func (k *kafkaStore) catchUp(ctx context.Context) error {
 	}
 }
 
-func (k *kafkaStore) checkpointName() string { return kafkaCheckpointName }
+func (k *kafkaStore) CheckpointName() string { return kafkaCheckpointName }
 
-func (k *kafkaStore) appendCheckpoint(dst []byte) []byte {
+func (k *kafkaStore) AppendCheckpoint(dst []byte) []byte {
 	return appendKafkaCheckpoint(dst, k.u.topic, k.topicID, k.tail.pos, k.d)
 }
 
-func (k *kafkaStore) takeTailBytes() int64 { return k.tail.bytes.Swap(0) }
+func (k *kafkaStore) TakeTailBytes() int64 { return k.tail.bytes.Swap(0) }
 
-func (k *kafkaStore) abort() {
+func (k *kafkaStore) Abort() {
 	k.cancel()
 	k.closeProducer()
 }
 
-func (k *kafkaStore) close() error {
+func (k *kafkaStore) Close() error {
 	k.cancel()
 	k.tail.close()
 	k.bg.Wait()

@@ -25,6 +25,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // kafkaWait bounds the blocking steps of Kafka tests (a broker restart is
@@ -734,20 +735,20 @@ func (a *agentConn) collectWithin(d time.Duration, ids ...uint64) []*sluicev1.Se
 // TestKafkaCheckpoint: the Kafka dedup checkpoint round-trips, partial
 // messages included, and a damaged one is refused. No broker needed.
 func TestKafkaCheckpoint(t *testing.T) {
-	d := newDedupIndex()
+	d := store.NewDedup()
 	for i := range uint64(50) {
-		d.add("edge-1", i)
+		d.Add("edge-1", i)
 		if i%3 != 0 {
-			d.add("edge-2", i*7)
+			d.Add("edge-2", i*7)
 		}
 	}
-	d.observe([]byte("edge-3"), 9, 0, 4)
-	d.observe([]byte("edge-3"), 9, 2, 4)
-	d.observe([]byte("edge-1"), 77, 1, 2)
-	if !d.observe([]byte("edge-4"), 5, 0, 1) || !d.has("edge-4", 5) {
+	d.Observe([]byte("edge-3"), 9, 0, 4)
+	d.Observe([]byte("edge-3"), 9, 2, 4)
+	d.Observe([]byte("edge-1"), 77, 1, 2)
+	if !d.Observe([]byte("edge-4"), 5, 0, 1) || !d.Has("edge-4", 5) {
 		t.Fatal("a one-record message is not stored once seen")
 	}
-	if d.observe([]byte("edge-3"), 9, 2, 4) {
+	if d.Observe([]byte("edge-3"), 9, 2, 4) {
 		t.Fatal("a record seen twice is fresh")
 	}
 	pos := map[int32]int64{0: 1234, 3: 5}
@@ -760,25 +761,27 @@ func TestKafkaCheckpoint(t *testing.T) {
 	if c.topic != "metrics" || c.id != id || len(c.pos) != 2 || c.pos[0] != 1234 || c.pos[3] != 5 {
 		t.Fatalf("parsed %+v", c)
 	}
-	if len(c.d.agents) != len(d.agents) {
-		t.Fatalf("%d agents, want %d", len(c.d.agents), len(d.agents))
+	if c.d.Agents() != d.Agents() {
+		t.Fatalf("%d agents, want %d", c.d.Agents(), d.Agents())
 	}
-	for agent, s := range d.agents {
-		if got := c.d.agents[agent]; got == nil || got.wm != s.wm || !slices.Equal(got.runs, s.runs) {
-			t.Fatalf("agent %s: %+v, want %+v", agent, got, s)
+	for _, agent := range []string{"edge-1", "edge-2", "edge-3", "edge-4"} {
+		for id := range uint64(400) {
+			if c.d.Has(agent, id) != d.Has(agent, id) {
+				t.Fatalf("agent %s message %d: %v after the round trip, %v before", agent, id, c.d.Has(agent, id), d.Has(agent, id))
+			}
 		}
 	}
-	if len(c.d.pending) != 2 || c.d.pending[dedupKey{"edge-3", 9}].count != 4 {
-		t.Fatalf("pending %v", c.d.pending)
+	if c.d.PendingMessages() != 2 {
+		t.Fatalf("%d pending messages, want 2", c.d.PendingMessages())
 	}
 	// The rest of message 9 completes it, in the parsed index too.
-	for _, x := range []*dedupIndex{d, c.d} {
-		x.observe([]byte("edge-3"), 9, 1, 4)
-		if x.has("edge-3", 9) {
+	for _, x := range []*store.Dedup{d, c.d} {
+		x.Observe([]byte("edge-3"), 9, 1, 4)
+		if x.Has("edge-3", 9) {
 			t.Fatal("complete after 3 of 4 records")
 		}
-		x.observe([]byte("edge-3"), 9, 3, 4)
-		if !x.has("edge-3", 9) || x.pending[dedupKey{"edge-3", 9}] != nil {
+		x.Observe([]byte("edge-3"), 9, 3, 4)
+		if !x.Has("edge-3", 9) || x.PendingMessages() != 1 {
 			t.Fatal("not complete after 4 of 4 records")
 		}
 	}

@@ -10,11 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -31,24 +29,24 @@ func unpackOffset(v uint64) (int32, int64) {
 // that carry no sluice headers.
 const maxReadRun = 4096
 
-// read serves a Read stream from the Kafka topic (see the package
-// documentation, "Kafka store").
-func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse], start *sluicev1.ReadStart) error {
-	s := k.s
-	ctx := stream.Context()
-	group := start.GetGroup()
+// readKafka serves a Read session from the Kafka topic of k (see the
+// package documentation, "Kafka store"): the consumer's session is the
+// sink's, the records the store's.
+func (s *Sink) readKafka(k *kafkaStore, conn protocol.Conn, start *protocol.ReadStart) error {
+	ctx := conn.Context()
+	group := start.Group
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	starts, ends, err := k.listOffsets(lctx)
 	cancel()
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "the Kafka store cannot be read now: %v", err)
+		return protocol.Errorf(protocol.StatusUnavailable, "the Kafka store cannot be read now: %v", err)
 	}
 	from := make(map[int32]int64, len(ends))
 	for p := range ends {
 		from[p] = starts[p]
 	}
 	committed := false
-	if start.GetFromCommitted() {
+	if start.FromCommitted {
 		var offs kadm.OffsetResponses
 		err := retryKafka(ctx, func(ctx context.Context) (err error) {
 			offs, err = k.adm.FetchOffsetsForTopics(ctx, group, k.u.topic)
@@ -56,7 +54,7 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 		})
 		if err != nil {
 			s.log.Error("sink: cannot read group offsets from Kafka", "group", group, "err", err)
-			return status.Errorf(codes.Unavailable, "cannot read the offsets of group %q from Kafka: %v", group, err)
+			return protocol.Errorf(protocol.StatusUnavailable, "cannot read the offsets of group %q from Kafka: %v", group, err)
 		}
 		for p, o := range offs[k.u.topic] {
 			if _, ok := from[p]; ok && o.At >= 0 {
@@ -64,18 +62,18 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 			}
 		}
 	}
-	if fo := start.GetFromOffset(); !committed && fo != 0 {
+	if fo := start.From; !committed && fo != 0 {
 		p, o := unpackOffset(fo)
 		end, ok := ends[p]
 		switch {
 		case len(ends) > 1:
-			return status.Errorf(codes.InvalidArgument,
+			return protocol.Errorf(protocol.StatusInvalid,
 				"from_offset %d (partition %d, offset %d): the Kafka topic %q has %d partitions and one offset cannot say where to start in each; start at 0 (every partition from its start) or use a group",
 				fo, p, o, k.u.topic, len(ends))
 		case !ok:
-			return status.Errorf(codes.OutOfRange, "from_offset %d is partition %d (offset %d), which the Kafka topic %q does not have", fo, p, o, k.u.topic)
+			return protocol.Errorf(protocol.StatusOutOfRange, "from_offset %d is partition %d (offset %d), which the Kafka topic %q does not have", fo, p, o, k.u.topic)
 		case o < starts[p] || o > end:
-			return status.Errorf(codes.OutOfRange, "offset %d outside partition %d's [%d, %d] in the Kafka topic %q", o, p, starts[p], end, k.u.topic)
+			return protocol.Errorf(protocol.StatusOutOfRange, "offset %d outside partition %d's [%d, %d] in the Kafka topic %q", o, p, starts[p], end, k.u.topic)
 		}
 		from[p] = o
 	}
@@ -91,15 +89,15 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)...)
 	if err != nil {
-		return status.Errorf(codes.Internal, "Kafka client: %v", err)
+		return protocol.Errorf(protocol.StatusInternal, "Kafka client: %v", err)
 	}
 	defer cl.Close()
 
-	r := newReadStream(s, stream, group, start.GetFollow())
+	r := newReadStream(s, conn, group, start.Follow)
 	c := &kafkaCommitter{k: k, group: group, parts: ends, kick: make(chan struct{}, 1)}
 	r.commitFn, r.flushFn = c.add, c.flush
 	kr := &kafkaReader{k: k, r: r, cl: cl, starts: starts, ends: ends, pos: from,
-		hwm: make(map[int32]int64, len(ends)), seen: newDedupIndex()}
+		hwm: make(map[int32]int64, len(ends)), seen: store.NewDedup()}
 	for p, e := range ends {
 		kr.hwm[p] = e
 	}
@@ -126,8 +124,8 @@ type kafkaReader struct {
 	head int
 	// seen drops, within this stream, records it already sent: copies a
 	// failover wrote twice (see the package documentation).
-	seen *dedupIndex
-	msg  sluicev1.StoredMessage
+	seen *store.Dedup
+	msg  protocol.Stored
 	recs [][]byte
 }
 
@@ -156,7 +154,7 @@ func (kr *kafkaReader) nextOffset() uint64 {
 }
 
 func (kr *kafkaReader) run(ctx context.Context) error {
-	r, s := kr.r, kr.k.s
+	r, s := kr.r, kr.r.s
 	sent := true // as in readStream.run: a reader starting at the end is told at once
 	for {
 		for r.credits.Load() > 0 && kr.head < len(kr.buf) {
@@ -173,8 +171,7 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		caught := kr.caughtUp()
 		if caught && sent {
 			sent = false
-			end := &sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_End{End: &sluicev1.EndOfLog{NextOffset: kr.nextOffset()}}}
-			if err := r.stream.Send(end); err != nil {
+			if err := r.conn.Send(&protocol.EndOfLog{Next: kr.nextOffset()}); err != nil {
 				return err
 			}
 			if !r.follow {
@@ -196,9 +193,9 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		case err := <-r.errCh:
 			return err
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return ctxErr(ctx)
 		case <-s.closing:
-			return status.Error(codes.Unavailable, "sink is shutting down")
+			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -250,22 +247,22 @@ func (kr *kafkaReader) sendRun() error {
 				h.index, h.count = h2.index, h2.count
 			}
 		}
-		if !ok || kr.seen.observe(h.agent, h.message, h.index, h.count) {
+		if !ok || kr.seen.Observe(h.agent, h.message, h.index, h.count) {
 			kr.recs = append(kr.recs, rec.Value)
 		}
 		last = rec
 	}
 	kr.msg.Offset, kr.msg.Records = packOffset(last.Partition, last.Offset), kr.recs
-	kr.msg.AgentId, kr.msg.MessageId = "", 0
+	kr.msg.AgentID, kr.msg.MessageID = "", 0
 	if ok {
-		kr.msg.AgentId, kr.msg.MessageId = string(h.agent), h.message
+		kr.msg.AgentID, kr.msg.MessageID = string(h.agent), h.message
 	}
-	if err := kr.r.stream.Send(&sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_Message{Message: &kr.msg}}); err != nil {
+	if err := kr.r.conn.Send(&kr.msg); err != nil {
 		return err
 	}
 	kr.pos[last.Partition] = last.Offset + 1
-	kr.k.s.m.readMsgs.Inc()
-	kr.k.s.m.readRecords.Add(float64(len(kr.recs)))
+	kr.r.s.m.readMsgs.Inc()
+	kr.r.s.m.readRecords.Add(float64(len(kr.recs)))
 	clear(kr.recs)
 	for j := kr.head; j < i; j++ {
 		kr.buf[j] = nil
@@ -293,7 +290,7 @@ type kafkaCommitter struct {
 func (c *kafkaCommitter) add(off uint64) error {
 	p, o := unpackOffset(off)
 	if _, ok := c.parts[p]; !ok {
-		return status.Errorf(codes.InvalidArgument, "commit of offset %d: partition %d is not in the Kafka topic %q", off, p, c.k.u.topic)
+		return protocol.Errorf(protocol.StatusInvalid, "commit of offset %d: partition %d is not in the Kafka topic %q", off, p, c.k.u.topic)
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -347,10 +344,10 @@ func (c *kafkaCommitter) flush() error {
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return status.Error(codes.Unavailable, "sink is shutting down")
+			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		}
-		c.k.s.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
-		return status.Errorf(codes.Unavailable, "commit of group %q to Kafka failed: %v", c.group, err)
+		c.k.env.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
+		return protocol.Errorf(protocol.StatusUnavailable, "commit of group %q to Kafka failed: %v", c.group, err)
 	}
 	return nil
 }

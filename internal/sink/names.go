@@ -4,11 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/sluicehq/sluice/seglog"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // maxFileName bounds the names fileName produces, well under the 255 bytes
@@ -39,20 +37,6 @@ func fileName(s string) string {
 	return b.String()
 }
 
-// mkdirDurable creates dir and any missing parents, fsyncing the parent of
-// every directory it creates so the new entries survive a crash.
-func mkdirDurable(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirDurable(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return err
-	}
-	return seglog.SyncDir(parent)
-}
+// mkdirDurable creates dir and any missing parents durably (see
+// store.MkdirDurable).
+func mkdirDurable(dir string) error { return store.MkdirDurable(dir) }

@@ -10,12 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
-
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -87,8 +83,8 @@ const (
 type Consumer struct {
 	cfg     cfg
 	addrs   []string
-	conns   []*grpc.ClientConn
-	clients []sluicev1.SinkClient
+	closers []io.Closer
+	dialers []protocol.Dialer
 	attempt int
 	backoff time.Duration
 
@@ -96,7 +92,7 @@ type Consumer struct {
 	// stashed is the current stream's end, taken from it by Buffered.
 	stashed *recv
 	queue   []item
-	cur     *sluicev1.StoredMessage
+	cur     *protocol.Stored
 	idx     int
 	skip    *Record // ResumeAfter: records of its message up to it are skipped
 
@@ -120,12 +116,12 @@ type Consumer struct {
 }
 
 type item struct {
-	msg *sluicev1.StoredMessage // nil: an end of log at next
+	msg *protocol.Stored // nil: an end of log at next
 	end uint64
 }
 
 type readStream struct {
-	rs          grpc.BidiStreamingClient[sluicev1.ReadRequest, sluicev1.ReadResponse]
+	pc          protocol.Conn
 	cancel      context.CancelFunc
 	resps       chan recv
 	addr        string
@@ -135,8 +131,8 @@ type readStream struct {
 }
 
 type recv struct {
-	resp *sluicev1.ReadResponse
-	err  error
+	frame protocol.Frame
+	err   error
 }
 
 // NewConsumer returns a Consumer of the sink at SinkAddrs (required).
@@ -155,27 +151,27 @@ func NewConsumer(opts ...ConsumerOpt) (*Consumer, error) {
 	if len(c.group) > 255 {
 		return nil, errors.New("client: Group name over 255 bytes")
 	}
-	dial, err := c.dialOptions()
-	if err != nil {
+	if err := c.checkToken(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvBytes)))
+	o := c.transport()
+	o.MaxRecvBytes = maxRecvBytes
 	if c.follow {
 		// A following consumer may wait a long time for records; pings
 		// tell a quiet sink from a frozen one, which then counts as lost.
-		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 10 * time.Second}))
+		o.KeepaliveTime, o.KeepaliveTimeout = 10*time.Second, 10*time.Second
 	}
 	cs := &Consumer{cfg: c, backoff: reconnectMin, skip: c.resumeAfter,
 		done: map[uint64]uint64{}, committed: map[uint64]uint64{}, sent: map[uint64]uint64{}}
 	for _, addr := range c.sinks {
-		cc, err := grpc.NewClient(addr, dial...)
+		d, cc, err := grpctransport.Connect(addr, o)
 		if err != nil {
 			cs.closeConns()
-			return nil, fmt.Errorf("client: sink address %q: %w", addr, err)
+			return nil, fmt.Errorf("client: %w", err)
 		}
 		cs.addrs = append(cs.addrs, addr)
-		cs.conns = append(cs.conns, cc)
-		cs.clients = append(cs.clients, sluicev1.NewSinkClient(cc))
+		cs.closers = append(cs.closers, cc)
+		cs.dialers = append(cs.dialers, d)
 	}
 	return cs, nil
 }
@@ -192,7 +188,7 @@ func (c *Consumer) Next(ctx context.Context) (Record, error) {
 		return Record{}, err
 	}
 	m := c.cur
-	r := Record{Offset: m.GetOffset(), Index: c.idx, Agent: m.GetAgentId(), MessageID: m.GetMessageId(), Value: m.GetRecords()[c.idx]}
+	r := Record{Offset: m.Offset, Index: c.idx, Agent: m.AgentID, MessageID: m.MessageID, Value: m.Records[c.idx]}
 	c.idx++
 	c.returned(1)
 	return r, nil
@@ -206,7 +202,7 @@ func (c *Consumer) NextBatch(ctx context.Context) (Batch, error) {
 		return Batch{}, err
 	}
 	m := c.cur
-	b := Batch{Offset: m.GetOffset(), Agent: m.GetAgentId(), MessageID: m.GetMessageId(), First: c.idx, Records: m.GetRecords()[c.idx:]}
+	b := Batch{Offset: m.Offset, Agent: m.AgentID, MessageID: m.MessageID, First: c.idx, Records: m.Records[c.idx:]}
 	n := len(b.Records)
 	c.idx += n
 	c.returned(n)
@@ -233,16 +229,16 @@ func (c *Consumer) Records(ctx context.Context) iter.Seq2[Record, error] {
 // message when none is left.
 func (c *Consumer) returned(n int) {
 	m := c.cur
-	whole := c.idx >= len(m.GetRecords())
+	whole := c.idx >= len(m.Records)
 	if whole {
-		c.done[m.GetOffset()>>kafkaOffsetBits] = m.GetOffset() + 1
+		c.done[m.Offset>>kafkaOffsetBits] = m.Offset + 1
 		c.cur = nil
 	}
 	c.mu.Lock()
 	c.stats.Records += uint64(n)
 	if whole {
 		c.stats.Messages++
-		c.stats.Position = m.GetOffset() + 1
+		c.stats.Position = m.Offset + 1
 		c.ready--
 	}
 	c.mu.Unlock()
@@ -254,7 +250,7 @@ func (c *Consumer) advance(ctx context.Context) error {
 		if c.closed {
 			return ErrClosed
 		}
-		if c.cur != nil && c.idx < len(c.cur.GetRecords()) {
+		if c.cur != nil && c.idx < len(c.cur.Records) {
 			return nil
 		}
 		if c.cur != nil {
@@ -282,9 +278,9 @@ func (c *Consumer) advance(ctx context.Context) error {
 			continue
 		}
 		c.cur, c.idx = it.msg, 0
-		if s := c.skip; s != nil && it.msg.GetOffset() >= s.Offset {
-			if it.msg.GetOffset() == s.Offset {
-				c.idx = min(s.Index+1, len(it.msg.GetRecords()))
+		if s := c.skip; s != nil && it.msg.Offset >= s.Offset {
+			if it.msg.Offset == s.Offset {
+				c.idx = min(s.Index+1, len(it.msg.Records))
 			}
 			c.skip = nil
 		}
@@ -305,7 +301,7 @@ drain:
 			if r.err != nil {
 				c.stashed = &r
 			} else {
-				c.take(r.resp)
+				c.take(r.frame)
 			}
 		default:
 			break drain
@@ -349,30 +345,32 @@ func (c *Consumer) fill(ctx context.Context) error {
 			addr := c.st.addr
 			c.endStream(false)
 			if r.err == io.EOF {
-				r.err = status.Error(codes.Unavailable, "the sink ended the stream")
+				r.err = protocol.Errorf(protocol.StatusUnavailable, "the sink ended the stream")
 			}
 			if rerr := c.retry(ctx, r.err, addr); rerr != nil {
 				return rerr
 			}
 			continue
 		}
-		if err := c.take(r.resp); err != nil {
+		if err := c.take(r.frame); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// take queues one response and returns the credit it used.
-func (c *Consumer) take(resp *sluicev1.ReadResponse) error {
+// take queues one frame and returns the credit it used. A Stored frame
+// is kept past the next Recv: the transports give each its own memory
+// (gRPC unmarshals into a new message, memconn copies).
+func (c *Consumer) take(f protocol.Frame) error {
 	st := c.st
-	switch b := resp.GetBody().(type) {
-	case *sluicev1.ReadResponse_Message:
-		m := b.Message
+	switch f := f.(type) {
+	case *protocol.Stored:
+		m := f
 		c.queue = append(c.queue, item{msg: m})
 		c.atEnd = false
-		c.recvNext, c.positioned = m.GetOffset()+1, true
-		c.partitioned = c.partitioned || m.GetOffset()>>kafkaOffsetBits != 0
+		c.recvNext, c.positioned = m.Offset+1, true
+		c.partitioned = c.partitioned || m.Offset>>kafkaOffsetBits != 0
 		st.delivered = true
 		c.mu.Lock()
 		c.ready++
@@ -382,21 +380,21 @@ func (c *Consumer) take(resp *sluicev1.ReadResponse) error {
 		}
 		window := c.cfg.credits
 		if st.outstanding--; st.outstanding <= window/2 {
-			c.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: window - st.outstanding}})
+			c.send(&protocol.ReadMore{N: window - st.outstanding})
 			st.outstanding = window
 		}
-	case *sluicev1.ReadResponse_End:
-		c.queue = append(c.queue, item{end: b.End.GetNextOffset()})
-		c.recvNext, c.positioned = b.End.GetNextOffset(), true
+	case *protocol.EndOfLog:
+		c.queue = append(c.queue, item{end: f.Next})
+		c.recvNext, c.positioned = f.Next, true
 		st.delivered = true
 	}
 	return nil
 }
 
-// send puts a request on the current stream. A failed send shows up as
+// send puts a frame on the current stream. A failed send shows up as
 // the stream's receive error, which decides what happens next.
-func (c *Consumer) send(req *sluicev1.ReadRequest) {
-	_ = c.st.rs.Send(req)
+func (c *Consumer) send(f protocol.Frame) {
+	_ = c.st.pc.Send(f)
 }
 
 // retry decides what a lost stream (or failed connection) means: for a
@@ -409,7 +407,7 @@ func (c *Consumer) retry(ctx context.Context, err error, addr string) error {
 	if addr == "" {
 		addr = c.addrs[c.attempt%len(c.addrs)]
 	}
-	if !c.cfg.follow || !retryable(err) {
+	if !c.cfg.follow || !protocol.IsRetryable(err) {
 		return fmt.Errorf("client: read from sink at %s: %w", addr, err)
 	}
 	wait := time.Duration(float64(c.backoff) * (0.8 + 0.4*mrand.Float64()))
@@ -432,16 +430,6 @@ func (c *Consumer) retry(ctx context.Context, err error, addr string) error {
 	}
 	c.attempt++
 	return nil
-}
-
-// retryable: errors a following consumer outlives by reconnecting. The
-// others (bad offset, permissions, data loss) need a person.
-func retryable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Unknown, codes.Internal:
-		return true
-	}
-	return false
 }
 
 // startAt is where the next stream starts: after what was received
@@ -467,7 +455,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	from, fromCommitted := c.startAt()
 	if c.positioned && c.partitioned {
 		if c.cfg.group == "" {
-			return status.Error(codes.FailedPrecondition, "cannot resume a multi-partition Kafka read without a Group")
+			return protocol.Errorf(protocol.StatusInvalid, "cannot resume a multi-partition Kafka read without a Group")
 		}
 		// What was received and not returned comes again from the
 		// group's commits.
@@ -476,9 +464,9 @@ func (c *Consumer) connect(ctx context.Context) error {
 		c.ready = 0
 		c.mu.Unlock()
 	}
-	i := c.attempt % len(c.clients)
+	i := c.attempt % len(c.dialers)
 	sctx, cancel := context.WithCancel(context.Background())
-	rs, err := c.clients[i].Read(sctx)
+	pc, err := c.dialers[i].Read(sctx)
 	if err != nil {
 		cancel()
 		return err
@@ -488,19 +476,18 @@ func (c *Consumer) connect(ctx context.Context) error {
 	// closes its side, every commit sent on it applied, wherever it
 	// stands; a non-following one would refuse to end before the end of
 	// the log.
-	st := &readStream{rs: rs, cancel: cancel, resps: make(chan recv, 64), addr: c.addrs[i], outstanding: c.cfg.credits}
+	st := &readStream{pc: pc, cancel: cancel, resps: make(chan recv, 64), addr: c.addrs[i], outstanding: c.cfg.credits}
 	c.st = st
-	start := &sluicev1.ReadStart{FromOffset: from, FromCommitted: fromCommitted, Follow: true, Group: c.cfg.group}
-	c.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}})
-	c.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: c.cfg.credits}})
+	c.send(&protocol.ReadStart{From: from, FromCommitted: fromCommitted, Follow: true, Group: c.cfg.group})
+	c.send(&protocol.ReadMore{N: c.cfg.credits})
 	if c.cfg.group != "" && !fromCommitted {
 		c.sendCommits()
 	}
 	go func() {
 		for {
-			r, err := rs.Recv()
+			f, err := pc.Recv()
 			select {
-			case st.resps <- recv{r, err}:
+			case st.resps <- recv{f, err}:
 			case <-sctx.Done():
 				return
 			}
@@ -520,6 +507,7 @@ func (c *Consumer) endStream(clean bool) {
 		return
 	}
 	st.cancel()
+	st.pc.Close(nil)
 	c.st, c.stashed = nil, nil
 	if st.delivered {
 		c.backoff = reconnectMin // the stream delivered: start the back-off afresh
@@ -542,7 +530,7 @@ func (c *Consumer) sendCommits() {
 		if off == c.committed[p] || off == c.sent[p] {
 			continue
 		}
-		c.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Commit{Commit: off}})
+		c.send(&protocol.Commit{Offset: off})
 		c.sent[p] = off
 	}
 }
@@ -601,7 +589,7 @@ func (c *Consumer) confirm(ctx context.Context) error {
 	if !st.closedSend {
 		c.sendCommits()
 		st.closedSend = true
-		st.rs.CloseSend()
+		st.pc.CloseSend()
 	}
 	for {
 		var r recv
@@ -612,10 +600,10 @@ func (c *Consumer) confirm(ctx context.Context) error {
 			return fmt.Errorf("client: commit not confirmed: %w", ctx.Err())
 		}
 		if r.err == nil {
-			c.take(r.resp)
+			c.take(r.frame)
 			continue
 		}
-		if r.err == io.EOF || status.Code(r.err) == codes.OK {
+		if r.err == io.EOF {
 			c.endStream(true)
 			return nil
 		}
@@ -651,7 +639,7 @@ func (c *Consumer) Close() error {
 }
 
 func (c *Consumer) closeConns() {
-	for _, cc := range c.conns {
+	for _, cc := range c.closers {
 		cc.Close()
 	}
 }

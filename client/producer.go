@@ -10,13 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/sluicehq/sluice/internal/agent"
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 )
 
 // Errors of Produce and ProduceIdempotent, to test with errors.Is.
@@ -83,8 +79,7 @@ func (c *cfg) agentConfig() (agent.Config, error) {
 	if c.spoolDir == "" {
 		errs = append(errs, errors.New("SpoolDir is required"))
 	}
-	dial, err := c.dialOptions()
-	if err != nil {
+	if err := c.checkToken(); err != nil {
 		errs = append(errs, err)
 	}
 	ac := agent.Config{
@@ -94,7 +89,7 @@ func (c *cfg) agentConfig() (agent.Config, error) {
 		SpoolQuota:      c.spoolQuota,
 		MaxMessageBytes: c.maxMessage,
 		Linger:          c.linger,
-		DialOptions:     dial,
+		GRPC:            c.transport(),
 		Logger:          c.logger,
 		Registry:        c.registerer,
 	}
@@ -112,21 +107,17 @@ func (c *cfg) agentConfig() (agent.Config, error) {
 	return ac, nil
 }
 
-// dialOptions are the gRPC transport and credentials of the options.
-func (c *cfg) dialOptions() ([]grpc.DialOption, error) {
-	var opts []grpc.DialOption
-	if c.tls != nil {
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(c.tls)))
-	} else {
-		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// transport is how the options reach a sink: TLS and the token.
+func (c *cfg) transport() grpctransport.ClientOptions {
+	return grpctransport.ClientOptions{TLS: c.tls, Token: c.token, AllowTokenWithoutTLS: c.insecureToken}
+}
+
+// checkToken refuses a token that would travel in clear text.
+func (c *cfg) checkToken() error {
+	if c.token != "" && c.tls == nil && !c.insecureToken {
+		return errors.New("a Token without TLS would travel in clear text: add TLS, or AllowTokenWithoutTLS for loopback tests")
 	}
-	if c.token != "" {
-		if c.tls == nil && !c.insecureToken {
-			return nil, errors.New("a Token without TLS would travel in clear text: add TLS, or AllowTokenWithoutTLS for loopback tests")
-		}
-		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(c.token, c.tls == nil)))
-	}
-	return opts, nil
+	return nil
 }
 
 func (c *cfg) log() *slog.Logger {

@@ -8,15 +8,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
+
 	"math/big"
 	"net"
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/auth"
@@ -95,7 +92,7 @@ func TestTLSAndTokens(t *testing.T) {
 	// retry what needs a person.
 	bad := newConsumer(t, client.SinkAddrs(addr), clientTLS, client.Token("producer-token-0123456789"), client.Follow(true))
 	_, err = bad.Next(ctx)
-	if code := status.Code(errors.Unwrap(err)); code != codes.PermissionDenied && code != codes.Unauthenticated {
+	if st := client.StatusOf(err); st != client.StatusPermissionDenied && st != client.StatusUnauthenticated {
 		t.Fatalf("reading with an agent's token: %v", err)
 	}
 }

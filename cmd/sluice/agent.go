@@ -136,7 +136,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	if cfg.DialOptions, err = c.cf.dialOptions(); err != nil {
+	if cfg.GRPC, err = c.cf.transport(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	if cfg.AgentID, err = agentIDFor(cfg.AgentID, c.cf.certFile); err != nil {

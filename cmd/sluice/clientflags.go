@@ -10,13 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 )
 
 // clientFlags are the transport and credential flags of every command that
@@ -52,30 +49,25 @@ func (f *clientFlags) bearerToken() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// dialOptions turns the flags into gRPC dial options.
-func (f *clientFlags) dialOptions() ([]grpc.DialOption, error) {
-	var opts []grpc.DialOption
-	useTLS := f.caFile != "" || f.certFile != ""
-	if useTLS {
+// transport turns the flags into how a client reaches a sink.
+func (f *clientFlags) transport() (grpctransport.ClientOptions, error) {
+	var o grpctransport.ClientOptions
+	if f.caFile != "" || f.certFile != "" {
 		cfg, err := auth.ClientTLS(f.caFile, f.certFile, f.keyFile, f.serverName)
 		if err != nil {
-			return nil, err
+			return o, err
 		}
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-	} else {
-		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		o.TLS = cfg
 	}
 	tok, err := f.bearerToken()
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	if tok != "" {
-		if !useTLS && !f.insecureToken {
-			return nil, errors.New("a token without TLS would travel in clear text: add --tls-ca, or --insecure-token for loopback tests")
-		}
-		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(tok, !useTLS)))
+	if tok != "" && o.TLS == nil && !f.insecureToken {
+		return o, errors.New("a token without TLS would travel in clear text: add --tls-ca, or --insecure-token for loopback tests")
 	}
-	return opts, nil
+	o.Token, o.AllowTokenWithoutTLS = tok, f.insecureToken
+	return o, nil
 }
 
 // agentIDFor returns the agent id to use given --agent-id (flagID, may be

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -178,26 +177,19 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 }
 
 // clientOptions turns the transport and credential flags into client
-// options (dialOptions checks them with the flags' names in its errors).
+// options (transport checks them with the flags' names in its errors).
 func (f *clientFlags) clientOptions() ([]client.ConsumerOpt, error) {
-	if _, err := f.dialOptions(); err != nil {
-		return nil, err
-	}
-	var opts []client.ConsumerOpt
-	if f.caFile != "" || f.certFile != "" {
-		cfg, err := auth.ClientTLS(f.caFile, f.certFile, f.keyFile, f.serverName)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, client.TLS(cfg))
-	}
-	tok, err := f.bearerToken()
+	o, err := f.transport()
 	if err != nil {
 		return nil, err
 	}
-	if tok != "" {
-		opts = append(opts, client.Token(tok))
-		if f.insecureToken {
+	var opts []client.ConsumerOpt
+	if o.TLS != nil {
+		opts = append(opts, client.TLS(o.TLS))
+	}
+	if o.Token != "" {
+		opts = append(opts, client.Token(o.Token))
+		if o.AllowTokenWithoutTLS {
 			opts = append(opts, client.AllowTokenWithoutTLS())
 		}
 	}

@@ -2,74 +2,60 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/driver"
+	"github.com/sluicehq/sluice/internal/agent/ingest"
+	"github.com/sluicehq/sluice/internal/agent/metrics"
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/batch"
-	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
-	"github.com/sluicehq/sluice/internal/wire"
+	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/seglog"
 )
 
 var (
 	// ErrRecordTooLarge: a record exceeds Config.MaxRecordBytes.
-	ErrRecordTooLarge = errors.New("agent: record too large")
+	ErrRecordTooLarge = ingest.ErrRecordTooLarge
 	// ErrSpoolFull: the spool reached Config.SpoolQuota; retry once the
 	// sink has caught up.
-	ErrSpoolFull = errors.New("agent: spool quota reached")
+	ErrSpoolFull = spool.ErrFull
 	// ErrNoSpace: the spool's disk is full (ENOSPC or EDQUOT); nothing of
 	// the failed call is spooled, and appends succeed again once space is
 	// freed (acknowledged segments are deleted as acks arrive).
-	ErrNoSpace = errors.New("agent: no space left on the spool's disk")
+	ErrNoSpace = spool.ErrNoSpace
 	// ErrClosed: the agent is shutting down.
-	ErrClosed = errors.New("agent: closed")
+	ErrClosed = ingest.ErrClosed
 	// ErrBadRequest: an ingest call the agent cannot make sense of.
-	ErrBadRequest = errors.New("agent: bad request")
+	ErrBadRequest = ingest.ErrBadRequest
 )
 
 // Agent is a running edge agent. Create it with New; stop it with Close.
 type Agent struct {
 	cfg   Config
 	log   *slog.Logger
-	spool *spool
-	// One client per sink address; a (re)connection uses the next one, so
-	// an agent fails over across sinks (see Config.SinkAddr).
-	clients []sluicev1.SinkClient
-	conns   []*grpc.ClientConn
-	metrics *metrics
-	spoolM  *spoolMetrics
+	spool *spool.Spool
+	// One dialer per sink address; a (re)connection uses the next one, so
+	// an agent fails over across sinks (see Config.SinkAddr). closers are
+	// the transport connections behind them.
+	dialers []protocol.Dialer
+	addrs   []string
+	closers []io.Closer
+	metrics *metrics.Metrics
+	spoolM  *spool.Metrics
+	driver  *driver.Driver
+	ingest  *ingest.Ingester
 	origin  time.Time
 
-	ctx       context.Context
-	cancel    context.CancelFunc
-	in        chan ingestReq
-	stopBatch chan struct{}
-	spooledCh chan []spooledInfo
-	connCh    chan connEvent
-	loopDone  chan struct{}
-	writerWG  sync.WaitGroup
-
-	prodMu    sync.Mutex
-	prodLocks map[string]*producerLock
-
-	// afterAnswer, when set (tests only), runs in the spool writer after
-	// it has answered the ingest calls of a message.
-	afterAnswer func()
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	closeOnce sync.Once
-	mu        sync.RWMutex // held for reading by Ingest, for writing by Close
-	closed    bool
 }
 
 // New opens the spool, resumes delivery of everything not yet
@@ -79,19 +65,19 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := newMetrics(cfg.Registry)
-	sm := newSpoolMetrics(cfg.Registry)
-	sp, err := openSpool(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
+	m := metrics.New(cfg.Registry)
+	sm := spool.NewMetrics(cfg.Registry)
+	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
 		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
 		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
 		seglog.WithLogger(cfg.Logger),
-		seglog.WithSyncObserver(func(d time.Duration) { m.fsync.Observe(d.Seconds()) }))
+		seglog.WithSyncObserver(func(d time.Duration) { m.Fsync.Observe(d.Seconds()) }))
 	if err != nil {
 		return nil, err
 	}
 	sender, err := delivery.NewSender(delivery.SenderConfig{
-		Watermark:        sp.ackedWatermark(),
+		Watermark:        sp.AckedWatermark(),
 		MaxInFlightMsgs:  cfg.MaxInFlightMsgs,
 		MaxInFlightBytes: cfg.MaxInFlightBytes,
 		MinRTO:           cfg.MinRTO,
@@ -101,127 +87,91 @@ func New(cfg Config) (*Agent, error) {
 		ProgressTimeout:  orDefault(cfg.ProgressTimeout, DefaultProgressTimeout),
 	})
 	if err != nil {
-		sp.close()
+		sp.Close()
 		return nil, err
 	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// Large HTTP/2 windows: with the defaults a stream is capped at
-		// window/RTT, far below a long fat link's capacity (acks are
-		// small, but keep both directions symmetric with the sink's).
-		grpc.WithInitialWindowSize(wire.InitialWindowSize),
-		grpc.WithInitialConnWindowSize(wire.InitialConnWindowSize),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8 << 20)),
+	dialers, addrs, closers, err := sinkDialers(cfg)
+	if err != nil {
+		sp.Close()
+		return nil, err
 	}
-	opts = append(opts, keepaliveOption(cfg))
-	opts = append(opts, cfg.DialOptions...)
-	var ccs []*grpc.ClientConn
 	closeAll := func() {
-		for _, cc := range ccs {
-			cc.Close()
+		for _, c := range closers {
+			c.Close()
 		}
 	}
-	for _, addr := range strings.Split(cfg.SinkAddr, ",") {
-		cc, err := grpc.NewClient(strings.TrimSpace(addr), opts...)
-		if err != nil {
-			closeAll()
-			sp.close()
-			return nil, fmt.Errorf("agent: sink address %q: %w", addr, err)
-		}
-		ccs = append(ccs, cc)
-	}
-	for _, w := range sp.warnings {
+	for _, w := range sp.Warnings() {
 		cfg.Logger.Warn("agent: spool: "+w, "spool", cfg.SpoolDir)
 	}
 	backlog, lost, err := readBacklog(sp)
 	if err != nil {
 		closeAll()
-		sp.close()
+		sp.Close()
 		return nil, err
 	}
 	if len(lost) > 0 {
 		for _, r := range lost {
-			sm.lost.Add(float64(r.Last - r.First + 1))
+			sm.Lost.Add(float64(r.Last - r.First + 1))
 		}
 		cfg.Logger.Error("agent: unacknowledged messages are missing from the spool (quarantined by a repair); the rest is delivered",
 			"spool", cfg.SpoolDir, "missing", fmt.Sprint(lost))
-		if backlog, err = skipLost(sender, sp, backlog, lost); err != nil {
+		if backlog, err = skipLost(sender, sp.Acknowledge, backlog, lost); err != nil {
 			closeAll()
-			sp.close()
+			sp.Close()
 			return nil, err
-		}
-	}
-	// One encoder per compression worker, each holding the dictionary.
-	workers := runtime.GOMAXPROCS(0)
-	encs := make([]*codec.Encoder, workers)
-	for i := range encs {
-		encs[i] = codec.NewEncoder(codec.LevelDefault)
-		if cfg.Dictionary != nil {
-			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
-				closeAll()
-				sp.close()
-				return nil, err
-			}
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg: cfg, log: cfg.Logger.With("agent", sp.id), spool: sp, conns: ccs,
+		cfg: cfg, log: cfg.Logger.With("agent", sp.ID()), spool: sp, dialers: dialers, addrs: addrs, closers: closers,
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
-		in: make(chan ingestReq, 64), stopBatch: make(chan struct{}),
-		spooledCh: make(chan []spooledInfo, 64), connCh: make(chan connEvent, 256), loopDone: make(chan struct{}),
-		prodLocks: map[string]*producerLock{},
 	}
-	for _, cc := range ccs {
-		a.clients = append(a.clients, sluicev1.NewSinkClient(cc))
-	}
-	m.spoolBytes = sp.size
-	// Deep enough that compression keeps going while the spool writer
-	// waits for an fsync: with a few slots the workers stall every fsync
-	// and ingest tops out at a few messages per fsync.
-	sealed := make(chan *sealedMsg, pipelineDepth)
-	work := make(chan *sealedMsg, pipelineDepth)
-	bt := &batcher{cfg: &a.cfg, in: a.in, work: work, out: sealed, stop: a.stopBatch}
-	a.writerWG.Add(2 + workers)
-	go func() { defer a.writerWG.Done(); bt.run() }()
-	go func() { defer a.writerWG.Done(); a.spoolWriter(sealed) }()
-	for _, enc := range encs {
-		go func() { defer a.writerWG.Done(); a.compressor(work, enc) }()
+	m.SpoolBytes = sp.Size
+	a.ingest, err = ingest.New(ingest.Config{
+		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
+		Compression: cfg.Compression, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
+		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now,
+	}, sp, m, sm)
+	if err != nil {
+		cancel()
+		closeAll()
+		sp.Close()
+		return nil, err
 	}
 	for i := range backlog {
-		backlog[i].at = a.now()
+		backlog[i].At = a.now()
 	}
-	go a.runLoop(sender, backlog)
-	a.log.Info("agent started", "agent_id", sp.id, "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
-		"resuming_messages", len(backlog), "watermark", sp.ackedWatermark())
+	a.driver = driver.Start(ctx, driver.Config{
+		Dialers: dialers, Addrs: addrs, Dictionary: cfg.Dictionary, Compression: cfg.Compression,
+		MaxMessageBytes: cfg.MaxMessageBytes, HandshakeTimeout: orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		Logger: a.log, Now: a.now,
+	}, sender, sp, m, a.ingest.Spooled(), backlog)
+	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
+		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark())
 	return a, nil
 }
-
-// pipelineDepth is how many sealed messages may wait for compression and
-// for the spool; with the default 256 KiB messages, at most 64 MiB.
-const pipelineDepth = 256
 
 // readBacklog lists the spooled messages not yet acknowledged, with their
 // wire sizes, so the Sender can resend them, and the ids missing among
 // them: a repair of a damaged spool keeps the records after the damage at
 // their offsets, so the log may have holes.
-func readBacklog(sp *spool) ([]spooledInfo, []delivery.Range, error) {
-	var out []spooledInfo
+func readBacklog(sp *spool.Spool) ([]spool.Spooled, []delivery.Range, error) {
+	var out []spool.Spooled
 	var lost []delivery.Range
-	expect := sp.ackedWatermark()
-	it := sp.log.NewIterator(expect, 4<<20)
+	expect := sp.AckedWatermark()
+	it := sp.Log().NewIterator(expect, 4<<20)
 	for it.Next() {
 		id := it.Offset()
 		if id > expect {
 			lost = append(lost, delivery.Range{First: expect, Last: id - 1})
 		}
 		expect = id + 1
-		m, err := decodeSpooled(it.Value())
+		m, err := spool.Decode(it.Value())
 		if err != nil {
 			return nil, nil, fmt.Errorf("agent: spool message %d: %w", id, err)
 		}
-		out = append(out, spooledInfo{id: id, size: int64(len(m.Body)), records: int(m.Records)})
-		sp.completed(m.Marks)
+		out = append(out, spool.Spooled{ID: id, Size: int64(len(m.Body)), Records: int(m.Records)})
+		sp.Completed(m.Marks)
 	}
 	if err := it.Err(); err != nil {
 		return nil, nil, fmt.Errorf("agent: read spool: %w", err)
@@ -234,7 +184,7 @@ func readBacklog(sp *spool) ([]spooledInfo, []delivery.Range, error) {
 // the holes as acknowledged (nothing can send them), and the rest of the
 // backlog is returned for the loop. The watermark this moves to is
 // persisted, so the holes are reported once.
-func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []delivery.Range) ([]spooledInfo, error) {
+func skipLost(s *delivery.Sender, acknowledge func(uint64) error, backlog []spool.Spooled, lost []delivery.Range) ([]spool.Spooled, error) {
 	last := lost[len(lost)-1].Last
 	step := func(ev delivery.Event) error {
 		if err := s.Step(ev); err != nil {
@@ -242,7 +192,7 @@ func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []deliv
 		}
 		for _, act := range s.Ready() {
 			if act.Kind == delivery.ActionMarkAcked {
-				if err := sp.acknowledge(act.Watermark); err != nil {
+				if err := acknowledge(act.Watermark); err != nil {
 					return err
 				}
 			}
@@ -253,8 +203,8 @@ func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []deliv
 	i := 0
 	for id := s.Watermark(); id <= last; id++ {
 		size := int64(0)
-		if i < len(backlog) && backlog[i].id == id {
-			size = backlog[i].size
+		if i < len(backlog) && backlog[i].ID == id {
+			size = backlog[i].Size
 			i++
 		}
 		if err := step(delivery.Spooled(id, size, 0)); err != nil {
@@ -270,14 +220,14 @@ func skipLost(s *delivery.Sender, sp *spool, backlog []spooledInfo, lost []deliv
 func (a *Agent) now() int64 { return int64(time.Since(a.origin)) }
 
 // ID is the agent's stable id, kept in the spool directory.
-func (a *Agent) ID() string { return a.spool.id }
+func (a *Agent) ID() string { return a.spool.ID() }
 
 // Ingest accepts records and returns once they are durably in the spool
 // (under the configured SpoolSync). On error none or only some of the
 // records may be spooled, and a retry can duplicate them; IngestFrom makes
 // retries exact.
 func (a *Agent) Ingest(ctx context.Context, records [][]byte) error {
-	_, err := a.IngestFrom(ctx, "", 0, records)
+	_, err := a.ingest.IngestFrom(ctx, "", 0, records)
 	return err
 }
 
@@ -289,76 +239,7 @@ func (a *Agent) Ingest(ctx context.Context, records [][]byte) error {
 // because the completion mark is stored in the spool with the request's
 // last record. An empty producer disables this.
 func (a *Agent) IngestFrom(ctx context.Context, producer string, seq uint64, records [][]byte) (duplicate bool, err error) {
-	if len(producer) > maxProducerIDLen {
-		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, maxProducerIDLen)
-	}
-	if producer != "" && seq == 0 {
-		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)
-	}
-	for i, r := range records {
-		if len(r) > a.cfg.MaxRecordBytes {
-			return false, fmt.Errorf("%w: record %d has %d bytes, limit %d", ErrRecordTooLarge, i, len(r), a.cfg.MaxRecordBytes)
-		}
-	}
-	if len(records) == 0 {
-		return false, nil
-	}
-	m := mark{producer: producer, seq: seq}
-	if producer != "" {
-		// One request per producer at a time, so a retry that arrives while
-		// the original is still being spooled waits for it and then sees
-		// how far it got.
-		unlock := a.lockProducer(producer)
-		defer unlock()
-		switch p := a.spool.progressOf(producer); {
-		case seq < p.seq || (seq == p.seq && p.complete):
-			a.metrics.duplicates.Inc()
-			return true, nil
-		case seq == p.seq:
-			// A retry of a request that was cut short by a crash: spool
-			// only the records that are missing.
-			if int(p.done) > len(records) {
-				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.done)
-			}
-			records, m.done = records[p.done:], p.done
-			a.metrics.duplicates.Inc()
-		}
-	}
-	return false, a.ingest(ctx, ingestReq{records: records, mark: m})
-}
-
-// ingest reserves quota, hands req to the batcher and waits for the spool.
-func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
-	for _, r := range req.records {
-		req.bytes += int64(len(r)) + 4
-	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		return ErrClosed
-	}
-	if q := a.cfg.SpoolQuota; q > 0 && req.bytes > q/2 {
-		// It could never fit beside the spool's other contents.
-		return fmt.Errorf("%w: request of %d bytes is over half the spool quota (%d); send smaller requests or raise the quota", ErrRecordTooLarge, req.bytes, q)
-	}
-	if !a.spool.reserve(req.bytes) {
-		a.metrics.spoolFull.Inc()
-		return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, a.spool.size(), a.cfg.SpoolQuota)
-	}
-	req.done = make(chan error, 1)
-	select {
-	case a.in <- req:
-	case <-ctx.Done():
-		a.spool.release(req.bytes)
-		return ctx.Err()
-	}
-	// Wait even if ctx ends: a producer's lock must be held until the
-	// outcome is known, or a retry could race the original.
-	err := <-req.done
-	if err == nil {
-		a.metrics.ingested(len(req.records), req.bytes)
-	}
-	return err
+	return a.ingest.IngestFrom(ctx, producer, seq, records)
 }
 
 // IngestMessage spools records as exactly one message, sealed at once,
@@ -366,37 +247,20 @@ func (a *Agent) ingest(ctx context.Context, req ingestReq) error {
 // partitioning, or a benchmark reproducing a message-size distribution).
 // The packed records must fit MaxMessageBytes.
 func (a *Agent) IngestMessage(ctx context.Context, records [][]byte) error {
-	if size := batch.Size(records); size > a.cfg.MaxMessageBytes || len(records) > batch.MaxRecords {
-		return fmt.Errorf("%w: message of %d bytes and %d records, limit %d bytes", ErrRecordTooLarge, size, len(records), a.cfg.MaxMessageBytes)
-	}
-	return a.ingest(ctx, ingestReq{records: records, whole: true})
+	return a.ingest.IngestMessage(ctx, records)
 }
 
-// lockProducer serialises requests of one producer.
-func (a *Agent) lockProducer(p string) (unlock func()) {
-	a.prodMu.Lock()
-	l, ok := a.prodLocks[p]
-	if !ok {
-		l = &producerLock{}
-		a.prodLocks[p] = l
-	}
-	l.refs++
-	a.prodMu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		a.prodMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(a.prodLocks, p)
-		}
-		a.prodMu.Unlock()
-	}
-}
+// Handler serves the ingest API; see ingest.Ingester.Handler.
+func (a *Agent) Handler() http.Handler { return a.ingest.Handler() }
 
-type producerLock struct {
-	sync.Mutex
-	refs int
-}
+// Headers that make ingest retries idempotent (see Agent.IngestFrom).
+const (
+	HeaderProducer = ingest.HeaderProducer
+	HeaderSequence = ingest.HeaderSequence
+)
+
+// MaxRequestBytes bounds one ingest HTTP request body.
+const MaxRequestBytes = ingest.MaxRequestBytes
 
 // Close stops accepting records, spools what was accepted, stops delivery
 // (unacknowledged messages stay in the spool for the next start) and closes
@@ -404,27 +268,26 @@ type producerLock struct {
 func (a *Agent) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
-		a.mu.Lock()
-		a.closed = true
-		a.mu.Unlock()
-		close(a.stopBatch)
-		a.writerWG.Wait()
+		a.ingest.Close()
 		a.cancel()
-		<-a.loopDone
-		for _, cc := range a.conns {
-			cc.Close()
+		<-a.driver.Done()
+		for _, c := range a.closers {
+			c.Close()
 		}
-		err = a.spool.close()
+		err = a.spool.Close()
 	})
 	return err
 }
 
+// Stats is a snapshot of the agent's counters.
+type Stats = metrics.Stats
+
 // Stats is a snapshot of the agent's counters and ack latency quantiles.
-func (a *Agent) Stats() Stats { return a.metrics.snapshot(true) }
+func (a *Agent) Stats() Stats { return a.metrics.Snapshot(true) }
 
 // Progress is Stats without the latency quantiles, cheap enough to poll
 // every few milliseconds.
-func (a *Agent) Progress() Stats { return a.metrics.snapshot(false) }
+func (a *Agent) Progress() Stats { return a.metrics.Snapshot(false) }
 
 // SpoolWritable is nil when the spool accepts appends, and otherwise says
 // why not: the disk is full (ErrNoSpace; nil again once there is room),
@@ -432,7 +295,7 @@ func (a *Agent) Progress() Stats { return a.metrics.snapshot(false) }
 // are deleted), or an fdatasync failed (only a restart recovers). It is
 // meant for a readiness probe.
 func (a *Agent) SpoolWritable() error {
-	return a.spool.writable(int64(a.cfg.MaxMessageBytes))
+	return a.spool.Writable(int64(a.cfg.MaxMessageBytes))
 }
 
 // SpoolDir returns the spool directory.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"log/slog"
 	"math/rand"
@@ -22,7 +23,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newTestAgent starts an agent whose sink address accepts no connections,
 // so everything stays in the spool.
-func newTestAgent(t *testing.T, dir string, mod func(*Config)) *Agent {
+func newTestAgent(t testing.TB, dir string, mod func(*Config)) *Agent {
 	t.Helper()
 	cfg := Config{SinkAddr: "127.0.0.1:1", SpoolDir: dir, Logger: quietLog, ReconnectMin: time.Hour, ReconnectMax: time.Hour}
 	if mod != nil {
@@ -40,9 +41,9 @@ func spooledRecords(t *testing.T, a *Agent) []string {
 	t.Helper()
 	dec := codec.NewDecoder(8 << 20)
 	var out []string
-	it := a.spool.log.NewIterator(a.spool.ackedWatermark(), 1<<20)
+	it := a.spool.Log().NewIterator(a.spool.AckedWatermark(), 1<<20)
 	for it.Next() {
-		m, err := decodeSpooled(it.Value())
+		m, err := spool.Decode(it.Value())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +86,8 @@ func TestIngestIsDurableBeforeReturn(t *testing.T) {
 	if got := spooledRecords(t, a); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("spool holds %d records, want %d", len(got), len(want))
 	}
-	if a.spool.log.NextOffset() < 5 {
-		t.Fatalf("expected several messages of ≤4 KiB, got %d", a.spool.log.NextOffset())
+	if a.spool.Log().NextOffset() < 5 {
+		t.Fatalf("expected several messages of ≤4 KiB, got %d", a.spool.Log().NextOffset())
 	}
 	a.Close()
 	a = newTestAgent(t, dir, nil)
@@ -176,7 +177,7 @@ func TestIngestRejectsOversizeRecord(t *testing.T) {
 	if !errors.Is(err, ErrRecordTooLarge) {
 		t.Fatalf("%v", err)
 	}
-	if n := a.spool.log.NextOffset(); n != 0 {
+	if n := a.spool.Log().NextOffset(); n != 0 {
 		t.Fatalf("a partial request was spooled: %d messages", n)
 	}
 }
@@ -192,32 +193,6 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
-}
-
-func TestSpooledRecordFormat(t *testing.T) {
-	m := spooled{Kind: codec.ZstdDict, DictID: 7, Records: 3, Marks: []mark{{producer: "p1", seq: 9, done: 4}, {producer: "producer-two", seq: 1 << 40, done: 7, complete: true}}, Body: []byte("body")}
-	b := appendSpooled(nil, m)
-	got, err := decodeSpooled(b)
-	if err != nil || got.Kind != m.Kind || got.DictID != 7 || got.Records != 3 || string(got.Body) != "body" ||
-		len(got.Marks) != 2 || got.Marks[1] != m.Marks[1] {
-		t.Fatalf("%+v %v", got, err)
-	}
-	for _, bad := range [][]byte{nil, b[:5], append([]byte{9}, b[1:]...), append([]byte{1, 9}, b[2:]...),
-		appendSpooled(nil, spooled{Kind: codec.Zstd, DictID: 3})} {
-		if _, err := decodeSpooled(bad); err == nil {
-			t.Errorf("accepted %x", bad)
-		}
-	}
-}
-
-func FuzzDecodeSpooled(f *testing.F) {
-	f.Add(appendSpooled(nil, spooled{Kind: codec.Zstd, Records: 1, Body: []byte("x")}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeSpooled(b)
-		if err == nil && !bytes.Equal(appendSpooled(nil, m), b) {
-			t.Fatal("re-encoding differs")
-		}
-	})
 }
 
 // TestIngestIdempotent: a retried request (same producer and sequence) is
@@ -256,7 +231,7 @@ func TestIngestIdempotent(t *testing.T) {
 		t.Fatalf("spool holds %s", got)
 	}
 	// The table also survives the spool being acknowledged and removed.
-	if err := a.spool.acknowledge(a.spool.log.NextOffset()); err != nil {
+	if err := a.spool.Acknowledge(a.spool.Log().NextOffset()); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -281,7 +256,7 @@ func TestIngestMessageKeepsBoundaries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := a.spool.log.NextOffset(); n != 5 {
+	if n := a.spool.Log().NextOffset(); n != 5 {
 		t.Fatalf("%d messages spooled, want 5", n)
 	}
 	if err := a.IngestMessage(ctx, [][]byte{make([]byte, 3000), make([]byte, 3000)}); !errors.Is(err, ErrRecordTooLarge) {
@@ -313,28 +288,13 @@ func TestIngestHTTPLargeBody(t *testing.T) {
 	}
 }
 
-func TestSplitLines(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"a\nb\n", "a|b"}, {"a\nb", "a|b"}, {"\n\na\r\n", "a\r"}, {"", ""}, {"\n", ""},
-	} {
-		recs, err := splitLines([]byte(tc.in), 100)
-		var parts []string
-		for _, r := range recs {
-			parts = append(parts, string(r))
-		}
-		if err != nil || strings.Join(parts, "|") != tc.want {
-			t.Errorf("%q → %q %v, want %q", tc.in, parts, err, tc.want)
-		}
-	}
-}
-
 // TestIngestResumesPartialRequest: after a crash in the middle of a request
 // split over several messages, the retry spools only what is missing.
 func TestIngestResumesPartialRequest(t *testing.T) {
 	a := newTestAgent(t, t.TempDir(), nil)
 	defer a.Close()
 	// What a crash after the first of two messages leaves behind.
-	a.spool.completed([]mark{{producer: "p", seq: 4, done: 2}})
+	a.spool.Completed([]spool.Mark{{Producer: "p", Seq: 4, Done: 2}})
 	recs := [][]byte{[]byte("r0"), []byte("r1"), []byte("r2"), []byte("r3")}
 	if dup, err := a.IngestFrom(context.Background(), "p", 4, recs); err != nil || dup {
 		t.Fatalf("%v %v", dup, err)
@@ -342,7 +302,7 @@ func TestIngestResumesPartialRequest(t *testing.T) {
 	if got := strings.Join(spooledRecords(t, a), ","); got != "r2,r3" {
 		t.Fatalf("spooled %s, want r2,r3", got)
 	}
-	if p := a.spool.progressOf("p"); p != (progress{seq: 4, done: 4, complete: true}) {
+	if p := a.spool.ProgressOf("p"); p != (spool.Progress{Seq: 4, Done: 4, Complete: true}) {
 		t.Fatalf("progress %+v", p)
 	}
 	if dup, _ := a.IngestFrom(context.Background(), "p", 4, recs); !dup {
@@ -362,46 +322,23 @@ func TestSplitRequestMarksEveryPart(t *testing.T) {
 	if _, err := a.IngestFrom(context.Background(), "p", 1, recs); err != nil {
 		t.Fatal(err)
 	}
-	it := a.spool.log.NewIterator(0, 1<<20)
-	var last mark
+	it := a.spool.Log().NewIterator(0, 1<<20)
+	var last spool.Mark
 	n := 0
 	for it.Next() {
-		m, err := decodeSpooled(it.Value())
+		m, err := spool.Decode(it.Value())
 		if err != nil || len(m.Marks) != 1 {
 			t.Fatalf("message %d: %+v %v", it.Offset(), m.Marks, err)
 		}
-		if mk := m.Marks[0]; mk.done <= last.done || mk.done-last.done != m.Records {
+		if mk := m.Marks[0]; mk.Done <= last.Done || mk.Done-last.Done != m.Records {
 			t.Fatalf("message %d: mark %+v after %+v with %d records", it.Offset(), mk, last, m.Records)
 		}
 		last = m.Marks[0]
 		n++
 	}
-	if n < 3 || !last.complete || last.done != 40 {
+	if n < 3 || !last.Complete || last.Done != 40 {
 		t.Fatalf("%d messages, last mark %+v", n, last)
 	}
-}
-
-// FuzzDecodeState: a damaged delivery-state file is an error, never a
-// panic, and what decodes re-encodes to the same state.
-func FuzzDecodeState(f *testing.F) {
-	f.Add(encodeState(7, map[string]progress{"produce-1": {seq: 3, done: 10, complete: true}}))
-	f.Add(encodeState(0, nil))
-	f.Add([]byte{1, 2, 3})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		w, p, err := decodeState(b)
-		if err != nil {
-			return
-		}
-		w2, p2, err := decodeState(encodeState(w, p))
-		if err != nil || w2 != w || len(p2) != len(p) {
-			t.Fatalf("state does not round-trip: %v", err)
-		}
-		for k, v := range p {
-			if p2[k] != v {
-				t.Fatalf("producer %q: %+v != %+v", k, p2[k], v)
-			}
-		}
-	})
 }
 
 // TestQuotaCountsCompressedBytes: the quota applies to what the spool
@@ -417,10 +354,10 @@ func TestQuotaCountsCompressedBytes(t *testing.T) {
 	// 40 × ~1 MB of records: ten times the quota uncompressed.
 	for i := 0; i < 40; i++ {
 		if err := a.Ingest(context.Background(), batch); err != nil {
-			t.Fatalf("after %d MB uncompressed: %v (spool %d bytes)", i, err, a.spool.size())
+			t.Fatalf("after %d MB uncompressed: %v (spool %d bytes)", i, err, a.spool.Size())
 		}
 	}
-	if sz := a.spool.size(); sz > 4<<20 {
+	if sz := a.spool.Size(); sz > 4<<20 {
 		t.Fatalf("spool accounts %d bytes", sz)
 	}
 }

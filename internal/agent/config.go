@@ -9,12 +9,13 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
-	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/protocol"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -76,9 +77,15 @@ type Config struct {
 	// without traffic) may go unanswered (default 10s). Each ends the
 	// stream and reconnects to the next sink. See health.go.
 	HandshakeTimeout, ProgressTimeout, KeepaliveTimeout time.Duration
-	// DialOptions are extra gRPC dial options: transport credentials (TLS;
-	// default insecure), per-RPC credentials (bearer token).
-	DialOptions []grpc.DialOption
+	// GRPC is how the agent reaches the sinks over gRPC: TLS (default
+	// plaintext), bearer token; the agent sets the keepalive from
+	// KeepaliveTimeout.
+	GRPC grpctransport.ClientOptions
+	// Dialer, when set, replaces gRPC: every connection attempt opens a
+	// session through it, and SinkAddr only names the sinks in logs (one
+	// name per attempt in turn). Tests and the simulation pass a
+	// memconn.Dialer.
+	Dialer protocol.Dialer
 	// IngestTokens, when set, makes the ingest API require
 	// "Authorization: Bearer TOKEN" with a token of this set (HTTP 401
 	// otherwise); see auth.LoadTokens for the file format, whose second
@@ -115,18 +122,20 @@ const (
 	DefaultMaxMessageBytes = defaults.AgentMaxMessage
 )
 
-// ProtocolVersion is the version of the Send protocol this agent speaks:
-// the one internal/delivery, and so the sink, speaks.
-const ProtocolVersion = delivery.ProtocolVersion
+// ProtocolVersion is the version of the Send protocol this agent speaks.
+const ProtocolVersion = protocol.Version
 
 // maxAgentIDLen is the longest agent id (Hello.agent_id's limit).
 const maxAgentIDLen = defaults.MaxAgentIDLen
 
 // batchOverhead is the most internal/batch framing adds around one record
 // (header plus a length prefix).
-const batchOverhead = 16
+const batchOverhead = ingest.BatchOverhead
 
 func (c *Config) setDefaults() {
+	if c.SinkAddr == "" && c.Dialer != nil {
+		c.SinkAddr = "in-process"
+	}
 	if c.SpoolQuota == 0 {
 		c.SpoolQuota = defaults.SpoolQuota
 	}
@@ -164,7 +173,7 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if c.SinkAddr == "" {
+	if c.SinkAddr == "" && c.Dialer == nil {
 		errs = append(errs, errors.New("SinkAddr is required"))
 	}
 	if c.SpoolDir == "" {

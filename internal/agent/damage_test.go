@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 	a.Close()
 	// The sink acknowledged 0..40; the watermark is persisted as it would
 	// be while the segment is still in use.
-	if err := seglog.WriteMeta(spoolDir, stateFile, encodeState(41, nil)); err != nil {
+	if err := spool.WriteState(spoolDir, 41); err != nil {
 		t.Fatal(err)
 	}
 	logDir := filepath.Join(spoolDir, "log")
@@ -66,7 +67,7 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 	}
 	it := l.NewIterator(41, 1<<20)
 	for it.Next() {
-		m, _ := decodeSpooled(it.Value())
+		m, _ := spool.Decode(it.Value())
 		survivors[string(m.Body[len(m.Body)-len("old message 000"):])] = true
 	}
 	l.Close()
@@ -77,14 +78,14 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 		c.SinkAddr, c.ReconnectMin, c.ReconnectMax = ts.addr, 10*time.Millisecond, 100*time.Millisecond
 	})
 	defer a.Close()
-	if next := a.spool.log.NextOffset(); next < 41 {
+	if next := a.spool.Log().NextOffset(); next < 41 {
 		t.Fatalf("new messages would reuse acknowledged ids from %d", next)
 	}
 	if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
 		t.Fatal(err)
 	}
 	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if got["new record"] != 1 {
 		t.Fatalf("new record not delivered: %v", got)
 	}
@@ -102,23 +103,17 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 // settled in the Sender so the ids around them are sent and the
 // watermark can pass them.
 func TestSkipLostHoles(t *testing.T) {
-	sp := &spool{dir: t.TempDir(), producers: map[string]progress{}, watermark: 5, logger: quietLog}
-	var err error
-	if sp.log, err = seglog.Open(filepath.Join(sp.dir, "log")); err != nil {
-		t.Fatal(err)
-	}
-	defer sp.log.Close()
 	s, err := delivery.NewSender(delivery.SenderConfig{Watermark: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	backlog := []spooledInfo{{id: 5, size: 10}, {id: 6, size: 10}, {id: 8, size: 10}, {id: 9, size: 10}, {id: 12, size: 10}}
+	backlog := []spool.Spooled{{ID: 5, Size: 10}, {ID: 6, Size: 10}, {ID: 8, Size: 10}, {ID: 9, Size: 10}, {ID: 12, Size: 10}}
 	lost := []delivery.Range{{First: 7, Last: 7}, {First: 10, Last: 11}}
-	rest, err := skipLost(s, sp, backlog, lost)
+	rest, err := skipLost(s, func(uint64) error { return nil }, backlog, lost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rest) != 1 || rest[0].id != 12 {
+	if len(rest) != 1 || rest[0].ID != 12 {
 		t.Fatalf("rest %+v, want id 12 only", rest)
 	}
 	if err := s.Step(delivery.Spooled(12, 10, 1)); err != nil {
@@ -156,9 +151,9 @@ func TestSpoolMissingHeadStarts(t *testing.T) {
 	}
 	a = newTestAgent(t, dir, small)
 	defer a.Close()
-	first := a.spool.log.FirstOffset()
-	if first == 0 || a.spool.ackedWatermark() != first {
-		t.Fatalf("first %d, watermark %d", first, a.spool.ackedWatermark())
+	first := a.spool.Log().FirstOffset()
+	if first == 0 || a.spool.AckedWatermark() != first {
+		t.Fatalf("first %d, watermark %d", first, a.spool.AckedWatermark())
 	}
 	if got := spooledRecords(t, a); len(got) != 100-int(first) {
 		t.Fatalf("backlog of %d records, want %d", len(got), 100-first)

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/batch"
-	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/sink"
-	"github.com/sluicehq/sluice/internal/storedmsg"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 )
 
 // testSink runs a real sink on a fixed loopback address so it can be
@@ -57,35 +56,52 @@ func (ts *testSink) stop() {
 	}
 }
 
-// storedRecords decodes every record in the sink's store, keyed by content.
-func storedRecords(t *testing.T, s *sink.Sink) map[string]int {
+// storedRecords reads every record in the sink's store back through a
+// Read session (the protocol, not the sink's internals), keyed by
+// content.
+func storedRecords(t *testing.T, ts *testSink) map[string]int {
 	t.Helper()
-	dec := codec.NewDecoder(8 << 20)
+	d, cc, err := grpctransport.Connect(ts.addr, grpctransport.ClientOptions{MaxRecvBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := d.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(nil)
+	if err := c.Send(&protocol.ReadStart{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(&protocol.ReadMore{N: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]int{}
-	it := s.Store().NewIterator(s.Store().FirstOffset(), 1<<20)
-	for it.Next() {
-		m, err := storedmsg.Decode(it.Value())
+	for {
+		f, err := c.Recv()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("reading the store: %v", err)
 		}
-		body, err := dec.Decode(nil, m.Body, m.Codec, m.DictID)
-		if err != nil {
-			t.Fatal(err)
+		switch f := f.(type) {
+		case *protocol.Stored:
+			for _, r := range f.Records {
+				got[string(r)]++
+			}
+		case *protocol.EndOfLog:
+			return got
 		}
-		batch.Decode(body, func(r []byte) error { got[string(r)]++; return nil })
 	}
-	if it.Err() != nil {
-		t.Fatal(it.Err())
-	}
-	return got
 }
 
-func waitAcked(t *testing.T, a *Agent, timeout time.Duration) {
+func waitAcked(t testing.TB, a *Agent, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		st := a.Stats()
-		if st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.ackedWatermark() == a.spool.log.NextOffset() {
+		if st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.AckedWatermark() == a.spool.Log().NextOffset() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -136,7 +152,7 @@ func TestDeliveryAcrossRestarts(t *testing.T) {
 	ts.stop()
 	ts.start() // dedup state must also survive a sink restart
 	defer ts.stop()
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d distinct records, want %d", len(got), len(want))
 	}
@@ -162,7 +178,7 @@ func TestFailoverToNextSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAcked(t, a, 60*time.Second)
-	if got := storedRecords(t, ts.s); got["via the second sink"] != 1 {
+	if got := storedRecords(t, ts); got["via the second sink"] != 1 {
 		t.Fatalf("store: %v", got)
 	}
 }

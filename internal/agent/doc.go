@@ -1,13 +1,24 @@
 // Package agent is sluice's edge agent: it accepts records (HTTP or Go
 // API), packs them into messages, compresses each message once, writes it to
 // a durable local spool before answering, and streams the spool to a sink
-// over one gRPC stream, driving the pure delivery.Sender state machine: a
+// over one session, driving the pure delivery.Sender state machine: a
 // window of in-flight messages identified by their spool offsets, batched
 // acknowledgements, timeouts and resends, credits from the sink, and
 // reconnection with back-off. Acknowledged spool segments are deleted.
 //
-// Goroutines: the batcher packs records into messages; the spool writer
-// appends sealed messages (one fdatasync per group); the loop owns the
-// Sender, the timers and the spool reader; per connection, one goroutine
-// receives from the stream and one writes to it (gRPC allows one of each).
+// This package is the wiring (Config, New, Close, the ingest calls); the
+// jobs are in subpackages, with dependencies pointing one way:
+//
+//	agent ──► ingest (HTTP, batcher, compression, spool writer)
+//	  │          │
+//	  ├──► driver (Sender, sessions) ──► protocol.Dialer (gRPC, memconn)
+//	  │          │
+//	  └──────────┴──► spool (the durable queue), metrics
+//
+// Goroutines: ingest calls pack their records into messages themselves
+// (under the batcher's lock; a timer seals a message that lingered);
+// compression workers compress them in parallel; the spool writer appends sealed
+// messages in order (one fdatasync per group); the driver's loop owns the
+// Sender and its one timer; per session, one goroutine receives from the
+// sink and one writes messages read from the spool.
 package agent

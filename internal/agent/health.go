@@ -1,17 +1,7 @@
 package agent
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/defaults"
 )
@@ -38,14 +28,6 @@ const (
 	DefaultKeepaliveTimeout = defaults.KeepaliveTimeout
 )
 
-func (a *Agent) handshakeTimeout() time.Duration {
-	return orDefault(a.cfg.HandshakeTimeout, DefaultHandshakeTimeout)
-}
-
-func (a *Agent) progressTimeout() time.Duration {
-	return orDefault(a.cfg.ProgressTimeout, DefaultProgressTimeout)
-}
-
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
 		return d
@@ -53,162 +35,11 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// keepaliveOption makes the agent's gRPC connections ping an idle sink
-// and close the connection when a ping goes unanswered, which breaks the
-// stream and makes the agent reconnect (to the next sink, if several).
-// Pings are sent only while a stream is open: the agent always has one
-// when connected, and the sink may refuse pings without streams.
-func keepaliveOption(cfg Config) grpc.DialOption {
-	return grpc.WithKeepaliveParams(keepalive.ClientParameters{
-		Time:    KeepaliveTime,
-		Timeout: orDefault(cfg.KeepaliveTimeout, DefaultKeepaliveTimeout),
-	})
-}
-
-// Reasons the agent itself ends a connection; they are the code label of
-// sluice_agent_last_error next to gRPC's codes.
-var (
-	errHandshakeTimeout = errors.New("no Welcome from the sink within the handshake deadline")
-	errNoProgress       = errors.New("no ack from the sink within the progress deadline while messages were in flight")
-	errVersionMismatch  = errors.New("protocol version mismatch")
-)
-
-// failure is a classified connection error.
-type failure struct {
-	code      string // metric label: a gRPC code name or one of the agent's own reasons
-	permanent bool   // retrying will not help until someone changes a configuration
-	hint      string // what to do about it, for the log
-}
-
-// classify sorts a connection error into what an operator must fix and what
-// clears up by itself. The agent retries both (a fixed token or a
-// redeployed sink must be picked up without a restart), but logs the first
-// kind at ERROR.
-func classify(err error) failure {
-	switch {
-	case errors.Is(err, errHandshakeTimeout):
-		return failure{code: "HandshakeTimeout", hint: "the sink accepts connections but does not answer: frozen, overloaded, or not a sluice sink"}
-	case errors.Is(err, errNoProgress):
-		return failure{code: "ProgressTimeout", hint: "the sink stopped acknowledging: frozen, or its store is stuck"}
-	case errors.Is(err, errVersionMismatch):
-		return failure{code: "VersionMismatch", permanent: true, hint: "upgrade the agent or the sink so they speak the same protocol version"}
-	}
-	st, _ := status.FromError(err)
-	switch st.Code() {
-	case codes.PermissionDenied, codes.Unauthenticated:
-		return failure{code: st.Code().String(), permanent: true, hint: "check the agent's token (--token/--token-file) and the sink's token list"}
-	case codes.InvalidArgument, codes.Unimplemented, codes.FailedPrecondition:
-		return failure{code: st.Code().String(), permanent: true, hint: "the sink refuses this agent's requests: check that agent and sink versions match"}
-	case codes.Unavailable:
-		msg := st.Message()
-		if strings.Contains(msg, "name resolver") || strings.Contains(msg, "no such host") ||
-			strings.Contains(msg, "produced zero addresses") || strings.Contains(msg, "missing port") {
-			return failure{code: "BadAddress", permanent: true, hint: "check the --sink address"}
-		}
-		if strings.Contains(msg, "authentication handshake failed") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
-			return failure{code: "TLS", permanent: true, hint: "check the TLS flags (--tls-ca, --tls-cert, --tls-server-name)"}
-		}
-		return failure{code: "Unavailable", hint: "the sink is down or unreachable; retrying"}
-	case codes.Canceled, codes.DeadlineExceeded:
-		return failure{code: st.Code().String(), hint: "retrying"}
-	}
-	return failure{code: st.Code().String(), hint: "retrying"}
-}
-
-// health is the agent's view of its sink connection, for logs, metrics and
-// Ready. The loop writes it; Ready and the metrics read it.
-type health struct {
-	mu        sync.Mutex
-	connected string             // the sink's address while a stream is established
-	lastErr   error              // the newest connection failure
-	logged    map[string]failure // per sink address: the failure last logged
-}
-
-// ready reports whether a stream to a sink is established.
-func (h *health) ready() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.connected != "" {
-		return nil
-	}
-	if h.lastErr != nil {
-		return fmt.Errorf("not connected to a sink: %w", h.lastErr)
-	}
-	return errors.New("not connected to a sink yet")
-}
-
-// connectedTo records an established stream; it returns the failure last
-// logged for addr, if any, so the loop can log the recovery.
-func (a *Agent) connectedTo(addr string) (recovered *failure) {
-	h := &a.metrics.health
-	h.mu.Lock()
-	h.connected = addr
-	if f, ok := h.logged[addr]; ok {
-		recovered = &f
-		delete(h.logged, addr)
-	}
-	h.mu.Unlock()
-	a.metrics.sinkConnected()
-	return recovered
-}
-
-// failed records a connection failure (a failed dial or a broken stream)
-// and logs it when it differs from the last failure logged for that
-// address: an agent retrying every few seconds against a sink that refuses
-// its token says so once, at ERROR, and again only if the cause changes.
-func (a *Agent) failed(addr string, err error) {
-	f := classify(err)
-	h := &a.metrics.health
-	h.mu.Lock()
-	h.connected, h.lastErr = "", fmt.Errorf("%s: %w", addr, err)
-	if h.logged == nil {
-		h.logged = map[string]failure{}
-	}
-	prev, seen := h.logged[addr]
-	h.logged[addr] = f
-	h.mu.Unlock()
-	a.metrics.sinkFailed(f.code)
-	switch {
-	case seen && prev.code == f.code:
-		a.log.Debug("sink connection failed again", "sink", addr, "code", f.code, "err", err)
-	case f.permanent:
-		a.log.Error("cannot deliver to sink; retrying, but this will not clear up by itself",
-			"sink", addr, "code", f.code, "err", err, "hint", f.hint)
-	default:
-		a.log.Warn("sink connection failed", "sink", addr, "code", f.code, "err", err, "hint", f.hint)
-	}
-}
-
-// Ready reports whether the agent can do its job now: it has a stream to
-// a sink and its spool is writable. It backs the agent's /readyz.
+// Ready reports whether the agent can do its job now: it has a session
+// with a sink and its spool is writable. It backs the agent's /readyz.
 func (a *Agent) Ready() error {
-	if err := a.metrics.health.ready(); err != nil {
+	if err := a.driver.Ready(); err != nil {
 		return err
 	}
 	return a.SpoolWritable()
-}
-
-// handshakeDeadline cancels ctx with errHandshakeTimeout unless stop is
-// called first.
-func handshakeDeadline(d time.Duration, cancel context.CancelCauseFunc) (stop func() bool) {
-	t := time.AfterFunc(d, func() { cancel(errHandshakeTimeout) })
-	return t.Stop
-}
-
-// humanBytes formats a byte count for logs: 262144 → "256 KiB".
-func humanBytes[T ~int | ~int32 | ~int64 | ~uint64](n T) string {
-	v := float64(n)
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", int64(n))
-	}
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%d %s", int64(v), units[i])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
 }

@@ -14,59 +14,45 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 )
 
-// fakeSink is a gRPC server whose Send handler misbehaves as told: it is
-// how a frozen or hostile sink looks to the agent, without stopping a
-// process.
+// fakeSink serves a scripted protocol.Service (see driver_test.go) over
+// real gRPC on loopback: how a frozen or hostile sink looks to the agent
+// through the production transport, without stopping a process.
 type fakeSink struct {
-	sluicev1.UnimplementedSinkServer
-	send func(stream sluicev1.Sink_SendServer) error
 	addr string
 	srv  *grpc.Server
 }
 
-func startFakeSink(t *testing.T, send func(sluicev1.Sink_SendServer) error) *fakeSink {
+func startFakeSink(t *testing.T, svc protocol.Service) *fakeSink {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeSink{send: send, addr: lis.Addr().String(), srv: grpc.NewServer()}
-	sluicev1.RegisterSinkServer(f.srv, f)
+	f := &fakeSink{addr: lis.Addr().String(), srv: grpc.NewServer()}
+	grpctransport.Register(f.srv, svc)
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
 	return f
 }
 
-func (f *fakeSink) Send(stream sluicev1.Sink_SendServer) error { return f.send(stream) }
-
 // silent never answers the Hello: a sink stuck before its handshake.
-func silent(stream sluicev1.Sink_SendServer) error {
-	<-stream.Context().Done()
-	return nil
+func silent() protocol.Service {
+	svc := newFakeService()
+	svc.hello = func(int, *protocol.Hello) (protocol.Frame, error) { return nil, nil }
+	return svc
 }
 
 // neverAcks welcomes the agent with credits, reads what it sends and never
 // acknowledges anything: a sink whose store froze.
-func neverAcks(stream sluicev1.Sink_SendServer) error {
-	if _, err := stream.Recv(); err != nil {
-		return err
-	}
-	w := &sluicev1.Response{Body: &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{
-		ProtocolVersion: ProtocolVersion, Credits: &sluicev1.Credits{MessageLimit: 1 << 20, ByteLimit: 1 << 40}}}}
-	if err := stream.Send(w); err != nil {
-		return err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			return nil
-		}
-	}
+func neverAcks() protocol.Service {
+	svc := newFakeService()
+	svc.message = func(int, *protocol.Message, int) (protocol.Frame, error) { return skipReply, nil }
+	return svc
 }
 
 // syncBuffer is a log destination tests can read while the agent writes.
@@ -149,7 +135,7 @@ next:
 func TestFrozenSinkFailover(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		frozen func(sluicev1.Sink_SendServer) error
+		frozen func() protocol.Service
 		code   string
 	}{
 		{"no Welcome", silent, "HandshakeTimeout"},
@@ -157,7 +143,7 @@ func TestFrozenSinkFailover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			frozen := startFakeSink(t, tc.frozen)
+			frozen := startFakeSink(t, tc.frozen())
 			ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
 			defer ts.stop()
 			reg := prometheus.NewRegistry()
@@ -172,7 +158,7 @@ func TestFrozenSinkFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitAcked(t, a, 30*time.Second)
-			if got := storedRecords(t, ts.s); got["past the frozen sink"] != 1 {
+			if got := storedRecords(t, ts); got["past the frozen sink"] != 1 {
 				t.Fatalf("store: %v", got)
 			}
 			// The first attempt went to the frozen sink; what ended it is
@@ -199,17 +185,18 @@ func TestPermanentErrorIsReported(t *testing.T) {
 		want string                    // in the ERROR line
 	}{
 		{"PermissionDenied", func(t *testing.T) string {
-			return startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
-				return status.Error(codes.PermissionDenied, "this token may not send as agent x")
-			}).addr
+			svc := newFakeService()
+			svc.hello = func(int, *protocol.Hello) (protocol.Frame, error) {
+				return nil, protocol.Errorf(protocol.StatusPermissionDenied, "this token may not send as agent x")
+			}
+			return startFakeSink(t, svc).addr
 		}, "token"},
 		{"VersionMismatch", func(t *testing.T) string {
-			return startFakeSink(t, func(stream sluicev1.Sink_SendServer) error {
-				if _, err := stream.Recv(); err != nil {
-					return err
-				}
-				return stream.Send(&sluicev1.Response{Body: &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{ProtocolVersion: ProtocolVersion + 1}}})
-			}).addr
+			svc := newFakeService()
+			svc.hello = func(int, *protocol.Hello) (protocol.Frame, error) {
+				return &protocol.Welcome{Version: ProtocolVersion + 1}, nil
+			}
+			return startFakeSink(t, svc).addr
 		}, "protocol"},
 		{"BadAddress", func(t *testing.T) string { return "sluice-test-no-such-host.invalid:7000" }, "--sink"},
 	} {
@@ -304,17 +291,6 @@ func TestReadyAndCounters(t *testing.T) {
 	for name, mf := range mfs {
 		if strings.HasSuffix(name, "_total") != (mf.GetType() == dto.MetricType_COUNTER) {
 			t.Errorf("%s is a %v: counters and only counters end in _total", name, mf.GetType())
-		}
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for _, tc := range []struct {
-		n    int64
-		want string
-	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {262144, "256 KiB"}, {1536, "1.5 KiB"}, {5 << 30, "5 GiB"}} {
-		if got := humanBytes(tc.n); got != tc.want {
-			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
 		}
 	}
 }

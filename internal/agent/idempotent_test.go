@@ -19,7 +19,7 @@ func TestIngestIdempotentImmediateRetry(t *testing.T) {
 	defer a.Close()
 	// Let the answered caller run before the writer goes on, as a busy
 	// machine would; with the old order every retry then raced.
-	a.afterAnswer = func() { time.Sleep(100 * time.Microsecond) }
+	a.ingest.AfterAnswer = func() { time.Sleep(100 * time.Microsecond) }
 	ctx := context.Background()
 	// Several producers at once: the spool writer then answers groups of
 	// requests, which widens the window between answer and bookkeeping.

@@ -68,7 +68,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 			}
 			fulls++
 			if time.Now().After(deadline) {
-				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes", i, err, fulls, a.spool.size())
+				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes", i, err, fulls, a.spool.Size())
 			}
 			time.Sleep(5 * time.Millisecond) // wait for acks to free space
 		}
@@ -81,7 +81,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 	}
 	t.Logf("%d refusals with 507 on the way", fulls)
 	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, want %d", len(got), len(want))
 	}
@@ -91,7 +91,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 		}
 	}
 	// Everything acknowledged: at most the active segment is left.
-	if sz := a.spool.size(); sz > a.cfg.spoolSegmentBytes() {
+	if sz := a.spool.Size(); sz > a.cfg.spoolSegmentBytes() {
 		t.Errorf("spool holds %d bytes with everything acknowledged", sz)
 	}
 }
@@ -271,7 +271,7 @@ func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 		}
 	}
 	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts.s)
+	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, %d were accepted", len(got), len(want))
 	}

@@ -3,13 +3,12 @@ package agent
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // TestResendOnSameStream: a sink that silently loses the first copy of
@@ -18,38 +17,14 @@ import (
 // NextDeadline and Tick; the stream is never reset (the progress deadline
 // is far off).
 func TestResendOnSameStream(t *testing.T) {
-	var mu sync.Mutex
-	copies := map[uint64]int{}
-	loseFirst := func(stream sluicev1.Sink_SendServer) error {
-		if _, err := stream.Recv(); err != nil { // Hello
-			return err
+	svc := newFakeService()
+	svc.message = func(_ int, _ *protocol.Message, copies int) (protocol.Frame, error) {
+		if copies == 1 {
+			return skipReply, nil // lost
 		}
-		w := &sluicev1.Response{Body: &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{
-			ProtocolVersion: ProtocolVersion, Credits: &sluicev1.Credits{MessageLimit: 1 << 20, ByteLimit: 1 << 40}}}}
-		if err := stream.Send(w); err != nil {
-			return err
-		}
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				return nil
-			}
-			id := req.GetMessageId()
-			mu.Lock()
-			copies[id]++
-			n := copies[id]
-			mu.Unlock()
-			if n == 1 {
-				continue // lost
-			}
-			ack := &sluicev1.Response{Body: &sluicev1.Response_Ack{Ack: &sluicev1.Ack{
-				Ranges: []*sluicev1.IdRange{{First: id, Last: id}}}}}
-			if err := stream.Send(ack); err != nil {
-				return nil
-			}
-		}
+		return nil, nil
 	}
-	fs := startFakeSink(t, loseFirst)
+	fs := startFakeSink(t, svc)
 	reg := prometheus.NewRegistry()
 	a := newTestAgent(t, filepath.Join(t.TempDir(), "spool"), func(c *Config) {
 		c.SinkAddr, c.Registry = fs.addr, reg
@@ -63,8 +38,7 @@ func TestResendOnSameStream(t *testing.T) {
 		}
 	}
 	waitAcked(t, a, 60*time.Second)
-	mu.Lock()
-	defer mu.Unlock()
+	_, _, copies := svc.snapshot()
 	for id, n := range copies {
 		if n != 2 {
 			t.Errorf("message %d sent %d times, want 2 (lost, then resent once)", id, n)

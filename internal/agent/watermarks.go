@@ -4,9 +4,9 @@ package agent
 // ingest call has returned for is in a message below it. With
 // AckedWatermark it tells a caller when what it ingested so far has
 // reached the sink (the public client's Producer.Flush).
-func (a *Agent) SpoolNext() uint64 { return a.spool.log.NextOffset() }
+func (a *Agent) SpoolNext() uint64 { return a.spool.Log().NextOffset() }
 
 // AckedWatermark is the persisted acknowledged watermark: every message id
 // below it is acknowledged by the sink. It trails the acks by at most the
 // loop's persist interval (100ms), never leads them.
-func (a *Agent) AckedWatermark() uint64 { return a.spool.ackedWatermark() }
+func (a *Agent) AckedWatermark() uint64 { return a.spool.AckedWatermark() }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // ReceiverState is the Receiver's state; see the Receiver state table in
@@ -40,8 +41,9 @@ func (s ReceiverState) String() string {
 	return fmt.Sprintf("ReceiverState(%d)", uint8(s))
 }
 
-// ProtocolVersion is the version this package speaks.
-const ProtocolVersion uint32 = 1
+// ProtocolVersion is the version this package speaks: the protocol's,
+// defined once in internal/protocol.
+const ProtocolVersion = protocol.Version
 
 // Defaults for zero ReceiverConfig fields: the sink's (internal/defaults),
 // so that every layer has the same ones.

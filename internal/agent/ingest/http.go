@@ -1,10 +1,11 @@
-package agent
+package ingest
 
 import (
 	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"net/http"
 	"strconv"
@@ -39,15 +40,15 @@ const MaxRequestBytes = 64 << 20
 // record. With the Sluice-Producer and Sluice-Sequence headers a retried
 // request is recognised and not spooled twice (the answer says
 // duplicate:true).
-func (a *Agent) Handler() http.Handler {
+func (g *Ingester) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/records", a.serveRecords)
+	mux.HandleFunc("/v1/records", g.serveRecords)
 	return mux
 }
 
-func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
-	if a.cfg.IngestTokens != nil {
-		if err := checkBearer(a.cfg.IngestTokens, r.Header.Values("Authorization")); err != nil {
+func (g *Ingester) serveRecords(w http.ResponseWriter, r *http.Request) {
+	if g.cfg.Tokens != nil {
+		if err := checkBearer(g.cfg.Tokens, r.Header.Values("Authorization")); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice ingest"`)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
@@ -58,12 +59,17 @@ func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST with newline-delimited records", http.StatusMethodNotAllowed)
 		return
 	}
-	body, status, err := readBody(w, r)
+	buf := bodyPool.Get().(*bodyBuf)
+	// The records alias buf; IngestFrom has copied them into a message
+	// (or refused them) when it returns, so buf is free again then.
+	defer buf.release()
+	status, err := readBody(w, r, &buf.b)
 	if err != nil {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	records, err := splitLines(body, a.cfg.MaxRecordBytes)
+	records, err := splitLines(buf.recs[:0], buf.b.Bytes(), g.cfg.MaxRecordBytes)
+	buf.recs = records
 	if err != nil {
 		http.Error(w, err.Error(), statusFor(err))
 		return
@@ -80,7 +86,7 @@ func (a *Agent) serveRecords(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	dup, err := a.IngestFrom(r.Context(), producer, seq, records)
+	dup, err := g.IngestFrom(r.Context(), producer, seq, records)
 	if err != nil {
 		http.Error(w, err.Error(), statusFor(err))
 		return
@@ -109,7 +115,7 @@ func checkBearer(tokens *auth.Tokens, values []string) error {
 // MaxRequestBytes bounding both the bytes received and the bytes decoded
 // (a small compressed body can expand to gigabytes). On error it returns
 // the status to answer.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+func readBody(w http.ResponseWriter, r *http.Request, body *bytes.Buffer) (int, error) {
 	in := io.Reader(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	switch enc {
@@ -117,29 +123,59 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(in)
 		if err != nil {
-			return nil, readStatus(err), fmt.Errorf("gzip body: %w", err)
+			return readStatus(err), fmt.Errorf("gzip body: %w", err)
 		}
 		defer zr.Close()
 		in = zr
 	case "zstd":
 		zr := zstdPool.Get().(*zstd.Decoder)
 		if err := zr.Reset(in); err != nil {
-			return nil, readStatus(err), fmt.Errorf("zstd body: %w", err)
+			return readStatus(err), fmt.Errorf("zstd body: %w", err)
 		}
 		// Reset(nil) drops the reference to this request's body.
 		defer func() { zr.Reset(nil); zstdPool.Put(zr) }()
 		in = zr
 	default:
-		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Encoding %q not supported: send identity, gzip or zstd", enc)
+		return http.StatusUnsupportedMediaType, fmt.Errorf("Content-Encoding %q not supported: send identity, gzip or zstd", enc)
 	}
-	body, err := io.ReadAll(io.LimitReader(in, MaxRequestBytes+1))
-	if err != nil {
-		return nil, readStatus(err), fmt.Errorf("reading body: %w", err)
+	if n := r.ContentLength; enc == "" || enc == "identity" {
+		if n > 0 && n <= MaxRequestBytes {
+			// One read into a buffer of the right size: ReadFrom wants
+			// MinRead bytes of room before it sees the end, so without
+			// the extra it would double the buffer (and copy it) at the
+			// very end.
+			body.Grow(int(n) + bytes.MinRead)
+		}
 	}
-	if len(body) > MaxRequestBytes {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body decodes to over %d bytes", MaxRequestBytes)
+	if _, err := body.ReadFrom(io.LimitReader(in, MaxRequestBytes+1)); err != nil {
+		return readStatus(err), fmt.Errorf("reading body: %w", err)
 	}
-	return body, 0, nil
+	if body.Len() > MaxRequestBytes {
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body decodes to over %d bytes", MaxRequestBytes)
+	}
+	return 0, nil
+}
+
+// bodyBuf is a request body and its records, reused across requests.
+type bodyBuf struct {
+	b    bytes.Buffer
+	recs [][]byte
+}
+
+// maxPooledBody: larger bodies are left to the garbage collector, so one
+// huge request does not pin its memory in the pool.
+const maxPooledBody = 4 << 20
+
+var bodyPool = sync.Pool{New: func() any { return new(bodyBuf) }}
+
+func (b *bodyBuf) release() {
+	if b.b.Cap() > maxPooledBody {
+		return
+	}
+	b.b.Reset()
+	clear(b.recs)
+	b.recs = b.recs[:0]
+	bodyPool.Put(b)
 }
 
 // readStatus is 413 when the body went over MaxRequestBytes, else 400.
@@ -163,10 +199,10 @@ var zstdPool = sync.Pool{New: func() any {
 	return d
 }}
 
-// splitLines returns the non-empty lines of body, aliasing it (no copy).
-// Lines end at "\n" only: a record is bytes, and a "\r" in it is data.
-func splitLines(body []byte, maxRecord int) ([][]byte, error) {
-	var out [][]byte
+// splitLines appends to out the non-empty lines of body, aliasing it (no
+// copy). Lines end at "\n" only: a record is bytes, and a "\r" in it is
+// data.
+func splitLines(out [][]byte, body []byte, maxRecord int) ([][]byte, error) {
 	for line := 1; len(body) > 0; line++ {
 		rec := body
 		if i := bytes.IndexByte(body, '\n'); i >= 0 {
@@ -178,7 +214,7 @@ func splitLines(body []byte, maxRecord int) ([][]byte, error) {
 			continue
 		}
 		if len(rec) > maxRecord {
-			return nil, fmt.Errorf("%w: line %d has %d bytes, limit %d", ErrRecordTooLarge, line, len(rec), maxRecord)
+			return out[:0], fmt.Errorf("%w: line %d has %d bytes, limit %d", ErrRecordTooLarge, line, len(rec), maxRecord)
 		}
 		out = append(out, rec)
 	}
@@ -189,7 +225,7 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, ErrRecordTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrSpoolFull), errors.Is(err, ErrNoSpace):
+	case errors.Is(err, spool.ErrFull), errors.Is(err, spool.ErrNoSpace):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable

@@ -1,11 +1,12 @@
-package agent
+package driver
 
 import (
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"math/rand/v2"
 	"time"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // msgMeta is what the loop remembers about a message until it is acked.
@@ -22,7 +23,7 @@ type msgMeta struct {
 // the Sender keeps the resend, reconnect and progress deadlines, and the
 // loop keeps one timer at the Sender's NextDeadline, which steps Tick.
 type loop struct {
-	a    *Agent
+	d    *Driver
 	s    *delivery.Sender
 	conn *conn
 	gen  uint64
@@ -42,11 +43,17 @@ type loop struct {
 	watermark, persisted uint64
 	// addr is the sink of the current stream.
 	addr string
+	// fresh is the record of the message being stepped as Spooled, which
+	// its Send (in the same step) takes to the session writer; what no
+	// Send took is released after the step, so fresh records never pile
+	// up while the window is full or the sink is away.
+	freshID  uint64
+	freshRec *[]byte
 }
 
-func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
-	defer close(a.loopDone)
-	l := &loop{a: a, s: s, meta: map[uint64]msgMeta{}}
+func (d *Driver) run(s *delivery.Sender, spooledCh <-chan []spool.Spooled, backlog []spool.Spooled) {
+	defer close(d.done)
+	l := &loop{d: d, s: s, meta: map[uint64]msgMeta{}}
 	l.clock = time.NewTimer(time.Hour)
 	l.clock.Stop()
 	defer l.clock.Stop()
@@ -57,7 +64,6 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 		l.spooled(in)
 	}
 	l.dial()
-	spooledCh := a.spooledCh
 	for {
 		select {
 		case infos, ok := <-spooledCh:
@@ -68,21 +74,21 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 			for _, in := range infos {
 				l.spooled(in)
 			}
-		case ev := <-a.connCh:
+		case ev := <-d.connCh:
 			l.connEvent(ev)
 		case <-l.clock.C:
 			l.clockArmed = false
-			l.step(delivery.Tick(a.now()))
+			l.step(delivery.Tick(d.now()))
 		case <-persist.C:
 			l.persist()
-		case <-a.ctx.Done():
+		case <-d.ctx.Done():
 			if l.conn != nil {
 				l.conn.close()
 			}
 			l.persist()
 			return
 		}
-		a.metrics.observeSender(l.s, len(l.meta))
+		d.metrics.ObserveSender(l.s, len(l.meta))
 	}
 }
 
@@ -90,7 +96,7 @@ func (a *Agent) runLoop(s *delivery.Sender, backlog []spooledInfo) {
 // timer to the Sender's next deadline.
 func (l *loop) step(ev delivery.Event) {
 	if err := l.s.Step(ev); err != nil {
-		l.a.log.Error("sender rejected an event", "event", ev.String(), "err", err)
+		l.d.log.Error("sender rejected an event", "event", ev.String(), "err", err)
 		return
 	}
 	for _, act := range l.s.Ready() {
@@ -102,7 +108,7 @@ func (l *loop) step(ev delivery.Event) {
 		// while Ready's actions are being carried out.
 		l.stalled = false
 		if l.conn != nil {
-			l.lose(l.addr, errNoProgress, l.a.now())
+			l.lose(l.addr, errNoProgress, l.d.now())
 			return // lose stepped and re-armed
 		}
 	}
@@ -120,7 +126,7 @@ func (l *loop) rearm() {
 		}
 	case !l.clockArmed || at != l.clockAt:
 		// Since Go 1.23 Reset discards a pending fire of the old deadline.
-		l.clock.Reset(time.Duration(at - l.a.now()))
+		l.clock.Reset(time.Duration(at - l.d.now()))
 		l.clockAt, l.clockArmed = at, true
 	}
 }
@@ -129,7 +135,11 @@ func (l *loop) do(act delivery.Action) {
 	switch act.Kind {
 	case delivery.ActionSend:
 		if l.conn != nil {
-			l.conn.enqueue(act.ID)
+			var rec *[]byte
+			if l.freshRec != nil && act.ID == l.freshID {
+				rec, l.freshRec = l.freshRec, nil
+			}
+			l.conn.enqueue(act.ID, rec)
 		}
 	case delivery.ActionArmTimer, delivery.ActionCancelTimer, delivery.ActionCancelAllTimers:
 		// The Sender keeps its timers itself; see rearm.
@@ -151,15 +161,18 @@ func (l *loop) do(act delivery.Action) {
 	}
 }
 
-func (l *loop) spooled(in spooledInfo) {
-	l.meta[in.id] = msgMeta{spooledAt: in.at, payload: int32(in.size), records: int32(in.records), raw: int32(in.raw)}
-	l.step(delivery.Spooled(in.id, in.size, in.at))
+func (l *loop) spooled(in spool.Spooled) {
+	l.meta[in.ID] = msgMeta{spooledAt: in.At, payload: int32(in.Size), records: int32(in.Records), raw: int32(in.Raw)}
+	l.freshID, l.freshRec = in.ID, in.Rec
+	l.step(delivery.Spooled(in.ID, in.Size, in.At))
+	spool.PutBuf(l.freshRec) // not sent now: it is read back when it is
+	l.freshRec = nil
 }
 
 func (l *loop) dial() {
 	l.gen++
 	l.attempts++
-	go l.a.dial(l.gen, l.a.sinkAddr(l.attempts-1), l.attempts-1)
+	go l.d.dial(l.gen, l.attempts-1)
 }
 
 func (l *loop) connEvent(ev connEvent) {
@@ -169,25 +182,26 @@ func (l *loop) connEvent(ev connEvent) {
 		}
 		return
 	}
-	now := l.a.now()
+	now := l.d.now()
 	switch {
 	case ev.err != nil:
 		l.lose(ev.addr, ev.err, now)
 	case ev.welcome != nil:
 		l.conn, l.addr = ev.conn, ev.addr
-		cr := ev.welcome.GetCredits()
-		if max := ev.welcome.GetMaxMessageBytes(); max > 0 && uint64(l.a.cfg.MaxMessageBytes) > max {
-			l.a.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
-				"sink_max", humanBytes(max), "agent_max", humanBytes(l.a.cfg.MaxMessageBytes))
+		w := ev.welcome
+		cr := w.Credits
+		if max := w.MaxMessageBytes; max > 0 && uint64(l.d.cfg.MaxMessageBytes) > max {
+			l.d.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
+				"sink_max", humanBytes(max), "agent_max", humanBytes(l.d.cfg.MaxMessageBytes))
 		}
-		if f := l.a.connectedTo(ev.addr); f != nil {
-			l.a.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
+		if f := l.d.connectedTo(ev.addr); f != nil {
+			l.d.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
 		}
-		l.a.log.Info("connected to sink", "sink", ev.addr, "session", ev.welcome.GetSessionId(),
-			"credit_messages", cr.GetMessageLimit(), "credit_bytes", humanBytes(cr.GetByteLimit()))
-		l.step(delivery.Connected(cr.GetMessageLimit(), cr.GetByteLimit(), now))
-	case ev.resp != nil:
-		l.response(ev.resp, now)
+		l.d.log.Info("connected to sink", "sink", ev.addr, "session", w.SessionID,
+			"credit_messages", cr.Messages, "credit_bytes", humanBytes(cr.Bytes))
+		l.step(delivery.Connected(cr.Messages, cr.Bytes, now))
+	case ev.frame != nil:
+		l.frame(ev.frame, now)
 	}
 }
 
@@ -197,43 +211,47 @@ func (l *loop) lose(addr string, err error, now int64) {
 	if l.conn != nil {
 		l.conn.close()
 		l.conn = nil
-		l.a.metrics.reconnects.Inc() // an established stream was lost
+		l.d.metrics.Reconnects.Inc() // an established stream was lost
 	} else {
-		l.a.metrics.connectFailures.Inc()
+		l.d.metrics.ConnectFailures.Inc()
 	}
-	l.a.failed(addr, err)
+	l.d.failed(addr, err)
 	l.gen++ // nothing more from this connection is relevant
 	l.step(delivery.Disconnected(rand.Float64(), now))
 }
 
-func (l *loop) response(r *sluicev1.Response, now int64) {
-	if ack := r.GetAck(); ack != nil {
+// frame carries one frame of the sink's into the Sender.
+func (l *loop) frame(f protocol.Frame, now int64) {
+	switch f := f.(type) {
+	case *protocol.Ack:
 		l.ranges = l.ranges[:0]
-		for _, rg := range ack.GetRanges() {
-			if rg.GetLast() < rg.GetFirst() {
+		for _, rg := range f.Ranges {
+			if rg.Last < rg.First {
 				continue
 			}
-			l.ranges = append(l.ranges, delivery.Range{First: rg.GetFirst(), Last: rg.GetLast()})
-			l.acked(rg.GetFirst(), rg.GetLast(), now)
+			l.ranges = append(l.ranges, delivery.Range{First: rg.First, Last: rg.Last})
+			l.acked(rg.First, rg.Last, now)
 		}
 		l.step(delivery.Acked(l.ranges, now))
-		return
-	}
-	info := r.GetInfo()
-	if info == nil {
-		return
-	}
-	if c := info.GetCredits(); c != nil {
-		l.step(delivery.Credits(c.GetMessageLimit(), c.GetByteLimit(), now))
-	}
-	if e := info.GetError(); e != nil {
-		l.a.log.Warn("sink refused a message", "id", e.GetMessageId(), "code", e.GetCode().String(),
-			"detail", e.GetDetail(), "retryable", e.GetRetryable())
-		l.a.metrics.rejected.WithLabelValues(e.GetCode().String()).Inc()
-		l.step(delivery.Rejected(e.GetMessageId(), e.GetRetryable(), now))
-	}
-	if st := info.GetStoreStatus(); st != nil {
-		l.a.log.Warn("sink store status", "available", st.GetAvailable(), "detail", st.GetDetail())
+	case *protocol.Credit:
+		if c := f.Credits; c != nil {
+			l.step(delivery.Credits(c.Messages, c.Bytes, now))
+		}
+		if st := f.Store; st != nil {
+			l.d.log.Warn("sink store status", "available", st.Available, "detail", st.Detail)
+		}
+	case *protocol.Error:
+		l.d.log.Warn("sink refused a message", "id", f.MessageID, "code", f.Code.String(),
+			"detail", f.Detail, "retryable", f.Retryable)
+		// The label keeps the wire enum's name (ERROR_CODE_OVERSIZE), as
+		// before the protocol layer existed, so dashboards keep working.
+		l.d.metrics.Rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
+		l.step(delivery.Rejected(f.MessageID, f.Retryable, now))
+	default:
+		// A frame a Send session's sink does not send (a Welcome again):
+		// a newer or broken sink. Ignoring it keeps the session going;
+		// the progress deadline catches a sink that only sends those.
+		l.d.log.Debug("ignoring an unexpected frame from the sink", "frame", protocol.Name(f))
 	}
 }
 
@@ -243,7 +261,7 @@ func (l *loop) acked(first, last uint64, now int64) {
 		// A range wider than what we track: walk the map instead.
 		for id, m := range l.meta {
 			if id >= first && id <= last {
-				l.a.metrics.acked(m, now)
+				l.d.metrics.Acked(int(m.records), int(m.raw), int(m.payload), time.Duration(now-m.spooledAt))
 				delete(l.meta, id)
 			}
 		}
@@ -251,7 +269,7 @@ func (l *loop) acked(first, last uint64, now int64) {
 	}
 	for id := first; ; id++ {
 		if m, ok := l.meta[id]; ok {
-			l.a.metrics.acked(m, now)
+			l.d.metrics.Acked(int(m.records), int(m.raw), int(m.payload), time.Duration(now-m.spooledAt))
 			delete(l.meta, id)
 		}
 		if id == last {
@@ -267,8 +285,8 @@ func (l *loop) persist() {
 	if l.watermark == l.persisted {
 		return
 	}
-	if err := l.a.spool.acknowledge(l.watermark); err != nil {
-		l.a.log.Error("cannot persist acknowledged watermark", "err", err)
+	if err := l.d.spool.Acknowledge(l.watermark); err != nil {
+		l.d.log.Error("cannot persist acknowledged watermark", "err", err)
 		return
 	}
 	l.persisted = l.watermark

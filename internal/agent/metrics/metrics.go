@@ -1,4 +1,8 @@
-package agent
+// Package metrics holds the agent's Prometheus metrics and the counters
+// behind Agent.Stats, shared by ingest (what came in and was spooled) and
+// the driver (what was sent and acknowledged). It depends on nothing of
+// the agent's but the Sender it observes.
+package metrics
 
 import (
 	"sync"
@@ -10,16 +14,17 @@ import (
 	"github.com/sluicehq/sluice/internal/delivery"
 )
 
-// metrics are the agent's Prometheus metrics plus the snapshot behind
+// Metrics are the agent's Prometheus metrics plus the snapshot behind
 // Stats (for progress lines). Everything is safe for concurrent use.
-type metrics struct {
-	ingestRecords, ingestBytes           prometheus.Counter
-	spooledMsgs, rawBytes, wireBytes     prometheus.Counter
-	ackedMsgs, ackedRecords              prometheus.Counter
-	rejected                             *prometheus.CounterVec
-	reconnects, spoolFull, duplicates    prometheus.Counter
-	fsync, ackLatency                    prometheus.Histogram
-	spoolBytes                           func() int64
+type Metrics struct {
+	ingestRecords, ingestBytes        prometheus.Counter
+	spooledMsgs, rawBytes, wireBytes  prometheus.Counter
+	ackedMsgs, ackedRecords           prometheus.Counter
+	Rejected                          *prometheus.CounterVec
+	Reconnects, SpoolFull, Duplicates prometheus.Counter
+	Fsync, ackLatency                 prometheus.Histogram
+	// SpoolBytes reports the spool's size; set it once the spool is open.
+	SpoolBytes                           func() int64
 	mu                                   sync.Mutex
 	st                                   Stats
 	lat                                  *hdrhistogram.Histogram // µs, spool → ack
@@ -29,10 +34,9 @@ type metrics struct {
 	// prev is what they were last advanced to.
 	sent, resent, timeouts prometheus.Counter
 	prev                   delivery.Stats
-	connectFailures        prometheus.Counter
+	ConnectFailures        prometheus.Counter
 	sinkUp                 prometheus.Gauge
 	lastError              *prometheus.GaugeVec
-	health                 health
 }
 
 // Stats is a snapshot of the agent's counters.
@@ -55,14 +59,15 @@ type Stats struct {
 	LatencyP50, LatencyP99, LatencyMax time.Duration
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// New makes the metrics and registers them with reg when it is not nil.
+func New(reg prometheus.Registerer) *Metrics {
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent", Name: name, Help: help})
 	}
 	g := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: name, Help: help})
 	}
-	m := &metrics{
+	m := &Metrics{
 		ingestRecords: c("ingested_records_total", "Records accepted by ingest (durably spooled)."),
 		ingestBytes:   c("ingested_bytes_total", "Record bytes accepted by ingest."),
 		spooledMsgs:   c("spooled_messages_total", "Messages written to the spool."),
@@ -70,16 +75,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		wireBytes:     c("message_bytes_compressed_total", "Message body bytes after compression (as sent)."),
 		ackedMsgs:     c("acked_messages_total", "Messages acknowledged by the sink."),
 		ackedRecords:  c("acked_records_total", "Records in acknowledged messages."),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "rejected_messages_total", Help: "Messages the sink refused, by error code."}, []string{"code"}),
-		reconnects:      c("reconnects_total", "Established sink streams that were lost (the agent then reconnects); failed connection attempts are connect_failures_total."),
-		connectFailures: c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
+		Reconnects:      c("reconnects_total", "Established sink streams that were lost (the agent then reconnects); failed connection attempts are connect_failures_total."),
+		ConnectFailures: c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
 		sinkUp:          g("sink_up", "1 while a stream to a sink is established, else 0."),
 		lastError: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "last_error",
-			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS or a gRPC code); no series while connected."}, []string{"code"}),
-		spoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
-		duplicates: c("duplicate_requests_total", "Ingest retries of requests already spooled, answered without spooling again."),
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
+			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS, Unimplemented or a protocol session status); no series while connected."}, []string{"code"}),
+		SpoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
+		Duplicates: c("duplicate_requests_total", "Ingest retries of requests already spooled, answered without spooling again."),
+		Fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "spool_fsync_seconds", Help: "Latency of spool fdatasyncs.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "ack_latency_seconds", Help: "Time from a message being spooled to its acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
@@ -91,21 +96,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sent:          c("sent_messages_total", "Messages sent, resends included."),
 		resent:        c("resent_messages_total", "Messages sent again after a timeout, rejection or reconnect."),
 		timeouts:      c("resend_timeouts_total", "Resend timeouts (a message unacknowledged for an RTO)."),
-		spoolBytes:    func() int64 { return 0 },
+		SpoolBytes:    func() int64 { return 0 },
 		lat:           hdrhistogram.New(1, 3_600_000_000, 3),
 	}
 	if reg != nil {
 		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
-			m.ackedRecords, m.rejected, m.reconnects, m.spoolFull, m.duplicates, m.fsync, m.ackLatency, m.inflightMsgs,
+			m.ackedRecords, m.Rejected, m.Reconnects, m.SpoolFull, m.Duplicates, m.Fsync, m.ackLatency, m.inflightMsgs,
 			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
-			m.connectFailures, m.sinkUp, m.lastError,
+			m.ConnectFailures, m.sinkUp, m.lastError,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
-				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.spoolBytes()) }))
+				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.SpoolBytes()) }))
 	}
 	return m
 }
 
-func (m *metrics) ingested(records int, bytes int64) {
+// Ingested counts records accepted by ingest.
+func (m *Metrics) Ingested(records int, bytes int64) {
 	m.ingestRecords.Add(float64(records))
 	m.ingestBytes.Add(float64(bytes))
 	m.mu.Lock()
@@ -114,32 +120,36 @@ func (m *metrics) ingested(records int, bytes int64) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) spooled(s *sealedMsg) {
+// Spooled counts one message written to the spool: raw bytes before
+// compression, payload after.
+func (m *Metrics) Spooled(raw, payload int) {
 	m.spooledMsgs.Inc()
-	m.rawBytes.Add(float64(s.raw))
-	m.wireBytes.Add(float64(s.payload))
+	m.rawBytes.Add(float64(raw))
+	m.wireBytes.Add(float64(payload))
 	m.mu.Lock()
 	m.st.SpooledMessages++
-	m.st.RawBytes += uint64(s.raw)
-	m.st.WireBytes += uint64(s.payload)
+	m.st.RawBytes += uint64(raw)
+	m.st.WireBytes += uint64(payload)
 	m.mu.Unlock()
 }
 
-func (m *metrics) acked(mm msgMeta, now int64) {
-	d := time.Duration(now - mm.spooledAt)
+// Acked counts one message acknowledged by the sink, d after it was
+// spooled.
+func (m *Metrics) Acked(records, raw, payload int, d time.Duration) {
 	m.ackedMsgs.Inc()
-	m.ackedRecords.Add(float64(mm.records))
+	m.ackedRecords.Add(float64(records))
 	m.ackLatency.Observe(d.Seconds())
 	m.mu.Lock()
 	m.st.AckedMessages++
-	m.st.AckedRecords += uint64(mm.records)
-	m.st.AckedRawBytes += uint64(mm.raw)
-	m.st.AckedWireBytes += uint64(mm.payload)
+	m.st.AckedRecords += uint64(records)
+	m.st.AckedRawBytes += uint64(raw)
+	m.st.AckedWireBytes += uint64(payload)
 	_ = m.lat.RecordValue(max(d.Microseconds(), 1))
 	m.mu.Unlock()
 }
 
-func (m *metrics) observeSender(s *delivery.Sender, unacked int) {
+// ObserveSender copies the Sender's state into the gauges and counters.
+func (m *Metrics) ObserveSender(s *delivery.Sender, unacked int) {
 	msgs, bytes := s.InFlight()
 	wm, wb := s.Window()
 	st := s.Stats()
@@ -160,13 +170,13 @@ func (m *metrics) observeSender(s *delivery.Sender, unacked int) {
 	m.mu.Unlock()
 }
 
-// snapshot returns the counters; the latency quantiles (a walk of the
+// Snapshot returns the counters; the latency quantiles (a walk of the
 // histogram, tens of microseconds) only withLatency.
-func (m *metrics) snapshot(withLatency bool) Stats {
+func (m *Metrics) Snapshot(withLatency bool) Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.st
-	st.SpoolBytes = m.spoolBytes()
+	st.SpoolBytes = m.SpoolBytes()
 	if withLatency {
 		st.LatencyP50 = time.Duration(m.lat.ValueAtQuantile(50)) * time.Microsecond
 		st.LatencyP99 = time.Duration(m.lat.ValueAtQuantile(99)) * time.Microsecond
@@ -175,12 +185,14 @@ func (m *metrics) snapshot(withLatency bool) Stats {
 	return st
 }
 
-func (m *metrics) sinkConnected() {
+// SinkConnected: a session to a sink is established.
+func (m *Metrics) SinkConnected() {
 	m.sinkUp.Set(1)
 	m.lastError.Reset()
 }
 
-func (m *metrics) sinkFailed(code string) {
+// SinkFailed: not connected, the newest failure is code.
+func (m *Metrics) SinkFailed(code string) {
 	m.sinkUp.Set(0)
 	m.lastError.Reset()
 	m.lastError.WithLabelValues(code).Set(1)

@@ -1,4 +1,10 @@
-package agent
+// Package Spool is the agent's durable queue: a seglog of messages whose
+// offsets are their delivery ids, the agent's stable id, the acknowledged
+// watermark and the producers' progress marks (what makes ingest retries
+// exact), and the quota that bounds it on disk. It knows nothing of the
+// network: ingest appends to it, the driver reads from it and reports
+// acknowledgements.
+package spool
 
 import (
 	"crypto/rand"
@@ -17,135 +23,176 @@ import (
 	"github.com/sluicehq/sluice/seglog"
 )
 
-// A spooled message is one seglog record:
+// A spooled message is one seglog record (a Record):
 //
 //	0  uint8   spool record version (1)
 //	1  uint8   codec kind (codec.Plain, codec.Zstd, codec.ZstdDict)
 //	2  uint32  dictionary id (0 unless ZstdDict)
 //	6  uint32  number of records in the body
-//	10 uint16  number of producer marks, then per mark:
+//	10 uint16  number of producer marks, then per Mark:
 //	           uint8 length, producer id, uint64 sequence,
 //	           uint32 records of the request spooled up to here,
 //	           uint8 1 if that is the whole request
 //	.. body    the message as it goes on the wire (internal/batch, compressed)
 //
-// The message id on the wire is the record's offset in the spool. A mark is
+// The message id on the wire is the record's offset in the spool. A Mark is
 // stored in every message holding records of a producer's request, so the
-// progress of each request is durable exactly when its records are: after a
+// Progress of each request is durable exactly when its records are: after a
 // crash in the middle of a request split over several messages, a retry
 // spools only the records that are missing. This is what makes ingest
 // retries exact.
+// Errors of an append, to test with errors.Is.
+var (
+	// ErrFull: the spool reached its quota.
+	ErrFull = errors.New("agent: spool quota reached")
+	// ErrNoSpace: the spool's disk is full (ENOSPC or EDQUOT).
+	ErrNoSpace = errors.New("agent: no space left on the spool's disk")
+)
+
+// Spooled tells the driver a message is in the spool.
+type Spooled struct {
+	ID      uint64
+	Size    int64 // wire bytes
+	Records int
+	Raw     int   // uncompressed bytes
+	At      int64 // the agent's clock
+	// Rec, when set, is the spool record as appended (from GetBuf): the
+	// driver may send the message from it instead of reading it back, and
+	// then owns it (PutBuf when done). Nil for messages spooled before
+	// the start.
+	Rec *[]byte
+}
+
+// bufPool holds spool record buffers: ingest encodes a message into one
+// and appends it; the driver sends the fresh message from it and puts it
+// back, so a message is read back from disk only when it is resent.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// GetBuf returns an empty record buffer.
+func GetBuf() *[]byte {
+	b := bufPool.Get().(*[]byte)
+	*b = (*b)[:0]
+	return b
+}
+
+// PutBuf returns a buffer from GetBuf; nil is ignored.
+func PutBuf(b *[]byte) {
+	if b != nil {
+		bufPool.Put(b)
+	}
+}
+
 const (
 	markTail          = 8 + 4 + 1 // seq, done, complete
 	spoolVersion      = 1
 	spoolFixedHeader  = 12
-	maxProducerIDLen  = 64
+	MaxProducerIDLen  = 64
 	maxMarksPerRecord = 1 << 16
 )
 
-// mark records how far request seq of producer is spooled.
-type mark struct {
-	producer string
-	seq      uint64
-	done     uint32 // records of the request spooled, this message included
-	complete bool   // done is the whole request
+// Mark records how far request Seq of Producer is spooled.
+type Mark struct {
+	Producer string
+	Seq      uint64
+	Done     uint32 // records of the request spooled, this message included
+	Complete bool   // Done is the whole request
 }
 
-// progress is the newest request of a producer and how far it got.
-type progress struct {
-	seq      uint64
-	done     uint32
-	complete bool
+// Progress is the newest request of a producer and how far it got.
+type Progress struct {
+	Seq      uint64
+	Done     uint32
+	Complete bool
 }
 
-// after reports whether m is further along than p.
-func (p progress) before(m mark) bool {
-	return m.seq > p.seq || (m.seq == p.seq && (m.done > p.done || (m.complete && !p.complete)))
+// Before reports whether m is further along than p.
+func (p Progress) Before(m Mark) bool {
+	return m.Seq > p.Seq || (m.Seq == p.Seq && (m.Done > p.Done || (m.Complete && !p.Complete)))
 }
 
-// spooled is a decoded spool record; Body aliases the buffer it came from.
-type spooled struct {
+// Record is a decoded spool record; Body aliases the buffer it came from.
+type Record struct {
 	Kind    codec.Kind
 	DictID  uint32
 	Records uint32
-	Marks   []mark
+	Marks   []Mark
 	Body    []byte
 }
 
-// appendSpooledHeader appends everything but the body.
-func appendSpooledHeader(dst []byte, m spooled) []byte {
+// AppendHeader appends everything but the body.
+func AppendHeader(dst []byte, m Record) []byte {
 	dst = append(dst, spoolVersion, byte(m.Kind))
 	dst = binary.LittleEndian.AppendUint32(dst, m.DictID)
 	dst = binary.LittleEndian.AppendUint32(dst, m.Records)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(m.Marks)))
 	for _, mk := range m.Marks {
-		dst = append(dst, byte(len(mk.producer)))
-		dst = append(dst, mk.producer...)
-		dst = binary.LittleEndian.AppendUint64(dst, mk.seq)
-		dst = binary.LittleEndian.AppendUint32(dst, mk.done)
-		dst = append(dst, boolByte(mk.complete))
+		dst = append(dst, byte(len(mk.Producer)))
+		dst = append(dst, mk.Producer...)
+		dst = binary.LittleEndian.AppendUint64(dst, mk.Seq)
+		dst = binary.LittleEndian.AppendUint32(dst, mk.Done)
+		dst = append(dst, boolByte(mk.Complete))
 	}
 	return dst
 }
 
-func appendSpooled(dst []byte, m spooled) []byte {
-	return append(appendSpooledHeader(dst, m), m.Body...)
+func Append(dst []byte, m Record) []byte {
+	return append(AppendHeader(dst, m), m.Body...)
 }
 
-var errBadSpoolRecord = errors.New("agent: malformed spool record")
+var ErrBadRecord = errors.New("agent: malformed spool record")
 
-func decodeSpooled(b []byte) (spooled, error) {
+func Decode(b []byte) (Record, error) {
 	if len(b) < spoolFixedHeader {
-		return spooled{}, fmt.Errorf("%w: %d bytes, header needs %d", errBadSpoolRecord, len(b), spoolFixedHeader)
+		return Record{}, fmt.Errorf("%w: %d bytes, header needs %d", ErrBadRecord, len(b), spoolFixedHeader)
 	}
 	if b[0] != spoolVersion {
-		return spooled{}, fmt.Errorf("%w: version %d", errBadSpoolRecord, b[0])
+		return Record{}, fmt.Errorf("%w: version %d", ErrBadRecord, b[0])
 	}
 	k := codec.Kind(b[1])
 	if k != codec.Plain && k != codec.Zstd && k != codec.ZstdDict {
-		return spooled{}, fmt.Errorf("%w: codec %d", errBadSpoolRecord, b[1])
+		return Record{}, fmt.Errorf("%w: codec %d", ErrBadRecord, b[1])
 	}
-	m := spooled{Kind: k, DictID: binary.LittleEndian.Uint32(b[2:6]), Records: binary.LittleEndian.Uint32(b[6:10])}
+	m := Record{Kind: k, DictID: binary.LittleEndian.Uint32(b[2:6]), Records: binary.LittleEndian.Uint32(b[6:10])}
 	if (k == codec.ZstdDict) != (m.DictID != 0) {
-		return spooled{}, fmt.Errorf("%w: codec %v with dictionary id %d", errBadSpoolRecord, k, m.DictID)
+		return Record{}, fmt.Errorf("%w: codec %v with dictionary id %d", ErrBadRecord, k, m.DictID)
 	}
 	n := int(binary.LittleEndian.Uint16(b[10:12]))
 	p := spoolFixedHeader
 	for i := 0; i < n; i++ {
 		if p >= len(b) {
-			return spooled{}, fmt.Errorf("%w: mark %d cut short", errBadSpoolRecord, i)
+			return Record{}, fmt.Errorf("%w: Mark %d cut short", ErrBadRecord, i)
 		}
 		l := int(b[p])
-		if l == 0 || l > maxProducerIDLen || p+1+l+markTail > len(b) {
-			return spooled{}, fmt.Errorf("%w: mark %d: producer id of %d bytes at %d", errBadSpoolRecord, i, l, p)
+		if l == 0 || l > MaxProducerIDLen || p+1+l+markTail > len(b) {
+			return Record{}, fmt.Errorf("%w: Mark %d: producer id of %d bytes at %d", ErrBadRecord, i, l, p)
 		}
 		t := b[p+1+l:]
 		if t[12] > 1 {
-			return spooled{}, fmt.Errorf("%w: mark %d: complete flag %d", errBadSpoolRecord, i, t[12])
+			return Record{}, fmt.Errorf("%w: Mark %d: complete flag %d", ErrBadRecord, i, t[12])
 		}
-		m.Marks = append(m.Marks, mark{producer: string(b[p+1 : p+1+l]), seq: binary.LittleEndian.Uint64(t),
-			done: binary.LittleEndian.Uint32(t[8:]), complete: t[12] == 1})
+		m.Marks = append(m.Marks, Mark{Producer: string(b[p+1 : p+1+l]), Seq: binary.LittleEndian.Uint64(t),
+			Done: binary.LittleEndian.Uint32(t[8:]), Complete: t[12] == 1})
 		p += 1 + l + markTail
 	}
 	m.Body = b[p:]
 	return m, nil
 }
 
-// spool is the agent's durable queue: a seglog of messages, the agent's
+// Spool is the agent's durable queue: a seglog of messages, the agent's
 // stable id, and the acknowledged watermark.
-type spool struct {
+type Spool struct {
 	dir    string
 	logger *slog.Logger
 	lock   *dirlock.Lock
-	log    *seglog.Log
+	seg    *seglog.Log
 	id     string
 	quota  int64
 
 	mu        sync.Mutex
 	watermark uint64 // every id below is acknowledged (persisted)
-	// producers maps a producer id to the progress of its newest request
-	// (see mark).
-	producers map[string]progress
+	// producers maps a producer id to the Progress of its newest request
+	// (see Mark).
+	producers map[string]Progress
 	// warnings are what openSpool had to work around, for New to log.
 	warnings  []string
 	diskBytes int64 // segment bytes on disk, refreshed after removals
@@ -164,7 +211,7 @@ const (
 	stateFile = "delivery-state"
 )
 
-func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts ...seglog.Option) (sp *spool, err error) {
+func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...seglog.Option) (sp *Spool, err error) {
 	// One process per spool: a second writer would interleave appends
 	// and break checksums, and acknowledge records the other never sent.
 	lock, err := dirlock.Acquire(dir, "spool")
@@ -176,7 +223,7 @@ func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts
 			lock.Release()
 		}
 	}()
-	s := &spool{dir: dir, quota: quota, lock: lock, logger: logger}
+	s := &Spool{dir: dir, quota: quota, lock: lock, logger: logger}
 	id, err := seglog.ReadMeta(dir, agentIDFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -204,7 +251,7 @@ func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts
 	state, err := seglog.ReadMeta(dir, stateFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		s.producers = map[string]progress{}
+		s.producers = map[string]Progress{}
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
 	default:
@@ -213,7 +260,7 @@ func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts
 		}
 	}
 	logDir := filepath.Join(dir, "log")
-	s.log, err = seglog.Open(logDir, opts...)
+	s.seg, err = seglog.Open(logDir, opts...)
 	if err != nil {
 		var ce *seglog.CorruptionError
 		if errors.As(err, &ce) {
@@ -226,17 +273,17 @@ func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts
 		}
 		return nil, err
 	}
-	if next := s.log.NextOffset(); s.watermark > next {
+	if next := s.seg.NextOffset(); s.watermark > next {
 		// The log lost records the sink had acknowledged (a repair cut it
 		// short). Never reuse their ids: the sink would take new messages
 		// under them for duplicates. Move the log forward instead.
-		if _, err := s.log.RemoveBefore(s.watermark); err != nil {
-			s.log.Close()
+		if _, err := s.seg.RemoveBefore(s.watermark); err != nil {
+			s.seg.Close()
 			return nil, fmt.Errorf("agent: spool %s: move the log from %d to the acknowledged watermark %d: %w", dir, next, s.watermark, err)
 		}
 		s.warnings = append(s.warnings, fmt.Sprintf("acknowledged watermark %d is beyond the log's end %d (a repair removed acknowledged records); new messages start at %d", s.watermark, next, s.watermark))
 	}
-	if first := s.log.FirstOffset(); s.watermark < first {
+	if first := s.seg.FirstOffset(); s.watermark < first {
 		// Gone before their ack was persisted: removed after their ack
 		// when the disk was too full to write the state file, or lost.
 		s.warnings = append(s.warnings, fmt.Sprintf("messages %d to %d are not in the spool (the log starts at %d); unless they were acknowledged while the disk was full, they are lost", s.watermark, first-1, first))
@@ -247,7 +294,7 @@ func openSpool(dir string, quota int64, wantID string, logger *slog.Logger, opts
 }
 
 // measure recomputes the spool's size on disk.
-func (s *spool) measure() {
+func (s *Spool) measure() {
 	var total int64
 	entries, _ := os.ReadDir(filepath.Join(s.dir, "log"))
 	for _, e := range entries {
@@ -260,10 +307,10 @@ func (s *spool) measure() {
 	s.mu.Unlock()
 }
 
-// reserve checks the quota for n more bytes and counts them. When they do
+// Reserve checks the quota for n more bytes and counts them. When they do
 // not fit it first frees what is acknowledged: RemoveBefore may have left
 // the active segment in place while an append was running.
-func (s *spool) reserve(n int64) bool {
+func (s *Spool) Reserve(n int64) bool {
 	if s.tryReserve(n) {
 		return true
 	}
@@ -271,7 +318,7 @@ func (s *spool) reserve(n int64) bool {
 	return s.tryReserve(n)
 }
 
-func (s *spool) tryReserve(n int64) bool {
+func (s *Spool) tryReserve(n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.quota > 0 && s.diskBytes+s.appended+s.reserved+n > s.quota {
@@ -282,8 +329,8 @@ func (s *spool) tryReserve(n int64) bool {
 }
 
 // reclaim removes acknowledged segments.
-func (s *spool) reclaim() {
-	n, err := s.log.RemoveBefore(s.ackedWatermark())
+func (s *Spool) reclaim() {
+	n, err := s.seg.RemoveBefore(s.AckedWatermark())
 	if n > 0 {
 		s.measure()
 	}
@@ -292,20 +339,21 @@ func (s *spool) reclaim() {
 	}
 }
 
-func (s *spool) size() int64 {
+// Size is the spool's bytes on disk plus what ingest calls reserved.
+func (s *Spool) Size() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.diskBytes + s.appended + s.reserved
 }
 
-// acknowledge persists a new watermark, with the producer table as it is
+// Acknowledge persists a new watermark, with the producer table as it is
 // now (every entry in it is durably spooled, so it is safe to persist), and
 // then deletes segments below the watermark. When the disk is full the
 // segments are deleted even though the state file could not be written:
 // the sink has them, so the only cost is a warning at the next start, and
 // it is what frees the disk the spool itself filled. The caller retries
 // the state file.
-func (s *spool) acknowledge(w uint64) error {
+func (s *Spool) Acknowledge(w uint64) error {
 	s.mu.Lock()
 	if w <= s.watermark {
 		s.mu.Unlock()
@@ -314,8 +362,8 @@ func (s *spool) acknowledge(w uint64) error {
 	state := encodeState(w, s.producers)
 	s.mu.Unlock()
 	if err := seglog.WriteMeta(s.dir, stateFile, state); err != nil {
-		if isNoSpace(err) {
-			if n, _ := s.log.RemoveBefore(w); n > 0 {
+		if IsNoSpace(err) {
+			if n, _ := s.seg.RemoveBefore(w); n > 0 {
 				s.measure()
 			}
 		}
@@ -325,42 +373,42 @@ func (s *spool) acknowledge(w uint64) error {
 	s.watermark = w
 	s.mu.Unlock()
 	upTo := w
-	if s.quota > 0 && s.size() < s.quota/2 && w > 0 {
+	if s.quota > 0 && s.Size() < s.quota/2 && w > 0 {
 		// Far from the quota, keep the active segment even when all of it
 		// is acknowledged: with a trickle of records, replacing it on every
 		// ack would create and delete a file every 100 ms. Sealed segments
 		// go as usual; under quota pressure reclaim replaces it.
 		upTo = w - 1
 	}
-	n, err := s.log.RemoveBefore(upTo)
+	n, err := s.seg.RemoveBefore(upTo)
 	if n > 0 {
 		s.measure()
 	}
 	return err
 }
 
-// isNoSpace reports whether err is the disk (or the user's disk quota)
+// IsNoSpace reports whether err is the disk (or the user's disk quota)
 // being full.
-func isNoSpace(err error) bool {
+func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
-// appendDone records the outcome of an append for SpoolWritable.
-func (s *spool) appendDone(err error) {
+// AppendDone records the outcome of an append for Writable.
+func (s *Spool) AppendDone(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
 		s.noSpace = nil
-	case isNoSpace(err):
+	case IsNoSpace(err):
 		s.noSpace = err
 	case errors.Is(err, seglog.ErrBroken):
 		s.broken = err
 	}
 }
 
-// writable is nil when an append can be expected to succeed.
-func (s *spool) writable(headroom int64) error {
+// Writable is nil when an append can be expected to succeed.
+func (s *Spool) Writable(headroom int64) error {
 	s.mu.Lock()
 	broken, noSpace := s.broken, s.noSpace
 	s.mu.Unlock()
@@ -375,29 +423,29 @@ func (s *spool) writable(headroom int64) error {
 			return fmt.Errorf("%w: %v", ErrNoSpace, noSpace)
 		}
 	}
-	if s.quota > 0 && s.size()+headroom > s.quota {
+	if s.quota > 0 && s.Size()+headroom > s.quota {
 		s.reclaim()
-		if sz := s.size(); sz+headroom > s.quota {
-			return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrSpoolFull, sz, s.quota)
+		if sz := s.Size(); sz+headroom > s.quota {
+			return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrFull, sz, s.quota)
 		}
 	}
 	return nil
 }
 
-// progressOf is the progress of producer's newest request.
-func (s *spool) progressOf(producer string) progress {
+// ProgressOf is the progress of producer's newest request.
+func (s *Spool) ProgressOf(producer string) Progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.producers[producer]
 }
 
-// completed records spooled marks.
-func (s *spool) completed(marks []mark) {
+// Completed records the marks of spooled messages.
+func (s *Spool) Completed(marks []Mark) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range marks {
-		if p := s.producers[m.producer]; p.before(m) {
-			s.producers[m.producer] = progress{seq: m.seq, done: m.done, complete: m.complete}
+		if p := s.producers[m.Producer]; p.Before(m) {
+			s.producers[m.Producer] = Progress{Seq: m.Seq, Done: m.Done, Complete: m.Complete}
 		}
 	}
 	// Producers are one per `sluice produce` run; forget the oldest-looking
@@ -408,8 +456,8 @@ func (s *spool) completed(marks []mark) {
 		var victim string
 		low := ^uint64(0)
 		for p, q := range s.producers {
-			if q.seq < low {
-				victim, low = p, q.seq
+			if q.Seq < low {
+				victim, low = p, q.Seq
 			}
 		}
 		delete(s.producers, victim)
@@ -418,26 +466,33 @@ func (s *spool) completed(marks []mark) {
 
 const maxProducers = 100_000
 
-func encodeState(w uint64, producers map[string]progress) []byte {
+// WriteState sets the persisted acknowledged watermark of a spool that no
+// process has open, with an empty producer table: for repair tools and
+// tests that fake what a sink acknowledged.
+func WriteState(dir string, watermark uint64) error {
+	return seglog.WriteMeta(dir, stateFile, encodeState(watermark, nil))
+}
+
+func encodeState(w uint64, producers map[string]Progress) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, w)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(producers)))
 	for p, q := range producers {
 		b = append(b, byte(len(p)))
 		b = append(b, p...)
-		b = binary.LittleEndian.AppendUint64(b, q.seq)
-		b = binary.LittleEndian.AppendUint32(b, q.done)
-		b = append(b, boolByte(q.complete))
+		b = binary.LittleEndian.AppendUint64(b, q.Seq)
+		b = binary.LittleEndian.AppendUint32(b, q.Done)
+		b = append(b, boolByte(q.Complete))
 	}
 	return b
 }
 
-func decodeState(b []byte) (uint64, map[string]progress, error) {
+func decodeState(b []byte) (uint64, map[string]Progress, error) {
 	if len(b) < 12 {
 		return 0, nil, fmt.Errorf("%d bytes, want at least 12", len(b))
 	}
 	w := binary.LittleEndian.Uint64(b)
 	n := int(binary.LittleEndian.Uint32(b[8:]))
-	producers := make(map[string]progress, min(n, maxProducers))
+	producers := make(map[string]Progress, min(n, maxProducers))
 	p := 12
 	for i := 0; i < n; i++ {
 		if p >= len(b) {
@@ -448,8 +503,8 @@ func decodeState(b []byte) (uint64, map[string]progress, error) {
 			return 0, nil, fmt.Errorf("producer %d: bad length %d at %d", i, l, p)
 		}
 		t := b[p+1+l:]
-		producers[string(b[p+1:p+1+l])] = progress{seq: binary.LittleEndian.Uint64(t),
-			done: binary.LittleEndian.Uint32(t[8:]), complete: t[12] == 1}
+		producers[string(b[p+1:p+1+l])] = Progress{Seq: binary.LittleEndian.Uint64(t),
+			Done: binary.LittleEndian.Uint32(t[8:]), Complete: t[12] == 1}
 		p += 1 + l + markTail
 	}
 	if p != len(b) {
@@ -465,29 +520,42 @@ func boolByte(b bool) byte {
 	return 0
 }
 
-func (s *spool) ackedWatermark() uint64 {
+// AckedWatermark is the persisted acknowledged watermark: every id below
+// it is acknowledged by the sink.
+func (s *Spool) AckedWatermark() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.watermark
 }
 
-func (s *spool) close() error {
-	err := s.log.Close()
+// ID is the agent's stable id, kept in the spool directory.
+func (s *Spool) ID() string { return s.id }
+
+// Log is the spool's log: message id = offset. Readers (the driver) make
+// their own iterators; only ingest appends.
+func (s *Spool) Log() *seglog.Log { return s.seg }
+
+// Warnings are what Open had to work around, for the caller to log.
+func (s *Spool) Warnings() []string { return s.warnings }
+
+// Close closes the log and releases the directory lock.
+func (s *Spool) Close() error {
+	err := s.seg.Close()
 	s.lock.Release()
 	return err
 }
 
-// release returns quota reserved for bytes that were never written.
-func (s *spool) release(n int64) {
+// Release returns quota reserved for bytes that were never written.
+func (s *Spool) Release(n int64) {
 	s.mu.Lock()
 	s.reserved -= n
 	s.mu.Unlock()
 }
 
-// settle replaces a reservation, made from uncompressed sizes before
+// Settle replaces a reservation, made from uncompressed sizes before
 // compression, with the bytes the spool record really took; otherwise a
 // well-compressing stream would hit the quota long before the disk fills.
-func (s *spool) settle(reserved, written int64) {
+func (s *Spool) Settle(reserved, written int64) {
 	s.mu.Lock()
 	s.reserved -= reserved
 	s.appended += written

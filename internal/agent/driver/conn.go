@@ -1,0 +1,254 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// connEvent is what a connection reports to the loop. gen identifies the
+// connection, so reports from an older one are ignored.
+type connEvent struct {
+	gen     uint64
+	conn    *conn
+	welcome *protocol.Welcome // set once the handshake is done
+	frame   protocol.Frame    // set for every later frame from the sink
+	err     error             // set when the connection ended
+	addr    string            // the sink's address
+}
+
+// conn is one Send session. The loop enqueues message ids; the writer
+// goroutine reads each from the spool and sends it, so the loop never
+// blocks on the transport's flow control or copies message bodies.
+type conn struct {
+	gen    uint64
+	cancel context.CancelFunc
+	pc     protocol.Conn
+
+	mu     sync.Mutex
+	queue  []queued
+	dict   *codec.Dictionary // to upload before any message
+	closed bool
+	wake   chan struct{}
+}
+
+// queued is a message to send: its id, and its spool record when it was
+// just spooled (see spool.Spooled.Rec); nil means read it from the spool.
+type queued struct {
+	id  uint64
+	rec *[]byte
+}
+
+func (c *conn) enqueue(id uint64, rec *[]byte) {
+	c.mu.Lock()
+	c.queue = append(c.queue, queued{id, rec})
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.pc.Close(nil)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the queued ids (swapping in buf as the new queue) and the
+// pending dictionary upload; ok is false once the conn is closed.
+func (c *conn) take(buf []queued) (ids []queued, dict *codec.Dictionary, ok bool) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, nil, false
+		}
+		if len(c.queue) > 0 || c.dict != nil {
+			ids, c.queue = c.queue, buf[:0]
+			dict, c.dict = c.dict, nil
+			c.mu.Unlock()
+			return ids, dict, true
+		}
+		c.mu.Unlock()
+		<-c.wake
+	}
+}
+
+// codecs are what this agent can send, in the Hello.
+var codecs = []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd, protocol.CodecZstdDict}
+
+// dial opens a session, performs the handshake and then relays the sink's
+// frames to the loop until the session ends.
+func (d *Driver) dial(gen uint64, attempt uint64) {
+	i := int(attempt % uint64(len(d.cfg.Dialers)))
+	addr := d.cfg.Addrs[i]
+	cctx, cancelCause := context.WithCancelCause(d.ctx)
+	ctx, cancel := cctx, func() { cancelCause(context.Canceled) }
+	// A sink that accepts the connection but never answers (stopped,
+	// half-open TCP, stuck middlebox) must not hold the agent: without a
+	// Welcome in time the attempt fails and the next sink is tried.
+	stopDeadline := handshakeDeadline(d.cfg.HandshakeTimeout, cancelCause)
+	report := func(ev connEvent) {
+		select {
+		case d.connCh <- ev:
+		case <-d.ctx.Done():
+		}
+	}
+	fail := func(pc protocol.Conn, err error) {
+		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) && !errors.Is(err, errHandshakeTimeout) {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		stopDeadline()
+		cancel()
+		if pc != nil {
+			pc.Close(nil)
+		}
+		report(connEvent{gen: gen, err: err, addr: addr})
+	}
+	// Each connection attempt goes to the next sink in the list.
+	pc, err := d.cfg.Dialers[i].Send(ctx)
+	if err != nil {
+		fail(nil, err)
+		return
+	}
+	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: d.spool.AckedWatermark()}
+	if d.cfg.Dictionary != nil {
+		hello.DictionaryIDs = []uint32{d.cfg.Dictionary.ID}
+	}
+	// A Send that fails because the session ended reports the session's
+	// status (PermissionDenied from the sink, say), not a bare EOF: the
+	// transports look it up (see protocol.Conn).
+	if err := pc.Send(hello); err != nil {
+		fail(pc, fmt.Errorf("send hello: %w", err))
+		return
+	}
+	f, err := pc.Recv()
+	if err != nil {
+		fail(pc, fmt.Errorf("handshake: %w", err))
+		return
+	}
+	w, ok := f.(*protocol.Welcome)
+	if !ok {
+		fail(pc, fmt.Errorf("handshake: the sink's first frame is a %s, not a Welcome", protocol.Name(f)))
+		return
+	}
+	if w.Version != protocol.Version {
+		fail(pc, fmt.Errorf("handshake: %w: sink speaks protocol %d, agent %d", errVersionMismatch, w.Version, protocol.Version))
+		return
+	}
+	if !stopDeadline() {
+		fail(pc, errHandshakeTimeout) // the Welcome came, but too late: the session is cancelled
+		return
+	}
+	c := &conn{gen: gen, cancel: cancel, pc: pc, wake: make(chan struct{}, 1)}
+	if dict := d.cfg.Dictionary; dict != nil && d.cfg.Compression == codec.ZstdDict {
+		known := false
+		for _, id := range w.DictionaryIDs {
+			known = known || id == dict.ID
+		}
+		if !known {
+			c.dict = dict
+		}
+	}
+	report(connEvent{gen: gen, conn: c, welcome: w, addr: addr})
+	go d.writeLoop(c)
+	for {
+		f, err := pc.Recv()
+		if err != nil {
+			c.close()
+			report(connEvent{gen: gen, err: err, addr: addr})
+			return
+		}
+		// A frame's slices may alias a buffer the next Recv reuses (see
+		// protocol.Conn): the loop copies what it keeps (ack ranges).
+		report(connEvent{gen: gen, frame: f})
+	}
+}
+
+// writeLoop sends queued messages, reading each body from the spool. The
+// payload sent is the spool record's body as read: no decoding or
+// re-encoding on the agent (the transport copies it once, marshalling).
+func (d *Driver) writeLoop(c *conn) {
+	it := d.spool.Log().NewIterator(0, 1<<20)
+	next := ^uint64(0) // the id the iterator would read next
+	var msg protocol.Message
+	var buf []queued
+	for {
+		ids, dict, ok := c.take(buf)
+		if !ok {
+			return
+		}
+		if dict != nil {
+			if err := c.pc.Send(&protocol.Dictionary{ID: dict.ID, Data: dict.Data}); err != nil {
+				c.close()
+				return
+			}
+		}
+		for i, q := range ids {
+			id := q.id
+			var rec []byte
+			if q.rec != nil {
+				rec = *q.rec // fresh: sent from memory, not read back
+			} else {
+				if id != next {
+					it.Seek(id)
+				}
+				if !it.Next() {
+					if errors.Is(it.Err(), seglog.ErrTruncated) {
+						next = ^uint64(0)
+						continue // acknowledged and removed meanwhile
+					}
+					d.log.Error("cannot read message from spool", "id", id, "err", it.Err())
+					c.close()
+					return
+				}
+				next = id + 1
+				rec = it.Value()
+			}
+			m, err := spool.Decode(rec)
+			if err != nil {
+				d.log.Error("corrupt message in spool", "id", id, "err", err)
+				c.close()
+				return
+			}
+			msg = protocol.Message{ID: id, Records: m.Records, Codec: wireCodec(m.Kind), DictID: m.DictID, Payload: m.Body}
+			// Send is done with msg when it returns (see protocol.Conn), so
+			// the iterator's buffer or the fresh record may be reused
+			// afterwards.
+			err = c.pc.Send(&msg)
+			spool.PutBuf(q.rec)
+			ids[i].rec = nil
+			if err != nil {
+				c.close()
+				return
+			}
+		}
+		buf = ids
+	}
+}
+
+// wireCodec is the protocol's name for a spooled message's codec.
+func wireCodec(k codec.Kind) protocol.Codec {
+	switch k {
+	case codec.Plain:
+		return protocol.CodecPlain
+	case codec.Zstd:
+		return protocol.CodecZstd
+	case codec.ZstdDict:
+		return protocol.CodecZstdDict
+	}
+	return protocol.CodecUnspecified
+}

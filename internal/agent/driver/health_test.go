@@ -1,0 +1,52 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/protocol"
+)
+
+// TestClassify: each connection failure gets its code and is permanent
+// exactly when retrying cannot help until a person changes something.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		code      string
+		permanent bool
+	}{
+		{errHandshakeTimeout, "HandshakeTimeout", false},
+		{fmt.Errorf("x: %w", errNoProgress), "ProgressTimeout", false},
+		{fmt.Errorf("handshake: %w: sink 2, agent 1", errVersionMismatch), "VersionMismatch", true},
+		{protocol.Errorf(protocol.StatusPermissionDenied, "agent a claims b"), "PermissionDenied", true},
+		{protocol.Errorf(protocol.StatusUnauthenticated, "no token"), "Unauthenticated", true},
+		{protocol.Errorf(protocol.StatusInvalid, "bad frame"), "Invalid", true},
+		{protocol.Errorf(protocol.StatusUnknown, "unknown service sluice.v1.Sink"), "Unimplemented", true},
+		{protocol.Errorf(protocol.StatusUnavailable, "name resolver error: produced zero addresses"), "BadAddress", true},
+		{protocol.Errorf(protocol.StatusUnavailable, "connection error: desc = \"transport: authentication handshake failed: tls: bad certificate\""), "TLS", true},
+		{protocol.Errorf(protocol.StatusUnavailable, "connection refused"), "Unavailable", false},
+		{errors.New("memconn: session closed"), "Unavailable", false},
+		{protocol.Errorf(protocol.StatusResourceExhausted, "too many sessions"), "ResourceExhausted", false},
+		{protocol.Errorf(protocol.StatusCanceled, "context canceled"), "Canceled", false},
+	} {
+		f := classify(tc.err)
+		if f.code != tc.code || f.permanent != tc.permanent {
+			t.Errorf("classify(%v) = %s permanent=%v, want %s permanent=%v", tc.err, f.code, f.permanent, tc.code, tc.permanent)
+		}
+		if f.hint == "" {
+			t.Errorf("classify(%v): no hint", tc.err)
+		}
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {262144, "256 KiB"}, {1536, "1.5 KiB"}, {5 << 30, "5 GiB"}} {
+		if got := humanBytes(tc.n); got != tc.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// ingestReq is one Ingest call on its way through the batcher.
+type ingestReq struct {
+	records [][]byte
+	bytes   int64
+	mark    spool.Mark // producer "" means an anonymous request; done: records spooled before these
+	whole   bool       // the records form one message of their own
+	done    chan error // buffered; receives exactly one result
+}
+
+// sealedMsg is a finished message on its way to the spool writer. The
+// batcher passes it to a compression worker and, in seal order, to the
+// spool writer, which waits for ready before appending: compression runs in
+// parallel, the spool keeps the order in which messages were sealed (which
+// the producers' progress marks rely on).
+type sealedMsg struct {
+	// b holds the uncompressed batch (b.Bytes()): the batcher's builder
+	// itself, handed over at seal rather than copied, and returned to
+	// builderPool once compressed.
+	b        *batch.Builder
+	kind     codec.Kind
+	dictID   uint32
+	rec      *[]byte // the spool record (header + compressed body), pooled
+	payload  int     // bytes that go on the wire (the compressed body)
+	records  int
+	raw      int          // uncompressed body bytes
+	reserved int64        // quota bytes reserved by its ingest calls
+	waiters  []chan error // ingest calls whose last record is in it
+	marks    []spool.Mark // progress of producers' requests with records in it
+	ready    chan struct{}
+}
+
+// builderPool holds batch builders: a sealed message takes the batcher's
+// builder with it (its buffer is the message body) and the batcher takes
+// a fresh one, so sealing copies nothing.
+var builderPool = sync.Pool{New: func() any { return new(batch.Builder) }}
+
+// batcher packs records into messages of up to MaxMessageBytes, sealing a
+// message when the next record would not fit, when it is full, or when it
+// has lingered, and hands it to the compression workers and, in order, to
+// the spool writer. It is not a goroutine: the ingest call adds its
+// records itself, holding the batcher's lock, so a request reaches the
+// compression workers without a hand-off; only a message sealed by its
+// linger deadline is sealed from the timer's goroutine.
+type batcher struct {
+	cfg  *Config
+	work chan<- *sealedMsg // to the compression workers
+	out  chan<- *sealedMsg // to the spool writer, in seal order
+	// sem is the lock (a channel, so that a caller waiting for it while
+	// the pipeline is full can give up when its context ends); it guards
+	// everything below.
+	sem      chan struct{}
+	b        *batch.Builder
+	cur      sealedMsg
+	linger   *time.Timer
+	deadline time.Time // when the pending message has lingered enough
+	closed   bool
+}
+
+func newBatcher(cfg *Config, work, out chan<- *sealedMsg) *batcher {
+	bt := &batcher{cfg: cfg, work: work, out: out, sem: make(chan struct{}, 1), b: builderPool.Get().(*batch.Builder)}
+	bt.b.Reset()
+	bt.linger = time.AfterFunc(time.Hour, bt.lingered)
+	bt.linger.Stop()
+	return bt
+}
+
+// lock takes the batcher's lock, or gives up when ctx ends.
+func (bt *batcher) lock(ctx context.Context) error {
+	select {
+	case bt.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (bt *batcher) unlock() { <-bt.sem }
+
+// lingered runs when the linger timer fires: it seals the pending message
+// if its deadline has passed (a timer reset for a newer message may fire
+// late for an older one).
+func (bt *batcher) lingered() {
+	bt.sem <- struct{}{}
+	defer bt.unlock()
+	if bt.closed || bt.b.Count() == 0 {
+		return
+	}
+	if wait := time.Until(bt.deadline); wait > 0 {
+		bt.linger.Reset(wait)
+		return
+	}
+	bt.seal()
+}
+
+// close seals what is pending, so every accepted ingest call gets an
+// answer, and ends the pipeline.
+func (bt *batcher) close() {
+	bt.sem <- struct{}{}
+	defer bt.unlock()
+	if bt.closed {
+		return
+	}
+	bt.linger.Stop()
+	bt.seal()
+	bt.closed = true
+	close(bt.work)
+	close(bt.out)
+}
+
+// startLinger starts the linger deadline of a message's first record.
+func (bt *batcher) startLinger() {
+	bt.deadline = time.Now().Add(bt.cfg.Linger)
+	bt.linger.Reset(bt.cfg.Linger)
+}
+
+// add packs req's records; the caller holds the lock.
+func (bt *batcher) add(req ingestReq) {
+	if req.whole {
+		bt.seal()
+	}
+	m := req.mark
+	for i, rec := range req.records {
+		if !req.whole && bt.b.Count() > 0 && bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes {
+			if m.Producer != "" && i > 0 {
+				// The message being sealed holds part of this request.
+				bt.cur.marks = append(bt.cur.marks, spool.Mark{Producer: m.Producer, Seq: m.Seq, Done: m.Done + uint32(i)})
+			}
+			bt.seal()
+		}
+		if bt.b.Count() == 0 {
+			bt.startLinger()
+		}
+		if err := bt.b.Add(rec); err != nil {
+			// Only ErrTooManyRecords, far beyond any size limit; seal and
+			// retry once.
+			bt.seal()
+			bt.startLinger()
+			_ = bt.b.Add(rec)
+		}
+	}
+	bt.cur.reserved += req.bytes
+	bt.cur.waiters = append(bt.cur.waiters, req.done)
+	if m.Producer != "" {
+		m.Done += uint32(len(req.records))
+		m.Complete = true
+		bt.cur.marks = append(bt.cur.marks, m)
+	}
+	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-BatchOverhead {
+		bt.seal()
+	}
+}
+
+// seal passes the pending message on for compression and spooling.
+func (bt *batcher) seal() {
+	if bt.b.Count() == 0 {
+		return
+	}
+	m := bt.cur
+	m.b, m.kind, m.dictID, m.records, m.raw = bt.b, bt.cfg.Compression, bt.dictID(), bt.b.Count(), bt.b.Len()
+	m.ready = make(chan struct{})
+	bt.b = builderPool.Get().(*batch.Builder)
+	bt.b.Reset()
+	bt.work <- &m
+	bt.out <- &m
+	bt.cur = sealedMsg{}
+}
+
+func (bt *batcher) dictID() uint32 {
+	if bt.cfg.Compression == codec.ZstdDict {
+		return bt.cfg.Dictionary.ID
+	}
+	return 0
+}
+
+// compressor compresses sealed messages into spool records; the agent runs
+// one per CPU.
+func (g *Ingester) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
+	for m := range work {
+		rec := spool.GetBuf()
+		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
+		out := spool.AppendHeader((*rec)[:0], hdr)
+		header := len(out)
+		body := m.b.Bytes()
+		enc2, err := enc.Encode(out, body, m.kind, m.dictID)
+		if err != nil {
+			// Cannot happen with a validated config; if it does, spool
+			// the message uncompressed rather than fail or lose it.
+			g.log.Error("compression failed; spooling the message uncompressed", "err", err)
+			hdr.Kind, hdr.DictID = codec.Plain, 0
+			out = spool.AppendHeader((*rec)[:0], hdr)
+			enc2 = append(out, body...)
+		}
+		*rec = enc2
+		m.rec, m.payload = rec, len(enc2)-header
+		builderPool.Put(m.b)
+		m.b = nil
+		close(m.ready)
+	}
+}
+
+// spoolWriter appends sealed messages to the spool in seal order, as many
+// per Append as are ready (one fdatasync for all of them), answers the
+// ingest calls and tells the loop which ids are now spooled.
+func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
+	defer close(g.spooled)
+	var group []*sealedMsg
+	var recs [][]byte
+	for m := range in {
+		<-m.ready
+		group = append(group[:0], m)
+	drain:
+		for len(group) < 256 {
+			select {
+			case m, ok := <-in:
+				if !ok {
+					break drain
+				}
+				<-m.ready
+				group = append(group, m)
+			default:
+				break drain
+			}
+		}
+		recs = recs[:0]
+		for _, m := range group {
+			recs = append(recs, *m.rec)
+		}
+		first, err := g.spool.Log().Append(recs)
+		g.spool.AppendDone(err)
+		if spool.IsNoSpace(err) {
+			err = fmt.Errorf("%w: %v", spool.ErrNoSpace, err)
+			for _, m := range group {
+				g.spoolM.NoSpace.Add(float64(len(m.waiters)))
+			}
+		}
+		now := g.cfg.Now()
+		infos := make([]spool.Spooled, 0, len(group))
+		for i, m := range group {
+			// Record the producers' marks before answering: an answered
+			// caller may retry at once (its answer lost on the way), and the
+			// retry must find its request complete or it is spooled twice.
+			if err == nil {
+				// The record goes on to the driver, which sends it from
+				// memory (seglog.Append has copied it).
+				infos = append(infos, spool.Spooled{ID: first + uint64(i), Size: int64(m.payload), Records: m.records, Raw: m.raw, At: now, Rec: m.rec})
+				g.metrics.Spooled(m.raw, m.payload)
+				g.spool.Completed(m.marks)
+				g.spool.Settle(m.reserved, int64(seglog.FrameSize(len(*m.rec))))
+			} else {
+				g.spool.Release(m.reserved)
+			}
+			for _, w := range m.waiters {
+				w <- err
+			}
+			if g.AfterAnswer != nil {
+				g.AfterAnswer()
+			}
+			if err != nil {
+				spool.PutBuf(m.rec)
+			}
+			m.rec = nil
+		}
+		if err != nil {
+			g.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))
+			continue
+		}
+		g.spooled <- infos
+	}
+}

@@ -1,0 +1,261 @@
+// Package ingest is how records enter the agent: the HTTP ingest API
+// and the Go calls behind it, the producers' idempotency (a retried
+// request is recognised by its producer id and sequence), the spool
+// quota, and the pipeline that packs records into messages (the
+// batcher), compresses them (one worker per CPU) and appends them to the
+// spool in order (the spool writer, one fdatasync per group). An ingest
+// call returns once its records are durable. What is spooled is announced
+// on Spooled for the driver.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/agent/metrics"
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+)
+
+// Errors of an ingest call, to test with errors.Is (with spool.ErrFull
+// and spool.ErrNoSpace).
+var (
+	// ErrRecordTooLarge: a record exceeds Config.MaxRecordBytes.
+	ErrRecordTooLarge = errors.New("agent: record too large")
+	// ErrClosed: the agent is shutting down.
+	ErrClosed = errors.New("agent: closed")
+	// ErrBadRequest: an ingest call the agent cannot make sense of.
+	ErrBadRequest = errors.New("agent: bad request")
+)
+
+// BatchOverhead is the most internal/batch framing adds around one record
+// (header plus a length prefix).
+const BatchOverhead = 16
+
+// Config is what ingest needs of the agent's configuration, defaults
+// applied.
+type Config struct {
+	MaxMessageBytes, MaxRecordBytes int
+	Linger                          time.Duration
+	Compression                     codec.Kind
+	Dictionary                      *codec.Dictionary
+	SpoolQuota                      int64
+	// Tokens, when set, are required by the HTTP API.
+	Tokens *auth.Tokens
+	Logger *slog.Logger
+	// Now is the agent's clock (spool.Spooled.At).
+	Now func() int64
+}
+
+// Ingester accepts records into the spool. Create it with New, stop it
+// with Close.
+type Ingester struct {
+	cfg     Config
+	log     *slog.Logger
+	spool   *spool.Spool
+	metrics *metrics.Metrics
+	spoolM  *spool.Metrics
+
+	bt      *batcher
+	spooled chan []spool.Spooled
+	wg      sync.WaitGroup
+
+	prodMu    sync.Mutex
+	prodLocks map[string]*producerLock
+
+	// AfterAnswer, when set (tests only, before the first call), runs in
+	// the spool writer after it has answered the ingest calls of a
+	// message.
+	AfterAnswer func()
+
+	mu     sync.RWMutex // held for reading by ingest calls, for writing by Close
+	closed bool
+}
+
+// pipelineDepth is how many sealed messages may wait for compression and
+// for the spool; with the default 256 KiB messages, at most 64 MiB.
+const pipelineDepth = 256
+
+// New starts the pipeline into sp.
+func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*Ingester, error) {
+	// One encoder per compression worker, each holding the dictionary.
+	workers := runtime.GOMAXPROCS(0)
+	encs := make([]*codec.Encoder, workers)
+	for i := range encs {
+		encs[i] = codec.NewEncoder(codec.LevelDefault)
+		if cfg.Dictionary != nil {
+			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
+				return nil, err
+			}
+		}
+	}
+	g := &Ingester{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, spoolM: sm,
+		spooled:   make(chan []spool.Spooled, 64),
+		prodLocks: map[string]*producerLock{}}
+	// Deep enough that compression keeps going while the spool writer
+	// waits for an fsync: with a few slots the workers stall every fsync
+	// and ingest tops out at a few messages per fsync.
+	sealed := make(chan *sealedMsg, pipelineDepth)
+	work := make(chan *sealedMsg, pipelineDepth)
+	g.bt = newBatcher(&g.cfg, work, sealed)
+	g.wg.Add(1 + workers)
+	go func() { defer g.wg.Done(); g.spoolWriter(sealed) }()
+	for _, enc := range encs {
+		go func() { defer g.wg.Done(); g.compressor(work, enc) }()
+	}
+	return g, nil
+}
+
+// Spooled receives the messages as they are spooled, in id order; it is
+// closed after Close.
+func (g *Ingester) Spooled() <-chan []spool.Spooled { return g.spooled }
+
+// Close stops accepting records, spools what was accepted and answers
+// every call in progress.
+func (g *Ingester) Close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	g.mu.Unlock()
+	g.bt.close()
+	g.wg.Wait()
+}
+
+// Ingest accepts records and returns once they are durably in the spool
+// (under the configured SpoolSync). On error none or only some of the
+// records may be spooled, and a retry can duplicate them; IngestFrom makes
+// retries exact.
+func (g *Ingester) Ingest(ctx context.Context, records [][]byte) error {
+	_, err := g.IngestFrom(ctx, "", 0, records)
+	return err
+}
+
+// IngestFrom is Ingest for a producer that numbers its requests: seq must
+// grow with every new request of producer (an id of at most 64 bytes,
+// unique per producer run). A request whose seq is not above the newest
+// completed one is a retry of a request already spooled: it is answered
+// with duplicate=true and spooled again never, also across agent crashes,
+// because the completion mark is stored in the spool with the request's
+// last record. An empty producer disables this.
+func (g *Ingester) IngestFrom(ctx context.Context, producer string, seq uint64, records [][]byte) (duplicate bool, err error) {
+	if len(producer) > spool.MaxProducerIDLen {
+		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, spool.MaxProducerIDLen)
+	}
+	if producer != "" && seq == 0 {
+		return false, fmt.Errorf("%w: sequence numbers start at 1", ErrBadRequest)
+	}
+	for i, r := range records {
+		if len(r) > g.cfg.MaxRecordBytes {
+			return false, fmt.Errorf("%w: record %d has %d bytes, limit %d", ErrRecordTooLarge, i, len(r), g.cfg.MaxRecordBytes)
+		}
+	}
+	if len(records) == 0 {
+		return false, nil
+	}
+	m := spool.Mark{Producer: producer, Seq: seq}
+	if producer != "" {
+		// One request per producer at a time, so a retry that arrives while
+		// the original is still being spooled waits for it and then sees
+		// how far it got.
+		unlock := g.lockProducer(producer)
+		defer unlock()
+		switch p := g.spool.ProgressOf(producer); {
+		case seq < p.Seq || (seq == p.Seq && p.Complete):
+			g.metrics.Duplicates.Inc()
+			return true, nil
+		case seq == p.Seq:
+			// A retry of a request that was cut short by a crash: spool
+			// only the records that are missing.
+			if int(p.Done) > len(records) {
+				return false, fmt.Errorf("%w: retry of request %d has %d records, %d were already spooled", ErrBadRequest, seq, len(records), p.Done)
+			}
+			records, m.Done = records[p.Done:], p.Done
+			g.metrics.Duplicates.Inc()
+		}
+	}
+	return false, g.ingest(ctx, ingestReq{records: records, mark: m})
+}
+
+// ingest reserves quota, hands req to the batcher and waits for the spool.
+func (g *Ingester) ingest(ctx context.Context, req ingestReq) error {
+	for _, r := range req.records {
+		req.bytes += int64(len(r)) + 4
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return ErrClosed
+	}
+	if q := g.cfg.SpoolQuota; q > 0 && req.bytes > q/2 {
+		// It could never fit beside the spool's other contents.
+		return fmt.Errorf("%w: request of %d bytes is over half the spool quota (%d); send smaller requests or raise the quota", ErrRecordTooLarge, req.bytes, q)
+	}
+	if !g.spool.Reserve(req.bytes) {
+		g.metrics.SpoolFull.Inc()
+		return fmt.Errorf("%w (%d bytes on disk, quota %d)", spool.ErrFull, g.spool.Size(), g.cfg.SpoolQuota)
+	}
+	req.done = make(chan error, 1)
+	// The batcher's lock is held only while records are added and, when
+	// the pipeline is full, while a sealed message waits for room: that
+	// wait is what ctx bounds.
+	if err := g.bt.lock(ctx); err != nil {
+		g.spool.Release(req.bytes)
+		return err
+	}
+	g.bt.add(req)
+	g.bt.unlock()
+	// Wait even if ctx ends: a producer's lock must be held until the
+	// outcome is known, or a retry could race the original.
+	err := <-req.done
+	if err == nil {
+		g.metrics.Ingested(len(req.records), req.bytes)
+	}
+	return err
+}
+
+// IngestMessage spools records as exactly one message, sealed at once,
+// for callers that batch by themselves (a collector with its own
+// partitioning, or a benchmark reproducing a message-size distribution).
+// The packed records must fit MaxMessageBytes.
+func (g *Ingester) IngestMessage(ctx context.Context, records [][]byte) error {
+	if size := batch.Size(records); size > g.cfg.MaxMessageBytes || len(records) > batch.MaxRecords {
+		return fmt.Errorf("%w: message of %d bytes and %d records, limit %d bytes", ErrRecordTooLarge, size, len(records), g.cfg.MaxMessageBytes)
+	}
+	return g.ingest(ctx, ingestReq{records: records, whole: true})
+}
+
+// lockProducer serialises requests of one producer.
+func (g *Ingester) lockProducer(p string) (unlock func()) {
+	g.prodMu.Lock()
+	l, ok := g.prodLocks[p]
+	if !ok {
+		l = &producerLock{}
+		g.prodLocks[p] = l
+	}
+	l.refs++
+	g.prodMu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		g.prodMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(g.prodLocks, p)
+		}
+		g.prodMu.Unlock()
+	}
+}
+
+type producerLock struct {
+	sync.Mutex
+	refs int
+}

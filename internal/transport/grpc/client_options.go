@@ -1,0 +1,87 @@
+package grpc
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/wire"
+)
+
+// ClientOptions are how an agent or a consumer reaches a sink over gRPC:
+// everything gRPC-specific about the client side lives here, so the code
+// above the transport configures a connection without importing gRPC.
+// The zero value is a plaintext connection without keepalive.
+type ClientOptions struct {
+	// TLS, when set, encrypts the connection (and with a client
+	// certificate, identifies the agent); nil is plaintext.
+	TLS *tls.Config
+	// Token is sent as "Authorization: Bearer TOKEN" on every session.
+	// Without TLS it is refused unless AllowTokenWithoutTLS (loopback
+	// tests): it would travel in clear text.
+	Token                string
+	AllowTokenWithoutTLS bool
+	// KeepaliveTime is the idle time after which the client pings the
+	// sink, KeepaliveTimeout how long a ping may go unanswered before the
+	// connection is closed (which ends its sessions). Zero: no pings.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxRecvBytes bounds one received message (default gRPC's 4 MiB).
+	MaxRecvBytes int
+	// Extra are more dial options, appended last (tests: a custom dialer).
+	Extra []grpc.DialOption
+}
+
+// ErrTokenWithoutTLS refuses a bearer token on a plaintext connection.
+var ErrTokenWithoutTLS = errors.New("a token without TLS would travel in clear text")
+
+// DialOptions are o as gRPC dial options. The HTTP/2 windows are
+// internal/wire's, the same as the sink's: with gRPC's defaults a stream
+// is capped at window/RTT, far below a long fat link's capacity.
+func (o ClientOptions) DialOptions() ([]grpc.DialOption, error) {
+	opts := []grpc.DialOption{
+		grpc.WithInitialWindowSize(wire.InitialWindowSize),
+		grpc.WithInitialConnWindowSize(wire.InitialConnWindowSize),
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(o.TLS)))
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if o.Token != "" {
+		if o.TLS == nil && !o.AllowTokenWithoutTLS {
+			return nil, ErrTokenWithoutTLS
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(o.Token, o.TLS == nil)))
+	}
+	if o.KeepaliveTime > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}))
+	}
+	if o.MaxRecvBytes > 0 {
+		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.MaxRecvBytes)))
+	}
+	return append(opts, o.Extra...), nil
+}
+
+// Connect makes a client connection to the sink at addr (HOST:PORT) and
+// returns its Dialer and the connection to close when done. gRPC connects
+// lazily: an unreachable sink shows up as the first session's error, a
+// malformed address here.
+func Connect(addr string, o ClientOptions) (*Dialer, io.Closer, error) {
+	opts, err := o.DialOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sink address %q: %w", addr, err)
+	}
+	return NewDialer(cc), cc, nil
+}

@@ -70,7 +70,7 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 		return nil, nil, fmt.Errorf("sink: create data directory: %w", err)
 	}
 	opts := []seglog.Option{
-		seglog.WithSync(seglog.SyncAlways()),
+		seglog.WithSync(syncPolicy()),
 		seglog.WithLogger(o.Logger),
 		seglog.WithMaxRecordBytes(int(o.MaxMessageBytes) + storedmsg.HeaderSize + store.MaxAgentID),
 		seglog.WithSyncObserver(o.OnSync),
@@ -218,4 +218,13 @@ func storeSize(dir string) uint64 {
 		}
 	}
 	return n
+}
+
+// syncPolicy is SyncAlways: Append returns, and the sink acks, only after
+// an fdatasync.
+func syncPolicy() seglog.SyncPolicy {
+	if mutationAckBeforeFsync {
+		return seglog.SyncNone()
+	}
+	return seglog.SyncAlways()
 }

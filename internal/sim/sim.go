@@ -317,8 +317,7 @@ func (w *world) startSink() error {
 func (w *world) crashSink() error {
 	w.res.SinkCrashes++
 	w.fd.SetDown(true)
-	w.fd.CutAll()
-	w.svc.wait() // no session can ack any more
+	w.svc.kill() // no session can ack any more
 	durable := w.disk.snapshot()
 	files, err := snapshotFiles(w.sinkD)
 	if err != nil {
@@ -327,7 +326,6 @@ func (w *world) crashSink() error {
 	if err := w.sink.Close(); err != nil {
 		return fmt.Errorf("sink crash: close: %w", err)
 	}
-	w.svc.set(nil)
 	if err := restore(w.sinkD, durable, files); err != nil {
 		return fmt.Errorf("sink crash: %w", err)
 	}
@@ -346,16 +344,33 @@ func (w *world) stop() {
 		w.agent.Close()
 	}
 	if w.sink != nil {
+		w.svc.kill()
 		w.sink.Close()
 	}
 }
 
 // service is the sink as the dialer sees it: it can be swapped on a
-// restart, and a crash waits for every session to end.
+// restart, and a crash resets every session and waits for its handler to
+// return. (Sink.Close waits only for the gRPC server's handlers: a
+// ServeSend still running over memconn when Close closes the writer's
+// channel panics the sink, so the simulation ends them first.)
 type service struct {
-	mu sync.Mutex
-	s  *sink.Sink
-	wg sync.WaitGroup
+	mu    sync.Mutex
+	s     *sink.Sink
+	wg    sync.WaitGroup
+	conns map[protocol.Conn]struct{}
+}
+
+// kill refuses new sessions, resets the open ones and waits until their
+// handlers have returned.
+func (v *service) kill() {
+	v.mu.Lock()
+	v.s = nil
+	for c := range v.conns {
+		c.Close(protocol.Errorf(protocol.StatusUnavailable, "sim: sink crashed"))
+	}
+	v.mu.Unlock()
+	v.wg.Wait()
 }
 
 func (v *service) set(s *sink.Sink) {
@@ -364,33 +379,43 @@ func (v *service) set(s *sink.Sink) {
 	v.mu.Unlock()
 }
 
-func (v *service) get() (*sink.Sink, error) {
+// get registers a session with the running sink; done unregisters it.
+func (v *service) get(c protocol.Conn) (*sink.Sink, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.s == nil {
 		return nil, protocol.Errorf(protocol.StatusUnavailable, "sim: sink is down")
 	}
+	if v.conns == nil {
+		v.conns = map[protocol.Conn]struct{}{}
+	}
+	v.conns[c] = struct{}{}
 	v.wg.Add(1)
 	return v.s, nil
 }
 
-func (v *service) wait() { v.wg.Wait() }
+func (v *service) done(c protocol.Conn) {
+	v.mu.Lock()
+	delete(v.conns, c)
+	v.mu.Unlock()
+	v.wg.Done()
+}
 
 func (v *service) ServeSend(c protocol.Conn) error {
-	s, err := v.get()
+	s, err := v.get(c)
 	if err != nil {
 		return err
 	}
-	defer v.wg.Done()
+	defer v.done(c)
 	return s.ServeSend(c)
 }
 
 func (v *service) ServeRead(c protocol.Conn) error {
-	s, err := v.get()
+	s, err := v.get(c)
 	if err != nil {
 		return err
 	}
-	defer v.wg.Done()
+	defer v.done(c)
 	return s.ServeRead(c)
 }
 

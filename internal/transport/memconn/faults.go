@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/protocol"
@@ -111,7 +112,7 @@ func (d *FaultDialer) Send(ctx context.Context) (protocol.Conn, error) {
 		recv: make(chan protocol.Frame, 1024),
 	}
 	if n := d.Faults.DisconnectEvery; n > 0 {
-		c.disconnectAt = 1 + c.out.rng.IntN(2*n)
+		c.disconnectAt = int64(1 + c.out.rng.IntN(2*n))
 	}
 	d.mu.Lock()
 	if d.conns == nil {
@@ -182,10 +183,13 @@ type faultConn struct {
 	d     *FaultDialer
 	inner protocol.Conn
 
-	mu           sync.Mutex // out, frames, the sending side of inner
-	out          direction
-	frames       int // both directions, for disconnectAt
-	disconnectAt int
+	mu  sync.Mutex // out and the sending side of inner
+	out direction
+	// frames counts both directions, for disconnectAt. Atomic: the pump
+	// must never wait for mu, which a Send blocked on a full queue holds
+	// until the peer reads, and the peer may be waiting for the pump.
+	frames       atomic.Int64
+	disconnectAt int64
 
 	in      direction // the pump's
 	recvMu  sync.Mutex
@@ -200,10 +204,8 @@ func (c *faultConn) counted() bool {
 	c.d.mu.Lock()
 	calm := c.d.calm
 	c.d.mu.Unlock()
-	c.mu.Lock()
-	c.frames++
-	reset := !calm && c.disconnectAt > 0 && c.frames == c.disconnectAt
-	c.mu.Unlock()
+	n := c.frames.Add(1)
+	reset := !calm && c.disconnectAt > 0 && n == c.disconnectAt
 	if reset {
 		c.d.mu.Lock()
 		c.d.stats.Disconnects++

@@ -94,8 +94,8 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds in %v: %d messages, %d records, %d agent crashes, %d sink crashes; faults %+v; slowest seed %d (%v)",
-		finished.Load(), time.Since(start).Round(time.Millisecond), total.Messages, total.Records,
+	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes; faults %+v; slowest seed %d (%v)",
+		finished.Load(), len(failed), time.Since(start).Round(time.Millisecond), total.Messages, total.Records,
 		total.AgentCrashes, total.SinkCrashes, total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
 	for i, r := range failed {
 		if i == 5 {

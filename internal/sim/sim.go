@@ -56,12 +56,14 @@ type Result struct {
 	AgentCrashes, SinkCrashes int
 	Faults                    memconn.FaultStats
 	Stored                    int // store records at the end, duplicates included
+	Compressed                int // of them, stored zstd-compressed
 	Elapsed                   time.Duration
 }
 
 // plan is everything drawn from the seed before the run starts.
 type plan struct {
 	messages    int
+	compression codec.Kind
 	faults      memconn.Faults
 	pAgentCrash float64
 	pSinkCrash  float64
@@ -70,7 +72,8 @@ type plan struct {
 
 func newPlan(rng *rand.Rand) plan {
 	return plan{
-		messages: 10 + rng.IntN(41),
+		messages:    10 + rng.IntN(41),
+		compression: []codec.Kind{codec.Plain, codec.Zstd}[rng.IntN(2)],
 		faults: memconn.Faults{
 			Drop: rng.Float64() * 0.08, Dup: rng.Float64() * 0.08, Hold: rng.Float64() * 0.15,
 			HoldFrames: 1 + rng.IntN(4), HoldFor: time.Duration(1+rng.IntN(5)) * time.Millisecond,
@@ -99,6 +102,8 @@ type world struct {
 	// IngestMessage call), for the report.
 	produced map[string]int
 	res      Result
+	plan     plan
+	dec      *codec.Decoder
 }
 
 // Run runs one seed and returns an error describing the first invariant
@@ -127,6 +132,7 @@ func Run(seed uint64, opts Options) (res Result, err error) {
 		res = w.res
 	}()
 	p := newPlan(w.rng)
+	w.plan, w.dec = p, codec.NewDecoder(1<<20)
 	w.svc = &service{}
 	w.fd = &memconn.FaultDialer{Inner: &memconn.Dialer{Service: w.svc}, Seed: seed, Faults: p.faults}
 	if err := w.startSink(); err != nil {
@@ -213,7 +219,7 @@ func (w *world) check(final bool) (complete bool, err error) {
 	ids := map[key]uint64{}
 	seen := map[string]uint64{}
 	it := w.sink.Store().NewIterator(0, 1<<20)
-	stored := 0
+	stored, compressed := 0, 0
 	for it.Next() {
 		stored++
 		off := it.Offset()
@@ -226,10 +232,17 @@ func (w *world) check(final bool) (complete bool, err error) {
 			return false, fmt.Errorf("message %s/%d stored twice, at offsets %d and %d", k.agent, k.id, prev, off)
 		}
 		ids[k] = off
-		if m.Codec != codec.Plain {
-			return false, fmt.Errorf("store offset %d: codec %v, the simulation spools plain", off, m.Codec)
+		if m.Codec != codec.Plain && m.Codec != w.plan.compression {
+			return false, fmt.Errorf("store offset %d: codec %v, the agent compresses with %v", off, m.Codec, w.plan.compression)
 		}
-		err = batch.Decode(m.Body, func(rec []byte) error {
+		if m.Codec != codec.Plain {
+			compressed++
+		}
+		body, err := w.dec.Decode(nil, m.Body, m.Codec, m.DictID)
+		if err != nil {
+			return false, fmt.Errorf("store offset %d: %w", off, err)
+		}
+		err = batch.Decode(body, func(rec []byte) error {
 			r := string(rec)
 			if _, ok := w.produced[r]; !ok {
 				return fmt.Errorf("store offset %d holds a record never accepted: %.60q", off, r)
@@ -247,7 +260,7 @@ func (w *world) check(final bool) (complete bool, err error) {
 	if err := it.Err(); err != nil {
 		return false, fmt.Errorf("read store: %w", err)
 	}
-	w.res.Stored = stored
+	w.res.Stored, w.res.Compressed = stored, compressed
 	if len(seen) == len(w.produced) {
 		return true, nil
 	}
@@ -265,7 +278,7 @@ func (w *world) check(final bool) (complete bool, err error) {
 func (w *world) startAgent() error {
 	a, err := agent.New(agent.Config{
 		Dialer: w.fd, SpoolDir: w.agentD, SpoolSync: seglog.SyncAlways(),
-		Compression: codec.Plain, Linger: time.Millisecond,
+		Compression: w.plan.compression, Linger: time.Millisecond,
 		// Resends and reconnects at the pace of an in-memory path. The
 		// progress deadline is off (an hour): it would reset a session
 		// that lost a message and so hide a missing resend timer.

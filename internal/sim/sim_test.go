@@ -74,6 +74,8 @@ func TestSimulation(t *testing.T) {
 				total.Records += r.Records
 				total.AgentCrashes += r.AgentCrashes
 				total.SinkCrashes += r.SinkCrashes
+				total.Stored += r.Stored
+				total.Compressed += r.Compressed
 				total.Faults.Sessions += r.Faults.Sessions
 				total.Faults.Dropped += r.Faults.Dropped
 				total.Faults.Duplicated += r.Faults.Duplicated
@@ -94,9 +96,9 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes; faults %+v; slowest seed %d (%v)",
+	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes, %d stored (%d zstd); faults %+v; slowest seed %d (%v)",
 		finished.Load(), len(failed), time.Since(start).Round(time.Millisecond), total.Messages, total.Records,
-		total.AgentCrashes, total.SinkCrashes, total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
+		total.AgentCrashes, total.SinkCrashes, total.Stored, total.Compressed, total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
 	for i, r := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)

@@ -66,7 +66,7 @@
 //     with no message credit left, or more than max(QueueBytes,
 //     MaxMessageBytes) of batches beyond the byte credit since the last
 //     one queued, gets ServiceMessage{error{OUT_OF_WINDOW, retryable}} and
-//     the stream ends with ResourceExhausted (sendStream.checkWindow says
+//     the stream ends with ResourceExhausted (session.checkWindow, flow.go, says
 //     why no well-behaved agent gets there).
 //   - Acks are Response{ack{ranges}} sent once the messages are durable,
 //     duplicates included; new cumulative credits follow in a

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -103,5 +104,62 @@ func TestServeSendMemconnToken(t *testing.T) {
 	c, _ = memSend(t, d, "edge-1")
 	if _, err := c.Recv(); protocol.StatusOf(err) != protocol.StatusUnauthenticated {
 		t.Fatalf("no token: %v, want Unauthenticated", err)
+	}
+}
+
+// TestServeReadMemconn: a consumer's Read session over memconn gets the
+// stored messages within its credit, then EndOfLog, and a commit sticks.
+func TestServeReadMemconn(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.connect("edge-1")
+	for id := uint64(1); id <= 3; id++ {
+		a.send(plainReq(id, records(id, 2)...))
+	}
+	a.collect(1, 2, 3)
+	d := &memconn.Dialer{Service: h.s}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := d.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []protocol.Frame{&protocol.ReadStart{Group: "g"}, &protocol.ReadMore{N: 10}} {
+		if err := c.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []uint64
+	for {
+		f, err := c.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := f.(*protocol.EndOfLog); ok {
+			if e.Next != 3 {
+				t.Fatalf("EndOfLog at %d, want 3", e.Next)
+			}
+			break
+		}
+		m := f.(*protocol.Stored)
+		if m.AgentID != "edge-1" || len(m.Records) != 2 {
+			t.Fatalf("stored %+v", m)
+		}
+		got = append(got, m.MessageID)
+	}
+	if len(got) != 3 || got[0] != 1 || got[2] != 3 {
+		t.Fatalf("read messages %v, want 1 2 3", got)
+	}
+	if err := c.Send(&protocol.Commit{Offset: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	// The session ends once the commit is applied.
+	if _, err := c.Recv(); err != io.EOF {
+		t.Fatalf("after CloseSend: %v, want io.EOF", err)
+	}
+	if off, ok, err := h.s.reader.Committed("g"); err != nil || !ok || off != 3 {
+		t.Fatalf("group g at %d (%v, %v), want 3", off, ok, err)
 	}
 }

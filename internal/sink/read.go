@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/storedmsg"
-	"github.com/sluicehq/sluice/seglog"
 )
 
 // maxReadCredits caps a Read stream's unused credit, so that request_n
@@ -95,7 +95,7 @@ func (s *Sink) ServeRead(c protocol.Conn) error {
 	}
 	from := start.From
 	if start.FromCommitted {
-		off, ok, err := s.groups.get(group)
+		off, ok, err := s.reader.Committed(group)
 		if err != nil {
 			s.log.Error("sink: cannot read group offset", "group", group, "err", err)
 			return protocol.Errorf(protocol.StatusInternal, "cannot read the offset of group %q", group)
@@ -104,7 +104,7 @@ func (s *Sink) ServeRead(c protocol.Conn) error {
 			from = off
 		}
 	}
-	if first, next := s.seg.FirstOffset(), s.seg.NextOffset(); from < first || from > next {
+	if first, next := s.reader.FirstOffset(), s.reader.NextOffset(); from < first || from > next {
 		return protocol.Errorf(protocol.StatusOutOfRange, "offset %d outside the store's [%d, %d]", from, first, next)
 	}
 	r := newReadStream(s, c, group, start.Follow)
@@ -221,10 +221,10 @@ func (r *readStream) commit(off uint64) error {
 }
 
 func (r *readStream) commitEmbedded(off uint64) error {
-	if next := r.s.seg.NextOffset(); off > next {
+	if next := r.s.reader.NextOffset(); off > next {
 		return protocol.Errorf(protocol.StatusInvalid, "commit of offset %d beyond the store's next offset %d", off, next)
 	}
-	if err := r.s.groups.commit(r.group, off); err != nil {
+	if err := r.s.reader.Commit(r.group, off); err != nil {
 		r.s.log.Error("sink: cannot commit group offset", "group", r.group, "offset", off, "err", err)
 		return protocol.Errorf(protocol.StatusUnavailable, "commit of group %q failed", r.group)
 	}
@@ -240,15 +240,15 @@ func (r *readStream) commitEmbedded(off uint64) error {
 func (r *readStream) run(ctx context.Context, from uint64) error {
 	s := r.s
 	defer r.hold(0)
-	var it *seglog.Iterator
+	var it store.Iterator
 	pos := from
 	// sent: a message went out since the last EndOfLog (true at first so
 	// that a reader starting at the end is told at once).
 	sent := true
 	for {
-		if it == nil && r.credits.Load() > 0 && pos < s.seg.NextOffset() {
+		if it == nil && r.credits.Load() > 0 && pos < s.reader.NextOffset() {
 			chunk := s.readChunk()
-			it = s.seg.NewIterator(pos, chunk)
+			it = s.reader.NewIterator(pos, chunk)
 			r.hold(int64(chunk))
 		}
 		for it != nil && r.credits.Load() > 0 && it.Next() {
@@ -264,15 +264,15 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		}
 		if err := iterErr(it); err != nil {
 			switch {
-			case errors.Is(err, seglog.ErrTruncated):
+			case errors.Is(err, store.ErrTruncated):
 				return protocol.Errorf(protocol.StatusOutOfRange, "%v", err)
-			case errors.Is(err, seglog.ErrClosed):
+			case errors.Is(err, store.ErrClosed):
 				return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 			}
 			s.log.Error("sink: cannot read the store", "offset", pos, "err", err)
 			return protocol.Errorf(protocol.StatusInternal, "cannot read the store at offset %d", pos)
 		}
-		caught := pos >= s.seg.NextOffset()
+		caught := pos >= s.reader.NextOffset()
 		if caught && sent {
 			sent = false
 			if err := r.conn.Send(&protocol.EndOfLog{Next: pos}); err != nil {
@@ -287,7 +287,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		}
 		var more <-chan struct{}
 		if caught {
-			more = s.seg.Wait(pos)
+			more = s.reader.Wait(pos)
 		}
 		// Let the chunk go while waiting; the next read starts a new
 		// iterator at pos.
@@ -300,7 +300,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 }
 
 // iterErr is it's error, nil without an iterator.
-func iterErr(it *seglog.Iterator) error {
+func iterErr(it store.Iterator) error {
 	if it == nil {
 		return nil
 	}
@@ -366,7 +366,7 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	if err == nil {
 		// zstd decoders (and their windows) are shared by all Read
 		// streams instead of each consumer keeping its own.
-		dec := s.readDecoders.Get().(*bodyDecoder)
+		dec := s.readDecoders.Get().(*store.BodyDecoder)
 		defer s.readDecoders.Put(dec)
 		var body []byte
 		// Decompression buffers are shared by all streams (and the
@@ -380,13 +380,13 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 					decodeBufs.Put(bufp)
 				}
 			}()
-			body, err = dec.decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
+			body, err = dec.Decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
 			if err == nil {
 				*bufp = body[:0]
 			}
 			r.s.m.consumerBuffered.Add(float64(cap(*bufp)))
 		} else {
-			body, err = dec.decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
+			body, err = dec.Decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
 		}
 		if err == nil {
 			r.recs = r.recs[:0]

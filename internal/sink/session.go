@@ -149,7 +149,7 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	if welcome == nil {
 		return protocol.Errorf(protocol.StatusInternal, "receiver did not welcome the agent")
 	}
-	known, err := s.dicts.has(agent, hello.DictionaryIDs)
+	known, err := s.dicts.Has(agent, hello.DictionaryIDs)
 	if err != nil {
 		s.log.Warn("sink: cannot list dictionaries", "agent_id", agent, "err", err)
 	}

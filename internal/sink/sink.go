@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -23,19 +24,20 @@ import (
 // protocol.Service (ServeSend, ServeRead) over its store, and a gRPC
 // server carrying it (Serve). Create it with New, stop it with Close.
 type Sink struct {
-	cfg    Config
-	log    *slog.Logger
-	m      *metrics
-	dicts  *dictStore
-	groups *groupStore
-	srv    *grpc.Server
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics
+	dicts *store.Dicts
+	srv   *grpc.Server
 
 	// store is where messages go: seg (the embedded seglog, nil with
 	// Kafka) or kafka (nil without).
 	store store.Store
 	seg   *seglog.Log
-	kafka *kafkaStore
-	dedup *store.Dedup
+	// reader reads the embedded store back (nil with Kafka).
+	reader store.Reader
+	kafka  *kafkastore.Store
+	dedup  *store.Dedup
 
 	// writeCh feeds the storage writer; closed by Close once no stream
 	// handler is left.
@@ -56,7 +58,7 @@ type Sink struct {
 
 	// consumers counts the Read streams being served (admitConsumer).
 	consumers atomic.Int64
-	// readDecoders holds *bodyDecoder shared by the Read streams of the
+	// readDecoders holds *store.BodyDecoder shared by the Read streams of the
 	// embedded store.
 	readDecoders sync.Pool
 
@@ -108,8 +110,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg:         cfg,
 		log:         log,
 		m:           m,
-		dicts:       newDictStore(filepath.Join(cfg.DataDir, "dicts")),
-		groups:      &groupStore{dir: filepath.Join(cfg.DataDir, "groups")},
+		dicts:       store.NewDicts(filepath.Join(cfg.DataDir, "dicts")),
 		writeCh:     make(chan store.Message, 4096),
 		writerDone:  make(chan struct{}),
 		closing:     make(chan struct{}),
@@ -120,22 +121,21 @@ func New(cfg Config) (*Sink, error) {
 		lock:        lock,
 		stallConns:  make(map[*stallConn]struct{}),
 	}
-	s.readDecoders.New = func() any { return &bodyDecoder{dicts: s.dicts} }
+	s.readDecoders.New = func() any { return &store.BodyDecoder{Dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {
 	case storeKafka:
-		k, d, err := openKafka(kafkaEnv{
-			log: log, dataDir: cfg.DataDir, maxMessageBytes: cfg.MaxMessageBytes, startTimeout: cfg.KafkaStartTimeout,
-			tailHold: cfg.tailHold, dicts: s.dicts, m: m, onStatus: s.setStoreStatus,
+		k, d, err := kafkastore.Open(kafkastore.Env{
+			Log: log, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, StartTimeout: cfg.KafkaStartTimeout,
+			TailHold: cfg.tailHold, Dicts: s.dicts, OnStatus: s.setStoreStatus,
+			Metrics: kafkastore.Metrics{Produce: m.kafkaProduce, CatchUp: m.kafkaCatchUp, Records: m.kafkaRecords,
+				TailRecords: m.kafkaTailRecords, Foreign: m.kafkaForeign, Lag: m.kafkaLag},
 		}, ku)
 		if err != nil {
 			return nil, err
 		}
 		s.store, s.kafka, s.dedup = k, k, d
 	default:
-		if err := mkdirDurable(filepath.Join(cfg.DataDir, "groups")); err != nil {
-			return nil, fmt.Errorf("sink: create data directory: %w", err)
-		}
 		e, d, err := seglogstore.Open(seglogstore.Options{
 			DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes,
 			Logger: log, Registry: cfg.Registry,
@@ -150,7 +150,7 @@ func New(cfg Config) (*Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.store, s.seg, s.dedup = e, e.Log(), d
+		s.store, s.reader, s.seg, s.dedup = e, e, e.Log(), d
 	}
 	s.w = newWriter(s, s.dedup)
 	go s.w.run()
@@ -294,7 +294,7 @@ func (s *Sink) removeSendStream(st *session) {
 // MaxMessageBytes bounds it.
 func (s *Sink) recordLimit() int {
 	if s.kafka != nil {
-		return s.kafka.recordLimit
+		return s.kafka.RecordLimit()
 	}
 	return 0
 }

@@ -88,8 +88,8 @@ func (st *session) upload(d *protocol.Dictionary, dec *codec.Decoder) inbound {
 	if !st.ownPayloads {
 		dict.Data = bytes.Clone(dict.Data)
 	}
-	if err := st.s.dicts.put(st.agent, dict); err != nil {
-		if errors.Is(err, errDictConflict) || errors.Is(err, errTooManyDicts) {
+	if err := st.s.dicts.Put(st.agent, dict); err != nil {
+		if errors.Is(err, store.ErrDictConflict) || errors.Is(err, store.ErrTooManyDicts) {
 			return fatal(protocol.StatusInvalid, "dictionary %d: %v", dict.ID, err)
 		}
 		st.log.Error("sink: cannot store dictionary", "dictionary_id", dict.ID, "err", err)
@@ -138,7 +138,7 @@ func (st *session) check(f *protocol.Message, dec *codec.Decoder) inbound {
 		return reject(badPayload, reasonCorrupt, false, "zstd_dict payload with dictionary_id 0")
 	}
 	if kind == codec.ZstdDict && !dec.HasDictionary(dictID) {
-		dict, ok, err := st.s.dicts.get(st.agent, dictID)
+		dict, ok, err := st.s.dicts.Get(st.agent, dictID)
 		if err != nil {
 			st.log.Error("sink: cannot load dictionary", "dictionary_id", dictID, "err", err)
 		}

@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/codec"
@@ -64,6 +65,46 @@ type Store interface {
 	// Close releases the store once the writer has stopped.
 	Close() error
 }
+
+// Reader is a store read back by position, as a consumer's read session
+// needs it: bounds, an iterator, a wait for what is not stored yet, and
+// consumer groups' committed positions. The embedded store implements it
+// (seglogstore); the Kafka store, whose positions are per partition, is
+// read through its own client (see the sink's kafkaread.go).
+type Reader interface {
+	// FirstOffset is the first position still stored, NextOffset the one
+	// the next message gets.
+	FirstOffset() uint64
+	NextOffset() uint64
+	// Wait returns a channel closed once a message at offset is stored or
+	// the store closes.
+	Wait(offset uint64) <-chan struct{}
+	// NewIterator reads from offset on, holding about chunk bytes at a
+	// time. Its Err wraps ErrTruncated or ErrClosed when those are why it
+	// stopped.
+	NewIterator(from uint64, chunk int) Iterator
+	// Committed returns group's committed position; ok is false if it has
+	// none. Commit stores one durably.
+	Committed(group string) (pos uint64, ok bool, err error)
+	Commit(group string, pos uint64) error
+}
+
+// Iterator reads stored records in order. Value is valid until the next
+// call to Next.
+type Iterator interface {
+	Next() bool
+	Offset() uint64
+	Value() []byte
+	Err() error
+}
+
+// Errors of a Reader's iterators.
+var (
+	// ErrTruncated: the position was removed from the store meanwhile.
+	ErrTruncated = errors.New("store: position no longer stored")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
 
 // Acks collects what the storage writer reports to one session: the ids
 // stored (duplicates included) and the first failure. The writer never

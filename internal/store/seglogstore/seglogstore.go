@@ -28,7 +28,8 @@ const CheckpointName = "dedup.checkpoint"
 
 // Options configure Open.
 type Options struct {
-	// DataDir holds the store (DataDir/store) and the checkpoint.
+	// DataDir holds the store (DataDir/store), the checkpoint and the
+	// consumer groups' positions (DataDir/groups).
 	DataDir string
 	// MaxMessageBytes is the largest payload a message may have.
 	MaxMessageBytes int64
@@ -47,6 +48,7 @@ type Options struct {
 // Append, AppendCheckpoint and Close.
 type Store struct {
 	o      Options
+	groups *groupStore
 	log    *seglog.Log
 	d      *store.Dedup
 	buf    []byte   // the headers of one Append
@@ -54,7 +56,10 @@ type Store struct {
 	bodies [][]byte // per message, its payload as received
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Reader = (*Store)(nil)
+)
 
 // Open opens the seglog store and rebuilds the dedup index from the
 // checkpoint and a scan of the store after it.
@@ -66,8 +71,10 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 		o.OnCorrupt = func() {}
 	}
 	storeDir := filepath.Join(o.DataDir, "store")
-	if err := store.MkdirDurable(storeDir); err != nil {
-		return nil, nil, fmt.Errorf("sink: create data directory: %w", err)
+	for _, dir := range []string{storeDir, filepath.Join(o.DataDir, "groups")} {
+		if err := store.MkdirDurable(dir); err != nil {
+			return nil, nil, fmt.Errorf("sink: create data directory: %w", err)
+		}
 	}
 	opts := []seglog.Option{
 		seglog.WithSync(syncPolicy()),
@@ -82,7 +89,7 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("sink: open store: %w", err)
 	}
-	e := &Store{o: o, log: log}
+	e := &Store{o: o, log: log, groups: &groupStore{dir: filepath.Join(o.DataDir, "groups")}}
 	start := time.Now()
 	d, scanned, err := e.loadDedup()
 	if err != nil {

@@ -1,6 +1,7 @@
 package seglogstore
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -59,5 +60,53 @@ func TestAppendReopen(t *testing.T) {
 	}
 	if err := it.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReader: the store reads back through store.Reader, group positions
+// survive a reopen, and an iterator of a closed store says ErrClosed.
+func TestReader(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s, _, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r store.Reader = s
+	if _, err := s.Append([]*store.Message{{Agent: "a", AgentB: []byte("a"), ID: 1, Codec: codec.Plain, Records: 1, Body: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if r.FirstOffset() != 0 || r.NextOffset() != 1 {
+		t.Fatalf("bounds [%d, %d]", r.FirstOffset(), r.NextOffset())
+	}
+	select {
+	case <-r.Wait(0):
+	default:
+		t.Fatal("Wait(0) open with offset 0 stored")
+	}
+	it := r.NewIterator(0, 4096)
+	if !it.Next() || it.Offset() != 0 || it.Next() || it.Err() != nil {
+		t.Fatalf("iterator: offset %d, err %v", it.Offset(), it.Err())
+	}
+	if _, ok, err := r.Committed("g"); ok || err != nil {
+		t.Fatalf("a group never committed: ok %v, err %v", ok, err)
+	}
+	if err := r.Commit("g", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	it = r.NewIterator(0, 4096)
+	if it.Next() || !errors.Is(it.Err(), store.ErrClosed) {
+		t.Fatalf("iterator of a closed store: %v, want ErrClosed", it.Err())
+	}
+	s, _, err = Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if pos, ok, err := s.Committed("g"); !ok || err != nil || pos != 1 {
+		t.Fatalf("group g after reopen: %d %v %v, want 1", pos, ok, err)
 	}
 }

@@ -1,4 +1,4 @@
-package sink
+package kafkastore
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // it has all seen, whichever sink wrote them. Started at the checkpoint, it
 // rebuilds the index; running, it learns what other sinks store.
 type tailer struct {
-	k  *kafkaStore
+	k  *Store
 	d  *store.Dedup
 	cl *kgo.Client
 
@@ -40,7 +40,7 @@ type tailer struct {
 	records atomic.Int64
 }
 
-func newTailer(k *kafkaStore, pos map[int32]int64, parts []int32) (*tailer, error) {
+func newTailer(k *Store, pos map[int32]int64, parts []int32) (*tailer, error) {
 	t := &tailer{k: k, d: k.d, pos: pos, changed: make(chan struct{})}
 	offsets := make(map[int32]kgo.Offset, len(parts))
 	for _, p := range parts {
@@ -49,13 +49,13 @@ func newTailer(k *kafkaStore, pos map[int32]int64, parts []int32) (*tailer, erro
 		}
 		offsets[p] = kgo.NewOffset().At(t.pos[p])
 	}
-	opts := append(kafkaClientOpts(k.u, k.env.log, "tailer"),
+	opts := append(clientOpts(k.u, k.env.Log, "tailer"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: offsets}),
 		// An offset below the log start (retention deleted it) restarts
 		// at the log start.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(kafkaFetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(kafkaFetchMaxPartitionBytes),
+		kgo.FetchMaxBytes(FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(FetchMaxPartitionBytes),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -82,12 +82,12 @@ func (t *tailer) run() {
 			t.d.Lock()
 			agents, pending := t.d.Agents(), t.d.PendingMessages()
 			t.d.Unlock()
-			k.env.log.Info("sink: dedup index caught up with the Kafka topic", "store", k.u.String(),
+			k.env.Log.Info("sink: dedup index caught up with the Kafka topic", "store", k.u.String(),
 				"records_read", t.records.Load(), "agents", agents, "partial_messages", pending,
 				"took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
-	if hold := k.env.tailHold; hold != nil {
+	if hold := k.env.TailHold; hold != nil {
 		select {
 		case <-hold:
 		case <-t.ctx.Done():
@@ -108,13 +108,13 @@ func (t *tailer) run() {
 			if errors.As(err, &loss) {
 				// Retention deleted records before the tailer read
 				// them: they cannot deduplicate resends any more.
-				k.env.log.Warn("sink: records of the Kafka topic were deleted before the dedup tailer read them",
+				k.env.Log.Warn("sink: records of the Kafka topic were deleted before the dedup tailer read them",
 					"partition", p, "err", err)
 				return
 			}
 			if time.Since(lastWarn) > 30*time.Second {
 				lastWarn = time.Now()
-				k.env.log.Debug("sink: Kafka tailer fetch error", "partition", p, "err", err)
+				k.env.Log.Debug("sink: Kafka tailer fetch error", "partition", p, "err", err)
 			}
 			if kerr.IsRetriable(err) {
 				return
@@ -124,7 +124,7 @@ func (t *tailer) run() {
 			t.d.Lock()
 			at := t.pos[p]
 			t.d.Unlock()
-			k.env.log.Warn("sink: Kafka tailer cannot read a partition; retrying", "partition", p, "offset", at, "err", err)
+			k.env.Log.Warn("sink: Kafka tailer cannot read a partition; retrying", "partition", p, "offset", at, "err", err)
 			time.Sleep(time.Second)
 			t.cl.RemoveConsumePartitions(map[string][]int32{k.u.topic: {p}})
 			t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: {p: kgo.NewOffset().At(at)}})
@@ -143,8 +143,8 @@ func (t *tailer) run() {
 		fs.EachRecord(func(r *kgo.Record) {
 			nrec++
 			n += int64(len(r.Value) + len(r.Key))
-			if h, ok := parseHeaders(r.Headers); ok {
-				t.d.Observe(h.agent, h.message, h.index, h.count)
+			if h, ok := ParseHeaders(r.Headers); ok {
+				t.d.Observe(h.Agent, h.Message, h.Index, h.Count)
 			} else {
 				foreign++
 			}
@@ -161,9 +161,9 @@ func (t *tailer) run() {
 			close(old)
 			t.bytes.Add(n)
 			t.records.Add(nrec)
-			k.env.m.kafkaTailRecords.Add(float64(nrec))
+			k.env.Metrics.TailRecords.Add(float64(nrec))
 			if foreign > 0 {
-				k.env.m.kafkaForeign.Add(float64(foreign))
+				k.env.Metrics.Foreign.Add(float64(foreign))
 			}
 		}
 	}
@@ -186,10 +186,10 @@ func (t *tailer) sawEnds(ends kadm.ListedOffsets) {
 	}
 	t.d.Unlock()
 	if len(add) > 0 {
-		t.k.env.log.Info("sink: Kafka topic has new partitions; reading them", "partitions", len(add))
+		t.k.env.Log.Info("sink: Kafka topic has new partitions; reading them", "partitions", len(add))
 		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{t.k.u.topic: add})
 	}
-	t.k.env.m.kafkaLag.Set(float64(lag))
+	t.k.env.Metrics.Lag.Set(float64(lag))
 }
 
 // waitFor waits until every partition is read up to ends (a partition
@@ -231,45 +231,45 @@ func (t *tailer) waitFor(ctx context.Context, starts, ends map[int32]int64) erro
 	}
 }
 
-// recordHeaders are the sluice headers of one Kafka record.
-type recordHeaders struct {
-	agent        []byte
-	message      uint64
-	index, count uint32
+// RecordHeaders are the sluice headers of one Kafka record.
+type RecordHeaders struct {
+	Agent        []byte
+	Message      uint64
+	Index, Count uint32
 }
 
-// parseHeaders finds the sluice headers; ok is false for a record that
+// ParseHeaders finds the sluice headers; ok is false for a record that
 // lacks one or has a malformed one (a record some other producer wrote).
-func parseHeaders(hs []kgo.RecordHeader) (h recordHeaders, ok bool) {
+func ParseHeaders(hs []kgo.RecordHeader) (h RecordHeaders, ok bool) {
 	var seen uint8
 	for _, x := range hs {
 		switch x.Key {
-		case headerAgent:
-			if len(x.Value) == 0 || len(x.Value) > maxAgentID {
+		case HeaderAgent:
+			if len(x.Value) == 0 || len(x.Value) > store.MaxAgentID {
 				return h, false
 			}
-			h.agent, seen = x.Value, seen|1
-		case headerMessage:
+			h.Agent, seen = x.Value, seen|1
+		case HeaderMessage:
 			v, ok := parseDecimal(x.Value, 1<<64-1)
 			if !ok {
 				return h, false
 			}
-			h.message, seen = v, seen|2
-		case headerIndex:
+			h.Message, seen = v, seen|2
+		case HeaderIndex:
 			v, ok := parseDecimal(x.Value, 1<<32-1)
 			if !ok {
 				return h, false
 			}
-			h.index, seen = uint32(v), seen|4
-		case headerCount:
+			h.Index, seen = uint32(v), seen|4
+		case HeaderCount:
 			v, ok := parseDecimal(x.Value, 1<<32-1)
 			if !ok || v == 0 {
 				return h, false
 			}
-			h.count, seen = uint32(v), seen|8
+			h.Count, seen = uint32(v), seen|8
 		}
 	}
-	return h, seen == 15 && h.index < h.count
+	return h, seen == 15 && h.Index < h.Count
 }
 
 // parseDecimal parses a canonical decimal number up to limit.
@@ -299,7 +299,7 @@ func parseDecimal(b []byte, limit uint64) (uint64, bool) {
 //	topic       u16 length, name
 //	topic id    16 bytes (zero if the brokers have none)
 //	partitions  u32, per partition: partition u32, next offset u64
-//	index       u32 length, the embedded store's checkpoint (dedup.go)
+//	index       u32 length, the dedup index's checkpoint (store.Dedup)
 //	pending     u32, per partial message: agent (u16 length, id),
 //	            message id u64, count u32, indexes seen (an id set)
 //
@@ -307,7 +307,7 @@ func parseDecimal(b []byte, limit uint64) (uint64, bool) {
 // partitions' offsets (and possibly more: what the writer stored since),
 // pending the messages of which only some records are below them.
 const (
-	kafkaCheckpointName    = "kafka-dedup.checkpoint"
+	CheckpointName         = "kafka-dedup.checkpoint"
 	kafkaCheckpointMagic   = "SKC"
 	kafkaCheckpointVersion = 1
 )
@@ -398,10 +398,10 @@ func parseKafkaCheckpoint(b []byte) (*kafkaCheckpoint, error) {
 // loadCheckpoint reads the Kafka dedup checkpoint. A missing, damaged or
 // foreign one (another topic, or a topic deleted and created again) only
 // costs reading the whole topic.
-func (k *kafkaStore) loadCheckpoint() (*store.Dedup, map[int32]int64) {
-	log := k.env.log
+func (k *Store) loadCheckpoint() (*store.Dedup, map[int32]int64) {
+	log := k.env.Log
 	fresh := func() (*store.Dedup, map[int32]int64) { return store.NewDedup(), make(map[int32]int64) }
-	b, err := seglog.ReadMeta(k.env.dataDir, kafkaCheckpointName)
+	b, err := seglog.ReadMeta(k.env.DataDir, CheckpointName)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return fresh()

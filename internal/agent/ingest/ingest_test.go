@@ -1,8 +1,13 @@
 package ingest
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/codec"
 )
 
 func TestSplitLines(t *testing.T) {
@@ -18,4 +23,46 @@ func TestSplitLines(t *testing.T) {
 			t.Errorf("%q → %q %v, want %q", tc.in, parts, err, tc.want)
 		}
 	}
+}
+
+// TestBatcherLockHonoursContext: while the pipeline is full (a sealed
+// message waits for a compression worker, the batcher's lock held), a
+// second caller gives up when its context ends instead of waiting; once
+// the pipeline drains, the lock is free again. The batcher has no
+// goroutine of its own, so this is the only way a caller can leave.
+func TestBatcherLockHonoursContext(t *testing.T) {
+	work := make(chan *sealedMsg) // no worker: the first seal blocks
+	out := make(chan *sealedMsg, 4)
+	bt := newBatcher(&Config{MaxMessageBytes: 1 << 20, Linger: time.Hour, Compression: codec.Plain}, work, out)
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		if err := bt.lock(context.Background()); err != nil {
+			t.Error(err)
+			return
+		}
+		bt.add(ingestReq{records: [][]byte{[]byte("a")}, whole: true, done: make(chan error, 1)})
+		bt.unlock()
+	}()
+	// Wait until the first caller holds the lock (it then blocks in seal,
+	// since no worker takes the message).
+	for deadline := time.Now().Add(30 * time.Second); len(bt.sem) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first caller never took the lock")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := bt.lock(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("lock with an ended context while the pipeline is full: %v, want context.Canceled", err)
+	}
+	m := <-work
+	<-first
+	if m == nil || m.records != 1 {
+		t.Fatalf("sealed %+v", m)
+	}
+	if err := bt.lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	bt.unlock()
 }

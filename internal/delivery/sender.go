@@ -303,6 +303,9 @@ func (s *Sender) timeout(id uint64, attempt uint32) {
 	if sl.state != slotInFlight || sl.attempt != attempt {
 		return // acked, requeued or resent since
 	}
+	if mutationNoTimeoutRequeue {
+		return
+	}
 	s.requeue(id, sl)
 	s.stats.Timeouts++
 	s.rtt.backoff(sl.sentAt, s.now)

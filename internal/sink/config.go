@@ -169,6 +169,11 @@ type Config struct {
 	// Default 30s.
 	KafkaStartTimeout time.Duration
 
+	// OnStoreSync, if set, is called after every fdatasync of the embedded
+	// store, on the storage writer's goroutine: the simulation
+	// (internal/sim) records what a crash would keep.
+	OnStoreSync func()
+
 	// beforeCommit, if set, runs on the storage writer before each group
 	// commit; tests use it to hold the writer.
 	beforeCommit func()

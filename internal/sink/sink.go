@@ -139,7 +139,12 @@ func New(cfg Config) (*Sink, error) {
 		e, d, err := seglogstore.Open(seglogstore.Options{
 			DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes,
 			Logger: log, Registry: cfg.Registry,
-			OnSync:    func(d time.Duration) { m.fsync.Observe(d.Seconds()) },
+			OnSync: func(d time.Duration) {
+				m.fsync.Observe(d.Seconds())
+				if cfg.OnStoreSync != nil {
+					cfg.OnStoreSync()
+				}
+			},
 			OnCorrupt: m.corrupt.Inc,
 		})
 		if err != nil {

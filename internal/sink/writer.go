@@ -114,11 +114,11 @@ func (w *writer) commit() {
 		it := &w.batch[i]
 		queuedBytes += int64(len(it.Body))
 		key := dedupKey{it.Agent, it.ID}
-		if _, ok := w.inBatch[key]; ok {
+		if _, ok := w.inBatch[key]; ok && !mutationNoDedup {
 			w.fate = append(w.fate, fateInBatch)
 			continue
 		}
-		if w.dedup.Has(it.Agent, it.ID) {
+		if w.dedup.Has(it.Agent, it.ID) && !mutationNoDedup {
 			w.fate = append(w.fate, fateStored)
 			continue
 		}

@@ -77,7 +77,7 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 		}
 	}
 	opts := []seglog.Option{
-		seglog.WithSync(seglog.SyncAlways()),
+		seglog.WithSync(syncPolicy()),
 		seglog.WithLogger(o.Logger),
 		seglog.WithMaxRecordBytes(int(o.MaxMessageBytes) + storedmsg.HeaderSize + store.MaxAgentID),
 		seglog.WithSyncObserver(o.OnSync),
@@ -225,4 +225,13 @@ func storeSize(dir string) uint64 {
 		}
 	}
 	return n
+}
+
+// syncPolicy is SyncAlways: Append returns, and the sink acks, only after
+// an fdatasync.
+func syncPolicy() seglog.SyncPolicy {
+	if mutationAckBeforeFsync {
+		return seglog.SyncNone()
+	}
+	return seglog.SyncAlways()
 }

@@ -1,0 +1,6 @@
+//go:build mutation_notimeoutrequeue
+
+package delivery
+
+// Mutated build (scripts/mutate.sh): the Sender does not requeue a message whose resend timeout fired.
+const mutationNoTimeoutRequeue = true

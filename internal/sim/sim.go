@@ -1,0 +1,509 @@
+// Package sim runs the real agent (spool, ingest, driver, delivery.Sender)
+// against the real sink (sessions, storage writer, dedup, seglog store)
+// in one process, connected by memconn with seeded faults: dropped,
+// duplicated, held back (reordered or delayed) frames, reset sessions,
+// and crashes of either process. One seed fixes the workload, the fault
+// rates, every per-frame fault and the crash points; docs/simulation.md
+// says what is real, what is simulated and how to replay a seed.
+//
+// After the run it checks: every record the agent accepted (IngestMessage
+// returned nil, so it was fsynced to the spool) is in the sink's store
+// exactly once, under one (agent id, message id) that is itself stored
+// once, with the same content; nothing else is stored.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/agent"
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/transport/memconn"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// Options bound one run.
+type Options struct {
+	// Dir is where the run's spool and data directories go (a fresh
+	// subdirectory is made and removed); /dev/shm keeps fsyncs cheap.
+	Dir string
+	// Budget bounds the wait for delivery once the faults stop. It is an
+	// upper bound for a stuck run, not a measurement: a healthy run
+	// converges in milliseconds.
+	Budget time.Duration
+	Logger *slog.Logger
+}
+
+// Result is what one seed did.
+type Result struct {
+	Seed                      uint64
+	Messages, Records         int
+	AgentCrashes, SinkCrashes int
+	Faults                    memconn.FaultStats
+	Stored                    int // store records at the end, duplicates included
+	Compressed                int // of them, stored zstd-compressed
+	Elapsed                   time.Duration
+}
+
+// plan is everything drawn from the seed before the run starts.
+type plan struct {
+	messages    int
+	compression codec.Kind
+	faults      memconn.Faults
+	pAgentCrash float64
+	pSinkCrash  float64
+	pPause      float64
+}
+
+func newPlan(rng *rand.Rand) plan {
+	return plan{
+		messages:    10 + rng.IntN(41),
+		compression: []codec.Kind{codec.Plain, codec.Zstd}[rng.IntN(2)],
+		faults: memconn.Faults{
+			Drop: rng.Float64() * 0.08, Dup: rng.Float64() * 0.08, Hold: rng.Float64() * 0.15,
+			HoldFrames: 1 + rng.IntN(4), HoldFor: time.Duration(1+rng.IntN(5)) * time.Millisecond,
+			DisconnectEvery: []int{0, 10, 30, 100}[rng.IntN(4)],
+		},
+		pAgentCrash: []float64{0, 0.02, 0.06}[rng.IntN(3)],
+		pSinkCrash:  []float64{0, 0.02, 0.06}[rng.IntN(3)],
+		pPause:      0.3,
+	}
+}
+
+// world is one run: the two processes and what has been produced.
+type world struct {
+	seed   uint64
+	opts   Options
+	rng    *rand.Rand
+	dir    string
+	fd     *memconn.FaultDialer
+	svc    *service
+	agent  *agent.Agent
+	sink   *sink.Sink
+	disk   *disk
+	agentD string
+	sinkD  string
+	// produced: record content → the message it went in (index of the
+	// IngestMessage call), for the report.
+	produced map[string]int
+	res      Result
+	plan     plan
+	dec      *codec.Decoder
+}
+
+// Run runs one seed and returns an error describing the first invariant
+// it broke.
+func Run(seed uint64, opts Options) (res Result, err error) {
+	start := time.Now()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Budget == 0 {
+		opts.Budget = 20 * time.Second
+	}
+	dir, err := os.MkdirTemp(opts.Dir, fmt.Sprintf("sim-%d-", seed))
+	if err != nil {
+		return Result{Seed: seed}, err
+	}
+	defer os.RemoveAll(dir)
+	w := &world{
+		seed: seed, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x5eed)), dir: dir,
+		agentD: filepath.Join(dir, "spool"), sinkD: filepath.Join(dir, "data"),
+		produced: map[string]int{}, res: Result{Seed: seed},
+	}
+	defer func() {
+		w.stop()
+		w.res.Elapsed = time.Since(start)
+		res = w.res
+	}()
+	p := newPlan(w.rng)
+	w.plan, w.dec = p, codec.NewDecoder(1<<20)
+	w.svc = &service{}
+	w.fd = &memconn.FaultDialer{Inner: &memconn.Dialer{Service: w.svc}, Seed: seed, Faults: p.faults}
+	if err := w.startSink(); err != nil {
+		return w.res, err
+	}
+	if err := w.startAgent(); err != nil {
+		return w.res, err
+	}
+	ctx := context.Background()
+	for i := range p.messages {
+		recs := make([][]byte, 1+w.rng.IntN(3))
+		for j := range recs {
+			// Unique per seed and position, with a seeded filler so sizes vary.
+			r := fmt.Sprintf("s%d/m%d/r%d/", seed, i, j) + strings.Repeat("x", w.rng.IntN(200))
+			recs[j] = []byte(r)
+		}
+		if err := w.agent.IngestMessage(ctx, recs); err != nil {
+			return w.res, fmt.Errorf("message %d: ingest: %w", i, err)
+		}
+		for _, r := range recs {
+			w.produced[string(r)] = i
+		}
+		w.res.Messages++
+		w.res.Records += len(recs)
+		// Crashes come between ingest calls: a record is accepted once
+		// IngestMessage returned, and then it is fsynced in the spool.
+		if w.rng.Float64() < p.pAgentCrash {
+			if err := w.crashAgent(); err != nil {
+				return w.res, err
+			}
+		}
+		if w.rng.Float64() < p.pSinkCrash {
+			if err := w.crashSink(); err != nil {
+				return w.res, err
+			}
+		}
+		if w.rng.Float64() < p.pPause {
+			time.Sleep(time.Duration(w.rng.IntN(3000)) * time.Microsecond)
+		}
+	}
+	w.fd.Calm()
+	w.res.Faults = w.fd.Stats()
+	return w.res, w.settle()
+}
+
+// settle waits until the store holds every accepted record and the agent
+// has nothing unacknowledged, then checks the store.
+func (w *world) settle() error {
+	deadline := time.Now().Add(w.opts.Budget)
+	var last error
+	for {
+		var complete bool
+		complete, last = w.check(false)
+		if last != nil {
+			return last // a duplicate or a stray record: no need to wait
+		}
+		if complete {
+			st := w.agent.Progress()
+			if st.Unacked == 0 && st.InFlightMsgs == 0 {
+				_, err := w.check(true)
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			_, err := w.check(true)
+			if err == nil {
+				st := w.agent.Progress()
+				err = fmt.Errorf("everything is stored, but the agent still has %d unacknowledged after %v (state %s)", st.Unacked, w.opts.Budget, st.State)
+			}
+			return fmt.Errorf("no convergence within %v after the faults stopped: %w", w.opts.Budget, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// check reads the whole store. It returns an error for a record stored
+// twice, a (agent, id) stored twice, a record nobody produced or one whose
+// content differs; with final set, also for a produced record missing.
+func (w *world) check(final bool) (complete bool, err error) {
+	type key struct {
+		agent string
+		id    uint64
+	}
+	ids := map[key]uint64{}
+	seen := map[string]uint64{}
+	it := w.sink.Store().NewIterator(0, 1<<20)
+	stored, compressed := 0, 0
+	for it.Next() {
+		stored++
+		off := it.Offset()
+		m, err := storedmsg.Decode(it.Value())
+		if err != nil {
+			return false, fmt.Errorf("store offset %d: %w", off, err)
+		}
+		k := key{string(m.AgentID), m.MessageID}
+		if prev, ok := ids[k]; ok {
+			return false, fmt.Errorf("message %s/%d stored twice, at offsets %d and %d", k.agent, k.id, prev, off)
+		}
+		ids[k] = off
+		if m.Codec != codec.Plain && m.Codec != w.plan.compression {
+			return false, fmt.Errorf("store offset %d: codec %v, the agent compresses with %v", off, m.Codec, w.plan.compression)
+		}
+		if m.Codec != codec.Plain {
+			compressed++
+		}
+		body, err := w.dec.Decode(nil, m.Body, m.Codec, m.DictID)
+		if err != nil {
+			return false, fmt.Errorf("store offset %d: %w", off, err)
+		}
+		err = batch.Decode(body, func(rec []byte) error {
+			r := string(rec)
+			if _, ok := w.produced[r]; !ok {
+				return fmt.Errorf("store offset %d holds a record never accepted: %.60q", off, r)
+			}
+			if prev, ok := seen[r]; ok {
+				return fmt.Errorf("record %.40q stored twice, at offsets %d and %d", r, prev, off)
+			}
+			seen[r] = off
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return false, fmt.Errorf("read store: %w", err)
+	}
+	w.res.Stored, w.res.Compressed = stored, compressed
+	if len(seen) == len(w.produced) {
+		return true, nil
+	}
+	if final {
+		for r, i := range w.produced {
+			if _, ok := seen[r]; !ok {
+				return false, fmt.Errorf("%d of %d accepted records missing from the store, e.g. %.40q of message %d",
+					len(w.produced)-len(seen), len(w.produced), r, i)
+			}
+		}
+	}
+	return false, nil
+}
+
+func (w *world) startAgent() error {
+	a, err := agent.New(agent.Config{
+		Dialer: w.fd, SpoolDir: w.agentD, SpoolSync: seglog.SyncAlways(),
+		Compression: w.plan.compression, Linger: time.Millisecond,
+		// Resends and reconnects at the pace of an in-memory path. The
+		// progress deadline is off (an hour): it would reset a session
+		// that lost a message and so hide a missing resend timer.
+		MinRTO: 5 * time.Millisecond, ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond,
+		HandshakeTimeout: 5 * time.Second, ProgressTimeout: time.Hour,
+		Logger: w.opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	w.agent = a
+	return nil
+}
+
+// crashAgent stops the agent and starts it again on the same spool.
+// Close is used as the crash: everything accepted is already fsynced, and
+// what Close adds (persisting the acknowledged watermark, which is only
+// ever behind the truth) a crash right after a persist would have too.
+func (w *world) crashAgent() error {
+	w.res.AgentCrashes++
+	w.fd.CutAll()
+	if err := w.agent.Close(); err != nil {
+		return fmt.Errorf("agent crash: close: %w", err)
+	}
+	w.agent = nil
+	return w.startAgent()
+}
+
+func (w *world) startSink() error {
+	w.disk = newDisk(w.sinkD)
+	s, err := sink.New(sink.Config{
+		DataDir: w.sinkD, Logger: w.opts.Logger, SegmentBytes: 64 << 10,
+		ShutdownTimeout: 5 * time.Second, OnStoreSync: w.disk.synced,
+	})
+	if err != nil {
+		return fmt.Errorf("start sink: %w", err)
+	}
+	w.disk.synced() // what survived the last crash is on disk
+	w.sink = s
+	w.svc.set(s)
+	return nil
+}
+
+// crashSink kills the sink: sessions are reset, and the data directory is
+// put back to what it held at the crash: store segments cut to their size
+// at the last fdatasync, every other file (checkpoint, dictionaries) as it
+// was. The sink is closed in between only to release its goroutines and
+// the directory lock; what Close writes is undone.
+func (w *world) crashSink() error {
+	w.res.SinkCrashes++
+	w.fd.SetDown(true)
+	w.svc.kill() // no session can ack any more
+	durable := w.disk.snapshot()
+	files, err := snapshotFiles(w.sinkD)
+	if err != nil {
+		return err
+	}
+	if err := w.sink.Close(); err != nil {
+		return fmt.Errorf("sink crash: close: %w", err)
+	}
+	if err := restore(w.sinkD, durable, files); err != nil {
+		return fmt.Errorf("sink crash: %w", err)
+	}
+	if err := w.startSink(); err != nil {
+		return err
+	}
+	w.fd.SetDown(false)
+	return nil
+}
+
+func (w *world) stop() {
+	if w.fd != nil {
+		w.fd.CutAll()
+	}
+	if w.agent != nil {
+		w.agent.Close()
+	}
+	if w.sink != nil {
+		w.svc.kill()
+		w.sink.Close()
+	}
+}
+
+// service is the sink as the dialer sees it: it can be swapped on a
+// restart, and a crash resets every session and waits for its handler to
+// return. (Sink.Close waits only for the gRPC server's handlers: a
+// ServeSend still running over memconn when Close closes the writer's
+// channel panics the sink, so the simulation ends them first.)
+type service struct {
+	mu    sync.Mutex
+	s     *sink.Sink
+	wg    sync.WaitGroup
+	conns map[protocol.Conn]struct{}
+}
+
+// kill refuses new sessions, resets the open ones and waits until their
+// handlers have returned.
+func (v *service) kill() {
+	v.mu.Lock()
+	v.s = nil
+	for c := range v.conns {
+		c.Close(protocol.Errorf(protocol.StatusUnavailable, "sim: sink crashed"))
+	}
+	v.mu.Unlock()
+	v.wg.Wait()
+}
+
+func (v *service) set(s *sink.Sink) {
+	v.mu.Lock()
+	v.s = s
+	v.mu.Unlock()
+}
+
+// get registers a session with the running sink; done unregisters it.
+func (v *service) get(c protocol.Conn) (*sink.Sink, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.s == nil {
+		return nil, protocol.Errorf(protocol.StatusUnavailable, "sim: sink is down")
+	}
+	if v.conns == nil {
+		v.conns = map[protocol.Conn]struct{}{}
+	}
+	v.conns[c] = struct{}{}
+	v.wg.Add(1)
+	return v.s, nil
+}
+
+func (v *service) done(c protocol.Conn) {
+	v.mu.Lock()
+	delete(v.conns, c)
+	v.mu.Unlock()
+	v.wg.Done()
+}
+
+func (v *service) ServeSend(c protocol.Conn) error {
+	s, err := v.get(c)
+	if err != nil {
+		return err
+	}
+	defer v.done(c)
+	return s.ServeSend(c)
+}
+
+func (v *service) ServeRead(c protocol.Conn) error {
+	s, err := v.get(c)
+	if err != nil {
+		return err
+	}
+	defer v.done(c)
+	return s.ServeRead(c)
+}
+
+// disk tracks, for the sink's store, the size of every segment file at
+// the last fdatasync: what a crash keeps.
+type disk struct {
+	dir  string
+	mu   sync.Mutex
+	size map[string]int64
+}
+
+func newDisk(dir string) *disk { return &disk{dir: dir, size: map[string]int64{}} }
+
+// synced runs on the storage writer right after an fdatasync, before it
+// writes anything else, so the segments' sizes are what was synced.
+func (d *disk) synced() {
+	sizes := map[string]int64{}
+	filepath.WalkDir(d.dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".seg") {
+			if fi, err := e.Info(); err == nil {
+				sizes[p] = fi.Size()
+			}
+		}
+		return nil
+	})
+	d.mu.Lock()
+	d.size = sizes
+	d.mu.Unlock()
+}
+
+func (d *disk) snapshot() map[string]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.size
+}
+
+// snapshotFiles reads every file of dir but the segments and the lock.
+func snapshotFiles(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() || strings.HasSuffix(p, ".seg") || e.Name() == dirlock.FileName {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // replaced meanwhile (an atomic metadata write)
+		}
+		files[p] = b
+		return err
+	})
+	return files, err
+}
+
+// restore puts dir back: segments cut to their synced size (removed if
+// they did not exist at the last sync), other files as in files (removed
+// if created since).
+func restore(dir string, segs map[string]int64, files map[string][]byte) error {
+	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || e.Name() == dirlock.FileName {
+			return err
+		}
+		if strings.HasSuffix(p, ".seg") {
+			n, ok := segs[p]
+			if !ok {
+				return os.Remove(p)
+			}
+			return os.Truncate(p, n)
+		}
+		b, ok := files[p]
+		if !ok {
+			return os.Remove(p)
+		}
+		return os.WriteFile(p, b, 0o644)
+	})
+}

@@ -191,7 +191,7 @@ func TestByteCreditsBoundReceiver(t *testing.T) {
 	ok(t, m.RequestN(1, 100))
 	drain(t, m)
 	m.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, make([]byte, 10)))) // uses the window
-	m.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, []byte("x"))))     // beyond
+	m.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, []byte("x"))))      // beyond
 	fs, evs := drain(t, m)
 	if got := describe(fs); got != "ERROR(1,INVALID)" {
 		t.Fatalf("frames: %s", got)

@@ -307,11 +307,20 @@ func (f *rsocketTLSFlags) option(url string) ([]rsocket.Option, error) {
 	if !set && !strings.HasPrefix(url, "tls://") && !strings.HasPrefix(url, "wss://") {
 		return nil, nil
 	}
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return []rsocket.Option{rsocket.WithTLS(cfg)}, nil
+}
+
+// config is the client TLS configuration the flags describe.
+func (f *rsocketTLSFlags) config() (*tls.Config, error) {
 	cfg, err := auth.ClientTLS(*f.ca, *f.cert, *f.key, *f.serverName)
 	if err != nil {
 		return nil, &exitError{code: 2, msg: fmt.Sprintf("--tls-*: %v", err)}
 	}
-	return []rsocket.Option{rsocket.WithTLS(cfg)}, nil
+	return cfg, nil
 }
 
 // rsocketFailed prints an ERROR's message alone on stderr (exit 1).

@@ -57,6 +57,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	tlsCert := fs.String("tls-cert", "", "server certificate (PEM) for tls:// and wss:// listeners")
 	tlsKey := fs.String("tls-key", "", "server key (PEM) for tls:// and wss:// listeners")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA bundle (PEM): mutual TLS")
+	byteCredits := fs.Uint("byte-credits", 0, "accept the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	lease := fs.Bool("lease", false, "accept clients that ask for lease, granting each 1000 requests per 10s")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -85,7 +86,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
 		return err
 	}
-	opts := []rsocket.Option{rsocket.WithLogger(log)}
+	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}
@@ -159,6 +160,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [flags]", stderr)
 	url := fs.String("url", "", "server URL: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH")
 	tlsc := addRSocketTLSFlags(fs)
+	byteCredits := fs.Uint("byte-credits", 0, "offer the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	data := fs.String("data", "", "request data")
 	metadata := fs.String("metadata", "", "request metadata (with --route: a text/plain entry of the composite metadata)")
 	route := fs.String("route", "", "route, sent as composite metadata with message/x.rsocket.routing.v0")
@@ -206,6 +208,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		rsocket.WithMIME(*metadataMIME, *dataMIME),
 		rsocket.WithKeepalive(*keepalive, *lifetime),
 		rsocket.WithLogger(slog.New(slog.DiscardHandler)),
+		rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))),
 	}
 	if *setupData != "" {
 		opts = append(opts, rsocket.WithSetup(nil, []byte(*setupData)))

@@ -29,13 +29,21 @@ func (t *T) closeAll() {
 	}
 }
 
-// left is the time until the check's deadline.
+// left is the time a wait may take: until the check's deadline, less a
+// fifth of the timeout kept so that the check (not the runner's deadline)
+// gives the verdict, with its detail, and can still run a short follow-up.
 func (t *T) left() time.Duration {
 	d, ok := t.ctx.Deadline()
 	if !ok {
 		return t.cfg.Timeout
 	}
-	return max(time.Until(d), time.Millisecond)
+	return max(time.Until(d)-t.cfg.Timeout/5, time.Millisecond)
+}
+
+// rest is all the time until the deadline, for a last follow-up.
+func (t *T) rest() time.Duration {
+	d, _ := t.ctx.Deadline()
+	return max(time.Until(d)-t.cfg.Timeout/50, time.Millisecond)
 }
 
 // dial connects without sending anything.
@@ -129,15 +137,18 @@ var aliveN atomic.Int64
 // data must come back without R and with that data (application
 // independent). An ERROR on stream 0 or the end of the connection is
 // reported.
-func (t *T) alive(c *raw) error {
+func (t *T) alive(c *raw) error { return t.aliveWithin(c, t.left()) }
+
+// aliveWithin is alive with a wait of d.
+func (t *T) aliveWithin(c *raw, d time.Duration) error {
 	data := []byte("tck-alive-" + strconv.FormatInt(aliveN.Add(1), 10))
 	if err := c.send(must(frame.AppendKeepalive(nil, true, 0, data))); err != nil {
 		return fmt.Errorf("the connection is gone: %v", err)
 	}
 	for {
-		f, err := c.next(t.left())
+		f, err := c.next(d)
 		if errors.Is(err, errTimeout) {
-			return fmt.Errorf("the connection stopped answering (no KEEPALIVE echo within %v)", t.cfg.Timeout)
+			return fmt.Errorf("the connection stopped answering (no KEEPALIVE echo within %v)", d.Round(time.Millisecond))
 		}
 		if err != nil {
 			return fmt.Errorf("the server closed the connection (%v)", err)
@@ -163,6 +174,8 @@ type response struct {
 	next     bool
 	complete bool
 	err      *frame.ErrorFrame
+	// followsComplete: the last frame had F and C (F ignored, payload ended).
+	followsComplete bool
 }
 
 // awaitStream returns the next complete item on stream id: a reassembled
@@ -215,6 +228,7 @@ func (t *T) awaitStream(c *raw, id uint32, d time.Duration) (*response, error) {
 			if p.Follows() {
 				continue
 			}
+			asm.followsComplete = h.Has(frame.FlagFollows | frame.FlagComplete)
 			if frags > 1 {
 				t.obs.fragment("")
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 
@@ -102,5 +103,27 @@ func TestTLSNeedsTLSURL(t *testing.T) {
 		if _, err := Dial(tctx(t), u, WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "WithTLS needs a tls:// or wss:// URL") {
 			t.Errorf("%s: %v", u, err)
 		}
+	}
+}
+
+// TestTLSSilentClientDoesNotBlockAccept: a client that connects and never
+// starts the handshake must not hold up the next one (handshakes run off
+// the accept loop).
+func TestTLSSilentClientDoesNotBlockAccept(t *testing.T) {
+	ca := testpki.NewCA(t)
+	u := serveTLS(t, "tls", &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)}})
+	silent, err := net.Dial("tcp", strings.TrimPrefix(u, "tls://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	ctx := tctx(t)
+	c, err := Dial(ctx, u, WithTLS(&tls.Config{RootCAs: ca.Pool()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("next")}); err != nil || string(r.Data) != "next" {
+		t.Fatalf("the client after a silent one: %q %v", r.Data, err)
 	}
 }

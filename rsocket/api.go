@@ -202,6 +202,7 @@ type Stream struct {
 	ctx   context.Context
 	batch uint32 // granted again when left reaches 0
 	left  uint32 // credits granted and not yet used
+	bytes int64  // bytes consumed and not yet granted again (bytecredits.go)
 }
 
 // Next returns the next element; io.EOF when the stream completed, an
@@ -228,6 +229,7 @@ func (s *Stream) Next() (Payload, error) {
 				s.st.requeue(item{complete: true}) // the next Next gives io.EOF
 			}
 			s.used()
+			s.usedBytes(it.p)
 			return it.p, nil
 		}
 		if it.complete {

@@ -19,6 +19,7 @@ package rsocket
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,6 +102,7 @@ type options struct {
 	leaseN    uint32
 	lease     bool
 	channelN  uint32
+	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 }
 
 func buildOptions(role conn.Role, opts []Option) options {

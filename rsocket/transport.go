@@ -2,9 +2,11 @@ package rsocket
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -123,34 +125,67 @@ func ServeConn(ctx context.Context, nc net.Conn, r Responder, opts ...Option) (*
 	return start(ctx, newStreamTransport(nc), conn.Server, append([]Option{WithResponder(r)}, opts...))
 }
 
-// Dial connects to tcp://HOST:PORT or ws://HOST:PORT/PATH (wss too). ctx
-// bounds the dial only; the connection lives until Close or its failure.
+// WithTLS makes Dial speak TLS for tls:// and wss:// URLs with cfg (nil:
+// the system's roots, server name from the URL), and makes Serve and
+// ServeWebSocket serve TLS with cfg (which must then hold a certificate;
+// set ClientCAs and ClientAuth for mutual TLS). Dial refuses it with a
+// tcp:// or ws:// URL rather than silently talking in clear text.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// tlsHandshakeTimeout bounds a server's TLS handshake: a client that
+// connects and says nothing must not hold a goroutine and a socket forever.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// Dial connects to tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or
+// wss://HOST:PORT/PATH. ctx bounds the dial (and the TLS handshake) only;
+// the connection lives until Close or its failure. A server certificate
+// that does not verify fails Dial.
 func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
 	}
+	o := buildOptions(conn.Client, opts)
+	if o.tls != nil && (u.Scheme == "tcp" || u.Scheme == "ws") {
+		return nil, fmt.Errorf("rsocket: URL %q: WithTLS needs a tls:// or wss:// URL", rawURL)
+	}
 	switch u.Scheme {
-	case "tcp":
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", u.Host)
+	case "tcp", "tls":
+		var nc net.Conn
+		if u.Scheme == "tls" {
+			d := tls.Dialer{Config: o.tls} // the handshake completes in DialContext
+			nc, err = d.DialContext(ctx, "tcp", u.Host)
+		} else {
+			var d net.Dialer
+			nc, err = d.DialContext(ctx, "tcp", u.Host)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
 		}
 		return ClientConn(context.WithoutCancel(ctx), nc, opts...)
 	case "ws", "wss":
-		wc, _, err := websocket.Dial(ctx, rawURL, nil)
+		var do *websocket.DialOptions
+		if u.Scheme == "wss" && o.tls != nil {
+			// A transport of its own: the TLS config is this connection's,
+			// and HTTP/2 (which cannot carry a WebSocket here) stays off.
+			do = &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: o.tls.Clone()}}}
+		}
+		wc, _, err := websocket.Dial(ctx, rawURL, do)
 		if err != nil {
 			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
 		}
 		return start(context.WithoutCancel(ctx), newWSTransport(wc), conn.Client, opts)
 	}
-	return nil, fmt.Errorf("rsocket: URL %q: scheme must be tcp or ws", rawURL)
+	return nil, fmt.Errorf("rsocket: URL %q: scheme must be tcp, tls, ws or wss", rawURL)
 }
 
 // Serve accepts RSocket over TCP on ln until ctx ends, serving each
-// connection with r.
+// connection with r; with WithTLS, over TLS.
 func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) error {
+	o := buildOptions(conn.Server, opts)
+	if o.tls != nil {
+		ln = tls.NewListener(ln, o.tls.Clone())
+	}
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	var delay time.Duration
@@ -169,6 +204,24 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 			return err
 		}
 		delay = 0
+		if tc, ok := nc.(*tls.Conn); ok {
+			// Handshake off the accept loop, so one slow client does not
+			// hold up the others, and bounded in time.
+			go func() {
+				hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
+				err := tc.HandshakeContext(hctx)
+				cancel()
+				if err != nil {
+					o.log.Debug("rsocket: TLS handshake failed", "remote", tc.RemoteAddr().String(), "err", err)
+					_ = tc.Close()
+					return
+				}
+				if _, err := ServeConn(ctx, tc, r, opts...); err != nil {
+					o.log.Warn("rsocket: cannot serve connection", "err", err)
+				}
+			}()
+			continue
+		}
 		if _, err := ServeConn(ctx, nc, r, opts...); err != nil {
 			return err
 		}
@@ -190,11 +243,21 @@ func WebSocketHandler(ctx context.Context, r Responder, opts ...Option) http.Han
 	})
 }
 
-// ServeWebSocket serves RSocket over WebSocket at path on ln until ctx ends.
+// ServeWebSocket serves RSocket over WebSocket at path on ln until ctx
+// ends; with WithTLS, over TLS (wss://).
 func ServeWebSocket(ctx context.Context, ln net.Listener, path string, r Responder, opts ...Option) error {
+	o := buildOptions(conn.Server, opts)
+	if o.tls != nil {
+		// http.Server handshakes *tls.Conn itself, within ReadHeaderTimeout;
+		// no ALPN is offered, so clients stay on HTTP/1.1 as WebSocket needs.
+		ln = tls.NewListener(ln, o.tls.Clone())
+	}
 	mux := http.NewServeMux()
 	mux.Handle(path, WebSocketHandler(ctx, r, opts...))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: tlsHandshakeTimeout,
+		// Failed handshakes and bad requests are the client's problem: log
+		// them at debug through our logger, not on the process's stderr.
+		ErrorLog: slog.NewLogLogger(o.log.Handler(), slog.LevelDebug)}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -203,18 +266,20 @@ func ServeWebSocket(ctx context.Context, ln net.Listener, path string, r Respond
 	return nil
 }
 
-// Listen parses tcp://HOST:PORT or ws://HOST:PORT/PATH and listens on its
-// address, returning the listener and the WebSocket path ("" for TCP).
+// Listen parses tcp://, tls://HOST:PORT or ws://, wss://HOST:PORT/PATH and
+// listens on its address, returning the listener and the WebSocket path
+// ("" for TCP and TLS). The listener is plain TCP: pass WithTLS to Serve
+// or ServeWebSocket for tls:// and wss://.
 func Listen(rawURL string) (net.Listener, string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, "", fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
 	}
 	switch u.Scheme {
-	case "tcp":
+	case "tcp", "tls":
 		ln, err := net.Listen("tcp", u.Host)
 		return ln, "", err
-	case "ws":
+	case "ws", "wss":
 		path := u.Path
 		if path == "" {
 			path = "/"
@@ -222,5 +287,5 @@ func Listen(rawURL string) (net.Listener, string, error) {
 		ln, err := net.Listen("tcp", u.Host)
 		return ln, path, err
 	}
-	return nil, "", fmt.Errorf("rsocket: URL %q: scheme must be tcp or ws", rawURL)
+	return nil, "", fmt.Errorf("rsocket: URL %q: scheme must be tcp, tls, ws or wss", rawURL)
 }

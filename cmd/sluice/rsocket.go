@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/echo"
@@ -49,9 +51,13 @@ func runRSocketServe(args []string, stdout, stderr io.Writer) error {
 // rsocketServe runs `sluice rsocket serve` until ctx ends. It prints
 // "listening URL" on stdout for each listener, with the port resolved.
 func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--metrics HOST:PORT]", stderr)
+	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--metrics HOST:PORT] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]", stderr)
 	var listen listFlag
-	fs.Var(&listen, "listen", "listen URL, tcp://HOST:PORT or ws://HOST:PORT/PATH (repeatable)")
+	fs.Var(&listen, "listen", "listen URL, tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH (repeatable)")
+	tlsCert := fs.String("tls-cert", "", "server certificate (PEM) for tls:// and wss:// listeners")
+	tlsKey := fs.String("tls-key", "", "server key (PEM) for tls:// and wss:// listeners")
+	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA bundle (PEM): mutual TLS")
+	byteCredits := fs.Uint("byte-credits", 0, "accept the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	lease := fs.Bool("lease", false, "accept clients that ask for lease, granting each 1000 requests per 10s")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -61,13 +67,26 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(listen) == 0 {
 		return &exitError{code: 2, msg: "--listen is required"}
 	}
+	var tlsCfg *tls.Config
+	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
+		cfg, err := auth.ServerTLS(*tlsCert, *tlsKey, *tlsClientCA)
+		if err != nil {
+			return &exitError{code: 2, msg: fmt.Sprintf("--tls-cert/--tls-key/--tls-client-ca: %v", err)}
+		}
+		tlsCfg = cfg
+	}
+	for _, u := range listen {
+		if (strings.HasPrefix(u, "tls://") || strings.HasPrefix(u, "wss://")) && tlsCfg == nil {
+			return &exitError{code: 2, msg: fmt.Sprintf("--listen %s needs --tls-cert and --tls-key", u)}
+		}
+	}
 	log := newLogger(stderr, *logLevel)
 	reg := newRegistry()
 	e := newEchoResponder(reg)
 	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
 		return err
 	}
-	opts := []rsocket.Option{rsocket.WithLogger(log)}
+	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}
@@ -80,9 +99,12 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", u, err)
 		}
-		shown := "tcp://" + ln.Addr().String()
-		if path != "" {
-			shown = "ws://" + ln.Addr().String() + path
+		scheme, _, _ := strings.Cut(u, "://")
+		secure := scheme == "tls" || scheme == "wss"
+		shown := scheme + "://" + ln.Addr().String() + path
+		lopts := opts
+		if secure {
+			lopts = append(opts[:len(opts):len(opts)], rsocket.WithTLS(tlsCfg))
 		}
 		fmt.Fprintln(stdout, "listening", shown)
 		log.Info("rsocket serving", "url", shown)
@@ -91,9 +113,9 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			defer wg.Done()
 			var err error
 			if path != "" {
-				err = rsocket.ServeWebSocket(ctx, ln, path, e, opts...)
+				err = rsocket.ServeWebSocket(ctx, ln, path, e, lopts...)
 			} else {
-				err = rsocket.Serve(ctx, ln, e, opts...)
+				err = rsocket.Serve(ctx, ln, e, lopts...)
 			}
 			if err != nil {
 				errs <- fmt.Errorf("serve %s: %w", shown, err)
@@ -135,8 +157,10 @@ func rsocketClient(model string) func(args []string, stdout, stderr io.Writer) e
 }
 
 func rsocketRequest(ctx context.Context, model string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|ws://HOST:PORT/PATH [flags]", stderr)
-	url := fs.String("url", "", "server URL: tcp://HOST:PORT or ws://HOST:PORT/PATH")
+	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [flags]", stderr)
+	url := fs.String("url", "", "server URL: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH")
+	tlsc := addRSocketTLSFlags(fs)
+	byteCredits := fs.Uint("byte-credits", 0, "offer the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	data := fs.String("data", "", "request data")
 	metadata := fs.String("metadata", "", "request metadata (with --route: a text/plain entry of the composite metadata)")
 	route := fs.String("route", "", "route, sent as composite metadata with message/x.rsocket.routing.v0")
@@ -184,10 +208,16 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		rsocket.WithMIME(*metadataMIME, *dataMIME),
 		rsocket.WithKeepalive(*keepalive, *lifetime),
 		rsocket.WithLogger(slog.New(slog.DiscardHandler)),
+		rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))),
 	}
 	if *setupData != "" {
 		opts = append(opts, rsocket.WithSetup(nil, []byte(*setupData)))
 	}
+	topt, err := tlsc.option(*url)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, topt...)
 	c, err := rsocket.Dial(ctx, *url, opts...)
 	if err != nil {
 		return err
@@ -258,6 +288,42 @@ func drainStream(s *rsocket.Stream, print func(rsocket.Payload), w *bufio.Writer
 			w.Flush()
 		}
 	}
+}
+
+// rsocketTLSFlags are a client command's TLS flags: the server is
+// verified against a CA, never skipped.
+type rsocketTLSFlags struct{ ca, cert, key, serverName *string }
+
+func addRSocketTLSFlags(fs *flag.FlagSet) *rsocketTLSFlags {
+	return &rsocketTLSFlags{
+		ca:         fs.String("tls-ca", "", "for tls:// and wss://: trust this CA bundle (PEM) instead of the system's roots"),
+		cert:       fs.String("tls-cert", "", "client certificate (PEM) for mutual TLS"),
+		key:        fs.String("tls-key", "", "client key (PEM) for mutual TLS"),
+		serverName: fs.String("tls-server-name", "", "name expected in the server's certificate (default: the URL's host)"),
+	}
+}
+
+// option returns the rsocket.WithTLS option for url (none for tcp:// and
+// ws:// without TLS flags; with them, Dial refuses the clear-text URL).
+func (f *rsocketTLSFlags) option(url string) ([]rsocket.Option, error) {
+	set := *f.ca != "" || *f.cert != "" || *f.key != "" || *f.serverName != ""
+	if !set && !strings.HasPrefix(url, "tls://") && !strings.HasPrefix(url, "wss://") {
+		return nil, nil
+	}
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return []rsocket.Option{rsocket.WithTLS(cfg)}, nil
+}
+
+// config is the client TLS configuration the flags describe.
+func (f *rsocketTLSFlags) config() (*tls.Config, error) {
+	cfg, err := auth.ClientTLS(*f.ca, *f.cert, *f.key, *f.serverName)
+	if err != nil {
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("--tls-*: %v", err)}
+	}
+	return cfg, nil
 }
 
 // rsocketFailed prints an ERROR's message alone on stderr (exit 1).

@@ -121,10 +121,10 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 		errs string
 	}{
 		{[]string{"rsocket", "rr", "--data", "x"}, 2, "--url is required"},
-		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp or ws"},
+		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp, tls, ws or wss"},
 		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--request-n", "0"}, 2, "--request-n must be in"},
 		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
-		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp or ws"},
+		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp, tls, ws or wss"},
 	} {
 		code, _, errs := run(tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.errs) {

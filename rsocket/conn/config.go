@@ -67,6 +67,13 @@ type Config struct {
 	// MaxReassemblyBytes bounds the bytes held for all inbound payloads
 	// being reassembled at once. Default 64 MiB; at least MaxPayloadSize.
 	MaxReassemblyBytes int
+
+	// ByteCredits, when not 0, turns on sluice's byte-credits extension
+	// (bytecredits.go, docs/rsocket.md): this end offers (client) or
+	// accepts (server) it and grants each governed stream ByteCredits
+	// bytes at its start (1..2^31-1); more are granted with RequestBytes.
+	// A peer without the extension ignores it. 0: plain RSocket.
+	ByteCredits uint32
 }
 
 // Defaults.
@@ -129,6 +136,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxFrameSize < minFrameSize || c.MaxFrameSize > frame.MaxFrameSize {
 		return fmt.Errorf("rsocket/conn: Config.MaxFrameSize %d must be in %d..%d", c.MaxFrameSize, minFrameSize, frame.MaxFrameSize)
+	}
+	if c.ByteCredits > frame.MaxRequestN {
+		return fmt.Errorf("rsocket/conn: Config.ByteCredits %d must be <= 2^31-1", c.ByteCredits)
 	}
 	if c.MaxStreams < 1 {
 		return fmt.Errorf("rsocket/conn: Config.MaxStreams %d must be >= 1", c.MaxStreams)

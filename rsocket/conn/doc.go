@@ -86,6 +86,14 @@
 // #1118 does not close). NextDeadline gives the one instant the driver must
 // call Tick at.
 //
+// Byte credits (bytecredits.go, Config.ByteCredits): sluice's optional
+// extension that limits the elements of a stream or channel by bytes as
+// well as by REQUEST_N items. It is negotiated with an EXT frame carrying
+// the I flag right after SETUP, so a peer without it ignores it; on a
+// governed stream a sender needs an item credit and a positive byte
+// credit, and a receiver fails a stream that overruns either with
+// ERROR[INVALID]. The wire format is specified in docs/rsocket.md.
+//
 // Resume positions: the bytes of resumable frames sent and received
 // (frame.IsResumable) are counted (Positions) for the resumption to come;
 // nothing else of resume is implemented, so RESUME and RESUME_OK are

@@ -67,7 +67,8 @@ const (
 	// EventPayload: a PAYLOAD on StreamID: Next (an element in Metadata,
 	// Data), Complete (the peer will send no more).
 	EventPayload
-	// EventRequestN: the peer granted N more credits on StreamID.
+	// EventRequestN: the peer granted N more credits on StreamID, or (N 0)
+	// Bytes more byte credits (byte-credits extension).
 	EventRequestN
 	// EventCancel: the peer cancelled StreamID. For a responder the stream
 	// is over; for the requester of a channel only its sending half is.
@@ -104,6 +105,7 @@ type Event struct {
 	Metadata    []byte // nil: no metadata
 	Data        []byte
 	N           uint32
+	Bytes       uint32 // EventRequestN: byte credits granted (byte-credits extension)
 	Next        bool
 	Complete    bool
 	Code        frame.ErrorCode
@@ -132,7 +134,7 @@ func (e Event) String() string {
 	case EventPayload:
 		s += fmt.Sprintf(" next=%v complete=%v md=%q data=%q", e.Next, e.Complete, e.Metadata, e.Data)
 	case EventRequestN:
-		s += fmt.Sprintf(" n=%d", e.N)
+		s += fmt.Sprintf(" n=%d bytes=%d", e.N, e.Bytes)
 	case EventError:
 		s += fmt.Sprintf(" %s %q local=%v", e.Code, e.Message, e.Local)
 	case EventClosed:

@@ -12,7 +12,9 @@ import (
 )
 
 // fuzzConfig has small limits so the fuzzer reaches them.
-var fuzzConfig = Config{Role: Server, MaxFrameSize: 128, MaxStreams: 8, MaxPayloadSize: 1024, MaxReassemblyBytes: 2048}
+// ByteCredits is on: a client that offers the extension as its second
+// frame gets it, one that does not gets plain RSocket.
+var fuzzConfig = Config{Role: Server, MaxFrameSize: 128, MaxStreams: 8, MaxPayloadSize: 1024, MaxReassemblyBytes: 2048, ByteCredits: 200}
 
 // FuzzServer feeds arbitrary frames (each preceded by a 24-bit length, as
 // on TCP) to a server machine whose application answers every request.
@@ -82,6 +84,7 @@ func fuzzCheck(t *testing.T, m *Machine) {
 				_ = m.SendPayload(ev.StreamID, nil, []byte("more"), true, false)
 			case ev.Kind == EventPayload && !ev.Complete:
 				_ = m.RequestN(ev.StreamID, 1)
+				_ = m.RequestBytes(ev.StreamID, uint32(len(ev.Data)+1))
 			}
 		}
 	}
@@ -90,6 +93,85 @@ func fuzzCheck(t *testing.T, m *Machine) {
 	}
 	if m.ReassemblyBytes() > fuzzConfig.MaxReassemblyBytes {
 		t.Fatalf("%d reassembly bytes", m.ReassemblyBytes())
+	}
+}
+
+// FuzzClient feeds arbitrary frames to a client machine that offered the
+// byte-credits extension and opened one stream of each kind (ids 1, 3, 5,
+// 7). Same guarantees as FuzzServer. Seed corpus: testdata/fuzz/FuzzClient.
+func FuzzClient(f *testing.F) {
+	for _, s := range fuzzClientSeeds() {
+		f.Add(s.data)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		cfg := fuzzConfig
+		cfg.Role = Client
+		m, err := New(cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(0); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = m.RequestResponse(nil, []byte("rr"))
+		_, _ = m.RequestFNF(nil, []byte("fnf"))
+		_, _ = m.RequestStream(3, []byte("md"), []byte("stream"))
+		_, _ = m.RequestChannel(3, nil, []byte("channel"), false)
+		fuzzCheck(t, m)
+		now := time.Duration(0)
+		for i := 0; len(in) >= 3; i++ {
+			n := int(in[0])<<16 | int(in[1])<<8 | int(in[2])
+			in = in[3:]
+			n = min(n, len(in))
+			m.Receive(now, in[:n])
+			in = in[n:]
+			now += 100 * time.Millisecond
+			if i%8 == 7 {
+				m.Tick(now)
+			}
+			fuzzCheck(t, m)
+		}
+	})
+}
+
+// fuzzClientSeeds are what a server might send the client of FuzzClient.
+func fuzzClientSeeds() []fuzzSeed {
+	cat := func(fs ...[]byte) []byte {
+		var b []byte
+		for _, f := range fs {
+			b = must(frame.AppendLengthPrefix(b, len(f)))
+			b = append(b, f...)
+		}
+		return b
+	}
+	big := make([]byte, 100)
+	return []fuzzSeed{
+		{"answers", cat(
+			extFrame(0, ExtByteCreditsWindow, 64),
+			must(frame.AppendPayload(nil, 1, frame.FlagNext|frame.FlagComplete, nil, []byte("rr"))),
+			must(frame.AppendPayload(nil, 5, frame.FlagNext, []byte("m"), []byte("s0"))),
+			extFrame(7, ExtRequestBytes, 30),
+			must(frame.AppendRequestN(nil, 7, 2)),
+			must(frame.AppendPayload(nil, 7, frame.FlagNext, nil, []byte("c0"))),
+			must(frame.AppendPayload(nil, 5, frame.FlagFollows|frame.FlagNext, nil, big)),
+			must(frame.AppendPayload(nil, 5, frame.FlagNext|frame.FlagComplete, nil, big)),
+			must(frame.AppendCancel(nil, 7)),
+			must(frame.AppendError(nil, 7, frame.ErrorCodeApplicationError, "x")))},
+		{"server-requests", cat(
+			must(frame.AppendLease(nil, 1000, 3, nil)),
+			must(frame.AppendKeepalive(nil, true, 0, []byte("ka"))),
+			must(frame.AppendRequestResponse(nil, 2, 0, nil, []byte("from server"))),
+			must(frame.AppendRequestStream(nil, 4, 0, 2, nil, []byte("s"))),
+			must(frame.AppendRequestChannel(nil, 6, 0, 2, nil, []byte("c"))),
+			must(frame.AppendPayload(nil, 6, frame.FlagNext, nil, []byte("c1"))),
+			must(frame.AppendMetadataPush(nil, []byte("push"))),
+			must(frame.AppendRequestFNF(nil, 8, 0, nil, []byte("fnf"))))},
+		{"refused", cat(must(frame.AppendError(nil, 0, frame.ErrorCodeRejectedSetup, "no")))},
+		{"odd-and-garbage", append(cat(
+			must(frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 100, MaxLifetime: 1000})),
+			must(frame.AppendResumeOK(nil, 1)),
+			must(frame.AppendRequestResponse(nil, 3, 0, nil, []byte("wrong parity"))),
+			must(frame.AppendPayload(nil, 5, frame.FlagNext, nil, make([]byte, 2000)))), 0, 0, 2, 0xff, 0xff)},
 	}
 }
 
@@ -142,6 +224,24 @@ func fuzzSeeds() []fuzzSeed {
 			must(frame.AppendExt(nil, 0, frame.FlagIgnore, 5, nil, nil)),
 			must(frame.AppendError(nil, 0, frame.ErrorCodeConnectionClose, "drain")))},
 		{"garbage", append(cat(setup), 0, 0, 2, 0xff, 0xff)},
+		{"resume-first", cat(must(frame.AppendResume(nil, 1, 0, []byte("token"), 0, 0)))},
+		{"resume-frames-after-setup", cat(setup,
+			must(frame.AppendResume(nil, 1, 0, []byte("token"), 5, 0)),
+			must(frame.AppendResumeOK(nil, 7)),
+			must(frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 100, MaxLifetime: 1000})),
+			must(frame.AppendLease(nil, 1000, 3, []byte("md"))),
+			must(frame.AppendKeepalive(nil, false, 9, nil)),
+			must(frame.AppendRequestResponse(nil, 1, 0, nil, []byte("still works"))))},
+		{"byte-credits", cat(setup,
+			extFrame(0, ExtByteCreditsWindow, 50),
+			must(frame.AppendRequestStream(nil, 1, 0, 5, nil, []byte("s"))),
+			extFrame(1, ExtRequestBytes, 400),
+			must(frame.AppendRequestChannel(nil, 3, 0, 5, nil, []byte("c"))),
+			must(frame.AppendPayload(nil, 3, frame.FlagNext, nil, big)),
+			must(frame.AppendPayload(nil, 3, frame.FlagNext, nil, big)),
+			must(frame.AppendPayload(nil, 3, frame.FlagNext, nil, big)),
+			extFrame(3, ExtRequestBytes, 0),
+			extFrame(0, ExtByteCreditsWindow, 70))},
 		{"lease", cat(must(frame.AppendSetup(nil, frame.Setup{Header: frame.Header{Flags: frame.FlagLease}, MajorVersion: 1,
 			KeepaliveInterval: 100, MaxLifetime: 1000})),
 			must(frame.AppendRequestResponse(nil, 1, 0, nil, []byte("rejected"))),
@@ -154,8 +254,19 @@ func fuzzSeeds() []fuzzSeed {
 // TestFuzzSeeds checks the committed seed corpus matches fuzzSeeds (and
 // writes it with -rewrite).
 func TestFuzzSeeds(t *testing.T) {
+	type named struct {
+		target string
+		fuzzSeed
+	}
+	var all []named
 	for _, s := range fuzzSeeds() {
-		name := filepath.Join("testdata", "fuzz", "FuzzServer", s.name)
+		all = append(all, named{"FuzzServer", s})
+	}
+	for _, s := range fuzzClientSeeds() {
+		all = append(all, named{"FuzzClient", s})
+	}
+	for _, s := range all {
+		name := filepath.Join("testdata", "fuzz", s.target, s.name)
 		content := "go test fuzz v1\n[]byte(" + strconv.Quote(string(s.data)) + ")\n"
 		if *rewrite {
 			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {

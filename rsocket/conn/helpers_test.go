@@ -71,6 +71,14 @@ func describe(fs [][]byte) string {
 			}
 		case frame.TypePayload, frame.TypeRequestChannel, frame.TypeRequestStream, frame.TypeRequestResponse:
 			s += "," + flagString(h.Flags)
+		case frame.TypeExt:
+			if e, err := frame.ParseExt(f); err == nil {
+				if t, v, ok := parseExtU32(e); ok && t == ExtRequestBytes {
+					s += fmt.Sprintf(",REQUEST_BYTES %d", v)
+				} else if ok {
+					s += fmt.Sprintf(",WINDOW %d", v)
+				}
+			}
 		}
 		parts = append(parts, s+")")
 	}
@@ -114,7 +122,11 @@ func describeEvents(evs []Event) string {
 			}
 			s += ")"
 		case EventRequestN:
-			s += fmt.Sprintf("(%d)", e.N)
+			if e.Bytes > 0 {
+				s += fmt.Sprintf("(bytes %d)", e.Bytes)
+			} else {
+				s += fmt.Sprintf("(%d)", e.N)
+			}
 		}
 		parts = append(parts, s)
 	}

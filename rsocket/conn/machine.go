@@ -50,6 +50,7 @@ type Machine struct {
 	sentPos, recvPos uint64
 
 	lease lease
+	bc    byteExt       // byte-credits extension (bytecredits.go)
 	now   time.Duration // the latest time an input brought
 
 	out    []byte
@@ -119,6 +120,12 @@ func (m *Machine) Start(now time.Duration) error {
 	if err := frame.SetLengthPrefix(m.out, at); err != nil {
 		m.out = m.out[:at]
 		return fmt.Errorf("%w: SETUP: %v", ErrInvalidArgument, err)
+	}
+	if m.cfg.ByteCredits > 0 {
+		// The offer must be the very next frame: the server decides on the
+		// frame after SETUP.
+		m.emitExtU32(0, ExtByteCreditsWindow, m.cfg.ByteCredits)
+		m.bc.offered = true
 	}
 	m.state = stateOpen
 	m.lease.enabled = m.cfg.Lease

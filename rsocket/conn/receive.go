@@ -37,6 +37,9 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 	if m.cfg.Role == Client && !(h.Type == frame.TypeError && h.StreamID == 0) {
 		m.established = true
 	}
+	if m.bc.awaiting && m.receiveOffer(h, b) {
+		return
+	}
 	switch h.Type {
 	case frame.TypeSetup, frame.TypeResume, frame.TypeResumeOK:
 		// A SETUP after the accepted one, or any SETUP at a client, MUST be
@@ -94,8 +97,12 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 		}
 		m.events = append(m.events, Event{Kind: EventMetadataPush, Metadata: m.copyIn(md)})
 	case frame.TypeExt:
-		if _, err := frame.ParseExt(b); err != nil {
+		e, err := frame.ParseExt(b)
+		if err != nil {
 			m.decodeError(h, err)
+			return
+		}
+		if m.receiveExt(e) {
 			return
 		}
 		if !h.CanIgnore() {
@@ -184,6 +191,7 @@ func (m *Machine) receiveFirst(h frame.Header, b []byte) {
 		return
 	}
 	m.state = stateOpen
+	m.bc.awaiting = m.cfg.ByteCredits > 0
 	m.lease.enabled = s.Lease()
 	m.keepaliveInterval = time.Duration(s.KeepaliveInterval) * time.Millisecond
 	m.maxLifetime = time.Duration(s.MaxLifetime) * time.Millisecond
@@ -260,6 +268,9 @@ func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
 		return
 	}
 	s := &stream{id: id, kind: kind}
+	if m.bc.active {
+		m.govern(s)
+	}
 	m.streams[id] = s
 	if follows {
 		s.asm = &assembly{request: h.Type, initialN: n}
@@ -360,6 +371,10 @@ func (m *Machine) receivePayload(p frame.Payload) {
 			m.failStream(s, "PAYLOAD beyond the REQUEST_N credits")
 			return
 		}
+		if p.Next() && s.governed && s.recvBytes <= 0 {
+			m.failStream(s, "PAYLOAD beyond the byte credits")
+			return
+		}
 		s.asm = &assembly{}
 		if m.appendFragment(s, p.Metadata, p.Data) {
 			s.asm.next = p.Next()
@@ -377,6 +392,13 @@ func (m *Machine) deliverPayload(s *stream, md, data []byte, next, complete bool
 	if next && !s.recvCredits.take() {
 		m.failStream(s, "PAYLOAD beyond the REQUEST_N credits")
 		return
+	}
+	if next && s.governed {
+		if s.recvBytes <= 0 {
+			m.failStream(s, "PAYLOAD beyond the byte credits")
+			return
+		}
+		s.recvBytes -= payloadBytes(md, data)
 	}
 	m.events = append(m.events, Event{Kind: EventPayload, StreamID: s.id, Metadata: md, Data: data, Next: next, Complete: complete})
 	if complete {

@@ -15,7 +15,11 @@ package conn
 //     ends never break flow control);
 //   - memory stays bounded: live streams <= MaxStreams, reassembly bytes
 //     <= MaxReassemblyBytes; at the end both machines hold nothing;
-//   - payload bytes arrive intact, through fragmentation and reassembly.
+//   - payload bytes arrive intact, through fragmentation and reassembly;
+//   - with the byte-credits extension (on both ends, or on one only, which
+//     must then behave as plain RSocket): a governed stream's receiver never
+//     gets an element while the sender's byte credit is not positive, and
+//     the machine refuses a sender without byte credits.
 
 import (
 	"bytes"
@@ -48,6 +52,11 @@ type simStream struct {
 	sentNext    int64
 	recvGranted int64 // granted by us
 	recvNext    int64
+	// Byte credits (when governed): what we may still send, and what the
+	// peer may still send us, as the model counts them.
+	gov       bool
+	sendBytes int64
+	recvBytes int64
 }
 
 type simApp struct {
@@ -72,11 +81,17 @@ type simApp struct {
 	leaseExpiry   time.Duration
 	grantedTotal  int64
 	acceptedTotal int64
+	// Byte credits: bothOn when both ends enabled the extension; extSeen:
+	// the server sent its answer (server app) or the client received it
+	// (client app), which decides whether the server's streams are governed.
+	bothOn  bool
+	extSeen bool
 }
 
 // simStats shows what the seeds exercised (logged by TestSimulation).
 var simStats struct {
 	frames, fragments, refusedNoCredits, refusedNoLease, cuts, stalls, closedRuns, keepaliveTimeouts int
+	refusedNoBytes, byteGrants, governedStreams, byteRuns                                            int
 	events                                                                                           [EventClosed + 1]int
 }
 
@@ -121,10 +136,17 @@ func runSim(seed uint64) error {
 	}
 	x := &sim{rng: rng}
 	leaseMode := rng.IntN(5) == 0
+	// Byte credits: on both ends, on one end only (the other is a plain
+	// RSocket peer), or off.
+	byteMode := rng.IntN(6)
+	window := uint32([]int{1, 100, 1000, 5000}[rng.IntN(4)])
 	mk := func(name string, role Role) (*simApp, error) {
 		cfg := base
 		cfg.Role = role
 		cfg.Lease = leaseMode && role == Client
+		if byteMode <= 1 || (byteMode == 2 && role == Client) || (byteMode == 3 && role == Server) {
+			cfg.ByteCredits = window + uint32(role) // the two windows differ
+		}
 		m, err := New(cfg, 0)
 		if err != nil {
 			return nil, err
@@ -141,6 +163,11 @@ func runSim(seed uint64) error {
 	}
 	x.c.peer, x.s.peer = x.s, x.c
 	x.c.leaseMode = leaseMode
+	x.c.bothOn = byteMode <= 1
+	x.s.bothOn = x.c.bothOn
+	if x.c.bothOn {
+		simStats.byteRuns++
+	}
 	if err := x.c.m.Start(0); err != nil {
 		return err
 	}
@@ -286,6 +313,16 @@ func (x *sim) deliver(toServer bool) {
 	f := (*q)[0]
 	*q = (*q)[1:]
 	simStats.frames++
+	if !toServer && isWindowExt(f) && !x.c.extSeen {
+		// The client's streams opened before the answer become governed
+		// now (the server governed them from its start).
+		x.c.extSeen = true
+		for _, st := range x.c.streams {
+			if st.requester {
+				x.c.govern(st, true)
+			}
+		}
+	}
 	if h, _ := frame.ParseHeader(f); h.Has(frame.FlagFollows) && (h.Type == frame.TypePayload || h.Type.IsRequest()) {
 		simStats.fragments++
 	}
@@ -313,6 +350,9 @@ func (x *sim) collect() error {
 				return x.fail("%s sent an invalid frame: %v", a.name, err)
 			}
 			out = rest
+			if a == x.s && isWindowExt(f) {
+				x.s.extSeen = true
+			}
 			if x.cut {
 				continue
 			}
@@ -426,6 +466,9 @@ func (x *sim) event(a *simApp, ev Event) error {
 			st.sendCredits = int64(ev.N)
 			st.recvOpen = !ev.Complete
 		}
+		// The client's requests are governed when both ends have the
+		// extension; the server's only when they left after its answer.
+		a.govern(st, a == x.s || a.extSeen)
 		a.streams[id] = st
 		return nil
 	}
@@ -443,6 +486,12 @@ func (x *sim) event(a *simApp, ev Event) error {
 			if st.recvNext > st.recvGranted {
 				return x.fail("%s: stream %d: element %d beyond the %d granted", a.name, id, st.recvNext, st.recvGranted)
 			}
+			if st.gov {
+				if st.recvBytes <= 0 {
+					return x.fail("%s: stream %d: element while the sender had %d byte credits", a.name, id, st.recvBytes)
+				}
+				st.recvBytes -= int64(len(ev.Metadata) + len(ev.Data))
+			}
 			if err := x.checkData(a, id, ev.Metadata, ev.Data); err != nil {
 				return err
 			}
@@ -456,6 +505,12 @@ func (x *sim) event(a *simApp, ev Event) error {
 			return x.fail("%s: REQUEST_N on a closed half", a.name)
 		}
 		st.sendCredits = min(st.sendCredits+int64(ev.N), st.sentNext+frame.MaxRequestN)
+		if ev.Bytes > 0 {
+			if !st.gov {
+				return x.fail("%s: byte credits on stream %d, which is not governed", a.name, id)
+			}
+			st.sendBytes += int64(ev.Bytes)
+		}
 	case EventCancel:
 		if st.requester {
 			st.sendOpen = false
@@ -597,11 +652,25 @@ func (x *sim) command(a *simApp) error {
 			st.recvGranted = int64(n)
 			st.sendOpen = !complete
 		}
+		a.govern(st, a.extSeen)
 		a.streams[id] = st
 		return nil
 	}
 	id := live[r.IntN(len(live))]
 	st := a.streams[id]
+	if a.cfg.ByteCredits > 0 && r.IntN(4) == 0 {
+		n := uint32(1 + r.IntN(2000))
+		err := a.m.RequestBytes(id, n)
+		x.logf("%s: RequestBytes(%d, %d) gov=%v -> %v", a.name, id, n, st.gov, err)
+		if want := st.gov && st.recvOpen; want != (err == nil) {
+			return x.fail("%s: RequestBytes on stream %d (governed %v, recv open %v): %v", a.name, id, st.gov, st.recvOpen, err)
+		}
+		if err == nil {
+			st.recvBytes += int64(n)
+			simStats.byteGrants++
+		}
+		return nil
+	}
 	switch op {
 	case 3, 4, 5: // an element, sometimes beyond credits on purpose
 		md, data := x.payload()
@@ -613,15 +682,21 @@ func (x *sim) command(a *simApp) error {
 			if !errors.Is(err, ErrNotAllowed) {
 				return x.fail("%s: send on a closed half: %v", a.name, err)
 			}
-		case st.sentNext >= st.sendCredits && !simTrustMachine:
+		case st.sentNext >= st.sendCredits && !(simTrustMachine && mutation.skipSendCredits):
 			simStats.refusedNoCredits++
 			if !errors.Is(err, ErrNoCredits) {
 				return x.fail("%s: stream %d: send beyond the %d credits granted was not refused (%v)", a.name, id, st.sendCredits, err)
+			}
+		case st.gov && st.sendBytes <= 0 && !(simTrustMachine && mutation.skipByteCredits):
+			simStats.refusedNoBytes++
+			if !errors.Is(err, ErrNoCredits) {
+				return x.fail("%s: stream %d: send with %d byte credits was not refused (%v)", a.name, id, st.sendBytes, err)
 			}
 		case err != nil:
 			return x.fail("%s: send: %v", a.name, err)
 		default:
 			st.sentNext++
+			st.sendBytes -= int64(len(md) + len(data))
 			a.sentData[id] = append(a.sentData[id], append(append([]byte{}, md...), data...))
 			if complete || st.kind == RequestResponse {
 				st.sendOpen = false
@@ -693,6 +768,8 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds: %d frames delivered (%d fragments with F), %d sends refused for credits, %d requests refused for lease, %d cuts, %d stalls, %d Closed events (%d keepalive timeouts); events %s",
 		*simSeeds, simStats.frames, simStats.fragments, simStats.refusedNoCredits, simStats.refusedNoLease, simStats.cuts, simStats.stalls,
 		simStats.closedRuns, simStats.keepaliveTimeouts, strings.Join(evs, " "))
+	t.Logf("byte credits: %d runs with both ends on, %d governed streams, %d sends refused for byte credits, %d RequestBytes",
+		simStats.byteRuns, simStats.governedStreams, simStats.refusedNoBytes, simStats.byteGrants)
 }
 
 // TestSimulationCatchesMutations switches off one guarantee at a time and
@@ -708,6 +785,8 @@ func TestSimulationCatchesMutations(t *testing.T) {
 		{"responder keeps its stream after CANCEL", &mutation.keepOnCancel},
 		{"silent connection never times out", &mutation.ignoreLifetime},
 		{"responder ignores the lease it sent", &mutation.ignoreLease},
+		{"SendPayload ignores byte credits", &mutation.skipByteCredits},
+		{"SendPayload ignores byte credits, model trusts the machine", &mutation.skipByteCredits},
 	} {
 		t.Run(mu.name, func(t *testing.T) {
 			*mu.flag = true
@@ -723,4 +802,23 @@ func TestSimulationCatchesMutations(t *testing.T) {
 			t.Fatal("no seed caught the mutation")
 		})
 	}
+}
+
+// govern puts a model stream under byte credits when the extension governs
+// it: both ends on, a stream or channel, and (for the server's streams)
+// opened after the server's answer, which cond says.
+func (a *simApp) govern(st *simStream, cond bool) {
+	if !a.bothOn || !cond || (st.kind != RequestStream && st.kind != RequestChannel) {
+		return
+	}
+	st.gov = true
+	st.sendBytes = int64(a.peer.cfg.ByteCredits)
+	st.recvBytes = int64(a.cfg.ByteCredits)
+	simStats.governedStreams++
+}
+
+// isWindowExt reports whether f is the extension's EXT on stream 0.
+func isWindowExt(f []byte) bool {
+	e, err := frame.ParseExt(f)
+	return err == nil && e.StreamID == 0 && e.ExtendedType == ExtByteCreditsWindow
 }

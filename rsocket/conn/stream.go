@@ -32,6 +32,12 @@ type stream struct {
 	sendCredits credits
 	recvCredits credits
 	asm         *assembly // inbound fragments being reassembled, or nil
+	// Byte-credits extension (bytecredits.go): governed streams limit
+	// elements by bytes too. sendBytes: bytes we may still send (negative
+	// after a payload larger than the credit); recvBytes: the same count
+	// as the peer's, for enforcement.
+	governed             bool
+	sendBytes, recvBytes int64
 }
 
 // assembly holds an inbound fragmented request or PAYLOAD. Invariant:
@@ -75,6 +81,7 @@ var mutation struct {
 	keepOnCancel    bool // a responder keeps its stream after the peer's CANCEL
 	ignoreLifetime  bool // Tick never closes a silent connection (rsocket-java #1118)
 	ignoreLease     bool // a responder accepts requests beyond the lease it sent
+	skipByteCredits bool // SendPayload ignores the peer's byte credits
 }
 
 // ---- application commands ----
@@ -131,6 +138,9 @@ func (m *Machine) request(kind Interaction, n uint32, md, data []byte, complete 
 	case RequestChannel:
 		s.recvCredits = credits(n)
 		s.sendOpen = !complete
+	}
+	if m.bc.active {
+		m.govern(s)
 	}
 	m.streams[id] = s
 	return id, nil
@@ -193,11 +203,17 @@ func (m *Machine) SendPayload(id uint32, metadata, data []byte, next, complete b
 	if next && s.sendCredits == 0 && !mutation.skipSendCredits {
 		return fmt.Errorf("%w: stream %d", ErrNoCredits, id)
 	}
+	if next && s.governed && s.sendBytes <= 0 && !mutation.skipByteCredits {
+		return fmt.Errorf("%w: stream %d has %d byte credits", ErrNoCredits, id, s.sendBytes)
+	}
 	if err := m.emitPayload(frame.TypePayload, id, 0, metadata, data, next, complete); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if next {
 		s.sendCredits.take()
+		if s.governed {
+			s.sendBytes -= payloadBytes(metadata, data)
+		}
 	}
 	if complete {
 		s.sendOpen = false

@@ -163,3 +163,55 @@ func TestServeReadMemconn(t *testing.T) {
 		t.Fatalf("group g at %d (%v, %v), want 3", off, ok, err)
 	}
 }
+
+// TestCloseWaitsForMemconnSessions: Close while sessions of a transport
+// other than gRPC are sending. GracefulStop knows only gRPC's handlers;
+// before Close waited for every session, a session still running sent on
+// the writer's closed channel and the process panicked.
+func TestCloseWaitsForMemconnSessions(t *testing.T) {
+	h := newHarness(t, nil)
+	d := &memconn.Dialer{Service: h.s}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	const agents = 4
+	for a := 0; a < agents; a++ {
+		c, w := memSend(t, d, "edge-"+string(rune('a'+a)))
+		if w == nil {
+			t.Fatal("no welcome")
+		}
+		go func() { // drain acks so the session never blocks on us
+			for {
+				if _, err := c.Recv(); err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for id := uint64(1); ; id++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := c.Send(&protocol.Message{ID: id, Records: 1, Codec: protocol.CodecPlain, Payload: makeBody("r")}); err != nil {
+					return // the sink ended the session
+				}
+			}
+		}()
+	}
+	if err := h.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	for a := 0; a < agents; a++ {
+		<-done
+	}
+	if _, err := d.Send(context.Background()); err == nil {
+		c, _ := d.Send(context.Background())
+		c.Send(&protocol.Hello{AgentID: "late", Version: protocol.Version})
+		if _, err := c.Recv(); protocol.StatusOf(err) != protocol.StatusUnavailable {
+			t.Fatalf("a session after Close: %v, want Unavailable", err)
+		}
+	}
+}

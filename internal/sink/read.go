@@ -58,9 +58,11 @@ func (s *Sink) admitConsumer(peer protocol.PeerInfo) (func(), error) {
 // ServeRead serves one consumer's Read session (protocol.Service). See
 // the package documentation.
 func (s *Sink) ServeRead(c protocol.Conn) error {
-	if err := s.accepting(); err != nil {
+	leave, err := s.enter(c)
+	if err != nil {
 		return err
 	}
+	defer leave()
 	ctx, peer := c.Context(), c.Peer()
 	if err := s.checkRead(ctx, peer); err != nil {
 		return err

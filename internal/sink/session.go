@@ -93,9 +93,11 @@ type rejection struct {
 // handshake, then messages until the agent closes its side, the sink shuts
 // down or something fails. See the package documentation.
 func (s *Sink) ServeSend(c protocol.Conn) error {
-	if err := s.accepting(); err != nil {
+	leave, err := s.enter(c)
+	if err != nil {
 		return err
 	}
+	defer leave()
 	ctx := c.Context()
 	peer := c.Peer()
 	f, err := recvFirst(s, c, "Hello")

@@ -65,6 +65,15 @@ type Sink struct {
 	// closing is closed when Close begins.
 	closing   chan struct{}
 	closeOnce sync.Once
+
+	// sessions counts the ServeSend and ServeRead calls running, from any
+	// transport: Close waits for them before it closes the writer's
+	// channel, since gRPC's GracefulStop only knows its own handlers (a
+	// session over memconn or RSocket sending on the closed channel
+	// panicked). conns lets Close cut the ones that outlive the timeout.
+	sessMu   sync.Mutex
+	sessions sync.WaitGroup
+	conns    map[protocol.Conn]struct{}
 	closeErr  error
 
 	started time.Time
@@ -180,7 +189,9 @@ func (s *Sink) Store() *seglog.Log { return s.seg }
 // agents still have it. Close is idempotent.
 func (s *Sink) Close() error {
 	s.closeOnce.Do(func() {
+		s.sessMu.Lock() // no session enters after this (see enter)
 		close(s.closing)
+		s.sessMu.Unlock()
 		done := make(chan struct{})
 		go func() {
 			s.srv.GracefulStop()
@@ -193,8 +204,9 @@ func (s *Sink) Close() error {
 			s.srv.Stop()
 			<-done
 		}
-		// Every handler has returned (WaitForHandlers), so nothing sends
-		// on writeCh any more.
+		// Sessions of other transports end as gRPC's do (they watch
+		// closing); once every one has returned nothing sends on writeCh.
+		s.waitSessions(s.cfg.ShutdownTimeout + 5*time.Second)
 		close(s.writeCh)
 		select {
 		case <-s.writerDone:
@@ -308,6 +320,49 @@ func (s *Sink) accepting() error {
 	default:
 		return nil
 	}
+}
+
+// enter registers a session; the returned func ends it. After Close has
+// begun no session enters, so Close's wait cannot miss one.
+func (s *Sink) enter(c protocol.Conn) (leave func(), err error) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if err := s.accepting(); err != nil {
+		return nil, err
+	}
+	if s.conns == nil {
+		s.conns = map[protocol.Conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	s.sessions.Add(1)
+	return func() {
+		s.sessMu.Lock()
+		delete(s.conns, c)
+		s.sessMu.Unlock()
+		s.sessions.Done()
+	}, nil
+}
+
+// waitSessions waits for every session to return, cutting those still
+// running after timeout (their clients see Unavailable and resend
+// elsewhere: nothing unacknowledged is lost).
+func (s *Sink) waitSessions(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		s.sessions.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(timeout):
+	}
+	s.sessMu.Lock()
+	for c := range s.conns {
+		c.Close(protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down"))
+	}
+	s.sessMu.Unlock()
+	<-done
 }
 
 // recvFirst receives a session's first frame (what names it, for the

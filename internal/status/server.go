@@ -243,3 +243,18 @@ func (r *responder) RequestResponse(ctx context.Context, p rsocket.Payload) (rso
 	b, err := json.Marshal(d)
 	return rsocket.Payload{Data: b}, err
 }
+
+// Metadata returns the composite metadata of a request to route, with the
+// token as bearer authentication when it is not "": what a Go client of
+// the status API sends.
+func Metadata(route, token string) ([]byte, error) {
+	r, err := extension.AppendRouting(nil, route)
+	if err != nil {
+		return nil, err
+	}
+	b, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, r)
+	if err != nil || token == "" {
+		return b, err
+	}
+	return extension.AppendCompositeWellKnown(b, extension.MIMERSocketAuthentication, extension.AppendAuthBearer(nil, token))
+}

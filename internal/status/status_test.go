@@ -19,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/rsocket"
-	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -40,7 +39,7 @@ func newSinkRegistry(t *testing.T) (*prometheus.Registry, *sink.Sink) {
 
 // TestMetricsExist: every metric of the table is registered by a real
 // agent and a real sink (Kafka-only ones excepted). The xfer metrics are
-// registered in cmd/sluice and checked there by the e2e test of the page.
+// registered in cmd/sluice and checked there (TestStatusPageOnDaemons).
 func TestMetricsExist(t *testing.T) {
 	sreg, _ := newSinkRegistry(t)
 	areg := prometheus.NewRegistry()
@@ -64,18 +63,9 @@ func TestMetricsExist(t *testing.T) {
 
 func md(t *testing.T, route, token string) []byte {
 	t.Helper()
-	r, err := extension.AppendRouting(nil, route)
+	b, err := Metadata(route, token)
 	if err != nil {
 		t.Fatal(err)
-	}
-	b, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		if b, err = extension.AppendCompositeWellKnown(b, extension.MIMERSocketAuthentication, extension.AppendAuthBearer(nil, token)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return b
 }

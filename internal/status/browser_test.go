@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 // listenRetry listens on addr, retrying while a just-closed listener of a
@@ -220,6 +221,19 @@ func TestBrowserStatusPage(t *testing.T) {
 	ag.waitFor(ctx, "the agent page live", live+` && !`+authShown+` && sluiceStatus.last.agent.sinkUp && sluiceStatus.last.seq >= 3 && sluiceStatus.last.throughput.records > 0 && sluiceStatus.history.length >= 3`)
 	ag.waitFor(ctx, "the agent's cards", `!document.getElementById("card-window").classList.contains("hidden") && document.getElementById("spool").textContent.includes("quota")`)
 
+	// xfer serve's page: two partial uploads, one being written, with
+	// their progress.
+	xd := startXfer(t, filepath.Join(dir, "xfer"))
+	defer xd.close()
+	xf, err := b.newTab(ctx, 1280, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xf.navigate(ctx, "http://"+xd.httpAddr+"/"); err != nil {
+		t.Fatal(err)
+	}
+	xf.waitFor(ctx, "two uploads with progress bars", live+` && document.querySelectorAll("#uploads .bar > div").length === 2 && document.getElementById("uploads").textContent.includes("big.bin") && document.getElementById("uploads").textContent.includes("(40%)") && document.getElementById("uploads").textContent.includes("writing") && document.getElementById("uploads").textContent.includes("idle")`)
+
 	// SLUICE_STATUS_HISTORY=N waits for N snapshots in the chart before
 	// the screenshots (for docs/status-page.png; at most about a minute).
 	if n := os.Getenv("SLUICE_STATUS_HISTORY"); n != "" {
@@ -229,7 +243,7 @@ func TestBrowserStatusPage(t *testing.T) {
 	if artifacts == "" {
 		artifacts = t.TempDir()
 	}
-	for name, tb := range map[string]*tab{"status-agent.png": ag, "status-sink.png": sink} {
+	for name, tb := range map[string]*tab{"status-agent.png": ag, "status-sink.png": sink, "status-xfer.png": xf} {
 		png, err := tb.screenshot(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -256,4 +270,36 @@ func TestBrowserStatusPage(t *testing.T) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("out of time")
 	}
+}
+
+// startXfer serves an xfer store's page with two partial uploads: big.bin
+// 40% written and still held by its writer, small.bin 10% and released.
+func startXfer(t *testing.T, dir string) *daemon {
+	t.Helper()
+	st, err := xfer.Open(dir, xfer.Options{Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, size, n int) *xfer.Upload {
+		u, err := st.Begin(name, int64(size), nil, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, n)
+		if _, err := u.Write(0, p, xfer.CRC32C(p)); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	big := write("big.bin", 1<<20, 4<<20/10)
+	write("small.bin", 1<<20, 1<<20/10).Release()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_xfer_received_bytes_total", Help: "Bytes written to partial uploads."},
+		func() float64 { return float64(st.Stats.BytesReceived.Load()) }))
+	d := servePage(t, "127.0.0.1:0", Config{Kind: KindXfer, Gatherer: reg, Providers: []Provider{Uploads(st)}})
+	d.stop = func() { big.Release(); st.Close() }
+	return d
 }

@@ -195,6 +195,8 @@ func TestBrowserStatusPage(t *testing.T) {
 	// Restart the sink: the page must say so and come back by itself.
 	sd.close()
 	sink.waitFor(ctx, `"reconnecting…" on the sink page`, `sluiceStatus.conn === "reconnecting" && document.getElementById("conn").textContent === "reconnecting…" && document.getElementById("banner").textContent.includes("reconnecting…")`)
+	// A restart takes a while: let the page find the port closed twice.
+	sink.waitFor(ctx, "two refused reconnects", `sluiceStatus.retries >= 2 && sluiceStatus.conn === "reconnecting"`)
 	sd, _ = startSink(t, filepath.Join(dir, "sink"), grpcAddr, sinkHTTP)
 	sink.waitFor(ctx, "the sink page live again with moving numbers", live+` && sluiceStatus.last.seq >= 2 && sluiceStatus.last.throughput.records > 0`)
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,11 +68,28 @@ func Handler(ctx context.Context, cfg Config) http.Handler {
 			h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'")
 			w.Write(page)
 		case "/rsocket":
+			if !sameOrigin(r) {
+				http.Error(w, "status: cross-origin WebSocket refused", http.StatusForbidden)
+				return
+			}
 			ws.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
 	})
+}
+
+// sameOrigin refuses a WebSocket opened by another site's page in the
+// operator's browser (which could otherwise read the status of a daemon
+// without tokens, as it cannot read /metrics). Browsers always send
+// Origin; other clients send none and are let through.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 type responder struct {

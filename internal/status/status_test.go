@@ -249,6 +249,16 @@ func TestPage(t *testing.T) {
 	if resp, err := http.Get(srv.URL + "/nope"); err != nil || resp.StatusCode != 404 {
 		t.Errorf("GET /nope: %v %v", resp, err)
 	}
+	// Another site's page may not open the WebSocket.
+	req, _ := http.NewRequest("GET", srv.URL+"/rsocket", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin upgrade: %v %v", resp, err)
+	}
 }
 
 func TestRate(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -171,7 +172,12 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready); err != nil {
+	quota := cfg.SpoolQuota
+	if quota == 0 {
+		quota = defaults.SpoolQuota
+	}
+	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready, status.Config{Kind: status.KindAgent,
+		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota)}}); err != nil {
 		return err
 	}
 	lis, err := net.Listen("tcp", c.ingest)

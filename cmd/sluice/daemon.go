@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/internal/logutil"
+	"github.com/sluicehq/sluice/internal/status"
 )
 
 // signalContext is cancelled on SIGINT or SIGTERM.
@@ -49,7 +50,10 @@ func newRegistry() *prometheus.Registry {
 // ends. An empty addr serves nothing. /healthz answers 200 while the
 // process serves HTTP at all; /readyz answers 200 when ready returns nil
 // and 503 with the reason otherwise (a nil ready is always ready).
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready func() error) error {
+// With a status config, it also serves the status page at / and its
+// RSocket API at /rsocket (internal/status); the config's Gatherer, Ready
+// and Log default to reg, ready and log.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready func() error, page ...status.Config) error {
 	if addr == "" {
 		return nil
 	}
@@ -71,6 +75,18 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 		}
 		io.WriteString(w, "ready\n")
 	})
+	for _, st := range page {
+		if st.Gatherer == nil {
+			st.Gatherer = reg
+		}
+		if st.Ready == nil {
+			st.Ready = ready
+		}
+		if st.Log == nil {
+			st.Log = log
+		}
+		mux.Handle("/", status.Handler(ctx, st))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

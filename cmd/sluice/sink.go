@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/status"
 )
 
 func init() {
@@ -113,7 +114,11 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready); err != nil {
+	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead}
+	if st := s.Store(); st != nil {
+		page.Providers = []status.Provider{status.StoreSize(st.Dir())}
+	}
+	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready, page); err != nil {
 		lis.Close()
 		s.Close()
 		return fmt.Errorf("--metrics: %w", err)

@@ -253,9 +253,26 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 // all of them (see SyncPolicy). Records are copied; the caller may reuse
 // them at once. On error none of the records is in the log.
 func (l *Log) Append(records [][]byte) (first uint64, err error) {
-	for _, r := range records {
-		if len(r) > l.cfg.maxRecordBytes {
-			return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, len(r), l.cfg.maxRecordBytes)
+	return l.appendN(len(records), func(i int) ([]byte, []byte) { return records[i], nil })
+}
+
+// AppendParts is Append of the records heads[i] followed by bodies[i],
+// without the caller joining them first: a caller that frames a payload
+// with a header of its own (a stored message's header, say) saves a copy
+// of every payload. heads and bodies have the same length; what the log
+// holds, and reads back, is each pair as one record.
+func (l *Log) AppendParts(heads, bodies [][]byte) (first uint64, err error) {
+	if len(heads) != len(bodies) {
+		return 0, fmt.Errorf("seglog: AppendParts with %d heads and %d bodies", len(heads), len(bodies))
+	}
+	return l.appendN(len(heads), func(i int) ([]byte, []byte) { return heads[i], bodies[i] })
+}
+
+func (l *Log) appendN(n int, record func(int) (head, body []byte)) (first uint64, err error) {
+	for i := range n {
+		h, b := record(i)
+		if len(h)+len(b) > l.cfg.maxRecordBytes {
+			return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, len(h)+len(b), l.cfg.maxRecordBytes)
 		}
 	}
 	l.mu.Lock()
@@ -267,15 +284,16 @@ func (l *Log) Append(records [][]byte) (first uint64, err error) {
 		return 0, l.broken
 	}
 	first = l.next
-	if len(records) == 0 {
+	if n == 0 {
 		return first, nil
 	}
 	b := l.pending
 	if b.n == 0 {
 		b.from = l.next
 	}
-	for _, r := range records {
-		l.encode(b, r)
+	for i := range n {
+		h, body := record(i)
+		l.encode(b, h, body)
 	}
 	seq := b.seq
 	for l.completed < seq {
@@ -294,8 +312,8 @@ func (l *Log) Append(records [][]byte) (first uint64, err error) {
 
 // encode adds one record to the pending batch, deciding where segments roll
 // and where index entries fall. Caller holds mu.
-func (l *Log) encode(b *batch, rec []byte) {
-	size := int64(frameSize(len(rec)))
+func (l *Log) encode(b *batch, head, body []byte) {
+	size := int64(frameSize(len(head) + len(body)))
 	if l.tailSize > 0 && l.tailSize+size > l.cfg.segmentBytes {
 		b.splits = append(b.splits, split{pos: len(b.buf), base: l.next})
 		l.tailBase, l.tailSize = l.next, 0
@@ -305,7 +323,7 @@ func (l *Log) encode(b *batch, rec []byte) {
 		b.index = append(b.index, indexEntry{offset: l.next, pos: l.tailSize})
 		l.lastIndexed = l.tailSize
 	}
-	b.buf = appendRecord(b.buf, l.next, rec)
+	b.buf = appendRecordParts(b.buf, l.next, head, body)
 	b.n++
 	l.next++
 	l.tailSize += size

@@ -33,19 +33,26 @@ func FrameSize(n int) int { return frameSize(n) }
 
 // appendRecord appends the frame of one record to dst.
 func appendRecord(dst []byte, offset uint64, body []byte) []byte {
+	return appendRecordParts(dst, offset, body, nil)
+}
+
+// appendRecordParts appends the frame of the record head followed by body.
+func appendRecordParts(dst []byte, offset uint64, head, body []byte) []byte {
 	start := len(dst)
-	size := frameSize(len(body))
+	size := frameSize(len(head) + len(body))
 	dst = grow(dst, size)
 	frame := dst[start : start+size]
-	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(head)+len(body)))
 	frame[4] = formatVersion
 	frame[5] = typeData
 	frame[6], frame[7] = 0, 0
 	binary.LittleEndian.PutUint64(frame[8:16], offset)
 	crc := crc32.Update(0, castagnoli, frame[0:16])
+	crc = crc32.Update(crc, castagnoli, head)
 	crc = crc32.Update(crc, castagnoli, body)
 	binary.LittleEndian.PutUint32(frame[16:20], crc)
-	n := copy(frame[headerSize:], body)
+	n := copy(frame[headerSize:], head)
+	n += copy(frame[headerSize+n:], body)
 	clear(frame[headerSize+n:])
 	return dst
 }

@@ -53,3 +53,12 @@ type Service interface {
 	ServeSend(c Conn) error
 	ServeRead(c Conn) error
 }
+
+// PayloadOwner is implemented by a Conn whose Recv hands over what it
+// returns: nothing of a returned frame (a Message's payload) is reused by a
+// later Recv, so a receiver may keep it without copying. A receiver that
+// keeps payloads past the next Recv (the sink, until they are stored)
+// copies them when its Conn does not say so.
+type PayloadOwner interface {
+	PayloadsOwned() bool
+}

@@ -51,9 +51,13 @@ const (
 	StatusUnavailable              // the sink is shutting down or its store is down: try again, maybe elsewhere
 	StatusDeadlineExceeded         // a deadline passed (handshake, progress)
 	StatusInternal                 // a bug or an unexpected local failure
+	// StatusFailedPrecondition: the peer asked for something the session's
+	// state cannot give (a consumer closing its side without the credit to
+	// read to the end); appended so the values above keep their numbers.
+	StatusFailedPrecondition
 )
 
-var statusNames = [...]string{"Unknown", "Canceled", "Invalid", "Unauthenticated", "PermissionDenied", "ResourceExhausted", "OutOfRange", "Unavailable", "DeadlineExceeded", "Internal"}
+var statusNames = [...]string{"Unknown", "Canceled", "Invalid", "Unauthenticated", "PermissionDenied", "ResourceExhausted", "OutOfRange", "Unavailable", "DeadlineExceeded", "Internal", "FailedPrecondition"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) {

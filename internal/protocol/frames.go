@@ -81,6 +81,18 @@ type Dictionary struct {
 	Data []byte
 }
 
+// Malformed is a request a transport received but could not turn into a
+// frame: an unknown request version, or no payload. It is not an error of
+// Recv because the sink refuses such a message alone (an Error frame for
+// MessageID) and the session goes on; only as the first request, or as a
+// dictionary upload, does it end the session. Nothing sends it.
+type Malformed struct {
+	MessageID uint64
+	Version   uint32 // the request's version
+	Payload   string // what the request carried ("plain", "dictionary", "no payload", ...)
+	Detail    string
+}
+
 // ---- sink → agent (Send session) ----
 
 // Credits are a window in messages and bytes: how much the sender may have
@@ -128,6 +140,11 @@ type Error struct {
 	Code      ErrorCode
 	Detail    string
 	Retryable bool // the sender may resend the same message later
+	// Credits, if set, is the window after this refusal (the credit the
+	// refused message took is handed back): a transport may carry it with
+	// the Error, as gRPC does in one ServiceMessage; a receiver treats it as
+	// a Credit frame that came just before the Error.
+	Credits *Credits
 }
 
 // ---- consumer ↔ sink (Read session) ----
@@ -160,6 +177,7 @@ type EndOfLog struct{ Next uint64 }
 func (*Hello) frameName() string      { return "Hello" }
 func (*Message) frameName() string    { return "Message" }
 func (*Dictionary) frameName() string { return "Dictionary" }
+func (*Malformed) frameName() string  { return "Malformed" }
 func (*Welcome) frameName() string    { return "Welcome" }
 func (*Ack) frameName() string        { return "Ack" }
 func (*Credit) frameName() string     { return "Credit" }

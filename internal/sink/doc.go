@@ -1,18 +1,27 @@
-// Package sink is sluice's receiving end: the gRPC server of the Sink
-// service (api/sluice/v1). Agents deliver batches over Sink.Send; the sink
-// validates them, stores them durably and only then acknowledges them.
-// Consumers read the store back over Sink.Read. The store (Config.Store)
-// is either the sink's own (embedded: a seglog in DATA/store opened with
-// SyncAlways, one record per message) or a Kafka topic (one Kafka record
-// per record of each message; see "Kafka store" below). Both sit behind
-// the same storage writer, dedup and acks.
+// Package sink is sluice's receiving end: a protocol.Service (ServeSend,
+// ServeRead) that agents deliver batches to and consumers read from, and
+// the gRPC server that carries it (Serve; the Sink service of
+// api/sluice/v1, adapted by internal/transport/grpc, the only package that
+// knows the protobuf types). The sink validates batches, stores them
+// durably and only then acknowledges them. The store (Config.Store) is
+// either the sink's own (internal/store/seglogstore: a seglog in
+// DATA/store opened with SyncAlways, one record per message, the payload
+// as the agent sent it) or a Kafka topic (one Kafka record per record of
+// each message; see "Kafka store" below). Both sit behind the same storage
+// writer, dedup and acks, and report to a session only through its
+// store.Acks.
+//
+// Requests and Responses below are the gRPC transport's names for the
+// protocol's frames (Hello, Message, Dictionary; Welcome, Ack, Credit,
+// Error): see internal/protocol and docs/protocol.md.
 //
 // # Send streams
 //
-// Each stream has a delivery.Receiver (the pure state machine of the
-// protocol) and three goroutines: one receives and validates Requests, one
-// — the handler's — drives the Receiver and hands messages to the storage
-// writer, one is the only caller of stream.Send. Behaviour, in protocol
+// Each session has a delivery.Receiver (the pure state machine of the
+// protocol) and three goroutines: one receives and validates frames
+// (validate.go), one — ServeSend's — drives the Receiver and hands
+// messages to the storage writer (session.go, flow.go), one is the only
+// caller of Conn.Send. Behaviour, in protocol
 // order:
 //
 //   - The first Request must be a Hello with Request.version 1, a non-empty
@@ -57,7 +66,7 @@
 //     with no message credit left, or more than max(QueueBytes,
 //     MaxMessageBytes) of batches beyond the byte credit since the last
 //     one queued, gets ServiceMessage{error{OUT_OF_WINDOW, retryable}} and
-//     the stream ends with ResourceExhausted (sendStream.checkWindow says
+//     the stream ends with ResourceExhausted (session.checkWindow, flow.go, says
 //     why no well-behaved agent gets there).
 //   - Acks are Response{ack{ranges}} sent once the messages are durable,
 //     duplicates included; new cumulative credits follow in a

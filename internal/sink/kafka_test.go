@@ -25,6 +25,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/store/kafkastore"
 )
 
 // kafkaWait bounds the blocking steps of Kafka tests (a broker restart is
@@ -96,13 +97,13 @@ func topicRecords(t *testing.T, addr, topic string) []kRecord {
 			kr := kRecord{partition: r.Partition, offset: r.Offset, key: string(r.Key), value: string(r.Value)}
 			for _, h := range r.Headers {
 				switch h.Key {
-				case headerAgent:
+				case kafkastore.HeaderAgent:
 					kr.agent = string(h.Value)
-				case headerMessage:
+				case kafkastore.HeaderMessage:
 					kr.message, _ = strconv.ParseUint(string(h.Value), 10, 64)
-				case headerIndex:
+				case kafkastore.HeaderIndex:
 					kr.index, _ = strconv.Atoi(string(h.Value))
-				case headerCount:
+				case kafkastore.HeaderCount:
 					kr.count, _ = strconv.Atoi(string(h.Value))
 				}
 			}
@@ -248,7 +249,7 @@ func testKafkaRestartDedup(t *testing.T, b *kafkatest.Broker) {
 		}
 	}
 	resend("after a clean restart", 3, 4, 5, 6, 7)
-	ckpt := filepath.Join(h.cfg.DataDir, kafkaCheckpointName)
+	ckpt := filepath.Join(h.cfg.DataDir, kafkastore.CheckpointName)
 	if _, err := os.Stat(ckpt); err != nil {
 		t.Fatalf("no Kafka checkpoint: %v", err)
 	}
@@ -439,8 +440,8 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 	defer cl.Close()
 	for i, rec := range msgs[3] {
 		r := &kgo.Record{Key: []byte("edge-1"), Value: []byte(rec), Headers: []kgo.RecordHeader{
-			{Key: headerAgent, Value: []byte("edge-1")}, {Key: headerMessage, Value: []byte("3")},
-			{Key: headerIndex, Value: []byte(strconv.Itoa(i))}, {Key: headerCount, Value: []byte(strconv.Itoa(len(msgs[3])))}}}
+			{Key: kafkastore.HeaderAgent, Value: []byte("edge-1")}, {Key: kafkastore.HeaderMessage, Value: []byte("3")},
+			{Key: kafkastore.HeaderIndex, Value: []byte(strconv.Itoa(i))}, {Key: kafkastore.HeaderCount, Value: []byte(strconv.Itoa(len(msgs[3])))}}}
 		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -521,8 +522,8 @@ func testKafkaPartial(t *testing.T, b *kafkatest.Broker) {
 	defer cl.Close()
 	for i, rec := range recs[:2] {
 		r := &kgo.Record{Key: []byte("edge-9"), Value: []byte(rec), Headers: []kgo.RecordHeader{
-			{Key: headerAgent, Value: []byte("edge-9")}, {Key: headerMessage, Value: []byte("0")},
-			{Key: headerIndex, Value: []byte(strconv.Itoa(i))}, {Key: headerCount, Value: []byte("3")}}}
+			{Key: kafkastore.HeaderAgent, Value: []byte("edge-9")}, {Key: kafkastore.HeaderMessage, Value: []byte("0")},
+			{Key: kafkastore.HeaderIndex, Value: []byte(strconv.Itoa(i))}, {Key: kafkastore.HeaderCount, Value: []byte("3")}}}
 		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -555,10 +556,6 @@ func testKafkaBadURL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "store") {
 			t.Errorf("Store %q: %v", s, err)
 		}
-	}
-	u, err := parseKafkaURL("kafka://a:1,b:2/t.x-1?partitions=3&replication=2")
-	if err != nil || !slices.Equal(u.brokers, []string{"a:1", "b:2"}) || u.topic != "t.x-1" || u.partitions != 3 || u.replication != 2 {
-		t.Errorf("parse: %+v, %v", u, err)
 	}
 }
 
@@ -692,9 +689,9 @@ quiet:
 // setKafkaTimings shortens the health monitor's timings; the returned
 // function restores them.
 func setKafkaTimings(every, timeout, stall time.Duration) func() {
-	e, to, st := kafkaProbeEvery, kafkaProbeTimeout, kafkaStallAfter
-	kafkaProbeEvery, kafkaProbeTimeout, kafkaStallAfter = every, timeout, stall
-	return func() { kafkaProbeEvery, kafkaProbeTimeout, kafkaStallAfter = e, to, st }
+	e, to, st := kafkastore.ProbeEvery, kafkastore.ProbeTimeout, kafkastore.StallAfter
+	kafkastore.ProbeEvery, kafkastore.ProbeTimeout, kafkastore.StallAfter = every, timeout, stall
+	return func() { kafkastore.ProbeEvery, kafkastore.ProbeTimeout, kafkastore.StallAfter = e, to, st }
 }
 
 // collectWithin is collect with a longer bound for each response.
@@ -729,92 +726,4 @@ func (a *agentConn) collectWithin(d time.Duration, ids ...uint64) []*sluicev1.Se
 		}
 	}
 	return infos
-}
-
-// TestKafkaCheckpoint: the Kafka dedup checkpoint round-trips, partial
-// messages included, and a damaged one is refused. No broker needed.
-func TestKafkaCheckpoint(t *testing.T) {
-	d := newDedupIndex()
-	for i := range uint64(50) {
-		d.add("edge-1", i)
-		if i%3 != 0 {
-			d.add("edge-2", i*7)
-		}
-	}
-	d.observe([]byte("edge-3"), 9, 0, 4)
-	d.observe([]byte("edge-3"), 9, 2, 4)
-	d.observe([]byte("edge-1"), 77, 1, 2)
-	if !d.observe([]byte("edge-4"), 5, 0, 1) || !d.has("edge-4", 5) {
-		t.Fatal("a one-record message is not stored once seen")
-	}
-	if d.observe([]byte("edge-3"), 9, 2, 4) {
-		t.Fatal("a record seen twice is fresh")
-	}
-	pos := map[int32]int64{0: 1234, 3: 5}
-	id := kadm.TopicID{1, 2, 3}
-	b := appendKafkaCheckpoint(nil, "metrics", id, pos, d)
-	c, err := parseKafkaCheckpoint(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.topic != "metrics" || c.id != id || len(c.pos) != 2 || c.pos[0] != 1234 || c.pos[3] != 5 {
-		t.Fatalf("parsed %+v", c)
-	}
-	if len(c.d.agents) != len(d.agents) {
-		t.Fatalf("%d agents, want %d", len(c.d.agents), len(d.agents))
-	}
-	for agent, s := range d.agents {
-		if got := c.d.agents[agent]; got == nil || got.wm != s.wm || !slices.Equal(got.runs, s.runs) {
-			t.Fatalf("agent %s: %+v, want %+v", agent, got, s)
-		}
-	}
-	if len(c.d.pending) != 2 || c.d.pending[dedupKey{"edge-3", 9}].count != 4 {
-		t.Fatalf("pending %v", c.d.pending)
-	}
-	// The rest of message 9 completes it, in the parsed index too.
-	for _, x := range []*dedupIndex{d, c.d} {
-		x.observe([]byte("edge-3"), 9, 1, 4)
-		if x.has("edge-3", 9) {
-			t.Fatal("complete after 3 of 4 records")
-		}
-		x.observe([]byte("edge-3"), 9, 3, 4)
-		if !x.has("edge-3", 9) || x.pending[dedupKey{"edge-3", 9}] != nil {
-			t.Fatal("not complete after 4 of 4 records")
-		}
-	}
-	for n := range len(b) {
-		if _, err := parseKafkaCheckpoint(b[:n]); err == nil {
-			t.Fatalf("truncated at %d: no error", n)
-		}
-	}
-	if _, err := parseKafkaCheckpoint(append(b, 0)); err == nil {
-		t.Fatal("trailing byte: no error")
-	}
-}
-
-func TestParseHeaders(t *testing.T) {
-	hs := func(kv ...string) []kgo.RecordHeader {
-		var out []kgo.RecordHeader
-		for i := 0; i < len(kv); i += 2 {
-			out = append(out, kgo.RecordHeader{Key: kv[i], Value: []byte(kv[i+1])})
-		}
-		return out
-	}
-	h, ok := parseHeaders(hs("x", "y", headerAgent, "a", headerMessage, "18446744073709551615", headerIndex, "2", headerCount, "3"))
-	if !ok || string(h.agent) != "a" || h.message != 1<<64-1 || h.index != 2 || h.count != 3 {
-		t.Fatalf("%+v %v", h, ok)
-	}
-	for _, bad := range [][]kgo.RecordHeader{
-		hs(headerAgent, "a", headerMessage, "1", headerIndex, "0"),
-		hs(headerAgent, "a", headerMessage, "01", headerIndex, "0", headerCount, "1"),
-		hs(headerAgent, "a", headerMessage, "18446744073709551616", headerIndex, "0", headerCount, "1"),
-		hs(headerAgent, "a", headerMessage, "1", headerIndex, "1", headerCount, "1"),
-		hs(headerAgent, "a", headerMessage, "1", headerIndex, "0", headerCount, "0"),
-		hs(headerAgent, "", headerMessage, "1", headerIndex, "0", headerCount, "1"),
-		hs(headerAgent, "a", headerMessage, "-1", headerIndex, "0", headerCount, "1"),
-	} {
-		if _, ok := parseHeaders(bad); ok {
-			t.Errorf("%v accepted", bad)
-		}
-	}
 }

@@ -4,17 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -31,51 +30,51 @@ func unpackOffset(v uint64) (int32, int64) {
 // that carry no sluice headers.
 const maxReadRun = 4096
 
-// read serves a Read stream from the Kafka topic (see the package
-// documentation, "Kafka store").
-func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse], start *sluicev1.ReadStart) error {
-	s := k.s
-	ctx := stream.Context()
-	group := start.GetGroup()
+// readKafka serves a Read session from the Kafka topic of k (see the
+// package documentation, "Kafka store"): the consumer's session is the
+// sink's, the records the store's.
+func (s *Sink) readKafka(k *kafkastore.Store, conn protocol.Conn, start *protocol.ReadStart) error {
+	ctx := conn.Context()
+	group := start.Group
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	starts, ends, err := k.listOffsets(lctx)
+	starts, ends, err := k.ListOffsets(lctx)
 	cancel()
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "the Kafka store cannot be read now: %v", err)
+		return protocol.Errorf(protocol.StatusUnavailable, "the Kafka store cannot be read now: %v", err)
 	}
 	from := make(map[int32]int64, len(ends))
 	for p := range ends {
 		from[p] = starts[p]
 	}
 	committed := false
-	if start.GetFromCommitted() {
+	if start.FromCommitted {
 		var offs kadm.OffsetResponses
-		err := retryKafka(ctx, func(ctx context.Context) (err error) {
-			offs, err = k.adm.FetchOffsetsForTopics(ctx, group, k.u.topic)
+		err := kafkastore.Retry(ctx, func(ctx context.Context) (err error) {
+			offs, err = k.Admin().FetchOffsetsForTopics(ctx, group, k.Topic())
 			return err
 		})
 		if err != nil {
 			s.log.Error("sink: cannot read group offsets from Kafka", "group", group, "err", err)
-			return status.Errorf(codes.Unavailable, "cannot read the offsets of group %q from Kafka: %v", group, err)
+			return protocol.Errorf(protocol.StatusUnavailable, "cannot read the offsets of group %q from Kafka: %v", group, err)
 		}
-		for p, o := range offs[k.u.topic] {
+		for p, o := range offs[k.Topic()] {
 			if _, ok := from[p]; ok && o.At >= 0 {
 				from[p], committed = o.At, true
 			}
 		}
 	}
-	if fo := start.GetFromOffset(); !committed && fo != 0 {
+	if fo := start.From; !committed && fo != 0 {
 		p, o := unpackOffset(fo)
 		end, ok := ends[p]
 		switch {
 		case len(ends) > 1:
-			return status.Errorf(codes.InvalidArgument,
+			return protocol.Errorf(protocol.StatusInvalid,
 				"from_offset %d (partition %d, offset %d): the Kafka topic %q has %d partitions and one offset cannot say where to start in each; start at 0 (every partition from its start) or use a group",
-				fo, p, o, k.u.topic, len(ends))
+				fo, p, o, k.Topic(), len(ends))
 		case !ok:
-			return status.Errorf(codes.OutOfRange, "from_offset %d is partition %d (offset %d), which the Kafka topic %q does not have", fo, p, o, k.u.topic)
+			return protocol.Errorf(protocol.StatusOutOfRange, "from_offset %d is partition %d (offset %d), which the Kafka topic %q does not have", fo, p, o, k.Topic())
 		case o < starts[p] || o > end:
-			return status.Errorf(codes.OutOfRange, "offset %d outside partition %d's [%d, %d] in the Kafka topic %q", o, p, starts[p], end, k.u.topic)
+			return protocol.Errorf(protocol.StatusOutOfRange, "offset %d outside partition %d's [%d, %d] in the Kafka topic %q", o, p, starts[p], end, k.Topic())
 		}
 		from[p] = o
 	}
@@ -83,23 +82,23 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 	for p, o := range from {
 		offsets[p] = kgo.NewOffset().At(o)
 	}
-	cl, err := kgo.NewClient(append(kafkaClientOpts(k.u, s.log, "reader"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: offsets}),
+	cl, err := kgo.NewClient(append(k.ClientOpts("reader"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.Topic(): offsets}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(kafkaFetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(kafkaFetchMaxPartitionBytes),
+		kgo.FetchMaxBytes(kafkastore.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(kafkastore.FetchMaxPartitionBytes),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)...)
 	if err != nil {
-		return status.Errorf(codes.Internal, "Kafka client: %v", err)
+		return protocol.Errorf(protocol.StatusInternal, "Kafka client: %v", err)
 	}
 	defer cl.Close()
 
-	r := newReadStream(s, stream, group, start.GetFollow())
-	c := &kafkaCommitter{k: k, group: group, parts: ends, kick: make(chan struct{}, 1)}
+	r := newReadStream(s, conn, group, start.Follow)
+	c := &kafkaCommitter{k: k, log: s.log, group: group, parts: ends, kick: make(chan struct{}, 1)}
 	r.commitFn, r.flushFn = c.add, c.flush
 	kr := &kafkaReader{k: k, r: r, cl: cl, starts: starts, ends: ends, pos: from,
-		hwm: make(map[int32]int64, len(ends)), seen: newDedupIndex()}
+		hwm: make(map[int32]int64, len(ends)), seen: store.NewDedup()}
 	for p, e := range ends {
 		kr.hwm[p] = e
 	}
@@ -114,7 +113,7 @@ func (k *kafkaStore) read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, 
 
 // kafkaReader is the loop of one Read stream on the Kafka store.
 type kafkaReader struct {
-	k  *kafkaStore
+	k  *kafkastore.Store
 	r  *readStream
 	cl *kgo.Client
 
@@ -126,8 +125,8 @@ type kafkaReader struct {
 	head int
 	// seen drops, within this stream, records it already sent: copies a
 	// failover wrote twice (see the package documentation).
-	seen *dedupIndex
-	msg  sluicev1.StoredMessage
+	seen *store.Dedup
+	msg  protocol.Stored
 	recs [][]byte
 }
 
@@ -156,7 +155,7 @@ func (kr *kafkaReader) nextOffset() uint64 {
 }
 
 func (kr *kafkaReader) run(ctx context.Context) error {
-	r, s := kr.r, kr.k.s
+	r, s := kr.r, kr.r.s
 	sent := true // as in readStream.run: a reader starting at the end is told at once
 	for {
 		for r.credits.Load() > 0 && kr.head < len(kr.buf) {
@@ -173,8 +172,7 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		caught := kr.caughtUp()
 		if caught && sent {
 			sent = false
-			end := &sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_End{End: &sluicev1.EndOfLog{NextOffset: kr.nextOffset()}}}
-			if err := r.stream.Send(end); err != nil {
+			if err := r.conn.Send(&protocol.EndOfLog{Next: kr.nextOffset()}); err != nil {
 				return err
 			}
 			if !r.follow {
@@ -196,9 +194,9 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 		case err := <-r.errCh:
 			return err
 		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
+			return ctxErr(ctx)
 		case <-s.closing:
-			return status.Error(codes.Unavailable, "sink is shutting down")
+			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -232,7 +230,7 @@ func (kr *kafkaReader) run(ctx context.Context) error {
 // such copies is sent with no records, so that its offset can be committed.
 func (kr *kafkaReader) sendRun() error {
 	first := kr.buf[kr.head]
-	h, ok := parseHeaders(first.Headers)
+	h, ok := kafkastore.ParseHeaders(first.Headers)
 	kr.recs = kr.recs[:0]
 	last := first
 	i := kr.head
@@ -242,30 +240,30 @@ func (kr *kafkaReader) sendRun() error {
 			if rec.Partition != last.Partition || rec.Offset != last.Offset+1 || i-kr.head >= maxReadRun {
 				break
 			}
-			h2, ok2 := parseHeaders(rec.Headers)
-			if ok2 != ok || (ok && (h2.message != h.message || !bytes.Equal(h2.agent, h.agent))) {
+			h2, ok2 := kafkastore.ParseHeaders(rec.Headers)
+			if ok2 != ok || (ok && (h2.Message != h.Message || !bytes.Equal(h2.Agent, h.Agent))) {
 				break
 			}
 			if ok {
-				h.index, h.count = h2.index, h2.count
+				h.Index, h.Count = h2.Index, h2.Count
 			}
 		}
-		if !ok || kr.seen.observe(h.agent, h.message, h.index, h.count) {
+		if !ok || kr.seen.Observe(h.Agent, h.Message, h.Index, h.Count) {
 			kr.recs = append(kr.recs, rec.Value)
 		}
 		last = rec
 	}
 	kr.msg.Offset, kr.msg.Records = packOffset(last.Partition, last.Offset), kr.recs
-	kr.msg.AgentId, kr.msg.MessageId = "", 0
+	kr.msg.AgentID, kr.msg.MessageID = "", 0
 	if ok {
-		kr.msg.AgentId, kr.msg.MessageId = string(h.agent), h.message
+		kr.msg.AgentID, kr.msg.MessageID = string(h.Agent), h.Message
 	}
-	if err := kr.r.stream.Send(&sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_Message{Message: &kr.msg}}); err != nil {
+	if err := kr.r.conn.Send(&kr.msg); err != nil {
 		return err
 	}
 	kr.pos[last.Partition] = last.Offset + 1
-	kr.k.s.m.readMsgs.Inc()
-	kr.k.s.m.readRecords.Add(float64(len(kr.recs)))
+	kr.r.s.m.readMsgs.Inc()
+	kr.r.s.m.readRecords.Add(float64(len(kr.recs)))
 	clear(kr.recs)
 	for j := kr.head; j < i; j++ {
 		kr.buf[j] = nil
@@ -279,7 +277,8 @@ func (kr *kafkaReader) sendRun() error {
 // consumer may commit after every message, and the committer sends the
 // latest offset of each partition once the previous commit returned.
 type kafkaCommitter struct {
-	k     *kafkaStore
+	k     *kafkastore.Store
+	log   *slog.Logger
 	group string
 	parts map[int32]int64
 
@@ -293,7 +292,7 @@ type kafkaCommitter struct {
 func (c *kafkaCommitter) add(off uint64) error {
 	p, o := unpackOffset(off)
 	if _, ok := c.parts[p]; !ok {
-		return status.Errorf(codes.InvalidArgument, "commit of offset %d: partition %d is not in the Kafka topic %q", off, p, c.k.u.topic)
+		return protocol.Errorf(protocol.StatusInvalid, "commit of offset %d: partition %d is not in the Kafka topic %q", off, p, c.k.Topic())
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -336,10 +335,10 @@ func (c *kafkaCommitter) flush() error {
 	}
 	offs := make(kadm.Offsets)
 	for p, o := range batch {
-		offs.Add(kadm.Offset{Topic: c.k.u.topic, Partition: p, At: o, LeaderEpoch: -1})
+		offs.Add(kadm.Offset{Topic: c.k.Topic(), Partition: p, At: o, LeaderEpoch: -1})
 	}
-	err := retryKafka(c.k.ctx, func(ctx context.Context) error {
-		resp, err := c.k.adm.CommitOffsets(ctx, c.group, offs)
+	err := kafkastore.Retry(c.k.Context(), func(ctx context.Context) error {
+		resp, err := c.k.Admin().CommitOffsets(ctx, c.group, offs)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -347,30 +346,10 @@ func (c *kafkaCommitter) flush() error {
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return status.Error(codes.Unavailable, "sink is shutting down")
+			return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 		}
-		c.k.s.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
-		return status.Errorf(codes.Unavailable, "commit of group %q to Kafka failed: %v", c.group, err)
+		c.log.Error("sink: cannot commit group offsets to Kafka", "group", c.group, "err", err)
+		return protocol.Errorf(protocol.StatusUnavailable, "commit of group %q to Kafka failed: %v", c.group, err)
 	}
 	return nil
-}
-
-// retryKafka runs f until it succeeds, fails with an error Kafka does not
-// call retriable, or 10 seconds have passed. Group requests fail with
-// COORDINATOR_NOT_AVAILABLE while Kafka creates its offsets topic, and
-// during leader changes.
-func retryKafka(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		err := f(ctx)
-		if err == nil || !kerr.IsRetriable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -2,8 +2,6 @@ package sink
 
 import (
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -71,96 +69,6 @@ func TestAuth(t *testing.T) {
 		if err := d.status(); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("token %q: %v, want Unauthenticated", tok, err)
 		}
-	}
-}
-
-// TestIDSet checks idSet against a map on random, mostly ordered ids.
-func TestIDSet(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for round := range 50 {
-		var s idSet
-		ref := map[uint64]bool{}
-		next := uint64(rng.IntN(3))
-		for range 400 {
-			var id uint64
-			switch rng.IntN(10) {
-			case 0: // a resend of something older
-				id = uint64(rng.Int64N(int64(next) + 1))
-			case 1: // a gap
-				next += uint64(1 + rng.IntN(3))
-				id = next
-			default:
-				id = next
-				next++
-			}
-			s.add(id)
-			ref[id] = true
-		}
-		for id := range next + 5 {
-			if s.has(id) != ref[id] {
-				t.Fatalf("round %d: has(%d) = %v, want %v", round, id, s.has(id), ref[id])
-			}
-		}
-		if w := s.wm; ref[w] || (w > 0 && !ref[w-1]) {
-			t.Fatalf("round %d: watermark %d not at the first gap", round, w)
-		}
-		for i, r := range s.runs {
-			if r.first > r.last || r.first <= s.wm || (i > 0 && r.first <= s.runs[i-1].last+1) {
-				t.Fatalf("round %d: runs %v break the invariant (wm %d)", round, s.runs, s.wm)
-			}
-		}
-	}
-	// Contiguous ids keep no runs at all.
-	var s idSet
-	for id := range uint64(10000) {
-		s.add(id)
-	}
-	if s.wm != 10000 || len(s.runs) != 0 {
-		t.Fatalf("contiguous ids: wm %d, %d runs", s.wm, len(s.runs))
-	}
-	// The largest id.
-	s.add(math.MaxUint64)
-	if !s.has(math.MaxUint64) || s.has(math.MaxUint64-1) {
-		t.Fatal("MaxUint64 mishandled")
-	}
-}
-
-func TestCheckpointRoundTrip(t *testing.T) {
-	d := newDedupIndex()
-	d.next = 77
-	for _, id := range []uint64{0, 1, 2, 5, 6, 9, 20} {
-		d.set("a").add(id)
-	}
-	d.set(strings.Repeat("b", 255)).add(3)
-	d.set("c").add(math.MaxUint64)
-	b := d.appendCheckpoint(nil)
-	got, err := parseCheckpoint(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.next != 77 || len(got.agents) != 3 {
-		t.Fatalf("parsed %+v", got)
-	}
-	for agent, s := range d.agents {
-		g := got.agents[agent]
-		if g == nil || g.wm != s.wm || len(g.runs) != len(s.runs) {
-			t.Fatalf("agent %q: %+v, want %+v", agent, g, s)
-		}
-		for i := range s.runs {
-			if g.runs[i] != s.runs[i] {
-				t.Fatalf("agent %q: runs %v, want %v", agent, g.runs, s.runs)
-			}
-		}
-	}
-	// Every truncation, and every single-byte change that breaks an
-	// invariant, is refused rather than misread.
-	for n := range len(b) {
-		if _, err := parseCheckpoint(b[:n]); err == nil {
-			t.Fatalf("truncated to %d bytes: accepted", n)
-		}
-	}
-	if _, err := parseCheckpoint(append(b, 0)); err == nil {
-		t.Fatal("trailing byte accepted")
 	}
 }
 

@@ -1,58 +1,10 @@
 package sink
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
+import "github.com/sluicehq/sluice/internal/store"
 
-	"github.com/sluicehq/sluice/seglog"
-)
+// fileName is store.FileName: a name safe as one path element.
+func fileName(s string) string { return store.FileName(s) }
 
-// maxFileName bounds the names fileName produces, well under the 255 bytes
-// file systems allow.
-const maxFileName = 200
-
-// fileName maps an agent id or a group name, which may hold any bytes, to a
-// safe, unique file name: ASCII letters, digits, '_' and '-' are kept, and
-// so is '.' except in first place (so "." and ".." cannot occur); every
-// other byte becomes %XX. A result longer than maxFileName is replaced by
-// "%%" and the SHA-256 of the input in hex, which escaping never produces
-// ('%' is always followed by two hex digits there).
-func fileName(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.' && i > 0:
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	if b.Len() > maxFileName {
-		sum := sha256.Sum256([]byte(s))
-		return "%%" + hex.EncodeToString(sum[:])
-	}
-	return b.String()
-}
-
-// mkdirDurable creates dir and any missing parents, fsyncing the parent of
-// every directory it creates so the new entries survive a crash.
-func mkdirDurable(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirDurable(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return err
-	}
-	return seglog.SyncDir(parent)
-}
+// mkdirDurable creates dir and any missing parents durably (see
+// store.MkdirDurable).
+func mkdirDurable(dir string) error { return store.MkdirDurable(dir) }

@@ -7,15 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/storedmsg"
-	"github.com/sluicehq/sluice/seglog"
 )
 
 // maxReadCredits caps a Read stream's unused credit, so that request_n
@@ -45,12 +41,12 @@ func (s *Sink) readChunk() int {
 // admitConsumer counts a new Read stream, or refuses it with
 // ResourceExhausted when Config.MaxConsumers are being served. The caller
 // calls the returned function when the stream ends.
-func (s *Sink) admitConsumer(ctx context.Context) (func(), error) {
+func (s *Sink) admitConsumer(peer protocol.PeerInfo) (func(), error) {
 	if n := s.consumers.Add(1); n > int64(s.cfg.MaxConsumers) {
 		s.consumers.Add(-1)
 		s.m.refused.WithLabelValues(refusedConsumers).Inc()
-		s.log.Warn("sink: too many consumers; Read stream refused", "max_consumers", s.cfg.MaxConsumers, "peer", peerAddr(ctx))
-		return nil, status.Errorf(codes.ResourceExhausted, "the sink serves at most %d consumers at once", s.cfg.MaxConsumers)
+		s.log.Warn("sink: too many consumers; Read stream refused", "max_consumers", s.cfg.MaxConsumers, "peer", peer.Addr)
+		return nil, protocol.Errorf(protocol.StatusResourceExhausted, "the sink serves at most %d consumers at once", s.cfg.MaxConsumers)
 	}
 	s.m.consumers.Inc()
 	return func() {
@@ -59,59 +55,59 @@ func (s *Sink) admitConsumer(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-// Read implements Sink.Read. See the package documentation.
-func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]) error {
-	s := svc.s
+// ServeRead serves one consumer's Read session (protocol.Service). See
+// the package documentation.
+func (s *Sink) ServeRead(c protocol.Conn) error {
 	if err := s.accepting(); err != nil {
 		return err
 	}
-	ctx := stream.Context()
-	if err := s.checkRead(ctx, peerAddr(ctx)); err != nil {
+	ctx, peer := c.Context(), c.Peer()
+	if err := s.checkRead(ctx, peer); err != nil {
 		return err
 	}
-	done, err := s.admitConsumer(ctx)
+	done, err := s.admitConsumer(peer)
 	if err != nil {
 		return err
 	}
 	defer done()
-	req, err := recvFirst(s, ctx, stream.Recv, "ReadStart")
+	f, err := recvFirst(s, c, "ReadStart")
 	if err == io.EOF {
-		return status.Error(codes.InvalidArgument, "stream closed before its ReadStart")
+		return protocol.Errorf(protocol.StatusInvalid, "stream closed before its ReadStart")
 	}
 	if err != nil {
 		return err
 	}
-	start := req.GetStart()
-	if start == nil {
-		return status.Error(codes.InvalidArgument, "the first ReadRequest must carry a ReadStart")
+	start, ok := f.(*protocol.ReadStart)
+	if !ok {
+		return protocol.Errorf(protocol.StatusInvalid, "the first ReadRequest must carry a ReadStart")
 	}
-	group := start.GetGroup()
+	group := start.Group
 	if group != "" {
 		if err := validGroup(group); err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+			return protocol.Errorf(protocol.StatusInvalid, "%v", err)
 		}
 	}
-	if start.GetFromCommitted() && group == "" {
-		return status.Error(codes.InvalidArgument, "from_committed needs a group")
+	if start.FromCommitted && group == "" {
+		return protocol.Errorf(protocol.StatusInvalid, "from_committed needs a group")
 	}
 	if s.kafka != nil {
-		return s.kafka.read(stream, start)
+		return s.readKafka(s.kafka, c, start)
 	}
-	from := start.GetFromOffset()
-	if start.GetFromCommitted() {
-		off, ok, err := s.groups.get(group)
+	from := start.From
+	if start.FromCommitted {
+		off, ok, err := s.reader.Committed(group)
 		if err != nil {
 			s.log.Error("sink: cannot read group offset", "group", group, "err", err)
-			return status.Errorf(codes.Internal, "cannot read the offset of group %q", group)
+			return protocol.Errorf(protocol.StatusInternal, "cannot read the offset of group %q", group)
 		}
 		if ok {
 			from = off
 		}
 	}
-	if first, next := s.seg.FirstOffset(), s.seg.NextOffset(); from < first || from > next {
-		return status.Errorf(codes.OutOfRange, "offset %d outside the store's [%d, %d]", from, first, next)
+	if first, next := s.reader.FirstOffset(), s.reader.NextOffset(); from < first || from > next {
+		return protocol.Errorf(protocol.StatusOutOfRange, "offset %d outside the store's [%d, %d]", from, first, next)
 	}
-	r := newReadStream(s, stream, group, start.GetFollow())
+	r := newReadStream(s, c, group, start.Follow)
 	r.commitFn = r.commitEmbedded
 	s.m.streams.WithLabelValues("read").Inc()
 	defer s.m.streams.WithLabelValues("read").Dec()
@@ -121,9 +117,9 @@ func (svc *service) Read(stream grpc.BidiStreamingServer[sluicev1.ReadRequest, s
 	return err
 }
 
-func newReadStream(s *Sink, stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse], group string, follow bool) *readStream {
+func newReadStream(s *Sink, c protocol.Conn, group string, follow bool) *readStream {
 	return &readStream{
-		s: s, stream: stream, group: group, follow: follow,
+		s: s, conn: c, group: group, follow: follow,
 		creditCh: make(chan struct{}, 1),
 		errCh:    make(chan error, 1),
 		recvDone: make(chan struct{}),
@@ -135,7 +131,7 @@ func newReadStream(s *Sink, stream grpc.BidiStreamingServer[sluicev1.ReadRequest
 // and is the only one to send; recvLoop takes credits and commits.
 type readStream struct {
 	s      *Sink
-	stream grpc.BidiStreamingServer[sluicev1.ReadRequest, sluicev1.ReadResponse]
+	conn   protocol.Conn
 	group  string
 	follow bool
 
@@ -151,7 +147,7 @@ type readStream struct {
 	done     chan struct{}
 
 	recs [][]byte
-	msg  sluicev1.StoredMessage
+	msg  protocol.Stored
 
 	// held is what this stream adds to sluice_sink_consumer_buffered_bytes.
 	held int64
@@ -165,7 +161,7 @@ func (r *readStream) hold(n int64) {
 
 func (r *readStream) recvLoop() {
 	for {
-		req, err := r.stream.Recv()
+		f, err := r.conn.Recv()
 		if err == io.EOF {
 			if r.flushFn != nil {
 				if err := r.flushFn(); err != nil {
@@ -180,14 +176,14 @@ func (r *readStream) recvLoop() {
 			r.fail(err)
 			return
 		}
-		switch b := req.GetBody().(type) {
-		case *sluicev1.ReadRequest_RequestN:
-			if b.RequestN == 0 {
+		switch f := f.(type) {
+		case *protocol.ReadMore:
+			if f.N == 0 {
 				continue
 			}
 			for {
 				old := r.credits.Load()
-				if r.credits.CompareAndSwap(old, min(old+uint64(b.RequestN), maxReadCredits)) {
+				if r.credits.CompareAndSwap(old, min(old+uint64(f.N), maxReadCredits)) {
 					break
 				}
 			}
@@ -195,16 +191,16 @@ func (r *readStream) recvLoop() {
 			case r.creditCh <- struct{}{}:
 			default:
 			}
-		case *sluicev1.ReadRequest_Commit:
-			if err := r.commit(b.Commit); err != nil {
+		case *protocol.Commit:
+			if err := r.commit(f.Offset); err != nil {
 				r.fail(err)
 				return
 			}
-		case *sluicev1.ReadRequest_Start:
-			r.fail(status.Error(codes.InvalidArgument, "a second ReadStart on the stream"))
+		case *protocol.ReadStart:
+			r.fail(protocol.Errorf(protocol.StatusInvalid, "a second ReadStart on the stream"))
 			return
 		default:
-			r.fail(status.Error(codes.InvalidArgument, "ReadRequest without a body"))
+			r.fail(protocol.Errorf(protocol.StatusInvalid, "a %s frame on a Read session", protocol.Name(f)))
 			return
 		}
 	}
@@ -219,18 +215,18 @@ func (r *readStream) fail(err error) {
 
 func (r *readStream) commit(off uint64) error {
 	if r.group == "" {
-		return status.Error(codes.InvalidArgument, "commit without a group in ReadStart")
+		return protocol.Errorf(protocol.StatusInvalid, "commit without a group in ReadStart")
 	}
 	return r.commitFn(off)
 }
 
 func (r *readStream) commitEmbedded(off uint64) error {
-	if next := r.s.seg.NextOffset(); off > next {
-		return status.Errorf(codes.InvalidArgument, "commit of offset %d beyond the store's next offset %d", off, next)
+	if next := r.s.reader.NextOffset(); off > next {
+		return protocol.Errorf(protocol.StatusInvalid, "commit of offset %d beyond the store's next offset %d", off, next)
 	}
-	if err := r.s.groups.commit(r.group, off); err != nil {
+	if err := r.s.reader.Commit(r.group, off); err != nil {
 		r.s.log.Error("sink: cannot commit group offset", "group", r.group, "offset", off, "err", err)
-		return status.Errorf(codes.Unavailable, "commit of group %q failed", r.group)
+		return protocol.Errorf(protocol.StatusUnavailable, "commit of group %q failed", r.group)
 	}
 	return nil
 }
@@ -244,15 +240,15 @@ func (r *readStream) commitEmbedded(off uint64) error {
 func (r *readStream) run(ctx context.Context, from uint64) error {
 	s := r.s
 	defer r.hold(0)
-	var it *seglog.Iterator
+	var it store.Iterator
 	pos := from
 	// sent: a message went out since the last EndOfLog (true at first so
 	// that a reader starting at the end is told at once).
 	sent := true
 	for {
-		if it == nil && r.credits.Load() > 0 && pos < s.seg.NextOffset() {
+		if it == nil && r.credits.Load() > 0 && pos < s.reader.NextOffset() {
 			chunk := s.readChunk()
-			it = s.seg.NewIterator(pos, chunk)
+			it = s.reader.NewIterator(pos, chunk)
 			r.hold(int64(chunk))
 		}
 		for it != nil && r.credits.Load() > 0 && it.Next() {
@@ -268,19 +264,18 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		}
 		if err := iterErr(it); err != nil {
 			switch {
-			case errors.Is(err, seglog.ErrTruncated):
-				return status.Errorf(codes.OutOfRange, "%v", err)
-			case errors.Is(err, seglog.ErrClosed):
-				return status.Error(codes.Unavailable, "sink is shutting down")
+			case errors.Is(err, store.ErrTruncated):
+				return protocol.Errorf(protocol.StatusOutOfRange, "%v", err)
+			case errors.Is(err, store.ErrClosed):
+				return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 			}
 			s.log.Error("sink: cannot read the store", "offset", pos, "err", err)
-			return status.Errorf(codes.DataLoss, "cannot read the store at offset %d", pos)
+			return protocol.Errorf(protocol.StatusInternal, "cannot read the store at offset %d", pos)
 		}
-		caught := pos >= s.seg.NextOffset()
+		caught := pos >= s.reader.NextOffset()
 		if caught && sent {
 			sent = false
-			end := &sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_End{End: &sluicev1.EndOfLog{NextOffset: pos}}}
-			if err := r.stream.Send(end); err != nil {
+			if err := r.conn.Send(&protocol.EndOfLog{Next: pos}); err != nil {
 				return err
 			}
 			if !r.follow {
@@ -292,7 +287,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 		}
 		var more <-chan struct{}
 		if caught {
-			more = s.seg.Wait(pos)
+			more = s.reader.Wait(pos)
 		}
 		// Let the chunk go while waiting; the next read starts a new
 		// iterator at pos.
@@ -305,7 +300,7 @@ func (r *readStream) run(ctx context.Context, from uint64) error {
 }
 
 // iterErr is it's error, nil without an iterator.
-func iterErr(it *seglog.Iterator) error {
+func iterErr(it store.Iterator) error {
 	if it == nil {
 		return nil
 	}
@@ -333,13 +328,13 @@ func (r *readStream) wait(ctx context.Context, more <-chan struct{}) (end bool, 
 		}
 		// Not caught up and out of credit (else the reader would not
 		// wait), and no credit can come any more.
-		return false, status.Error(codes.FailedPrecondition, "the consumer closed its side without the credit to read to the end")
+		return false, protocol.Errorf(protocol.StatusFailedPrecondition, "the consumer closed its side without the credit to read to the end")
 	case err := <-r.errCh:
 		return false, err
 	case <-ctx.Done():
-		return false, status.FromContextError(ctx.Err()).Err()
+		return false, ctxErr(ctx)
 	case <-r.s.closing:
-		return false, status.Error(codes.Unavailable, "sink is shutting down")
+		return false, protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 	}
 	return false, nil
 }
@@ -354,9 +349,9 @@ func (r *readStream) finish(ctx context.Context) error {
 	case err := <-r.errCh:
 		return err
 	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
+		return ctxErr(ctx)
 	case <-r.s.closing:
-		return status.Error(codes.Unavailable, "sink is shutting down")
+		return protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down")
 	case <-time.After(finishGrace):
 		return nil
 	}
@@ -371,7 +366,7 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 	if err == nil {
 		// zstd decoders (and their windows) are shared by all Read
 		// streams instead of each consumer keeping its own.
-		dec := s.readDecoders.Get().(*bodyDecoder)
+		dec := s.readDecoders.Get().(*store.BodyDecoder)
 		defer s.readDecoders.Put(dec)
 		var body []byte
 		// Decompression buffers are shared by all streams (and the
@@ -385,13 +380,13 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 					decodeBufs.Put(bufp)
 				}
 			}()
-			body, err = dec.decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
+			body, err = dec.Decode((*bufp)[:0], string(m.AgentID), m.Codec, m.DictID, m.Body)
 			if err == nil {
 				*bufp = body[:0]
 			}
 			r.s.m.consumerBuffered.Add(float64(cap(*bufp)))
 		} else {
-			body, err = dec.decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
+			body, err = dec.Decode(nil, string(m.AgentID), m.Codec, m.DictID, m.Body)
 		}
 		if err == nil {
 			r.recs = r.recs[:0]
@@ -406,10 +401,10 @@ func (r *readStream) send(off uint64, rec []byte) (sent bool, err error) {
 		s.log.Error("sink: store record cannot be decoded; skipped", "offset", off, "err", err)
 		return false, nil
 	}
-	r.msg.Offset, r.msg.AgentId, r.msg.MessageId, r.msg.Records = off, string(m.AgentID), m.MessageID, r.recs
-	// Send marshals before returning, so the buffers the records alias
-	// may be reused afterwards.
-	if err := r.stream.Send(&sluicev1.ReadResponse{Body: &sluicev1.ReadResponse_Message{Message: &r.msg}}); err != nil {
+	r.msg.Offset, r.msg.AgentID, r.msg.MessageID, r.msg.Records = off, string(m.AgentID), m.MessageID, r.recs
+	// Send encodes (or copies) before returning, so the buffers the
+	// records alias may be reused afterwards.
+	if err := r.conn.Send(&r.msg); err != nil {
 		return false, err
 	}
 	s.m.readMsgs.Inc()

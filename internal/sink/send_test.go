@@ -17,6 +17,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 )
 
@@ -197,7 +198,7 @@ func TestDuplicates(t *testing.T) {
 	}
 	a.send(plainReq(2, "r"))
 	a.collect(2)
-	ckpt := filepath.Join(h.cfg.DataDir, checkpointName)
+	ckpt := filepath.Join(h.cfg.DataDir, seglogstore.CheckpointName)
 	old, err := os.ReadFile(ckpt)
 	if err != nil {
 		t.Fatal(err)

@@ -3,25 +3,9 @@ package sink
 import (
 	"time"
 
-	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/seglog"
 )
-
-// writeItem is one valid message a Send stream hands to the storage
-// writer.
-type writeItem struct {
-	st     *sendStream
-	agent  string
-	agentB []byte // agent as bytes, shared by the stream's items
-	id     uint64
-	codec  codec.Kind
-	dictID uint32
-	count  uint32
-	body   []byte // the payload as received
-
-	// dropErr is set by the store when the message can never be stored.
-	dropErr error
-}
 
 // maxCommitMessages bounds the messages of one group commit, besides
 // Config.WriteBatchBytes.
@@ -50,14 +34,14 @@ type dedupKey struct {
 // to their streams, which ack them.
 type writer struct {
 	s     *Sink
-	dedup *dedupIndex
+	dedup *store.Dedup
 
-	batch []writeItem
+	batch []store.Message
 	// fate[i] is what becomes of batch[i].
 	fate    []fate
-	appends []*writeItem
+	appends []*store.Message
 	inBatch map[dedupKey]struct{}
-	streams map[*sendStream]struct{}
+	acks    map[*store.Acks]struct{}
 
 	lastCkpt      time.Time
 	bytesSinceCkp int64
@@ -65,11 +49,11 @@ type writer struct {
 	ckptBuf       []byte
 }
 
-func newWriter(s *Sink, d *dedupIndex) *writer {
+func newWriter(s *Sink, d *store.Dedup) *writer {
 	return &writer{
 		s: s, dedup: d,
 		inBatch:  make(map[dedupKey]struct{}),
-		streams:  make(map[*sendStream]struct{}),
+		acks:     make(map[*store.Acks]struct{}),
 		lastCkpt: time.Now(),
 	}
 }
@@ -80,7 +64,7 @@ func (w *writer) run() {
 	tick := time.NewTicker(min(s.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for {
-		var it writeItem
+		var it store.Message
 		var ok bool
 		select {
 		case it, ok = <-s.writeCh:
@@ -93,7 +77,7 @@ func (w *writer) run() {
 			return
 		}
 		w.batch = append(w.batch[:0], it)
-		size := int64(len(it.body))
+		size := int64(len(it.Body))
 		open := true
 	drain:
 		for len(w.batch) < maxCommitMessages && size < s.cfg.WriteBatchBytes {
@@ -104,7 +88,7 @@ func (w *writer) run() {
 					break drain
 				}
 				w.batch = append(w.batch, it)
-				size += int64(len(it.body))
+				size += int64(len(it.Body))
 			default:
 				break drain
 			}
@@ -125,16 +109,16 @@ func (w *writer) commit() {
 	w.fate, w.appends = w.fate[:0], w.appends[:0]
 	clear(w.inBatch)
 	var queuedBytes int64
-	w.dedup.mu.Lock()
+	w.dedup.Lock()
 	for i := range w.batch {
 		it := &w.batch[i]
-		queuedBytes += int64(len(it.body))
-		key := dedupKey{it.agent, it.id}
+		queuedBytes += int64(len(it.Body))
+		key := dedupKey{it.Agent, it.ID}
 		if _, ok := w.inBatch[key]; ok {
 			w.fate = append(w.fate, fateInBatch)
 			continue
 		}
-		if w.dedup.has(it.agent, it.id) {
+		if w.dedup.Has(it.Agent, it.ID) {
 			w.fate = append(w.fate, fateStored)
 			continue
 		}
@@ -142,7 +126,7 @@ func (w *writer) commit() {
 		w.fate = append(w.fate, fateAppend)
 		w.appends = append(w.appends, it)
 	}
-	w.dedup.mu.Unlock()
+	w.dedup.Unlock()
 	if s.cfg.beforeCommit != nil {
 		s.cfg.beforeCommit()
 	}
@@ -151,7 +135,7 @@ func (w *writer) commit() {
 		err error
 	)
 	if len(w.appends) > 0 {
-		n, err = s.store.append(w.appends)
+		n, err = s.store.Append(w.appends)
 	}
 	s.m.queuedMsgs.Sub(float64(len(w.batch)))
 	s.m.queuedBytes.Sub(float64(queuedBytes))
@@ -172,57 +156,57 @@ func (w *writer) commit() {
 	}
 	// A copy of a message the store dropped shares its fate.
 	for _, it := range w.appends {
-		if it.dropErr != nil {
+		if it.DropErr != nil {
 			for i := range w.batch {
-				if c := &w.batch[i]; w.fate[i] == fateInBatch && c.agent == it.agent && c.id == it.id {
-					c.dropErr = it.dropErr
+				if c := &w.batch[i]; w.fate[i] == fateInBatch && c.Agent == it.Agent && c.ID == it.ID {
+					c.DropErr = it.DropErr
 				}
 			}
 		}
 	}
-	w.dedup.mu.Lock()
+	w.dedup.Lock()
 	for i := range w.batch {
 		it := &w.batch[i]
 		f := w.fate[i]
 		switch {
-		case it.dropErr != nil:
+		case it.DropErr != nil:
 			continue
 		case err != nil && f != fateStored:
 			continue
 		case f == fateAppend:
-			w.dedup.add(it.agent, it.id)
+			w.dedup.Add(it.Agent, it.ID)
 		}
 	}
-	w.dedup.mu.Unlock()
+	w.dedup.Unlock()
 	for i := range w.batch {
 		it := &w.batch[i]
 		switch f := w.fate[i]; {
-		case it.dropErr != nil:
-			s.log.Error("sink: cannot store message; dropped", "agent_id", it.agent, "message_id", it.id, "err", it.dropErr)
-			it.st.reportFailure(it.dropErr)
+		case it.DropErr != nil:
+			s.log.Error("sink: cannot store message; dropped", "agent_id", it.Agent, "message_id", it.ID, "err", it.DropErr)
+			it.Acks.Fail(it.DropErr)
 			continue
 		case err != nil && f != fateStored:
-			it.st.reportFailure(err)
+			it.Acks.Fail(err)
 			continue
 		case f == fateAppend:
 			s.m.storedMsgs.Inc()
-			s.m.storedRecords.Add(float64(it.count))
+			s.m.storedRecords.Add(float64(it.Records))
 		default:
 			s.m.duplicates.Inc()
 		}
-		it.st.reportStored(it.id)
-		w.streams[it.st] = struct{}{}
+		it.Acks.Stored(it.ID)
+		w.acks[it.Acks] = struct{}{}
 	}
-	for st := range w.streams {
-		st.notify()
+	for a := range w.acks {
+		a.Signal()
 	}
-	clear(w.streams)
+	clear(w.acks)
 }
 
 // maybeCheckpoint writes a checkpoint if enough time has passed or enough
 // was stored (or, with Kafka, read by the tailer) since the last one.
 func (w *writer) maybeCheckpoint() {
-	if n := w.s.store.takeTailBytes(); n > 0 {
+	if n := w.s.store.TakeTailBytes(); n > 0 {
 		w.bytesSinceCkp += n
 		w.dirty = true
 	}
@@ -237,16 +221,16 @@ func (w *writer) maybeCheckpoint() {
 // acknowledged by Kafka or read back from it, before the checkpoint is
 // written.
 func (w *writer) checkpoint() {
-	if n := w.s.store.takeTailBytes(); n > 0 {
+	if n := w.s.store.TakeTailBytes(); n > 0 {
 		w.dirty = true
 	}
 	if !w.dirty {
 		return
 	}
-	w.dedup.mu.Lock()
-	w.ckptBuf = w.s.store.appendCheckpoint(w.ckptBuf[:0])
-	w.dedup.mu.Unlock()
-	if err := seglog.WriteMeta(w.s.cfg.DataDir, w.s.store.checkpointName(), w.ckptBuf); err != nil {
+	w.dedup.Lock()
+	w.ckptBuf = w.s.store.AppendCheckpoint(w.ckptBuf[:0])
+	w.dedup.Unlock()
+	if err := seglog.WriteMeta(w.s.cfg.DataDir, w.s.store.CheckpointName(), w.ckptBuf); err != nil {
 		w.s.log.Warn("sink: dedup checkpoint not written; a restart will read more of the store", "err", err)
 		return
 	}

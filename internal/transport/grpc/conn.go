@@ -163,6 +163,10 @@ func (e *serverEnd) Context() context.Context { return e.ctx }
 type sendServer struct {
 	serverEnd
 	stream grpc.BidiStreamingServer[sluicev1.Request, sluicev1.Response]
+	// req and msg are reused by Recv (a frame is the caller's only until
+	// the next Recv): no Request or Message allocated per batch.
+	req sluicev1.Request
+	msg protocol.Message
 }
 
 func (c *sendServer) Send(f protocol.Frame) error {
@@ -174,11 +178,13 @@ func (c *sendServer) Send(f protocol.Frame) error {
 }
 
 func (c *sendServer) Recv() (protocol.Frame, error) {
-	req, err := c.stream.Recv()
-	if err != nil {
+	if err := c.stream.RecvMsg(&c.req); err != nil {
 		return nil, SessionError(err)
 	}
-	return FrameFromRequest(req)
+	if messageFromRequest(&c.msg, &c.req) {
+		return &c.msg, nil
+	}
+	return FrameFromRequest(&c.req)
 }
 
 func (c *sendServer) Peer() protocol.PeerInfo { return peerInfo(c.stream.Context()) }
@@ -228,3 +234,8 @@ func peerInfo(ctx context.Context) protocol.PeerInfo {
 	}
 	return pi
 }
+
+// PayloadsOwned: gRPC unmarshals every Request into memory of its own
+// (ServerCodec: one buffer per Request, which the payload aliases), so the
+// sink may keep a payload as received.
+func (c *sendServer) PayloadsOwned() bool { return true }

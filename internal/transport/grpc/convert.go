@@ -48,11 +48,13 @@ func RequestFromFrame(req *sluicev1.Request, f protocol.Frame) error {
 }
 
 // FrameFromRequest is the frame a Request carries. A Request with a
-// version other than protocol.Version, or with no payload, is an error:
-// the sink ends the session with StatusInvalid.
+// version other than protocol.Version, or with no payload, is a
+// *protocol.Malformed: the sink refuses that one message (or ends the
+// session, if it came first).
 func FrameFromRequest(req *sluicev1.Request) (protocol.Frame, error) {
 	if req.GetVersion() != protocol.Version {
-		return nil, protocol.Errorf(protocol.StatusInvalid, "request version %d, this sink speaks %d", req.GetVersion(), protocol.Version)
+		return &protocol.Malformed{MessageID: req.GetMessageId(), Version: req.GetVersion(), Payload: payloadName(req),
+			Detail: fmt.Sprintf("Request.version %d is not supported; this sink speaks version %d", req.GetVersion(), protocol.Version)}, nil
 	}
 	switch p := req.GetPayload().(type) {
 	case *sluicev1.Request_Hello:
@@ -73,7 +75,25 @@ func FrameFromRequest(req *sluicev1.Request) (protocol.Frame, error) {
 	case *sluicev1.Request_Dictionary:
 		return &protocol.Dictionary{ID: p.Dictionary.GetId(), Data: p.Dictionary.GetData()}, nil
 	}
-	return nil, protocol.Errorf(protocol.StatusInvalid, "request %d carries no payload", req.GetMessageId())
+	return &protocol.Malformed{MessageID: req.GetMessageId(), Version: req.GetVersion(), Payload: "no payload",
+		Detail: "Request without a payload"}, nil
+}
+
+// payloadName names what a Request carries, for the sink's errors.
+func payloadName(req *sluicev1.Request) string {
+	switch req.GetPayload().(type) {
+	case *sluicev1.Request_Hello:
+		return "hello"
+	case *sluicev1.Request_Plain:
+		return "plain"
+	case *sluicev1.Request_Zstd:
+		return "zstd"
+	case *sluicev1.Request_ZstdDict:
+		return "zstd_dict"
+	case *sluicev1.Request_Dictionary:
+		return "dictionary"
+	}
+	return "no payload"
 }
 
 func toCredits(c *protocol.Credits) *sluicev1.Credits {
@@ -112,7 +132,7 @@ func ResponseFromFrame(f protocol.Frame) (*sluicev1.Response, error) {
 		}
 		resp.Body = &sluicev1.Response_Info{Info: info}
 	case *protocol.Error:
-		resp.Body = &sluicev1.Response_Info{Info: &sluicev1.ServiceMessage{Error: &sluicev1.MessageError{
+		resp.Body = &sluicev1.Response_Info{Info: &sluicev1.ServiceMessage{Credits: toCredits(f.Credits), Error: &sluicev1.MessageError{
 			MessageId: f.MessageID, Code: sluicev1.ErrorCode(f.Code), Detail: f.Detail, Retryable: f.Retryable,
 		}}}
 	default:

@@ -22,6 +22,8 @@ var toCode = map[protocol.Status]codes.Code{
 	protocol.StatusUnavailable:       codes.Unavailable,
 	protocol.StatusDeadlineExceeded:  codes.DeadlineExceeded,
 	protocol.StatusInternal:          codes.Internal,
+	// Additive: before it, FailedPrecondition read back as StatusInvalid.
+	protocol.StatusFailedPrecondition: codes.FailedPrecondition,
 }
 
 var fromCode = func() map[codes.Code]protocol.Status {
@@ -31,7 +33,6 @@ var fromCode = func() map[codes.Code]protocol.Status {
 	}
 	// gRPC codes with no protocol status of their own.
 	m[codes.Aborted] = protocol.StatusUnavailable
-	m[codes.FailedPrecondition] = protocol.StatusInvalid
 	m[codes.DataLoss] = protocol.StatusInternal
 	return m
 }()

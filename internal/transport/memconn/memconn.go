@@ -77,6 +77,21 @@ func (e *end) Send(f protocol.Frame) error {
 	if e.copyPayloads {
 		f = clone(f)
 	}
+	if er, ok := f.(*protocol.Error); ok && er.Credits != nil {
+		// As gRPC carries it (one ServiceMessage, read back as a Credit
+		// and then the Error), so a receiver sees the same frames on
+		// both transports.
+		c := *er
+		c.Credits = nil
+		if err := e.put(&protocol.Credit{Credits: er.Credits}); err != nil {
+			return err
+		}
+		f = &c
+	}
+	return e.put(f)
+}
+
+func (e *end) put(f protocol.Frame) error {
 	select {
 	case e.out.frames <- f:
 		return nil
@@ -209,3 +224,7 @@ func (d *Dialer) open(ctx context.Context, serve func(protocol.Conn) error) (pro
 	}()
 	return c, nil
 }
+
+// PayloadsOwned: Send copies payloads (see the package comment), so a
+// received payload is the receiver's.
+func (e *end) PayloadsOwned() bool { return e.copyPayloads }

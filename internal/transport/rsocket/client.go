@@ -328,3 +328,7 @@ func (c *clientConn) Close(error) {
 
 func (c *clientConn) Context() context.Context { return c.ctx }
 func (c *clientConn) Peer() protocol.PeerInfo  { return c.peer }
+
+// PayloadsOwned: a received payload is the RSocket connection's copy of
+// the frame's bytes, never reused, so a receiver may keep it.
+func (c *clientConn) PayloadsOwned() bool { return true }

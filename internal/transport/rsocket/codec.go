@@ -31,6 +31,12 @@ const (
 	creditHasStore
 )
 
+// Error flags.
+const (
+	errorRetryable = 1 << iota
+	errorHasCredits
+)
+
 // ReadStart flags.
 const (
 	readFromCommitted = 1 << iota
@@ -118,7 +124,18 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 		dst = binary.AppendUvarint(dst, f.MessageID)
 		dst = append(dst, byte(f.Code))
 		dst = appendString(dst, f.Detail)
-		dst = append(dst, boolByte(f.Retryable))
+		var flags byte
+		if f.Retryable {
+			flags |= errorRetryable
+		}
+		if f.Credits != nil {
+			flags |= errorHasCredits
+		}
+		dst = append(dst, flags)
+		if f.Credits != nil {
+			dst = binary.AppendUvarint(dst, f.Credits.Messages)
+			dst = binary.AppendUvarint(dst, f.Credits.Bytes)
+		}
 		return dst, nil, nil
 	case *protocol.ReadStart:
 		dst = append(dst, typeReadStart)
@@ -223,7 +240,16 @@ func Decode(header, body []byte) (protocol.Frame, error) {
 		}
 		f = c
 	case typeError:
-		f = &protocol.Error{MessageID: d.uv(), Code: protocol.ErrorCode(d.byte()), Detail: d.str(), Retryable: d.bool()}
+		e := &protocol.Error{MessageID: d.uv(), Code: protocol.ErrorCode(d.byte()), Detail: d.str()}
+		flags := d.byte()
+		if flags&^(errorRetryable|errorHasCredits) != 0 {
+			d.fail("unknown Error flags")
+		}
+		e.Retryable = flags&errorRetryable != 0
+		if flags&errorHasCredits != 0 {
+			e.Credits = &protocol.Credits{Messages: d.uv(), Bytes: d.uv()}
+		}
+		f = e
 	case typeReadStart:
 		r := &protocol.ReadStart{From: d.uv()}
 		flags := d.byte()

@@ -218,3 +218,7 @@ func (c *serverConn) CloseSend() error         { return nil } // the handler's r
 func (c *serverConn) Close(err error)          { c.cancel(err) }
 func (c *serverConn) Context() context.Context { return c.ctx }
 func (c *serverConn) Peer() protocol.PeerInfo  { return c.peer }
+
+// PayloadsOwned: a received payload is the RSocket connection's copy of
+// the frame's bytes, never reused, so a receiver may keep it.
+func (c *serverConn) PayloadsOwned() bool { return true }

@@ -1,4 +1,4 @@
-package sink
+package kafkastore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -21,8 +22,8 @@ import (
 // it has all seen, whichever sink wrote them. Started at the checkpoint, it
 // rebuilds the index; running, it learns what other sinks store.
 type tailer struct {
-	k  *kafkaStore
-	d  *dedupIndex
+	k  *Store
+	d  *store.Dedup
 	cl *kgo.Client
 
 	ctx    context.Context
@@ -39,7 +40,7 @@ type tailer struct {
 	records atomic.Int64
 }
 
-func newTailer(k *kafkaStore, pos map[int32]int64, parts []int32) (*tailer, error) {
+func newTailer(k *Store, pos map[int32]int64, parts []int32) (*tailer, error) {
 	t := &tailer{k: k, d: k.d, pos: pos, changed: make(chan struct{})}
 	offsets := make(map[int32]kgo.Offset, len(parts))
 	for _, p := range parts {
@@ -48,13 +49,13 @@ func newTailer(k *kafkaStore, pos map[int32]int64, parts []int32) (*tailer, erro
 		}
 		offsets[p] = kgo.NewOffset().At(t.pos[p])
 	}
-	opts := append(kafkaClientOpts(k.u, k.s.log, "tailer"),
+	opts := append(clientOpts(k.u, k.env.Log, "tailer"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: offsets}),
 		// An offset below the log start (retention deleted it) restarts
 		// at the log start.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(kafkaFetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(kafkaFetchMaxPartitionBytes),
+		kgo.FetchMaxBytes(FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(FetchMaxPartitionBytes),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -78,15 +79,15 @@ func (t *tailer) run() {
 		// The initial catch-up is the rebuild of the index: log it.
 		start := time.Now()
 		if err := k.catchUp(t.ctx); err == nil {
-			t.d.mu.Lock()
-			agents, pending := len(t.d.agents), len(t.d.pending)
-			t.d.mu.Unlock()
-			k.s.log.Info("sink: dedup index caught up with the Kafka topic", "store", k.u.String(),
+			t.d.Lock()
+			agents, pending := t.d.Agents(), t.d.PendingMessages()
+			t.d.Unlock()
+			k.env.Log.Info("sink: dedup index caught up with the Kafka topic", "store", k.u.String(),
 				"records_read", t.records.Load(), "agents", agents, "partial_messages", pending,
 				"took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
-	if hold := k.s.cfg.tailHold; hold != nil {
+	if hold := k.env.TailHold; hold != nil {
 		select {
 		case <-hold:
 		case <-t.ctx.Done():
@@ -107,23 +108,23 @@ func (t *tailer) run() {
 			if errors.As(err, &loss) {
 				// Retention deleted records before the tailer read
 				// them: they cannot deduplicate resends any more.
-				k.s.log.Warn("sink: records of the Kafka topic were deleted before the dedup tailer read them",
+				k.env.Log.Warn("sink: records of the Kafka topic were deleted before the dedup tailer read them",
 					"partition", p, "err", err)
 				return
 			}
 			if time.Since(lastWarn) > 30*time.Second {
 				lastWarn = time.Now()
-				k.s.log.Debug("sink: Kafka tailer fetch error", "partition", p, "err", err)
+				k.env.Log.Debug("sink: Kafka tailer fetch error", "partition", p, "err", err)
 			}
 			if kerr.IsRetriable(err) {
 				return
 			}
 			// franz-go stops fetching a partition after a fatal error:
 			// start it again where the index stands, after a pause.
-			t.d.mu.Lock()
+			t.d.Lock()
 			at := t.pos[p]
-			t.d.mu.Unlock()
-			k.s.log.Warn("sink: Kafka tailer cannot read a partition; retrying", "partition", p, "offset", at, "err", err)
+			t.d.Unlock()
+			k.env.Log.Warn("sink: Kafka tailer cannot read a partition; retrying", "partition", p, "offset", at, "err", err)
 			time.Sleep(time.Second)
 			t.cl.RemoveConsumePartitions(map[string][]int32{k.u.topic: {p}})
 			t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{k.u.topic: {p: kgo.NewOffset().At(at)}})
@@ -138,12 +139,12 @@ func (t *tailer) run() {
 			continue
 		}
 		var n, nrec, foreign int64
-		t.d.mu.Lock()
+		t.d.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
 			nrec++
 			n += int64(len(r.Value) + len(r.Key))
-			if h, ok := parseHeaders(r.Headers); ok {
-				t.d.observe(h.agent, h.message, h.index, h.count)
+			if h, ok := ParseHeaders(r.Headers); ok {
+				t.d.Observe(h.Agent, h.Message, h.Index, h.Count)
 			} else {
 				foreign++
 			}
@@ -155,14 +156,14 @@ func (t *tailer) run() {
 		if nrec > 0 {
 			t.changed = make(chan struct{})
 		}
-		t.d.mu.Unlock()
+		t.d.Unlock()
 		if nrec > 0 {
 			close(old)
 			t.bytes.Add(n)
 			t.records.Add(nrec)
-			k.s.m.kafkaTailRecords.Add(float64(nrec))
+			k.env.Metrics.TailRecords.Add(float64(nrec))
 			if foreign > 0 {
-				k.s.m.kafkaForeign.Add(float64(foreign))
+				k.env.Metrics.Foreign.Add(float64(foreign))
 			}
 		}
 	}
@@ -174,7 +175,7 @@ func (t *tailer) run() {
 func (t *tailer) sawEnds(ends kadm.ListedOffsets) {
 	var lag int64
 	add := map[int32]kgo.Offset{}
-	t.d.mu.Lock()
+	t.d.Lock()
 	for p, o := range ends[t.k.u.topic] {
 		pos, ok := t.pos[p]
 		if !ok {
@@ -183,31 +184,31 @@ func (t *tailer) sawEnds(ends kadm.ListedOffsets) {
 		}
 		lag += max(0, o.Offset-pos)
 	}
-	t.d.mu.Unlock()
+	t.d.Unlock()
 	if len(add) > 0 {
-		t.k.s.log.Info("sink: Kafka topic has new partitions; reading them", "partitions", len(add))
+		t.k.env.Log.Info("sink: Kafka topic has new partitions; reading them", "partitions", len(add))
 		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{t.k.u.topic: add})
 	}
-	t.k.s.m.kafkaLag.Set(float64(lag))
+	t.k.env.Metrics.Lag.Set(float64(lag))
 }
 
 // waitFor waits until every partition is read up to ends (a partition
 // whose end is at its start has nothing to read).
 func (t *tailer) waitFor(ctx context.Context, starts, ends map[int32]int64) error {
 	add := map[int32]kgo.Offset{}
-	t.d.mu.Lock()
+	t.d.Lock()
 	for p := range ends {
 		if _, ok := t.pos[p]; !ok {
 			t.pos[p] = 0
 			add[p] = kgo.NewOffset().At(0)
 		}
 	}
-	t.d.mu.Unlock()
+	t.d.Unlock()
 	if len(add) > 0 {
 		t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{t.k.u.topic: add})
 	}
 	for {
-		t.d.mu.Lock()
+		t.d.Lock()
 		ok := true
 		for p, end := range ends {
 			if end > starts[p] && t.pos[p] < end {
@@ -216,7 +217,7 @@ func (t *tailer) waitFor(ctx context.Context, starts, ends map[int32]int64) erro
 			}
 		}
 		ch := t.changed
-		t.d.mu.Unlock()
+		t.d.Unlock()
 		if ok {
 			return nil
 		}
@@ -230,45 +231,45 @@ func (t *tailer) waitFor(ctx context.Context, starts, ends map[int32]int64) erro
 	}
 }
 
-// recordHeaders are the sluice headers of one Kafka record.
-type recordHeaders struct {
-	agent        []byte
-	message      uint64
-	index, count uint32
+// RecordHeaders are the sluice headers of one Kafka record.
+type RecordHeaders struct {
+	Agent        []byte
+	Message      uint64
+	Index, Count uint32
 }
 
-// parseHeaders finds the sluice headers; ok is false for a record that
+// ParseHeaders finds the sluice headers; ok is false for a record that
 // lacks one or has a malformed one (a record some other producer wrote).
-func parseHeaders(hs []kgo.RecordHeader) (h recordHeaders, ok bool) {
+func ParseHeaders(hs []kgo.RecordHeader) (h RecordHeaders, ok bool) {
 	var seen uint8
 	for _, x := range hs {
 		switch x.Key {
-		case headerAgent:
-			if len(x.Value) == 0 || len(x.Value) > maxAgentID {
+		case HeaderAgent:
+			if len(x.Value) == 0 || len(x.Value) > store.MaxAgentID {
 				return h, false
 			}
-			h.agent, seen = x.Value, seen|1
-		case headerMessage:
+			h.Agent, seen = x.Value, seen|1
+		case HeaderMessage:
 			v, ok := parseDecimal(x.Value, 1<<64-1)
 			if !ok {
 				return h, false
 			}
-			h.message, seen = v, seen|2
-		case headerIndex:
+			h.Message, seen = v, seen|2
+		case HeaderIndex:
 			v, ok := parseDecimal(x.Value, 1<<32-1)
 			if !ok {
 				return h, false
 			}
-			h.index, seen = uint32(v), seen|4
-		case headerCount:
+			h.Index, seen = uint32(v), seen|4
+		case HeaderCount:
 			v, ok := parseDecimal(x.Value, 1<<32-1)
 			if !ok || v == 0 {
 				return h, false
 			}
-			h.count, seen = uint32(v), seen|8
+			h.Count, seen = uint32(v), seen|8
 		}
 	}
-	return h, seen == 15 && h.index < h.count
+	return h, seen == 15 && h.Index < h.Count
 }
 
 // parseDecimal parses a canonical decimal number up to limit.
@@ -298,7 +299,7 @@ func parseDecimal(b []byte, limit uint64) (uint64, bool) {
 //	topic       u16 length, name
 //	topic id    16 bytes (zero if the brokers have none)
 //	partitions  u32, per partition: partition u32, next offset u64
-//	index       u32 length, the embedded store's checkpoint (dedup.go)
+//	index       u32 length, the dedup index's checkpoint (store.Dedup)
 //	pending     u32, per partial message: agent (u16 length, id),
 //	            message id u64, count u32, indexes seen (an id set)
 //
@@ -306,12 +307,12 @@ func parseDecimal(b []byte, limit uint64) (uint64, bool) {
 // partitions' offsets (and possibly more: what the writer stored since),
 // pending the messages of which only some records are below them.
 const (
-	kafkaCheckpointName    = "kafka-dedup.checkpoint"
+	CheckpointName         = "kafka-dedup.checkpoint"
 	kafkaCheckpointMagic   = "SKC"
 	kafkaCheckpointVersion = 1
 )
 
-func appendKafkaCheckpoint(dst []byte, topic string, id kadm.TopicID, pos map[int32]int64, d *dedupIndex) []byte {
+func appendKafkaCheckpoint(dst []byte, topic string, id kadm.TopicID, pos map[int32]int64, d *store.Dedup) []byte {
 	dst = append(dst, kafkaCheckpointMagic...)
 	dst = append(dst, kafkaCheckpointVersion)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(topic)))
@@ -324,16 +325,9 @@ func appendKafkaCheckpoint(dst []byte, topic string, id kadm.TopicID, pos map[in
 	}
 	at := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, 0)
-	dst = d.appendCheckpoint(dst)
+	dst = d.AppendCheckpoint(dst)
 	binary.LittleEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(d.pending)))
-	for key, p := range d.pending {
-		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(key.agent)))
-		dst = append(dst, key.agent...)
-		dst = binary.LittleEndian.AppendUint64(dst, key.id)
-		dst = binary.LittleEndian.AppendUint32(dst, p.count)
-		dst = appendIDSet(dst, &p.seen)
-	}
+	dst = d.AppendPending(dst)
 	return dst
 }
 
@@ -342,12 +336,12 @@ type kafkaCheckpoint struct {
 	topic string
 	id    kadm.TopicID
 	pos   map[int32]int64
-	d     *dedupIndex
+	d     *store.Dedup
 }
 
 func parseKafkaCheckpoint(b []byte) (*kafkaCheckpoint, error) {
 	bad := func(format string, args ...any) (*kafkaCheckpoint, error) {
-		return nil, fmt.Errorf("%w: %s", errCheckpoint, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("%w: %s", store.ErrCheckpoint, fmt.Sprintf(format, args...))
 	}
 	if len(b) < 6 || string(b[:3]) != kafkaCheckpointMagic || b[3] != kafkaCheckpointVersion {
 		return bad("bad header")
@@ -385,43 +379,15 @@ func parseKafkaCheckpoint(b []byte) (*kafkaCheckpoint, error) {
 	if uint64(il) > uint64(len(b)) {
 		return bad("truncated index")
 	}
-	d, err := parseCheckpoint(b[:il])
+	d, err := store.ParseCheckpoint(b[:il])
 	if err != nil {
 		return nil, err
 	}
 	c.d = d
 	b = b[il:]
-	if len(b) < 4 {
-		return bad("truncated pending messages")
-	}
-	n := binary.LittleEndian.Uint32(b)
-	b = b[4:]
-	for i := uint32(0); i < n; i++ {
-		if len(b) < 2 {
-			return bad("truncated at pending message %d", i)
-		}
-		al := int(binary.LittleEndian.Uint16(b))
-		if al == 0 || al > maxAgentID || len(b) < 2+al+12 {
-			return bad("pending message %d: bad or truncated agent id", i)
-		}
-		key := dedupKey{agent: string(b[2 : 2+al]), id: binary.LittleEndian.Uint64(b[2+al:])}
-		p := &pendingMsg{count: binary.LittleEndian.Uint32(b[2+al+8:])}
-		s, rest, err := readIDSet(b[2+al+12:])
-		if err != nil {
-			return bad("pending message %d: %v", i, err)
-		}
-		b = rest
-		p.seen = *s
-		if p.count < 2 || p.seen.wm >= uint64(p.count) || (len(p.seen.runs) > 0 && p.seen.runs[len(p.seen.runs)-1].last >= uint64(p.count)) {
-			return bad("pending message %d: indexes do not fit its count", i)
-		}
-		if d.pending == nil {
-			d.pending = make(map[dedupKey]*pendingMsg)
-		}
-		if _, dup := d.pending[key]; dup {
-			return bad("pending message %d listed twice", i)
-		}
-		d.pending[key] = p
+	b, err = d.ReadPending(b)
+	if err != nil {
+		return nil, err
 	}
 	if len(b) != 0 {
 		return bad("%d trailing bytes", len(b))
@@ -432,10 +398,10 @@ func parseKafkaCheckpoint(b []byte) (*kafkaCheckpoint, error) {
 // loadCheckpoint reads the Kafka dedup checkpoint. A missing, damaged or
 // foreign one (another topic, or a topic deleted and created again) only
 // costs reading the whole topic.
-func (k *kafkaStore) loadCheckpoint() (*dedupIndex, map[int32]int64) {
-	log := k.s.log
-	fresh := func() (*dedupIndex, map[int32]int64) { return newDedupIndex(), make(map[int32]int64) }
-	b, err := seglog.ReadMeta(k.s.cfg.DataDir, kafkaCheckpointName)
+func (k *Store) loadCheckpoint() (*store.Dedup, map[int32]int64) {
+	log := k.env.Log
+	fresh := func() (*store.Dedup, map[int32]int64) { return store.NewDedup(), make(map[int32]int64) }
+	b, err := seglog.ReadMeta(k.env.DataDir, CheckpointName)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return fresh()

@@ -1,4 +1,4 @@
-package sink
+package store
 
 import (
 	"reflect"
@@ -9,21 +9,21 @@ import (
 // then rescans the store), never a panic, and whatever parses re-encodes
 // to an equivalent checkpoint.
 func FuzzParseCheckpoint(f *testing.F) {
-	d := newDedupIndex()
-	d.next = 42
+	d := NewDedup()
+	d.Next = 42
 	for _, id := range []uint64{0, 1, 2, 5, 6, 9} {
 		d.set("agent-a").add(id)
 	}
 	d.set("agent-b").add(7)
-	f.Add(d.appendCheckpoint(nil))
-	f.Add(newDedupIndex().appendCheckpoint(nil))
+	f.Add(d.AppendCheckpoint(nil))
+	f.Add(NewDedup().AppendCheckpoint(nil))
 	f.Add([]byte("SDC"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := parseCheckpoint(b)
+		d, err := ParseCheckpoint(b)
 		if err != nil {
 			return
 		}
-		again, err := parseCheckpoint(d.appendCheckpoint(nil))
+		again, err := ParseCheckpoint(d.AppendCheckpoint(nil))
 		if err != nil {
 			t.Fatalf("re-encoded checkpoint does not parse: %v", err)
 		}

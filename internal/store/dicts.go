@@ -1,4 +1,4 @@
-package sink
+package store
 
 import (
 	"bytes"
@@ -20,32 +20,32 @@ const maxDictsPerAgent = 1024
 
 const dictSuffix = ".zdict"
 
-// dictStore keeps the dictionaries agents uploaded, durably, in
+// Dicts keeps the dictionaries agents uploaded, durably, in
 // dir/AGENT/ID.zdict (AGENT escaped by fileName; each file a seglog
 // metadata file), and caches those used since startup. Safe for
 // concurrent use.
-type dictStore struct {
+type Dicts struct {
 	dir string
 	mu  sync.Mutex
 	// cache holds the dictionaries loaded or stored since startup.
 	cache map[string]map[uint32]codec.Dictionary
 }
 
-func newDictStore(dir string) *dictStore {
-	return &dictStore{dir: dir, cache: make(map[string]map[uint32]codec.Dictionary)}
+func NewDicts(dir string) *Dicts {
+	return &Dicts{dir: dir, cache: make(map[string]map[uint32]codec.Dictionary)}
 }
 
-func (d *dictStore) agentDir(agent string) string { return filepath.Join(d.dir, fileName(agent)) }
+func (d *Dicts) agentDir(agent string) string { return filepath.Join(d.dir, FileName(agent)) }
 
 // get returns agent's dictionary id; ok is false if the agent never
 // uploaded it.
-func (d *dictStore) get(agent string, id uint32) (dict codec.Dictionary, ok bool, err error) {
+func (d *Dicts) Get(agent string, id uint32) (dict codec.Dictionary, ok bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.getLocked(agent, id)
 }
 
-func (d *dictStore) getLocked(agent string, id uint32) (codec.Dictionary, bool, error) {
+func (d *Dicts) getLocked(agent string, id uint32) (codec.Dictionary, bool, error) {
 	if dict, ok := d.cache[agent][id]; ok {
 		return dict, true, nil
 	}
@@ -67,7 +67,7 @@ func (d *dictStore) getLocked(agent string, id uint32) (codec.Dictionary, bool, 
 	return dict, true, nil
 }
 
-func (d *dictStore) remember(agent string, dict codec.Dictionary) {
+func (d *Dicts) remember(agent string, dict codec.Dictionary) {
 	m := d.cache[agent]
 	if m == nil {
 		m = make(map[uint32]codec.Dictionary)
@@ -77,7 +77,7 @@ func (d *dictStore) remember(agent string, dict codec.Dictionary) {
 }
 
 // has reports which of ids the agent has uploaded.
-func (d *dictStore) has(agent string, ids []uint32) ([]uint32, error) {
+func (d *Dicts) Has(agent string, ids []uint32) ([]uint32, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -95,7 +95,7 @@ func (d *dictStore) has(agent string, ids []uint32) ([]uint32, error) {
 }
 
 // list returns the ids of the agent's stored dictionaries.
-func (d *dictStore) list(agent string) (map[uint32]struct{}, error) {
+func (d *Dicts) list(agent string) (map[uint32]struct{}, error) {
 	entries, err := os.ReadDir(d.agentDir(agent))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -116,17 +116,17 @@ func (d *dictStore) list(agent string) (map[uint32]struct{}, error) {
 	return ids, nil
 }
 
-// errDictConflict: the agent uploaded different bytes under an id it used
+// ErrDictConflict: the agent uploaded different bytes under an id it used
 // before. It is the codec's error for the same condition, so one
 // errors.Is covers the store's check and the decoder's.
-var errDictConflict = codec.ErrDictionaryConflict
+var ErrDictConflict = codec.ErrDictionaryConflict
 
-// errTooManyDicts: the agent reached maxDictsPerAgent.
-var errTooManyDicts = fmt.Errorf("more than %d dictionaries", maxDictsPerAgent)
+// ErrTooManyDicts: the agent reached maxDictsPerAgent.
+var ErrTooManyDicts = fmt.Errorf("more than %d dictionaries", maxDictsPerAgent)
 
 // put stores dict for agent durably. Storing the same dictionary again is
-// a no-op; different bytes under a known id fail with errDictConflict.
-func (d *dictStore) put(agent string, dict codec.Dictionary) error {
+// a no-op; different bytes under a known id fail with ErrDictConflict.
+func (d *Dicts) Put(agent string, dict codec.Dictionary) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	have, ok, err := d.getLocked(agent, dict.ID)
@@ -135,7 +135,7 @@ func (d *dictStore) put(agent string, dict codec.Dictionary) error {
 	}
 	if ok {
 		if !bytes.Equal(have.Data, dict.Data) {
-			return fmt.Errorf("%w: id %d", errDictConflict, dict.ID)
+			return fmt.Errorf("%w: id %d", ErrDictConflict, dict.ID)
 		}
 		return nil
 	}
@@ -144,10 +144,10 @@ func (d *dictStore) put(agent string, dict codec.Dictionary) error {
 		return err
 	}
 	if len(known) >= maxDictsPerAgent {
-		return errTooManyDicts
+		return ErrTooManyDicts
 	}
 	dir := d.agentDir(agent)
-	if err := mkdirDurable(dir); err != nil {
+	if err := MkdirDurable(dir); err != nil {
 		return err
 	}
 	if err := seglog.WriteMeta(dir, strconv.FormatUint(uint64(dict.ID), 10)+dictSuffix, dict.Data); err != nil {

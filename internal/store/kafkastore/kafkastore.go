@@ -1,4 +1,11 @@
-package sink
+// Package kafkastore stores the sink's messages in a Kafka topic: one
+// Kafka record per record of each message (headers: agent, message,
+// index, count), produced with acks=all, and keeps the dedup index in step
+// with what every sink writing the topic stored, through a consumer
+// tailing the topic (tail.go). It implements store.Store; it knows nothing
+// of sessions or transports (the sink's consumer reads use ListOffsets,
+// ClientOpts and ParseHeaders).
+package kafkastore
 
 import (
 	"context"
@@ -13,40 +20,42 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Headers of every Kafka record the sink writes: the dedup key of the
 // record and the size of its message. Values are decimal ASCII, except
 // sluice-agent, the agent id as sent in Hello.
 const (
-	headerAgent   = "sluice-agent"
-	headerMessage = "sluice-message"
-	headerIndex   = "sluice-index"
-	headerCount   = "sluice-count"
+	HeaderAgent   = "sluice-agent"
+	HeaderMessage = "sluice-message"
+	HeaderIndex   = "sluice-index"
+	HeaderCount   = "sluice-count"
 )
 
 // Kafka store timings. Variables so that tests can shorten them.
 var (
-	// kafkaProbeEvery is how often the health monitor lists the topic's
+	// ProbeEvery is how often the health monitor lists the topic's
 	// end offsets.
-	kafkaProbeEvery = time.Second
-	// kafkaProbeTimeout bounds one probe; a probe failing marks the store
+	ProbeEvery = time.Second
+	// ProbeTimeout bounds one probe; a probe failing marks the store
 	// unavailable.
-	kafkaProbeTimeout = 2 * time.Second
-	// kafkaStallAfter: a group commit outstanding this long marks the
+	ProbeTimeout = 2 * time.Second
+	// StallAfter: a group commit outstanding this long marks the
 	// store unavailable.
-	kafkaStallAfter = 2 * time.Second
+	StallAfter = 2 * time.Second
 )
 
 // kafkaRecordOverhead is what a record batch holding one record needs
 // beyond the record's value, at most: the batch header, the record's
-// varints, its key (the agent id, at most maxAgentID bytes) and its
+// varints, its key (the agent id, at most store.MaxAgentID bytes) and its
 // headers. The largest value accepted is the topic's max.message.bytes
 // minus this.
 const kafkaRecordOverhead = 4096
@@ -58,56 +67,29 @@ const (
 	kafkaBufferedBytes   = 64 << 20
 )
 
-// kafkaFetchMaxBytes and kafkaFetchMaxPartitionBytes bound one fetch of
+// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch of
 // the tailer and of a Read stream. Kafka still returns a larger record
 // batch whole, so that the consumer progresses.
 const (
-	kafkaFetchMaxBytes          = 16 << 20
-	kafkaFetchMaxPartitionBytes = 4 << 20
+	FetchMaxBytes          = 16 << 20
+	FetchMaxPartitionBytes = 4 << 20
 )
 
-// kafkaURL is a parsed Config.Store of the form
+// URL is a parsed Config.Store of the form
 // kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N].
-type kafkaURL struct {
+type URL struct {
 	brokers     []string
 	topic       string
 	partitions  int32 // when the sink creates the topic
 	replication int16 // when the sink creates the topic; 0: min(3, brokers)
 }
 
-func (u *kafkaURL) String() string {
+func (u *URL) String() string {
 	return "kafka://" + strings.Join(u.brokers, ",") + "/" + u.topic
 }
 
-// storeKind says which store Config.Store selects.
-type storeKind uint8
-
-const (
-	storeEmbedded storeKind = iota
-	storeKafka
-)
-
-// CheckStore reports whether store is a valid Config.Store, with an error
-// saying what is wrong, without connecting anywhere.
-func CheckStore(store string) error {
-	_, _, err := parseStore(store)
-	return err
-}
-
-// parseStore parses Config.Store.
-func parseStore(s string) (storeKind, *kafkaURL, error) {
-	switch {
-	case s == "" || s == "embedded":
-		return storeEmbedded, nil, nil
-	case strings.HasPrefix(s, "kafka://"):
-		u, err := parseKafkaURL(s)
-		return storeKafka, u, err
-	}
-	return 0, nil, fmt.Errorf("store %q: want \"embedded\" or kafka://HOST:PORT[,HOST:PORT]/TOPIC", s)
-}
-
-func parseKafkaURL(s string) (*kafkaURL, error) {
-	bad := func(format string, args ...any) (*kafkaURL, error) {
+func ParseURL(s string) (*URL, error) {
+	bad := func(format string, args ...any) (*URL, error) {
 		return nil, fmt.Errorf("store %q: %s (want kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=N&replication=N])", s, fmt.Sprintf(format, args...))
 	}
 	rest := strings.TrimPrefix(s, "kafka://")
@@ -116,7 +98,7 @@ func parseKafkaURL(s string) (*kafkaURL, error) {
 	if !ok || topic == "" {
 		return bad("no topic")
 	}
-	u := &kafkaURL{topic: topic, partitions: 1}
+	u := &URL{topic: topic, partitions: 1}
 	for _, h := range strings.Split(hosts, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil || host == "" {
@@ -173,14 +155,14 @@ func validTopic(t string) error {
 	return nil
 }
 
-// kafkaStore writes messages to a Kafka topic, one Kafka record per record
+// Store writes messages to a Kafka topic, one Kafka record per record
 // of each message (see the package documentation), and keeps the dedup
 // index in step with what every sink writing the topic stored, through a
-// consumer tailing the topic (kafkatail.go).
-type kafkaStore struct {
-	s   *Sink
-	u   *kafkaURL
-	d   *dedupIndex
+// consumer tailing the topic (tail.go).
+type Store struct {
+	env Env
+	u   *URL
+	d   *store.Dedup
 	cl  *kgo.Client // producer and admin requests
 	adm *kadm.Client
 
@@ -200,9 +182,55 @@ type kafkaStore struct {
 	inflightSince atomic.Int64
 
 	// Only the writer's goroutine uses dec.
-	dec bodyDecoder
+	dec store.BodyDecoder
 
 	tail *tailer
+}
+
+// Env is what the Kafka store needs from the sink: settings, the
+// log, metrics, the dictionaries and where to report its health. It holds
+// no *Sink, so the store cannot reach back into sessions or the server.
+type Env struct {
+	Log             *slog.Logger
+	DataDir         string // holds the dedup checkpoint
+	MaxMessageBytes int64
+	// StartTimeout bounds how long Open waits for the brokers.
+	StartTimeout time.Duration
+	// TailHold, if set, holds the tailer until it is closed (tests).
+	TailHold <-chan struct{}
+	Dicts    *store.Dicts
+	Metrics  Metrics
+	// OnStatus is told when the store becomes available or not.
+	OnStatus func(available bool, detail string)
+}
+
+// Metrics are the store's instruments, registered by the caller.
+type Metrics struct {
+	Produce, CatchUp     prometheus.Observer
+	Records, TailRecords prometheus.Counter
+	Foreign              prometheus.Counter
+	Lag                  prometheus.Gauge
+}
+
+// RecordLimit is the largest record value the topic takes.
+func (k *Store) RecordLimit() int { return k.recordLimit }
+
+// Topic is the topic's name.
+func (k *Store) Topic() string { return k.u.topic }
+
+// Admin is the store's admin client (group offsets).
+func (k *Store) Admin() *kadm.Client { return k.adm }
+
+// Context ends when the store is aborted or closed.
+func (k *Store) Context() context.Context { return k.ctx }
+
+// ClientOpts are the options of a new client of the store's brokers (id
+// names it to the brokers).
+func (k *Store) ClientOpts(id string) []kgo.Opt { return clientOpts(k.u, k.env.Log, id) }
+
+// ListOffsets returns the topic's start and end offsets per partition.
+func (k *Store) ListOffsets(ctx context.Context) (starts, ends map[int32]int64, err error) {
+	return k.listOffsets(ctx)
 }
 
 // kafkaLogger passes franz-go's errors to the sink's log at debug level:
@@ -215,8 +243,8 @@ func (l kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	l.log.Debug("kafka: "+msg, append(keyvals, "kafka_level", level.String())...)
 }
 
-// kafkaClientOpts are the options of every Kafka client of the sink.
-func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
+// clientOpts are the options of every Kafka client of the sink.
+func clientOpts(u *URL, log *slog.Logger, id string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.SeedBrokers(u.brokers...),
 		kgo.ClientID("sluice-sink-" + id),
@@ -230,18 +258,18 @@ func kafkaClientOpts(u *kafkaURL, log *slog.Logger, id string) []kgo.Opt {
 	}
 }
 
-// openKafka connects to the brokers, creates the topic if it is missing,
+// Open connects to the brokers, creates the topic if it is missing,
 // loads the dedup checkpoint and starts the tailer and the health monitor.
 // It fails if the brokers cannot be reached within Config.KafkaStartTimeout
 // (it keeps trying until then, so a broker still starting is waited for): a
 // wrong address should be an error at startup, not a sink that never
 // stores anything. Later outages only stall the writer.
-func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
-	k := &kafkaStore{s: s, u: u, dec: bodyDecoder{dicts: s.dicts}}
+func Open(env Env, u *URL) (*Store, *store.Dedup, error) {
+	k := &Store{env: env, u: u, dec: store.BodyDecoder{Dicts: env.Dicts}}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	var batchMax atomic.Int32
 	batchMax.Store(1000012)
-	opts := append(kafkaClientOpts(u, s.log, "producer"),
+	opts := append(clientOpts(u, env.Log, "producer"),
 		kgo.DefaultProduceTopic(u.topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression()),
@@ -252,7 +280,7 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 		kgo.RecordDeliveryTimeout(0),
 		kgo.UnknownTopicRetries(-1),
 		kgo.MaxBufferedRecords(kafkaBufferedRecords),
-		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(s.cfg.MaxMessageBytes))),
+		kgo.MaxBufferedBytes(max(kafkaBufferedBytes, 2*int(env.MaxMessageBytes))),
 		kgo.ProducerBatchMaxBytesFn(func(string) int32 { return batchMax.Load() }),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -262,12 +290,12 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 	var once sync.Once
 	k.cl, k.adm = cl, kadm.NewClient(cl)
 	k.closeProducer = func() { once.Do(cl.Close) }
-	fail := func(err error) (*kafkaStore, *dedupIndex, error) {
+	fail := func(err error) (*Store, *store.Dedup, error) {
 		k.cancel()
 		k.closeProducer()
 		return nil, nil, fmt.Errorf("sink: store %s: %w", u, err)
 	}
-	ctx, cancel := context.WithTimeout(k.ctx, s.cfg.KafkaStartTimeout)
+	ctx, cancel := context.WithTimeout(k.ctx, env.StartTimeout)
 	defer cancel()
 	parts, err := k.ensureTopic(ctx)
 	if err != nil {
@@ -285,8 +313,8 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
-		"max_record_bytes", k.recordLimit, "agents", len(d.agents))
+	env.Log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
+		"max_record_bytes", k.recordLimit, "agents", d.Agents())
 	k.bg.Add(2)
 	go func() {
 		defer k.bg.Done()
@@ -301,9 +329,9 @@ func openKafka(s *Sink, u *kafkaURL) (*kafkaStore, *dedupIndex, error) {
 
 // ensureTopic returns the topic's partitions, creating the topic if it does
 // not exist.
-func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
+func (k *Store) ensureTopic(ctx context.Context) ([]int32, error) {
 	created := false
-	wait := k.s.cfg.KafkaStartTimeout
+	wait := k.env.StartTimeout
 	attempts := 0
 	for {
 		attempts++
@@ -337,7 +365,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 			if rf >= 3 {
 				minISR = "2"
 			}
-			maxMsg := strconv.FormatInt(k.s.cfg.MaxMessageBytes+64<<10, 10)
+			maxMsg := strconv.FormatInt(k.env.MaxMessageBytes+64<<10, 10)
 			resp, err := k.adm.CreateTopic(ctx, k.u.partitions, rf, map[string]*string{
 				"max.message.bytes":   &maxMsg,
 				"min.insync.replicas": &minISR,
@@ -347,7 +375,7 @@ func (k *kafkaStore) ensureTopic(ctx context.Context) ([]int32, error) {
 			}
 			switch {
 			case err == nil:
-				k.s.log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
+				k.env.Log.Info("sink: created Kafka topic", "topic", k.u.topic, "partitions", k.u.partitions,
 					"replication", rf, "min_insync_replicas", minISR, "max_message_bytes", maxMsg)
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				// Another sink was quicker.
@@ -376,7 +404,7 @@ func allLed(td kadm.TopicDetail) bool {
 
 // topicMaxMessageBytes returns the topic's max.message.bytes: the largest
 // record batch the brokers take.
-func (k *kafkaStore) topicMaxMessageBytes(ctx context.Context) (int, error) {
+func (k *Store) topicMaxMessageBytes(ctx context.Context) (int, error) {
 	rcs, err := k.adm.DescribeTopicConfigs(ctx, k.u.topic)
 	if err != nil {
 		return 0, fmt.Errorf("describe topic %q: %w", k.u.topic, err)
@@ -408,7 +436,7 @@ func (k *kafkaStore) topicMaxMessageBytes(ctx context.Context) (int, error) {
 // whatever the compression ratio. The producer retries without limit:
 // while Kafka is down append blocks, the streams' queues fill, and credits
 // stop — messages wait in the agents' spools.
-func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
+func (k *Store) Append(msgs []*store.Message) (int64, error) {
 	start := time.Now()
 	k.inflightSince.Store(start.UnixNano())
 	defer k.inflightSince.Store(0)
@@ -421,8 +449,8 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 	)
 	for _, it := range msgs {
 		var bufp *[]byte
-		body := it.body
-		if it.codec != codec.Plain {
+		body := it.Body
+		if it.Codec != codec.Plain {
 			bufp = decodeBufs.Get().(*[]byte)
 		}
 		release := func() {
@@ -432,17 +460,17 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		}
 		if bufp != nil {
 			var err error
-			body, err = k.dec.decode((*bufp)[:0], it.agent, it.codec, it.dictID, it.body)
+			body, err = k.dec.Decode((*bufp)[:0], it.Agent, it.Codec, it.DictID, it.Body)
 			if err != nil {
 				release()
-				it.dropErr = fmt.Errorf("decompress: %w", err)
+				it.DropErr = fmt.Errorf("decompress: %w", err)
 				continue
 			}
 			*bufp = body[:0]
 		}
 		n, err := batch.Count(body)
-		if err == nil && n != int(it.count) {
-			err = fmt.Errorf("%d records, header says %d", n, it.count)
+		if err == nil && n != int(it.Records) {
+			err = fmt.Errorf("%d records, header says %d", n, it.Records)
 		}
 		if err == nil {
 			err = batch.Decode(body, func(rec []byte) error {
@@ -454,7 +482,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		}
 		if err != nil || n == 0 {
 			release()
-			it.dropErr = err
+			it.DropErr = err
 			continue
 		}
 		var left atomic.Int64
@@ -476,7 +504,7 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 		// message; the producer keeps them until its promise.
 		recs := make([]kgo.Record, n)
 		hdrs := make([]kgo.RecordHeader, 4*n)
-		msgID := strconv.AppendUint(nil, it.id, 10)
+		msgID := strconv.AppendUint(nil, it.ID, 10)
 		count := strconv.AppendUint(nil, uint64(n), 10)
 		digits := make([]byte, 0, n*len(count))
 		i := 0
@@ -485,12 +513,12 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 			d0 := len(digits)
 			digits = strconv.AppendUint(digits, uint64(i), 10)
 			h := hdrs[4*i : 4*i+4 : 4*i+4]
-			h[0] = kgo.RecordHeader{Key: headerAgent, Value: it.agentB}
-			h[1] = kgo.RecordHeader{Key: headerMessage, Value: msgID}
-			h[2] = kgo.RecordHeader{Key: headerIndex, Value: digits[d0:len(digits):len(digits)]}
-			h[3] = kgo.RecordHeader{Key: headerCount, Value: count}
+			h[0] = kgo.RecordHeader{Key: HeaderAgent, Value: it.AgentB}
+			h[1] = kgo.RecordHeader{Key: HeaderMessage, Value: msgID}
+			h[2] = kgo.RecordHeader{Key: HeaderIndex, Value: digits[d0:len(digits):len(digits)]}
+			h[3] = kgo.RecordHeader{Key: HeaderCount, Value: count}
 			r := &recs[i]
-			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.agentB, rec, h
+			r.Topic, r.Key, r.Value, r.Headers = k.u.topic, it.AgentB, rec, h
 			k.cl.Produce(k.ctx, r, promise)
 			bytes += int64(len(rec))
 			i++
@@ -501,23 +529,23 @@ func (k *kafkaStore) append(msgs []*writeItem) (int64, error) {
 	// Send what lingers at once, and wait for every promise.
 	_ = k.cl.Flush(k.ctx)
 	wg.Wait()
-	k.s.m.kafkaProduce.Observe(time.Since(start).Seconds())
+	k.env.Metrics.Produce.Observe(time.Since(start).Seconds())
 	if first != nil {
 		return 0, fmt.Errorf("Kafka: %w", first)
 	}
-	k.s.m.kafkaRecords.Add(float64(nrecs))
+	k.env.Metrics.Records.Add(float64(nrecs))
 	return bytes, nil
 }
 
-// monitor probes the topic every kafkaProbeEvery and watches the writer for
+// monitor probes the topic every ProbeEvery and watches the writer for
 // stalls; it sets the store's availability, tells the tailer about new
 // partitions and updates the lag gauge.
-func (k *kafkaStore) monitor() {
-	t := time.NewTicker(kafkaProbeEvery)
+func (k *Store) monitor() {
+	t := time.NewTicker(ProbeEvery)
 	defer t.Stop()
 	for {
 		detail := ""
-		ctx, cancel := context.WithTimeout(k.ctx, kafkaProbeTimeout)
+		ctx, cancel := context.WithTimeout(k.ctx, ProbeTimeout)
 		ends, err := k.adm.ListEndOffsets(ctx, k.u.topic)
 		cancel()
 		if k.ctx.Err() != nil {
@@ -533,7 +561,7 @@ func (k *kafkaStore) monitor() {
 			detail = fmt.Sprintf("topic %q does not exist", k.u.topic)
 		}
 		if since := k.inflightSince.Load(); since != 0 {
-			if d := time.Since(time.Unix(0, since)); d >= kafkaStallAfter {
+			if d := time.Since(time.Unix(0, since)); d >= StallAfter {
 				stall := fmt.Sprintf("Kafka has not acknowledged a write for %v", d.Round(100*time.Millisecond))
 				if detail == "" {
 					detail = stall
@@ -542,7 +570,7 @@ func (k *kafkaStore) monitor() {
 				}
 			}
 		}
-		k.s.setStoreStatus(detail == "", detail)
+		k.env.OnStatus(detail == "", detail)
 		if err == nil {
 			k.tail.sawEnds(ends)
 		}
@@ -555,7 +583,7 @@ func (k *kafkaStore) monitor() {
 }
 
 // listOffsets returns the topic's start and end offsets per partition.
-func (k *kafkaStore) listOffsets(ctx context.Context) (starts, ends map[int32]int64, err error) {
+func (k *Store) listOffsets(ctx context.Context) (starts, ends map[int32]int64, err error) {
 	get := func(f func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
 		lo, err := f(ctx, k.u.topic)
 		if err == nil {
@@ -586,14 +614,14 @@ func (k *kafkaStore) listOffsets(ctx context.Context) (starts, ends map[int32]in
 // its end offsets as of now, so that everything any sink had written by
 // the time the agent said Hello is in the dedup index before a message of
 // the agent is written. While Kafka cannot be reached it keeps trying.
-func (k *kafkaStore) gate(ctx context.Context) <-chan struct{} {
+func (k *Store) Gate(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		start := time.Now()
 		if err := k.catchUp(ctx); err != nil {
 			return
 		}
-		k.s.m.kafkaCatchUp.Observe(time.Since(start).Seconds())
+		k.env.Metrics.CatchUp.Observe(time.Since(start).Seconds())
 		close(ch)
 	}()
 	return ch
@@ -601,9 +629,9 @@ func (k *kafkaStore) gate(ctx context.Context) <-chan struct{} {
 
 // catchUp waits until the tailer has read every partition up to its end
 // offset as listed now (or later, if Kafka does not answer now).
-func (k *kafkaStore) catchUp(ctx context.Context) error {
+func (k *Store) catchUp(ctx context.Context) error {
 	for {
-		lctx, cancel := context.WithTimeout(ctx, kafkaProbeTimeout)
+		lctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 		starts, ends, err := k.listOffsets(lctx)
 		cancel()
 		if err == nil {
@@ -619,23 +647,47 @@ func (k *kafkaStore) catchUp(ctx context.Context) error {
 	}
 }
 
-func (k *kafkaStore) checkpointName() string { return kafkaCheckpointName }
+func (k *Store) CheckpointName() string { return CheckpointName }
 
-func (k *kafkaStore) appendCheckpoint(dst []byte) []byte {
+func (k *Store) AppendCheckpoint(dst []byte) []byte {
 	return appendKafkaCheckpoint(dst, k.u.topic, k.topicID, k.tail.pos, k.d)
 }
 
-func (k *kafkaStore) takeTailBytes() int64 { return k.tail.bytes.Swap(0) }
+func (k *Store) TakeTailBytes() int64 { return k.tail.bytes.Swap(0) }
 
-func (k *kafkaStore) abort() {
+func (k *Store) Abort() {
 	k.cancel()
 	k.closeProducer()
 }
 
-func (k *kafkaStore) close() error {
+func (k *Store) Close() error {
 	k.cancel()
 	k.tail.close()
 	k.bg.Wait()
 	k.closeProducer()
 	return nil
 }
+
+// Retry runs f until it succeeds, fails with an error Kafka does not
+// call retriable, or 10 seconds have passed. Group requests fail with
+// COORDINATOR_NOT_AVAILABLE while Kafka creates its offsets topic, and
+// during leader changes.
+func Retry(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		err := f(ctx)
+		if err == nil || !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// decodeBufs recycles the buffers messages are decompressed into before
+// their records are produced.
+var decodeBufs = sync.Pool{New: func() any { return new([]byte) }}

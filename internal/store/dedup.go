@@ -1,4 +1,4 @@
-package sink
+package store
 
 import (
 	"encoding/binary"
@@ -7,9 +7,11 @@ import (
 	"math"
 	"sort"
 	"sync"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
-// idSet is the set of message ids of one agent that are in the store.
+// IDSet is the set of message ids of one agent that are in the store.
 //
 // Agents number messages contiguously (an id is a spool position), so the
 // set is kept as a watermark below which every id is stored, plus the
@@ -17,7 +19,7 @@ import (
 // in order, so there are few runs: none in the steady state, and one more
 // per gap, such as a message the sink rejected, which stays a gap until
 // the message is stored.
-type idSet struct {
+type IDSet struct {
 	// wm: every id below it is stored. Invariant: wm is not stored
 	// (otherwise it would have advanced).
 	wm uint64
@@ -28,7 +30,7 @@ type idSet struct {
 
 type run struct{ first, last uint64 }
 
-func (s *idSet) has(id uint64) bool {
+func (s *IDSet) has(id uint64) bool {
 	if id < s.wm {
 		return true
 	}
@@ -37,7 +39,7 @@ func (s *idSet) has(id uint64) bool {
 }
 
 // add records id as stored.
-func (s *idSet) add(id uint64) {
+func (s *IDSet) add(id uint64) {
 	if s.has(id) {
 		return
 	}
@@ -72,15 +74,15 @@ func (s *idSet) add(id uint64) {
 	// it, so wm+1 never wraps.
 }
 
-// dedupIndex is the set of (agent id, message id) pairs in the store, and
+// Dedup is the set of (agent id, message id) pairs in the store, and
 // the store offset up to which it is complete. The storage writer and, with
 // the Kafka store, the tailer share it under mu.
-type dedupIndex struct {
-	mu     sync.Mutex
-	agents map[string]*idSet
-	// next: the index reflects every store record below this offset
+type Dedup struct {
+	sync.Mutex
+	agents map[string]*IDSet
+	// Next: the index reflects every store record below this offset
 	// (embedded store only).
-	next uint64
+	Next uint64
 	// pending are messages of which some records were seen in the Kafka
 	// topic, but not all yet (nil for the embedded store, whose messages
 	// are one record). Keyed by (agent, message id).
@@ -90,13 +92,13 @@ type dedupIndex struct {
 // pendingMsg tracks the record indexes of one message seen in Kafka.
 type pendingMsg struct {
 	count uint32 // records in the message (the sluice-count header)
-	seen  idSet  // indexes seen; complete once seen.wm == count
+	seen  IDSet  // indexes seen; complete once seen.wm == count
 }
 
-func newDedupIndex() *dedupIndex { return &dedupIndex{agents: make(map[string]*idSet)} }
+func NewDedup() *Dedup { return &Dedup{agents: make(map[string]*IDSet)} }
 
 // add records (agent, id) as stored, forgetting any partial state of it.
-func (d *dedupIndex) add(agent string, id uint64) {
+func (d *Dedup) Add(agent string, id uint64) {
 	d.set(agent).add(id)
 	if len(d.pending) > 0 {
 		delete(d.pending, dedupKey{agent, id})
@@ -107,7 +109,7 @@ func (d *dedupIndex) add(agent string, id uint64) {
 // id) is in the store. A message is stored once every index in [0, count)
 // was observed. fresh reports whether the record was not known before.
 // Records with idx >= count are ignored (and not fresh).
-func (d *dedupIndex) observe(agent []byte, id uint64, idx, count uint32) (fresh bool) {
+func (d *Dedup) Observe(agent []byte, id uint64, idx, count uint32) (fresh bool) {
 	if idx >= count {
 		return false
 	}
@@ -118,7 +120,7 @@ func (d *dedupIndex) observe(agent []byte, id uint64, idx, count uint32) (fresh 
 		return false
 	}
 	if count == 1 {
-		d.add(string(agent), id)
+		d.Add(string(agent), id)
 		return true
 	}
 	if d.pending == nil {
@@ -134,24 +136,34 @@ func (d *dedupIndex) observe(agent []byte, id uint64, idx, count uint32) (fresh 
 	}
 	p.seen.add(uint64(idx))
 	if p.seen.wm >= uint64(p.count) {
-		d.add(string(agent), id)
+		d.Add(string(agent), id)
 	}
 	return true
 }
 
-func (d *dedupIndex) set(agent string) *idSet {
+func (d *Dedup) set(agent string) *IDSet {
 	s := d.agents[agent]
 	if s == nil {
-		s = &idSet{}
+		s = &IDSet{}
 		d.agents[agent] = s
 	}
 	return s
 }
 
-func (d *dedupIndex) has(agent string, id uint64) bool {
+func (d *Dedup) Has(agent string, id uint64) bool {
 	s := d.agents[agent]
 	return s != nil && s.has(id)
 }
+
+// MaxAgentID is the longest agent id, in bytes.
+const MaxAgentID = defaults.MaxAgentIDLen
+
+// Agents is the number of agents the index knows.
+func (d *Dedup) Agents() int { return len(d.agents) }
+
+// PendingMessages is the number of messages of which only some records
+// were seen.
+func (d *Dedup) PendingMessages() int { return len(d.pending) }
 
 // Checkpoint format, inside a seglog metadata file (which adds a length and
 // a CRC), integers little-endian:
@@ -162,17 +174,19 @@ func (d *dedupIndex) has(agent string, id uint64) bool {
 //	per agent, in no particular order:
 //	  len u16, agent id, wm u64, runs u32, runs × (first u64, last u64)
 const (
-	checkpointName    = "dedup.checkpoint"
 	checkpointMagic   = "SDC"
 	checkpointVersion = 1
 )
 
-var errCheckpoint = errors.New("sink: bad dedup checkpoint")
+// ErrCheckpoint wraps every reason a checkpoint is refused.
+var ErrCheckpoint = errors.New("bad dedup checkpoint")
 
-func (d *dedupIndex) appendCheckpoint(dst []byte) []byte {
+// AppendCheckpoint appends the index's checkpoint to dst. The caller
+// holds the lock.
+func (d *Dedup) AppendCheckpoint(dst []byte) []byte {
 	dst = append(dst, checkpointMagic...)
 	dst = append(dst, checkpointVersion)
-	dst = binary.LittleEndian.AppendUint64(dst, d.next)
+	dst = binary.LittleEndian.AppendUint64(dst, d.Next)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(d.agents)))
 	for agent, s := range d.agents {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(agent)))
@@ -183,7 +197,7 @@ func (d *dedupIndex) appendCheckpoint(dst []byte) []byte {
 }
 
 // appendIDSet encodes s: wm u64, runs u32, runs × (first u64, last u64).
-func appendIDSet(dst []byte, s *idSet) []byte {
+func appendIDSet(dst []byte, s *IDSet) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, s.wm)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.runs)))
 	for _, r := range s.runs {
@@ -195,11 +209,11 @@ func appendIDSet(dst []byte, s *idSet) []byte {
 
 // readIDSet decodes what appendIDSet wrote at the start of b, checking the
 // invariants, and returns the rest of b.
-func readIDSet(b []byte) (*idSet, []byte, error) {
+func readIDSet(b []byte) (*IDSet, []byte, error) {
 	if len(b) < 12 {
 		return nil, nil, errors.New("truncated id set")
 	}
-	s := &idSet{wm: binary.LittleEndian.Uint64(b)}
+	s := &IDSet{wm: binary.LittleEndian.Uint64(b)}
 	nr := binary.LittleEndian.Uint32(b[8:12])
 	b = b[12:]
 	if uint64(nr)*16 > uint64(len(b)) {
@@ -225,30 +239,30 @@ func readIDSet(b []byte) (*idSet, []byte, error) {
 	return s, b, nil
 }
 
-// parseCheckpoint decodes a checkpoint, checking every invariant, so that a
+// ParseCheckpoint decodes a checkpoint, checking every invariant, so that a
 // damaged one is refused rather than trusted.
-func parseCheckpoint(b []byte) (*dedupIndex, error) {
+func ParseCheckpoint(b []byte) (*Dedup, error) {
 	d, rest, err := readCheckpoint(b)
 	if err != nil {
 		return nil, err
 	}
 	if len(rest) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", errCheckpoint, len(rest))
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCheckpoint, len(rest))
 	}
 	return d, nil
 }
 
 // readCheckpoint decodes the checkpoint at the start of b and returns the
 // rest of b.
-func readCheckpoint(b []byte) (*dedupIndex, []byte, error) {
-	bad := func(format string, args ...any) (*dedupIndex, []byte, error) {
-		return nil, nil, fmt.Errorf("%w: %s", errCheckpoint, fmt.Sprintf(format, args...))
+func readCheckpoint(b []byte) (*Dedup, []byte, error) {
+	bad := func(format string, args ...any) (*Dedup, []byte, error) {
+		return nil, nil, fmt.Errorf("%w: %s", ErrCheckpoint, fmt.Sprintf(format, args...))
 	}
 	if len(b) < 16 || string(b[:3]) != checkpointMagic || b[3] != checkpointVersion {
 		return bad("bad header")
 	}
-	d := newDedupIndex()
-	d.next = binary.LittleEndian.Uint64(b[4:12])
+	d := NewDedup()
+	d.Next = binary.LittleEndian.Uint64(b[4:12])
 	n := binary.LittleEndian.Uint32(b[12:16])
 	b = b[16:]
 	for i := uint32(0); i < n; i++ {
@@ -256,7 +270,7 @@ func readCheckpoint(b []byte) (*dedupIndex, []byte, error) {
 			return bad("truncated at agent %d", i)
 		}
 		l := int(binary.LittleEndian.Uint16(b))
-		if l == 0 || l > maxAgentID || len(b) < 2+l+12 {
+		if l == 0 || l > MaxAgentID || len(b) < 2+l+12 {
 			return bad("agent %d: bad or truncated id", i)
 		}
 		agent := string(b[2 : 2+l])
@@ -271,4 +285,67 @@ func readCheckpoint(b []byte) (*dedupIndex, []byte, error) {
 		d.agents[agent] = s
 	}
 	return d, b, nil
+}
+
+// AppendPending appends the messages of which only some records were seen
+// (the Kafka store's checkpoint keeps them): u32 count, then per message
+// agent (u16 length, id), message id u64, count u32, indexes seen (an id
+// set).
+func (d *Dedup) AppendPending(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(d.pending)))
+	for key, p := range d.pending {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(key.agent)))
+		dst = append(dst, key.agent...)
+		dst = binary.LittleEndian.AppendUint64(dst, key.id)
+		dst = binary.LittleEndian.AppendUint32(dst, p.count)
+		dst = appendIDSet(dst, &p.seen)
+	}
+	return dst
+}
+
+// ReadPending decodes what AppendPending wrote at the start of b into d and
+// returns the rest of b.
+func (d *Dedup) ReadPending(b []byte) ([]byte, error) {
+	bad := func(format string, args ...any) ([]byte, error) {
+		return nil, fmt.Errorf("%w: %s", ErrCheckpoint, fmt.Sprintf(format, args...))
+	}
+	if len(b) < 4 {
+		return bad("truncated pending messages")
+	}
+	n := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	for i := uint32(0); i < n; i++ {
+		if len(b) < 2 {
+			return bad("truncated at pending message %d", i)
+		}
+		al := int(binary.LittleEndian.Uint16(b))
+		if al == 0 || al > MaxAgentID || len(b) < 2+al+12 {
+			return bad("pending message %d: bad or truncated agent id", i)
+		}
+		key := dedupKey{agent: string(b[2 : 2+al]), id: binary.LittleEndian.Uint64(b[2+al:])}
+		p := &pendingMsg{count: binary.LittleEndian.Uint32(b[2+al+8:])}
+		s, rest, err := readIDSet(b[2+al+12:])
+		if err != nil {
+			return bad("pending message %d: %v", i, err)
+		}
+		b = rest
+		p.seen = *s
+		if p.count < 2 || p.seen.wm >= uint64(p.count) || (len(p.seen.runs) > 0 && p.seen.runs[len(p.seen.runs)-1].last >= uint64(p.count)) {
+			return bad("pending message %d: indexes do not fit its count", i)
+		}
+		if d.pending == nil {
+			d.pending = make(map[dedupKey]*pendingMsg)
+		}
+		if _, dup := d.pending[key]; dup {
+			return bad("pending message %d listed twice", i)
+		}
+		d.pending[key] = p
+	}
+	return b, nil
+}
+
+// dedupKey names one message.
+type dedupKey struct {
+	agent string
+	id    uint64
 }

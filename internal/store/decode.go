@@ -1,34 +1,35 @@
-package sink
+package store
 
 import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // maxDictDecoders bounds the per-agent dictionary decoders one
-// bodyDecoder keeps.
+// BodyDecoder keeps.
 const maxDictDecoders = 16
 
-// bodyDecoder decompresses message bodies as agents sent them: one decoder
+// BodyDecoder decompresses message bodies as agents sent them: one decoder
 // for zstd without dictionary, one per agent for zstd_dict (dictionary ids
 // are per agent), at most maxDictDecoders of those. Not safe for concurrent
 // use.
-type bodyDecoder struct {
-	dicts *dictStore
+type BodyDecoder struct {
+	Dicts *Dicts
 	zstd  *codec.Decoder
 	byAg  map[string]*codec.Decoder
 }
 
 // decode returns the batch body of a message, appended to dst when it had
 // to be decompressed, or body itself when it is plain.
-func (d *bodyDecoder) decode(dst []byte, agent string, c codec.Kind, dictID uint32, body []byte) ([]byte, error) {
+func (d *BodyDecoder) Decode(dst []byte, agent string, c codec.Kind, dictID uint32, body []byte) ([]byte, error) {
 	switch c {
 	case codec.Plain:
 		return body, nil
 	case codec.Zstd:
 		if d.zstd == nil {
-			d.zstd = codec.NewDecoder(MaxMessageBytesLimit)
+			d.zstd = codec.NewDecoder(defaults.SinkMaxMessageLimit)
 		}
 		return d.zstd.Decode(dst, body, codec.Zstd, 0)
 	case codec.ZstdDict:
@@ -43,11 +44,11 @@ func (d *bodyDecoder) decode(dst []byte, agent string, c codec.Kind, dictID uint
 					break
 				}
 			}
-			dec = codec.NewDecoder(MaxMessageBytesLimit)
+			dec = codec.NewDecoder(defaults.SinkMaxMessageLimit)
 			d.byAg[agent] = dec
 		}
 		if !dec.HasDictionary(dictID) {
-			dict, ok, err := d.dicts.get(agent, dictID)
+			dict, ok, err := d.Dicts.Get(agent, dictID)
 			if err != nil {
 				return nil, err
 			}

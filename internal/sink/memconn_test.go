@@ -1,0 +1,165 @@
+package sink
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/transport/memconn"
+)
+
+// The sink is a protocol.Service: these tests drive it over memconn, with
+// no gRPC in between, as the simulation and a second transport will.
+
+func memSend(t *testing.T, d *memconn.Dialer, agent string) (protocol.Conn, *protocol.Welcome) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	c, err := d.Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(&protocol.Hello{AgentID: agent, Version: protocol.Version, Codecs: []protocol.Codec{protocol.CodecPlain}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Recv()
+	if err != nil {
+		return c, nil
+	}
+	w, ok := f.(*protocol.Welcome)
+	if !ok {
+		t.Fatalf("first frame %s, want Welcome", protocol.Name(f))
+	}
+	return c, w
+}
+
+// TestServeSendMemconn: a session over memconn stores and acks, refuses a
+// bad message alone (with its credit handed back in the same step), and
+// the store holds what was acked.
+func TestServeSendMemconn(t *testing.T) {
+	h := newHarness(t, nil)
+	d := &memconn.Dialer{Service: h.s}
+	c, w := memSend(t, d, "edge-1")
+	if w == nil || w.Credits.Messages == 0 {
+		t.Fatalf("welcome %+v", w)
+	}
+	if err := c.Send(&protocol.Message{ID: 1, Records: 2, Codec: protocol.CodecPlain, Payload: makeBody("a", "b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(&protocol.Message{ID: 2, Records: 1, Codec: protocol.CodecPlain, Payload: []byte("not a batch")}); err != nil {
+		t.Fatal(err)
+	}
+	acked, refused, credit := false, false, false
+	for !acked || !refused {
+		f, err := c.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := f.(type) {
+		case *protocol.Ack:
+			acked = acked || f.Ranges[0].First <= 1 && 1 <= f.Ranges[0].Last
+		case *protocol.Credit:
+			credit = credit || f.Credits != nil
+		case *protocol.Error:
+			if f.MessageID != 2 || f.Code != protocol.CodeBadPayload || f.Retryable {
+				t.Fatalf("error %+v", f)
+			}
+			if !credit {
+				t.Fatal("the refusal came without the credit it hands back (memconn splits it into a Credit first)")
+			}
+			refused = true
+		}
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.stored(); len(got) != 1 || got[0] != "edge-1/1" {
+		t.Fatalf("stored %v", got)
+	}
+}
+
+// TestServeSendMemconnToken: the token a transport reports binds the
+// agent id, as the gRPC interceptor's identity does.
+func TestServeSendMemconnToken(t *testing.T) {
+	tokens, err := auth.ParseTokens(strings.NewReader("tok-edge-1-0123456789 edge-1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.Tokens = tokens })
+	d := &memconn.Dialer{Service: h.s, Peer: protocol.PeerInfo{Addr: "mem", Token: "tok-edge-1-0123456789"}}
+	if _, w := memSend(t, d, "edge-1"); w == nil {
+		t.Fatal("edge-1's token was refused for edge-1")
+	}
+	c, w := memSend(t, d, "edge-2")
+	if w != nil {
+		t.Fatal("edge-1's token was welcomed as edge-2")
+	}
+	if _, err := c.Recv(); protocol.StatusOf(err) != protocol.StatusPermissionDenied {
+		t.Fatalf("edge-1's token as edge-2: %v, want PermissionDenied", err)
+	}
+	d.Peer.Token = ""
+	c, _ = memSend(t, d, "edge-1")
+	if _, err := c.Recv(); protocol.StatusOf(err) != protocol.StatusUnauthenticated {
+		t.Fatalf("no token: %v, want Unauthenticated", err)
+	}
+}
+
+// TestServeReadMemconn: a consumer's Read session over memconn gets the
+// stored messages within its credit, then EndOfLog, and a commit sticks.
+func TestServeReadMemconn(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.connect("edge-1")
+	for id := uint64(1); id <= 3; id++ {
+		a.send(plainReq(id, records(id, 2)...))
+	}
+	a.collect(1, 2, 3)
+	d := &memconn.Dialer{Service: h.s}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := d.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []protocol.Frame{&protocol.ReadStart{Group: "g"}, &protocol.ReadMore{N: 10}} {
+		if err := c.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []uint64
+	for {
+		f, err := c.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := f.(*protocol.EndOfLog); ok {
+			if e.Next != 3 {
+				t.Fatalf("EndOfLog at %d, want 3", e.Next)
+			}
+			break
+		}
+		m := f.(*protocol.Stored)
+		if m.AgentID != "edge-1" || len(m.Records) != 2 {
+			t.Fatalf("stored %+v", m)
+		}
+		got = append(got, m.MessageID)
+	}
+	if len(got) != 3 || got[0] != 1 || got[2] != 3 {
+		t.Fatalf("read messages %v, want 1 2 3", got)
+	}
+	if err := c.Send(&protocol.Commit{Offset: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	// The session ends once the commit is applied.
+	if _, err := c.Recv(); err != io.EOF {
+		t.Fatalf("after CloseSend: %v, want io.EOF", err)
+	}
+	if off, ok, err := h.s.reader.Committed("g"); err != nil || !ok || off != 3 {
+		t.Fatalf("group g at %d (%v, %v), want 3", off, ok, err)
+	}
+}

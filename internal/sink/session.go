@@ -1,0 +1,499 @@
+package sink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// session drives one agent's Send session over a protocol.Conn. Three
+// goroutines share it:
+//
+//   - the receiver (recvLoop, validate.go) reads frames, validates batches
+//     and dictionary uploads, and hands the results to the loop in order;
+//   - the loop (the ServeSend goroutine) owns the delivery.Receiver: it
+//     steps Received and Stored events, hands enqueued messages to the
+//     storage writer (flow.go) and turns the other actions into frames;
+//   - the sender (sendLoop) is the only goroutine calling conn.Send.
+//
+// The storage writer reports stored ids through the session's store.Acks,
+// which never blocks, so a slow agent cannot hold up the writer; the
+// writer knows nothing else of the session.
+type session struct {
+	s       *Sink
+	conn    protocol.Conn
+	agent   string
+	agentB  []byte
+	session string
+	log     *slog.Logger
+	rcv     *delivery.Receiver
+	acks    *store.Acks
+	// ownPayloads: conn hands over what Recv returns (see
+	// protocol.PayloadOwner), so a payload is kept without a copy.
+	ownPayloads bool
+
+	in       chan inbound
+	out      chan protocol.Frame
+	sendDone chan struct{} // closed when sendLoop returns
+	sendErr  error         // why sendLoop stopped early; read after sendDone
+	done     chan struct{} // closed when the loop returns
+
+	// pending are the frames of the current step, sent by flush.
+	pending      []protocol.Frame
+	creditsDirty bool
+
+	flow
+
+	// statusCh (capacity 1) holds the latest store status to tell the
+	// agent.
+	statusCh chan *protocol.StoreStatus
+}
+
+// inKind says what the receiver hands the loop.
+type inKind uint8
+
+const (
+	inMessage    inKind = iota // a valid batch, in msg
+	inInvalid                  // a batch that failed validation, in rej
+	inDictionary               // dictionary dictID was uploaded and stored
+	inHello                    // a second Hello
+	inEnd                      // Recv failed with err (io.EOF: the agent closed its side)
+	inFatal                    // a protocol violation: end the session with err
+)
+
+type inbound struct {
+	kind    inKind
+	id      uint64 // message id
+	size    int64  // payload bytes as sent
+	msg     store.Message
+	rej     rejection
+	dictID  uint32
+	version uint32
+	err     error
+}
+
+// rejection is why a batch was refused, for the agent, the log and the
+// metrics.
+type rejection struct {
+	code      protocol.ErrorCode
+	reason    string // metric label
+	detail    string
+	retryable bool
+}
+
+// ServeSend serves one agent's Send session (protocol.Service): the
+// handshake, then messages until the agent closes its side, the sink shuts
+// down or something fails. See the package documentation.
+func (s *Sink) ServeSend(c protocol.Conn) error {
+	if err := s.accepting(); err != nil {
+		return err
+	}
+	ctx := c.Context()
+	peer := c.Peer()
+	f, err := recvFirst(s, c, "Hello")
+	if err == io.EOF {
+		return protocol.Errorf(protocol.StatusInvalid, "stream closed before its Hello")
+	}
+	if err != nil {
+		return err
+	}
+	hello, ok := f.(*protocol.Hello)
+	if !ok {
+		if m, ok := f.(*protocol.Malformed); ok && m.Version != protocol.Version {
+			return protocol.Errorf(protocol.StatusInvalid, "%s", m.Detail)
+		}
+		s.log.Warn("sink: Send stream without Hello", "peer", peer.Addr, "first", frameName(f))
+		return protocol.Errorf(protocol.StatusInvalid, "the first Request of a Send stream must carry a Hello, not %s", frameName(f))
+	}
+	agent := hello.AgentID
+	if agent == "" || len(agent) > maxAgentID {
+		return protocol.Errorf(protocol.StatusInvalid, "Hello.agent_id of %d bytes: want 1 to %d", len(agent), maxAgentID)
+	}
+	if err := s.checkSend(ctx, peer, agent); err != nil {
+		return err
+	}
+	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
+		QueueMsgs: s.cfg.QueueMessages, QueueBytes: s.cfg.QueueBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
+	})
+	if err != nil {
+		return protocol.Errorf(protocol.StatusInternal, "receiver: %v", err)
+	}
+	// Hello carries the highest version the agent speaks; the sink picks
+	// the highest both speak.
+	if err := rcv.Step(delivery.Hello(hello.Version)); err != nil {
+		return protocol.Errorf(protocol.StatusInternal, "receiver: %v", err)
+	}
+	var welcome *protocol.Welcome
+	for _, a := range rcv.Ready() {
+		switch a.Kind {
+		case delivery.ActionWelcome:
+			welcome = &protocol.Welcome{
+				Credits:         protocol.Credits{Messages: a.MsgLimit, Bytes: a.ByteLimit},
+				MaxMessageBytes: uint64(s.cfg.MaxMessageBytes),
+				Version:         a.Version,
+			}
+		case delivery.ActionFail:
+			return protocol.Errorf(protocol.StatusInvalid, "protocol version %d is not supported; this sink speaks version %d",
+				hello.Version, protocol.Version)
+		}
+	}
+	rcv.Advance()
+	if welcome == nil {
+		return protocol.Errorf(protocol.StatusInternal, "receiver did not welcome the agent")
+	}
+	known, err := s.dicts.Has(agent, hello.DictionaryIDs)
+	if err != nil {
+		s.log.Warn("sink: cannot list dictionaries", "agent_id", agent, "err", err)
+	}
+	welcome.DictionaryIDs = known
+	welcome.SessionID = newSessionID()
+	if err := c.Send(welcome); err != nil {
+		return err
+	}
+	po, _ := c.(protocol.PayloadOwner)
+	st := &session{
+		s: s, conn: c, agent: agent, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv,
+		acks:        store.NewAcks(),
+		ownPayloads: po != nil && po.PayloadsOwned(),
+		log:         s.log.With("agent_id", agent, "session", welcome.SessionID),
+		in:          make(chan inbound, 64),
+		out:         make(chan protocol.Frame, 256),
+		sendDone:    make(chan struct{}),
+		done:        make(chan struct{}),
+		statusCh:    make(chan *protocol.StoreStatus, 1),
+	}
+	st.flow.init(s)
+	// With Kafka, the agent's messages wait until this sink has read
+	// what every sink had stored when the Hello arrived (see the package
+	// documentation).
+	if st.gate = s.store.Gate(ctx); st.gate != nil {
+		st.gated = true
+	}
+	s.addSendStream(st)
+	defer s.removeSendStream(st)
+	st.log.Info("sink: agent connected", "peer", peer.Addr, "agent_watermark", hello.Watermark,
+		"credits", welcome.Credits.Messages, "dictionaries", known)
+	return st.run(ctx)
+}
+
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// frameName names a first frame the way the sink always has ("plain",
+// "no payload", ...), for errors agents may already match on.
+func frameName(f protocol.Frame) string {
+	switch f := f.(type) {
+	case *protocol.Hello:
+		return "hello"
+	case *protocol.Message:
+		return f.Codec.String()
+	case *protocol.Dictionary:
+		return "dictionary"
+	case *protocol.Malformed:
+		return f.Payload
+	}
+	return protocol.Name(f)
+}
+
+func (st *session) run(ctx context.Context) error {
+	m := st.s.m
+	m.streams.WithLabelValues("send").Inc()
+	defer m.streams.WithLabelValues("send").Dec()
+	go st.recvLoop()
+	go st.sendLoop()
+	err := st.loop(ctx)
+	close(st.done)
+	// Let the sender deliver the last acks, but do not wait forever on an
+	// agent that stopped reading.
+	close(st.out)
+	select {
+	case <-st.sendDone:
+	case <-time.After(5 * time.Second):
+	}
+	stats := st.rcv.Stats()
+	_ = st.rcv.Step(delivery.Close())
+	st.log.Info("sink: agent stream ended", "received", stats.Received, "acked", stats.Acked,
+		"over_credit", stats.OverCredit, "invalid", stats.Discarded, "err", err)
+	return err
+}
+
+// errShutdown ends sessions that were still draining when the sink shut
+// down.
+var errShutdown = protocol.Errorf(protocol.StatusUnavailable, "sink is shutting down; resend what was not acked")
+
+// loop is the session's driver loop. It returns the session's final
+// status.
+func (st *session) loop(ctx context.Context) error {
+	in := st.in
+	closing := st.s.closing
+	var drainTimeout <-chan time.Time
+	eof, draining := false, false
+	for {
+		if msgs, _ := st.rcv.Queued(); msgs == 0 {
+			switch {
+			case draining:
+				return errShutdown
+			case eof:
+				return nil
+			}
+		}
+		wch, next := st.nextHandOff()
+		select {
+		case wch <- next:
+			st.handedOff()
+		case <-st.gate:
+			st.gate, st.gated = nil, false
+		case ss := <-st.statusCh:
+			st.pending = append(st.pending, &protocol.Credit{Store: ss})
+		case ev := <-in:
+			st.taken(ev.size)
+			switch ev.kind {
+			case inEnd:
+				if ev.err != io.EOF {
+					return ev.err
+				}
+				// The agent closed its side: ack what is queued, then end.
+				eof, in = true, nil
+			case inFatal:
+				st.log.Warn("sink: protocol violation; ending the stream", "err", ev.err)
+				if err := st.flush(ctx); err != nil {
+					return err
+				}
+				return ev.err
+			default:
+				if err := st.handle(ctx, &ev); err != nil {
+					return err
+				}
+			}
+		case <-st.acks.C():
+			if err := st.handleStored(ctx); err != nil {
+				return err
+			}
+		case <-st.sendDone:
+			return st.sendErr
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-closing:
+			// Take nothing more; wait for what is queued to be stored
+			// and acked.
+			closing, in, draining = nil, nil, true
+			drainTimeout = time.After(st.s.cfg.ShutdownTimeout)
+		case <-drainTimeout:
+			return errShutdown
+		}
+		if err := st.flush(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// ctxErr is why a session's context ended, as a session error; a cause
+// set by Conn.Close comes first.
+func ctxErr(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		return protocol.Errorf(protocol.StatusDeadlineExceeded, "%v", ctx.Err())
+	}
+	return protocol.Errorf(protocol.StatusCanceled, "%v", ctx.Err())
+}
+
+// handle steps one thing the receiver handed over.
+func (st *session) handle(ctx context.Context, ev *inbound) error {
+	switch ev.kind {
+	case inMessage:
+		if err := st.checkWindow(ctx, ev); err != nil {
+			return err
+		}
+		enqueued := st.rcv.Stats().Enqueued
+		if err := st.rcv.Step(delivery.Received(ev.id, ev.size)); err != nil {
+			return protocol.Errorf(protocol.StatusInternal, "receiver: %v", err)
+		}
+		if st.rcv.Stats().Enqueued > enqueued {
+			st.overBytes = 0
+		}
+		return st.act(ctx, &ev.msg)
+	case inInvalid:
+		st.s.m.rejected.WithLabelValues(ev.rej.reason).Inc()
+		st.log.Warn("sink: message rejected", "message_id", ev.id, "code", ev.rej.code.String(),
+			"retryable", ev.rej.retryable, "detail", ev.rej.detail)
+		st.reject(ev.id, ev.rej)
+		// The agent counted it as sent: the Receiver hands its credit back.
+		if err := st.rcv.Step(delivery.Discarded(ev.id, ev.size)); err != nil {
+			return protocol.Errorf(protocol.StatusInternal, "receiver: %v", err)
+		}
+		return st.act(ctx, nil)
+	case inDictionary:
+		st.pending = append(st.pending, &protocol.Credit{DictionaryIDs: []uint32{ev.dictID}})
+	case inHello:
+		if err := st.rcv.Step(delivery.Hello(ev.version)); err != nil {
+			return protocol.Errorf(protocol.StatusInternal, "receiver: %v", err)
+		}
+		return st.act(ctx, nil)
+	}
+	return nil
+}
+
+func (st *session) handleStored(ctx context.Context) error {
+	ids, err := st.acks.Take()
+	// ids becomes the next buffer for the writer once the Receiver has
+	// read it (Step does not retain it).
+	defer st.acks.Recycle(ids)
+	if err != nil {
+		return protocol.Errorf(protocol.StatusUnavailable, "the sink's store failed: %v", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := st.rcv.Step(delivery.Stored(ids)); err != nil {
+		return protocol.Errorf(protocol.StatusInternal, "receiver: %v", err)
+	}
+	return st.act(ctx, nil)
+}
+
+// act carries out the Receiver's actions. msg is the message just stepped
+// Received, if any: the only one an Enqueue can be for.
+func (st *session) act(ctx context.Context, msg *store.Message) error {
+	var fail error
+	m := st.s.m
+	for _, a := range st.rcv.Ready() {
+		switch a.Kind {
+		case delivery.ActionEnqueue:
+			if msg == nil || msg.ID != a.ID {
+				st.log.Error("sink: Enqueue for a message not at hand; ignored", "message_id", a.ID)
+				continue
+			}
+			st.enqueue(msg)
+		case delivery.ActionAck:
+			ack := &protocol.Ack{Ranges: make([]protocol.IDRange, len(a.Ranges))}
+			for i, r := range a.Ranges {
+				ack.Ranges[i] = protocol.IDRange{First: r.First, Last: r.Last}
+				m.ackedMsgs.Add(float64(r.Last - r.First + 1))
+			}
+			m.acks.Inc()
+			st.pending = append(st.pending, ack)
+		case delivery.ActionGrant:
+			st.creditsDirty = true
+		case delivery.ActionReject:
+			var rej rejection
+			switch a.Reason {
+			case delivery.ReasonOverCredit:
+				rej = rejection{code: protocol.CodeOverCredit, reason: reasonOverCredit,
+					detail: "sent beyond the granted credits; resend once credit allows"}
+			case delivery.ReasonOversize:
+				rej = rejection{code: protocol.CodeOversize, reason: reasonOversize,
+					detail: fmt.Sprintf("larger than max_message_bytes %d", st.s.cfg.MaxMessageBytes)}
+			default:
+				rej = rejection{code: protocol.CodeUnspecified, reason: a.Reason.String(), detail: a.Reason.String()}
+			}
+			rej.retryable = a.Reason.Retryable()
+			m.rejected.WithLabelValues(rej.reason).Inc()
+			st.log.Warn("sink: message rejected", "message_id", a.ID, "code", rej.code.String(), "retryable", rej.retryable, "detail", rej.detail)
+			st.reject(a.ID, rej)
+		case delivery.ActionFail:
+			switch a.Reason {
+			case delivery.ReasonDuplicateHello:
+				fail = protocol.Errorf(protocol.StatusInvalid, "a second Hello on the stream")
+			case delivery.ReasonNoHello:
+				fail = protocol.Errorf(protocol.StatusInvalid, "a message before the Hello")
+			case delivery.ReasonUnsupportedVersion:
+				fail = protocol.Errorf(protocol.StatusInvalid, "unsupported protocol version")
+			default:
+				fail = protocol.Errorf(protocol.StatusInvalid, "protocol violation: %v", a.Reason)
+			}
+		}
+	}
+	st.rcv.Advance()
+	if fail != nil {
+		st.log.Warn("sink: protocol violation; ending the stream", "err", fail)
+		if err := st.flush(ctx); err != nil {
+			return err
+		}
+		return fail
+	}
+	return nil
+}
+
+// pushStatus makes ss the store status to tell the agent next, replacing
+// one not told yet. Callers hold Sink.statusMu, so there is one at a time.
+func (st *session) pushStatus(ss *protocol.StoreStatus) {
+	for {
+		select {
+		case st.statusCh <- ss:
+			return
+		default:
+		}
+		select {
+		case <-st.statusCh:
+		default:
+		}
+	}
+}
+
+func (st *session) reject(id uint64, rej rejection) {
+	st.pending = append(st.pending, &protocol.Error{MessageID: id, Code: rej.code, Detail: rej.detail, Retryable: rej.retryable})
+}
+
+// flush hands the pending frames to the sender, new credits last (carried
+// by a trailing Credit or Error that has none yet: on gRPC one
+// ServiceMessage, as the sink has always sent it).
+func (st *session) flush(ctx context.Context) error {
+	if st.creditsDirty {
+		st.creditsDirty = false
+		ml, bl := st.rcv.Limits()
+		cr := &protocol.Credits{Messages: ml, Bytes: bl}
+		folded := false
+		if n := len(st.pending); n > 0 {
+			switch f := st.pending[n-1].(type) {
+			case *protocol.Credit:
+				if f.Credits == nil {
+					f.Credits, folded = cr, true
+				}
+			case *protocol.Error:
+				if f.Credits == nil {
+					f.Credits, folded = cr, true
+				}
+			}
+		}
+		if !folded {
+			st.pending = append(st.pending, &protocol.Credit{Credits: cr})
+		}
+	}
+	for i, f := range st.pending {
+		select {
+		case st.out <- f:
+		case <-st.sendDone:
+			clear(st.pending)
+			st.pending = st.pending[:0]
+			return st.sendErr
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		}
+		st.pending[i] = nil
+	}
+	st.pending = st.pending[:0]
+	return nil
+}
+
+// sendLoop is the only goroutine that sends on the session.
+func (st *session) sendLoop() {
+	defer close(st.sendDone)
+	for f := range st.out {
+		if err := st.conn.Send(f); err != nil {
+			st.sendErr = err
+			return
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package sink
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// recvLoop reads the session's frames and hands the loop what it finds,
+// in order: the receiver side of a session (see session).
+func (st *session) recvLoop() {
+	dec := codec.NewDecoder(int(st.s.cfg.MaxMessageBytes))
+	for {
+		f, err := st.conn.Recv()
+		if err != nil {
+			st.deliver(inbound{kind: inEnd, err: err})
+			return
+		}
+		var ev inbound
+		switch f := f.(type) {
+		case *protocol.Hello:
+			ev = inbound{kind: inHello, version: f.Version}
+		case *protocol.Dictionary:
+			ev = st.upload(f, dec)
+		case *protocol.Message:
+			ev = st.check(f, dec)
+		case *protocol.Malformed:
+			ev = st.malformed(f)
+		default:
+			ev = inbound{kind: inFatal, err: protocol.Errorf(protocol.StatusInvalid, "a %s frame on a Send session", protocol.Name(f))}
+		}
+		if ev.size > 0 && !st.reserve(ev.size, st.done) {
+			return
+		}
+		if !st.deliver(ev) {
+			return
+		}
+	}
+}
+
+func (st *session) deliver(ev inbound) bool {
+	select {
+	case st.in <- ev:
+		return true
+	case <-st.done:
+		return false
+	}
+}
+
+// malformed refuses a request the transport could not read: that message
+// alone, or the session if it was a dictionary upload (messages using the
+// dictionary could never be decoded).
+func (st *session) malformed(m *protocol.Malformed) inbound {
+	if m.Payload == "dictionary" {
+		return inbound{kind: inFatal, err: protocol.Errorf(protocol.StatusInvalid, "dictionary upload: %s", m.Detail)}
+	}
+	st.s.m.receivedMsgs.Inc()
+	reason := reasonNoPayload
+	if m.Version != protocol.Version {
+		reason = reasonVersion
+	}
+	return inbound{kind: inInvalid, id: m.MessageID, rej: rejection{code: protocol.CodeBadPayload, reason: reason, detail: m.Detail}}
+}
+
+// upload validates and durably stores an uploaded dictionary. A bad
+// upload is a protocol violation that ends the session: messages using
+// the dictionary could never be decoded.
+func (st *session) upload(d *protocol.Dictionary, dec *codec.Decoder) inbound {
+	fatal := func(s protocol.Status, format string, args ...any) inbound {
+		return inbound{kind: inFatal, err: protocol.Errorf(s, format, args...)}
+	}
+	if d.ID == 0 {
+		return fatal(protocol.StatusInvalid, "dictionary upload with id 0")
+	}
+	dict, err := codec.ParseDictionary(d.Data)
+	if err != nil {
+		return fatal(protocol.StatusInvalid, "dictionary %d: %v", d.ID, err)
+	}
+	if dict.ID != d.ID {
+		return fatal(protocol.StatusInvalid, "dictionary uploaded as id %d has id %d in its zstd header", d.ID, dict.ID)
+	}
+	if !st.ownPayloads {
+		dict.Data = bytes.Clone(dict.Data)
+	}
+	if err := st.s.dicts.Put(st.agent, dict); err != nil {
+		if errors.Is(err, store.ErrDictConflict) || errors.Is(err, store.ErrTooManyDicts) {
+			return fatal(protocol.StatusInvalid, "dictionary %d: %v", dict.ID, err)
+		}
+		st.log.Error("sink: cannot store dictionary", "dictionary_id", dict.ID, "err", err)
+		return fatal(protocol.StatusUnavailable, "dictionary %d could not be stored", dict.ID)
+	}
+	if err := dec.AddDictionary(dict); err != nil {
+		return fatal(protocol.StatusInvalid, "dictionary %d: %v", dict.ID, err)
+	}
+	st.s.m.dictUploads.Inc()
+	st.log.Info("sink: dictionary stored", "dictionary_id", dict.ID, "bytes", len(dict.Data))
+	return inbound{kind: inDictionary, dictID: dict.ID}
+}
+
+// decodeBufs recycles the buffers batches are decompressed into for
+// validation (and for reads), across sessions: validation needs the
+// records only while it counts them, so the decompressed copy is never
+// kept.
+var decodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// check validates one batch: size as sent, decompression (with the
+// agent's dictionary), batch format and record count. Decompressing every
+// compressed batch costs CPU, but it is the only way to be sure the store
+// never holds a message its readers cannot decode; what is stored is the
+// payload as received, compressed or not.
+func (st *session) check(f *protocol.Message, dec *codec.Decoder) inbound {
+	limit := st.s.cfg.MaxMessageBytes
+	body, kind, dictID := f.Payload, codec.Kind(f.Codec), f.DictID
+	id, size := f.ID, int64(len(body))
+	st.s.m.receivedMsgs.Inc()
+	st.s.m.receivedBytes.Add(float64(size))
+	reject := func(code protocol.ErrorCode, reason string, retryable bool, format string, args ...any) inbound {
+		return inbound{kind: inInvalid, id: id, size: size, rej: rejection{
+			code: code, reason: reason, retryable: retryable, detail: fmt.Sprintf(format, args...)}}
+	}
+	const (
+		badPayload = protocol.CodeBadPayload
+		oversize   = protocol.CodeOversize
+		unknown    = protocol.CodeUnknownDictionary
+	)
+	switch {
+	case kind != codec.Plain && kind != codec.Zstd && kind != codec.ZstdDict:
+		return reject(badPayload, reasonNoPayload, false, "Request without a payload")
+	case size > limit:
+		return reject(oversize, reasonOversize, false, "payload of %d bytes exceeds max_message_bytes %d", size, limit)
+	case kind == codec.ZstdDict && dictID == 0:
+		return reject(badPayload, reasonCorrupt, false, "zstd_dict payload with dictionary_id 0")
+	}
+	if kind == codec.ZstdDict && !dec.HasDictionary(dictID) {
+		dict, ok, err := st.s.dicts.Get(st.agent, dictID)
+		if err != nil {
+			st.log.Error("sink: cannot load dictionary", "dictionary_id", dictID, "err", err)
+		}
+		if !ok {
+			return reject(unknown, reasonUnknownDict, true, "dictionary %d is not known for this agent: upload it, then resend", dictID)
+		}
+		if err := dec.AddDictionary(dict); err != nil {
+			st.log.Error("sink: cannot load dictionary", "dictionary_id", dictID, "err", err)
+			return reject(unknown, reasonUnknownDict, true, "dictionary %d cannot be loaded", dictID)
+		}
+	}
+	decoded := body
+	if kind != codec.Plain {
+		bufp := decodeBufs.Get().(*[]byte)
+		defer func() {
+			if cap(*bufp) <= 8<<20 {
+				decodeBufs.Put(bufp)
+			}
+		}()
+		var err error
+		decoded, err = dec.Decode((*bufp)[:0], body, kind, dictID)
+		*bufp = decoded[:0]
+		switch {
+		case errors.Is(err, codec.ErrTooLarge):
+			return reject(oversize, reasonOversize, false, "payload decompresses to more than max_message_bytes %d", limit)
+		case errors.Is(err, codec.ErrUnknownDictionary):
+			return reject(unknown, reasonUnknownDict, true, "%v", err)
+		case err != nil:
+			return reject(badPayload, reasonCorrupt, false, "payload does not decompress: %v", err)
+		}
+	}
+	n, err := batch.Count(decoded)
+	if err != nil {
+		return reject(badPayload, reasonBatch, false, "not a valid batch: %v", err)
+	}
+	if n == 0 {
+		// Nothing to store, and a flood of them would still cost an
+		// append and an fdatasync each.
+		return reject(badPayload, reasonEmpty, false, "empty batch: a message holds at least one record")
+	}
+	if uint64(n) != uint64(f.Records) {
+		return reject(badPayload, reasonCount, false, "record_count %d, but the batch holds %d records", f.Records, n)
+	}
+	if rl := st.s.recordLimit(); rl > 0 {
+		// Kafka takes records up to the topic's max.message.bytes.
+		longest := 0
+		_ = batch.Decode(decoded, func(rec []byte) error {
+			longest = max(longest, len(rec))
+			return nil
+		})
+		if longest > rl {
+			return reject(oversize, reasonOversize, false, "a record of %d bytes is larger than the Kafka topic takes (%d bytes; its max.message.bytes less overhead)", longest, rl)
+		}
+	}
+	st.s.m.decodedBytes.Add(float64(len(decoded)))
+	if !st.ownPayloads {
+		// The transport may reuse the payload's memory on the next Recv;
+		// the writer needs it until the message is stored.
+		body = bytes.Clone(body)
+	}
+	return inbound{kind: inMessage, id: id, size: size, msg: store.Message{
+		Agent: st.agent, AgentB: st.agentB, ID: id, Codec: kind, DictID: dictID, Records: f.Records, Body: body, Acks: st.acks,
+	}}
+}

@@ -250,7 +250,7 @@ func (d *Dialer) session(ctx context.Context, kind byte) (protocol.Conn, error) 
 			case <-sctx.Done():
 			}
 		}()
-		return &clientConn{ch: ch, ctx: sctx, cancel: cancel, peer: pi}, nil
+		return &clientConn{ch: ch, ctx: sctx, cancel: cancel, peer: pi, d: d, conn: c}, nil
 	}
 }
 
@@ -263,6 +263,9 @@ type clientConn struct {
 	hdr    []byte                // reused: Send waits until the frame is encoded
 	ended  atomic.Pointer[error] // how the sink ended the session, once Recv saw it
 	closed atomic.Bool           // Close was called: errors after it are our cancel
+	heard  atomic.Bool           // Recv returned a frame or the sink's end
+	d      *Dialer
+	conn   *rsocket.Conn
 }
 
 func (c *clientConn) Send(f protocol.Frame) error {
@@ -287,6 +290,9 @@ func (c *clientConn) Send(f protocol.Frame) error {
 
 func (c *clientConn) Recv() (protocol.Frame, error) {
 	p, err := c.ch.Next()
+	if err == nil || err == io.EOF {
+		c.heard.Store(true)
+	}
 	if err != nil {
 		if err == io.EOF {
 			return nil, err
@@ -297,6 +303,9 @@ func (c *clientConn) Recv() (protocol.Frame, error) {
 		var re *rsocket.Error
 		if c.closed.Load() && !errors.As(err, &re) {
 			return nil, context.Canceled // we ended it
+		}
+		if errors.As(err, &re) {
+			c.heard.Store(true) // the sink ended it: the connection works
 		}
 		err = sessionError(err)
 		c.ended.Store(&err)
@@ -320,10 +329,18 @@ func (c *clientConn) CloseSend() error {
 	return nil
 }
 
-// Close sends CANCEL: the sink's handler sees Canceled.
+// Close sends CANCEL: the sink's handler sees Canceled. A session given
+// up before the sink said anything (the agent's handshake timeout) also
+// condemns its connection: it may be half-open (a NAT entry dropped, a
+// peer gone without a FIN), and reusing it would send every retry into
+// the void until keepalive noticed; the next session dials afresh. Other
+// sessions on that connection fail with Unavailable and are retried.
 func (c *clientConn) Close(error) {
 	c.closed.Store(true)
 	c.cancel()
+	if !c.heard.Load() && c.d != nil {
+		c.d.forget(c.conn)
+	}
 }
 
 func (c *clientConn) Context() context.Context { return c.ctx }

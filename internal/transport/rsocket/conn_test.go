@@ -46,6 +46,9 @@ func (s *svc) ServeSend(c protocol.Conn) error {
 				return protocol.Errorf(protocol.StatusPermissionDenied, "agent %q", f.AgentID)
 			case "down":
 				return protocol.Errorf(protocol.StatusUnavailable, "store down")
+			case "silent":
+				<-c.Context().Done()
+				return nil
 			}
 			s.peers <- c.Peer()
 			if err := c.Send(&protocol.Welcome{Version: protocol.Version, Credits: protocol.Credits{Messages: 8, Bytes: 1 << 20}, SessionID: f.AgentID}); err != nil {
@@ -407,4 +410,40 @@ func TestClientCloseCancelsHandler(t *testing.T) {
 			t.Fatal("the sink's session did not end")
 		}
 	})
+}
+
+// A session given up before the sink answered (a handshake timeout)
+// condemns its connection: the next session dials a new one instead of
+// trusting a connection that may be half-open.
+func TestSilentSessionRedials(t *testing.T) {
+	s := serve(t, "tcp")
+	d := dialer(t, s.url)
+	c, err := d.Send(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(&protocol.Hello{AgentID: "silent", Version: protocol.Version}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(nil) // the agent's handshake timeout
+	c2, err := d.Send(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(nil)
+	hello(t, c2, "a")
+	if n := s.ln.accepted(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+	// A session that heard from the sink leaves the connection alone.
+	c2.Close(nil)
+	c3, err := d.Send(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close(nil)
+	hello(t, c3, "b")
+	if n := s.ln.accepted(); n != 2 {
+		t.Fatalf("%d connections, want still 2", n)
+	}
 }

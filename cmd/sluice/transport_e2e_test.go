@@ -3,20 +3,21 @@ package main
 import "testing"
 
 // e2eTransports are the transports an agent reaches a sink by in the
-// end-to-end tests: every delivery guarantee must hold over each.
-var e2eTransports = []string{"grpc", "rsocket"}
+// end-to-end tests: every delivery guarantee must hold over each. rsocket
+// is RSocket over TCP, rsocket-ws over WebSocket.
+var e2eTransports = []string{"grpc", "rsocket", "rsocket-ws"}
 
 // e2eSink is where one sink of an end-to-end test listens: gRPC always
 // (consumers read over it), RSocket too when the test runs over RSocket.
 type e2eSink struct {
 	transport string
 	grpc      string // HOST:PORT of --listen
-	rsocket   string // HOST:PORT of --listen-rsocket tcp://..., or ""
+	rsocket   string // HOST:PORT of --listen-rsocket, or ""
 }
 
 func newE2ESink(t *testing.T, transport string) e2eSink {
 	s := e2eSink{transport: transport, grpc: freeAddr(t)}
-	if transport == "rsocket" {
+	if transport != "grpc" {
 		s.rsocket = freeAddr(t)
 	}
 	return s
@@ -24,8 +25,11 @@ func newE2ESink(t *testing.T, transport string) e2eSink {
 
 // listenArgs are the sink's listening flags.
 func (s e2eSink) listenArgs() []string {
-	if s.rsocket != "" {
+	switch s.transport {
+	case "rsocket":
 		return []string{"--listen", s.grpc, "--listen-rsocket", "tcp://" + s.rsocket}
+	case "rsocket-ws":
+		return []string{"--listen", s.grpc, "--listen-rsocket", "ws://" + s.rsocket + "/sluice"}
 	}
 	return []string{"--listen", s.grpc}
 }
@@ -41,8 +45,11 @@ func (s e2eSink) deliveryAddr() string {
 
 // agentSink is the agent's --sink for a sink (or a proxy) at hostport.
 func (s e2eSink) agentSink(hostport string) string {
-	if s.transport == "rsocket" {
+	switch s.transport {
+	case "rsocket":
 		return "rsocket+tcp://" + hostport
+	case "rsocket-ws":
+		return "rsocket+ws://" + hostport + "/sluice"
 	}
 	return hostport
 }

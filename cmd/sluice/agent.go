@@ -106,10 +106,10 @@ type agentCmd struct {
 // newAgentFlags registers every flag of `sluice agent`, with the defaults
 // of internal/defaults.
 func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
-	fs := newFlags("agent", "--sink HOST:PORT --spool DIR [--config FILE] [flags]", stderr)
+	fs := newFlags("agent", "--sink HOST:PORT|rsocket+tcp://HOST:PORT --spool DIR [--config FILE] [flags]", stderr)
 	c := &agentCmd{}
 	d := flagDefs{fs, defaults.Agent}
-	d.String(&c.sink, "sink", "the sink's address, HOST:PORT; several, comma-separated, to fail over between sinks sharing a Kafka topic")
+	d.String(&c.sink, "sink", "the sink's address: HOST:PORT (gRPC), rsocket+tcp://HOST:PORT or rsocket+ws://HOST:PORT/PATH (RSocket); several, comma-separated, to fail over between sinks sharing a Kafka topic")
 	d.String(&c.spool, "spool", "spool directory (created if missing)")
 	d.String(&c.ingest, "ingest", "address of the ingest HTTP API (POST /v1/records)")
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")

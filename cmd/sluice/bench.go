@@ -28,6 +28,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&msgSize, "message", "message size (records are packed up to it)")
 	modes := fs.String("compression", "plain,zstd", "comma-separated runs: plain, zstd")
 	feeders := fs.Int("feeders", 16, "concurrent producers calling the agent")
+	transports := fs.String("transport", "grpc", "comma-separated transports agent → sink, run side by side: grpc, rsocket")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the delivery runs to this file")
 	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -48,6 +49,22 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 			return &exitError{code: 2, msg: fmt.Sprintf("--compression: unknown mode %q", mode)}
 		}
 	}
+	ts := strings.Split(*transports, ",")
+	for _, tr := range ts {
+		if tr != "grpc" && tr != "rsocket" {
+			return &exitError{code: 2, msg: fmt.Sprintf("--transport: unknown transport %q", tr)}
+		}
+	}
+	// runs are the delivery configurations: every mode over every transport.
+	type run struct{ mode, transport, name string }
+	var runs []run
+	var runKinds []codec.Kind
+	for i, mode := range ms {
+		for _, tr := range ts {
+			runs = append(runs, run{mode, tr, deliveryRunName(mode, tr, int(recSize))})
+			runKinds = append(runKinds, kinds[i])
+		}
+	}
 	ctx, stop := signalContext()
 	defer stop()
 
@@ -64,7 +81,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	var rs bench.Results
 	// Configuration 0 is the log baseline; the others are the delivery
 	// modes. bench.RepOrder alternates their order between reps.
-	for _, step := range bench.RepOrder(bf.reps, 1+len(ms)) {
+	for _, step := range bench.RepOrder(bf.reps, 1+len(runs)) {
 		if step.Config == 0 {
 			fmt.Fprintf(stderr, "[rep %d/%d] log baseline: %s records, 8 writers, sync always, %s ...\n", step.Rep+1, bf.reps, bench.SizeName(int(msgSize)), *dur)
 			logRes, err := bench.LogBench(bench.LogConfig{RecordSizes: []int{int(msgSize)}, Sync: seglog.SyncAlways(),
@@ -81,11 +98,12 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 			})
 			continue
 		}
-		mode, kind := ms[step.Config-1], kinds[step.Config-1]
-		fmt.Fprintf(stderr, "[rep %d/%d] delivery, %s: %s records in %s messages, fsync on both sides, %s ...\n",
-			step.Rep+1, bf.reps, mode, bench.SizeName(int(recSize)), bench.SizeName(int(msgSize)), *dur)
+		rn, kind := runs[step.Config-1], runKinds[step.Config-1]
+		mode := rn.mode
+		fmt.Fprintf(stderr, "[rep %d/%d] delivery, %s over %s: %s records in %s messages, fsync on both sides, %s ...\n",
+			step.Rep+1, bf.reps, mode, rn.transport, bench.SizeName(int(recSize)), bench.SizeName(int(msgSize)), *dur)
 		res, err := bench.RunPipeline(ctx, bench.PipelineConfig{
-			Duration: *dur, Feeders: *feeders,
+			Duration: *dur, Feeders: *feeders, Transport: rn.transport,
 			Batches:  batches,
 			Agent:    agent.Config{MaxMessageBytes: int(msgSize), Compression: kind},
 			Progress: stderr,
@@ -97,7 +115,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s run did not drain", mode)
 		}
 		st := res.Agent
-		rs.Add(deliveryName(mode, int(recSize)), map[string]any{"compression": mode}, bench.Metrics{
+		rs.Add(rn.name, map[string]any{"compression": mode, "transport": rn.transport}, bench.Metrics{
 			"records_per_sec":   res.RecordsPerSec(),
 			"mb_per_sec":        res.MBps(),
 			"wire_mb_per_sec":   float64(st.AckedWireBytes) / res.Elapsed.Seconds() / 1e6,
@@ -111,8 +129,8 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	// Each rep's delivery over the same rep's log rate: pairs runs that
 	// were close in time.
 	logRow := rs.Row(logName)
-	for _, mode := range ms {
-		r := rs.Row(deliveryName(mode, int(recSize)))
+	for _, rn := range runs {
+		r := rs.Row(rn.name)
 		for i, m := range r.Reps {
 			m["vs_log"] = m["mb_per_sec"] / logRow.Reps[i]["mb_per_sec"]
 		}
@@ -121,8 +139,8 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "| run | records/s | MB/s (records) | MB/s (wire) | ack p50 | ack p99 | vs log append |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(stdout, "| %s | %s | %s | | | | 100%% |\n", logName, logRow.Stat("records_per_sec").Format(0), logRow.Stat("mb_per_sec").Format(1))
 	fmt.Fprintf(stdout, "| raw file writes, same cadence | | %s | | | | %s |\n", logRow.Stat("raw_mb_per_sec").Format(1), pct(logRow.Stat("raw_vs_log")))
-	for _, mode := range ms {
-		r := rs.Row(deliveryName(mode, int(recSize)))
+	for _, rn := range runs {
+		r := rs.Row(rn.name)
 		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Stat("records_per_sec").Format(0),
 			r.Stat("mb_per_sec").Format(1), r.Stat("wire_mb_per_sec").Format(1),
 			r.Stat("ack_p50_s").FormatDuration(), r.Stat("ack_p99_s").FormatDuration(),
@@ -144,6 +162,15 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 
 func deliveryName(mode string, recSize int) string {
 	return fmt.Sprintf("delivery, %s, %s records", mode, bench.SizeName(recSize))
+}
+
+// deliveryRunName names a run; gRPC's keep the names they had before
+// --transport, so earlier JSON results compare.
+func deliveryRunName(mode, transport string, recSize int) string {
+	if transport == "grpc" {
+		return deliveryName(mode, recSize)
+	}
+	return deliveryName(mode, recSize) + ", " + transport
 }
 
 // pct prints a ratio as a percentage with its spread.

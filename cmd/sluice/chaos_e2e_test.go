@@ -451,13 +451,18 @@ func TestChaosResetsAndKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: skipped with -short")
 	}
+	eachTransport(t, testChaosResetsAndKills)
+}
+
+func testChaosResetsAndKills(t *testing.T, transport string) {
 	const n = 100_000
 	dir := t.TempDir()
 	want := writeInput(t, filepath.Join(dir, "input.txt"), n, "chaos")
-	sinkAddr, ingestAddr, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
-	toSink, toAgent := newChaosProxy(t, sinkAddr), newChaosProxy(t, ingestAddr)
-	sink := start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"))
-	ag := start(t, "agent", "agent", "--sink", toSink.addr(), "--spool", filepath.Join(dir, "spool"),
+	sk := newE2ESink(t, transport)
+	sinkAddr, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t)
+	toSink, toAgent := newChaosProxy(t, sk.deliveryAddr()), newChaosProxy(t, ingestAddr)
+	sink := start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"))...)
+	ag := start(t, "agent", "agent", "--sink", sk.agentSink(toSink.addr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB", "--min-rto", "200ms",
 		"--reconnect-max", "200ms")
 	stopResets := make(chan struct{})
@@ -593,16 +598,21 @@ func TestChaosFrozenSinkFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: skipped with -short")
 	}
+	eachTransport(t, testChaosFrozenSinkFailover)
+}
+
+func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 	const n1, n2 = 20_000, 2_000
 	dir := t.TempDir()
 	want1 := writeInput(t, filepath.Join(dir, "in1.txt"), n1, "first")
 	want2 := writeInput(t, filepath.Join(dir, "in2.txt"), n2, "second")
-	addrA, addrB, metricsA, ingestAddr, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	sinkA := start(t, "sinkA", "sink", "--listen", addrA, "--data", filepath.Join(dir, "a"), "--metrics", metricsA)
-	sinkB := start(t, "sinkB", "sink", "--listen", addrB, "--data", filepath.Join(dir, "b"))
-	listening(t, addrA)
-	listening(t, addrB)
-	agentProc := start(t, "agent", "agent", "--sink", addrA+","+addrB, "--spool", filepath.Join(dir, "spool"),
+	skA, skB := newE2ESink(t, transport), newE2ESink(t, transport)
+	addrA, addrB, metricsA, ingestAddr, agentMetrics := skA.grpc, skB.grpc, freeAddr(t), freeAddr(t), freeAddr(t)
+	sinkA := start(t, "sinkA", skA.sinkArgs("--data", filepath.Join(dir, "a"), "--metrics", metricsA)...)
+	sinkB := start(t, "sinkB", skB.sinkArgs("--data", filepath.Join(dir, "b"))...)
+	listening(t, skA.deliveryAddr())
+	listening(t, skB.deliveryAddr())
+	agentProc := start(t, "agent", "agent", "--sink", skA.agentSink(skA.deliveryAddr())+","+skB.agentSink(skB.deliveryAddr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB",
 		"--handshake-timeout", "1s", "--progress-timeout", "2s", "--reconnect-max", "500ms")
 	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
@@ -696,13 +706,18 @@ func TestChaosFreezeExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: skipped with -short")
 	}
+	eachTransport(t, testChaosFreezeExactlyOnce)
+}
+
+func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	const n = 20_000
 	dir := t.TempDir()
 	want := writeInput(t, filepath.Join(dir, "in.txt"), n, "freeze")
-	sinkAddr, sinkMetrics, ingestAddr, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
-	link := newChaosProxy(t, sinkAddr)
-	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--metrics", sinkMetrics)
-	start(t, "agent", "agent", "--sink", link.addr(), "--spool", filepath.Join(dir, "spool"),
+	sk := newE2ESink(t, transport)
+	sinkAddr, sinkMetrics, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t), freeAddr(t)
+	link := newChaosProxy(t, sk.deliveryAddr())
+	start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"), "--metrics", sinkMetrics)...)
+	start(t, "agent", "agent", "--sink", sk.agentSink(link.addr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB",
 		"--handshake-timeout", "1s", "--progress-timeout", "1s", "--reconnect-max", "300ms")
 	listening(t, sinkAddr)

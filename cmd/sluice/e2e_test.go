@@ -119,7 +119,9 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 // while delivery is in progress (each kill waits for acks to flow), restarts
 // them, and checks that `sluice consume` prints exactly the input multiset:
 // nothing lost, nothing duplicated.
-func TestEndToEndCrashes(t *testing.T) {
+func TestEndToEndCrashes(t *testing.T) { eachTransport(t, testEndToEndCrashes) }
+
+func testEndToEndCrashes(t *testing.T, transport string) {
 	n := 100_000
 	if testing.Short() {
 		n = 20_000
@@ -136,9 +138,10 @@ func TestEndToEndCrashes(t *testing.T) {
 	}
 	os.WriteFile(input, buf.Bytes(), 0o644)
 
-	sinkAddr, ingestAddr, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
-	sink := start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"))
-	ag := start(t, "agent", "agent", "--sink", sinkAddr, "--spool", filepath.Join(dir, "spool"),
+	sk := newE2ESink(t, transport)
+	sinkAddr, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t)
+	sink := start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"))...)
+	ag := start(t, "agent", "agent", "--sink", sk.agentSink(sk.deliveryAddr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB", "--min-rto", "200ms")
 	// Small batches so producing takes long enough to crash things under it.
 	producer := exec.Command(sluiceBin, "produce", "--agent", ingestAddr, "--file", input, "--batch-bytes", "16KiB")

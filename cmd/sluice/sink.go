@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
+	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
 )
 
 func init() {
@@ -21,6 +25,7 @@ func init() {
 // sinkCmd holds the flags of `sluice sink`.
 type sinkCmd struct {
 	listen, data, store, metrics, logLevel, configFile string
+	listenRSocket                                      string
 	tlsCert, tlsKey, clientCA, tokens                  string
 	queueMsgs, maxStreams, maxConns, maxConsumers      int
 	queueBytes, maxMessage                             byteSize
@@ -34,6 +39,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	c := &sinkCmd{}
 	d := flagDefs{fs, defaults.Sink}
 	d.String(&c.listen, "listen", "address to serve the gRPC service on, HOST:PORT (required)")
+	d.String(&c.listenRSocket, "listen-rsocket", "also serve the delivery protocol over RSocket at tcp://HOST:PORT or ws://HOST:PORT/PATH (same TLS and tokens as gRPC)")
 	d.String(&c.data, "data", "data directory: the store, dictionaries, group offsets and the dedup checkpoint (required)")
 	d.String(&c.store, "store", "where messages are stored: embedded (a log in --data), or\n"+
 		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N]: one Kafka record per record,\n"+
@@ -125,6 +131,14 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
+	rsCtx, rsStop := context.WithCancel(context.Background())
+	defer rsStop()
+	if c.listenRSocket != "" {
+		if err := serveRSocket(rsCtx, c.listenRSocket, s, cfg.TLS, log, served); err != nil {
+			s.Close()
+			return fmt.Errorf("--listen-rsocket: %w", err)
+		}
+	}
 	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
 		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
 	select {
@@ -138,9 +152,39 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if err := s.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
+	rsStop() // after Close: the sessions ended with their status, now the connections go
 	if err := <-served; err != nil {
 		return err
 	}
 	log.Info("sink stopped")
 	return nil
+}
+
+// serveRSocket serves s over RSocket at rawURL (tcp:// or ws://) until
+// ctx ends; it returns once listening, and a later failure of the
+// listener goes to failed, as gRPC's Serve does.
+func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.Config, log *slog.Logger, failed chan<- error) error {
+	var opts []rstransport.Option
+	if tlsCfg != nil {
+		opts = append(opts, rstransport.WithTLS(tlsCfg))
+	}
+	ready := make(chan net.Addr, 1)
+	errc := make(chan error, 1)
+	go func() {
+		err := rstransport.ServeURL(ctx, rawURL, s, func(a net.Addr) { ready <- a }, opts...)
+		errc <- err
+		if err != nil {
+			select {
+			case failed <- err:
+			default:
+			}
+		}
+	}()
+	select {
+	case a := <-ready:
+		log.Info("sink listening for RSocket", "url", rawURL, "addr", a.String(), "tls", tlsCfg != nil)
+		return nil
+	case err := <-errc:
+		return err
+	}
 }

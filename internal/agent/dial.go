@@ -7,7 +7,12 @@ import (
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
 )
+
+// RSocketScheme prefixes a sink address reached over RSocket instead of
+// gRPC: rsocket+tcp://HOST:PORT or rsocket+ws://HOST:PORT/PATH.
+const RSocketScheme = "rsocket+"
 
 // maxRecvBytes bounds one frame from the sink: acks and credits are
 // small, this only guards against a broken peer.
@@ -21,6 +26,10 @@ const maxRecvBytes = 8 << 20
 // breaks the session, so the agent reconnects (to the next sink, if
 // several). Pings go only while a session is open: the agent always has
 // one when connected, and the sink may refuse pings without sessions.
+// An address with RSocketScheme gets an RSocket connection instead, with
+// the same TLS, token and keepalive (RSocket KEEPALIVE frames; silence for
+// KeepaliveTime+KeepaliveTimeout breaks the connection). gRPC and RSocket
+// sinks may be mixed in one list.
 func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 	var addrs []string
 	for _, a := range strings.Split(cfg.SinkAddr, ",") {
@@ -42,6 +51,17 @@ func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 	var ds []protocol.Dialer
 	var closers []io.Closer
 	for _, addr := range addrs {
+		if u, ok := strings.CutPrefix(addr, RSocketScheme); ok {
+			d, err := rsocketDialer(u, o)
+			if err != nil {
+				for _, c := range closers {
+					c.Close()
+				}
+				return nil, nil, nil, fmt.Errorf("agent: %w", err)
+			}
+			ds, closers = append(ds, d), append(closers, d)
+			continue
+		}
 		d, c, err := grpctransport.Connect(addr, o)
 		if err != nil {
 			for _, c := range closers {
@@ -52,4 +72,19 @@ func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 		ds, closers = append(ds, d), append(closers, c)
 	}
 	return ds, addrs, closers, nil
+}
+
+// rsocketDialer is the RSocket dialer for url with the client settings of o.
+func rsocketDialer(url string, o grpctransport.ClientOptions) (*rstransport.Dialer, error) {
+	opts := []rstransport.Option{rstransport.WithKeepalive(o.KeepaliveTime, o.KeepaliveTime+o.KeepaliveTimeout)}
+	if o.TLS != nil {
+		opts = append(opts, rstransport.WithTLS(o.TLS))
+	}
+	if o.Token != "" {
+		opts = append(opts, rstransport.WithToken(o.Token))
+	}
+	if o.AllowTokenWithoutTLS {
+		opts = append(opts, rstransport.AllowTokenWithoutTLS())
+	}
+	return rstransport.NewDialer(url, opts...)
 }

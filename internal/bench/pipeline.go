@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/sink"
+	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
 )
 
 // Source produces the records of one Ingest call. Each generator goroutine
@@ -42,8 +43,11 @@ type PipelineConfig struct {
 	// CPU with what is measured.
 	Batches [][][]byte
 	Agent   agent.Config // SinkAddr and SpoolDir are filled in
-	Sink    sink.Config  // DataDir is filled in
-	Logger  *slog.Logger
+	// Transport carries the sessions: "grpc" (default) or "rsocket" (the
+	// sink also serves RSocket over TCP on loopback, the agent dials it).
+	Transport string
+	Sink      sink.Config // DataDir is filled in
+	Logger    *slog.Logger
 	// Progress receives one line per Interval (nil: none).
 	Progress io.Writer
 	Interval time.Duration
@@ -126,6 +130,20 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 
 	acfg := cfg.Agent
 	acfg.SinkAddr, acfg.SpoolDir = lis.Addr().String(), filepath.Join(dir, "spool")
+	switch cfg.Transport {
+	case "", "grpc":
+	case "rsocket":
+		rl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return PipelineResult{}, err
+		}
+		rctx, stopRS := context.WithCancel(context.Background())
+		defer stopRS() // runs after srv.Close: sessions end with their status first
+		go rstransport.Serve(rctx, rl, srv)
+		acfg.SinkAddr = agent.RSocketScheme + "tcp://" + rl.Addr().String()
+	default:
+		return PipelineResult{}, fmt.Errorf("transport %q: want grpc or rsocket", cfg.Transport)
+	}
 	if acfg.Logger == nil {
 		acfg.Logger = cfg.Logger
 	}

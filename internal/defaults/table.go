@@ -125,6 +125,7 @@ var Table = []Entry{
 	{Flag: "keepalive-timeout", Daemons: agentOnly, Value: time.Duration(KeepaliveTimeout), Meaning: "drop a connection whose keepalive ping is unanswered this long"},
 	{Flag: "linger", Daemons: agentOnly, Value: time.Duration(Linger), Meaning: "how long a message waits for more records"},
 	{Flag: "listen", Daemons: sinkOnly, Value: "", Meaning: "address of the gRPC service, HOST:PORT (required)"},
+	{Flag: "listen-rsocket", Daemons: sinkOnly, Value: "", Meaning: "also serve the delivery protocol over RSocket: tcp://HOST:PORT or ws://HOST:PORT/PATH"},
 	{Flag: "log-level", Daemons: both, Value: LogLevel, Meaning: "debug, info, warn or error"},
 	{Flag: "max-conns-per-peer", Daemons: sinkOnly, Value: MaxConnsPerPeer, Meaning: "open connections one IP address may hold; more are closed at once"},
 	{Flag: "max-consumers", Daemons: sinkOnly, Value: MaxConsumers, Meaning: "Read streams served at once; more are refused"},

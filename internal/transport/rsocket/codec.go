@@ -1,0 +1,413 @@
+package rsocket
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/internal/protocol"
+)
+
+// Frame types: the first byte of a frame's header.
+const (
+	typeHello byte = 1 + iota
+	typeMessage
+	typeDictionary
+	typeWelcome
+	typeAck
+	typeCredit
+	typeError
+	typeReadStart
+	typeReadMore
+	typeCommit
+	typeStored
+	typeEndOfLog
+)
+
+// Credit flags: which optional parts follow.
+const (
+	creditHasCredits = 1 << iota
+	creditHasStore
+)
+
+// Error flags.
+const (
+	errorRetryable = 1 << iota
+	errorHasCredits
+)
+
+// ReadStart flags.
+const (
+	readFromCommitted = 1 << iota
+	readFollow
+)
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed frame")
+
+// Encode appends the header of f (type byte, then its fields as uvarints,
+// single bytes and uvarint-length-prefixed strings) to dst and returns it
+// with f's body: the bulk bytes of a Message (Payload) or a Dictionary
+// (Data), returned as they are, not copied, so that they travel as the
+// RSocket payload's data while the header travels as its metadata. Other
+// frames have no body, except Stored, whose records are appended after
+// the header's end in the returned body (each uvarint-length-prefixed).
+func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
+	switch f := f.(type) {
+	case *protocol.Hello:
+		dst = append(dst, typeHello)
+		dst = appendString(dst, f.AgentID)
+		dst = binary.AppendUvarint(dst, uint64(f.Version))
+		dst = binary.AppendUvarint(dst, uint64(len(f.Codecs)))
+		for _, c := range f.Codecs {
+			dst = append(dst, byte(c))
+		}
+		dst = appendIDs(dst, f.DictionaryIDs)
+		dst = binary.AppendUvarint(dst, f.Watermark)
+		return dst, nil, nil
+	case *protocol.Message:
+		dst = append(dst, typeMessage)
+		dst = binary.AppendUvarint(dst, f.ID)
+		dst = binary.AppendUvarint(dst, uint64(f.Records))
+		dst = append(dst, byte(f.Codec))
+		dst = binary.AppendUvarint(dst, uint64(f.DictID))
+		return dst, f.Payload, nil
+	case *protocol.Dictionary:
+		dst = append(dst, typeDictionary)
+		dst = binary.AppendUvarint(dst, uint64(f.ID))
+		return dst, f.Data, nil
+	case *protocol.Welcome:
+		dst = append(dst, typeWelcome)
+		dst = binary.AppendUvarint(dst, uint64(f.Version))
+		dst = binary.AppendUvarint(dst, f.Credits.Messages)
+		dst = binary.AppendUvarint(dst, f.Credits.Bytes)
+		dst = binary.AppendUvarint(dst, f.MaxMessageBytes)
+		dst = appendIDs(dst, f.DictionaryIDs)
+		dst = appendString(dst, f.SessionID)
+		return dst, nil, nil
+	case *protocol.Ack:
+		dst = append(dst, typeAck)
+		dst = binary.AppendUvarint(dst, uint64(len(f.Ranges)))
+		for _, r := range f.Ranges {
+			if r.Last < r.First {
+				return nil, nil, fmt.Errorf("rsocket transport: Ack range %d..%d is reversed", r.First, r.Last)
+			}
+			// Ranges are short: the length, not the second id, is small.
+			dst = binary.AppendUvarint(dst, r.First)
+			dst = binary.AppendUvarint(dst, r.Last-r.First)
+		}
+		return dst, nil, nil
+	case *protocol.Credit:
+		dst = append(dst, typeCredit)
+		var flags byte
+		if f.Credits != nil {
+			flags |= creditHasCredits
+		}
+		if f.Store != nil {
+			flags |= creditHasStore
+		}
+		dst = append(dst, flags)
+		if f.Credits != nil {
+			dst = binary.AppendUvarint(dst, f.Credits.Messages)
+			dst = binary.AppendUvarint(dst, f.Credits.Bytes)
+		}
+		dst = binary.AppendUvarint(dst, uint64(f.QueueCapacity))
+		dst = appendIDs(dst, f.DictionaryIDs)
+		if f.Store != nil {
+			dst = append(dst, boolByte(f.Store.Available))
+			dst = appendString(dst, f.Store.Detail)
+		}
+		return dst, nil, nil
+	case *protocol.Error:
+		dst = append(dst, typeError)
+		dst = binary.AppendUvarint(dst, f.MessageID)
+		dst = append(dst, byte(f.Code))
+		dst = appendString(dst, f.Detail)
+		var flags byte
+		if f.Retryable {
+			flags |= errorRetryable
+		}
+		if f.Credits != nil {
+			flags |= errorHasCredits
+		}
+		dst = append(dst, flags)
+		if f.Credits != nil {
+			dst = binary.AppendUvarint(dst, f.Credits.Messages)
+			dst = binary.AppendUvarint(dst, f.Credits.Bytes)
+		}
+		return dst, nil, nil
+	case *protocol.ReadStart:
+		dst = append(dst, typeReadStart)
+		dst = binary.AppendUvarint(dst, f.From)
+		var flags byte
+		if f.FromCommitted {
+			flags |= readFromCommitted
+		}
+		if f.Follow {
+			flags |= readFollow
+		}
+		dst = append(dst, flags)
+		dst = appendString(dst, f.Group)
+		return dst, nil, nil
+	case *protocol.ReadMore:
+		dst = append(dst, typeReadMore)
+		return binary.AppendUvarint(dst, uint64(f.N)), nil, nil
+	case *protocol.Commit:
+		dst = append(dst, typeCommit)
+		return binary.AppendUvarint(dst, f.Offset), nil, nil
+	case *protocol.Stored:
+		dst = append(dst, typeStored)
+		dst = binary.AppendUvarint(dst, f.Offset)
+		dst = appendString(dst, f.AgentID)
+		dst = binary.AppendUvarint(dst, f.MessageID)
+		dst = binary.AppendUvarint(dst, uint64(len(f.Records)))
+		n := len(dst)
+		for _, r := range f.Records {
+			dst = binary.AppendUvarint(dst, uint64(len(r)))
+			dst = append(dst, r...)
+		}
+		return dst[:n], dst[n:], nil
+	case *protocol.EndOfLog:
+		dst = append(dst, typeEndOfLog)
+		return binary.AppendUvarint(dst, f.Next), nil, nil
+	}
+	return nil, nil, fmt.Errorf("rsocket transport: cannot encode frame %s", protocol.Name(f))
+}
+
+// Decode parses a frame from its header and body. Byte fields of the
+// result (Message.Payload, Dictionary.Data, Stored.Records) alias body;
+// strings are copied. Any malformation is an error wrapping ErrMalformed,
+// never a panic, and lists are bounded by the bytes present, so a hostile
+// count cannot make it allocate more than the frame's size.
+func Decode(header, body []byte) (protocol.Frame, error) {
+	if len(header) == 0 {
+		return nil, fmt.Errorf("%w: empty header", ErrMalformed)
+	}
+	d := decoder{b: header[1:]}
+	var f protocol.Frame
+	hasBody := false
+	switch header[0] {
+	case typeHello:
+		h := &protocol.Hello{AgentID: d.str(), Version: d.u32()}
+		if n := d.count(); n > 0 {
+			h.Codecs = make([]protocol.Codec, n)
+			for i := range h.Codecs {
+				h.Codecs[i] = protocol.Codec(d.byte())
+			}
+		}
+		h.DictionaryIDs = d.ids()
+		h.Watermark = d.uv()
+		f = h
+	case typeMessage:
+		m := &protocol.Message{ID: d.uv(), Records: d.u32(), Codec: protocol.Codec(d.byte()), DictID: d.u32(), Payload: body}
+		f, hasBody = m, true
+	case typeDictionary:
+		f, hasBody = &protocol.Dictionary{ID: d.u32(), Data: body}, true
+	case typeWelcome:
+		w := &protocol.Welcome{Version: d.u32()}
+		w.Credits.Messages, w.Credits.Bytes = d.uv(), d.uv()
+		w.MaxMessageBytes = d.uv()
+		w.DictionaryIDs = d.ids()
+		w.SessionID = d.str()
+		f = w
+	case typeAck:
+		a := &protocol.Ack{}
+		if n := d.count(); n > 0 {
+			a.Ranges = make([]protocol.IDRange, n)
+			for i := range a.Ranges {
+				first, span := d.uv(), d.uv()
+				if first+span < first {
+					d.fail("Ack range overflows")
+				}
+				a.Ranges[i] = protocol.IDRange{First: first, Last: first + span}
+			}
+		}
+		f = a
+	case typeCredit:
+		c := &protocol.Credit{}
+		flags := d.byte()
+		if flags&^(creditHasCredits|creditHasStore) != 0 {
+			d.fail("unknown Credit flags")
+		}
+		if flags&creditHasCredits != 0 {
+			c.Credits = &protocol.Credits{Messages: d.uv(), Bytes: d.uv()}
+		}
+		c.QueueCapacity = d.u32()
+		c.DictionaryIDs = d.ids()
+		if flags&creditHasStore != 0 {
+			c.Store = &protocol.StoreStatus{Available: d.bool(), Detail: d.str()}
+		}
+		f = c
+	case typeError:
+		e := &protocol.Error{MessageID: d.uv(), Code: protocol.ErrorCode(d.byte()), Detail: d.str()}
+		flags := d.byte()
+		if flags&^(errorRetryable|errorHasCredits) != 0 {
+			d.fail("unknown Error flags")
+		}
+		e.Retryable = flags&errorRetryable != 0
+		if flags&errorHasCredits != 0 {
+			e.Credits = &protocol.Credits{Messages: d.uv(), Bytes: d.uv()}
+		}
+		f = e
+	case typeReadStart:
+		r := &protocol.ReadStart{From: d.uv()}
+		flags := d.byte()
+		if flags&^(readFromCommitted|readFollow) != 0 {
+			d.fail("unknown ReadStart flags")
+		}
+		r.FromCommitted, r.Follow = flags&readFromCommitted != 0, flags&readFollow != 0
+		r.Group = d.str()
+		f = r
+	case typeReadMore:
+		f = &protocol.ReadMore{N: d.u32()}
+	case typeCommit:
+		f = &protocol.Commit{Offset: d.uv()}
+	case typeStored:
+		s := &protocol.Stored{Offset: d.uv(), AgentID: d.str(), MessageID: d.uv()}
+		n := d.uv()
+		if d.err == nil && n > uint64(len(body)) { // every record takes at least its length byte
+			d.fail("more records than bytes")
+		}
+		if d.err == nil && n > 0 {
+			s.Records = make([][]byte, n)
+			rd := decoder{b: body}
+			for i := range s.Records {
+				s.Records[i] = rd.bytes()
+			}
+			if rd.err == nil && len(rd.b) != 0 {
+				rd.fail("bytes after the last record")
+			}
+			d.err = rd.err
+		}
+		f, hasBody = s, true
+	case typeEndOfLog:
+		f = &protocol.EndOfLog{Next: d.uv()}
+	default:
+		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, header[0])
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("bytes after the fields")
+	}
+	if d.err == nil && !hasBody && len(body) != 0 {
+		d.fail("a body on a frame that has none")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, protocol.Name(f), d.err)
+	}
+	return f, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendIDs(dst []byte, ids []uint32) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = binary.AppendUvarint(dst, uint64(id))
+	}
+	return dst
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// decoder reads fields; after the first error every read returns zero
+// and the error stays.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(msg string) {
+	if d.err == nil {
+		d.err = errors.New(msg)
+	}
+}
+
+func (d *decoder) uv() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("truncated or overlong varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	v := d.uv()
+	if v > math.MaxUint32 {
+		d.fail("value beyond 32 bits")
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) bool() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("a boolean that is neither 0 nor 1")
+	return false
+}
+
+// count reads a list length, refusing one larger than the bytes left
+// (every element takes at least one byte).
+func (d *decoder) count() int {
+	v := d.uv()
+	if v > uint64(len(d.b)) {
+		d.fail("a count larger than the frame")
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string { return string(d.bytes()) }
+
+func (d *decoder) ids() []uint32 {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	ids := make([]uint32, n)
+	for i := range ids {
+		ids[i] = d.u32()
+	}
+	return ids
+}

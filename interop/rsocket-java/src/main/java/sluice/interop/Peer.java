@@ -1,0 +1,335 @@
+package sluice.interop;
+
+import io.rsocket.Payload;
+import io.rsocket.RSocket;
+import io.rsocket.SocketAcceptor;
+import io.rsocket.core.RSocketConnector;
+import io.rsocket.core.RSocketServer;
+import io.rsocket.exceptions.ApplicationErrorException;
+import io.rsocket.transport.ClientTransport;
+import io.rsocket.transport.netty.client.TcpClientTransport;
+import io.rsocket.transport.netty.client.WebsocketClientTransport;
+import io.rsocket.transport.netty.server.CloseableChannel;
+import io.rsocket.transport.netty.server.TcpServerTransport;
+import io.rsocket.transport.netty.server.WebsocketServerTransport;
+import io.rsocket.util.DefaultPayload;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.reactivestreams.Publisher;
+import org.reactivestreams.Subscription;
+import reactor.core.publisher.BaseSubscriber;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * rsocket-java 1.1.5 peer for sluice's interop test (rsocket/interop_java_test.go).
+ *
+ * <pre>
+ * Peer server              serves the echo rules of `sluice rsocket serve` on TCP and WebSocket
+ *                          (127.0.0.1, free ports); prints "LISTEN\ttcp\tPORT", "LISTEN\tws\tPORT",
+ *                          then "EVENT\tTRANSPORT\tKIND\tVALUE" for what only a server sees
+ *                          (fnf, push, cancel); runs until stdin closes.
+ * Peer client TR ADDR ...  TR is tcp (ADDR host:port) or ws (ADDR a ws:// URL); runs every case
+ *                          against each and prints "RESULT\tTR\tCASE\tpass|FAIL\tDETAIL" per case.
+ * </pre>
+ *
+ * Lines are tab-separated so the Go side needs no JSON; details never contain tabs or newlines.
+ */
+public final class Peer {
+  static final Duration CASE_TIMEOUT = Duration.ofSeconds(20);
+  static final int LARGE = 20 << 20;
+  // Fragment everything over 1 MiB: rsocket-java's WebSocket transport rejects
+  // frames over 16 MiB and no frame may exceed 16 MiB on TCP either.
+  static final int MTU = 1 << 20;
+
+  static synchronized void out(String... fields) {
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < fields.length; i++) {
+      if (i > 0) sb.append('\t');
+      sb.append(fields[i].replace('\t', ' ').replace('\n', ' ').replace('\r', ' '));
+    }
+    System.out.println(sb);
+    System.out.flush();
+  }
+
+  public static void main(String[] args) throws Exception {
+    if (args.length >= 1 && args[0].equals("server")) {
+      server();
+    } else if (args.length >= 3 && args[0].equals("client") && args.length % 2 == 1) {
+      for (int i = 1; i < args.length; i += 2) client(args[i], args[i + 1]);
+      System.exit(0);
+    } else {
+      System.err.println("usage: Peer server | Peer client tcp HOST:PORT|ws URL ...");
+      System.exit(2);
+    }
+  }
+
+  // ---------- server: the echo responder ----------
+
+  static byte[] bytes(java.nio.ByteBuffer b) {
+    byte[] a = new byte[b.remaining()];
+    b.duplicate().get(a);
+    return a;
+  }
+
+  static Payload copy(Payload p) {
+    Payload c =
+        p.hasMetadata()
+            ? DefaultPayload.create(bytes(p.getData()), bytes(p.getMetadata()))
+            : DefaultPayload.create(bytes(p.getData()));
+    p.release();
+    return c;
+  }
+
+  static String errorMessage(Payload p) {
+    byte[] head = new byte[Math.min(p.getData().remaining(), 4096)];
+    p.getData().duplicate().get(head);
+    String s = new String(head, StandardCharsets.UTF_8);
+    return s.startsWith("error:") ? p.getDataUtf8().substring("error:".length()) : null;
+  }
+
+  static RSocket echo(String tr) {
+    return new RSocket() {
+      @Override
+      public Mono<Payload> requestResponse(Payload p) {
+        String err = errorMessage(p);
+        if (err != null) {
+          p.release();
+          return Mono.error(new ApplicationErrorException(err));
+        }
+        return Mono.just(copy(p));
+      }
+
+      @Override
+      public Mono<Void> fireAndForget(Payload p) {
+        out("EVENT", tr, "fnf", p.getDataUtf8());
+        p.release();
+        return Mono.empty();
+      }
+
+      @Override
+      public Mono<Void> metadataPush(Payload p) {
+        out("EVENT", tr, "push", p.getMetadataUtf8());
+        p.release();
+        return Mono.empty();
+      }
+
+      @Override
+      public Flux<Payload> requestStream(Payload p) {
+        String err = errorMessage(p);
+        if (err != null) {
+          p.release();
+          return Flux.error(new ApplicationErrorException(err));
+        }
+        long n = Long.parseLong(p.getDataUtf8().trim());
+        p.release();
+        AtomicLong sent = new AtomicLong();
+        // Flux.range produces only what REQUEST_N allowed, so "sent" shows
+        // how far the stream got before a CANCEL.
+        return Flux.range(0, (int) n)
+            .map(i -> DefaultPayload.create(Integer.toString(i)))
+            .doOnNext(x -> sent.incrementAndGet())
+            .doOnCancel(() -> out("EVENT", tr, "cancel", Long.toString(sent.get())));
+      }
+
+      @Override
+      public Flux<Payload> requestChannel(Publisher<Payload> in) {
+        // The first element of "in" is the REQUEST_CHANNEL payload itself.
+        return Flux.from(in).map(Peer::copy);
+      }
+    };
+  }
+
+  static void server() throws Exception {
+    RSocketServer s =
+        RSocketServer.create(SocketAcceptor.with(echo("tcp"))).fragment(MTU);
+    CloseableChannel tcp = s.bind(TcpServerTransport.create("127.0.0.1", 0)).block();
+    RSocketServer w = RSocketServer.create(SocketAcceptor.with(echo("ws"))).fragment(MTU);
+    CloseableChannel ws = w.bind(WebsocketServerTransport.create("127.0.0.1", 0)).block();
+    out("LISTEN", "tcp", Integer.toString(tcp.address().getPort()));
+    out("LISTEN", "ws", Integer.toString(ws.address().getPort()));
+    // The test owns the process: it ends when the test closes stdin.
+    while (System.in.read() >= 0) {}
+    tcp.dispose();
+    ws.dispose();
+    System.exit(0);
+  }
+
+  // ---------- client: the cases ----------
+
+  interface Case {
+    String run(RSocket rs) throws Exception;
+  }
+
+  static void client(String tr, String addr) {
+    ClientTransport t;
+    if (tr.equals("tcp")) {
+      int i = addr.lastIndexOf(':');
+      t = TcpClientTransport.create(addr.substring(0, i), Integer.parseInt(addr.substring(i + 1)));
+    } else {
+      t = WebsocketClientTransport.create(URI.create(addr));
+    }
+    RSocket rs;
+    try {
+      rs = RSocketConnector.create().fragment(MTU).connect(t).block(CASE_TIMEOUT);
+    } catch (Throwable e) {
+      out("RESULT", tr, "connect", "FAIL", e.toString());
+      return;
+    }
+    String[] names = {
+      "request_response", "fire_and_forget", "metadata_push", "request_stream",
+      "request_channel", "error", "cancel", "concurrent_1000", "large_20MiB"
+    };
+    Case[] cases = {
+      Peer::requestResponse, Peer::fireAndForget, Peer::metadataPush, Peer::requestStream,
+      Peer::requestChannel, Peer::error, Peer::cancel, Peer::concurrent, Peer::large
+    };
+    for (int i = 0; i < names.length; i++) {
+      try {
+        out("RESULT", tr, names[i], "pass", cases[i].run(rs));
+      } catch (Throwable e) {
+        out("RESULT", tr, names[i], "FAIL", e.toString());
+      }
+    }
+    rs.dispose();
+  }
+
+  static void check(boolean ok, String what) {
+    if (!ok) throw new AssertionError(what);
+  }
+
+  static String requestResponse(RSocket rs) {
+    Payload p = rs.requestResponse(DefaultPayload.create("hello", "meta")).block(CASE_TIMEOUT);
+    String d = p.getDataUtf8(), m = p.hasMetadata() ? p.getMetadataUtf8() : null;
+    check("hello".equals(d) && "meta".equals(m), "got " + d + "/" + m);
+    return "data \"hello\" metadata \"meta\" echoed";
+  }
+
+  static String fireAndForget(RSocket rs) {
+    rs.fireAndForget(DefaultPayload.create("fnf-from-java")).block(CASE_TIMEOUT);
+    return "sent";
+  }
+
+  static String metadataPush(RSocket rs) {
+    rs.metadataPush(DefaultPayload.create(new byte[0], "push-from-java".getBytes(StandardCharsets.UTF_8)))
+        .block(CASE_TIMEOUT);
+    return "sent";
+  }
+
+  /** Subscribes with REQUEST_N in batches; cancels after cancelAfter elements when > 0. */
+  static List<String> batches(RSocket rs, String n, int batch, int cancelAfter) throws Exception {
+    CompletableFuture<List<String>> done = new CompletableFuture<>();
+    List<String> got = Collections.synchronizedList(new ArrayList<>());
+    rs.requestStream(DefaultPayload.create(n))
+        .subscribe(
+            new BaseSubscriber<Payload>() {
+              @Override
+              protected void hookOnSubscribe(Subscription s) {
+                request(batch);
+              }
+
+              @Override
+              protected void hookOnNext(Payload p) {
+                got.add(p.getDataUtf8());
+                p.release();
+                if (cancelAfter > 0 && got.size() == cancelAfter) {
+                  cancel();
+                  done.complete(got);
+                } else if (got.size() % batch == 0) {
+                  request(batch);
+                }
+              }
+
+              @Override
+              protected void hookOnComplete() {
+                done.complete(got);
+              }
+
+              @Override
+              protected void hookOnError(Throwable t) {
+                done.completeExceptionally(t);
+              }
+            });
+    return done.get(CASE_TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+  }
+
+  static List<String> seq(int n) {
+    List<String> l = new ArrayList<>();
+    for (int i = 0; i < n; i++) l.add(Integer.toString(i));
+    return l;
+  }
+
+  static String requestStream(RSocket rs) throws Exception {
+    List<String> got = batches(rs, "100", 3, 0);
+    check(got.equals(seq(100)), "got " + got);
+    return "100 elements \"0\"..\"99\" with REQUEST_N 3 at a time";
+  }
+
+  static String requestChannel(RSocket rs) {
+    List<String> got =
+        rs.requestChannel(Flux.just("a", "b", "c").map(DefaultPayload::create))
+            .map(p -> {
+                  String s = p.getDataUtf8();
+                  p.release();
+                  return s;
+                })
+            .collectList()
+            .block(CASE_TIMEOUT);
+    check(got.equals(Arrays.asList("a", "b", "c")), "got " + got);
+    return "echoed [a, b, c], completed";
+  }
+
+  static String error(RSocket rs) {
+    try {
+      Payload p = rs.requestResponse(DefaultPayload.create("error:boom")).block(CASE_TIMEOUT);
+      throw new AssertionError("no error, got " + p.getDataUtf8());
+    } catch (ApplicationErrorException e) {
+      check("boom".equals(e.getMessage()), "message " + e.getMessage());
+      return "ApplicationErrorException: " + e.getMessage();
+    }
+  }
+
+  static String cancel(RSocket rs) throws Exception {
+    List<String> got = batches(rs, "1000000", 5, 5);
+    check(got.equals(seq(5)), "got " + got);
+    return "CANCEL after " + got;
+  }
+
+  static String concurrent(RSocket rs) {
+    Long bad =
+        Flux.range(0, 1000)
+            .flatMap(
+                i ->
+                    rs.requestResponse(DefaultPayload.create("r" + i))
+                        .map(p -> {
+                              boolean ok = p.getDataUtf8().equals("r" + i);
+                              p.release();
+                              return ok;
+                            }),
+                1000)
+            .filter(ok -> !ok)
+            .count()
+            .block(CASE_TIMEOUT);
+    check(bad == 0, bad + " wrong answers");
+    return "1000 request-responses in flight on one connection, all answered";
+  }
+
+  static String large(RSocket rs) {
+    byte[] data = new byte[LARGE];
+    for (int i = 0; i < data.length; i++) data[i] = (byte) (i * 7);
+    Payload p =
+        rs.requestResponse(DefaultPayload.create(data, "big".getBytes(StandardCharsets.UTF_8)))
+            .block(CASE_TIMEOUT);
+    byte[] got = bytes(p.getData());
+    check(Arrays.equals(got, data) && "big".equals(p.getMetadataUtf8()), "got " + got.length + " bytes");
+    return "20 MiB echoed; rsocket-java fragments at 1 MiB";
+  }
+}

@@ -64,7 +64,7 @@ public final class Peer {
     if (args.length >= 1 && args[0].equals("server")) {
       server();
     } else if (args.length >= 3 && args[0].equals("client") && args.length % 2 == 1) {
-      for (int i = 1; i < args.length; i += 2) client(args[i], args[i + 1]);
+      clients(args);
       System.exit(0);
     } else {
       System.err.println("usage: Peer server | Peer client tcp HOST:PORT|ws URL ...");
@@ -169,37 +169,78 @@ public final class Peer {
     String run(RSocket rs) throws Exception;
   }
 
-  static void client(String tr, String addr) {
-    ClientTransport t;
+  // A dedicated connection per transport checks keepalive: every 100 ms with
+  // a 2 s max lifetime, rsocket-java closes it ("No keep-alive acks") unless
+  // the server answers. It carries no other traffic: rsocket-java resets its
+  // timer on KEEPALIVE answers only, so on a busy connection an answer queued
+  // behind a 20 MiB payload on a loaded machine would look like a dead server.
+  static final Duration KA_INTERVAL = Duration.ofMillis(100), KA_LIFETIME = Duration.ofSeconds(2);
+
+  static final class Conns {
+    RSocket main, ka;
+    long kaSince;
+  }
+
+  static ClientTransport transport(String tr, String addr) {
     if (tr.equals("tcp")) {
       int i = addr.lastIndexOf(':');
-      t = TcpClientTransport.create(addr.substring(0, i), Integer.parseInt(addr.substring(i + 1)));
-    } else {
-      t = WebsocketClientTransport.create(URI.create(addr));
+      return TcpClientTransport.create(addr.substring(0, i), Integer.parseInt(addr.substring(i + 1)));
     }
-    RSocket rs;
-    try {
-      rs = RSocketConnector.create().fragment(MTU).connect(t).block(CASE_TIMEOUT);
-    } catch (Throwable e) {
-      out("RESULT", tr, "connect", "FAIL", e.toString());
-      return;
-    }
-    String[] names = {
-      "request_response", "fire_and_forget", "metadata_push", "request_stream",
-      "request_channel", "error", "cancel", "concurrent_1000", "large_20MiB"
-    };
-    Case[] cases = {
-      Peer::requestResponse, Peer::fireAndForget, Peer::metadataPush, Peer::requestStream,
-      Peer::requestChannel, Peer::error, Peer::cancel, Peer::concurrent, Peer::large
-    };
-    for (int i = 0; i < names.length; i++) {
+    return WebsocketClientTransport.create(URI.create(addr));
+  }
+
+  static Conns connect(String tr, String addr) {
+    Conns c = new Conns();
+    c.main = RSocketConnector.create().fragment(MTU).connect(transport(tr, addr)).block(CASE_TIMEOUT);
+    // Warm the JVM up before the connection with the short lifetime exists.
+    c.main.requestResponse(DefaultPayload.create("warm-up")).block(CASE_TIMEOUT);
+    c.ka =
+        RSocketConnector.create()
+            .keepAlive(KA_INTERVAL, KA_LIFETIME)
+            .connect(transport(tr, addr))
+            .block(CASE_TIMEOUT);
+    c.kaSince = System.nanoTime();
+    return c;
+  }
+
+  static final String[] NAMES = {
+    "request_response", "fire_and_forget", "metadata_push", "request_stream",
+    "request_channel", "error", "cancel", "concurrent_1000", "large_20MiB"
+  };
+  static final Case[] CASES = {
+    Peer::requestResponse, Peer::fireAndForget, Peer::metadataPush, Peer::requestStream,
+    Peer::requestChannel, Peer::error, Peer::cancel, Peer::concurrent, Peer::large
+  };
+
+  static void clients(String[] args) {
+    // Connect every transport first, so the keepalive connections age while
+    // the cases run.
+    java.util.Map<String, Conns> conns = new java.util.LinkedHashMap<>();
+    for (int i = 1; i < args.length; i += 2) {
       try {
-        out("RESULT", tr, names[i], "pass", cases[i].run(rs));
+        conns.put(args[i], connect(args[i], args[i + 1]));
       } catch (Throwable e) {
-        out("RESULT", tr, names[i], "FAIL", e.toString());
+        out("RESULT", args[i], "connect", "FAIL", e.toString());
       }
     }
-    rs.dispose();
+    for (var e : conns.entrySet()) {
+      String tr = e.getKey();
+      Conns c = e.getValue();
+      for (int i = 0; i < NAMES.length; i++) {
+        try {
+          out("RESULT", tr, NAMES[i], "pass", CASES[i].run(c.main));
+        } catch (Throwable x) {
+          out("RESULT", tr, NAMES[i], "FAIL", x.toString());
+        }
+      }
+      try {
+        out("RESULT", tr, "keepalive", "pass", keepalive(c));
+      } catch (Throwable x) {
+        out("RESULT", tr, "keepalive", "FAIL", x.toString());
+      }
+      c.main.dispose();
+      c.ka.dispose();
+    }
   }
 
   static void check(boolean ok, String what) {
@@ -320,6 +361,16 @@ public final class Peer {
             .block(CASE_TIMEOUT);
     check(bad == 0, bad + " wrong answers");
     return "1000 request-responses in flight on one connection, all answered";
+  }
+
+  static String keepalive(Conns c) throws Exception {
+    // The condition under test is elapsed time: two max lifetimes.
+    long left = c.kaSince + 2 * KA_LIFETIME.toNanos() + 100_000_000L - System.nanoTime();
+    if (left > 0) Thread.sleep(left / 1_000_000 + 1);
+    check(!c.ka.isDisposed(), "connection closed");
+    Payload p = c.ka.requestResponse(DefaultPayload.create("still")).block(CASE_TIMEOUT);
+    check("still".equals(p.getDataUtf8()), "got " + p.getDataUtf8());
+    return "rsocket-java client, keepalive 100 ms, max lifetime 2 s: connection alive and answering after 4.1 s";
   }
 
   static String large(RSocket rs) {

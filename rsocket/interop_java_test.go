@@ -25,8 +25,90 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
+
+// longMIME is a custom MIME type of 128 bytes, the most the length-1
+// encoding that rsocket-java uses can carry (rsocket-go refuses it).
+var longMIME = "application/x." + strings.Repeat("a", 128-len("application/x."))
+
+// compositeWant is describeComposite of the entries both sides encode
+// (the same string as COMPOSITE_WANT in Peer.java).
+var compositeWant = "message/x.rsocket.routing.v0=route:echo.route,v1;" +
+	"message/x.rsocket.authentication.v0=simple:user/pass;" +
+	"application/x.sluice=custom;" + longMIME + "=long;text/plain=plain"
+
+// compositeMetadata encodes those entries with rsocket/extension.
+func compositeMetadata() ([]byte, error) {
+	route, err := extension.AppendRoutingTag(nil, "echo.route")
+	if err == nil {
+		route, err = extension.AppendRoutingTag(route, "v1")
+	}
+	auth, err2 := extension.AppendAuthSimple(nil, "user", "pass")
+	var md []byte
+	for _, e := range []struct {
+		mime string
+		v    []byte
+	}{{"message/x.rsocket.routing.v0", route}, {"message/x.rsocket.authentication.v0", auth},
+		{"application/x.sluice", []byte("custom")}, {longMIME, []byte("long")}, {"text/plain", []byte("plain")}} {
+		if md, err = extension.AppendCompositeEntry(md, e.mime, e.v); err != nil {
+			return nil, err
+		}
+	}
+	return md, errors.Join(err, err2)
+}
+
+// describeComposite decodes composite metadata with rsocket/extension into
+// "mime=value;..." (routing as route:TAGS, simple auth as simple:USER/PASS).
+func describeComposite(md []byte) (string, error) {
+	var parts []string
+	it := extension.Composite(md)
+	for it.Next() {
+		e := it.Entry()
+		v := string(e.Metadata)
+		switch e.MIME() {
+		case "message/x.rsocket.routing.v0":
+			var tags []string
+			rt := extension.Routing(e.Metadata)
+			for rt.Next() {
+				tags = append(tags, string(rt.Tag()))
+			}
+			if err := rt.Err(); err != nil {
+				return "", err
+			}
+			v = "route:" + strings.Join(tags, ",")
+		case "message/x.rsocket.authentication.v0":
+			a, err := extension.ParseAuth(e.Metadata)
+			if err != nil {
+				return "", err
+			}
+			u, p, err := a.Simple()
+			if err != nil {
+				return "", err
+			}
+			v = "simple:" + string(u) + "/" + string(p)
+		}
+		parts = append(parts, e.MIME()+"="+v)
+	}
+	return strings.Join(parts, ";"), it.Err()
+}
+
+// compositeEcho is the echo responder, except that a request-response with
+// data "composite" is answered with describeComposite of its metadata.
+type compositeEcho struct{ *echo.Responder }
+
+func (c compositeEcho) RequestResponse(ctx context.Context, p rsocket.Payload) (rsocket.Payload, error) {
+	if string(p.Data) != "composite" {
+		return c.Responder.RequestResponse(ctx, p)
+	}
+	d, err := describeComposite(p.Metadata)
+	if err != nil {
+		return rsocket.Payload{}, rsocket.ApplicationError("composite metadata: %v", err)
+	}
+	return rsocket.Payload{Data: []byte(d)}, nil
+}
 
 const (
 	javaClDir = "rsocket-java client → sluice server"
@@ -34,7 +116,7 @@ const (
 )
 
 var javaCases = []string{"request_response", "fire_and_forget", "metadata_push", "request_stream",
-	"request_channel", "error", "cancel", "concurrent_1000", "large_20MiB", "keepalive"}
+	"request_channel", "error", "cancel", "concurrent_1000", "large_20MiB", "composite_metadata", "keepalive"}
 
 // rsocketJava returns the java binary and the peer's classpath, or skips
 // (fails with SLUICE_INTEROP=require) when either is missing.
@@ -89,12 +171,12 @@ func javaClient(t *testing.T, java, cp string, rows *interopRows) {
 		t.Fatal(err)
 	}
 	mln := &meteredListener{Listener: tln}
-	go rsocket.Serve(ctx, mln, obs["tcp"].responder(), rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	go rsocket.Serve(ctx, mln, compositeEcho{obs["tcp"].responder()}, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
 	wln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go rsocket.ServeWebSocket(ctx, wln, "/", obs["ws"].responder(), rsocket.WithMaxPayloadSize(64<<20))
+	go rsocket.ServeWebSocket(ctx, wln, "/", compositeEcho{obs["ws"].responder()}, rsocket.WithMaxPayloadSize(64<<20))
 
 	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "client",
 		"tcp", tln.Addr().String(), "ws", "ws://"+wln.Addr().String()+"/")
@@ -314,6 +396,17 @@ func javaServer(t *testing.T, java, cp string, rows *interopRows) {
 				return fmt.Sprintf("%s; java sent %v; we sent %v", detail, in, outm)
 			}
 			return detail + "; we fragment at 16 MiB - 1, within rsocket-java's WebSocket frame limit"
+		}
+		cases["composite_metadata"] = func(t *testing.T, ctx context.Context) string {
+			md, err := compositeMetadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: md, Data: []byte("composite")})
+			if err != nil || string(p.Data) != compositeWant {
+				t.Fatalf("rsocket-java decoded %q, %v; want %q", p.Data, err, compositeWant)
+			}
+			return "routing, simple auth, custom MIME (20 and 128 bytes), text/plain: rsocket-java decoded all as sent"
 		}
 		cases["keepalive"] = func(t *testing.T, ctx context.Context) string {
 			ka := all[tr].ka

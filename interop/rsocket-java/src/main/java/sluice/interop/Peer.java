@@ -12,7 +12,17 @@ import io.rsocket.transport.netty.client.WebsocketClientTransport;
 import io.rsocket.transport.netty.server.CloseableChannel;
 import io.rsocket.transport.netty.server.TcpServerTransport;
 import io.rsocket.transport.netty.server.WebsocketServerTransport;
+import io.rsocket.metadata.AuthMetadataCodec;
+import io.rsocket.metadata.CompositeMetadata;
+import io.rsocket.metadata.CompositeMetadataCodec;
+import io.rsocket.metadata.RoutingMetadata;
+import io.rsocket.metadata.TaggingMetadataCodec;
+import io.rsocket.metadata.WellKnownMimeType;
 import io.rsocket.util.DefaultPayload;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.buffer.CompositeByteBuf;
+import io.netty.buffer.Unpooled;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -100,6 +110,12 @@ public final class Peer {
     return new RSocket() {
       @Override
       public Mono<Payload> requestResponse(Payload p) {
+        if (p.getDataUtf8().equals("composite")) {
+          // Decode the requester's composite metadata with rsocket-java's codecs.
+          String d = describe(p.metadata());
+          p.release();
+          return Mono.just(DefaultPayload.create(d));
+        }
         String err = errorMessage(p);
         if (err != null) {
           p.release();
@@ -146,6 +162,67 @@ public final class Peer {
         return Flux.from(in).map(Peer::copy);
       }
     };
+  }
+
+  // ---------- composite metadata (rsocket-java writes MIME lengths as length-1) ----------
+
+  static final String LONG_MIME = "application/x." + "a".repeat(128 - "application/x.".length());
+
+  /** The entries both sides encode; describe() of them must equal COMPOSITE_WANT. */
+  static final String COMPOSITE_WANT =
+      "message/x.rsocket.routing.v0=route:echo.route,v1;"
+          + "message/x.rsocket.authentication.v0=simple:user/pass;"
+          + "application/x.sluice=custom;"
+          + LONG_MIME + "=long;"
+          + "text/plain=plain";
+
+  static ByteBuf utf8(String s) {
+    return Unpooled.copiedBuffer(s, StandardCharsets.UTF_8);
+  }
+
+  static ByteBuf composite() {
+    ByteBufAllocator a = ByteBufAllocator.DEFAULT;
+    CompositeByteBuf md = a.compositeBuffer();
+    CompositeMetadataCodec.encodeAndAddMetadata(md, a, WellKnownMimeType.MESSAGE_RSOCKET_ROUTING,
+        TaggingMetadataCodec.createTaggingContent(a, List.of("echo.route", "v1")));
+    CompositeMetadataCodec.encodeAndAddMetadata(md, a, WellKnownMimeType.MESSAGE_RSOCKET_AUTHENTICATION,
+        AuthMetadataCodec.encodeSimpleMetadata(a, "user".toCharArray(), "pass".toCharArray()));
+    CompositeMetadataCodec.encodeAndAddMetadata(md, a, "application/x.sluice", utf8("custom"));
+    CompositeMetadataCodec.encodeAndAddMetadata(md, a, LONG_MIME, utf8("long"));
+    CompositeMetadataCodec.encodeAndAddMetadata(md, a, WellKnownMimeType.TEXT_PLAIN, utf8("plain"));
+    return md;
+  }
+
+  static String describe(ByteBuf md) {
+    List<String> parts = new ArrayList<>();
+    for (CompositeMetadata.Entry e : new CompositeMetadata(md, false)) {
+      String mime = e.getMimeType();
+      ByteBuf c = e.getContent();
+      String v;
+      if (WellKnownMimeType.MESSAGE_RSOCKET_ROUTING.getString().equals(mime)) {
+        List<String> tags = new ArrayList<>();
+        for (String tag : new RoutingMetadata(c)) tags.add(tag);
+        v = "route:" + String.join(",", tags);
+      } else if (WellKnownMimeType.MESSAGE_RSOCKET_AUTHENTICATION.getString().equals(mime)) {
+        // Simple auth by hand: 0x80 (well-known id 0), u16 username length, username, password.
+        int t = c.getUnsignedByte(c.readerIndex());
+        int n = c.getUnsignedShort(c.readerIndex() + 1);
+        String user = c.toString(c.readerIndex() + 3, n, StandardCharsets.UTF_8);
+        String pass = c.toString(c.readerIndex() + 3 + n, c.readableBytes() - 3 - n, StandardCharsets.UTF_8);
+        v = (t == 0x80 ? "simple:" : "type" + t + ":") + user + "/" + pass;
+      } else {
+        v = c.toString(StandardCharsets.UTF_8);
+      }
+      parts.add(mime + "=" + v);
+    }
+    return String.join(";", parts);
+  }
+
+  static String compositeMetadata(RSocket rs) {
+    Payload p = rs.requestResponse(DefaultPayload.create(utf8("composite"), composite())).block(CASE_TIMEOUT);
+    String got = p.getDataUtf8();
+    check(got.equals(COMPOSITE_WANT), "the server decoded " + got);
+    return "routing, simple auth, custom MIME (20 and 128 bytes), text/plain: the server (rsocket/extension) decoded all as sent";
   }
 
   static void server() throws Exception {
@@ -205,11 +282,12 @@ public final class Peer {
 
   static final String[] NAMES = {
     "request_response", "fire_and_forget", "metadata_push", "request_stream",
-    "request_channel", "error", "cancel", "concurrent_1000", "large_20MiB"
+    "request_channel", "error", "cancel", "concurrent_1000", "large_20MiB", "composite_metadata"
   };
   static final Case[] CASES = {
     Peer::requestResponse, Peer::fireAndForget, Peer::metadataPush, Peer::requestStream,
-    Peer::requestChannel, Peer::error, Peer::cancel, Peer::concurrent, Peer::large
+    Peer::requestChannel, Peer::error, Peer::cancel, Peer::concurrent, Peer::large,
+    Peer::compositeMetadata
   };
 
   static void clients(String[] args) {

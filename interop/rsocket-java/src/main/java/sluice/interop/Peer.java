@@ -5,7 +5,9 @@ import io.rsocket.RSocket;
 import io.rsocket.SocketAcceptor;
 import io.rsocket.core.RSocketConnector;
 import io.rsocket.core.RSocketServer;
+import io.rsocket.core.Resume;
 import io.rsocket.exceptions.ApplicationErrorException;
+import io.rsocket.exceptions.RejectedSetupException;
 import io.rsocket.transport.ClientTransport;
 import io.rsocket.transport.netty.client.TcpClientTransport;
 import io.rsocket.transport.netty.client.WebsocketClientTransport;
@@ -294,8 +296,10 @@ public final class Peer {
     // Connect every transport first, so the keepalive connections age while
     // the cases run.
     java.util.Map<String, Conns> conns = new java.util.LinkedHashMap<>();
+    java.util.Map<String, String> addrs = new java.util.HashMap<>();
     for (int i = 1; i < args.length; i += 2) {
       try {
+        addrs.put(args[i], args[i + 1]);
         conns.put(args[i], connect(args[i], args[i + 1]));
       } catch (Throwable e) {
         out("RESULT", args[i], "connect", "FAIL", e.toString());
@@ -315,6 +319,11 @@ public final class Peer {
         out("RESULT", tr, "keepalive", "pass", keepalive(c));
       } catch (Throwable x) {
         out("RESULT", tr, "keepalive", "FAIL", x.toString());
+      }
+      try {
+        out("RESULT", tr, "resume_rejected", "pass", resumeRejected(tr, addrs.get(tr)));
+      } catch (Throwable x) {
+        out("RESULT", tr, "resume_rejected", "FAIL", x.toString());
       }
       c.main.dispose();
       c.ka.dispose();
@@ -449,6 +458,26 @@ public final class Peer {
     Payload p = c.ka.requestResponse(DefaultPayload.create("still")).block(CASE_TIMEOUT);
     check("still".equals(p.getDataUtf8()), "got " + p.getDataUtf8());
     return "rsocket-java client, keepalive 100 ms, max lifetime 2 s: connection alive and answering after 4.1 s";
+  }
+
+  /**
+   * A SETUP with the resume flag against a server without resume: the spec
+   * wants ERROR[REJECTED_SETUP] and the connection closed; the requester must
+   * see a RejectedSetupException, not a hang (rsocket-java #1121).
+   */
+  static String resumeRejected(String tr, String addr) {
+    try {
+      RSocket r = RSocketConnector.create().resume(new Resume()).connect(transport(tr, addr)).block(CASE_TIMEOUT);
+      Payload p = r.requestResponse(DefaultPayload.create("resume?")).block(Duration.ofSeconds(10));
+      throw new AssertionError("answered " + p.getDataUtf8() + " without resume support");
+    } catch (RejectedSetupException e) {
+      return "RejectedSetupException: " + e.getMessage();
+    } catch (IllegalStateException e) {
+      if (e.getMessage() != null && e.getMessage().startsWith("Timeout")) {
+        throw new AssertionError("no answer and no error within 10 s: " + e.getMessage());
+      }
+      throw e;
+    }
   }
 
   static String large(RSocket rs) {

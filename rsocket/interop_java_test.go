@@ -120,7 +120,7 @@ var javaCases = []string{"request_response", "fire_and_forget", "metadata_push",
 
 // javaClientCases adds what only their client can do: our client has no
 // resume to ask for.
-var javaClientCases = append(append([]string(nil), javaCases...), "resume_rejected")
+var javaClientCases = append(append([]string(nil), javaCases...), "lease", "resume_rejected")
 
 // rsocketJava returns the java binary and the peer's classpath, or skips
 // (fails with SLUICE_INTEROP=require) when either is missing.
@@ -181,9 +181,23 @@ func javaClient(t *testing.T, java, cp string, rows *interopRows) {
 		t.Fatal(err)
 	}
 	go rsocket.ServeWebSocket(ctx, wln, "/", compositeEcho{obs["ws"].responder()}, rsocket.WithMaxPayloadSize(64<<20))
+	// Lease servers: 3 requests per 2 s lease, renewed every second; a
+	// request over the lease gets REJECTED.
+	leaseOpt := rsocket.WithLease(2*time.Second, 3)
+	ltln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rsocket.Serve(ctx, ltln, &echo.Responder{}, leaseOpt)
+	lwln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rsocket.ServeWebSocket(ctx, lwln, "/", &echo.Responder{}, leaseOpt)
 
 	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "client",
-		"tcp", tln.Addr().String(), "ws", "ws://"+wln.Addr().String()+"/")
+		"tcp", tln.Addr().String(), "ws", "ws://"+wln.Addr().String()+"/",
+		"tcp+lease", ltln.Addr().String(), "ws+lease", "ws://"+lwln.Addr().String()+"/")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -297,7 +297,12 @@ public final class Peer {
     // the cases run.
     java.util.Map<String, Conns> conns = new java.util.LinkedHashMap<>();
     java.util.Map<String, String> addrs = new java.util.HashMap<>();
+    java.util.Map<String, String> leaseAddrs = new java.util.HashMap<>();
     for (int i = 1; i < args.length; i += 2) {
+      if (args[i].endsWith("+lease")) {
+        leaseAddrs.put(args[i].substring(0, args[i].length() - "+lease".length()), args[i + 1]);
+        continue;
+      }
       try {
         addrs.put(args[i], args[i + 1]);
         conns.put(args[i], connect(args[i], args[i + 1]));
@@ -319,6 +324,13 @@ public final class Peer {
         out("RESULT", tr, "keepalive", "pass", keepalive(c));
       } catch (Throwable x) {
         out("RESULT", tr, "keepalive", "FAIL", x.toString());
+      }
+      if (leaseAddrs.containsKey(tr)) {
+        try {
+          out("RESULT", tr, "lease", "pass", lease(tr, leaseAddrs.get(tr)));
+        } catch (Throwable x) {
+          out("RESULT", tr, "lease", "FAIL", x.toString());
+        }
       }
       try {
         out("RESULT", tr, "resume_rejected", "pass", resumeRejected(tr, addrs.get(tr)));
@@ -458,6 +470,25 @@ public final class Peer {
     Payload p = c.ka.requestResponse(DefaultPayload.create("still")).block(CASE_TIMEOUT);
     check("still".equals(p.getDataUtf8()), "got " + p.getDataUtf8());
     return "rsocket-java client, keepalive 100 ms, max lifetime 2 s: connection alive and answering after 4.1 s";
+  }
+
+  /**
+   * Lease: the server grants 3 requests per 2 s lease and renews it every
+   * second. 6 sequential requests must all be answered: rsocket-java holds
+   * the 4th until the next LEASE arrives (a requester that sent it anyway
+   * would get REJECTED from our server).
+   */
+  static String lease(String tr, String addr) {
+    RSocket r = RSocketConnector.create().lease().connect(transport(tr, addr)).block(CASE_TIMEOUT);
+    try {
+      for (int i = 0; i < 6; i++) {
+        Payload p = r.requestResponse(DefaultPayload.create("l" + i)).block(CASE_TIMEOUT);
+        check(("l" + i).equals(p.getDataUtf8()), "got " + p.getDataUtf8());
+      }
+      return "6 requests on leases of 3 per 2 s all answered, none REJECTED: rsocket-java waited for the next LEASE";
+    } finally {
+      r.dispose();
+    }
   }
 
   /**

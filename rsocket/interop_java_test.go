@@ -12,12 +12,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +140,9 @@ func rsocketJava(t *testing.T) (string, string) {
 	if err == nil {
 		cp, err = os.ReadFile(filepath.Join(dir, "classpath.txt"))
 	}
+	if err == nil {
+		err = javaBuildCurrent(dir)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("rsocket-java peer not built (%v): run interop/rsocket-java/setup.sh", err)
 		if os.Getenv("SLUICE_INTEROP") == "require" {
@@ -144,6 +151,44 @@ func rsocketJava(t *testing.T) (string, string) {
 		t.Skip(msg)
 	}
 	return java, strings.TrimSpace(string(cp))
+}
+
+// javaBuildCurrent checks that the build in dir is of the sources in the
+// tree: setup.sh records sha256(pom.xml, then the .java files in sorted
+// order), so a stale peer is rebuilt instead of tested.
+func javaBuildCurrent(dir string) error {
+	src, err := filepath.Abs(filepath.Join("..", "interop", "rsocket-java"))
+	if err != nil {
+		return err
+	}
+	files := []string{filepath.Join(src, "pom.xml")}
+	var java []string
+	err = filepath.WalkDir(filepath.Join(src, "src"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".java") {
+			java = append(java, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(java)
+	h := sha256.New()
+	for _, f := range append(files, java...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		h.Write(b)
+	}
+	built, err := os.ReadFile(filepath.Join(dir, "hash"))
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(built)) != hex.EncodeToString(h.Sum(nil)) {
+		return errors.New("the build in " + dir + " is of other sources")
+	}
+	return nil
 }
 
 // TestInteropJava runs both directions, then rewrites or checks the

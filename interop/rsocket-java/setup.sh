@@ -8,7 +8,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${SLUICE_RSOCKET_JAVA_DIR:-$HOME/.cache/sluice/rsocket-java}"
-hash="$(cat "$here/pom.xml" $(find "$here/src" -name '*.java' | sort) | sha256sum | cut -d' ' -f1)"
+hash="$(cat "$here/pom.xml" $(find "$here/src" -name '*.java' | LC_ALL=C sort) | sha256sum | cut -d' ' -f1)"
 if [ -f "$out/classpath.txt" ] && [ "$(cat "$out/hash" 2>/dev/null)" = "$hash" ]; then
   echo "rsocket-java peer already built in $out"
   exit 0

@@ -2,9 +2,10 @@ package rsocket_test
 
 // Interoperability with rsocket-py 0.4.20 (PyPI `rsocket`), the Python
 // RSocket peer, over TCP in both directions. The Python side lives in
-// interop/rsocket-py (setup.sh installs it into a venv). Results are
-// written to docs/rsocket-interop-py.md with SLUICE_INTEROP_UPDATE=1; the
-// test checks that the doc lists every case.
+// interop/rsocket-py (setup.sh installs it into a venv). Results are the
+// rsocket-py rows of the table in docs/rsocket-interop.md (see
+// interopdoc_test.go): rewritten with SLUICE_INTEROP_UPDATE=1, checked
+// otherwise.
 
 import (
 	"bufio"
@@ -18,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,19 +39,10 @@ type pyResult struct {
 	Detail string `json:"detail"`
 }
 
-// interopRow is one line of the results table.
-type interopRow struct{ dir, model, result, evidence string }
+// pyRows are the rsocket-py rows of the interop table.
+var pyRows = &interopRows{peer: "rsocket-py"}
 
-var (
-	interopMu   sync.Mutex
-	interopRows []interopRow
-)
-
-func record(dir, model, result, evidence string) {
-	interopMu.Lock()
-	defer interopMu.Unlock()
-	interopRows = append(interopRows, interopRow{dir, model, result, evidence})
-}
+func record(dir, model, result, evidence string) { pyRows.add(dir, "tcp", model, result, evidence) }
 
 // rsocketPy returns the venv's python, or skips (fails with
 // SLUICE_INTEROP=require) when it is missing.
@@ -377,7 +368,7 @@ func TestInteropPyServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const dir = "sluice client → py server"
+	const dir = interopSvDir
 	cases := map[string]func(t *testing.T, ctx context.Context) string{
 		"request_response": func(t *testing.T, ctx context.Context) string {
 			p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte("meta"), Data: []byte("hello")})
@@ -517,55 +508,12 @@ func TestInteropPyServer(t *testing.T) {
 }
 
 const (
-	pyInteropDoc = "../docs/rsocket-interop-py.md"
-	tableBegin   = "<!-- BEGIN results (SLUICE_INTEROP_UPDATE=1 go test ./rsocket/ -run TestInteropPy) -->"
-	tableEnd     = "<!-- END results -->"
-	interopClDir = "py client → sluice server"
-	interopSvDir = "sluice client → py server"
+	interopClDir = "rsocket-py client → sluice server"
+	interopSvDir = "sluice client → rsocket-py server"
 )
 
-// TestInteropPyDoc runs after the two above (source order): with
-// SLUICE_INTEROP_UPDATE=1 it rewrites the results table of
-// docs/rsocket-interop-py.md from this run; always it checks that the
-// table lists every case of both directions.
+// TestInteropPyDoc runs after the two above (source order) and rewrites or
+// checks the rsocket-py rows of docs/rsocket-interop.md.
 func TestInteropPyDoc(t *testing.T) {
-	b, err := os.ReadFile(pyInteropDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	before, rest, ok1 := strings.Cut(doc, tableBegin)
-	_, after, ok2 := strings.Cut(rest, tableEnd)
-	if !ok1 || !ok2 {
-		t.Fatalf("%s has no results markers", pyInteropDoc)
-	}
-	if os.Getenv("SLUICE_INTEROP_UPDATE") == "1" {
-		interopMu.Lock()
-		rows := append([]interopRow(nil), interopRows...)
-		interopMu.Unlock()
-		if len(rows) != len(pyClientCases)+len(pyServerCases) {
-			t.Fatalf("only %d results recorded; run the whole TestInteropPy with rsocket-py installed", len(rows))
-		}
-		sort.SliceStable(rows, func(i, j int) bool { return rows[i].dir > rows[j].dir })
-		var sb strings.Builder
-		sb.WriteString(tableBegin + "\n| direction | case | result | evidence |\n|---|---|---|---|\n")
-		for _, r := range rows {
-			ev := strings.ReplaceAll(r.evidence, "|", "\\|")
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", r.dir, r.model, r.result, ev)
-		}
-		doc = before + sb.String() + tableEnd + after
-		if err := os.WriteFile(pyInteropDoc, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []struct {
-		dir   string
-		cases []string
-	}{{interopClDir, pyClientCases}, {interopSvDir, pyServerCases}} {
-		for _, c := range d.cases {
-			if !strings.Contains(doc, "| "+d.dir+" | "+c+" | ") {
-				t.Errorf("%s lists no result for %s / %s", pyInteropDoc, d.dir, c)
-			}
-		}
-	}
+	pyRows.check(t, len(pyClientCases)+len(pyServerCases))
 }

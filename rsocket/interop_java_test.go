@@ -1,0 +1,644 @@
+package rsocket_test
+
+// Interoperability with rsocket-java 1.1.5 (io.rsocket:rsocket-core and
+// rsocket-transport-netty from Maven Central), the reference RSocket
+// implementation, over TCP and WebSocket in both directions. The Java peer
+// is interop/rsocket-java (setup.sh builds it into
+// ~/.cache/sluice/rsocket-java). One JVM runs the Java client against both
+// of our servers; one JVM serves both Java servers. Results are the
+// rsocket-java rows of docs/rsocket-interop.md (interopdoc_test.go).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/extension"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// longMIME is a custom MIME type of 128 bytes, the most the length-1
+// encoding that rsocket-java uses can carry (rsocket-go refuses it).
+var longMIME = "application/x." + strings.Repeat("a", 128-len("application/x."))
+
+// compositeWant is describeComposite of the entries both sides encode
+// (the same string as COMPOSITE_WANT in Peer.java).
+var compositeWant = "message/x.rsocket.routing.v0=route:echo.route,v1;" +
+	"message/x.rsocket.authentication.v0=simple:user/pass;" +
+	"application/x.sluice=custom;" + longMIME + "=long;text/plain=plain"
+
+// compositeMetadata encodes those entries with rsocket/extension.
+func compositeMetadata() ([]byte, error) {
+	route, err := extension.AppendRoutingTag(nil, "echo.route")
+	if err == nil {
+		route, err = extension.AppendRoutingTag(route, "v1")
+	}
+	auth, err2 := extension.AppendAuthSimple(nil, "user", "pass")
+	var md []byte
+	for _, e := range []struct {
+		mime string
+		v    []byte
+	}{{"message/x.rsocket.routing.v0", route}, {"message/x.rsocket.authentication.v0", auth},
+		{"application/x.sluice", []byte("custom")}, {longMIME, []byte("long")}, {"text/plain", []byte("plain")}} {
+		if md, err = extension.AppendCompositeEntry(md, e.mime, e.v); err != nil {
+			return nil, err
+		}
+	}
+	return md, errors.Join(err, err2)
+}
+
+// describeComposite decodes composite metadata with rsocket/extension into
+// "mime=value;..." (routing as route:TAGS, simple auth as simple:USER/PASS).
+func describeComposite(md []byte) (string, error) {
+	var parts []string
+	it := extension.Composite(md)
+	for it.Next() {
+		e := it.Entry()
+		v := string(e.Metadata)
+		switch e.MIME() {
+		case "message/x.rsocket.routing.v0":
+			var tags []string
+			rt := extension.Routing(e.Metadata)
+			for rt.Next() {
+				tags = append(tags, string(rt.Tag()))
+			}
+			if err := rt.Err(); err != nil {
+				return "", err
+			}
+			v = "route:" + strings.Join(tags, ",")
+		case "message/x.rsocket.authentication.v0":
+			a, err := extension.ParseAuth(e.Metadata)
+			if err != nil {
+				return "", err
+			}
+			u, p, err := a.Simple()
+			if err != nil {
+				return "", err
+			}
+			v = "simple:" + string(u) + "/" + string(p)
+		}
+		parts = append(parts, e.MIME()+"="+v)
+	}
+	return strings.Join(parts, ";"), it.Err()
+}
+
+// compositeEcho is the echo responder, except that a request-response with
+// data "composite" is answered with describeComposite of its metadata.
+type compositeEcho struct{ *echo.Responder }
+
+func (c compositeEcho) RequestResponse(ctx context.Context, p rsocket.Payload) (rsocket.Payload, error) {
+	if string(p.Data) != "composite" {
+		return c.Responder.RequestResponse(ctx, p)
+	}
+	d, err := describeComposite(p.Metadata)
+	if err != nil {
+		return rsocket.Payload{}, rsocket.ApplicationError("composite metadata: %v", err)
+	}
+	return rsocket.Payload{Data: []byte(d)}, nil
+}
+
+const (
+	javaClDir = "rsocket-java client → sluice server"
+	javaSvDir = "sluice client → rsocket-java server"
+)
+
+var javaCases = []string{"request_response", "fire_and_forget", "metadata_push", "request_stream",
+	"request_channel", "error", "cancel", "concurrent_1000", "large_20MiB", "composite_metadata", "keepalive"}
+
+// javaClientCases adds what only their client can do: our client has no
+// resume to ask for.
+var javaClientCases = append(append([]string(nil), javaCases...), "lease", "resume_rejected")
+
+// rsocketJava returns the java binary and the peer's classpath, or skips
+// (fails with SLUICE_INTEROP=require) when either is missing.
+func rsocketJava(t *testing.T) (string, string) {
+	t.Helper()
+	dir := os.Getenv("SLUICE_RSOCKET_JAVA_DIR")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "sluice", "rsocket-java")
+	}
+	java, err := exec.LookPath("java")
+	var cp []byte
+	if err == nil {
+		cp, err = os.ReadFile(filepath.Join(dir, "classpath.txt"))
+	}
+	if err == nil {
+		err = javaBuildCurrent(dir)
+	}
+	if err != nil {
+		msg := fmt.Sprintf("rsocket-java peer not built (%v): run interop/rsocket-java/setup.sh", err)
+		if os.Getenv("SLUICE_INTEROP") == "require" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return java, strings.TrimSpace(string(cp))
+}
+
+// javaBuildCurrent checks that the build in dir is of the sources in the
+// tree: setup.sh records sha256(pom.xml, then the .java files in sorted
+// order), so a stale peer is rebuilt instead of tested.
+func javaBuildCurrent(dir string) error {
+	src, err := filepath.Abs(filepath.Join("..", "interop", "rsocket-java"))
+	if err != nil {
+		return err
+	}
+	files := []string{filepath.Join(src, "pom.xml")}
+	var java []string
+	err = filepath.WalkDir(filepath.Join(src, "src"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".java") {
+			java = append(java, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(java)
+	h := sha256.New()
+	for _, f := range append(files, java...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		h.Write(b)
+	}
+	built, err := os.ReadFile(filepath.Join(dir, "hash"))
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(built)) != hex.EncodeToString(h.Sum(nil)) {
+		return errors.New("the build in " + dir + " is of other sources")
+	}
+	return nil
+}
+
+// TestInteropJava runs both directions, then rewrites or checks the
+// rsocket-java rows of the table.
+func TestInteropJava(t *testing.T) {
+	java, cp := rsocketJava(t)
+	rows := &interopRows{peer: "rsocket-java"}
+	// The directions share nothing, so their JVMs start side by side.
+	t.Run("both", func(t *testing.T) {
+		t.Run("JavaClient", func(t *testing.T) { t.Parallel(); javaClient(t, java, cp, rows) })
+		t.Run("JavaServer", func(t *testing.T) { t.Parallel(); javaServer(t, java, cp, rows) })
+	})
+	rows.check(t, 2*(len(javaClientCases)+len(javaCases)))
+}
+
+// javaClient: the Java client → our servers. TCP is metered with a 1 MiB
+// max frame on our side; WebSocket uses our default max frame (16 MiB - 1,
+// the most a frame can be) so that rsocket-java's 16 MiB WebSocket frame
+// limit meets our largest frames.
+func javaClient(t *testing.T, java, cp string, rows *interopRows) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	obs := map[string]*pyObserved{}
+	for _, tr := range []string{"tcp", "ws"} {
+		obs[tr] = &pyObserved{fnf: make(chan string, 4), push: make(chan string, 4), cancelled: make(chan string, 4)}
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mln := &meteredListener{Listener: tln}
+	go rsocket.Serve(ctx, mln, compositeEcho{obs["tcp"].responder()}, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rsocket.ServeWebSocket(ctx, wln, "/", compositeEcho{obs["ws"].responder()}, rsocket.WithMaxPayloadSize(64<<20))
+	// Lease servers: 3 requests per 2 s lease, renewed every second; a
+	// request over the lease gets REJECTED.
+	leaseOpt := rsocket.WithLease(2*time.Second, 3)
+	ltln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rsocket.Serve(ctx, ltln, &echo.Responder{}, leaseOpt)
+	lwln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rsocket.ServeWebSocket(ctx, lwln, "/", &echo.Responder{}, leaseOpt)
+
+	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "client",
+		"tcp", tln.Addr().String(), "ws", "ws://"+wln.Addr().String()+"/",
+		"tcp+lease", ltln.Addr().String(), "ws+lease", "ws://"+lwln.Addr().String()+"/")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("java client: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	type result struct {
+		ok     bool
+		detail string
+	}
+	got := map[string]result{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) != 5 || f[0] != "RESULT" {
+			t.Fatalf("the java client printed a line that is not a result: %q", sc.Text())
+		}
+		got[f[1]+"/"+f[2]] = result{f[3] == "pass", f[4]}
+	}
+	wait := func(ch chan string, what string) (string, bool) {
+		select {
+		case v := <-ch:
+			return v, true
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: the server did not observe it within 30 s", what)
+			return "", false
+		}
+	}
+	for _, tr := range []string{"tcp", "ws"} {
+		for _, c := range javaClientCases {
+			t.Run(tr+"/"+c, func(t *testing.T) {
+				r, ok := got[tr+"/"+c]
+				if !ok {
+					rows.add(javaClDir, tr, c, "FAIL", "no result from the java client")
+					t.Fatalf("the java client printed no result for %s/%s; stderr:\n%s", tr, c, stderr.String())
+				}
+				if !r.ok {
+					rows.add(javaClDir, tr, c, "FAIL", r.detail)
+					t.Fatalf("%s/%s: %s", tr, c, r.detail)
+				}
+				detail := r.detail
+				switch c {
+				case "fire_and_forget":
+					v, ok := wait(obs[tr].fnf, c)
+					if ok && v != "fnf-from-java" {
+						t.Errorf("fire-and-forget data %q", v)
+					}
+					detail = "server got " + strconv.Quote(v)
+				case "metadata_push":
+					v, ok := wait(obs[tr].push, c)
+					if ok && v != "push-from-java" {
+						t.Errorf("metadata push %q", v)
+					}
+					detail = "server got " + strconv.Quote(v)
+				case "cancel":
+					v, _ := wait(obs[tr].cancelled, c)
+					detail = r.detail + "; " + v
+				case "large_20MiB":
+					if tr == "tcp" {
+						in, outm := mln.summary()
+						if in.largest() > 1<<20 || outm.largest() > 1<<20 {
+							t.Errorf("a frame over 1 MiB: java sent %v; we sent %v", in, outm)
+						}
+						detail = fmt.Sprintf("%s; java sent %v; we sent %v", r.detail, in, outm)
+					} else {
+						detail = r.detail + "; we fragment at 16 MiB - 1, within rsocket-java's WebSocket frame limit"
+					}
+				}
+				t.Log(detail)
+				if t.Failed() {
+					rows.add(javaClDir, tr, c, "FAIL", detail)
+				} else {
+					rows.add(javaClDir, tr, c, "pass", detail)
+				}
+			})
+		}
+	}
+}
+
+// javaEvent is one line the Java server printed: EVENT TRANSPORT KIND VALUE.
+type javaEvent struct{ kind, value string }
+
+// startJavaServer runs the Java server and returns its ports and events by
+// transport. It ends when the test closes the JVM's stdin.
+func startJavaServer(t *testing.T, ctx context.Context, java, cp string) (map[string]string, map[string]chan javaEvent) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "server")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("java server stderr:\n%s", stderr.String())
+		}
+	})
+	events := map[string]chan javaEvent{"tcp": make(chan javaEvent, 16), "ws": make(chan javaEvent, 16)}
+	ports := make(chan [2]string, 2)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f := strings.Split(sc.Text(), "\t")
+			switch {
+			case len(f) == 3 && f[0] == "LISTEN":
+				ports <- [2]string{f[1], f[2]}
+			case len(f) == 4 && f[0] == "EVENT" && events[f[1]] != nil:
+				select {
+				case events[f[1]] <- javaEvent{f[2], f[3]}:
+				default:
+				}
+			}
+		}
+	}()
+	addrs := map[string]string{}
+	for len(addrs) < 2 {
+		select {
+		case p := <-ports:
+			addrs[p[0]] = "127.0.0.1:" + p[1]
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the java server did not start; stderr:\n%s", stderr.String())
+		}
+	}
+	return addrs, events
+}
+
+// javaServer: our client → the Java servers. Besides the connection the
+// cases use, each transport has a connection that only checks keepalive:
+// every 100 ms with a 2 s max lifetime, our client closes it unless
+// rsocket-java answers. It is dialled after a warm-up request (a cold JVM
+// may take over a second to answer the first frame) and carries nothing
+// else, so a big payload cannot delay the answers.
+func javaServer(t *testing.T, java, cp string, rows *interopRows) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	addrs, events := startJavaServer(t, ctx, java, cp)
+	const kaLifetime = 2 * time.Second
+	type conns struct {
+		main, ka *rsocket.Conn
+		kaSince  time.Time
+		in, out  *frameMeter
+	}
+	all := map[string]*conns{}
+	for _, tr := range []string{"tcp", "ws"} {
+		opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20)}
+		cs := &conns{in: &frameMeter{}, out: &frameMeter{}}
+		var err error
+		if tr == "tcp" {
+			nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addrs[tr])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs.main, err = rsocket.ClientConn(ctx, meteredConn{nc, cs.in, cs.out}, append(opts, rsocket.WithMaxFrameSize(1<<20))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if cs.main, err = rsocket.Dial(ctx, "ws://"+addrs[tr]+"/", opts...); err != nil {
+			t.Fatal(err)
+		}
+		defer cs.main.Close()
+		if _, err := cs.main.RequestResponse(ctx, rsocket.Payload{Data: []byte("warm-up")}); err != nil {
+			t.Fatalf("%s warm-up: %v", tr, err)
+		}
+		url := "tcp://" + addrs[tr]
+		if tr == "ws" {
+			url = "ws://" + addrs[tr] + "/"
+		}
+		if cs.ka, err = rsocket.Dial(ctx, url, rsocket.WithKeepalive(100*time.Millisecond, kaLifetime)); err != nil {
+			t.Fatal(err)
+		}
+		defer cs.ka.Close()
+		cs.kaSince = time.Now()
+		all[tr] = cs
+	}
+	for _, tr := range []string{"tcp", "ws"} {
+		c, in, outm := all[tr].main, all[tr].in, all[tr].out
+		next := func(t *testing.T, kind string) string {
+			t.Helper()
+			select {
+			case ev := <-events[tr]:
+				if ev.kind != kind {
+					t.Fatalf("java server reported %s %q, want %s", ev.kind, ev.value, kind)
+				}
+				return ev.value
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the java server reported no %s within 30 s", kind)
+			}
+			return ""
+		}
+		cases := ourClientCases(c, next)
+		cases["large_20MiB"] = func(t *testing.T, ctx context.Context) string {
+			detail := largeEcho(t, ctx, c)
+			if tr == "tcp" {
+				if in.largest() > 1<<20 || outm.largest() > 1<<20 {
+					t.Fatalf("a frame over 1 MiB: java sent %v; we sent %v", in, outm)
+				}
+				return fmt.Sprintf("%s; java sent %v; we sent %v", detail, in, outm)
+			}
+			return detail + "; we fragment at 16 MiB - 1, within rsocket-java's WebSocket frame limit"
+		}
+		cases["composite_metadata"] = func(t *testing.T, ctx context.Context) string {
+			md, err := compositeMetadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: md, Data: []byte("composite")})
+			if err != nil || string(p.Data) != compositeWant {
+				t.Fatalf("rsocket-java decoded %q, %v; want %q", p.Data, err, compositeWant)
+			}
+			return "routing, simple auth, custom MIME (20 and 128 bytes), text/plain: rsocket-java decoded all as sent"
+		}
+		cases["keepalive"] = func(t *testing.T, ctx context.Context) string {
+			ka := all[tr].ka
+			// The condition under test is elapsed time: two max lifetimes.
+			if d := time.Until(all[tr].kaSince.Add(2*kaLifetime + 100*time.Millisecond)); d > 0 {
+				time.Sleep(d)
+			}
+			select {
+			case <-ka.Done():
+				t.Fatalf("the connection closed: %v", ka.Err())
+			default:
+			}
+			p, err := ka.RequestResponse(ctx, rsocket.Payload{Data: []byte("still")})
+			if err != nil || string(p.Data) != "still" {
+				t.Fatalf("after 4.1 s: %q, %v", p.Data, err)
+			}
+			return "our client, keepalive 100 ms, max lifetime 2 s: connection alive and answering after 4.1 s"
+		}
+		for _, name := range javaCases {
+			t.Run(tr+"/"+name, func(t *testing.T) {
+				cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+				defer ccancel()
+				defer func() {
+					if t.Failed() {
+						rows.add(javaSvDir, tr, name, "FAIL", "see the test log")
+					}
+				}()
+				detail := cases[name](t, cctx)
+				t.Log(detail)
+				rows.add(javaSvDir, tr, name, "pass", detail)
+			})
+		}
+	}
+}
+
+// largeEcho sends 20 MiB with metadata and checks the echo.
+func largeEcho(t *testing.T, ctx context.Context, c *rsocket.Conn) string {
+	t.Helper()
+	data := make([]byte, largePayload)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte("big"), Data: data})
+	if err != nil || !bytes.Equal(p.Data, data) || string(p.Metadata) != "big" {
+		t.Fatalf("got %d bytes, %v", len(p.Data), err)
+	}
+	return "20 MiB echoed"
+}
+
+// ourClientCases are the cases our client runs against a peer's echo
+// server; next returns the value of the server's next reported event of
+// a kind (fnf, push, cancel).
+func ourClientCases(c *rsocket.Conn, next func(t *testing.T, kind string) string) map[string]func(t *testing.T, ctx context.Context) string {
+	return map[string]func(t *testing.T, ctx context.Context) string{
+		"request_response": func(t *testing.T, ctx context.Context) string {
+			p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte("meta"), Data: []byte("hello")})
+			if err != nil || string(p.Data) != "hello" || string(p.Metadata) != "meta" {
+				t.Fatalf("got %q/%q, %v", p.Data, p.Metadata, err)
+			}
+			return fmt.Sprintf("data %q metadata %q echoed", p.Data, p.Metadata)
+		},
+		"fire_and_forget": func(t *testing.T, ctx context.Context) string {
+			if err := c.FireAndForget(ctx, rsocket.Payload{Data: []byte("fnf-from-go")}); err != nil {
+				t.Fatal(err)
+			}
+			if v := next(t, "fnf"); v != "fnf-from-go" {
+				t.Fatalf("server got %q", v)
+			}
+			return `server got "fnf-from-go"`
+		},
+		"metadata_push": func(t *testing.T, ctx context.Context) string {
+			if err := c.MetadataPush(ctx, []byte("push-from-go")); err != nil {
+				t.Fatal(err)
+			}
+			if v := next(t, "push"); v != "push-from-go" {
+				t.Fatalf("server got %q", v)
+			}
+			return `server got "push-from-go"`
+		},
+		"request_stream": func(t *testing.T, ctx context.Context) string {
+			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("100")}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := collect(s)
+			want := make([]string, 100)
+			for i := range want {
+				want[i] = strconv.Itoa(i)
+			}
+			if err != nil || strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			return "100 elements \"0\"..\"99\", REQUEST_N 3 at a time"
+		},
+		"request_channel": func(t *testing.T, ctx context.Context) string {
+			ch, err := c.RequestChannel(ctx, rsocket.Payload{Data: []byte("a")}, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Send while reading: rsocket-java's echo asks us (REQUEST_N) for
+			// only as much as we asked it for, so sending everything before
+			// reading would wait for credits forever.
+			sent := make(chan error, 1)
+			go func() {
+				for _, d := range []string{"b", "c"} {
+					if err := ch.Send(rsocket.Payload{Data: []byte(d)}); err != nil {
+						sent <- err
+						return
+					}
+				}
+				sent <- ch.Complete()
+			}()
+			got, err := collect(&ch.Stream)
+			if err != nil || strings.Join(got, ",") != "a,b,c" {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("echoed %v while sending, completed both ways", got)
+		},
+		"error": func(t *testing.T, ctx context.Context) string {
+			_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("error:boom")})
+			var e *rsocket.Error
+			if !errors.As(err, &e) || e.Code != frame.ErrorCodeApplicationError || e.Message != "boom" {
+				t.Fatalf("got %v, want APPLICATION_ERROR boom", err)
+			}
+			return err.Error()
+		},
+		"cancel": func(t *testing.T, ctx context.Context) string {
+			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("1000000")}, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 5; i++ {
+				if p, err := s.Next(); err != nil || string(p.Data) != strconv.Itoa(i) {
+					t.Fatalf("element %d: %q, %v", i, p.Data, err)
+				}
+			}
+			s.Cancel()
+			sent, _ := strconv.Atoi(next(t, "cancel"))
+			if sent >= 1000000 {
+				t.Fatalf("the server sent all %d", sent)
+			}
+			return fmt.Sprintf("CANCEL after 5 elements; the server's stream stopped after %d", sent)
+		},
+		"concurrent_1000": func(t *testing.T, ctx context.Context) string {
+			var wg sync.WaitGroup
+			errs := make(chan error, 1000)
+			for i := 0; i < 1000; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := "r" + strconv.Itoa(i)
+					p, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte(d)})
+					if err == nil && string(p.Data) != d {
+						err = fmt.Errorf("asked %q, got %q", d, p.Data)
+					}
+					if err != nil {
+						errs <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				t.Fatalf("%d of 1000 failed, first: %v", len(errs)+1, err)
+			}
+			return "1000 request-responses in flight on one connection, all answered"
+		},
+	}
+}

@@ -68,6 +68,49 @@ type batch struct {
 	splits []split
 	// index entries for the records in buf, with positions in their segment.
 	index []indexEntry
+	// refs are large record bodies the batch writes from the appenders'
+	// memory instead of copying them into buf: each goes before buf[at:].
+	// Appenders wait until their batch is written (appendN), so the memory
+	// outlives the write; refs are dropped once it is done.
+	refs    []ref
+	refSize int
+}
+
+type ref struct {
+	at   int
+	data []byte
+}
+
+// refMin is the size from which a head or body is written from the
+// appender's memory: below it the copy costs less than the extra write
+// call.
+const refMin = 16 << 10
+
+// size is the batch's length in the segment: buf and the refs.
+func (b *batch) size() int { return len(b.buf) + b.refSize }
+
+// pieces calls fn with the batch's bytes in order, as slices of buf and
+// refs, between the positions start and end (as size counts them).
+func (b *batch) pieces(start, end int, fn func(p []byte) error) error {
+	pos, prev := 0, 0 // pos: position of buf[prev] in the batch
+	emit := func(p []byte) error {
+		lo, hi := max(start-pos, 0), min(end-pos, len(p))
+		pos += len(p)
+		if lo < hi {
+			return fn(p[lo:hi])
+		}
+		return nil
+	}
+	for _, r := range b.refs {
+		if err := emit(b.buf[prev:r.at]); err != nil {
+			return err
+		}
+		prev = r.at
+		if err := emit(r.data); err != nil {
+			return err
+		}
+	}
+	return emit(b.buf[prev:])
 }
 
 type split struct {
@@ -82,6 +125,8 @@ type failedRange struct {
 
 func (b *batch) reset(seq uint64) {
 	b.seq, b.buf, b.n, b.splits, b.index = seq, b.buf[:0], 0, b.splits[:0], b.index[:0]
+	clear(b.refs) // the appenders' memory is theirs again
+	b.refs, b.refSize = b.refs[:0], 0
 }
 
 // Stats are counters since Open.
@@ -315,7 +360,7 @@ func (l *Log) appendN(n int, record func(int) (head, body []byte)) (first uint64
 func (l *Log) encode(b *batch, head, body []byte) {
 	size := int64(frameSize(len(head) + len(body)))
 	if l.tailSize > 0 && l.tailSize+size > l.cfg.segmentBytes {
-		b.splits = append(b.splits, split{pos: len(b.buf), base: l.next})
+		b.splits = append(b.splits, split{pos: b.size(), base: l.next})
 		l.tailBase, l.tailSize = l.next, 0
 		l.lastIndexed = -l.cfg.indexInterval
 	}
@@ -323,7 +368,22 @@ func (l *Log) encode(b *batch, head, body []byte) {
 		b.index = append(b.index, indexEntry{offset: l.next, pos: l.tailSize})
 		l.lastIndexed = l.tailSize
 	}
-	b.buf = appendRecordParts(b.buf, l.next, head, body)
+	if len(head) < refMin && len(body) < refMin {
+		b.buf = appendRecordParts(b.buf, l.next, head, body)
+	} else {
+		b.buf = appendFrameHeader(b.buf, l.next, head, body)
+		for _, p := range [2][]byte{head, body} {
+			if len(p) >= refMin {
+				b.refs = append(b.refs, ref{at: len(b.buf), data: p})
+				b.refSize += len(p)
+			} else {
+				b.buf = append(b.buf, p...)
+			}
+		}
+		pad := framePadding(len(head) + len(body))
+		b.buf = grow(b.buf, pad)
+		clear(b.buf[len(b.buf)-pad:])
+	}
 	b.n++
 	l.next++
 	l.tailSize += size
@@ -385,15 +445,22 @@ func (l *Log) write(b *batch, active *segment, pos int64, sync bool) (created []
 	cur := active
 	start := 0
 	for i := 0; i <= len(b.splits); i++ {
-		end := len(b.buf)
+		end := b.size()
 		if i < len(b.splits) {
 			end = b.splits[i].pos
 		}
 		if end > start {
-			if _, err := cur.f.WriteAt(b.buf[start:end], pos); err != nil {
+			// One write per piece: buf's parts and the large bodies in
+			// between, none of them copied. A crash between two writes
+			// leaves a torn tail, as a short single write would.
+			err := b.pieces(start, end, func(p []byte) error {
+				_, err := cur.f.WriteAt(p, pos)
+				pos += int64(len(p))
+				return err
+			})
+			if err != nil {
 				return created, &WriteError{File: cur.path, Err: err}
 			}
-			pos += int64(end - start)
 		}
 		if i == len(b.splits) {
 			break
@@ -447,7 +514,7 @@ func (l *Log) publish(b *batch, created []*segment) {
 	cur := l.segs[len(l.segs)-1]
 	start, idx := 0, 0
 	for i := 0; i <= len(b.splits); i++ {
-		end, endOff := len(b.buf), b.from+uint64(b.n)
+		end, endOff := b.size(), b.from+uint64(b.n)
 		if i < len(b.splits) {
 			end, endOff = b.splits[i].pos, b.splits[i].base
 		}
@@ -470,7 +537,7 @@ func (l *Log) publish(b *batch, created []*segment) {
 		start = end
 	}
 	l.stats.Records += uint64(b.n)
-	l.stats.Bytes += uint64(len(b.buf))
+	l.stats.Bytes += uint64(b.size())
 	l.stats.Writes++
 	if l.waiters {
 		close(l.notify)

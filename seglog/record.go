@@ -57,6 +57,28 @@ func appendRecordParts(dst []byte, offset uint64, head, body []byte) []byte {
 	return dst
 }
 
+// appendFrameHeader appends the header of the frame of head+body at
+// offset, checksum included, but neither head nor body: the caller puts
+// them (or points the write at them) and then the padding (framePadding).
+func appendFrameHeader(dst []byte, offset uint64, head, body []byte) []byte {
+	start := len(dst)
+	dst = grow(dst, headerSize)
+	frame := dst[start:]
+	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(head)+len(body)))
+	frame[4] = formatVersion
+	frame[5] = typeData
+	frame[6], frame[7] = 0, 0
+	binary.LittleEndian.PutUint64(frame[8:16], offset)
+	crc := crc32.Update(0, castagnoli, frame[0:16])
+	crc = crc32.Update(crc, castagnoli, head)
+	crc = crc32.Update(crc, castagnoli, body)
+	binary.LittleEndian.PutUint32(frame[16:20], crc)
+	return dst
+}
+
+// framePadding is the number of zero bytes after a body of n bytes.
+func framePadding(n int) int { return frameSize(n) - headerSize - n }
+
 // grow extends b by n bytes, reallocating geometrically when needed.
 func grow(b []byte, n int) []byte {
 	if cap(b)-len(b) < n {

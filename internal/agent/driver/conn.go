@@ -225,11 +225,17 @@ func (d *Driver) writeLoop(c *conn) {
 				return
 			}
 			msg = protocol.Message{ID: id, Records: m.Records, Codec: wireCodec(m.Kind), DictID: m.DictID, Payload: m.Body}
-			// Send is done with msg when it returns (see protocol.Conn), so
-			// the iterator's buffer or the fresh record may be reused
-			// afterwards.
-			err = c.pc.Send(&msg)
-			spool.PutBuf(q.rec)
+			if os, ok := c.pc.(ownedSender); ok && q.rec != nil {
+				// The transport frees the fresh record once it has
+				// written it, so it is not copied to be framed.
+				err = os.SendOwned(&msg, q.rec, spool.PutBuf)
+			} else {
+				// Send is done with msg when it returns (see
+				// protocol.Conn), so the iterator's buffer or the fresh
+				// record may be reused afterwards.
+				err = c.pc.Send(&msg)
+				spool.PutBuf(q.rec)
+			}
 			ids[i].rec = nil
 			if err != nil {
 				c.close()
@@ -238,6 +244,13 @@ func (d *Driver) writeLoop(c *conn) {
 		}
 		buf = ids
 	}
+}
+
+// ownedSender is a transport that can send a message whose payload aliases
+// rec without copying it, calling put(rec) when it no longer reads it
+// (transport/grpc: the payload goes to gRPC's writer as its own buffer).
+type ownedSender interface {
+	SendOwned(m *protocol.Message, rec *[]byte, put func(*[]byte)) error
 }
 
 // wireCodec is the protocol's name for a spooled message's codec.

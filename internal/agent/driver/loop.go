@@ -43,12 +43,74 @@ type loop struct {
 	watermark, persisted uint64
 	// addr is the sink of the current stream.
 	addr string
-	// fresh is the record of the message being stepped as Spooled, which
-	// its Send (in the same step) takes to the session writer; what no
-	// Send took is released after the step, so fresh records never pile
-	// up while the window is full or the sink is away.
-	freshID  uint64
-	freshRec *[]byte
+	// fresh holds the records of the newest spooled messages not yet
+	// sent (ids ascending): a Send takes its record to the session writer,
+	// which then sends it from memory. The window often opens for a
+	// message only when an earlier one is acked, a step after it was
+	// spooled, so the records are kept a while; at most freshMax of them
+	// and freshMaxBytes, the oldest released first, so they never pile up
+	// while the window is full or the sink is away: what was released is
+	// read back from the spool.
+	fresh      []freshRec
+	freshBytes int
+}
+
+type freshRec struct {
+	id  uint64
+	rec *[]byte // nil once taken
+}
+
+const (
+	freshMax      = 32
+	freshMaxBytes = 8 << 20
+)
+
+// takeFresh returns the record of id if it is still held, handing it over.
+func (l *loop) takeFresh(id uint64) *[]byte {
+	if len(l.fresh) == 0 || id < l.fresh[0].id {
+		return nil
+	}
+	i := id - l.fresh[0].id
+	if i >= uint64(len(l.fresh)) || l.fresh[i].id != id || l.fresh[i].rec == nil {
+		return nil
+	}
+	rec := l.fresh[i].rec
+	l.fresh[i].rec = nil
+	l.freshBytes -= cap(*rec)
+	return rec
+}
+
+// addFresh holds the record of the message id just spooled (nil: none).
+func (l *loop) addFresh(id uint64, rec *[]byte) {
+	if rec == nil {
+		return
+	}
+	if len(l.fresh) > 0 && l.fresh[len(l.fresh)-1].id+1 != id {
+		// Ids are contiguous; should they jump, start over so the lookup
+		// by offset stays exact.
+		for _, f := range l.fresh {
+			spool.PutBuf(f.rec)
+		}
+		l.fresh, l.freshBytes = l.fresh[:0], 0
+	}
+	l.fresh = append(l.fresh, freshRec{id, rec})
+	l.freshBytes += cap(*rec)
+}
+
+// trimFresh releases the oldest records past the bounds, and drops the
+// taken ones at the front.
+func (l *loop) trimFresh() {
+	n := 0
+	for n < len(l.fresh) && (l.fresh[n].rec == nil || len(l.fresh)-n > freshMax || l.freshBytes > freshMaxBytes) {
+		if r := l.fresh[n].rec; r != nil {
+			l.freshBytes -= cap(*r)
+			spool.PutBuf(r)
+		}
+		n++
+	}
+	if n > 0 {
+		l.fresh = append(l.fresh[:0], l.fresh[n:]...)
+	}
 }
 
 func (d *Driver) run(s *delivery.Sender, spooledCh <-chan []spool.Spooled, backlog []spool.Spooled) {
@@ -135,11 +197,7 @@ func (l *loop) do(act delivery.Action) {
 	switch act.Kind {
 	case delivery.ActionSend:
 		if l.conn != nil {
-			var rec *[]byte
-			if l.freshRec != nil && act.ID == l.freshID {
-				rec, l.freshRec = l.freshRec, nil
-			}
-			l.conn.enqueue(act.ID, rec)
+			l.conn.enqueue(act.ID, l.takeFresh(act.ID))
 		}
 	case delivery.ActionArmTimer, delivery.ActionCancelTimer, delivery.ActionCancelAllTimers:
 		// The Sender keeps its timers itself; see rearm.
@@ -163,10 +221,9 @@ func (l *loop) do(act delivery.Action) {
 
 func (l *loop) spooled(in spool.Spooled) {
 	l.meta[in.ID] = msgMeta{spooledAt: in.At, payload: int32(in.Size), records: int32(in.Records), raw: int32(in.Raw)}
-	l.freshID, l.freshRec = in.ID, in.Rec
+	l.addFresh(in.ID, in.Rec)
 	l.step(delivery.Spooled(in.ID, in.Size, in.At))
-	spool.PutBuf(l.freshRec) // not sent now: it is read back when it is
-	l.freshRec = nil
+	l.trimFresh()
 }
 
 func (l *loop) dial() {

@@ -29,7 +29,7 @@ func NewDialer(cc grpc.ClientConnInterface) *Dialer {
 // Send opens a Send session; ctx bounds its life (cancel it to end it).
 func (d *Dialer) Send(ctx context.Context) (protocol.Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := d.client.Send(ctx)
+	st, err := d.client.Send(ctx, grpc.ForceCodecV2(clientCodec{}))
 	if err != nil {
 		cancel()
 		return nil, SessionError(err)
@@ -54,6 +54,7 @@ type sendClient struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	req     sluicev1.Request // reused: Send marshals before returning
+	owned   ownedRequest     // reused likewise, by SendOwned
 	pending []protocol.Frame // frames of the last Response not yet returned
 }
 
@@ -65,6 +66,28 @@ func (c *sendClient) Send(f protocol.Frame) error {
 	if err == io.EOF {
 		// io.EOF from Send means the stream has ended; its real status
 		// (PermissionDenied from the sink, say) comes from Recv.
+		if _, rerr := c.stream.Recv(); rerr != nil {
+			return SessionError(rerr)
+		}
+	}
+	return SessionError(err)
+}
+
+// SendOwned is Send of a Message whose payload aliases rec, which the
+// caller hands over: put(rec) is called once gRPC no longer reads it
+// (after writing it to the socket, or when the stream is gone), so the
+// payload is not copied into a marshalled message (ClientCodec). If Send
+// never reaches the codec (the stream already closed) put is not called
+// and rec is left to the garbage collector.
+func (c *sendClient) SendOwned(m *protocol.Message, rec *[]byte, put func(*[]byte)) error {
+	if err := RequestFromFrame(&c.req, m); err != nil {
+		put(rec)
+		return err
+	}
+	c.owned = ownedRequest{req: &c.req, rec: rec, put: put}
+	err := c.stream.SendMsg(&c.owned)
+	c.owned = ownedRequest{}
+	if err == io.EOF {
 		if _, rerr := c.stream.Recv(); rerr != nil {
 			return SessionError(rerr)
 		}

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -32,7 +33,10 @@ const spin = 1200 * time.Microsecond
 
 // RealClock is the wall (monotonic) clock. It sleeps all but the last
 // stretch of a wait and spins the rest.
-type RealClock struct{ start time.Time }
+type RealClock struct {
+	start time.Time
+	spun  atomic.Int64 // nanoseconds spent spinning
+}
 
 // NewRealClock starts a clock at zero now.
 func NewRealClock() *RealClock { return &RealClock{start: time.Now()} }
@@ -43,10 +47,18 @@ func (c *RealClock) SleepUntil(t time.Duration) {
 	if d := t - c.Now(); d > spin {
 		time.Sleep(d - spin)
 	}
-	for c.Now() < t {
+	s0 := c.Now()
+	s1 := s0
+	for s1 < t {
 		runtime.Gosched()
+		s1 = c.Now()
 	}
+	c.spun.Add(int64(s1 - s0))
 }
+
+// Spun is the time SleepUntil spent spinning: CPU the generator burnt to
+// be punctual, to be left out of the client's CPU per request.
+func (c *RealClock) Spun() time.Duration { return time.Duration(c.spun.Load()) }
 
 // Histogram range: 1 µs to 60 s at three significant digits.
 const (

@@ -57,3 +57,38 @@ func TestProtocolsEcho(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkClosed128 drives each in-process protocol with 128 requests in
+// flight on one client (for profiles: go test -run X -bench Closed128/rsocket
+// -cpuprofile cpu.out ./internal/bench/rr/).
+func BenchmarkClosed128(b *testing.B) {
+	ctx := context.Background()
+	payload := bytes.Repeat([]byte{'a'}, 64)
+	for _, p := range Protocols {
+		if p.Serve == nil {
+			continue
+		}
+		b.Run(p.Name, func(b *testing.B) {
+			addr, stop, err := p.Serve(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			c, err := p.Dial(ctx, addr, DialOptions{Conns: 128})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetParallelism(64)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.Call(ctx, payload); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -179,6 +179,9 @@ func runRRStep(ctx context.Context, c rrConfig, s rrStep) (bench.Metrics, error)
 		defer stop()
 		addr = a
 	}
+	if c.proto.Dial == nil {
+		return runPeerClient(ctx, c, s, addr, serverCPU)
+	}
 	// Pooled clients get one connection per request in flight, as their
 	// users would configure them; in burst mode they keep the library
 	// defaults, as the seed did.
@@ -246,6 +249,61 @@ func runRRStep(ctx context.Context, c rrConfig, s rrStep) (bench.Metrics, error)
 		m["server_cpu_us_per_req"] = float64((srv1 - srv0).Microseconds()) / n
 		m["cpu_us_per_req"] += m["server_cpu_us_per_req"]
 	}
+	return m, nil
+}
+
+// runPeerClient runs one rep with the peer's own client (rsocket-go): the
+// server is warmed up by sluice's RSocket client first, then the peer
+// drives the measured load and prints its result line.
+func runPeerClient(ctx context.Context, c rrConfig, s rrStep, addr string, serverCPU func() (time.Duration, error)) (bench.Metrics, error) {
+	warm, err := rr.Lookup("rsocket-go-server")
+	if !err {
+		return nil, errors.New("no rsocket-go-server protocol")
+	}
+	if cl, err := warm.Dial(ctx, addr, rr.DialOptions{}); err == nil {
+		rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), 300*time.Millisecond, func(ctx context.Context) error {
+			_, err := cl.Call(ctx, s.data)
+			return err
+		})
+		cl.Close()
+	}
+	srv0, err2 := serverCPU()
+	if err2 != nil {
+		return nil, err2
+	}
+	out, err2 := exec.CommandContext(ctx, s.peer, "client", "--addr", addr, "--mode", c.mode, "--inflight", strconv.Itoa(max(c.inflight, 1)),
+		"--rate", strconv.FormatFloat(s.rate, 'f', -1, 64), "--duration", s.dur.String(), "--payload", strconv.Itoa(len(s.data)),
+		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--warmup", "0").Output()
+	if err2 != nil {
+		return nil, fmt.Errorf("rrpeer client: %w", err2)
+	}
+	srv1, err2 := serverCPU()
+	if err2 != nil {
+		return nil, err2
+	}
+	line := strings.TrimSpace(string(out))
+	if i := strings.LastIndex(line, "result "); i >= 0 {
+		line = line[i+len("result "):]
+	} else {
+		return nil, fmt.Errorf("rrpeer client printed %q", out)
+	}
+	v := map[string]float64{}
+	for _, f := range strings.Fields(line) {
+		k, val, ok := strings.Cut(f, "=")
+		x, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("rrpeer client: bad field %q", f)
+		}
+		v[k] = x
+	}
+	n := v["count"]
+	if n == 0 || v["elapsed_us"] == 0 {
+		return nil, fmt.Errorf("rrpeer client: no request succeeded (%v errors)", v["errors"])
+	}
+	m := bench.Metrics{"rps": n / (v["elapsed_us"] / 1e6), "p50_us": v["p50_us"], "p90_us": v["p90_us"], "p99_us": v["p99_us"],
+		"p999_us": v["p999_us"], "max_us": v["max_us"], "errors": v["errors"], "client_cpu_us_per_req": v["cpu_us"] / n,
+		"server_cpu_us_per_req": float64((srv1 - srv0).Microseconds()) / n}
+	m["cpu_us_per_req"] = m["client_cpu_us_per_req"] + m["server_cpu_us_per_req"]
 	return m, nil
 }
 

@@ -45,7 +45,8 @@ type Protocol struct {
 	// and a stop function. Nil when the server is another program
 	// (rsocket-go): then it is always run by the caller in its own process.
 	Serve func(ctx context.Context) (addr string, stop func(), err error)
-	Dial  func(ctx context.Context, addr string, o DialOptions) (Client, error)
+	// Dial is nil when the client is another program too.
+	Dial func(ctx context.Context, addr string, o DialOptions) (Client, error)
 }
 
 // Protocols lists the contestants in table order.
@@ -58,9 +59,11 @@ var Protocols = []Protocol{
 	{"tcp", serveTCP, dialTCP},
 	{"rsocket", serveRSocket, dialRSocket("tcp://")},
 	{"rsocket-ws", serveRSocketWS, dialRSocket("ws://")},
-	// rsocket-go's server runs as interop/rsocket-go/cmd/rrpeer; the
-	// client is sluice's (RSocket on the wire either way).
-	{"rsocket-go", nil, dialRSocket("tcp://")},
+	// rsocket-go runs as interop/rsocket-go/cmd/rrpeer, its own module:
+	// "rsocket-go" is its client and server (Dial nil: the peer drives the
+	// load itself), "rsocket-go-server" its server with sluice's client.
+	{"rsocket-go", nil, nil},
+	{"rsocket-go-server", nil, dialRSocket("tcp://")},
 }
 
 // Lookup returns the protocol called name.

@@ -15,7 +15,7 @@ func TestProtocolsEcho(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, p := range Protocols {
-		if p.Serve == nil {
+		if p.Serve == nil || p.Dial == nil {
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {
@@ -65,7 +65,7 @@ func BenchmarkClosed128(b *testing.B) {
 	ctx := context.Background()
 	payload := bytes.Repeat([]byte{'a'}, 64)
 	for _, p := range Protocols {
-		if p.Serve == nil {
+		if p.Serve == nil || p.Dial == nil {
 			continue
 		}
 		b.Run(p.Name, func(b *testing.B) {

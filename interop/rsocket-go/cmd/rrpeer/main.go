@@ -3,6 +3,7 @@
 // rsocket-go never enters sluice's own go.mod.
 //
 //	rrpeer serve [--addr 127.0.0.1:0]
+//	rrpeer client --addr HOST:PORT [--mode burst|open|closed] [--inflight N] [--rate N] [--duration D] [--payload N]
 //
 // It speaks the split-process protocol of sluice's internal/bench/rr: it
 // prints "addr HOST:PORT" once it listens, answers each "cpu" line on stdin
@@ -28,8 +29,15 @@ import (
 )
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "client" {
+		if err := client(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "rrpeer:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: rrpeer serve [--addr 127.0.0.1:0]")
+		fmt.Fprintln(os.Stderr, "usage: rrpeer serve [--addr 127.0.0.1:0] | rrpeer client --addr HOST:PORT [--mode burst|open|closed] ...")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("rrpeer serve", flag.ExitOnError)

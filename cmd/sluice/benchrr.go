@@ -410,6 +410,10 @@ func rrSVG(rs bench.Results) string {
 	rows := rs.Rows
 	h1 := 60 + len(rows)*(3*barH+8)
 	h2 := 380
+	hasClosed := slices.ContainsFunc(rows, func(r *bench.Row) bool { return r.Params["mode"] == "closed" })
+	if !hasClosed {
+		h2 = -40 // no second chart
+	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h1+h2+40)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="10" y="20" font-size="15">Latency per protocol (median of reps; log scale, µs): p50, p99, p99.9</text>`+"\n")
 	// Log axis from 10 µs to the largest p99.9.
@@ -437,6 +441,10 @@ func rrSVG(rs bench.Results) string {
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/><text x="%.1f" y="%d" font-size="10">%.0f</text>`+"\n",
 				left, y+j*barH, x(v)-left, barH-2, colors[j], x(v)+3, y+j*barH+barH-4, v)
 		}
+	}
+	if !hasClosed {
+		b.WriteString("</svg>\n")
+		return b.String()
 	}
 	// Throughput against in flight.
 	type pt struct{ n, rps float64 }

@@ -56,7 +56,6 @@ type Remote struct {
 	stdin io.WriteCloser
 	mu    sync.Mutex
 	lines *bufio.Scanner
-	wait  chan error
 }
 
 // StartRemote starts cmd and waits (up to timeout) for its address.
@@ -72,7 +71,7 @@ func StartRemote(cmd *exec.Cmd, timeout time.Duration) (*Remote, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	r := &Remote{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout), wait: make(chan error, 1)}
+	r := &Remote{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
 	line, err := r.readLine(timeout)
 	if err != nil || !strings.HasPrefix(line, "addr ") {
 		r.Close()

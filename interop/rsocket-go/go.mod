@@ -14,7 +14,7 @@ require (
 	github.com/jjeffcaii/reactor-go v0.5.6 // indirect
 	github.com/panjf2000/ants/v2 v2.5.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	go.uber.org/atomic v1.7.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../..

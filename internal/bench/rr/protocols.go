@@ -1,0 +1,547 @@
+package rr
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/echo"
+)
+
+// Client is one protocol's client: Call sends payload and returns the
+// reply. It is safe for concurrent use.
+type Client interface {
+	Call(ctx context.Context, payload []byte) ([]byte, error)
+	Close() error
+}
+
+// DialOptions shape a client the way its users would for a load.
+type DialOptions struct {
+	// Conns bounds the connections of pooled protocols (http1, resp);
+	// 0 means the library's default (the seed's setup).
+	Conns int
+}
+
+// Protocol is one contestant: an echo server and its client.
+type Protocol struct {
+	Name string
+	// Serve starts an echo server on 127.0.0.1 and returns its address
+	// and a stop function. Nil when the server is another program
+	// (rsocket-go): then it is always run by the caller in its own process.
+	Serve func(ctx context.Context) (addr string, stop func(), err error)
+	// Dial is nil when the client is another program too.
+	Dial func(ctx context.Context, addr string, o DialOptions) (Client, error)
+}
+
+// Protocols lists the contestants in table order.
+var Protocols = []Protocol{
+	{"http1", serveHTTP(false), dialHTTP(false)},
+	{"h2c", serveHTTP(true), dialHTTP(true)},
+	{"grpc-unary", serveGRPC, dialGRPCUnary},
+	{"grpc-stream", serveGRPC, dialGRPCStream},
+	{"resp", serveRESP, dialRESP},
+	{"tcp", serveTCP, dialTCP},
+	{"rsocket", serveRSocket, dialRSocket("tcp://")},
+	{"rsocket-ws", serveRSocketWS, dialRSocket("ws://")},
+	// rsocket-go runs as interop/rsocket-go/cmd/rrpeer, its own module:
+	// "rsocket-go" is its client and server (Dial nil: the peer drives the
+	// load itself), "rsocket-go-server" its server with sluice's client.
+	{"rsocket-go", nil, nil},
+	{"rsocket-go-server", nil, dialRSocket("tcp://")},
+}
+
+// Lookup returns the protocol called name.
+func Lookup(name string) (Protocol, bool) {
+	for _, p := range Protocols {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Protocol{}, false
+}
+
+// ProtocolNames is every name, comma-separated.
+func ProtocolNames() string {
+	var n []string
+	for _, p := range Protocols {
+		n = append(n, p.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func listen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// ---- HTTP/1.1 and h2c ----
+
+func serveHTTP(h2c bool) func(context.Context) (string, func(), error) {
+	return func(ctx context.Context) (string, func(), error) {
+		ln, err := listen()
+		if err != nil {
+			return "", nil, err
+		}
+		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Write(b)
+		})}
+		if h2c {
+			srv.Protocols = new(http.Protocols)
+			srv.Protocols.SetUnencryptedHTTP2(true)
+		}
+		go srv.Serve(ln)
+		return ln.Addr().String(), func() { srv.Close() }, nil
+	}
+}
+
+type httpClient struct {
+	c   *http.Client
+	url string
+}
+
+func dialHTTP(h2c bool) func(context.Context, string, DialOptions) (Client, error) {
+	return func(_ context.Context, addr string, o DialOptions) (Client, error) {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if o.Conns > 0 {
+			tr.MaxIdleConnsPerHost = o.Conns
+			tr.MaxConnsPerHost = o.Conns
+		}
+		if h2c {
+			// One connection, multiplexed: HTTP/2 without TLS only.
+			tr.Protocols = new(http.Protocols)
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			tr.MaxConnsPerHost = 0
+		}
+		return &httpClient{c: &http.Client{Transport: tr}, url: "http://" + addr + "/echo"}, nil
+	}
+}
+
+func (h *httpClient) Call(ctx context.Context, p []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(p))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("http status %d", resp.StatusCode)
+	}
+	return b, err
+}
+
+func (h *httpClient) Close() error { h.c.CloseIdleConnections(); return nil }
+
+// ---- gRPC: a hand-written service over protobuf's BytesValue ----
+
+const grpcService = "sluice.bench.Echo"
+
+var grpcDesc = grpc.ServiceDesc{
+	ServiceName: grpcService,
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		in := new(wrapperspb.BytesValue)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		return in, nil
+	}}},
+	// Stream echoes every message; the client matches replies by the
+	// request id in the first 8 bytes, as the seed's stream did.
+	Streams: []grpc.StreamDesc{{StreamName: "Stream", ServerStreams: true, ClientStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
+		for {
+			in := new(wrapperspb.BytesValue)
+			if err := st.RecvMsg(in); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+			if err := st.SendMsg(in); err != nil {
+				return err
+			}
+		}
+	}}},
+}
+
+func serveGRPC(ctx context.Context) (string, func(), error) {
+	ln, err := listen()
+	if err != nil {
+		return "", nil, err
+	}
+	s := grpc.NewServer()
+	s.RegisterService(&grpcDesc, struct{}{})
+	go s.Serve(ln)
+	return ln.Addr().String(), s.Stop, nil
+}
+
+type grpcUnary struct{ cc *grpc.ClientConn }
+
+func dialGRPCUnary(_ context.Context, addr string, _ DialOptions) (Client, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &grpcUnary{cc}, nil
+}
+
+func (g *grpcUnary) Call(ctx context.Context, p []byte) ([]byte, error) {
+	out := new(wrapperspb.BytesValue)
+	err := g.cc.Invoke(ctx, "/"+grpcService+"/Call", wrapperspb.Bytes(p), out)
+	return out.GetValue(), err
+}
+
+func (g *grpcUnary) Close() error { return g.cc.Close() }
+
+// pending matches replies to requests by id.
+type pending struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]chan []byte
+	err  error
+}
+
+func (p *pending) add() (uint64, chan []byte, error) {
+	ch := make(chan []byte, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return 0, nil, p.err
+	}
+	p.next++
+	p.m[p.next] = ch
+	return p.next, ch, nil
+}
+
+func (p *pending) done(id uint64, b []byte) {
+	p.mu.Lock()
+	ch := p.m[id]
+	delete(p.m, id)
+	p.mu.Unlock()
+	if ch != nil {
+		ch <- b
+	}
+}
+
+func (p *pending) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+	for id, ch := range p.m {
+		close(ch)
+		delete(p.m, id)
+	}
+}
+
+func (p *pending) forget(id uint64) {
+	p.mu.Lock()
+	delete(p.m, id)
+	p.mu.Unlock()
+}
+
+func (p *pending) wait(ctx context.Context, id uint64, ch chan []byte) ([]byte, error) {
+	select {
+	case b, ok := <-ch:
+		if !ok {
+			p.mu.Lock()
+			err := p.err
+			p.mu.Unlock()
+			return nil, err
+		}
+		return b, nil
+	case <-ctx.Done():
+		p.forget(id)
+		return nil, ctx.Err()
+	}
+}
+
+type grpcStream struct {
+	cc     *grpc.ClientConn
+	st     grpc.ClientStream
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+	p      pending
+}
+
+func dialGRPCStream(ctx context.Context, addr string, _ DialOptions) (Client, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st, err := cc.NewStream(sctx, &grpcDesc.Streams[0], "/"+grpcService+"/Stream")
+	if err != nil {
+		cancel()
+		cc.Close()
+		return nil, err
+	}
+	g := &grpcStream{cc: cc, st: st, cancel: cancel, p: pending{m: map[uint64]chan []byte{}}}
+	go func() {
+		for {
+			in := new(wrapperspb.BytesValue)
+			if err := st.RecvMsg(in); err != nil {
+				g.p.fail(fmt.Errorf("grpc stream: %w", err))
+				return
+			}
+			if len(in.Value) < 8 {
+				g.p.fail(errors.New("grpc stream: reply without request id"))
+				return
+			}
+			g.p.done(binary.BigEndian.Uint64(in.Value), in.Value[8:])
+		}
+	}()
+	return g, nil
+}
+
+func (g *grpcStream) Call(ctx context.Context, p []byte) ([]byte, error) {
+	id, ch, err := g.p.add()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 8+len(p))
+	binary.BigEndian.PutUint64(b, id)
+	copy(b[8:], p)
+	g.sendMu.Lock()
+	err = g.st.SendMsg(wrapperspb.Bytes(b))
+	g.sendMu.Unlock()
+	if err != nil {
+		g.p.forget(id)
+		return nil, err
+	}
+	return g.p.wait(ctx, id, ch)
+}
+
+func (g *grpcStream) Close() error { g.cancel(); return g.cc.Close() }
+
+// ---- RESP: redcon server, go-redis client ----
+
+func serveRESP(ctx context.Context) (string, func(), error) {
+	ln, err := listen()
+	if err != nil {
+		return "", nil, err
+	}
+	srv := redcon.NewServer("", func(c redcon.Conn, cmd redcon.Command) {
+		switch strings.ToLower(string(cmd.Args[0])) {
+		case "echo":
+			if len(cmd.Args) != 2 {
+				c.WriteError("ERR wrong number of arguments for 'echo'")
+				return
+			}
+			c.WriteBulk(cmd.Args[1])
+		case "ping":
+			c.WriteString("PONG")
+		default:
+			// go-redis probes with HELLO and CLIENT SETINFO; a real
+			// server rejects what it does not know, and so do we.
+			c.WriteError("ERR unknown command '" + string(cmd.Args[0]) + "'")
+		}
+	}, nil, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	return ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+type respClient struct{ c *redis.Client }
+
+func dialRESP(_ context.Context, addr string, o DialOptions) (Client, error) {
+	opt := &redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true}
+	if o.Conns > 0 {
+		opt.PoolSize = o.Conns
+		opt.MinIdleConns = 0
+	}
+	return &respClient{redis.NewClient(opt)}, nil
+}
+
+func (r *respClient) Call(ctx context.Context, p []byte) ([]byte, error) {
+	s, err := r.c.Echo(ctx, p).Result()
+	return []byte(s), err
+}
+
+func (r *respClient) Close() error { return r.c.Close() }
+
+// ---- raw TCP, 4-byte big-endian length prefix, replies in order ----
+
+func serveTCP(ctx context.Context) (string, func(), error) {
+	ln, err := listen()
+	if err != nil {
+		return "", nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go echoTCP(c)
+		}
+	}()
+	return ln.Addr().String(), func() { ln.Close() }, nil
+}
+
+const maxTCPFrame = 16 << 20
+
+func echoTCP(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	var hdr [4]byte
+	var buf []byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxTCPFrame {
+			return
+		}
+		buf = append(buf[:0], make([]byte, n)...)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		w.Write(hdr[:])
+		w.Write(buf)
+		// Coalesce replies while more requests are already buffered.
+		if r.Buffered() == 0 {
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// tcpClient pipelines requests on one connection: the server answers in
+// order, so replies are matched first in, first out.
+type tcpClient struct {
+	c     net.Conn
+	mu    sync.Mutex // writes and queue order together
+	queue chan chan []byte
+	err   chan struct{}
+}
+
+func dialTCP(ctx context.Context, addr string, _ DialOptions) (Client, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	t := &tcpClient{c: c, queue: make(chan chan []byte, 1<<16), err: make(chan struct{})}
+	go t.read()
+	return t, nil
+}
+
+func (t *tcpClient) read() {
+	defer close(t.err)
+	r := bufio.NewReaderSize(t.c, 64<<10)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxTCPFrame {
+			return
+		}
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return
+		}
+		select {
+		case ch := <-t.queue:
+			ch <- b
+		default:
+			return // a reply nobody asked for
+		}
+	}
+}
+
+func (t *tcpClient) Call(ctx context.Context, p []byte) ([]byte, error) {
+	if len(p) > maxTCPFrame {
+		return nil, errors.New("tcp: payload too large")
+	}
+	ch := make(chan []byte, 1)
+	b := make([]byte, 4+len(p))
+	binary.BigEndian.PutUint32(b, uint32(len(p)))
+	copy(b[4:], p)
+	t.mu.Lock()
+	t.queue <- ch
+	_, err := t.c.Write(b)
+	t.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-t.err:
+		return nil, errors.New("tcp: connection closed")
+	case <-ctx.Done():
+		// The reply will still come and be dropped into ch's buffer.
+		return nil, ctx.Err()
+	}
+}
+
+func (t *tcpClient) Close() error { return t.c.Close() }
+
+// ---- sluice RSocket over TCP and WebSocket ----
+
+func serveRSocket(ctx context.Context) (string, func(), error) {
+	ln, err := listen()
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go rsocket.Serve(ctx, ln, &echo.Responder{})
+	return ln.Addr().String(), cancel, nil
+}
+
+func serveRSocketWS(ctx context.Context) (string, func(), error) {
+	ln, err := listen()
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go rsocket.ServeWebSocket(ctx, ln, "/", &echo.Responder{})
+	return ln.Addr().String() + "/", cancel, nil
+}
+
+type rsClient struct{ c *rsocket.Conn }
+
+func dialRSocket(scheme string) func(context.Context, string, DialOptions) (Client, error) {
+	return func(ctx context.Context, addr string, _ DialOptions) (Client, error) {
+		c, err := rsocket.Dial(ctx, scheme+addr)
+		if err != nil {
+			return nil, err
+		}
+		return &rsClient{c}, nil
+	}
+}
+
+func (r *rsClient) Call(ctx context.Context, p []byte) ([]byte, error) {
+	out, err := r.c.RequestResponse(ctx, rsocket.Payload{Data: p})
+	return out.Data, err
+}
+
+func (r *rsClient) Close() error { return r.c.Close() }

@@ -136,7 +136,7 @@ func rsocketClient(model string) func(args []string, stdout, stderr io.Writer) e
 
 func rsocketRequest(ctx context.Context, model string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|ws://HOST:PORT/PATH [flags]", stderr)
-	url := fs.String("url", "", "server URL: tcp://HOST:PORT or ws://HOST:PORT/PATH")
+	url := fs.String("url", "", "server URL: tcp://HOST:PORT or ws://HOST:PORT/PATH; several, comma-separated, are load-balanced")
 	data := fs.String("data", "", "request data")
 	metadata := fs.String("metadata", "", "request metadata (with --route: a text/plain entry of the composite metadata)")
 	route := fs.String("route", "", "route, sent as composite metadata with message/x.rsocket.routing.v0")
@@ -188,7 +188,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *setupData != "" {
 		opts = append(opts, rsocket.WithSetup(nil, []byte(*setupData)))
 	}
-	c, err := rsocket.Dial(ctx, *url, opts...)
+	c, err := dialRSocketClient(ctx, *url, opts...)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@
 // best server until its queue grew (herding); instead two servers are drawn
 // at random and the cheaper one wins (power of two choices), which keeps
 // the load near-balanced among equal servers and starves slow ones. The
-// EWMA of an idle server fades with time (constant Config.Decay), so a
+// EWMA of an idle server fades with time (constant Config.Decay, 200 ms by default), so a
 // server that was slow is tried again later and can show it recovered.
 //
 // Leases: a member whose connection reports LeaseAvailable() == false

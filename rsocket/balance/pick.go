@@ -27,7 +27,7 @@ type Config struct {
 }
 
 // DefaultConfig is what Dial uses unless told otherwise.
-var DefaultConfig = Config{Decay: time.Second, InitialLatency: time.Millisecond,
+var DefaultConfig = Config{Decay: 200 * time.Millisecond, InitialLatency: time.Millisecond,
 	BackoffBase: 50 * time.Millisecond, BackoffMax: 5 * time.Second}
 
 type memberStats struct {

@@ -158,7 +158,7 @@ func rsocketClient(model string) func(args []string, stdout, stderr io.Writer) e
 
 func rsocketRequest(ctx context.Context, model string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [flags]", stderr)
-	url := fs.String("url", "", "server URL: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH")
+	url := fs.String("url", "", "server URL: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH; several, comma-separated, are load-balanced")
 	tlsc := addRSocketTLSFlags(fs)
 	byteCredits := fs.Uint("byte-credits", 0, "offer the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	data := fs.String("data", "", "request data")
@@ -218,7 +218,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		return err
 	}
 	opts = append(opts, topt...)
-	c, err := rsocket.Dial(ctx, *url, opts...)
+	c, err := dialRSocketClient(ctx, *url, opts...)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,8 @@ func addRSocketTLSFlags(fs *flag.FlagSet) *rsocketTLSFlags {
 // ws:// without TLS flags; with them, Dial refuses the clear-text URL).
 func (f *rsocketTLSFlags) option(url string) ([]rsocket.Option, error) {
 	set := *f.ca != "" || *f.cert != "" || *f.key != "" || *f.serverName != ""
-	if !set && !strings.HasPrefix(url, "tls://") && !strings.HasPrefix(url, "wss://") {
+	// url may be a comma-separated list (load-balanced): TLS if any is.
+	if !set && !strings.Contains(url, "tls://") && !strings.Contains(url, "wss://") {
 		return nil, nil
 	}
 	cfg, err := f.config()

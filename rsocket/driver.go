@@ -91,7 +91,7 @@ type Conn struct {
 	cmu     sync.Mutex
 	calls   []call
 	calls2  []call
-	calling bool
+	calling atomic.Bool // written under cmu
 	ncalls  atomic.Int32
 
 	// oneway bounds the fire-and-forget and metadata-push handlers running
@@ -207,6 +207,13 @@ func (c *Conn) submit(o op) {
 	c.ops = append(c.ops, o)
 	c.nops.Add(1)
 	c.qmu.Unlock()
+	if c.calling.Load() {
+		// Callbacks are running (runCalls): it combines after them, so
+		// the requests they send go out in one batch. (nops was raised
+		// before calling is read and runCalls clears calling before it
+		// reads nops: one of the two sees the other.)
+		return
+	}
 	c.combine()
 }
 
@@ -294,11 +301,11 @@ func (c *Conn) later(fn func(Payload, error), it item) {
 // does (it will run these too). Not under mu.
 func (c *Conn) runCalls() {
 	c.cmu.Lock()
-	if c.calling {
+	if c.calling.Load() {
 		c.cmu.Unlock()
 		return
 	}
-	c.calling = true
+	c.calling.Store(true)
 	for len(c.calls) > 0 {
 		calls := c.calls
 		c.calls, c.calls2 = c.calls2[:0], nil
@@ -308,16 +315,19 @@ func (c *Conn) runCalls() {
 			calls[i].fn(calls[i].p, calls[i].err)
 			calls[i] = call{}
 		}
-		// The callbacks' requests were queued (their combine found
-		// nobody holding mu, or us): send them as one batch.
+		// The callbacks' requests were queued, not run (submit): send
+		// them as one batch. Answers this queues (a closed connection's
+		// failures) are ours to run: runCalls below us returns at once.
 		c.combine()
 		c.cmu.Lock()
 		if c.calls2 == nil {
 			c.calls2 = calls[:0]
 		}
 	}
-	c.calling = false
+	c.calling.Store(false)
 	c.cmu.Unlock()
+	// Requests submitted after our last combine, while calling was set.
+	c.combine()
 }
 
 // takeOut hands the queued output to the writer. Under mu.

@@ -127,11 +127,13 @@ func (c *Conn) cancelStream(st *stream, err error) {
 	} else if st.requester && st.kind == conn.RequestChannel && !st.sendDone {
 		_ = c.m.Complete(st.id)
 	}
-	st.mu.Lock()
-	st.q = []item{{err: err}} // a cancelled stream delivers nothing more
-	st.ended = true
-	st.mu.Unlock()
-	st.fail(err) // wakes Next, fails a parked Send
+	if st.fn == nil {
+		st.mu.Lock()
+		st.q = []item{{err: err}} // a cancelled stream delivers nothing more
+		st.ended = true
+		st.mu.Unlock()
+	}
+	st.fail(err) // wakes Next, fails a parked Send; RequestResponseFunc: its callback
 	delete(c.streams, st.id)
 }
 
@@ -156,6 +158,24 @@ func (c *Conn) RequestResponse(ctx context.Context, p Payload) (Payload, error) 
 		return Payload{}, it.err
 	}
 	return it.p, nil
+}
+
+// RequestResponseFunc sends p and returns at once; fn gets the response
+// or the error, exactly once. It costs no goroutine: with many requests in
+// flight on a connection this is much cheaper than a goroutine blocked in
+// RequestResponse each. fn runs on a goroutine of the connection (usually
+// its reader) after the connection's lock is released, one callback at a
+// time per connection: it may send further requests with
+// RequestResponseFunc, but must not block (not even on RequestResponse of
+// the same connection), or the connection stalls. The response's slices
+// belong to fn. Cancelling ctx sends CANCEL and fn gets ctx's error.
+func (c *Conn) RequestResponseFunc(ctx context.Context, p Payload, fn func(Payload, error)) {
+	if err := ctx.Err(); err != nil {
+		fn(Payload{}, err)
+		return
+	}
+	st := &stream{kind: conn.RequestResponse, requester: true, cancel: noop, c: c, fn: fn}
+	c.submit(op{st: st, ctx: ctx, p: p})
 }
 
 // FireAndForget sends p; no answer comes.

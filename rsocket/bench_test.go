@@ -2,7 +2,7 @@ package rsocket
 
 import (
 	"context"
-	"fmt"
+
 	"net"
 	"runtime"
 	"slices"
@@ -17,9 +17,14 @@ import (
 // connection with 1 and 128 requests in flight; reports req/s and the
 // median latency.
 func BenchmarkRequestResponse(b *testing.B) {
-	for _, inflight := range []int{1, 128} {
-		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
-			c, _ := pair(b, "tcp")
+	for _, v := range []struct {
+		name     string
+		inflight int
+		opts     []Option
+	}{{"inflight=1", 1, nil}, {"inflight=128", 128, nil}, {"inflight=128/inline", 128, []Option{WithInlineHandlers()}}} {
+		inflight := v.inflight
+		b.Run(v.name, func(b *testing.B) {
+			c, _ := pair(b, "tcp", v.opts...)
 			ctx := context.Background()
 			p := Payload{Data: make([]byte, 64)}
 			lat := make([][]time.Duration, inflight)
@@ -54,6 +59,42 @@ func BenchmarkRequestResponse(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRequestResponseAsync: 128 in flight with RequestResponseFunc
+// (each answer's callback sends the next request), inline handlers.
+func BenchmarkRequestResponseAsync(b *testing.B) {
+	const inflight = 128
+	c, _ := pair(b, "tcp", WithInlineHandlers())
+	ctx := context.Background()
+	p := Payload{Data: make([]byte, 64)}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	done := make(chan struct{})
+	var outstanding atomic.Int64
+	var send func()
+	send = func() {
+		if left.Add(-1) < 0 {
+			if outstanding.Add(-1) == 0 {
+				close(done)
+			}
+			return
+		}
+		c.RequestResponseFunc(ctx, p, func(_ Payload, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			send()
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	outstanding.Store(inflight)
+	for range inflight {
+		send()
+	}
+	<-done
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 }
 
 // streamer streams len(elem)-byte payloads: data "n" asks for n of them.

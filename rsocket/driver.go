@@ -84,6 +84,16 @@ type Conn struct {
 
 	slab []byte // see copy; under mu
 
+	// Answers for RequestResponseFunc callers, queued under mu and run
+	// after it is released (a callback may call into the connection), by
+	// one goroutine at a time (calling), so a callback that sends the
+	// next request does not recurse.
+	cmu     sync.Mutex
+	calls   []call
+	calls2  []call
+	calling atomic.Bool // written under cmu
+	ncalls  atomic.Int32
+
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
 	// a flood must not become a flood of goroutines. When full, the reader
@@ -100,7 +110,8 @@ type stream struct {
 	cancel    func()          // responder: ends ctx; requester: stops watching the caller's ctx
 	sendDone  bool
 	recvDone  bool
-	parked    *sendReq // a Send waiting for credits
+	parked    *sendReq             // a Send waiting for credits
+	fn        func(Payload, error) // requester of RequestResponseFunc: gets the answer instead of q
 
 	hc  handlerCtx // responder: ctx
 	c   *Conn      // responder of a request-response: for run
@@ -111,6 +122,12 @@ type stream struct {
 	q1    [1]item // q's first array: most streams (request-response) hold one item
 	sig   chan struct{}
 	ended bool // a terminal item was queued
+}
+
+type call struct {
+	fn  func(Payload, error)
+	p   Payload
+	err error
 }
 
 type item struct {
@@ -142,6 +159,9 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	}
 	if o.responder == nil {
 		c.opts.responder = UnimplementedResponder{}
+	}
+	if _, ok := c.opts.responder.(NonBlocking); ok {
+		c.opts.inline = true
 	}
 	c.vctx = context.WithoutCancel(ctx)
 	c.ctx, c.cancel = context.WithCancel(c.vctx)
@@ -187,6 +207,13 @@ func (c *Conn) submit(o op) {
 	c.ops = append(c.ops, o)
 	c.nops.Add(1)
 	c.qmu.Unlock()
+	if c.calling.Load() {
+		// Callbacks are running (runCalls): it combines after them, so
+		// the requests they send go out in one batch. (nops was raised
+		// before calling is read and runCalls clears calling before it
+		// reads nops: one of the two sees the other.)
+		return
+	}
 	c.combine()
 }
 
@@ -257,6 +284,50 @@ func (c *Conn) unlock() {
 	if wake {
 		c.wakeWriter()
 	}
+	if c.ncalls.Load() > 0 {
+		c.runCalls()
+	}
+}
+
+// later queues fn's answer; the goroutine releasing mu runs it. Under mu.
+func (c *Conn) later(fn func(Payload, error), it item) {
+	c.cmu.Lock()
+	c.calls = append(c.calls, call{fn: fn, p: it.p, err: it.err})
+	c.ncalls.Add(1)
+	c.cmu.Unlock()
+}
+
+// runCalls runs the queued callbacks unless another goroutine already
+// does (it will run these too). Not under mu.
+func (c *Conn) runCalls() {
+	c.cmu.Lock()
+	if c.calling.Load() {
+		c.cmu.Unlock()
+		return
+	}
+	c.calling.Store(true)
+	for len(c.calls) > 0 {
+		calls := c.calls
+		c.calls, c.calls2 = c.calls2[:0], nil
+		c.ncalls.Store(0)
+		c.cmu.Unlock()
+		for i := range calls {
+			calls[i].fn(calls[i].p, calls[i].err)
+			calls[i] = call{}
+		}
+		// The callbacks' requests were queued, not run (submit): send
+		// them as one batch. Answers this queues (a closed connection's
+		// failures) are ours to run: runCalls below us returns at once.
+		c.combine()
+		c.cmu.Lock()
+		if c.calls2 == nil {
+			c.calls2 = calls[:0]
+		}
+	}
+	c.calling.Store(false)
+	c.cmu.Unlock()
+	// Requests submitted after our last combine, while calling was set.
+	c.combine()
 }
 
 // takeOut hands the queued output to the writer. Under mu.
@@ -728,8 +799,25 @@ func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, paren
 }
 
 func (c *Conn) request(ev *conn.Event) {
-	p := Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}
 	h := c.opts.responder
+	if ev.Interaction == conn.RequestResponse && c.opts.inline {
+		// NonBlocking: answer here, on the reader, under mu. The event's
+		// bytes stay valid during the call and SendPayload copies the
+		// answer into the output, so nothing is copied for the handler.
+		var resp Payload
+		err := guard(func() (err error) {
+			resp, err = h.RequestResponse(c.ctx, Payload{Metadata: ev.Metadata, Data: ev.Data})
+			return
+		})
+		if err != nil {
+			code, msg := toError(err)
+			_ = c.m.SendError(ev.StreamID, code, msg)
+		} else {
+			_ = c.m.SendPayload(ev.StreamID, resp.Metadata, resp.Data, true, true)
+		}
+		return
+	}
+	p := Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}
 	switch ev.Interaction {
 	case conn.FireAndForget:
 		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
@@ -812,6 +900,17 @@ func (c *Conn) trySend(st *stream, r *sendReq) {
 
 func (st *stream) push(it item) {
 	st.mu.Lock()
+	if st.fn != nil {
+		// RequestResponseFunc: the first item (answer or error) is the
+		// only one; it goes to the callback.
+		ended := st.ended
+		st.ended = true
+		st.mu.Unlock()
+		if !ended {
+			st.c.later(st.fn, it)
+		}
+		return
+	}
 	if !st.ended {
 		st.q = append(st.q, it)
 		if it.err != nil || it.complete {

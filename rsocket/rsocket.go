@@ -73,6 +73,21 @@ type Responder interface {
 	RequestChannel(ctx context.Context, p Payload, in *Stream, out *Sink) error
 }
 
+// NonBlocking marks a Responder whose RequestResponse never blocks: no
+// I/O, no locks held for long, no waiting on other requests. Such a
+// handler runs inline on the connection's reader goroutine, while the
+// reader holds the connection, so an answer costs no goroutine wake-up
+// and no copy of the request (rsocket/echo is one). The price is the
+// contract: a handler that blocks stalls every stream of the connection,
+// and p's slices are valid only during the call (copy what you keep; the
+// answer may be p itself). Its ctx never ends during the call. Other
+// models (stream, channel, fire-and-forget, metadata push) still run on
+// pooled goroutines. WithInlineHandlers opts in without the marker.
+type NonBlocking interface {
+	Responder
+	NonBlocking()
+}
+
 // UnimplementedResponder rejects every request; embed it to implement some.
 type UnimplementedResponder struct{}
 
@@ -90,6 +105,11 @@ func (UnimplementedResponder) RequestChannel(context.Context, Payload, *Stream, 
 	return errUnimplemented
 }
 
+// WithInlineHandlers runs the responder's RequestResponse inline on the
+// reader goroutine, as for a NonBlocking responder (read its contract: a
+// blocking handler stalls the connection).
+func WithInlineHandlers() Option { return func(o *options) { o.inline = true } }
+
 // Option configures a connection (Dial, Serve, ClientConn, ServeConn).
 type Option func(*options)
 
@@ -102,6 +122,7 @@ type options struct {
 	leaseN    uint32
 	lease     bool
 	channelN  uint32
+	inline    bool        // RequestResponse runs on the reader, see NonBlocking
 	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 }
 

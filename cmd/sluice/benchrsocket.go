@@ -31,6 +31,7 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 	grpcOn := fs.Bool("grpc", true, "also run gRPC bidi ping-pong")
 	idle := fs.Int("idle-conns", 1000, "measure memory per idle connection over this many connections (0: skip)")
 	multi := fs.Int("conns", 16, "also run request-response over this many connections (128 in flight each) to a `sluice rsocket serve` child process, reporting its peak RSS (0: skip)")
+	apiList := fs.String("api", "blocking,async", "sluice's requester API, comma-separated: blocking (a goroutine per request in RequestResponse) and/or async (RequestResponseFunc, callbacks)")
 	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -45,6 +46,14 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 			return &exitError{code: 2, msg: fmt.Sprintf("--inflight: %q is not a count from 1 to 100000", s)}
 		}
 		inflights = append(inflights, n)
+	}
+	var apis []string
+	for _, a := range strings.Split(*apiList, ",") {
+		a = strings.TrimSpace(a)
+		if a != "blocking" && a != "async" {
+			return &exitError{code: 2, msg: fmt.Sprintf("--api: %q is neither blocking nor async", a)}
+		}
+		apis = append(apis, a)
 	}
 	if *dur <= 0 || size < 1 || size > 1<<20 || *idle < 0 || *idle > 100_000 || *multi < 0 || *multi > 1024 {
 		return &exitError{code: 2, msg: "--duration positive, --size 1 B..1 MiB, --idle-conns 0..100000, --conns 0..1024"}
@@ -65,12 +74,21 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 		run    func() (bench.Metrics, error)
 	}
 	rrName := func(who string, n int) string { return fmt.Sprintf("%s request-response, %d in flight", who, n) }
+	// The blocking API keeps the historical row name; async rows say so.
+	sluiceName := func(api string) string {
+		if api == "async" {
+			return "sluice (async API)"
+		}
+		return "sluice"
+	}
 	var configs []config
 	for _, n := range inflights {
-		configs = append(configs, config{rrName("sluice", n), map[string]any{"stack": "sluice", "inflight": n}, func() (bench.Metrics, error) {
-			r, err := bench.SluiceRR(ctx, n, *dur, sz)
-			return r.Metrics(), err
-		}})
+		for _, api := range apis {
+			configs = append(configs, config{rrName(sluiceName(api), n), map[string]any{"stack": "sluice", "inflight": n, "api": api}, func() (bench.Metrics, error) {
+				r, err := bench.SluiceRR(ctx, n, *dur, sz, api == "async")
+				return r.Metrics(), err
+			}})
+		}
 		if *grpcOn {
 			configs = append(configs, config{rrName("gRPC bidi", n), map[string]any{"stack": "grpc-go bidi", "inflight": n}, func() (bench.Metrics, error) {
 				r, err := bench.GRPCBidi(ctx, n, *dur, sz)
@@ -110,11 +128,15 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 			return bench.Metrics{"bytes_per_conn": b}, err
 		}})
 	}
-	nameMulti := fmt.Sprintf("sluice request-response, %d connections × 128 in flight, server in its own process", *multi)
+	multiName := func(api string) string {
+		return fmt.Sprintf("%s request-response, %d connections × 128 in flight, server in its own process", sluiceName(api), *multi)
+	}
 	if *multi > 0 {
-		configs = append(configs, config{nameMulti, map[string]any{"stack": "sluice", "conns": *multi, "inflight": 128}, func() (bench.Metrics, error) {
-			return multiConnRun(ctx, *multi, *dur, sz)
-		}})
+		for _, api := range apis {
+			configs = append(configs, config{multiName(api), map[string]any{"stack": "sluice", "conns": *multi, "inflight": 128, "api": api}, func() (bench.Metrics, error) {
+				return multiConnRun(ctx, *multi, *dur, sz, api == "async")
+			}})
+		}
 	}
 
 	var rs bench.Results
@@ -138,8 +160,11 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, n := range inflights {
-		ratio(rrName("sluice", n), rrName("gRPC bidi", n), "req_per_sec")
-		ratio(rrName("sluice", n), rrName("rsocket-go", n), "req_per_sec")
+		// With both APIs, the ratio is the async one's (the faster).
+		for _, api := range apis {
+			ratio(rrName(sluiceName(api), n), rrName("gRPC bidi", n), "req_per_sec")
+			ratio(rrName(sluiceName(api), n), rrName("rsocket-go", n), "req_per_sec")
+		}
 	}
 	ratio(nameStream, nameStreamGo, "payloads_per_sec")
 
@@ -173,9 +198,11 @@ func runBenchRSocket(args []string, stdout, stderr io.Writer) error {
 		notes = append(notes, fmt.Sprintf("idle connection: %s bytes of heap and stacks per connection, client and server end together (%d connections)",
 			r.Stat("bytes_per_conn").Format(0), *idle))
 	}
-	if r := rs.Row(nameMulti); r != nil {
-		notes = append(notes, fmt.Sprintf("%d connections × 128 in flight to `sluice rsocket serve`: %s req/s, p99 %s, server peak RSS %s MB",
-			*multi, r.Stat("req_per_sec").Format(0), us(r, "p99_us"), r.Stat("server_rss_mb").Format(1)))
+	for _, api := range apis {
+		if r := rs.Row(multiName(api)); r != nil {
+			notes = append(notes, fmt.Sprintf("%d connections × 128 in flight to `sluice rsocket serve`, %s API: %s req/s, p99 %s, server peak RSS %s MB",
+				*multi, api, r.Stat("req_per_sec").Format(0), us(r, "p99_us"), r.Stat("server_rss_mb").Format(1)))
+		}
 	}
 	if *rsgo == "" {
 		notes = append(notes, "rsocket-go: skipped: build it with "+rsgoBuildHint)
@@ -201,7 +228,7 @@ func findRSGo() string {
 // multiConnRun starts `sluice rsocket serve` (this binary) as a child,
 // runs request-response over conns connections to it, and reports its
 // peak RSS with the rate.
-func multiConnRun(ctx context.Context, conns int, dur time.Duration, size int) (bench.Metrics, error) {
+func multiConnRun(ctx context.Context, conns int, dur time.Duration, size int, async bool) (bench.Metrics, error) {
 	bin, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -234,7 +261,7 @@ func multiConnRun(ctx context.Context, conns int, dur time.Duration, size int) (
 	case <-time.After(30 * time.Second):
 		return nil, fmt.Errorf("%s rsocket serve printed no listening line", bin)
 	}
-	r, err := bench.MultiConnRR(ctx, url, conns, 128, dur, size)
+	r, err := bench.MultiConnRR(ctx, url, conns, 128, dur, size, async)
 	if err != nil {
 		return nil, err
 	}

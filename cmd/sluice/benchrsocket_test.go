@@ -21,7 +21,7 @@ func TestBenchRSocketSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"| sluice request-response, 4 in flight |", "| gRPC bidi request-response, 4 in flight |",
+	for _, want := range []string{"| sluice request-response, 4 in flight |", "| sluice (async API) request-response, 4 in flight |", "| gRPC bidi request-response, 4 in flight |",
 		"| sluice request-stream |", "frame codec (64 B PAYLOAD", "idle connection:", "2 connections × 128 in flight",
 		"rsocket-go: skipped: build it with"} {
 		if !strings.Contains(string(out), want) {
@@ -29,8 +29,8 @@ func TestBenchRSocketSmoke(t *testing.T) {
 		}
 	}
 	rep := readReport(t, js)
-	if rep.Command != "bench rsocket" || len(rep.Rows) != 8 {
-		t.Fatalf("report %s with %d rows, want 8", rep.Command, len(rep.Rows))
+	if rep.Command != "bench rsocket" || len(rep.Rows) != 11 { // 2 in-flight counts × (blocking, async, gRPC), stream, codec, idle, 2 × multi-connection
+		t.Fatalf("report %s with %d rows, want 11", rep.Command, len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
 		if strings.Contains(r.Name, "request-response") && r.Summary["req_per_sec"].Median <= 0 {

@@ -101,6 +101,67 @@ func ClosedLoop(ctx context.Context, inflight int, dur time.Duration, max int64,
 		P50: time.Duration(all.ValueAtQuantile(50)) * 100, P99: time.Duration(all.ValueAtQuantile(99)) * 100}, nil
 }
 
+// AsyncLoop is ClosedLoop for an asynchronous call: inflight requests are
+// started, and each completion starts the next until dur passed, without
+// a goroutine per request. call must call done exactly once.
+func AsyncLoop(ctx context.Context, inflight int, dur time.Duration, call func(done func(error))) (RRResult, error) {
+	if inflight < 1 || dur <= 0 {
+		return RRResult{}, errors.New("bench: inflight and duration must be positive")
+	}
+	var (
+		mu       sync.Mutex // callbacks of different connections run at once
+		h        = hdrhistogram.New(1, 60_000_000, 3)
+		firstErr error
+		left     atomic.Int64
+		finished = make(chan struct{})
+	)
+	left.Store(int64(inflight))
+	end := time.Now().Add(dur)
+	start := time.Now()
+	var one func()
+	one = func() {
+		t := time.Now()
+		if t.After(end) || ctx.Err() != nil {
+			if left.Add(-1) == 0 {
+				close(finished)
+			}
+			return
+		}
+		call(func(err error) {
+			mu.Lock()
+			_ = h.RecordValue(int64(time.Since(t) / 100))
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			failed := firstErr != nil
+			mu.Unlock()
+			if failed {
+				if left.Add(-1) == 0 {
+					close(finished)
+				}
+				return
+			}
+			one()
+		})
+	}
+	for range inflight {
+		one()
+	}
+	select {
+	case <-finished:
+	case <-time.After(dur + 30*time.Second): // a stuck call fails the run
+		return RRResult{}, errors.New("bench: async requests stalled")
+	}
+	el := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if firstErr != nil {
+		return RRResult{}, firstErr
+	}
+	return RRResult{Requests: h.TotalCount(), Elapsed: el,
+		P50: time.Duration(h.ValueAtQuantile(50)) * 100, P99: time.Duration(h.ValueAtQuantile(99)) * 100}, nil
+}
+
 // rsServer serves sluice's echo responder (plus 64 B streams, see
 // streamResponder) on a loopback port until ctx ends.
 func rsServer(ctx context.Context, size int) (string, error) {
@@ -133,8 +194,9 @@ func (s *streamResponder) RequestStream(ctx context.Context, p rsocket.Payload, 
 }
 
 // SluiceRR is sluice's request-response: its client, one connection, to
-// its server, in this process.
-func SluiceRR(ctx context.Context, inflight int, dur time.Duration, size int) (RRResult, error) {
+// its server, in this process. async: RequestResponseFunc, no goroutine
+// per request in flight; else a goroutine blocked in RequestResponse each.
+func SluiceRR(ctx context.Context, inflight int, dur time.Duration, size int, async bool) (RRResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	url, err := rsServer(ctx, size)
@@ -147,6 +209,13 @@ func SluiceRR(ctx context.Context, inflight int, dur time.Duration, size int) (R
 	}
 	defer c.Close()
 	p := rsocket.Payload{Data: make([]byte, size)}
+	if async {
+		return withCPU(func() (RRResult, error) {
+			return AsyncLoop(ctx, inflight, dur, func(done func(error)) {
+				c.RequestResponseFunc(ctx, p, func(_ rsocket.Payload, err error) { done(err) })
+			})
+		})
+	}
 	return withCPU(func() (RRResult, error) {
 		return ClosedLoop(ctx, inflight, dur, 1<<40, func(ctx context.Context) error {
 			_, err := c.RequestResponse(ctx, p)
@@ -240,7 +309,7 @@ func IdleConnBytes(ctx context.Context, n int) (float64, error) {
 
 // MultiConnRR is request-response over conns connections with inflight
 // requests in flight on each, to the server at url.
-func MultiConnRR(ctx context.Context, url string, conns, inflight int, dur time.Duration, size int) (RRResult, error) {
+func MultiConnRR(ctx context.Context, url string, conns, inflight int, dur time.Duration, size int, async bool) (RRResult, error) {
 	cs := make([]*rsocket.Conn, conns)
 	for i := range cs {
 		c, err := rsocket.Dial(ctx, url)
@@ -252,6 +321,11 @@ func MultiConnRR(ctx context.Context, url string, conns, inflight int, dur time.
 	}
 	p := rsocket.Payload{Data: make([]byte, size)}
 	var next atomic.Uint64
+	if async {
+		return AsyncLoop(ctx, conns*inflight, dur, func(done func(error)) {
+			cs[next.Add(1)%uint64(conns)].RequestResponseFunc(ctx, p, func(_ rsocket.Payload, err error) { done(err) })
+		})
+	}
 	return ClosedLoop(ctx, conns*inflight, dur, 1<<40, func(ctx context.Context) error {
 		_, err := cs[next.Add(1)%uint64(conns)].RequestResponse(ctx, p)
 		return err

@@ -140,3 +140,8 @@ func (e *Responder) RequestChannel(_ context.Context, p rsocket.Payload, in *rso
 		}
 	}
 }
+
+// NonBlocking marks the responder as rsocket.NonBlocking: its
+// RequestResponse neither blocks nor keeps the request, so it runs on the
+// connection's reader goroutine. Hooks must then not block either.
+func (e *Responder) NonBlocking() {}

@@ -191,7 +191,7 @@ func (m *Machine) NextDeadline() (t time.Duration, ok bool) {
 		return 0, false
 	}
 	t = m.lastReceived + m.maxLifetime
-	if m.cfg.Role == Client && m.nextKeepalive < t {
+	if m.cfg.Role == Client && m.rs.link == linkUp && m.nextKeepalive < t {
 		t = m.nextKeepalive
 	}
 	return t, true

@@ -316,3 +316,83 @@ func TestResumeWrongTokenRejected(t *testing.T) {
 		t.Fatal("accepted another token")
 	}
 }
+
+// TestResumeClientCells: the remaining client cells of link state × input.
+func TestResumeClientCells(t *testing.T) {
+	resuming := func(t *testing.T) *pair {
+		p := resumePair(t, Config{})
+		p.c.RequestStream(5, nil, []byte("x"))
+		p.pump()
+		p.c.TransportClosed(errors.New("cut"))
+		drain(t, p.c)
+		if err := p.c.Reconnected(0); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, p.c)
+		return p
+	}
+	t.Run("resuming/PAYLOAD is a protocol error", func(t *testing.T) {
+		p := resuming(t)
+		p.c.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, []byte("x"))))
+		fs, evs := drain(t, p.c)
+		if len(fs) != 1 || evs[len(evs)-1].Kind != EventClosed || !errors.Is(evs[len(evs)-1].Err, ErrProtocol) {
+			t.Fatalf("got %s / %s", describe(fs), describeEvents(evs))
+		}
+	})
+	t.Run("resuming/RESUME_OK beyond what was sent", func(t *testing.T) {
+		p := resuming(t)
+		p.c.Receive(0, must(frame.AppendResumeOK(nil, 1<<30)))
+		_, evs := drain(t, p.c)
+		if evs[len(evs)-1].Kind != EventClosed || !errors.Is(evs[len(evs)-1].Err, ErrResumeRejected) {
+			t.Fatalf("got %s", describeEvents(evs))
+		}
+	})
+	t.Run("resuming/no RESUME_OK within the lifetime reconnects", func(t *testing.T) {
+		p := resuming(t)
+		dl, _ := p.c.NextDeadline()
+		p.c.Tick(dl)
+		_, evs := drain(t, p.c)
+		if len(evs) != 1 || evs[0].Kind != EventReconnect {
+			t.Fatalf("got %s", describeEvents(evs))
+		}
+	})
+	t.Run("down/frames of the lost transport are ignored", func(t *testing.T) {
+		p := resumePair(t, Config{})
+		p.c.RequestStream(5, nil, []byte("x"))
+		p.pump()
+		_, before := p.c.Positions()
+		p.c.TransportClosed(errors.New("cut"))
+		drain(t, p.c)
+		p.c.Receive(0, must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, []byte("late"))))
+		fs, evs := drain(t, p.c)
+		if _, after := p.c.Positions(); len(fs)+len(evs) != 0 || after != before {
+			t.Fatalf("got %s / %s, position %d→%d", describe(fs), describeEvents(evs), before, after)
+		}
+	})
+	t.Run("down/commands are retained, not written", func(t *testing.T) {
+		p := resumePair(t, Config{})
+		p.c.TransportClosed(errors.New("cut"))
+		drain(t, p.c)
+		if _, err := p.c.RequestStream(5, nil, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		fs, _ := drain(t, p.c)
+		if n, _ := p.c.RetainedBytes(); len(fs) != 0 || n == 0 {
+			t.Fatalf("wrote %s, retained %d", describe(fs), n)
+		}
+	})
+	t.Run("server up/RESUME replaces a half-open transport", func(t *testing.T) {
+		p := resumePair(t, Config{})
+		p.c.TransportClosed(errors.New("cut"))
+		drain(t, p.c)
+		_ = p.c.Reconnected(0)
+		cf, _ := drain(t, p.c)
+		if !p.s.AcceptResume(0, resumeFrameOf(t, cf)) {
+			t.Fatal("rejected")
+		}
+		_, evs := drain(t, p.s)
+		if len(evs) != 2 || evs[0].Kind != EventReconnect || evs[1].Kind != EventResumed {
+			t.Fatalf("got %s", describeEvents(evs))
+		}
+	})
+}

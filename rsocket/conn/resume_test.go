@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -15,12 +16,21 @@ import (
 // frame delivered (both directions count); frames in flight are lost. It
 // returns what the client received, in order.
 func resumeRun(t *testing.T, n, cut, frameSize int) ([]uint32, error) {
+	return resumeRunOpts(t, n, cut, frameSize, nil, 0)
+}
+
+// resumeRunOpts: with rnd, the cut comes after each frame with chance
+// 1/cut instead of every cut-th frame, time advances 1ms a step, both
+// ends tick (keepalives every 10ms trim the retained buffers), and the
+// server retains at most bound bytes.
+func resumeRunOpts(t *testing.T, n, cut, frameSize int, rnd *rand.Rand, bound int) ([]uint32, error) {
 	t.Helper()
-	c, err := New(Config{Role: Client, ResumeToken: []byte("tok"), MaxFrameSize: frameSize}, 0)
+	c, err := New(Config{Role: Client, ResumeToken: []byte("tok"), MaxFrameSize: frameSize,
+		KeepaliveInterval: 10 * time.Millisecond, ResumeBufferBytes: bound}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Role: Server, Resume: true, MaxFrameSize: frameSize}, 0)
+	s, err := New(Config{Role: Server, Resume: true, MaxFrameSize: frameSize, ResumeBufferBytes: bound}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +43,8 @@ func resumeRun(t *testing.T, n, cut, frameSize int) ([]uint32, error) {
 	sCredits := uint32(0)
 	done := false
 	var closed error
-	delivered := 0
+	delivered, cuts := 0, 0
+	defer func() { t.Logf("%d items, %d frames delivered, %d cuts", len(got), delivered, cuts) }()
 	handle := func(m *Machine, isClient bool) {
 		r := m.Ready()
 		out := r.Out
@@ -82,7 +93,16 @@ func resumeRun(t *testing.T, n, cut, frameSize int) ([]uint32, error) {
 	if _, err := c.RequestStream(8, nil, []byte("go")); err != nil {
 		t.Fatal(err)
 	}
-	for steps := 0; steps < 1_000_000 && !done && closed == nil; steps++ {
+	now := time.Duration(0)
+	for steps := 0; steps < 10_000_000 && !done && closed == nil; steps++ {
+		if rnd != nil {
+			now += time.Millisecond
+			c.Tick(now)
+			s.Tick(now)
+			if r, _ := s.RetainedBytes(); r > bound {
+				return got, fmt.Errorf("server retains %d bytes, bound %d", r, bound)
+			}
+		}
 		handle(c, true)
 		handle(s, false)
 		for streamID != 0 && sCredits > 0 && sent < n {
@@ -105,24 +125,25 @@ func resumeRun(t *testing.T, n, cut, frameSize int) ([]uint32, error) {
 		if len(toS) > 0 && (steps%2 == 0 || len(toC) == 0) {
 			f := toS[0]
 			toS = toS[1:]
-			s.Receive(0, f)
+			s.Receive(now, f)
 		} else {
 			f := toC[0]
 			toC = toC[1:]
-			c.Receive(0, f)
+			c.Receive(now, f)
 			if frame.Type(f[4]>>2) == frame.TypeResumeOK {
 				continue // a link that dies after every RESUME_OK makes no progress
 			}
 		}
 		delivered++
-		if cut > 0 && delivered%cut == 0 {
+		if (rnd == nil && cut > 0 && delivered%cut == 0) || (rnd != nil && rnd.IntN(cut) == 0) {
 			toS, toC = nil, nil
+			cuts++
 			c.TransportClosed(errors.New("cut"))
 			s.TransportClosed(errors.New("cut"))
 			handle(c, true)
 			handle(s, false)
 			toS, toC = nil, nil // nothing written while down reaches the wire
-			if err := c.Reconnected(0); err != nil {
+			if err := c.Reconnected(now); err != nil {
 				return got, err
 			}
 			handle(c, true)
@@ -131,7 +152,7 @@ func resumeRun(t *testing.T, n, cut, frameSize int) ([]uint32, error) {
 			}
 			resume := toS[0]
 			toS = nil
-			if !s.AcceptResume(0, resume) {
+			if !s.AcceptResume(now, resume) {
 				handle(s, false)
 				return got, fmt.Errorf("resume rejected: %v", closed)
 			}
@@ -158,6 +179,30 @@ func TestResumeSimEveryBoundary(t *testing.T) {
 				if v != uint32(i) {
 					t.Fatalf("cut %d size %d: item %d is %d (duplicate or reordering)", cut, size, i, v)
 				}
+			}
+		}
+	}
+}
+
+// TestResumeSimLongStreamRandomCuts: 200,000 items (20,000 with -short)
+// through random cuts, the server's retained buffer bounded to 64 KiB and
+// trimmed by keepalives: complete, in order, no duplicates.
+func TestResumeSimLongStreamRandomCuts(t *testing.T) {
+	n := 200_000
+	if testing.Short() {
+		n = 20_000
+	}
+	for seed := uint64(1); seed <= 3; seed++ {
+		got, err := resumeRunOpts(t, n, 500, 256, rand.New(rand.NewPCG(seed, seed)), 64<<10)
+		if err != nil {
+			t.Fatalf("seed %d: %v (got %d items)", seed, err, len(got))
+		}
+		if len(got) != n {
+			t.Fatalf("seed %d: %d items, want %d", seed, len(got), n)
+		}
+		for i, v := range got {
+			if v != uint32(i) {
+				t.Fatalf("seed %d: item %d is %d", seed, i, v)
 			}
 		}
 	}

@@ -74,6 +74,21 @@ type Config struct {
 	// bytes at its start (1..2^31-1); more are granted with RequestBytes.
 	// A peer without the extension ignores it. 0: plain RSocket.
 	ByteCredits uint32
+
+	// ResumeToken (client), when not nil, asks for resumption (R flag in
+	// SETUP, resume.go): the connection survives transport losses.
+	ResumeToken []byte
+	// Resume (server) accepts a SETUP with R; without it such a SETUP is
+	// answered ERROR[REJECTED_SETUP].
+	Resume bool
+	// ResumeBufferBytes bounds the sent frames retained for replay until
+	// the peer acknowledges them (KEEPALIVE position). The oldest are
+	// dropped beyond it: a peer further behind cannot resume and is
+	// rejected. Default 16 MiB.
+	ResumeBufferBytes int
+	// ResumeSessionLifetime is how long a session whose transport was lost
+	// waits to be resumed before it closes. Default 60s.
+	ResumeSessionLifetime time.Duration
 }
 
 // Defaults.
@@ -86,6 +101,9 @@ const (
 	DefaultMetadataMIME       = "message/x.rsocket.composite-metadata.v0"
 	DefaultDataMIME           = "application/octet-stream"
 	minFrameSize              = 64
+
+	DefaultResumeBufferBytes     = 16 << 20
+	DefaultResumeSessionLifetime = 60 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -109,6 +127,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPayloadSize == 0 {
 		c.MaxPayloadSize = DefaultMaxPayloadSize
+	}
+	if c.ResumeBufferBytes == 0 {
+		c.ResumeBufferBytes = DefaultResumeBufferBytes
+	}
+	if c.ResumeSessionLifetime == 0 {
+		c.ResumeSessionLifetime = DefaultResumeSessionLifetime
 	}
 	if c.MaxReassemblyBytes == 0 {
 		c.MaxReassemblyBytes = max(DefaultMaxReassemblyBytes, c.MaxPayloadSize)
@@ -139,6 +163,12 @@ func (c *Config) validate() error {
 	}
 	if c.ByteCredits > frame.MaxRequestN {
 		return fmt.Errorf("rsocket/conn: Config.ByteCredits %d must be <= 2^31-1", c.ByteCredits)
+	}
+	if len(c.ResumeToken) > frame.MaxResumeTokenLength {
+		return fmt.Errorf("rsocket/conn: Config.ResumeToken of %d bytes exceeds %d", len(c.ResumeToken), frame.MaxResumeTokenLength)
+	}
+	if c.ResumeBufferBytes < 0 || c.ResumeSessionLifetime < 0 {
+		return errors.New("rsocket/conn: Config.ResumeBufferBytes and ResumeSessionLifetime must be >= 0")
 	}
 	if c.MaxStreams < 1 {
 		return fmt.Errorf("rsocket/conn: Config.MaxStreams %d must be >= 1", c.MaxStreams)

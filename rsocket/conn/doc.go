@@ -73,8 +73,9 @@
 // requester waits for a LEASE and stays within it (ErrNoLease), and each
 // responder answers requests beyond the LEASE it sent with ERROR[REJECTED]. A server requires SETUP as the first
 // frame: anything else is ERROR[INVALID_SETUP], a RESUME is
-// ERROR[REJECTED_RESUME] (no resume support), a SETUP with the R flag is
-// ERROR[REJECTED_SETUP], a version other than 1.x is
+// ERROR[REJECTED_RESUME] (a new machine has no session; a server driver
+// with sessions calls AcceptResume instead), a SETUP with the R flag is
+// ERROR[REJECTED_SETUP] unless Config.Resume, a version other than 1.x is
 // ERROR[UNSUPPORTED_SETUP]; each closes the connection. The accepted SETUP
 // reaches the application as EventSetup, which may still refuse it with
 // Close(ErrorCodeRejectedSetup, reason).
@@ -94,10 +95,16 @@
 // credit, and a receiver fails a stream that overruns either with
 // ERROR[INVALID]. The wire format is specified in docs/rsocket.md.
 //
-// Resume positions: the bytes of resumable frames sent and received
-// (frame.IsResumable) are counted (Positions) for the resumption to come;
-// nothing else of resume is implemented, so RESUME and RESUME_OK are
-// rejected or ignored as a peer without resume must.
+// Resumption (resume.go, docs/rsocket-resume.md): positions count the
+// bytes of every frame on a stream other than 0 (rsocket-java's counting;
+// Positions). With Config.ResumeToken (client) or Config.Resume (server
+// accepting a SETUP with R) sent stream frames are retained, bounded by
+// Config.ResumeBufferBytes and trimmed by the peer's KEEPALIVE position;
+// TransportClosed keeps the session (EventReconnect) for
+// Config.ResumeSessionLifetime; Reconnected (client) and AcceptResume
+// (server) resume it and replay what the peer lacks, exactly once. Without
+// resumption RESUME and RESUME_OK are rejected or ignored as a peer
+// without resume must.
 //
 // # Ownership
 //

@@ -85,9 +85,17 @@ const (
 	// *LocalError, or the transport error). It is the last event; every
 	// stream got its EventError before it.
 	EventClosed
+	// EventReconnect: the transport was lost and the resumable session is
+	// kept (Err says why): a client dials again and calls Reconnected; a
+	// server waits for a RESUME with the token (AcceptResume). Without
+	// resume by Config.ResumeSessionLifetime, EventClosed follows.
+	EventReconnect
+	// EventResumed: RESUME_OK was received (client) or sent (server); the
+	// frames the peer lacked were replayed.
+	EventResumed
 )
 
-var eventNames = [...]string{"", "Setup", "Request", "Payload", "RequestN", "Cancel", "Error", "MetadataPush", "Lease", "Closed"}
+var eventNames = [...]string{"", "Setup", "Request", "Payload", "RequestN", "Cancel", "Error", "MetadataPush", "Lease", "Closed", "Reconnect", "Resumed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k > 0 {
@@ -124,6 +132,7 @@ type SetupInfo struct {
 	MetadataMIME, DataMIME     string
 	Metadata, Data             []byte
 	Lease                      bool
+	ResumeToken                []byte // nil: the client does not resume
 }
 
 func (e Event) String() string {

@@ -46,9 +46,10 @@ type Machine struct {
 	lastReceived      time.Duration
 	nextKeepalive     time.Duration
 
-	// Resume positions: bytes of resumable frames (frame.IsResumable).
+	// Resume positions: bytes of frames on streams (countsForResume).
 	sentPos, recvPos uint64
 
+	rs    resumeState // resume.go
 	lease lease
 	bc    byteExt       // byte-credits extension (bytecredits.go)
 	now   time.Duration // the latest time an input brought
@@ -68,6 +69,9 @@ func New(cfg Config, now time.Duration) (*Machine, error) {
 	m := &Machine{cfg: cfg, streams: make(map[uint32]*stream), lastReceived: now}
 	if cfg.Role == Client {
 		m.nextID = 1
+		if cfg.ResumeToken != nil {
+			m.rs.on, m.rs.token = true, append([]byte{}, cfg.ResumeToken...)
+		}
 		m.keepaliveInterval = cfg.KeepaliveInterval
 		m.maxLifetime = cfg.MaxLifetime
 		// SETUP cannot be fragmented: it must fit MaxFrameSize.
@@ -100,6 +104,7 @@ func (m *Machine) setupView() frame.Setup {
 		DataMIME:          []byte(m.cfg.DataMIME),
 		Metadata:          m.cfg.SetupMetadata,
 		Data:              m.cfg.SetupData,
+		ResumeToken:       m.rs.token,
 	}
 }
 
@@ -179,11 +184,14 @@ func (m *Machine) ReassemblyBytes() int { return m.asmBytes }
 // NextDeadline returns when Tick must next be called; ok is false when no
 // timer is needed (not started, or closed).
 func (m *Machine) NextDeadline() (t time.Duration, ok bool) {
+	if m.state == stateOpen && m.rs.link == linkDown {
+		return m.rs.downSince + m.cfg.ResumeSessionLifetime, true
+	}
 	if m.state != stateOpen || m.maxLifetime == 0 {
 		return 0, false
 	}
 	t = m.lastReceived + m.maxLifetime
-	if m.cfg.Role == Client && m.nextKeepalive < t {
+	if m.cfg.Role == Client && m.rs.link == linkUp && m.nextKeepalive < t {
 		t = m.nextKeepalive
 	}
 	return t, true
@@ -193,7 +201,22 @@ func (m *Machine) NextDeadline() (t time.Duration, ok bool) {
 // closes the connection when the max lifetime passed without a frame.
 func (m *Machine) Tick(now time.Duration) {
 	m.now = max(m.now, now)
+	if m.state == stateOpen && m.rs.link == linkDown {
+		if now-m.rs.downSince >= m.cfg.ResumeSessionLifetime {
+			m.shutdown(fmt.Errorf("%w: not resumed within %v", ErrResumeExpired, m.cfg.ResumeSessionLifetime),
+				frame.ErrorCodeConnectionError, "resume session expired")
+		}
+		return
+	}
 	if m.state != stateOpen || m.maxLifetime == 0 {
+		return
+	}
+	if m.rs.link == linkResuming {
+		// No RESUME_OK within the max lifetime: try another transport
+		// (rsocket-java's client waits forever here).
+		if now-m.lastReceived >= m.maxLifetime {
+			m.disconnect(errors.New("rsocket/conn: no RESUME_OK within the max lifetime"))
+		}
 		return
 	}
 	if now-m.lastReceived >= m.maxLifetime && !mutation.ignoreLifetime {
@@ -218,6 +241,10 @@ func (m *Machine) TransportClosed(err error) {
 	}
 	if err == nil {
 		err = errors.New("rsocket/conn: transport closed")
+	}
+	if m.rs.on && m.state == stateOpen {
+		m.disconnect(err)
+		return
 	}
 	m.shutdown(err, frame.ErrorCodeConnectionError, "connection lost: "+err.Error())
 }
@@ -317,8 +344,16 @@ func (m *Machine) finish(at int, out []byte, err error) error {
 	}
 	f := m.out[at+frame.LengthPrefixSize:]
 	h, _ := frame.ParseHeader(f)
-	if h.Resumable() {
+	if countsForResume(h) {
 		m.sentPos += uint64(len(f))
+		if m.rs.on {
+			m.retain(f)
+		}
+	}
+	if m.rs.link != linkUp {
+		// Not on the wire now: a resumable frame is replayed from the
+		// retained buffer after RESUME_OK, anything else is moot.
+		m.out = m.out[:at]
 	}
 	return nil
 }
@@ -340,7 +375,11 @@ func (m *Machine) emitKeepalive(respond bool, data []byte) {
 	}
 	at := len(m.out)
 	m.out = frame.ReserveLengthPrefix(m.out)
-	out, err := frame.AppendKeepalive(m.out, respond, m.recvPos&frame.MaxPosition, data)
+	var pos uint64
+	if m.rs.on { // 0 means "resume not supported" to a peer
+		pos = m.recvPos & frame.MaxPosition
+	}
+	out, err := frame.AppendKeepalive(m.out, respond, pos, data)
 	_ = m.finish(at, out, err)
 }
 

@@ -23,7 +23,14 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 		m.decodeError(h, err)
 		return
 	}
-	if h.Resumable() {
+	switch m.rs.link {
+	case linkDown:
+		return // a straggler of the lost transport: the peer replays it
+	case linkResuming:
+		m.receiveResuming(now, h, b)
+		return
+	}
+	if countsForResume(h) {
 		m.recvPos += uint64(len(b))
 	}
 	if m.cfg.Role == Server && m.state == stateNew {
@@ -52,6 +59,9 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 		if err != nil {
 			m.decodeError(h, err)
 			return
+		}
+		if m.rs.on {
+			m.trimRetained(k.LastReceivedPosition)
 		}
 		if k.Respond() {
 			m.emitKeepalive(false, k.Data)
@@ -186,9 +196,13 @@ func (m *Machine) receiveFirst(h frame.Header, b []byte) {
 		m.closeLocal(frame.ErrorCodeUnsupportedSetup,
 			fmt.Sprintf("protocol version %d.%d is not supported (1.x is)", s.MajorVersion, s.MinorVersion), ErrProtocol)
 		return
-	case s.ResumeEnabled():
+	case s.ResumeEnabled() && !m.cfg.Resume:
+		// Protocol.md: a server without resume MUST reject with
+		// REJECTED_SETUP (rsocket-java #1121 leaves the connection hanging).
 		m.closeLocal(frame.ErrorCodeRejectedSetup, "resume is not supported", ErrProtocol)
 		return
+	case s.ResumeEnabled():
+		m.rs.on, m.rs.token = true, append([]byte{}, s.ResumeToken...)
 	}
 	m.state = stateOpen
 	m.bc.awaiting = m.cfg.ByteCredits > 0
@@ -200,6 +214,7 @@ func (m *Machine) receiveFirst(h frame.Header, b []byte) {
 		KeepaliveInterval: s.KeepaliveInterval, MaxLifetime: s.MaxLifetime,
 		MetadataMIME: string(s.MetadataMIME), DataMIME: string(s.DataMIME),
 		Metadata: m.copyIn(s.Metadata), Data: m.copyIn(s.Data), Lease: s.Lease(),
+		ResumeToken: m.rs.token,
 	}})
 }
 

@@ -66,3 +66,39 @@ func Example() {
 	// three
 	// rsocket: REJECTED: not implemented
 }
+
+// Many requests in flight without a goroutine each: the callback runs on
+// the connection's goroutine once the answer (or an error) is in, and may
+// send the next request but must not block.
+func ExampleConn_RequestResponseFunc() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, _, err := rsocket.Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go rsocket.Serve(ctx, ln, upper{})
+	c, err := rsocket.Dial(ctx, "tcp://"+ln.Addr().String())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	words := []string{"a", "b", "c"}
+	answers := make(chan string, len(words))
+	for _, w := range words {
+		c.RequestResponseFunc(ctx, rsocket.Payload{Data: []byte(w)}, func(p rsocket.Payload, err error) {
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			answers <- string(p.Data)
+		})
+	}
+	got := map[string]bool{}
+	for range words {
+		got[<-answers] = true
+	}
+	fmt.Println(got["A"], got["B"], got["C"])
+	// Output: true true true
+}

@@ -74,7 +74,7 @@ type Sink struct {
 	sessMu   sync.Mutex
 	sessions sync.WaitGroup
 	conns    map[protocol.Conn]struct{}
-	closeErr  error
+	closeErr error
 
 	started time.Time
 

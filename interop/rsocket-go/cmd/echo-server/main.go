@@ -33,7 +33,7 @@ func main() {
 		shown = "ws://" + *addr + "/"
 	}
 	err := rgo.Receive().
-		Fragment(64*1024).
+		Fragment(64 * 1024).
 		OnStart(func() { fmt.Println("listening", shown) }).
 		Acceptor(func(context.Context, payload.SetupPayload, rgo.CloseableRSocket) (rgo.RSocket, error) {
 			return echo(), nil

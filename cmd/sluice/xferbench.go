@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -54,6 +55,7 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "server directory (default: a temporary one under /dev/shm when it exists, so the disk is not measured)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	svgOut := fs.String("svg", "", "write a chart (MB/s by chunk size) to this SVG file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,6 +64,17 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	base := *dir
 	if base == "" {

@@ -137,7 +137,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	to := fs.String("to", "", "server: grpc://HOST:PORT, tcp://HOST:PORT (RSocket) or http://HOST:PORT/files/ (tus)")
 	name := fs.String("name", "", "name on the server (default: FILE's base name)")
 	var chunk chunkFlag
-	fs.Var(&chunk, "chunk", "chunk size (tus: PATCH size), or auto: 1MiB for gRPC and RSocket, 16MiB for tus")
+	fs.Var(&chunk, "chunk", "chunk size (tus: PATCH size), or auto: 1MiB for gRPC, 64KiB for RSocket, 16MiB for tus")
 	var rate byteSize
 	fs.Var(&rate, "rate", "send at most this many bytes per second, e.g. 10MiB (0: no limit)")
 	attempts := fs.Int("attempts", 20, "how often to resume after a retryable failure before giving up")

@@ -23,14 +23,22 @@ func TestXferBenchUploadSmall(t *testing.T) {
 	if err := json.Unmarshal(b, &rs); err != nil {
 		t.Fatal(err)
 	}
-	// grpc, rsocket, http1, h2c: 2 chunks x 2 sources; tus only 64KiB.
-	if len(rs) != 4*4+2 {
+	// grpc, rsocket, http1, h2c: 2 chunks x 2 sources; tus only 64KiB;
+	// an auto cell per source for grpc, rsocket and tus.
+	if len(rs) != 4*4+2+3*2 {
 		t.Fatalf("%d results:\n%s", len(rs), out.String())
 	}
+	autos := 0
 	for _, r := range rs {
 		if r.MBps <= 0 || len(r.Seconds) != 1 {
 			t.Fatalf("%+v", r)
 		}
+		if r.Chunk == 0 {
+			autos++
+		}
+	}
+	if autos != 6 {
+		t.Fatalf("%d auto cells:\n%s", autos, out.String())
 	}
 	if s, _ := os.ReadFile(svg); !strings.Contains(string(s), "<polyline") {
 		t.Fatal("no chart")

@@ -57,8 +57,20 @@ func RegisterGRPC(srv *grpc.Server, s *Store) {
 
 // GRPCServerOptions are the options a server for this service needs.
 func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxChunk + 1<<16)}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxChunk + 1<<16),
+		grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow),
+		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf)}
 }
+
+// grpc-go starts a stream with a 64 KiB flow-control window and grows it
+// by BDP pings; a bulk upload waited on window updates most of the time
+// (about 0.5 GB/s at 1 MiB chunks here, with the CPUs half idle). A fixed
+// window of a few chunks keeps the pipe full; the I/O buffers cut the
+// syscalls per chunk.
+const (
+	grpcWindow = 8 << 20
+	grpcIOBuf  = 256 << 10
+)
 
 func (g *GRPCService) Offset(_ context.Context, req *xferv1.OffsetRequest) (*xferv1.OffsetResponse, error) {
 	if err := ValidateName(req.GetName()); err != nil {
@@ -147,7 +159,9 @@ func (g *grpcSender) reset() {
 
 func (g *grpcSender) dial() error {
 	cc, err := grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxChunk+1<<16)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxChunk+1<<16)),
+		grpc.WithInitialWindowSize(grpcWindow), grpc.WithInitialConnWindowSize(grpcWindow),
+		grpc.WithReadBufferSize(grpcIOBuf), grpc.WithWriteBufferSize(grpcIOBuf))
 	if err != nil {
 		return err
 	}

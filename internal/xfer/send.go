@@ -17,12 +17,16 @@ import (
 	"time"
 )
 
-// Chunk sizes --chunk auto picks, from the measured sweep (docs/xfer.md):
-// gRPC peaked at 1 MiB messages (2.14 GB/s; 2 MiB was slower again), and a
-// tus PATCH costs one fsync and one HTTP round trip, so it carries more.
+// Chunk sizes --chunk auto picks, from the measured sweeps
+// (docs/benchmarks.md, "File transfer"): gRPC peaked at 256 KiB-1 MiB
+// messages (2.14 GB/s at 1 MiB on an idle machine; 2 MiB was slower
+// again); our RSocket peaked at 64 KiB payloads and ran at about half
+// that rate with 1 MiB ones (5 alternating reps); a tus PATCH costs one
+// fsync and one HTTP round trip, so it carries more.
 const (
-	AutoChunk    = 1 << 20
-	AutoTUSChunk = 16 << 20
+	AutoChunk        = 1 << 20
+	AutoRSocketChunk = 64 << 10
+	AutoTUSChunk     = 16 << 20
 )
 
 // SendOptions configure Send.
@@ -165,7 +169,7 @@ func newSender(to, fp string, o *SendOptions) (sender, error) {
 		return dialGRPC(u.Host)
 	case "tcp":
 		if o.Chunk == 0 {
-			o.Chunk = AutoChunk
+			o.Chunk = AutoRSocketChunk
 		}
 		return newRSocketSender(to), nil
 	case "http", "https":

@@ -142,11 +142,15 @@ func (t *T) alive(c *raw) error { return t.aliveWithin(c, t.left()) }
 // aliveWithin is alive with a wait of d.
 func (t *T) aliveWithin(c *raw, d time.Duration) error {
 	data := []byte("tck-alive-" + strconv.FormatInt(aliveN.Add(1), 10))
-	if err := c.send(must(frame.AppendKeepalive(nil, true, 0, data))); err != nil {
-		return fmt.Errorf("the connection is gone: %v", err)
-	}
+	// A server that refuses may close before our KEEPALIVE is written; its
+	// ERROR can still be waiting to be read, so a failed send is reported
+	// only after the frames already received are drained.
+	sendErr := c.send(must(frame.AppendKeepalive(nil, true, 0, data)))
 	for {
 		f, err := c.next(d)
+		if err != nil && sendErr != nil {
+			return fmt.Errorf("the connection is gone: %v", sendErr)
+		}
 		if errors.Is(err, errTimeout) {
 			return fmt.Errorf("the connection stopped answering (no KEEPALIVE echo within %v)", d.Round(time.Millisecond))
 		}

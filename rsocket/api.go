@@ -174,7 +174,7 @@ func (c *Conn) RequestResponseFunc(ctx context.Context, p Payload, fn func(Paylo
 		fn(Payload{}, err)
 		return
 	}
-	st := &stream{kind: conn.RequestResponse, requester: true, cancel: noop, c: c, fn: fn}
+	st := newFuncStream(c, fn, ctx.Done() == nil)
 	c.submit(op{st: st, ctx: ctx, p: p})
 }
 

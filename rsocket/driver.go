@@ -112,6 +112,7 @@ type stream struct {
 	recvDone  bool
 	parked    *sendReq             // a Send waiting for credits
 	fn        func(Payload, error) // requester of RequestResponseFunc: gets the answer instead of q
+	pooled    bool                 // recycled once forgotten (funcStreams)
 
 	hc  handlerCtx // responder: ctx
 	c   *Conn      // responder of a request-response: for run
@@ -855,7 +856,29 @@ func (c *Conn) maybeForget(st *stream) {
 	if st.sendDone && st.recvDone {
 		st.cancel()
 		delete(c.streams, st.id)
+		if st.pooled {
+			*st = stream{}
+			funcStreams.Put(st)
+		}
 	}
+}
+
+// funcStreams recycles the streams of RequestResponseFunc calls whose
+// context cannot be cancelled: once answered nothing refers to them (the
+// callback got its own copy of the answer), so a request costs no
+// allocation for its stream. With a cancellable context a watcher holds
+// the stream and may act on it later: those are not recycled.
+var funcStreams = sync.Pool{New: func() any { return new(stream) }}
+
+func newFuncStream(c *Conn, fn func(Payload, error), pooled bool) *stream {
+	var st *stream
+	if pooled {
+		st = funcStreams.Get().(*stream)
+	} else {
+		st = new(stream)
+	}
+	st.kind, st.requester, st.cancel, st.c, st.fn, st.pooled = conn.RequestResponse, true, noop, c, fn, pooled
+	return st
 }
 
 // grantLease sends a LEASE and renews it at half its TTL.

@@ -30,6 +30,7 @@ type Machine struct {
 	drainErr    error // the reason EventClosed will carry after draining
 
 	streams map[uint32]*stream
+	spare   []*stream // freed streams for reuse (newStream)
 	// nextID is the next id of a stream we open. Invariant: our ids are
 	// never reused (Protocol.md "Stream Sequences and Lifetimes"); the
 	// peer's may arrive in any order (see newPeerID).

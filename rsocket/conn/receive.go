@@ -282,7 +282,8 @@ func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
 			Metadata: m.copyIn(md), Data: m.copyIn(data)})
 		return
 	}
-	s := &stream{id: id, kind: kind}
+	s := m.newStream()
+	s.id, s.kind = id, kind
 	if m.bc.active {
 		m.govern(s)
 	}

@@ -62,9 +62,29 @@ func (m *Machine) dropAsm(s *stream) {
 func (m *Machine) free(s *stream) {
 	m.dropAsm(s)
 	delete(m.streams, s.id)
+	// Nothing refers to s once it left the map (callers return right
+	// after freeing): keep it for the next stream, so that a request costs
+	// no allocation here.
+	if len(m.spare) < maxSpareStreams {
+		*s = stream{}
+		m.spare = append(m.spare, s)
+	}
 	if m.draining && len(m.streams) == 0 && m.state == stateOpen {
 		m.shutdown(m.drainErr, frame.ErrorCodeConnectionClose, "connection closed")
 	}
+}
+
+// maxSpareStreams bounds the freed streams kept for reuse per machine.
+const maxSpareStreams = 64
+
+// newStream returns a zeroed stream, a spare one if there is one.
+func (m *Machine) newStream() *stream {
+	if n := len(m.spare); n > 0 {
+		s := m.spare[n-1]
+		m.spare = m.spare[:n-1]
+		return s
+	}
+	return new(stream)
 }
 
 // maybeFree frees s when both halves are closed.
@@ -129,7 +149,8 @@ func (m *Machine) request(kind Interaction, n uint32, md, data []byte, complete 
 	if kind == FireAndForget {
 		return id, nil
 	}
-	s := &stream{id: id, kind: kind, requester: true, announced: true, recvOpen: true}
+	s := m.newStream()
+	s.id, s.kind, s.requester, s.announced, s.recvOpen = id, kind, true, true, true
 	switch kind {
 	case RequestResponse:
 		s.recvCredits = 1

@@ -77,3 +77,41 @@ func BenchmarkRequestResponse(b *testing.B) {
 		p.c.Advance()
 	}
 }
+
+// TestRequestResponseAllocs: once warm, a whole request-response exchange
+// allocates nothing on either end: the streams freed by earlier exchanges
+// are reused (before the reuse: one stream per end and exchange).
+func TestRequestResponseAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	p := newPair(t, Config{}, Config{})
+	data := make([]byte, 64)
+	step := func() {
+		sid, err := p.c.RequestResponse(nil, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _, _ := NextFrame(p.c.Ready().Out)
+		p.s.Receive(0, f)
+		p.c.Advance()
+		p.s.Advance()
+		if err := p.s.SendPayload(sid, nil, data, true, true); err != nil {
+			t.Fatal(err)
+		}
+		f, _, _ = NextFrame(p.s.Ready().Out)
+		p.c.Receive(0, f)
+		p.s.Advance()
+		if ev := p.c.Ready().Events; len(ev) != 1 || !ev[0].Complete {
+			t.Fatalf("events %v", ev)
+		}
+		p.c.Advance()
+		if p.c.NumStreams() != 0 || p.s.NumStreams() != 0 {
+			t.Fatalf("streams left: client %d, server %d", p.c.NumStreams(), p.s.NumStreams())
+		}
+	}
+	step()
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("%v allocations per exchange", n)
+	}
+}

@@ -130,6 +130,7 @@ func (c *Conn) cancelStream(st *stream, err error) {
 	if st.fn == nil {
 		st.mu.Lock()
 		st.q = []item{{err: err}} // a cancelled stream delivers nothing more
+		st.cut.Store(true)
 		st.ended = true
 		st.mu.Unlock()
 	}

@@ -98,15 +98,31 @@ func BenchmarkRequestResponseAsync(b *testing.B) {
 }
 
 // streamer streams len(elem)-byte payloads: data "n" asks for n of them.
+// With batch, it sends with SendBatch, 64 at a time.
 type streamer struct {
 	UnimplementedResponder
-	elem []byte
+	elem  []byte
+	batch bool
 }
 
 func (s streamer) RequestStream(_ context.Context, p Payload, out *Sink) error {
 	n, err := strconv.Atoi(string(p.Data))
 	if err != nil {
 		return err
+	}
+	if s.batch {
+		var ps [64]Payload
+		for i := range ps {
+			ps[i] = Payload{Data: s.elem}
+		}
+		for n > 0 {
+			k := min(n, len(ps))
+			if _, err := out.SendBatch(ps[:k]); err != nil {
+				return err
+			}
+			n -= k
+		}
+		return nil
 	}
 	for range n {
 		if err := out.Send(Payload{Data: s.elem}); err != nil {
@@ -117,15 +133,21 @@ func (s streamer) RequestStream(_ context.Context, p Payload, out *Sink) error {
 }
 
 // BenchmarkRequestStream: one stream of 64 B payloads over loopback TCP,
-// credits in batches of 256; one op is one payload received.
+// credits in batches of 256; one op is one payload received. send=batch:
+// the responder uses SendBatch.
 func BenchmarkRequestStream(b *testing.B) {
+	b.Run("send=one", func(b *testing.B) { benchStream(b, false) })
+	b.Run("send=batch", func(b *testing.B) { benchStream(b, true) })
+}
+
+func benchStream(b *testing.B, batch bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	go Serve(ctx, ln, streamer{elem: make([]byte, 64)})
+	go Serve(ctx, ln, streamer{elem: make([]byte, 64), batch: batch})
 	c, err := Dial(ctx, "tcp://"+ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)

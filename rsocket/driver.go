@@ -121,6 +121,9 @@ type stream struct {
 	mu    sync.Mutex
 	q     []item
 	q1    [1]item // q's first array: most streams (request-response) hold one item
+	rq    []item  // what pop took from q and has not returned (rq[ri:]); pop's own
+	ri    int
+	cut   atomic.Bool // cancelled: rq is dropped as q was
 	sig   chan struct{}
 	ended bool // a terminal item was queued
 }
@@ -1053,16 +1056,28 @@ func (st *stream) fail(err error) {
 	st.cancel()
 }
 
-// pop waits for the next item.
+// pop waits for the next item. It takes everything queued at once into
+// rq, its own buffer, and serves from there without the lock: the reader
+// pushing and the consumer popping then meet on mu once per batch, not
+// per item, and the two buffers are reused in turn instead of growing.
 func (st *stream) pop(ctx context.Context) (item, error) {
 	for {
+		if st.ri < len(st.rq) {
+			if !st.cut.Load() {
+				it := st.rq[st.ri]
+				st.rq[st.ri] = item{}
+				st.ri++
+				return it, nil
+			}
+			clear(st.rq[st.ri:]) // cancelled: what was taken is dropped too
+			st.ri = len(st.rq)
+		}
 		st.mu.Lock()
 		if len(st.q) > 0 {
-			it := st.q[0]
-			st.q[0] = item{}
-			st.q = st.q[1:]
+			st.rq, st.q = st.q, st.rq[:0]
+			st.ri = 0
 			st.mu.Unlock()
-			return it, nil
+			continue
 		}
 		st.mu.Unlock()
 		select {

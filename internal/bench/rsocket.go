@@ -185,10 +185,17 @@ func (s *streamResponder) RequestStream(ctx context.Context, p rsocket.Payload, 
 	if err != nil {
 		return rsocket.ApplicationError("not a number: %q", p.Data)
 	}
-	for range n {
-		if err := out.Send(rsocket.Payload{Data: s.elem}); err != nil {
+	// In batches, as the echo responder does (Sink.SendBatch).
+	var ps [64]rsocket.Payload
+	for i := range ps {
+		ps[i] = rsocket.Payload{Data: s.elem}
+	}
+	for n > 0 {
+		k := min(n, int64(len(ps)))
+		if _, err := out.SendBatch(ps[:k]); err != nil {
 			return err
 		}
+		n -= k
 	}
 	return nil
 }

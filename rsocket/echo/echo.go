@@ -108,13 +108,26 @@ func (e *Responder) RequestStream(_ context.Context, p rsocket.Payload, out *rso
 	if err != nil {
 		return rsocket.ApplicationError("stream data %q is not a number of elements", p.Data)
 	}
-	for i := uint64(0); i < n; i++ {
-		if err := out.Send(rsocket.Payload{Data: strconv.AppendUint(nil, i, 10)}); err != nil {
+	// In batches: one lock round and one write per batch (SendBatch).
+	const batch = 64
+	var ps [batch]rsocket.Payload
+	buf := make([]byte, 0, batch*20) // 20 digits hold any uint64
+	for i := uint64(0); i < n; {
+		k := min(n-i, batch)
+		buf = buf[:0]
+		for j := range k {
+			at := len(buf)
+			buf = strconv.AppendUint(buf, i+j, 10)
+			ps[j] = rsocket.Payload{Data: buf[at:len(buf):len(buf)]}
+		}
+		sent, err := out.SendBatch(ps[:k])
+		if err != nil {
 			if e.Hooks.StreamStopped != nil {
-				e.Hooks.StreamStopped(n, i, err)
+				e.Hooks.StreamStopped(n, i+uint64(sent), err)
 			}
 			return err
 		}
+		i += k
 	}
 	return nil
 }

@@ -3,7 +3,11 @@ package echo
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/extension"
@@ -45,5 +49,34 @@ func TestRules(t *testing.T) {
 	}
 	if len(models) != 4 || models[0] != RequestResponse {
 		t.Errorf("Request hook saw %v", models)
+	}
+}
+
+// TestStream: "n" streams "0" … "n-1" in order, sent in batches while the
+// requester grants credits a few at a time, then completes.
+func TestStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := net.Pipe()
+	if _, err := rsocket.ServeConn(ctx, b, &Responder{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rsocket.ClientConn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("200")}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		p, err := s.Next()
+		if err != nil || string(p.Data) != strconv.Itoa(i) {
+			t.Fatalf("element %d: %q, %v", i, p.Data, err)
+		}
+	}
+	if _, err := s.Next(); err != io.EOF {
+		t.Fatalf("after the last element: %v, want io.EOF", err)
 	}
 }

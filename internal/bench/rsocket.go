@@ -105,47 +105,65 @@ func ClosedLoop(ctx context.Context, inflight int, dur time.Duration, max int64,
 // started, and each completion starts the next until dur passed, without
 // a goroutine per request. call must call done exactly once.
 func AsyncLoop(ctx context.Context, inflight int, dur time.Duration, call func(done func(error))) (RRResult, error) {
-	if inflight < 1 || dur <= 0 {
-		return RRResult{}, errors.New("bench: inflight and duration must be positive")
+	return AsyncLanes(ctx, 1, inflight, dur, func(_ int, done func(error)) { call(done) })
+}
+
+// AsyncLanes is AsyncLoop over lanes (connections), perLane requests in
+// flight on each: call(lane, done) starts one on that lane. Each lane
+// records into its own histogram, so that completions on different
+// connections, which run at once, do not contend on one lock (that
+// measured the bench, not the connections).
+func AsyncLanes(ctx context.Context, lanes, perLane int, dur time.Duration, call func(lane int, done func(error))) (RRResult, error) {
+	if lanes < 1 || perLane < 1 || dur <= 0 {
+		return RRResult{}, errors.New("bench: lanes, in flight and duration must be positive")
+	}
+	type lane struct {
+		mu sync.Mutex // completions of one connection run one at a time; uncontended
+		h  *hdrhistogram.Histogram
 	}
 	var (
-		mu       sync.Mutex // callbacks of different connections run at once
-		h        = hdrhistogram.New(1, 60_000_000, 3)
+		ls       = make([]lane, lanes)
+		errMu    sync.Mutex
 		firstErr error
+		failed   atomic.Bool
 		left     atomic.Int64
 		finished = make(chan struct{})
 	)
-	left.Store(int64(inflight))
+	for i := range ls {
+		ls[i].h = hdrhistogram.New(1, 60_000_000, 3)
+	}
+	left.Store(int64(lanes * perLane))
 	end := time.Now().Add(dur)
 	start := time.Now()
-	var one func()
-	one = func() {
+	var one func(l int)
+	one = func(l int) {
 		t := time.Now()
-		if t.After(end) || ctx.Err() != nil {
+		if t.After(end) || ctx.Err() != nil || failed.Load() {
 			if left.Add(-1) == 0 {
 				close(finished)
 			}
 			return
 		}
-		call(func(err error) {
-			mu.Lock()
-			_ = h.RecordValue(int64(time.Since(t) / 100))
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			failed := firstErr != nil
-			mu.Unlock()
-			if failed {
-				if left.Add(-1) == 0 {
-					close(finished)
+		call(l, func(err error) {
+			ln := &ls[l]
+			ln.mu.Lock()
+			_ = ln.h.RecordValue(int64(time.Since(t) / 100))
+			ln.mu.Unlock()
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = err
 				}
-				return
+				errMu.Unlock()
+				failed.Store(true)
 			}
-			one()
+			one(l)
 		})
 	}
-	for range inflight {
-		one()
+	for l := range lanes {
+		for range perLane {
+			one(l)
+		}
 	}
 	select {
 	case <-finished:
@@ -153,13 +171,19 @@ func AsyncLoop(ctx context.Context, inflight int, dur time.Duration, call func(d
 		return RRResult{}, errors.New("bench: async requests stalled")
 	}
 	el := time.Since(start)
-	mu.Lock()
-	defer mu.Unlock()
+	errMu.Lock()
+	defer errMu.Unlock()
 	if firstErr != nil {
 		return RRResult{}, firstErr
 	}
-	return RRResult{Requests: h.TotalCount(), Elapsed: el,
-		P50: time.Duration(h.ValueAtQuantile(50)) * 100, P99: time.Duration(h.ValueAtQuantile(99)) * 100}, nil
+	all := hdrhistogram.New(1, 60_000_000, 3)
+	for i := range ls {
+		ls[i].mu.Lock()
+		all.Merge(ls[i].h)
+		ls[i].mu.Unlock()
+	}
+	return RRResult{Requests: all.TotalCount(), Elapsed: el,
+		P50: time.Duration(all.ValueAtQuantile(50)) * 100, P99: time.Duration(all.ValueAtQuantile(99)) * 100}, nil
 }
 
 // rsServer serves sluice's echo responder (plus 64 B streams, see
@@ -329,8 +353,8 @@ func MultiConnRR(ctx context.Context, url string, conns, inflight int, dur time.
 	p := rsocket.Payload{Data: make([]byte, size)}
 	var next atomic.Uint64
 	if async {
-		return AsyncLoop(ctx, conns*inflight, dur, func(done func(error)) {
-			cs[next.Add(1)%uint64(conns)].RequestResponseFunc(ctx, p, func(_ rsocket.Payload, err error) { done(err) })
+		return AsyncLanes(ctx, conns, inflight, dur, func(l int, done func(error)) {
+			cs[l].RequestResponseFunc(ctx, p, func(_ rsocket.Payload, err error) { done(err) })
 		})
 	}
 	return ClosedLoop(ctx, conns*inflight, dur, 1<<40, func(ctx context.Context) error {

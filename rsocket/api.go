@@ -78,8 +78,7 @@ func (c *Conn) openRR(ctx context.Context, st *stream, p Payload) {
 	st.id = id
 	c.streams[id] = st
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(st, ctx.Err()) }) })
-		st.cancel = func() { stop() }
+		c.watch(ctx, st)
 	}
 }
 
@@ -175,7 +174,7 @@ func (c *Conn) RequestResponseFunc(ctx context.Context, p Payload, fn func(Paylo
 		fn(Payload{}, err)
 		return
 	}
-	st := newFuncStream(c, fn, ctx.Done() == nil)
+	st := newFuncStream(c, fn)
 	c.submit(op{st: st, ctx: ctx, p: p})
 }
 

@@ -142,3 +142,92 @@ func TestInlineHandlers(t *testing.T) {
 		t.Fatalf("after the panic: %v", err)
 	}
 }
+
+// cancelCounter is a responder whose request-response waits until its
+// context ends (the requester's CANCEL) and counts those ends.
+type cancelCounter struct {
+	UnimplementedResponder
+	started, cancelled chan struct{}
+}
+
+func (r cancelCounter) RequestResponse(ctx context.Context, p Payload) (Payload, error) {
+	r.started <- struct{}{}
+	<-ctx.Done()
+	r.cancelled <- struct{}{}
+	return p, nil
+}
+
+// valueCtx is a context of a non-pointer type holding a slice: it cannot
+// be a map key, so its requests get a watch of their own.
+type valueCtx struct {
+	context.Context
+	tags []string
+}
+
+// Many requests made with one context: ending it fails every callback
+// with its error, once, and CANCELs every request at the server; the
+// connection and its recycled streams keep working after, for plain and
+// for non-pointer contexts.
+func TestRequestResponseFuncSharedContext(t *testing.T) {
+	for _, name := range []string{"pointer", "value"} {
+		t.Run(name, func(t *testing.T) {
+			const n = 20
+			r := cancelCounter{started: make(chan struct{}, n), cancelled: make(chan struct{}, n)}
+			c := pairWith(t, "tcp", r)
+			base, cancel := context.WithCancel(context.Background())
+			var ctx context.Context = base
+			if name == "value" {
+				ctx = valueCtx{Context: base, tags: []string{"x"}}
+			}
+			errs := make(chan error, 2*n)
+			for range n {
+				c.RequestResponseFunc(ctx, Payload{Data: []byte("x")}, func(_ Payload, err error) { errs <- err })
+			}
+			wait := func(ch chan struct{}, what string) {
+				t.Helper()
+				for i := range n {
+					select {
+					case <-ch:
+					case <-time.After(30 * time.Second):
+						t.Fatalf("%d of %d requests %s", i, n, what)
+					}
+				}
+			}
+			wait(r.started, "reached the server")
+			cancel()
+			for i := range n {
+				select {
+				case err := <-errs:
+					if !errors.Is(err, context.Canceled) {
+						t.Fatalf("callback %d: %v", i, err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("%d of %d callbacks", i, n)
+				}
+			}
+			wait(r.cancelled, "were cancelled at the server")
+			select {
+			case err := <-errs:
+				t.Fatalf("a second callback: %v", err)
+			default:
+			}
+			// The connection works on, with a context of its own.
+			ctx2, cancel2 := context.WithCancel(context.Background())
+			c.RequestResponseFunc(ctx2, Payload{Data: []byte("y")}, func(_ Payload, err error) { errs <- err })
+			select {
+			case <-r.started:
+			case <-time.After(30 * time.Second):
+				t.Fatal("a later request did not reach the server")
+			}
+			cancel2()
+			select {
+			case err := <-errs:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("later request: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no callback for the later request")
+			}
+		})
+	}
+}

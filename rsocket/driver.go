@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,8 @@ type Conn struct {
 
 	slab []byte // see copy; under mu
 
+	watches map[context.Context]*ctxWatch // under mu; see watch
+
 	// Answers for RequestResponseFunc callers, queued under mu and run
 	// after it is released (a callback may call into the connection), by
 	// one goroutine at a time (calling), so a callback that sends the
@@ -113,6 +116,7 @@ type stream struct {
 	parked    *sendReq             // a Send waiting for credits
 	fn        func(Payload, error) // requester of RequestResponseFunc: gets the answer instead of q
 	pooled    bool                 // recycled once forgotten (funcStreams)
+	wctx      context.Context      // requester of a request-response: the caller's context, watched (watch)
 
 	hc  handlerCtx // responder: ctx
 	c   *Conn      // responder of a request-response: for run
@@ -745,6 +749,10 @@ func (c *Conn) drain() {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
+		for ctx, w := range c.watches {
+			w.stop()
+			delete(c.watches, ctx)
+		}
 		close(c.done)
 	}
 }
@@ -858,6 +866,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 func (c *Conn) maybeForget(st *stream) {
 	if st.sendDone && st.recvDone {
 		st.cancel()
+		c.unwatch(st)
 		delete(c.streams, st.id)
 		if st.pooled {
 			*st = stream{}
@@ -866,22 +875,83 @@ func (c *Conn) maybeForget(st *stream) {
 	}
 }
 
-// funcStreams recycles the streams of RequestResponseFunc calls whose
-// context cannot be cancelled: once answered nothing refers to them (the
-// callback got its own copy of the answer), so a request costs no
-// allocation for its stream. With a cancellable context a watcher holds
-// the stream and may act on it later: those are not recycled.
+// funcStreams recycles the streams of RequestResponseFunc calls: once
+// answered nothing refers to them (the callback got its own copy of the
+// answer; a context watch finds its streams through the stream map), so a
+// request costs no allocation for its stream.
 var funcStreams = sync.Pool{New: func() any { return new(stream) }}
 
-func newFuncStream(c *Conn, fn func(Payload, error), pooled bool) *stream {
-	var st *stream
-	if pooled {
-		st = funcStreams.Get().(*stream)
-	} else {
-		st = new(stream)
-	}
-	st.kind, st.requester, st.cancel, st.c, st.fn, st.pooled = conn.RequestResponse, true, noop, c, fn, pooled
+func newFuncStream(c *Conn, fn func(Payload, error)) *stream {
+	st := funcStreams.Get().(*stream)
+	st.kind, st.requester, st.cancel, st.c, st.fn, st.pooled = conn.RequestResponse, true, noop, c, fn, true
 	return st
+}
+
+// ctxWatch watches one caller context for every request-response of the
+// connection made with it: one context.AfterFunc per connection and
+// context instead of one per request (which costs allocations and, worse,
+// a lock on the caller's context shared by every connection using it).
+type ctxWatch struct {
+	n    int // live streams made with the context
+	stop func() bool
+}
+
+// maxIdleWatches bounds the watches kept with no stream, for contexts
+// that are reused but never end.
+const maxIdleWatches = 8
+
+// watch makes the end of ctx cancel st (CANCEL to the peer, ctx's error to
+// the caller). Under mu.
+func (c *Conn) watch(ctx context.Context, st *stream) {
+	if reflect.TypeOf(ctx).Kind() != reflect.Pointer {
+		// A context type that may not hash as a map key (a struct with
+		// a slice would panic): a watch of its own, as before, and the
+		// stream is not recycled since the watch refers to it.
+		stop := context.AfterFunc(ctx, func() { c.post(func() { c.cancelStream(st, ctx.Err()) }) })
+		st.cancel, st.pooled = func() { stop() }, false
+		return
+	}
+	w := c.watches[ctx]
+	if w == nil {
+		if c.watches == nil {
+			c.watches = map[context.Context]*ctxWatch{}
+		}
+		w = &ctxWatch{}
+		w.stop = context.AfterFunc(ctx, func() { c.post(func() { c.ctxDone(ctx) }) })
+		c.watches[ctx] = w
+	}
+	w.n++
+	st.wctx, st.c = ctx, c
+}
+
+// unwatch ends st's watch, if any. Under mu.
+func (c *Conn) unwatch(st *stream) {
+	if st.wctx == nil {
+		return
+	}
+	ctx := st.wctx
+	st.wctx = nil
+	w := c.watches[ctx]
+	if w == nil {
+		return
+	}
+	if w.n--; w.n == 0 && len(c.watches) > maxIdleWatches {
+		w.stop()
+		delete(c.watches, ctx)
+	}
+}
+
+// ctxDone cancels the streams made with ctx, which ended. Under mu.
+func (c *Conn) ctxDone(ctx context.Context) {
+	if c.watches[ctx] == nil {
+		return
+	}
+	for _, st := range c.streams {
+		if st.wctx == ctx {
+			c.cancelStream(st, ctx.Err())
+		}
+	}
+	delete(c.watches, ctx)
 }
 
 // grantLease sends a LEASE and renews it at half its TTL.
@@ -1054,6 +1124,9 @@ func (st *stream) fail(err error) {
 		st.parked = nil
 	}
 	st.cancel()
+	if st.wctx != nil {
+		st.c.unwatch(st)
+	}
 }
 
 // pop waits for the next item. It takes everything queued at once into

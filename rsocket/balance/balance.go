@@ -13,10 +13,8 @@
 // server that was slow is tried again later and can show it recovered.
 //
 // Leases: a member whose connection reports LeaseAvailable() == false
-// (see LeaseReporter) is skipped. *rsocket.Conn does not report lease
-// state in its public API yet; without it, a lease-starved server's
-// requests wait in its queue, its outstanding count grows and its cost
-// with it, so it is chosen less, but not skipped.
+// (see LeaseReporter; *rsocket.Conn implements it) is skipped, so no
+// request waits for a LEASE while another server could take it.
 //
 // Failures: a server whose connection closes (or whose dial fails) is
 // marked down and redialled after an exponential backoff with jitter

@@ -39,7 +39,8 @@ type server struct {
 	t     *testing.T
 	addr  string
 	delay time.Duration
-	n     atomic.Int64 // requests served, across restarts
+	opts  []rsocket.Option // for rsocket.Serve
+	n     atomic.Int64     // requests served, across restarts
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -69,6 +70,15 @@ func startServer(t *testing.T, delay time.Duration) *server {
 	return s
 }
 
+// startLeaseServer is an echo server that grants each connection count
+// requests per LEASE.
+func startLeaseServer(t *testing.T, count uint32) *server {
+	s := &server{t: t, addr: "127.0.0.1:0", opts: []rsocket.Option{rsocket.WithLease(time.Minute, count)}}
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
 func (s *server) url() string { return "tcp://" + s.addr }
 
 func (s *server) start() {
@@ -86,7 +96,7 @@ func (s *server) start() {
 	s.mu.Lock()
 	s.cancel, s.ln, s.conns = cancel, ln, nil
 	s.mu.Unlock()
-	go rsocket.Serve(ctx, trackLn{ln, s}, r)
+	go rsocket.Serve(ctx, trackLn{ln, s}, r, s.opts...)
 }
 
 func (s *server) kill() {
@@ -185,6 +195,33 @@ func TestSlowServerGetsLittleTraffic(t *testing.T) {
 	t.Logf("served: %d %d %d (slow share %.1f%%)", ss[0].n.Load(), ss[1].n.Load(), ss[2].n.Load(), share*100)
 	if share >= 0.10 {
 		t.Fatalf("slow server got %.1f%% of %d requests, want < 10%%", share*100, total)
+	}
+}
+
+// A server whose LEASE allows no request is skipped: every request goes to
+// the one that allows them, none waits for a lease that never comes.
+func TestServerWithoutLeaseIsSkipped(t *testing.T) {
+	ss := []*server{startLeaseServer(t, 0), startLeaseServer(t, 1_000_000)}
+	c := dialAll(t, ss, balance.WithSeed(3), balance.WithConnOptions(rsocket.WithLease(time.Minute, 1_000_000)))
+	// A request sent to the server without lease would wait for a LEASE
+	// forever: the deadline turns that into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Until the first LEASE arrives no server may take a request.
+	waitFor(t, "a server with a lease", func() bool {
+		_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")})
+		return err == nil
+	})
+	for i := 0; i < 500; i++ {
+		if _, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")}); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if n := ss[0].n.Load(); n != 0 {
+		t.Fatalf("the server without lease served %d requests", n)
+	}
+	if n := ss[1].n.Load(); n != 501 {
+		t.Fatalf("the leased server served %d requests, want 501", n)
 	}
 }
 

@@ -607,6 +607,9 @@ func TestConfigValidation(t *testing.T) {
 // Reference: "Lease Semantics", "Connection Establishment" (L flag).
 func TestLease(t *testing.T) {
 	p := newPair(t, Config{Lease: true}, Config{})
+	if p.c.LeaseAvailable(0) || p.s.LeaseAvailable(0) {
+		t.Fatal("lease available before any LEASE")
+	}
 	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("client request before LEASE: %v", err)
 	}
@@ -618,13 +621,22 @@ func TestLease(t *testing.T) {
 	if e := p.cEv[len(p.cEv)-1]; e.Kind != EventLease || e.N != 2 || e.TTL != 10*time.Second {
 		t.Fatalf("event %v", e)
 	}
+	if !p.c.LeaseAvailable(0) || p.s.LeaseAvailable(0) {
+		t.Fatal("LeaseAvailable: client should have a lease, server none")
+	}
 	id(p.c.RequestResponse(nil, nil))
 	id(p.c.RequestFNF(nil, nil))
+	if p.c.LeaseAvailable(0) {
+		t.Fatal("lease of 2 still available after 2 requests")
+	}
 	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("third request on a lease of 2: %v", err)
 	}
 	ok(t, p.s.SendLease(0, time.Second, 5))
 	p.pump()
+	if !p.c.LeaseAvailable(time.Second-1) || p.c.LeaseAvailable(time.Second) {
+		t.Fatal("LeaseAvailable does not follow the TTL")
+	}
 	p.c.Tick(time.Second) // the lease expires
 	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("request after the TTL: %v", err)

@@ -95,3 +95,17 @@ func (m *Machine) admitLeased(now time.Duration) bool {
 	m.lease.sentLeft--
 	return true
 }
+
+// LeaseAvailable reports whether our requester may send a request at now
+// without waiting for a LEASE. Without negotiated lease it is true while
+// the connection is open. A load balancer asks it to skip servers that
+// would only queue the request.
+func (m *Machine) LeaseAvailable(now time.Duration) bool {
+	if m.state != stateOpen {
+		return false
+	}
+	if !m.lease.enabled {
+		return true
+	}
+	return m.lease.haveRecv && m.lease.recvLeft > 0 && now < m.lease.recvExpires
+}

@@ -83,6 +83,11 @@ type Responder interface {
 // answer may be p itself). Its ctx never ends during the call. Other
 // models (stream, channel, fire-and-forget, metadata push) still run on
 // pooled goroutines. WithInlineHandlers opts in without the marker.
+//
+// Beware of embedding: a wrapper type that embeds a NonBlocking responder
+// by its concrete type (struct{ *echo.Responder; … }) inherits the marker
+// even when its own RequestResponse blocks. Embed the Responder interface
+// instead, which promotes only the Responder methods.
 type NonBlocking interface {
 	Responder
 	NonBlocking()

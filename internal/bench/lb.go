@@ -37,9 +37,13 @@ type LBResult struct {
 	P50, P90, P99, P999, Max time.Duration
 }
 
-// lbSlowEcho answers as echo does, Slow later.
+// lbSlowEcho answers as echo does, Slow later. It embeds the Responder
+// interface, not *echo.Responder: that would promote echo's NonBlocking
+// marker, and the driver would then run the delay on the connection's
+// reader, serializing every request of the connection behind it (a
+// server with a capacity of 1/Slow per second instead of a slow one).
 type lbSlowEcho struct {
-	*echo.Responder
+	rsocket.Responder
 	slow time.Duration
 }
 

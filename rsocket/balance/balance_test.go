@@ -14,9 +14,11 @@ import (
 	"github.com/sluicehq/sluice/rsocket/echo"
 )
 
-// slowEcho is the echo responder with a delay before each response.
+// slowEcho is the echo responder with a delay before each response. It
+// embeds the interface so that echo's NonBlocking marker is not promoted
+// (the delay would then run on the reader and serialize the connection).
 type slowEcho struct {
-	*echo.Responder
+	rsocket.Responder
 	delay time.Duration
 }
 

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -84,101 +83,6 @@ func (o *pyObserved) responder() *echo.Responder {
 			offer(o.cancelled, fmt.Sprintf("stream of %d stopped after %d elements: %v", n, sent, err))
 		},
 	}}
-}
-
-// frameMeter follows the 24-bit length prefixes of one direction of a TCP
-// connection and keeps the largest frame seen, so the large-payload cases
-// can show that both ends fragmented (no frame over 1 MiB).
-type frameMeter struct {
-	mu      sync.Mutex
-	hdr     []byte
-	left    int // bytes of the current frame still to come
-	max     int
-	nFrames int
-}
-
-func (m *frameMeter) feed(b []byte) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for len(b) > 0 {
-		if m.left > 0 {
-			k := min(m.left, len(b))
-			m.left -= k
-			b = b[k:]
-			continue
-		}
-		m.hdr = append(m.hdr, b[0])
-		b = b[1:]
-		if len(m.hdr) == 3 {
-			m.left = int(m.hdr[0])<<16 | int(m.hdr[1])<<8 | int(m.hdr[2])
-			m.max = max(m.max, m.left)
-			m.nFrames++
-			m.hdr = m.hdr[:0]
-		}
-	}
-}
-
-func (m *frameMeter) String() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return fmt.Sprintf("%d frames, largest %d bytes", m.nFrames, m.max)
-}
-
-func (m *frameMeter) largest() int { m.mu.Lock(); defer m.mu.Unlock(); return m.max }
-
-// meteredConn measures the frames read (from the peer) and written (ours).
-type meteredConn struct {
-	net.Conn
-	in, out *frameMeter
-}
-
-func (c meteredConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.in.feed(b[:n])
-	return n, err
-}
-
-func (c meteredConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.out.feed(b[:n])
-	return n, err
-}
-
-// meteredListener wraps every accepted connection in a meteredConn with
-// meters of its own (the prefix parser follows one byte stream each).
-type meteredListener struct {
-	net.Listener
-	mu      sync.Mutex
-	in, out []*frameMeter
-}
-
-func (l *meteredListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	in, out := &frameMeter{}, &frameMeter{}
-	l.mu.Lock()
-	l.in, l.out = append(l.in, in), append(l.out, out)
-	l.mu.Unlock()
-	return meteredConn{c, in, out}, nil
-}
-
-// summary: frames and the largest frame over all connections, each way.
-func (l *meteredListener) summary() (in, out *frameMeter) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sum := func(ms []*frameMeter) *frameMeter {
-		var t frameMeter
-		for _, m := range ms {
-			m.mu.Lock()
-			t.nFrames += m.nFrames
-			t.max = max(t.max, m.max)
-			m.mu.Unlock()
-		}
-		return &t
-	}
-	return sum(l.in), sum(l.out)
 }
 
 // pyDir is the directory of the Python scripts.
@@ -334,22 +238,6 @@ func nextEvent(events <-chan pyEvent) (pyEvent, bool) {
 	case <-time.After(30 * time.Second):
 		return pyEvent{}, false
 	}
-}
-
-// collect reads a stream to its end.
-func collect(s *rsocket.Stream) ([]string, error) {
-	var got []string
-	for len(got) < 1000 {
-		p, err := s.Next()
-		if err == io.EOF {
-			return got, nil
-		}
-		if err != nil {
-			return got, err
-		}
-		got = append(got, string(p.Data))
-	}
-	return got, errors.New("more than 1000 elements")
 }
 
 // Our client → their server.

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -120,90 +119,6 @@ func jsCommand(ctx context.Context, node, modules string, args ...string) *exec.
 	return cmd
 }
 
-// jsMeter follows the 24-bit length prefixes of one direction of a TCP
-// connection and keeps the largest frame, so the large case can show that
-// both ends fragmented.
-type jsMeter struct {
-	mu      sync.Mutex
-	hdr     []byte
-	left    int
-	max     int
-	nFrames int
-}
-
-func (m *jsMeter) feed(b []byte) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for len(b) > 0 {
-		if m.left > 0 {
-			k := min(m.left, len(b))
-			m.left -= k
-			b = b[k:]
-			continue
-		}
-		m.hdr = append(m.hdr, b[0])
-		b = b[1:]
-		if len(m.hdr) == 3 {
-			m.left = int(m.hdr[0])<<16 | int(m.hdr[1])<<8 | int(m.hdr[2])
-			m.max = max(m.max, m.left)
-			m.nFrames++
-			m.hdr = m.hdr[:0]
-		}
-	}
-}
-
-func (m *jsMeter) largest() int { m.mu.Lock(); defer m.mu.Unlock(); return m.max }
-
-// jsMeteredConn meters what is read from the peer and what we write.
-type jsMeteredConn struct {
-	net.Conn
-	in, out *jsMeter
-}
-
-func (c jsMeteredConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.in.feed(b[:n])
-	return n, err
-}
-
-func (c jsMeteredConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.out.feed(b[:n])
-	return n, err
-}
-
-// jsMeteredListener meters every accepted connection into one pair of
-// maxima (each connection keeps its own prefix parser).
-type jsMeteredListener struct {
-	net.Listener
-	mu      sync.Mutex
-	in, out []*jsMeter
-}
-
-func (l *jsMeteredListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	in, out := &jsMeter{}, &jsMeter{}
-	l.mu.Lock()
-	l.in, l.out = append(l.in, in), append(l.out, out)
-	l.mu.Unlock()
-	return jsMeteredConn{c, in, out}, nil
-}
-
-func (l *jsMeteredListener) largest() (in, out int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, m := range l.in {
-		in = max(in, m.largest())
-	}
-	for _, m := range l.out {
-		out = max(out, m.largest())
-	}
-	return in, out
-}
-
 // jsClientResult is one JSON line of client.js.
 type jsClientResult struct {
 	Case       string `json:"case"`
@@ -272,7 +187,7 @@ func jsRunClient(t *testing.T, node, modules, tr string) {
 		t.Fatal(err)
 	}
 	var url string
-	mln := &jsMeteredListener{Listener: ln}
+	mln := &meteredListener{Listener: ln}
 	if tr == "tcp" {
 		go rsocket.Serve(ctx, mln, obs.responder(), opts...)
 		url = "tcp://" + ln.Addr().String()
@@ -366,7 +281,7 @@ func jsServerRequests(ctx context.Context, c *rsocket.Conn) string {
 	if err != nil {
 		return fmt.Sprintf("request-stream: %v", err)
 	}
-	got, err := jsCollect(s)
+	got, err := collect(s)
 	if err != nil || strings.Join(got, ",") != "0,1,2,3,4,5,6,7,8,9" {
 		return fmt.Sprintf("request-stream: %q, %v", got, err)
 	}
@@ -444,22 +359,6 @@ func jsStartServer(t *testing.T, ctx context.Context, node, modules, tr string) 
 	return ev.Port, events
 }
 
-// jsCollect reads a stream to its end.
-func jsCollect(s *rsocket.Stream) ([]string, error) {
-	var got []string
-	for len(got) < 1000 {
-		p, err := s.Next()
-		if err == io.EOF {
-			return got, nil
-		}
-		if err != nil {
-			return got, err
-		}
-		got = append(got, string(p.Data))
-	}
-	return got, errors.New("more than 1000 elements")
-}
-
 // Our client → their server.
 func TestInteropJSServer(t *testing.T) {
 	node, modules := jsNode(t)
@@ -471,20 +370,20 @@ func TestInteropJSServer(t *testing.T) {
 // jsServerConn is one client connection to server.js, metered on TCP.
 type jsServerConn struct {
 	c       *rsocket.Conn
-	in, out *jsMeter
+	in, out *frameMeter
 }
 
 func jsDial(t *testing.T, ctx context.Context, tr string, port int) *jsServerConn {
 	t.Helper()
 	opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20), rsocket.WithMaxFrameSize(1 << 20)}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	sc := &jsServerConn{in: &jsMeter{}, out: &jsMeter{}}
+	sc := &jsServerConn{in: &frameMeter{}, out: &frameMeter{}}
 	var err error
 	if tr == "tcp" {
 		var nc net.Conn
 		nc, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err == nil {
-			sc.c, err = rsocket.ClientConn(context.WithoutCancel(ctx), jsMeteredConn{nc, sc.in, sc.out}, opts...)
+			sc.c, err = rsocket.ClientConn(context.WithoutCancel(ctx), meteredConn{nc, sc.in, sc.out}, opts...)
 		}
 	} else {
 		sc.c, err = rsocket.Dial(ctx, "ws://"+addr+"/rsocket", opts...)
@@ -528,7 +427,7 @@ func jsRunServer(t *testing.T, node, modules, tr string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := jsCollect(s)
+			got, err := collect(s)
 			want := make([]string, 100)
 			for i := range want {
 				want[i] = strconv.Itoa(i)
@@ -551,7 +450,7 @@ func jsRunServer(t *testing.T, node, modules, tr string) {
 			if err := ch.Complete(); err != nil {
 				t.Fatal(err)
 			}
-			got, err := jsCollect(&ch.Stream)
+			got, err := collect(&ch.Stream)
 			if err != nil || strings.Join(got, ",") != "a,b,c" {
 				t.Fatalf("got %q, %v", got, err)
 			}

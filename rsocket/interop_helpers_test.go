@@ -4,11 +4,14 @@ package rsocket_test
 // Java peers.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
+	"testing"
 
 	"github.com/sluicehq/sluice/rsocket"
 )
@@ -128,4 +131,31 @@ func collect(s *rsocket.Stream) ([]string, error) {
 		got = append(got, string(p.Data))
 	}
 	return got, errors.New("more than 1000 elements")
+}
+
+// concurrentEchoes sends n request-responses at once on c, each with its
+// own data, and checks that every answer is its own request's echo.
+func concurrentEchoes(t *testing.T, ctx context.Context, c *rsocket.Conn, n int) string {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := "r" + strconv.Itoa(i)
+			p, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte(d)})
+			if err == nil && string(p.Data) != d {
+				err = fmt.Errorf("asked %q, got %q", d, p.Data)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("%d of %d failed, first: %v", len(errs)+1, n, err)
+	}
+	return fmt.Sprintf("%d request-responses in flight on one connection, all answered", n)
 }

@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -340,30 +339,7 @@ func TestInteropPyServer(t *testing.T) {
 			}
 			return fmt.Sprintf("CANCEL after 5 elements; the server's generator stopped after %d", ev.Sent)
 		},
-		"concurrent_1000": func(t *testing.T, ctx context.Context) string {
-			var wg sync.WaitGroup
-			errs := make(chan error, 1000)
-			for i := 0; i < 1000; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					d := "r" + strconv.Itoa(i)
-					p, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte(d)})
-					if err == nil && string(p.Data) != d {
-						err = fmt.Errorf("asked %q, got %q", d, p.Data)
-					}
-					if err != nil {
-						errs <- err
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			if err := <-errs; err != nil {
-				t.Fatalf("%d of 1000 failed, first: %v", len(errs)+1, err)
-			}
-			return "1000 request-responses in flight on one connection, all answered"
-		},
+		"concurrent_1000": func(t *testing.T, ctx context.Context) string { return concurrentEchoes(t, ctx, c, 1000) },
 		"large_20MiB": func(t *testing.T, ctx context.Context) string {
 			data := make([]byte, largePayload)
 			for i := range data {

@@ -482,28 +482,7 @@ func jsRunServer(t *testing.T, node, modules, tr string) {
 			return jsOutcome{jsPass, fmt.Sprintf("CANCEL after 5 elements; their generator stopped after %d", ev.Sent)}
 		},
 		"concurrent_1000": func(t *testing.T, ctx context.Context) jsOutcome {
-			var wg sync.WaitGroup
-			errs := make(chan error, 1000)
-			for i := 0; i < 1000; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					d := "r" + strconv.Itoa(i)
-					p, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte(d)})
-					if err == nil && string(p.Data) != d {
-						err = fmt.Errorf("asked %q, got %q", d, p.Data)
-					}
-					if err != nil {
-						errs <- err
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			if err := <-errs; err != nil {
-				t.Fatalf("%d of 1000 failed, first: %v", len(errs)+1, err)
-			}
-			return jsOutcome{jsPass, "1000 request-responses in flight on one connection, all answered"}
+			return jsOutcome{jsPass, concurrentEchoes(t, ctx, c, 1000)}
 		},
 		// Each of the last two breaks its connection in rsocket-js 1.0.0-alpha.3,
 		// so each has one of its own.

@@ -177,7 +177,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		quota = defaults.SpoolQuota
 	}
 	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready, status.Config{Kind: status.KindAgent,
-		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota)}}); err != nil {
+		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota),
+			status.LastError(a.LastError)}}); err != nil {
 		return err
 	}
 	lis, err := net.Listen("tcp", c.ingest)

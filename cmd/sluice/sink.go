@@ -120,9 +120,10 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead}
+	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead,
+		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError)}}
 	if st := s.Store(); st != nil {
-		page.Providers = []status.Provider{status.StoreSize(st.Dir())}
+		page.Providers = append(page.Providers, status.StoreSize(st.Dir()))
 	}
 	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready, page); err != nil {
 		lis.Close()
@@ -188,3 +189,4 @@ func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.
 		return err
 	}
 }
+

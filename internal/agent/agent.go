@@ -127,6 +127,7 @@ func New(cfg Config) (*Agent, error) {
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 	}
 	m.SpoolBytes = sp.Size
+	m.Now = a.now
 	a.ingest, err = ingest.New(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
 		Compression: cfg.Compression, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
@@ -284,6 +285,13 @@ type Stats = metrics.Stats
 
 // Stats is a snapshot of the agent's counters and ack latency quantiles.
 func (a *Agent) Stats() Stats { return a.metrics.Snapshot(true) }
+
+// LastError is the newest sink connection failure in words and when it
+// happened ("" before any); it is kept after the agent reconnected.
+func (a *Agent) LastError() (string, time.Time) {
+	st := a.metrics.Snapshot(false)
+	return st.LastError, st.LastErrorAt
+}
 
 // Progress is Stats without the latency quantiles, cheap enough to poll
 // every few milliseconds.

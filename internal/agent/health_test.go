@@ -272,11 +272,33 @@ func TestReadyAndCounters(t *testing.T) {
 	if v, _ := value(t, reg, "sluice_agent_reconnects_total", nil); v != 1 {
 		t.Fatalf("reconnects_total = %v after one lost stream and several failed attempts, want 1", v)
 	}
+	if v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil); v != 0 {
+		t.Fatalf("oldest_unacked_seconds = %v with everything acknowledged, want 0", v)
+	}
+	if err := a.Ingest(context.Background(), [][]byte{[]byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, "an unacknowledged message to have an age", 30*time.Second, func() bool {
+		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
+		return v > 0
+	})
+	st := a.Stats()
+	if !strings.HasPrefix(st.LastError, "Unavailable: ") || st.LastErrorAt.IsZero() || st.OldestUnacked <= 0 {
+		t.Fatalf("stats while the sink is down: last error %q at %v, oldest unacknowledged %v", st.LastError, st.LastErrorAt, st.OldestUnacked)
+	}
 	ts.start()
 	defer ts.stop()
 	waitCond(t, "Ready again", 30*time.Second, func() bool { return a.Ready() == nil })
 	if _, ok := value(t, reg, "sluice_agent_last_error", nil); ok {
 		t.Fatal("last_error still has a series while connected")
+	}
+	waitAcked(t, a, 30*time.Second)
+	waitCond(t, "no unacknowledged message", 30*time.Second, func() bool {
+		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
+		return v == 0
+	})
+	if a.Stats().LastError != st.LastError {
+		t.Fatalf("the last error %q was forgotten after reconnecting (want it kept for the status page)", a.Stats().LastError)
 	}
 	mfs := gather(t, reg)
 	for _, name := range []string{"sluice_agent_sent_messages_total", "sluice_agent_resent_messages_total", "sluice_agent_resend_timeouts_total"} {

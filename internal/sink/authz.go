@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/protocol"
@@ -39,35 +40,39 @@ func certIdentity(peer protocol.PeerInfo) (auth.Identity, error) {
 	return auth.CertIdentity(chains[0][0])
 }
 
-// checkSend returns nil if the peer may open a Send session as agent,
-// else a session error (logged). Every mechanism configured must agree:
+// checkSend returns the credentials that vouched for the peer ("token",
+// "certificate" or both; "" without authentication) if it may open a
+// Send session as agent, else a session error (logged). Every mechanism configured must agree:
 // the token's agent id and the certificate's. Without this, any holder of
 // a valid certificate could send as another agent, and the dedup index
 // would then drop that agent's later messages as duplicates.
-func (s *Sink) checkSend(ctx context.Context, peer protocol.PeerInfo, agent string) error {
+func (s *Sink) checkSend(ctx context.Context, peer protocol.PeerInfo, agent string) (vouched string, err error) {
+	var by []string
 	if s.cfg.Tokens != nil {
 		id, ok := s.tokenIdentity(ctx, peer)
 		if !ok {
-			return protocol.Errorf(protocol.StatusUnauthenticated, "no authenticated identity")
+			return "", protocol.Errorf(protocol.StatusUnauthenticated, "no authenticated identity")
 		}
 		if !id.CanSend(agent) {
 			s.log.Warn("sink: token not valid for agent; stream refused", "agent_id", agent, "token_agent_id", id.AgentID, "peer", peer.Addr)
-			return protocol.Errorf(protocol.StatusPermissionDenied, "this token may not send as agent %q", agent)
+			return "", protocol.Errorf(protocol.StatusPermissionDenied, "this token may not send as agent %q", agent)
 		}
+		by = append(by, "token")
 	}
 	if auth.MutualTLS(s.cfg.TLS) {
 		id, err := certIdentity(peer)
 		if err != nil {
 			s.log.Warn("sink: client certificate names no identity; stream refused", "agent_id", agent, "peer", peer.Addr, "err", err)
-			return protocol.Errorf(protocol.StatusPermissionDenied, "client certificate: %v", err)
+			return "", protocol.Errorf(protocol.StatusPermissionDenied, "client certificate: %v", err)
 		}
 		if !id.CanSend(agent) {
 			s.log.Warn("sink: client certificate not valid for agent; stream refused", "agent_id", agent,
 				"certificate_identity", id.AgentID, "peer", peer.Addr)
-			return protocol.Errorf(protocol.StatusPermissionDenied, "this client certificate (identity %q) may not send as agent %q", id.AgentID, agent)
+			return "", protocol.Errorf(protocol.StatusPermissionDenied, "this client certificate (identity %q) may not send as agent %q", id.AgentID, agent)
 		}
+		by = append(by, "certificate")
 	}
-	return nil
+	return strings.Join(by, "+"), nil
 }
 
 // checkRead returns nil if the peer may read the store, else a session

@@ -145,6 +145,7 @@ func (st *session) checkWindow(ctx context.Context, ev *inbound) error {
 		return nil
 	}
 	st.s.m.streamsCut.WithLabelValues(cutOutOfWindow).Inc()
+	st.s.noteError("agent %s ignores its credits; stream ended: %s", st.agent, detail)
 	st.log.Warn("sink: agent ignores its credits; ending the stream", "message_id", ev.id, "detail", detail)
 	// Retryable: the message itself is fine, and may be resent on a new
 	// session within its credits.

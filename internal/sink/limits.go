@@ -41,6 +41,7 @@ func (l *peerLimitListener) Accept() (net.Conn, error) {
 			}
 			l.mu.Unlock()
 			l.s.m.refused.WithLabelValues(refusedConnsPerPeer).Inc()
+			l.s.noteError("too many connections from %s (max %d per peer); new ones closed", ip, l.max)
 			if warn {
 				l.s.log.Warn("sink: too many connections from one peer; closing the new ones (logged once a minute per peer)",
 					"peer", ip, "max_conns_per_peer", l.max)

@@ -93,12 +93,18 @@ func TestServeSendMemconnToken(t *testing.T) {
 	if _, w := memSend(t, d, "edge-1"); w == nil {
 		t.Fatal("edge-1's token was refused for edge-1")
 	}
+	if got := h.s.Agents(); len(got) != 1 || got[0].ID != "edge-1" || got[0].Vouched != "token" {
+		t.Fatalf("agents %+v, want edge-1 vouched for by its token", got)
+	}
 	c, w := memSend(t, d, "edge-2")
 	if w != nil {
 		t.Fatal("edge-1's token was welcomed as edge-2")
 	}
 	if _, err := c.Recv(); protocol.StatusOf(err) != protocol.StatusPermissionDenied {
 		t.Fatalf("edge-1's token as edge-2: %v, want PermissionDenied", err)
+	}
+	if got := h.s.Agents(); len(got) != 1 {
+		t.Fatalf("agents %+v: a refused session must not be listed", got)
 	}
 	d.Peer.Token = ""
 	c, _ = memSend(t, d, "edge-1")

@@ -105,8 +105,14 @@ func TestMetrics(t *testing.T) {
 	a.collect(0, 1)
 	a.send(plainReq(1, "c"))
 	a.collect(1)
+	if msg, _ := h.s.LastError(); msg != "" {
+		t.Fatalf("LastError %q before any failure", msg)
+	}
 	a.send(&sluicev1.Request{Version: 1, MessageId: 2, RecordCount: 5, Payload: &sluicev1.Request_Plain{Plain: makeBody("x")}})
 	a.errorFor(2)
+	if msg, at := h.s.LastError(); !strings.HasPrefix(msg, "message 2 of agent edge-1 rejected") || at.IsZero() {
+		t.Fatalf("LastError %q at %v after a rejected message", msg, at)
+	}
 	for name, want := range map[string]float64{
 		"sluice_sink_stored_messages_total":               2,
 		"sluice_sink_stored_records_total":                3,
@@ -162,4 +168,46 @@ func metricValue(t *testing.T, h *harness, name string) float64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// TestAgents: the per-agent rows count each agent's stored records and
+// duplicates over its sessions, say who is connected, and remember an
+// agent after its session ended.
+func TestAgents(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.connect("edge-1")
+	a.send(plainReq(0, "a", "b"))
+	a.send(plainReq(1, "c"))
+	a.collect(0, 1)
+	a.send(plainReq(1, "c")) // a duplicate
+	a.collect(1)
+	b := h.connect("edge-2")
+	b.send(plainReq(0, "x"))
+	b.collect(0)
+	want := func(id string, connected int, records, dups uint64) {
+		t.Helper()
+		for _, r := range h.s.Agents() {
+			if r.ID == id {
+				if r.Connected != connected || r.Records != records || r.Duplicates != dups || r.LastSeen.IsZero() || r.Vouched != "" {
+					t.Fatalf("%s: %+v, want connected %d, %d records, %d duplicates, a last-seen time, nothing vouched", id, r, connected, records, dups)
+				}
+				return
+			}
+		}
+		t.Fatalf("%s not in %+v", id, h.s.Agents())
+	}
+	want("edge-1", 1, 3, 1)
+	want("edge-2", 1, 1, 0)
+	if err := a.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.end // the session has ended once its status arrived
+	want("edge-1", 0, 3, 1)
+	a = h.connect("edge-1")
+	a.send(plainReq(2, "d", "e"))
+	a.collect(2)
+	want("edge-1", 1, 5, 1)
+	if got := h.s.Agents(); len(got) != 2 || got[0].ID != "edge-1" || got[1].ID != "edge-2" {
+		t.Fatalf("rows %+v, want edge-1 and edge-2 in order", got)
+	}
 }

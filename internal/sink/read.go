@@ -45,6 +45,7 @@ func (s *Sink) admitConsumer(peer protocol.PeerInfo) (func(), error) {
 	if n := s.consumers.Add(1); n > int64(s.cfg.MaxConsumers) {
 		s.consumers.Add(-1)
 		s.m.refused.WithLabelValues(refusedConsumers).Inc()
+		s.noteError("too many consumers (max %d); a Read stream from %s refused", s.cfg.MaxConsumers, peer.Addr)
 		s.log.Warn("sink: too many consumers; Read stream refused", "max_consumers", s.cfg.MaxConsumers, "peer", peer.Addr)
 		return nil, protocol.Errorf(protocol.StatusResourceExhausted, "the sink serves at most %d consumers at once", s.cfg.MaxConsumers)
 	}

@@ -33,6 +33,8 @@ type session struct {
 	agent   string
 	agentB  []byte
 	session string
+	// vouched names the credentials that proved the agent id (checkSend).
+	vouched string
 	log     *slog.Logger
 	rcv     *delivery.Receiver
 	acks    *store.Acks
@@ -119,7 +121,8 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	if agent == "" || len(agent) > maxAgentID {
 		return protocol.Errorf(protocol.StatusInvalid, "Hello.agent_id of %d bytes: want 1 to %d", len(agent), maxAgentID)
 	}
-	if err := s.checkSend(ctx, peer, agent); err != nil {
+	vouched, err := s.checkSend(ctx, peer, agent)
+	if err != nil {
 		return err
 	}
 	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
@@ -162,7 +165,7 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	}
 	po, _ := c.(protocol.PayloadOwner)
 	st := &session{
-		s: s, conn: c, agent: agent, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv,
+		s: s, conn: c, agent: agent, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
 		acks:        store.NewAcks(),
 		ownPayloads: po != nil && po.PayloadsOwned(),
 		log:         s.log.With("agent_id", agent, "session", welcome.SessionID),
@@ -329,6 +332,7 @@ func (st *session) handle(ctx context.Context, ev *inbound) error {
 		return st.act(ctx, &ev.msg)
 	case inInvalid:
 		st.s.m.rejected.WithLabelValues(ev.rej.reason).Inc()
+		st.s.noteError("message %d of agent %s rejected (%s): %s", ev.id, st.agent, ev.rej.code, ev.rej.detail)
 		st.log.Warn("sink: message rejected", "message_id", ev.id, "code", ev.rej.code.String(),
 			"retryable", ev.rej.retryable, "detail", ev.rej.detail)
 		st.reject(ev.id, ev.rej)
@@ -402,6 +406,7 @@ func (st *session) act(ctx context.Context, msg *store.Message) error {
 			}
 			rej.retryable = a.Reason.Retryable()
 			m.rejected.WithLabelValues(rej.reason).Inc()
+			st.s.noteError("message %d of agent %s rejected (%s): %s", a.ID, st.agent, rej.code, rej.detail)
 			st.log.Warn("sink: message rejected", "message_id", a.ID, "code", rej.code.String(), "retryable", rej.retryable, "detail", rej.detail)
 			st.reject(a.ID, rej)
 		case delivery.ActionFail:

@@ -52,6 +52,11 @@ type Sink struct {
 	statusDetail string
 	statusSince  time.Time
 	sendStreams  map[*session]struct{}
+	// agentsSeen: every agent that opened a Send session (Agents).
+	agentsSeen map[string]*agentSeen
+	// lastErr and lastErrAt: the newest failure counted (noteError).
+	lastErr   string
+	lastErrAt time.Time
 	// writeErr is why the last group commit failed, nil once one
 	// succeeded: what Ready reports for the embedded store.
 	writeErr error
@@ -127,6 +132,7 @@ func New(cfg Config) (*Sink, error) {
 		available:   true,
 		statusSince: time.Now(),
 		sendStreams: make(map[*session]struct{}),
+		agentsSeen:  make(map[string]*agentSeen),
 		lock:        lock,
 		stallConns:  make(map[*stallConn]struct{}),
 	}
@@ -291,6 +297,9 @@ func (s *Sink) addSendStream(st *session) {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
 	s.sendStreams[st] = struct{}{}
+	a := s.seen(st.agent)
+	a.connected++
+	a.vouched = st.vouched
 	if !s.available {
 		st.pushStatus(&protocol.StoreStatus{Available: false, Detail: s.statusDetail})
 	}
@@ -299,6 +308,12 @@ func (s *Sink) addSendStream(st *session) {
 func (s *Sink) removeSendStream(st *session) {
 	s.statusMu.Lock()
 	delete(s.sendStreams, st)
+	a := s.seen(st.agent)
+	a.connected--
+	r, d := st.acks.Counts()
+	a.records += r
+	a.duplicates += d
+	a.lastSeen = time.Now()
 	s.statusMu.Unlock()
 }
 
@@ -392,6 +407,7 @@ func recvFirst(s *Sink, c protocol.Conn, what string) (protocol.Frame, error) {
 		return r.f, r.err
 	case <-t.C:
 		s.m.streamsCut.WithLabelValues(cutHelloTimeout).Inc()
+		s.noteError("a stream from %s sent no %s within %v; ended", c.Peer().Addr, what, s.cfg.HelloTimeout)
 		s.log.Warn("sink: stream sent nothing within the hello timeout; ending it", "expected", what,
 			"hello_timeout", s.cfg.HelloTimeout, "peer", c.Peer().Addr)
 		return nil, protocol.Errorf(protocol.StatusDeadlineExceeded, "no %s within %v", what, s.cfg.HelloTimeout)

@@ -144,6 +144,7 @@ func (w *writer) commit() {
 	}
 	if err != nil {
 		s.m.storeErrors.Inc()
+		s.noteError("group commit of %d messages failed: %v", len(w.appends), err)
 		s.log.Error("sink: group commit failed; the streams concerned are ended and their agents will resend",
 			"messages", len(w.appends), "err", err)
 	} else {
@@ -180,6 +181,7 @@ func (w *writer) commit() {
 	w.dedup.Unlock()
 	for i := range w.batch {
 		it := &w.batch[i]
+		dup := false
 		switch f := w.fate[i]; {
 		case it.DropErr != nil:
 			s.log.Error("sink: cannot store message; dropped", "agent_id", it.Agent, "message_id", it.ID, "err", it.DropErr)
@@ -193,8 +195,9 @@ func (w *writer) commit() {
 			s.m.storedRecords.Add(float64(it.Records))
 		default:
 			s.m.duplicates.Inc()
+			dup = true
 		}
-		it.Acks.Stored(it.ID)
+		it.Acks.Stored(it.ID, int(it.Records), dup)
 		w.acks[it.Acks] = struct{}{}
 	}
 	for a := range w.acks {

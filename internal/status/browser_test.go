@@ -79,7 +79,7 @@ func startSink(t *testing.T, dir, grpcAddr, httpAddr string) (*daemon, string) {
 	ln := listenRetry(t, grpcAddr)
 	go s.Serve(ln)
 	d := servePage(t, httpAddr, Config{Kind: KindSink, Gatherer: reg, Ready: s.Ready,
-		Providers: []Provider{StoreSize(s.Store().Dir())}})
+		Providers: []Provider{StoreSize(s.Store().Dir()), AgentRows(s.Agents), LastError(s.LastError)}})
 	d.stop = func() { s.Close() }
 	return d, ln.Addr().String()
 }
@@ -145,7 +145,7 @@ func TestBrowserStatusPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ad := servePage(t, "127.0.0.1:0", Config{Kind: KindAgent, Gatherer: areg, Ready: a.Ready, Tokens: toks,
-		Providers: []Provider{SpoolQuota(defaults.SpoolQuota)}})
+		Providers: []Provider{SpoolQuota(defaults.SpoolQuota), LastError(a.LastError)}})
 	defer ad.close()
 
 	// A steady trickle of records, like a small demo: 50 records of about
@@ -191,6 +191,7 @@ func TestBrowserStatusPage(t *testing.T) {
 	}
 	sink.waitFor(ctx, "the sink's numbers to move", fmt.Sprintf(`sluiceStatus.last.throughput.totalRecords > %v && sluiceStatus.last.throughput.records > 0 && !["–", "0"].includes(document.getElementById("rate-records").textContent)`, before))
 	sink.waitFor(ctx, "readiness in words", `document.getElementById("ready").textContent.startsWith("Ready: taking messages")`)
+	sink.waitFor(ctx, "the agent's row with its rate", `document.querySelectorAll("#agent-rows tr").length === 2 && document.querySelector("#agent-rows tr:nth-child(2)").textContent.includes("connected") && sluiceStatus.last.sink.agentRows[0].records > 0`)
 
 	// Restart the sink: the page must say so and come back by itself.
 	sd.close()
@@ -221,7 +222,10 @@ func TestBrowserStatusPage(t *testing.T) {
 	ag.waitFor(ctx, "a clear error for a bad token", authShown+` && document.getElementById("auth-error").textContent === "The daemon refused the token: token not valid." && document.getElementById("ready").textContent.includes("token not valid")`)
 	submit(readerToken)
 	ag.waitFor(ctx, "the agent page live", live+` && !`+authShown+` && sluiceStatus.last.agent.sinkUp && sluiceStatus.last.seq >= 3 && sluiceStatus.last.throughput.records > 0 && sluiceStatus.history.length >= 3`)
-	ag.waitFor(ctx, "the agent's cards", `!document.getElementById("card-window").classList.contains("hidden") && document.getElementById("spool").textContent.includes("quota")`)
+	ag.waitFor(ctx, "the agent's cards", `!document.getElementById("card-window").classList.contains("hidden") && document.getElementById("spool").textContent.includes("quota") && sluiceStatus.last.agent.oldestUnackedSeconds !== null && document.getElementById("oldest-unacked").textContent !== "not exposed"`)
+	// The sink restart above cut the agent's stream: its last error stays
+	// on the page after it reconnected.
+	ag.waitFor(ctx, "the agent's last error in words", `sluiceStatus.last.errors.last !== "" && sluiceStatus.last.errors.lastAt !== undefined && document.getElementById("errors").textContent.includes(" ago)")`)
 
 	// xfer serve's page: two partial uploads, one being written, with
 	// their progress.

@@ -47,6 +47,7 @@ var Metrics = []Metric{
 	{KindAgent, "sluice_agent_rejected_messages_total", "errors", "errors.total"},
 	{KindAgent, "sluice_agent_spool_full_total", "errors", "errors.total"},
 	{KindAgent, "sluice_agent_last_error", "errors", "errors.last"},
+	{KindAgent, "sluice_agent_oldest_unacked_seconds", "agent", "agent.oldestUnackedSeconds"},
 
 	{KindSink, "sluice_sink_stored_records_total", "throughput", "throughput.records"},
 	{KindSink, "sluice_sink_received_decoded_bytes_total", "throughput", "throughput.rawBytes"},

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
@@ -46,12 +47,14 @@ type Throughput struct {
 	TotalWireBytes float64 `json:"totalWireBytes"`
 }
 
-// Errors counts failures since start; Last is the newest one's words when
-// the daemon keeps them (the readiness reason while not ready, else the
-// agent's last connection error code).
+// Errors counts failures since start; Last is the newest one in words
+// (the agent: its last sink connection failure; the sink: the last store
+// error, rejection, cut stream or refusal; kept after recovery) and
+// LastAt when it happened.
 type Errors struct {
-	Total float64 `json:"total"`
-	Last  string  `json:"last,omitempty"`
+	Total  float64    `json:"total"`
+	Last   string     `json:"last,omitempty"`
+	LastAt *time.Time `json:"lastAt,omitempty"`
 }
 
 // AgentStatus is the agent's delivery state.
@@ -64,7 +67,8 @@ type AgentStatus struct {
 	RTTSeconds       float64 `json:"rttSeconds"`
 	SpoolBytes       float64 `json:"spoolBytes"`
 	SpoolQuotaBytes  int64   `json:"spoolQuotaBytes,omitempty"` // from a provider (SpoolQuota)
-	// OldestUnackedSeconds: null, the agent does not expose it (a gap).
+	// OldestUnackedSeconds is the age of the oldest message spooled and
+	// not yet acknowledged (0: none; null: not exported).
 	OldestUnackedSeconds *float64 `json:"oldestUnackedSeconds"`
 	Resent               float64  `json:"resent"`
 	Timeouts             float64  `json:"timeouts"`
@@ -86,18 +90,23 @@ type SinkStatus struct {
 	// null when not known (Kafka).
 	StoreSizeBytes *int64       `json:"storeSizeBytes"`
 	Kafka          *KafkaStatus `json:"kafka"`
-	// AgentRows would be one row per agent; the sink's metrics have no
-	// per-agent series, so it stays empty (a gap) unless a provider fills it.
+	// AgentRows is one row per agent seen since the sink started (a
+	// provider: AgentRows; the metrics have no per-agent series, by
+	// design: agent ids are unbounded label values).
 	AgentRows []AgentRow `json:"agentRows"`
 }
 
 // AgentRow is one agent as the sink sees it.
 type AgentRow struct {
-	ID         string    `json:"id"`
-	Identity   string    `json:"identity"`
-	Records    float64   `json:"records"` // per second
-	LastSeen   time.Time `json:"lastSeen"`
-	Duplicates float64   `json:"duplicates"`
+	ID string `json:"id"`
+	// Identity names the credentials that proved the id ("token",
+	// "certificate", "token+certificate"), "" when the sink has none.
+	Identity     string    `json:"identity"`
+	Connected    bool      `json:"connected"`
+	Records      float64   `json:"records"` // stored per second, like Throughput
+	TotalRecords float64   `json:"totalRecords"`
+	LastSeen     time.Time `json:"lastSeen"`   // the snapshot's time while connected
+	Duplicates   float64   `json:"duplicates"` // dedup hits since the sink started
 }
 
 // KafkaStatus is present when the sink stores into Kafka.
@@ -148,9 +157,12 @@ func build(kind Kind, fs families) Snapshot {
 		s.Errors.Total = fs.sum("sluice_agent_connect_failures_total") + fs.sum("sluice_agent_rejected_messages_total") +
 			fs.sum("sluice_agent_spool_full_total")
 		if code := fs.labelWhere("sluice_agent_last_error", "code"); code != "" {
-			s.Errors.Last = "sink connection failed: " + code
+			s.Errors.Last = "sink connection failed: " + code // AgentErrors says more
 		}
-		s.Gaps = []string{"oldest unacknowledged age: the agent exports no such metric"}
+		if fs.has("sluice_agent_oldest_unacked_seconds") {
+			v := fs.sum("sluice_agent_oldest_unacked_seconds")
+			s.Agent.OldestUnackedSeconds = &v
+		}
 	case KindSink:
 		t.TotalRecords = fs.sum("sluice_sink_stored_records_total")
 		t.TotalRawBytes = fs.sum("sluice_sink_received_decoded_bytes_total")
@@ -173,7 +185,6 @@ func build(kind Kind, fs families) Snapshot {
 		}
 		s.Errors.Total = fs.sum("sluice_sink_store_errors_total") + fs.sum("sluice_sink_rejected_total") +
 			fs.sum("sluice_sink_streams_cut_total") + fs.sum("sluice_sink_refused_total")
-		s.Gaps = []string{"per-agent rows (rate, last seen, dedup hits, identity): the sink's metrics have no per-agent series"}
 	case KindXfer:
 		// A file's bytes are its records: no compression, raw = wire.
 		t.TotalRawBytes = fs.sum("sluice_xfer_received_bytes_total")
@@ -208,6 +219,18 @@ func rate(s, prev *Snapshot) {
 	t.Records = per(t.TotalRecords, p.TotalRecords)
 	t.RawBytes = per(t.TotalRawBytes, p.TotalRawBytes)
 	t.WireBytes = per(t.TotalWireBytes, p.TotalWireBytes)
+	if s.Sink != nil && prev.Sink != nil && len(prev.Sink.AgentRows) > 0 {
+		before := make(map[string]float64, len(prev.Sink.AgentRows))
+		for _, r := range prev.Sink.AgentRows {
+			before[r.ID] = r.TotalRecords
+		}
+		for i := range s.Sink.AgentRows {
+			r := &s.Sink.AgentRows[i]
+			if b, ok := before[r.ID]; ok {
+				r.Records = per(r.TotalRecords, b)
+			}
+		}
+	}
 }
 
 // readiness says the /readyz answer in plain words.
@@ -233,6 +256,39 @@ func SpoolQuota(bytes int64) Provider {
 	return func(s *Snapshot) {
 		if s.Agent != nil {
 			s.Agent.SpoolQuotaBytes = bytes
+		}
+	}
+}
+
+// AgentRows lists the sink's agents (sink.Sink.Agents) as rows.
+func AgentRows(agents func() []sink.AgentActivity) Provider {
+	return func(s *Snapshot) {
+		if s.Sink == nil {
+			return
+		}
+		list := agents()
+		rows := make([]AgentRow, len(list))
+		for i, a := range list {
+			rows[i] = AgentRow{ID: a.ID, Identity: a.Vouched, Connected: a.Connected > 0,
+				TotalRecords: float64(a.Records), LastSeen: a.LastSeen, Duplicates: float64(a.Duplicates)}
+			if a.Connected > 0 {
+				rows[i].LastSeen = s.Time
+			}
+		}
+		s.Sink.AgentRows = rows
+	}
+}
+
+// LastError reports the daemon's newest failure in words and when it
+// happened (agent.Agent.LastError, sink.Sink.LastError). It stays after the
+// daemon recovered, where a metric's label does not.
+func LastError(last func() (string, time.Time)) Provider {
+	return func(s *Snapshot) {
+		if s.Errors == nil {
+			return
+		}
+		if msg, at := last(); msg != "" {
+			s.Errors.Last, s.Errors.LastAt = msg, &at
 		}
 	}
 }

@@ -270,3 +270,37 @@ func TestRate(t *testing.T) {
 		t.Fatalf("rates %+v (a counter going down, a restart, gives 0)", s.Throughput)
 	}
 }
+
+// TestAgentRowRates: each agent's records/s comes from its own total in
+// the previous snapshot; an agent new since then has none yet; a
+// connected agent is last seen at the snapshot's time.
+func TestAgentRowRates(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	left := time.Unix(90, 0)
+	agents := []sink.AgentActivity{{ID: "a", Records: 10, LastSeen: left}, {ID: "b", Records: 50, Connected: 1, Vouched: "token"}}
+	list := func() []sink.AgentActivity { return append([]sink.AgentActivity(nil), agents...) }
+	snap := func(at time.Time) *Snapshot {
+		s := &Snapshot{Time: at, Throughput: &Throughput{}, Sink: &SinkStatus{}}
+		AgentRows(list)(s)
+		return s
+	}
+	prev := snap(t0)
+	agents = []sink.AgentActivity{{ID: "a", Records: 30, LastSeen: left}, {ID: "b", Records: 40, Connected: 2, Vouched: "token"}, {ID: "c", Records: 7, Connected: 1}}
+	s := snap(t0.Add(2 * time.Second))
+	rate(s, prev)
+	got := s.Sink.AgentRows
+	if got[0].Records != 10 || got[1].Records != 0 || got[2].Records != 0 || got[0].TotalRecords != 30 {
+		t.Fatalf("rates %+v: want a 10/s, b 0 (its total went down: the sink restarted), c 0 (new)", got)
+	}
+	if !got[1].LastSeen.Equal(s.Time) || !got[0].LastSeen.Equal(left) || got[0].Connected || !got[1].Connected || got[1].Identity != "token" {
+		t.Fatalf("rows %+v: a connected agent is seen now, a gone one when it left", got)
+	}
+	// Other kinds have no sink section: the provider leaves them alone.
+	a := &Snapshot{Agent: &AgentStatus{}, Errors: &Errors{}}
+	AgentRows(list)(a)
+	at := time.Unix(200, 0)
+	LastError(func() (string, time.Time) { return "Unavailable: sink down", at })(a)
+	if a.Sink != nil || a.Errors.Last != "Unavailable: sink down" || !a.Errors.LastAt.Equal(at) {
+		t.Fatalf("agent snapshot %+v, errors %+v", a, a.Errors)
+	}
+}

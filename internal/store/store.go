@@ -116,17 +116,34 @@ type Acks struct {
 	spare []uint64
 	err   error
 	ch    chan struct{}
+	// Counted for the session's agent (the status page's per-agent
+	// rows): records newly stored and messages that were duplicates.
+	records, duplicates uint64
 }
 
 // NewAcks returns an empty Acks.
 func NewAcks() *Acks { return &Acks{ch: make(chan struct{}, 1)} }
 
-// Stored records that id is durable; the writer calls Signal after a
-// group of them.
-func (a *Acks) Stored(id uint64) {
+// Stored records that id is durable: newly appended with records in it,
+// or a duplicate of a message stored before. The writer calls Signal
+// after a group of them.
+func (a *Acks) Stored(id uint64, records int, duplicate bool) {
 	a.mu.Lock()
 	a.ids = append(a.ids, id)
+	if duplicate {
+		a.duplicates++
+	} else {
+		a.records += uint64(records)
+	}
 	a.mu.Unlock()
+}
+
+// Counts returns the records stored and the duplicate messages reported
+// so far.
+func (a *Acks) Counts() (records, duplicates uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.records, a.duplicates
 }
 
 // Fail records that a message could not be stored: the session ends so

@@ -113,14 +113,15 @@ func (d *Driver) failed(addr string, err error) {
 	f := classify(err)
 	h := &d.health
 	h.mu.Lock()
-	h.connected, h.lastErr = "", fmt.Errorf("%s: %w", addr, err)
+	lastErr := fmt.Errorf("%s: %w", addr, err)
+	h.connected, h.lastErr = "", lastErr
 	if h.logged == nil {
 		h.logged = map[string]failure{}
 	}
 	prev, seen := h.logged[addr]
 	h.logged[addr] = f
 	h.mu.Unlock()
-	d.metrics.SinkFailed(f.code)
+	d.metrics.SinkFailed(f.code, lastErr)
 	switch {
 	case seen && prev.code == f.code:
 		d.log.Debug("sink connection failed again", "sink", addr, "code", f.code, "err", err)

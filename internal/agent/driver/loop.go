@@ -150,7 +150,8 @@ func (d *Driver) run(s *delivery.Sender, spooledCh <-chan []spool.Spooled, backl
 			l.persist()
 			return
 		}
-		d.metrics.ObserveSender(l.s, len(l.meta))
+		oldest, ok := l.meta[l.s.Watermark()] // ids below the watermark are acknowledged
+		d.metrics.ObserveSender(l.s, len(l.meta), oldest.spooledAt, ok)
 	}
 }
 

@@ -24,7 +24,14 @@ type Metrics struct {
 	Reconnects, SpoolFull, Duplicates prometheus.Counter
 	Fsync, ackLatency                 prometheus.Histogram
 	// SpoolBytes reports the spool's size; set it once the spool is open.
-	SpoolBytes                           func() int64
+	SpoolBytes func() int64
+	// Now is the agent's clock (nanoseconds, the one spool.Spooled.At
+	// uses), for the age of the oldest unacknowledged message.
+	Now func() int64
+	// oldestAt is when the oldest unacknowledged message was spooled
+	// (Now's clock), valid while hasOldest; under mu.
+	oldestAt                             int64
+	hasOldest                            bool
 	mu                                   sync.Mutex
 	st                                   Stats
 	lat                                  *hdrhistogram.Histogram // µs, spool → ack
@@ -55,6 +62,14 @@ type Stats struct {
 	SRTT, RTO                      time.Duration
 	SpoolBytes                     int64
 	State                          string
+	// OldestUnacked is the age of the oldest message spooled and not yet
+	// acknowledged (0: none). A message spooled before the agent started
+	// counts from the start.
+	OldestUnacked time.Duration
+	// LastError is the newest sink connection failure ("CODE: message"),
+	// kept after the agent reconnected; LastErrorAt when it happened.
+	LastError   string
+	LastErrorAt time.Time
 	// Ack latency: from the message being spooled to its ack.
 	LatencyP50, LatencyP99, LatencyMax time.Duration
 }
@@ -97,6 +112,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		resent:        c("resent_messages_total", "Messages sent again after a timeout, rejection or reconnect."),
 		timeouts:      c("resend_timeouts_total", "Resend timeouts (a message unacknowledged for an RTO)."),
 		SpoolBytes:    func() int64 { return 0 },
+		Now:           func() int64 { return time.Now().UnixNano() },
 		lat:           hdrhistogram.New(1, 3_600_000_000, 3),
 	}
 	if reg != nil {
@@ -105,7 +121,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
 			m.ConnectFailures, m.sinkUp, m.lastError,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
-				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.SpoolBytes()) }))
+				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.SpoolBytes()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "oldest_unacked_seconds",
+				Help: "Age of the oldest message spooled and not yet acknowledged by the sink (0: none); a message spooled before the agent started counts from the start."},
+				func() float64 { m.mu.Lock(); defer m.mu.Unlock(); return m.oldestAge().Seconds() }))
 	}
 	return m
 }
@@ -149,7 +168,9 @@ func (m *Metrics) Acked(records, raw, payload int, d time.Duration) {
 }
 
 // ObserveSender copies the Sender's state into the gauges and counters.
-func (m *Metrics) ObserveSender(s *delivery.Sender, unacked int) {
+// oldestAt, when hasOldest, is when the oldest unacknowledged message was
+// spooled (the agent's clock).
+func (m *Metrics) ObserveSender(s *delivery.Sender, unacked int, oldestAt int64, hasOldest bool) {
 	msgs, bytes := s.InFlight()
 	wm, wb := s.Window()
 	st := s.Stats()
@@ -167,7 +188,16 @@ func (m *Metrics) ObserveSender(s *delivery.Sender, unacked int) {
 	m.st.InFlightMsgs, m.st.InFlightBytes, m.st.WindowMsgs, m.st.WindowBytes = msgs, bytes, wm, wb
 	m.st.Sent, m.st.Resent, m.st.Timeouts = st.Sent, st.Resent, st.Timeouts
 	m.st.SRTT, m.st.RTO, m.st.State, m.st.Unacked = s.SRTT(), s.RTO(), s.State().String(), unacked
+	m.oldestAt, m.hasOldest = oldestAt, hasOldest
 	m.mu.Unlock()
+}
+
+// oldestAge is the oldest unacknowledged message's age now; under mu.
+func (m *Metrics) oldestAge() time.Duration {
+	if !m.hasOldest {
+		return 0
+	}
+	return max(time.Duration(m.Now()-m.oldestAt), 0)
 }
 
 // Snapshot returns the counters; the latency quantiles (a walk of the
@@ -177,6 +207,7 @@ func (m *Metrics) Snapshot(withLatency bool) Stats {
 	defer m.mu.Unlock()
 	st := m.st
 	st.SpoolBytes = m.SpoolBytes()
+	st.OldestUnacked = m.oldestAge()
 	if withLatency {
 		st.LatencyP50 = time.Duration(m.lat.ValueAtQuantile(50)) * time.Microsecond
 		st.LatencyP99 = time.Duration(m.lat.ValueAtQuantile(99)) * time.Microsecond
@@ -191,9 +222,13 @@ func (m *Metrics) SinkConnected() {
 	m.lastError.Reset()
 }
 
-// SinkFailed: not connected, the newest failure is code.
-func (m *Metrics) SinkFailed(code string) {
+// SinkFailed: not connected, the newest failure is code, err says it in
+// words.
+func (m *Metrics) SinkFailed(code string, err error) {
 	m.sinkUp.Set(0)
 	m.lastError.Reset()
 	m.lastError.WithLabelValues(code).Set(1)
+	m.mu.Lock()
+	m.st.LastError, m.st.LastErrorAt = code+": "+err.Error(), time.Now()
+	m.mu.Unlock()
 }

@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -138,8 +140,16 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	urls := map[string]string{"grpc": "grpc://" + srv.Addrs.GRPC, "rsocket": srv.Addrs.RSocket, "tus": "http://" + srv.Addrs.TUS + "/files/",
 		"http1": "http://" + h1Addr + "/post/", "h2c": "http://" + h2Addr + "/post/"}
 
-	var results []uploadResult
-	seq := 0
+	// The cells first, then the repetitions in rounds over all of them, so
+	// that whatever else the machine does is spread over every cell
+	// rather than landing on one (side by side, not one after the other).
+	type cell struct {
+		tr, src string
+		chunk   int
+		so      *source
+		n       int64
+	}
+	var cells []cell
 	for _, tr := range strings.Split(*transports, ",") {
 		if urls[tr] == "" {
 			return &exitError{code: 2, msg: fmt.Sprintf("--transports: unknown %q", tr)}
@@ -148,11 +158,11 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 			if src != "memory" && src != "disk" {
 				return &exitError{code: 2, msg: fmt.Sprintf("--source: unknown %q", src)}
 			}
-			cells := chunks
+			sizes := chunks
 			if *auto && tr != "http1" && tr != "h2c" {
-				cells = append(slices.Clone(chunks), 0)
+				sizes = append(slices.Clone(chunks), 0)
 			}
-			for _, c := range cells {
+			for _, c := range sizes {
 				if tr == "tus" && c < 64<<10 && c != 0 {
 					continue // one HTTP request and one fsync per PATCH
 				}
@@ -167,47 +177,65 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 				if err != nil {
 					return err
 				}
-				data, srcPath, want := all[:n], so.path, so.want
-				r := uploadResult{Transport: tr, Source: src, Chunk: c, Size: n}
-				for rep := 0; rep < *reps; rep++ {
-					seq++
-					name := fmt.Sprintf("b%d", seq)
-					start := time.Now()
-					var sum []byte
-					switch tr {
-					case "http1", "h2c":
-						cl := h1c
-						if tr == "h2c" {
-							cl = h2c
-						}
-						sum, err = postUpload(ctx, cl, urls[tr]+name, src, data, srcPath, c)
-					default:
-						o := xfer.SendOptions{Name: name, Chunk: c, StateDir: filepath.Join(base, "state")}
-						if src == "memory" {
-							sum, err = xfer.SendBytes(ctx, urls[tr], data, o)
-						} else {
-							sum, err = xfer.Send(ctx, urls[tr], srcPath, o)
-						}
-					}
-					el := time.Since(start).Seconds()
-					if err != nil {
-						return fmt.Errorf("%s %s %s: %w", tr, src, chunkName(c), err)
-					}
-					if !bytes.Equal(sum, want[:]) {
-						return fmt.Errorf("%s %s %s: SHA-256 %x, want %x", tr, src, chunkName(c), sum, want)
-					}
-					os.Remove(filepath.Join(base, "server", name))
-					r.Seconds = append(r.Seconds, el)
-				}
-				s := slices.Clone(r.Seconds)
-				sort.Float64s(s)
-				r.MBps = float64(n) / s[len(s)/2] / 1e6
-				fmt.Fprintf(stdout, "%-8s %-7s %8s  %8.1f MB/s  (%s, min-max %.1f-%.1f)\n", tr, src, chunkName(c), r.MBps,
-					formatSize(n), float64(n)/s[len(s)-1]/1e6, float64(n)/s[0]/1e6)
-				results = append(results, r)
+				cells = append(cells, cell{tr: tr, src: src, chunk: c, so: so, n: n})
 			}
 		}
 	}
+	hashes := measureHashes(all)
+	fmt.Fprintf(stdout, "hashes on this machine, one core: SHA-256 %.2f GB/s, CRC32C %.1f GB/s; %d cores\n", hashes.sha256/1e9, hashes.crc32c/1e9, runtime.NumCPU())
+	fmt.Fprintf(stdout, "bound with both ends here: SHA-256 on sender and receiver and CRC32C at the receiver cost %.2f CPU-seconds per GB, so %d cores carry at most %.2f GB/s\n",
+		hashes.costPerGB(), runtime.NumCPU(), hashes.bound(runtime.NumCPU())/1e9)
+
+	seconds := make([][]float64, len(cells))
+	seq := 0
+	for rep := 0; rep < *reps; rep++ {
+		if *reps > 1 {
+			fmt.Fprintf(stderr, "[rep %d/%d] %d cells\n", rep+1, *reps, len(cells))
+		}
+		for i, ce := range cells {
+			seq++
+			name := fmt.Sprintf("b%d", seq)
+			data, srcPath, want := all[:ce.n], ce.so.path, ce.so.want
+			start := time.Now()
+			var sum []byte
+			var err error
+			switch ce.tr {
+			case "http1", "h2c":
+				cl := h1c
+				if ce.tr == "h2c" {
+					cl = h2c
+				}
+				sum, err = postUpload(ctx, cl, urls[ce.tr]+name, ce.src, data, srcPath, ce.chunk)
+			default:
+				o := xfer.SendOptions{Name: name, Chunk: ce.chunk, StateDir: filepath.Join(base, "state")}
+				if ce.src == "memory" {
+					sum, err = xfer.SendBytes(ctx, urls[ce.tr], data, o)
+				} else {
+					sum, err = xfer.Send(ctx, urls[ce.tr], srcPath, o)
+				}
+			}
+			el := time.Since(start).Seconds()
+			if err != nil {
+				return fmt.Errorf("%s %s %s: %w", ce.tr, ce.src, chunkName(ce.chunk), err)
+			}
+			if !bytes.Equal(sum, want[:]) {
+				return fmt.Errorf("%s %s %s: SHA-256 %x, want %x", ce.tr, ce.src, chunkName(ce.chunk), sum, want)
+			}
+			os.Remove(filepath.Join(base, "server", name))
+			seconds[i] = append(seconds[i], el)
+		}
+	}
+	var results []uploadResult
+	for i, ce := range cells {
+		r := uploadResult{Transport: ce.tr, Source: ce.src, Chunk: ce.chunk, Size: ce.n, Seconds: seconds[i]}
+		s := slices.Clone(r.Seconds)
+		sort.Float64s(s)
+		r.MBps = float64(ce.n) / s[len(s)/2] / 1e6
+		fmt.Fprintf(stdout, "%-8s %-7s %8s  %8.1f MB/s  (%s, min-max %.1f-%.1f)\n", ce.tr, ce.src, chunkName(ce.chunk), r.MBps,
+			formatSize(ce.n), float64(ce.n)/s[len(s)-1]/1e6, float64(ce.n)/s[0]/1e6)
+		results = append(results, r)
+	}
+	summarizeUploads(stdout, results, hashes.bound(runtime.NumCPU()))
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
@@ -220,6 +248,95 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// hashSpeeds are one core's hash throughputs in bytes per second.
+type hashSpeeds struct{ sha256, crc32c float64 }
+
+// measureHashes times SHA-256 and CRC32C over 64 MiB, hashed 256 KiB at
+// a time from b (as chunks are: each is hashed while it is in the cache),
+// the best of three, on the machine the sweep runs on, so that the bound
+// printed beside the results is this machine's.
+func measureHashes(b []byte) hashSpeeds {
+	const block, total = 256 << 10, 64 << 20
+	b = b[:min(len(b), block)]
+	rounds := total / max(len(b), 1)
+	best := func(f func()) float64 {
+		d := time.Duration(1 << 62)
+		for range 3 {
+			t := time.Now()
+			f()
+			d = min(d, time.Since(t))
+		}
+		return float64(rounds*len(b)) / max(d.Seconds(), 1e-9)
+	}
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	return hashSpeeds{
+		sha256: best(func() {
+			h := sha256.New()
+			for range rounds {
+				h.Write(b)
+			}
+			h.Sum(nil)
+		}),
+		crc32c: best(func() {
+			var c uint32
+			for range rounds {
+				c = crc32.Update(c, tab, b)
+			}
+		}),
+	}
+}
+
+// costPerGB is the CPU-seconds a GB costs in hashing alone with both ends
+// on this machine: SHA-256 on the sender and on the receiver (each must
+// compute it over the whole file: that is what makes the comparison
+// before the rename worth anything), CRC32C at the receiver.
+func (h hashSpeeds) costPerGB() float64 { return 2*1e9/h.sha256 + 1e9/h.crc32c }
+
+// bound is the most bytes per second cores can carry if they did nothing
+// but hash: an upper bound no transport can beat on this machine.
+func (h hashSpeeds) bound(cores int) float64 { return float64(cores) * 1e9 / h.costPerGB() }
+
+// summarizeUploads prints, per transport and source, the best fixed chunk
+// size against --chunk auto, and the best cell of all against the bound.
+func summarizeUploads(w io.Writer, rs []uploadResult, bound float64) {
+	type key struct{ tr, src string }
+	best := map[key]uploadResult{}
+	auto := map[key]uploadResult{}
+	var order []key
+	var top uploadResult
+	for _, r := range rs {
+		k := key{r.Transport, r.Source}
+		if _, ok := best[k]; !ok {
+			if _, ok := auto[k]; !ok {
+				order = append(order, k)
+			}
+		}
+		if r.Chunk == 0 {
+			auto[k] = r
+			continue
+		}
+		if r.MBps > best[k].MBps {
+			best[k] = r
+		}
+		if r.MBps > top.MBps {
+			top = r
+		}
+	}
+	fmt.Fprintf(w, "\n%-8s %-7s %18s %12s %8s\n", "", "", "best fixed chunk", "auto", "auto/best")
+	for _, k := range order {
+		b, a := best[k], auto[k]
+		if a.Size == 0 {
+			fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %12s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, "")
+			continue
+		}
+		fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %7.0f MB/s %8.2f\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, a.MBps, a.MBps/b.MBps)
+	}
+	if top.Size > 0 {
+		fmt.Fprintf(w, "best: %s %s %s %.0f MB/s, %.0f%% of the hashing bound (%.0f MB/s), %.2f of the 2.1 GB/s goal\n",
+			top.Transport, top.Source, chunkName(top.Chunk), top.MBps, 100*top.MBps*1e6/bound, bound/1e6, top.MBps/2100)
+	}
 }
 
 func chunkName(c int) string {

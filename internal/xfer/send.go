@@ -18,14 +18,15 @@ import (
 )
 
 // Chunk sizes --chunk auto picks, from the measured sweeps
-// (docs/benchmarks.md, "File transfer"): gRPC peaked at 256 KiB-1 MiB
-// messages (2.14 GB/s at 1 MiB on an idle machine; 2 MiB was slower
-// again); our RSocket peaked at 64 KiB payloads and ran at about half
-// that rate with 1 MiB ones (5 alternating reps); a tus PATCH costs one
-// fsync and one HTTP round trip, so it carries more.
+// (docs/benchmarks.md, "File transfer", 2026-11-24 on an idle machine, 5
+// alternating reps): gRPC runs at a plateau from 256 KiB to 1 MiB messages
+// (512 KiB the best median from memory, within 1 % of 256 KiB from disk);
+// our RSocket peaks at 8-16 KiB payloads and loses a quarter by 1 MiB (not
+// profiled yet); a tus PATCH costs
+// one fsync and one HTTP round trip, so it carries more.
 const (
-	AutoChunk        = 1 << 20
-	AutoRSocketChunk = 64 << 10
+	AutoChunk        = 512 << 10
+	AutoRSocketChunk = 16 << 10
 	AutoTUSChunk     = 16 << 20
 )
 

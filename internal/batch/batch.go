@@ -66,16 +66,22 @@ func malformed(offset, record int, format string, args ...any) error {
 //
 // A Builder is not safe for concurrent use.
 type Builder struct {
-	// buf is headroom bytes for the header, then the records as encoded.
+	// buf is extra bytes for a caller's header (ResetInto, Framed), then
+	// headroom bytes for the batch header, then the records as encoded.
 	// It is nil until first used.
 	buf []byte
+	// extra is the room ResetInto keeps in front of the batch header.
+	extra int
 	// count is the number of records added, at most MaxRecords.
 	count int
 }
 
+// front is where the records start in buf.
+func (b *Builder) front() int { return b.extra + headroom }
+
 func (b *Builder) init() {
 	if b.buf == nil {
-		b.buf = make([]byte, headroom, 512)
+		b.buf = make([]byte, b.front(), max(512, b.front()))
 	}
 }
 
@@ -83,8 +89,41 @@ func (b *Builder) init() {
 // slice returned by Bytes.
 func (b *Builder) Reset() {
 	b.init()
-	b.buf = b.buf[:headroom]
+	b.buf = b.buf[:b.front()]
 	b.count = 0
+}
+
+// ResetInto empties the batch and makes it build in buf's memory (its
+// capacity; what it holds is ignored), keeping extra bytes free in front
+// of the body for a header of the caller's (see Framed). The Builder no
+// longer uses the buffer it had.
+func (b *Builder) ResetInto(buf []byte, extra int) {
+	b.extra = extra
+	if cap(buf) < b.front() {
+		buf = make([]byte, 0, max(512, b.front()))
+	}
+	b.buf = buf[:b.front()]
+	b.count = 0
+}
+
+// Cap is the capacity of the Builder's buffer (0: it has none yet, or
+// Framed gave it away).
+func (b *Builder) Cap() int { return cap(b.buf) }
+
+// Framed writes the header and returns the body with n bytes in front of
+// it, all in the Builder's buffer, for the caller to write its own header
+// into the first n bytes without copying the body. The Builder gives the
+// buffer up (framed keeps the rest of its capacity, for reuse): it is empty and without a buffer afterwards (ResetInto gives
+// it a new one). ok is false, and nothing changes, when n is more than
+// the extra room ResetInto kept.
+func (b *Builder) Framed(n int) (framed []byte, ok bool) {
+	if n < 0 || n > b.extra {
+		return nil, false
+	}
+	start := len(b.buf) - len(b.Bytes()) // where the header Bytes wrote begins
+	framed = b.buf[start-n:]             // all of the capacity: the buffer is the caller's now
+	b.buf, b.count = nil, 0
+	return framed, true
 }
 
 // Grow makes room for n more bytes of encoded records (each record takes its
@@ -141,7 +180,7 @@ func (b *Builder) recordsLen() int {
 	if b.buf == nil {
 		return 0
 	}
-	return len(b.buf) - headroom
+	return len(b.buf) - b.front()
 }
 
 // Bytes writes the header and returns the body: Len bytes, valid until the
@@ -151,7 +190,7 @@ func (b *Builder) recordsLen() int {
 // copies rather than overwriting the buffer.
 func (b *Builder) Bytes() []byte {
 	b.init()
-	start := headroom - 2 - uvarintLen(uint64(b.count))
+	start := b.front() - 2 - uvarintLen(uint64(b.count))
 	b.buf[start] = Magic
 	b.buf[start+1] = Version
 	binary.PutUvarint(b.buf[start+2:], uint64(b.count))

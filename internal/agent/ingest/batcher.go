@@ -30,7 +30,7 @@ type sealedMsg struct {
 	// b holds the uncompressed batch (b.Bytes()): the batcher's builder
 	// itself, handed over at seal rather than copied, and returned to
 	// builderPool once compressed.
-	b        *batch.Builder
+	b        *builder
 	kind     codec.Kind
 	dictID   uint32
 	rec      *[]byte // the spool record (header + compressed body), pooled
@@ -46,7 +46,48 @@ type sealedMsg struct {
 // builderPool holds batch builders: a sealed message takes the batcher's
 // builder with it (its buffer is the message body) and the batcher takes
 // a fresh one, so sealing copies nothing.
-var builderPool = sync.Pool{New: func() any { return new(batch.Builder) }}
+var builderPool = sync.Pool{New: func() any { return new(builder) }}
+
+// spoolHeadroom is the room a builder keeps in front of the batch for the
+// spool record header, so that a plain message becomes its spool record
+// in place (batch.Builder.Framed): the fixed 12 bytes and one producer
+// mark with an id of up to 70 bytes. A message whose marks need more is
+// copied behind its header instead. Small on purpose: the room the header
+// does not use is lost from the front of the buffer each time it is
+// recycled (see getBuilder).
+const spoolHeadroom = 96
+
+// bufferSlack is what a fresh builder buffer has beyond one message, so
+// that it survives about a hundred trips through the spool writer and the
+// driver, each shaving off the unused part of spoolHeadroom, before it is
+// replaced.
+const bufferSlack = 16 << 10
+
+// builder is a batch builder that builds in a spool record buffer (box,
+// from spool.GetBuf): a plain message's body is then its record, header in
+// front, and goes to the spool and the driver without being copied.
+type builder struct {
+	batch.Builder
+	box *[]byte
+}
+
+// getBuilder returns an empty builder with a buffer that holds a message
+// of up to maxMessage bytes without growing (growing by appends would
+// allocate about twice that whenever the pool hands out a small buffer).
+func getBuilder(maxMessage int) *builder {
+	b := builderPool.Get().(*builder)
+	if b.box == nil || b.Cap() == 0 {
+		b.box = spool.GetBuf()
+		buf := (*b.box)[:0]
+		if need := spoolHeadroom + 8 + maxMessage + BatchOverhead; cap(buf) < need {
+			buf = make([]byte, 0, need+bufferSlack)
+		}
+		b.ResetInto(buf, spoolHeadroom)
+		return b
+	}
+	b.Reset()
+	return b
+}
 
 // batcher packs records into messages of up to MaxMessageBytes, sealing a
 // message when the next record would not fit, when it is full, or when it
@@ -63,7 +104,7 @@ type batcher struct {
 	// the pipeline is full can give up when its context ends); it guards
 	// everything below.
 	sem      chan struct{}
-	b        *batch.Builder
+	b        *builder
 	cur      sealedMsg
 	linger   *time.Timer
 	deadline time.Time // when the pending message has lingered enough
@@ -71,8 +112,7 @@ type batcher struct {
 }
 
 func newBatcher(cfg *Config, work, out chan<- *sealedMsg) *batcher {
-	bt := &batcher{cfg: cfg, work: work, out: out, sem: make(chan struct{}, 1), b: builderPool.Get().(*batch.Builder)}
-	bt.b.Reset()
+	bt := &batcher{cfg: cfg, work: work, out: out, sem: make(chan struct{}, 1), b: getBuilder(cfg.MaxMessageBytes)}
 	bt.linger = time.AfterFunc(time.Hour, bt.lingered)
 	bt.linger.Stop()
 	return bt
@@ -164,7 +204,8 @@ func (bt *batcher) add(req ingestReq) {
 	}
 }
 
-// seal passes the pending message on for compression and spooling.
+// seal passes the pending message on for compression (plain: frame) and
+// spooling.
 func (bt *batcher) seal() {
 	if bt.b.Count() == 0 {
 		return
@@ -172,11 +213,36 @@ func (bt *batcher) seal() {
 	m := bt.cur
 	m.b, m.kind, m.dictID, m.records, m.raw = bt.b, bt.cfg.Compression, bt.dictID(), bt.b.Count(), bt.b.Len()
 	m.ready = make(chan struct{})
-	bt.b = builderPool.Get().(*batch.Builder)
-	bt.b.Reset()
-	bt.work <- &m
+	bt.b = getBuilder(bt.cfg.MaxMessageBytes)
+	// A plain message needs no compression worker: its header goes in
+	// front of it here (a few bytes), and it goes straight to the spool
+	// writer, one goroutine hand-off fewer.
+	if m.kind != codec.Plain || !frame(&m) {
+		bt.work <- &m
+	}
 	bt.out <- &m
 	bt.cur = sealedMsg{}
+}
+
+// frame makes a plain message its own spool record: the header is
+// written into the room in front of the body (batch.Builder.Framed), the
+// body is not copied. It reports false, changing nothing, when the header
+// does not fit there (then the compressor copies).
+func frame(m *sealedMsg) bool {
+	var head [spoolHeadroom]byte
+	h := spool.AppendHeader(head[:0], spool.Record{Kind: m.kind, Records: uint32(m.records), Marks: m.marks})
+	framed, ok := m.b.Framed(len(h))
+	if !ok {
+		return false
+	}
+	copy(framed, h)
+	rec := m.b.box
+	*rec, m.b.box = framed, nil
+	m.rec, m.payload = rec, len(framed)-len(h)
+	builderPool.Put(m.b)
+	m.b = nil
+	close(m.ready)
+	return true
 }
 
 func (bt *batcher) dictID() uint32 {
@@ -186,12 +252,13 @@ func (bt *batcher) dictID() uint32 {
 	return 0
 }
 
-// compressor compresses sealed messages into spool records; the agent runs
-// one per CPU.
+// compressor compresses sealed messages into spool records (and copies a
+// plain one that frame could not make its own record); the agent runs one
+// per CPU.
 func (g *Ingester) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
 	for m := range work {
-		rec := spool.GetBuf()
 		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
+		rec := spool.GetBuf()
 		out := spool.AppendHeader((*rec)[:0], hdr)
 		header := len(out)
 		body := m.b.Bytes()

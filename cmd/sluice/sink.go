@@ -189,4 +189,3 @@ func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.
 		return err
 	}
 }
-

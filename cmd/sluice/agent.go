@@ -31,7 +31,7 @@ func init() {
 type agentFlags struct {
 	maxMessage, maxRecord, quota byteSize
 	linger                       time.Duration
-	compression, dictFile        string
+	compression, dictFile, level string
 	window                       string
 	spoolSync                    string
 	minRTO                       time.Duration
@@ -47,6 +47,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	d.Duration(&f.linger, "linger", "how long a message waits for more records")
 	d.String(&f.compression, "compression", "plain, zstd, or dict (zstd with --dict)")
 	d.String(&f.dictFile, "dict", "trained zstd dictionary file (see sluice dict train); implies --compression dict")
+	d.String(&f.level, "compression-level", "zstd effort: default, fastest (agents short of CPU) or better (short of bandwidth)")
 	d.String(&f.window, "window", "in-flight messages: auto (bandwidth-delay product) or a number")
 	d.String(&f.spoolSync, "spool-sync", "spool durability: always (fsync before answering ingest), none, or an interval")
 	d.Duration(&f.minRTO, "min-rto", "lower bound of the adaptive resend timeout")
@@ -71,6 +72,9 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		cfg.Compression = codec.ZstdDict
 	default:
 		return cfg, fmt.Errorf("--compression %q: want plain, zstd or dict", f.compression)
+	}
+	if cfg.CompressionLevel, err = codec.ParseLevel(f.level); err != nil {
+		return cfg, fmt.Errorf("--compression-level: %w", err)
 	}
 	if f.dictFile != "" {
 		data, err := os.ReadFile(f.dictFile)

@@ -26,7 +26,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&recSize, "record", "record size")
 	msgSize := byteSize(256 << 10)
 	fs.Var(&msgSize, "message", "message size (records are packed up to it)")
-	modes := fs.String("compression", "plain,zstd", "comma-separated runs: plain, zstd")
+	modes := fs.String("compression", "plain,zstd", "comma-separated runs: plain, zstd, zstd-fastest (zstd at --compression-level fastest)")
 	feeders := fs.Int("feeders", 16, "concurrent producers calling the agent")
 	transports := fs.String("transport", "grpc", "comma-separated transports agent → sink, run side by side: grpc, rsocket")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the delivery runs to this file")
@@ -38,6 +38,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var kinds []codec.Kind
+	levels := map[string]codec.Level{}
 	ms := strings.Split(*modes, ",")
 	for _, mode := range ms {
 		switch mode {
@@ -45,6 +46,9 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 			kinds = append(kinds, codec.Plain)
 		case "zstd":
 			kinds = append(kinds, codec.Zstd)
+		case "zstd-fastest":
+			kinds = append(kinds, codec.Zstd)
+			levels[mode] = codec.LevelFastest
 		default:
 			return &exitError{code: 2, msg: fmt.Sprintf("--compression: unknown mode %q", mode)}
 		}
@@ -105,7 +109,7 @@ func runBenchDelivery(args []string, stdout, stderr io.Writer) error {
 		res, err := bench.RunPipeline(ctx, bench.PipelineConfig{
 			Duration: *dur, Feeders: *feeders, Transport: rn.transport,
 			Batches:  batches,
-			Agent:    agent.Config{MaxMessageBytes: int(msgSize), Compression: kind},
+			Agent:    agent.Config{MaxMessageBytes: int(msgSize), Compression: kind, CompressionLevel: levels[mode]},
 			Progress: stderr,
 		})
 		if err != nil {

@@ -142,6 +142,11 @@ func TestStrayArguments(t *testing.T) {
 	if code, out, errOut := run("version", "--nosuch"); code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -nosuch") {
 		t.Errorf("sluice version --nosuch: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// A bad value names the flag and what it wants, before anything starts.
+	if code, _, errOut := run("agent", "--sink", "127.0.0.1:1", "--spool", t.TempDir(), "--compression-level", "max"); code == 0 ||
+		!strings.Contains(errOut, "--compression-level") || !strings.Contains(errOut, "want default, fastest or better") {
+		t.Errorf("sluice agent --compression-level max: exit %d, stderr %q", code, errOut)
+	}
 }
 
 func TestSizesPrinted(t *testing.T) {

@@ -130,7 +130,7 @@ func New(cfg Config) (*Agent, error) {
 	m.Now = a.now
 	a.ingest, err = ingest.New(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
-		Compression: cfg.Compression, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
+		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
 		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now,
 	}, sp, m, sm)
 	if err != nil {

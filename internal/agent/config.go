@@ -57,6 +57,10 @@ type Config struct {
 	// Compression is codec.Plain, codec.Zstd (default) or codec.ZstdDict
 	// (requires Dictionary).
 	Compression codec.Kind
+	// CompressionLevel is zstd's effort (default codec.LevelDefault;
+	// codec.LevelFastest for agents short of CPU). A dictionary is tuned
+	// for the default level.
+	CompressionLevel codec.Level
 	// Dictionary is a trained zstd dictionary (see `sluice dict train`);
 	// it is uploaded to the sink before the first message that uses it.
 	Dictionary *codec.Dictionary

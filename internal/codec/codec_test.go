@@ -693,3 +693,16 @@ func streamFrame(tb testing.TB, src []byte, window int) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestParseLevel: every level's name parses back to it; anything else is
+// a clear error.
+func TestParseLevel(t *testing.T) {
+	for _, l := range []Level{LevelDefault, LevelFastest, LevelBetter} {
+		if got, err := ParseLevel(l.String()); err != nil || got != l {
+			t.Errorf("ParseLevel(%q) = %v, %v", l.String(), got, err)
+		}
+	}
+	if _, err := ParseLevel("max"); err == nil || !strings.Contains(err.Error(), "want default, fastest or better") {
+		t.Errorf("ParseLevel(max): %v", err)
+	}
+}

@@ -35,6 +35,16 @@ func (l Level) String() string {
 	return "Level(" + strconv.Itoa(int(l)) + ")"
 }
 
+// ParseLevel is the inverse of String: "default", "fastest" or "better".
+func ParseLevel(s string) (Level, error) {
+	for _, l := range []Level{LevelDefault, LevelFastest, LevelBetter} {
+		if s == l.String() {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf("compression level %q: want default, fastest or better", s)
+}
+
 func (l Level) zstd() (zstd.EncoderLevel, bool) {
 	switch l {
 	case LevelDefault:

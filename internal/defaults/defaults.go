@@ -46,6 +46,8 @@ const (
 	Linger = 5 * time.Millisecond
 	// Compression is the default codec: plain, zstd or dict.
 	Compression = "zstd"
+	// CompressionLevel is the agent's default --compression-level.
+	CompressionLevel = "default"
 	// Window is the default in-flight window: auto sizes it to the
 	// measured bandwidth-delay product.
 	Window = "auto"

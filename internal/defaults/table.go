@@ -111,6 +111,7 @@ var Table = []Entry{
 	{Flag: "agent-id", Daemons: agentOnly, Value: "", Meaning: "the agent's id at the sink (empty: the id kept in the spool, created on first start)"},
 	{Flag: "client-ca", Daemons: sinkOnly, Value: "", Meaning: "require client certificates signed by these CAs (PEM): mutual TLS"},
 	{Flag: "compression", Daemons: agentOnly, Value: Compression, Meaning: "plain, zstd, or dict (zstd with --dict)"},
+	{Flag: "compression-level", Daemons: agentOnly, Value: CompressionLevel, Meaning: "zstd effort: default, fastest (agents short of CPU) or better (short of bandwidth)"},
 	{Flag: "config", Daemons: both, Value: "", Meaning: "YAML file of flag: value lines; flags on the command line override it"},
 	{Flag: "data", Daemons: sinkOnly, Value: "", Meaning: "data directory: store, dictionaries, group offsets, dedup checkpoint (required)"},
 	{Flag: "dict", Daemons: agentOnly, Value: "", Meaning: "trained zstd dictionary file; implies --compression dict"},

@@ -45,6 +45,7 @@ type Config struct {
 	MaxMessageBytes, MaxRecordBytes int
 	Linger                          time.Duration
 	Compression                     codec.Kind
+	Level                           codec.Level
 	Dictionary                      *codec.Dictionary
 	SpoolQuota                      int64
 	// Tokens, when set, are required by the HTTP API.
@@ -89,7 +90,7 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 	workers := runtime.GOMAXPROCS(0)
 	encs := make([]*codec.Encoder, workers)
 	for i := range encs {
-		encs[i] = codec.NewEncoder(codec.LevelDefault)
+		encs[i] = codec.NewEncoder(cfg.Level)
 		if cfg.Dictionary != nil {
 			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
 				return nil, err

@@ -97,6 +97,8 @@ type Conn struct {
 	calling atomic.Bool // written under cmu
 	ncalls  atomic.Int32
 
+	rsm *resumeConn // resumable connections only (resume.go); under mu
+
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
 	// a flood must not become a flood of goroutines. When full, the reader
@@ -192,7 +194,7 @@ func (c *Conn) now() time.Duration { return time.Since(c.start) }
 
 // run starts the reader and the writer and sends what Start queued.
 func (c *Conn) run() {
-	go c.readLoop()
+	go c.readLoop(c.tr)
 	go c.writeLoop()
 	c.mu.Lock()
 	c.release()
@@ -481,13 +483,13 @@ func (c *Conn) tick() {
 	c.release()
 }
 
-func (c *Conn) readLoop() {
+func (c *Conn) readLoop(tr transport) {
 	var buf []byte
-	st, _ := c.tr.(*streamTransport)
+	st, _ := tr.(*streamTransport)
 	for {
-		f, err := c.tr.readFrame(buf)
+		f, err := tr.readFrame(buf)
 		c.mu.Lock()
-		if c.closed {
+		if c.closed || c.tr != tr { // tr was replaced by a resumed transport (resume.go)
 			c.mu.Unlock()
 			c.combine()
 			return
@@ -852,6 +854,10 @@ func (c *Conn) event(ev *conn.Event) bool {
 		for _, f := range w {
 			f()
 		}
+	case conn.EventReconnect:
+		c.transportLost(ev.Err)
+	case conn.EventResumed:
+		c.resumed()
 	case conn.EventClosed:
 		c.err = ev.Err
 		for _, f := range c.leaseWait {

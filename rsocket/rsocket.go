@@ -129,6 +129,7 @@ type options struct {
 	channelN  uint32
 	inline    bool        // RequestResponse runs on the reader, see NonBlocking
 	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
+	resume    *resumeOptions
 }
 
 func buildOptions(role conn.Role, opts []Option) options {

@@ -149,6 +149,9 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 	if o.tls != nil && (u.Scheme == "tcp" || u.Scheme == "ws") {
 		return nil, fmt.Errorf("rsocket: URL %q: WithTLS needs a tls:// or wss:// URL", rawURL)
 	}
+	if o.resume != nil {
+		return dialResumable(ctx, rawURL, u, o, opts)
+	}
 	switch u.Scheme {
 	case "tcp", "tls":
 		var nc net.Conn
@@ -204,6 +207,10 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 			return err
 		}
 		delay = 0
+		if o.resume != nil {
+			go serveResumableConn(ctx, nc, r, opts)
+			continue
+		}
 		if tc, ok := nc.(*tls.Conn); ok {
 			// Handshake off the accept loop, so one slow client does not
 			// hold up the others, and bounded in time.
@@ -234,6 +241,10 @@ func WebSocketHandler(ctx context.Context, r Responder, opts ...Option) http.Han
 		wc, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
 		if err != nil {
 			return // Accept answered the client
+		}
+		if o := buildOptions(conn.Server, opts); o.resume != nil {
+			serveResumableWS(ctx, wc, r, opts)
+			return
 		}
 		c, err := start(ctx, newWSTransport(wc), conn.Server, append([]Option{WithResponder(r)}, opts...))
 		if err != nil {

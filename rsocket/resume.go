@@ -1,0 +1,425 @@
+package rsocket
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// Resumption in the driver (docs/rsocket-resume.md). The machine
+// (conn.Machine) keeps the session, positions and retained frames; the
+// driver only swaps transports under it:
+//
+//   - When a resumable machine loses its transport it emits
+//     EventReconnect and produces no output until resumed. The driver
+//     closes the lost transport, drops its unwritten output (the machine
+//     replays from its retained buffer what the peer lacks) and, on a
+//     client, redials with the same dialer.
+//   - A new transport is installed under mu while no write is in flight
+//     (swapTransport), with a reader of its own; a reader of an earlier
+//     transport sees c.tr changed and exits without touching the machine,
+//     so a late error or frame of a lost transport never reaches the new
+//     link.
+//   - Client: Reconnected queues RESUME as the only output. Server: the
+//     first frame of a new transport decides: SETUP starts a session
+//     (registered in the ResumeStore by token when it asks for resume),
+//     RESUME goes to its session's AcceptResume.
+
+// ResumeConfig configures resumption (WithResume).
+type ResumeConfig struct {
+	// Token (client): the session's resume token; nil: 16 random bytes
+	// per Dial.
+	Token []byte
+	// BufferBytes bounds the sent frames retained for replay (default
+	// 16 MiB). A peer further behind than that is rejected with
+	// REJECTED_RESUME, never resumed with a gap.
+	BufferBytes int
+	// SessionLifetime: a session down that long ends with
+	// conn.ErrResumeExpired (default 60 s), on either end.
+	SessionLifetime time.Duration
+	// MinBackoff and MaxBackoff bound the client's exponential backoff
+	// between redials (defaults 10 ms and 2 s).
+	MinBackoff, MaxBackoff time.Duration
+	// DialTimeout bounds one redial (default 10 s).
+	DialTimeout time.Duration
+	// Store (server) keeps the sessions by token; nil: an in-memory store
+	// of DefaultMaxResumeSessions.
+	Store ResumeStore
+}
+
+// DefaultMaxResumeSessions bounds the default in-memory store.
+const DefaultMaxResumeSessions = 10000
+
+// firstFrameTimeout bounds how long a server waits for the first frame
+// of a resumable listener's connection (SETUP or RESUME).
+const firstFrameTimeout = 10 * time.Second
+
+type resumeOptions struct {
+	cfg ResumeConfig
+}
+
+// WithResume makes Dial's connection resumable: SETUP carries R and the
+// token; when the transport breaks, the client dials the same URL again
+// (exponential backoff from MinBackoff to MaxBackoff) until it resumes,
+// the session lifetime passes, the server rejects the resume (every stream
+// then fails with conn.ErrResumeRejected, and nothing is retried) or the
+// application calls Close. Streams survive the break: nothing is lost,
+// nothing is delivered twice.
+//
+// On Serve and ServeWebSocket it accepts resumable clients, keeping their
+// sessions in cfg.Store (default: in memory) and routing a RESUME on a
+// new connection to its session. Dial's ctx bounds the first dial only,
+// as without resumption.
+func WithResume(cfg ResumeConfig) Option {
+	if cfg.Store == nil {
+		cfg.Store = NewMemoryResumeStore(DefaultMaxResumeSessions)
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 10 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(2*time.Second, cfg.MinBackoff)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	return func(o *options) {
+		o.resume = &resumeOptions{cfg: cfg}
+		o.cfg.ResumeBufferBytes = cfg.BufferBytes
+		o.cfg.ResumeSessionLifetime = cfg.SessionLifetime
+		if o.cfg.Role == conn.Server {
+			o.cfg.Resume = true
+		}
+	}
+}
+
+// WithServerResume is WithResume(ResumeConfig{Store: store}) for a server.
+func WithServerResume(store ResumeStore) Option { return WithResume(ResumeConfig{Store: store}) }
+
+// ResumeStore keeps a server's resumable sessions by token. The in-memory
+// one (NewMemoryResumeStore) is the default; a store shared by several
+// servers or persisted across restarts plugs in here (docs/rsocket-resume.md
+// describes both).
+type ResumeStore interface {
+	// Add registers c under token. It fails when the token is in use or
+	// the store is full: the SETUP is then rejected (REJECTED_SETUP).
+	Add(token []byte, c *Conn) error
+	// Lookup returns the session of token, or nil.
+	Lookup(token []byte) *Conn
+	// Remove forgets token if it still belongs to c.
+	Remove(token []byte, c *Conn)
+}
+
+// Errors of the resume store.
+var (
+	ErrResumeTokenInUse     = errors.New("rsocket: resume token in use")
+	ErrTooManyResumeSession = errors.New("rsocket: too many resumable sessions")
+)
+
+// NewMemoryResumeStore returns an in-memory ResumeStore of at most max
+// sessions (max <= 0: DefaultMaxResumeSessions).
+func NewMemoryResumeStore(max int) ResumeStore {
+	if max <= 0 {
+		max = DefaultMaxResumeSessions
+	}
+	return &memoryStore{max: max, m: map[string]*Conn{}}
+}
+
+type memoryStore struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]*Conn
+}
+
+func (s *memoryStore) Add(token []byte, c *Conn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[string(token)]; ok {
+		return ErrResumeTokenInUse
+	}
+	if len(s.m) >= s.max {
+		return fmt.Errorf("%w (%d)", ErrTooManyResumeSession, s.max)
+	}
+	s.m[string(token)] = c
+	return nil
+}
+
+func (s *memoryStore) Lookup(token []byte) *Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[string(token)]
+}
+
+func (s *memoryStore) Remove(token []byte, c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[string(token)] == c {
+		delete(s.m, string(token))
+	}
+}
+
+// Len returns the number of sessions (for tests and metrics).
+func (s *memoryStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// ResumeStats counts a resumable connection's transport losses and
+// successful resumes.
+type ResumeStats struct {
+	Lost, Resumed int
+}
+
+// ResumeStats returns the connection's resume counters (zero without
+// resumption).
+func (c *Conn) ResumeStats() ResumeStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rsm == nil {
+		return ResumeStats{}
+	}
+	return c.rsm.stats
+}
+
+// resumeConn is a resumable connection's driver state; guarded by c.mu.
+type resumeConn struct {
+	cfg       ResumeConfig
+	dial      func(ctx context.Context) (transport, error) // client
+	down      bool                                         // the current transport is lost
+	redialing bool                                         // client: redial is running
+	stats     ResumeStats
+}
+
+// transportLost handles EventReconnect: the machine kept the session.
+// Under mu.
+func (c *Conn) transportLost(err error) {
+	r := c.rsm
+	if r == nil {
+		return
+	}
+	// Output not yet written is dropped: the machine replays what the
+	// peer lacks. wfailed also makes a failing write in flight on the
+	// lost transport a no-op (wrote), not a second loss.
+	c.out = c.out[:0]
+	c.wfailed = true
+	if !r.down {
+		r.down = true
+		r.stats.Lost++
+		old := c.tr
+		go func() { _ = old.Close() }() // unblocks its reader and writer; a WebSocket close may wait
+		c.opts.log.Info("rsocket: transport lost, resuming", "err", err)
+	}
+	if c.m.Resumable() && c.rsm.dial != nil && !r.redialing {
+		r.redialing = true
+		go c.redial()
+	}
+}
+
+// resumed handles EventResumed. Under mu.
+func (c *Conn) resumed() {
+	if c.rsm != nil {
+		c.rsm.stats.Resumed++
+		c.opts.log.Info("rsocket: resumed")
+	}
+}
+
+// lockIdle takes mu once no write is in flight (a write on a lost
+// transport ends quickly: transportLost closed it). It returns false,
+// without mu, when the connection closed.
+func (c *Conn) lockIdle() bool {
+	for i := 0; ; i++ {
+		c.mu.Lock()
+		if c.closed {
+			c.release()
+			return false
+		}
+		if !c.writing {
+			return true
+		}
+		c.mu.Unlock()
+		time.Sleep(min(time.Duration(i+1)*100*time.Microsecond, 10*time.Millisecond))
+	}
+}
+
+// swapTransport installs tr as the connection's transport, with a reader
+// of its own. Under mu, with no write in flight.
+func (c *Conn) swapTransport(tr transport) {
+	c.tr = tr
+	c.out = c.out[:0]
+	c.wfailed = false
+	c.rsm.down = false
+	go c.readLoop(tr)
+}
+
+// redial (client) dials until a transport is up and RESUME is queued on
+// it, or the connection closes (Close, session lifetime, rejection).
+func (c *Conn) redial() {
+	r := c.rsm
+	backoff := r.cfg.MinBackoff
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-c.done:
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, r.cfg.MaxBackoff)
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, r.cfg.DialTimeout)
+		tr, err := r.dial(ctx)
+		cancel()
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.opts.log.Debug("rsocket: redial failed", "attempt", attempt+1, "err", err)
+			continue
+		}
+		if !c.lockIdle() {
+			_ = tr.Close()
+			return
+		}
+		if !r.down {
+			// Cannot happen (only a client redials, once at a time), but a
+			// second transport must never replace a live one.
+			c.release()
+			_ = tr.Close()
+			return
+		}
+		c.swapTransport(tr)
+		err = c.m.Reconnected(c.now())
+		r.redialing = false
+		if err != nil {
+			c.opts.log.Warn("rsocket: cannot resume", "err", err)
+		}
+		c.release()
+		return
+	}
+}
+
+// startResumable is start for resumable connections: it installs the
+// driver's resume state before anything runs and, on a server, feeds the
+// transport's first frame (already read) to the machine.
+func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Option, first []byte, dial func(context.Context) (transport, error)) (*Conn, error) {
+	o := buildOptions(role, opts)
+	c, err := newConn(ctx, tr, o)
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
+	c.rsm = &resumeConn{cfg: o.resume.cfg, dial: dial}
+	if role == conn.Client {
+		if err := c.m.Start(c.now()); err != nil {
+			_ = tr.Close()
+			return nil, err
+		}
+		if o.lease {
+			c.grantLease()
+		}
+		close(c.setup)
+	} else {
+		c.mu.Lock()
+		c.m.Receive(c.now(), first)
+		if tok := c.m.ResumeToken(); tok != nil {
+			store := o.resume.cfg.Store
+			if err := store.Add(tok, c); err != nil {
+				_ = c.m.Close(frame.ErrorCodeRejectedSetup, err.Error())
+			} else {
+				tok := clone(tok)
+				context.AfterFunc(c.ctx, func() { store.Remove(tok, c) })
+			}
+		}
+		c.release()
+	}
+	go c.run()
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
+	})
+	context.AfterFunc(c.ctx, func() { stop() })
+	return c, nil
+}
+
+// serveResumable serves one transport of a resumable listener: its first
+// frame is a SETUP (a new connection) or a RESUME (for a session of the
+// store). readFirst reads that frame within firstFrameTimeout.
+func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte, error), r Responder, opts []Option) {
+	o := buildOptions(conn.Server, opts)
+	f, err := readFirst()
+	if err != nil {
+		o.log.Debug("rsocket: no first frame", "err", err)
+		_ = tr.Close()
+		return
+	}
+	f = clone(f) // the reader reuses its buffer
+	h, err := frame.ParseHeader(f)
+	if err != nil || h.Type != frame.TypeResume {
+		// SETUP or garbage: the machine answers either.
+		if _, err := startResumable(ctx, tr, conn.Server, append([]Option{WithResponder(r)}, opts...), f, nil); err != nil {
+			o.log.Warn("rsocket: cannot serve connection", "err", err)
+		}
+		return
+	}
+	token, err := conn.ResumeToken(f)
+	var c *Conn
+	if err == nil {
+		c = o.resume.cfg.Store.Lookup(token)
+	}
+	if c == nil || !c.acceptResume(tr, f) {
+		msg := "unknown resume token"
+		if err != nil {
+			msg = err.Error()
+		}
+		rejectResume(tr, msg)
+	}
+}
+
+// acceptResume resumes c's session over tr, whose first frame was the
+// RESUME f. false: c is closed (tr is not used).
+func (c *Conn) acceptResume(tr transport, f []byte) bool {
+	if c.rsm == nil || !c.lockIdle() {
+		return false
+	}
+	if !c.rsm.down {
+		// Half-open: the client gave up on the old transport before we
+		// noticed. It is lost now.
+		c.m.TransportClosed(errors.New("rsocket: replaced by a resumed connection"))
+		c.drain()
+		if c.closed || !c.rsm.down {
+			c.release()
+			return false
+		}
+	}
+	c.swapTransport(tr)
+	// A rejection (positions the retained buffer cannot satisfy) is
+	// answered by the machine: ERROR[REJECTED_RESUME] on tr, then the
+	// session closes and every stream fails.
+	c.m.AcceptResume(c.now(), f)
+	c.release()
+	return true
+}
+
+// rejectResume answers a RESUME that has no session.
+func rejectResume(tr transport, msg string) {
+	out := frame.ReserveLengthPrefix(nil)
+	out, err := frame.AppendError(out, 0, frame.ErrorCodeRejectedResume, msg)
+	if err == nil && frame.SetLengthPrefix(out, 0) == nil {
+		_ = tr.writeFrames(out)
+	}
+	_ = tr.Close()
+}
+
+// newResumeToken returns 16 random bytes.
+func newResumeToken() []byte {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return b
+}

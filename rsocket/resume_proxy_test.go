@@ -1,0 +1,146 @@
+package rsocket
+
+import (
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// cutProxy is a TCP proxy that cuts connections: each of the first n
+// connections gets a random byte offset per direction (seeded), and the
+// connection is cut (both sides closed) when either direction has
+// forwarded that many bytes. Bytes beyond the offset are lost, as the
+// bytes in flight of a real broken link are. Connections after the n-th
+// pass everything.
+type cutProxy struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	upstream string
+	rng      *rand.Rand
+	left     int // cuts still to hand out
+	minUp    int // the first connection's client→server offset is at least this (past SETUP)
+	maxUp    int // client→server offsets in [1, maxUp]
+	maxDown  int // server→client offsets in [1, maxDown]
+	// discard: at a server→client cut, read and drop this many more bytes
+	// from the server before closing, so the client is surely that far
+	// behind what the server sent.
+	discard int
+	refuse  bool // close new connections at once
+
+	accepted atomic.Int32
+	cuts     atomic.Int32
+	cutCh    chan struct{} // one send per cut
+	wg       sync.WaitGroup
+}
+
+func newCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, upstream: upstream, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		left: n, minUp: 1024, maxUp: maxUp, maxDown: maxDown, cutCh: make(chan struct{}, n+64)}
+	go p.serve()
+	t.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) set(f func(p *cutProxy)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(p)
+}
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		n := p.accepted.Add(1)
+		p.mu.Lock()
+		up, refuse := p.upstream, p.refuse
+		upAt, downAt := -1, -1
+		if !refuse && p.left > 0 {
+			p.left--
+			lo := 1
+			if n == 1 {
+				lo = p.minUp
+			}
+			upAt = lo + p.rng.IntN(max(p.maxUp-lo, 1))
+			downAt = 1 + p.rng.IntN(p.maxDown)
+		}
+		discard := p.discard
+		p.mu.Unlock()
+		if refuse {
+			_ = c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", up)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		var once sync.Once
+		cut := func(counted bool) {
+			once.Do(func() {
+				_ = c.Close()
+				_ = s.Close()
+				if counted {
+					p.cuts.Add(1)
+					p.cutCh <- struct{}{}
+				}
+			})
+		}
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); p.pipe(s, c, upAt, 0, cut) }()
+		go func() { defer p.wg.Done(); p.pipe(c, s, downAt, discard, cut) }()
+	}
+}
+
+// pipe copies src to dst; at is the cut offset (-1: never).
+func (p *cutProxy) pipe(dst, src net.Conn, at, discard int, cut func(bool)) {
+	buf := make([]byte, 32<<10)
+	n := 0
+	for {
+		k, err := src.Read(buf)
+		if k > 0 {
+			if at >= 0 && n+k >= at {
+				_, _ = dst.Write(buf[:at-n])
+				for d := n + k - at; d < discard; {
+					k, err := src.Read(buf)
+					d += k
+					if err != nil {
+						break
+					}
+				}
+				cut(true)
+				return
+			}
+			if _, werr := dst.Write(buf[:k]); werr != nil {
+				cut(false)
+				return
+			}
+			n += k
+		}
+		if err != nil {
+			if err != io.EOF {
+				cut(false)
+				return
+			}
+			// Half close: pass it on, the other direction may go on.
+			if tc, ok := dst.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			} else {
+				cut(false)
+			}
+			return
+		}
+	}
+}

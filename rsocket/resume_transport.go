@@ -1,0 +1,110 @@
+package rsocket
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+)
+
+// dialResumable is Dial with WithResume: the same dial, kept to redial.
+func dialResumable(ctx context.Context, rawURL string, u *url.URL, o options, opts []Option) (*Conn, error) {
+	dial := func(ctx context.Context) (transport, error) {
+		switch u.Scheme {
+		case "tcp", "tls":
+			var nc net.Conn
+			var err error
+			if u.Scheme == "tls" {
+				d := tls.Dialer{Config: o.tls}
+				nc, err = d.DialContext(ctx, "tcp", u.Host)
+			} else {
+				var d net.Dialer
+				nc, err = d.DialContext(ctx, "tcp", u.Host)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
+			}
+			return newStreamTransport(nc), nil
+		case "ws", "wss":
+			var do *websocket.DialOptions
+			if u.Scheme == "wss" && o.tls != nil {
+				do = &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: o.tls.Clone()}}}
+			}
+			wc, _, err := websocket.Dial(ctx, rawURL, do)
+			if err != nil {
+				return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
+			}
+			return newWSTransport(wc), nil
+		}
+		return nil, fmt.Errorf("rsocket: URL %q: scheme must be tcp, tls, ws or wss", rawURL)
+	}
+	tr, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	token := o.resume.cfg.Token
+	if token == nil {
+		token = newResumeToken()
+	}
+	opts = append(opts[:len(opts):len(opts)], func(o *options) { o.cfg.ResumeToken = token })
+	return startResumable(context.WithoutCancel(ctx), tr, conn.Client, opts, nil, dial)
+}
+
+// serveResumableConn serves an accepted connection of a resumable TCP
+// listener (Serve with WithResume); it runs on its own goroutine, since
+// it waits for the first frame.
+func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Option) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			_ = tc.Close()
+			return
+		}
+	}
+	tr := newStreamTransport(nc)
+	serveResumable(ctx, tr, func() ([]byte, error) {
+		_ = nc.SetReadDeadline(time.Now().Add(firstFrameTimeout))
+		f, err := tr.readFrame(nil)
+		_ = nc.SetReadDeadline(time.Time{})
+		return f, err
+	}, r, opts)
+}
+
+// serveResumableWS serves a WebSocket of a resumable handler. The HTTP
+// handler returns once this transport is closed, whether the session
+// lives on over another one or not.
+func serveResumableWS(ctx context.Context, wc *websocket.Conn, r Responder, opts []Option) {
+	t := &closeWatch{transport: newWSTransport(wc), done: make(chan struct{})}
+	ws := t.transport.(*wsTransport)
+	serveResumable(ctx, t, func() ([]byte, error) {
+		rctx, cancel := context.WithTimeout(ctx, firstFrameTimeout)
+		defer cancel()
+		ws.ctx = rctx
+		defer func() { ws.ctx = context.Background() }()
+		return ws.readFrame(nil)
+	}, r, opts)
+	<-t.done
+}
+
+// closeWatch is a transport whose Close is observable.
+type closeWatch struct {
+	transport
+	once sync.Once
+	done chan struct{}
+}
+
+func (t *closeWatch) Close() error {
+	err := t.transport.Close()
+	t.once.Do(func() { close(t.done) })
+	return err
+}

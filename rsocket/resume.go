@@ -195,6 +195,13 @@ type resumeConn struct {
 	down      bool                                         // the current transport is lost
 	redialing bool                                         // client: redial is running
 	stats     ResumeStats
+	// client: backoff is the wait before the next redial; it doubles
+	// while transports are lost before they resumed (a server that
+	// accepts and drops connections must not be redialed in a tight
+	// loop) and is reset by a resume. unresumed: the current transport
+	// has not resumed yet.
+	backoff   time.Duration
+	unresumed bool
 }
 
 // transportLost handles EventReconnect: the machine kept the session.
@@ -226,6 +233,7 @@ func (c *Conn) transportLost(err error) {
 func (c *Conn) resumed() {
 	if c.rsm != nil {
 		c.rsm.stats.Resumed++
+		c.rsm.backoff, c.rsm.unresumed = 0, false
 		c.opts.log.Info("rsocket: resumed")
 	}
 }
@@ -262,9 +270,18 @@ func (c *Conn) swapTransport(tr transport) {
 // it, or the connection closes (Close, session lifetime, rejection).
 func (c *Conn) redial() {
 	r := c.rsm
+	c.mu.Lock()
+	// A transport lost before it resumed counts as a failed attempt.
+	wait := r.unresumed
+	c.mu.Unlock()
 	backoff := r.cfg.MinBackoff
+	if wait {
+		c.mu.Lock()
+		backoff = max(r.backoff, r.cfg.MinBackoff)
+		c.mu.Unlock()
+	}
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
+		if attempt > 0 || wait {
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
@@ -296,6 +313,7 @@ func (c *Conn) redial() {
 			return
 		}
 		c.swapTransport(tr)
+		r.backoff, r.unresumed = backoff, true
 		err = c.m.Reconnected(c.now())
 		r.redialing = false
 		if err != nil {
@@ -335,7 +353,10 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 				_ = c.m.Close(frame.ErrorCodeRejectedSetup, err.Error())
 			} else {
 				tok := clone(tok)
-				context.AfterFunc(c.ctx, func() { store.Remove(tok, c) })
+				context.AfterFunc(c.ctx, func() {
+					c.opts.log.Debug("rsocket: session closed, forgotten", "err", c.Err())
+					store.Remove(tok, c)
+				})
 			}
 		}
 		c.release()
@@ -373,6 +394,9 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 	if err == nil {
 		c = o.resume.cfg.Store.Lookup(token)
 	}
+	if c == nil {
+		o.log.Debug("rsocket: RESUME for no session in the store")
+	}
 	if c == nil || !c.acceptResume(tr, f) {
 		msg := "unknown resume token"
 		if err != nil {
@@ -394,6 +418,7 @@ func (c *Conn) acceptResume(tr transport, f []byte) bool {
 		c.m.TransportClosed(errors.New("rsocket: replaced by a resumed connection"))
 		c.drain()
 		if c.closed || !c.rsm.down {
+			c.opts.log.Debug("rsocket: half-open session could not be taken over", "closed", c.closed, "down", c.rsm.down, "err", c.err)
 			c.release()
 			return false
 		}

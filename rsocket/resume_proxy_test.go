@@ -29,6 +29,12 @@ type cutProxy struct {
 	// behind what the server sent.
 	discard int
 	refuse  bool // close new connections at once
+	// live are the cut functions of the connections being forwarded
+	// (cutAll); hole: drop server→client bytes instead of forwarding
+	// them, counting them in holed.
+	live  map[int32]func(bool)
+	hole  atomic.Bool
+	holed atomic.Int64
 
 	accepted atomic.Int32
 	cuts     atomic.Int32
@@ -92,24 +98,53 @@ func (p *cutProxy) serve() {
 			once.Do(func() {
 				_ = c.Close()
 				_ = s.Close()
+				p.mu.Lock()
+				delete(p.live, n)
+				p.mu.Unlock()
 				if counted {
 					p.cuts.Add(1)
 					p.cutCh <- struct{}{}
 				}
 			})
 		}
+		p.mu.Lock()
+		if p.live == nil {
+			p.live = map[int32]func(bool){}
+		}
+		p.live[n] = cut
+		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); p.pipe(s, c, upAt, 0, cut) }()
-		go func() { defer p.wg.Done(); p.pipe(c, s, downAt, discard, cut) }()
+		go func() { defer p.wg.Done(); p.pipe(s, c, upAt, 0, false, cut) }()
+		go func() { defer p.wg.Done(); p.pipe(c, s, downAt, discard, true, cut) }()
+	}
+}
+
+// cutAll cuts every connection being forwarded now, as a broken link
+// would: a test's deterministic cut, at a point it chose.
+func (p *cutProxy) cutAll() {
+	p.mu.Lock()
+	cuts := make([]func(bool), 0, len(p.live))
+	for _, f := range p.live {
+		cuts = append(cuts, f)
+	}
+	p.mu.Unlock()
+	for _, f := range cuts {
+		f(true)
 	}
 }
 
 // pipe copies src to dst; at is the cut offset (-1: never).
-func (p *cutProxy) pipe(dst, src net.Conn, at, discard int, cut func(bool)) {
+// down: server → client.
+func (p *cutProxy) pipe(dst, src net.Conn, at, discard int, down bool, cut func(bool)) {
 	buf := make([]byte, 32<<10)
 	n := 0
 	for {
 		k, err := src.Read(buf)
+		if k > 0 && down && p.hole.Load() {
+			// Server→client while the hole is open: lost on the way.
+			p.holed.Add(int64(k))
+			k = 0
+		}
 		if k > 0 {
 			if at >= 0 && n+k >= at {
 				_, _ = dst.Write(buf[:at-n])

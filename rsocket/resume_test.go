@@ -39,6 +39,9 @@ func resumeServer(t testing.TB, scheme string, cfg ResumeConfig, opts ...Option)
 	return ln.Addr().String(), path
 }
 
+// withinBound is how long within waits.
+var withinBound = 60 * time.Second
+
 // within fails the test when f does not return within a generous bound
 // (a hang is a failure, not a timing assertion).
 func within(t testing.TB, what string, f func()) {
@@ -47,8 +50,8 @@ func within(t testing.TB, what string, f func()) {
 	go func() { defer close(done); f() }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s: no outcome after 60 s", what)
+	case <-time.After(withinBound):
+		t.Fatalf("%s: no outcome after %v", what, withinBound)
 	}
 }
 
@@ -77,10 +80,12 @@ func readStream(s *Stream, n int) error {
 // that cuts it 12 times at random byte offsets, arrive complete, in
 // order, without duplicates, over TCP and WebSocket.
 func TestResumeCuttingProxy(t *testing.T) {
-	t.Skip("WIP: hangs in CI run (see report); driver resume not yet verified")
 	const items, cuts = 200_000, 12
 	for _, scheme := range []string{"tcp", "ws"} {
 		t.Run(scheme, func(t *testing.T) {
+			if scheme == "ws" {
+				t.Skip("not done: over WebSocket a cut sometimes ends the server's session instead of suspending it (the server reads an empty message, or its connection is closed as shutting down); about 1 run in 5 here")
+			}
 			addr, path := resumeServer(t, scheme, ResumeConfig{})
 			// Each cut connection carries at most maxDown bytes to the
 			// client and the stream alone is ~3.5 MB: every cut happens
@@ -156,29 +161,43 @@ func TestResumeCuttingProxy(t *testing.T) {
 	}
 }
 
-// rejectedStream opens a 1,000,000-item stream through p, waits for the
-// first cut and returns the stream's error once the connection is gone.
+// rejectedStream opens a 1,000,000-item stream through p and reads it.
+// Once 100 items arrived it runs beforeCut, cuts the connection
+// (cutProxy.cutAll: at a point the test chose, not at a random offset
+// the stream may never reach), runs afterCut, and returns the stream's
+// error once the connection is gone.
 func rejectedStream(t *testing.T, c *Conn, p *cutProxy, beforeCut, afterCut func()) error {
 	t.Helper()
 	s, err := c.RequestStream(context.Background(), Payload{Data: []byte("1000000")}, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if beforeCut != nil {
-		beforeCut()
-	}
-	var serr error
-	within(t, "rejection", func() {
-		<-p.cutCh
-		if afterCut != nil {
-			afterCut()
-		}
-		for {
-			if _, serr = s.Next(); serr != nil {
+	errc := make(chan error, 1)
+	flowing := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			if i == 100 {
+				close(flowing)
+			}
+			if _, err := s.Next(); err != nil {
+				if i < 100 {
+					close(flowing)
+				}
+				errc <- err
 				return
 			}
 		}
-	})
+	}()
+	within(t, "100 items", func() { <-flowing })
+	if beforeCut != nil {
+		beforeCut()
+	}
+	p.cutAll()
+	if afterCut != nil {
+		afterCut()
+	}
+	var serr error
+	within(t, "rejection", func() { serr = <-errc })
 	within(t, "close", func() { <-c.Done() })
 	return serr
 }
@@ -186,17 +205,25 @@ func rejectedStream(t *testing.T, c *Conn, p *cutProxy, beforeCut, afterCut func
 // TestResumeRejected: a resume the server cannot honour fails every
 // stream with a clear error, closes the connection and is not retried.
 func TestResumeRejected(t *testing.T) {
-	t.Skip("WIP: a case hangs (see report)")
 	ckeep := WithKeepalive(time.Hour, time.Hour) // no keepalive trims the server's buffer
 	t.Run("buffer too small", func(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{BufferBytes: 1024})
-		p := newCutProxy(t, addr, 1, 1, 1<<30, 64<<10)
-		p.discard = 4096 // the client misses more than the server retains
+		p := newCutProxy(t, addr, 1, 0, 1, 1)
 		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = rejectedStream(t, c, p, nil, nil)
+		// The server's frames stop reaching the client: it falls further
+		// behind than the 1 KiB the server retains.
+		err = rejectedStream(t, c, p, func() {
+			p.hole.Store(true)
+			within(t, "4 KiB lost", func() {
+				for p.holed.Load() < 4096 {
+					time.Sleep(time.Millisecond)
+				}
+			})
+			p.hole.Store(false)
+		}, nil)
 		checkRejected(t, c, err, "outside the retained")
 		if n := p.accepted.Load(); n != 2 {
 			t.Errorf("%d connections, want 2 (one resume attempt, not retried)", n)
@@ -205,7 +232,7 @@ func TestResumeRejected(t *testing.T) {
 	t.Run("unknown token", func(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{})
 		other, _ := resumeServer(t, "tcp", ResumeConfig{}) // a server that never saw the session
-		p := newCutProxy(t, addr, 2, 1, 1<<30, 64<<10)
+		p := newCutProxy(t, addr, 2, 0, 1, 1)
 		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
@@ -216,22 +243,24 @@ func TestResumeRejected(t *testing.T) {
 	t.Run("server session expired", func(t *testing.T) {
 		store := NewMemoryResumeStore(0).(*memoryStore)
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{Store: store, SessionLifetime: 100 * time.Millisecond})
-		p := newCutProxy(t, addr, 3, 1, 1<<30, 64<<10)
+		p := newCutProxy(t, addr, 3, 0, 1, 1)
 		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = rejectedStream(t, c, p, func() { p.set(func(p *cutProxy) { p.refuse = true }) }, func() {
-			for store.Len() > 0 { // the server expires the session
-				time.Sleep(5 * time.Millisecond)
-			}
+			within(t, "the server to expire the session", func() {
+				for store.Len() > 0 {
+					time.Sleep(5 * time.Millisecond)
+				}
+			})
 			p.set(func(p *cutProxy) { p.refuse = false })
 		})
 		checkRejected(t, c, err, "unknown resume token")
 	})
 	t.Run("client session expired", func(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{})
-		p := newCutProxy(t, addr, 4, 1, 1<<30, 64<<10)
+		p := newCutProxy(t, addr, 4, 0, 1, 1)
 		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{SessionLifetime: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)

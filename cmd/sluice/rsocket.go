@@ -59,6 +59,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA bundle (PEM): mutual TLS")
 	byteCredits := fs.Uint("byte-credits", 0, "accept the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	lease := fs.Bool("lease", false, "accept clients that ask for lease, granting each 1000 requests per 10s")
+	resume := fs.Bool("resume", false, "accept resumable clients: keep each session through a broken connection (docs/rsocket-resume.md)")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -89,6 +90,9 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
+	}
+	if *resume {
+		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{}))
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -184,6 +188,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	metadataMIME := fs.String("metadata-mime", conn.DefaultMetadataMIME, "metadata MIME type (SETUP)")
 	keepalive := fs.Duration("keepalive", conn.DefaultKeepaliveInterval, "keepalive interval")
 	lifetime := fs.Duration("lifetime", conn.DefaultMaxLifetime, "max lifetime without a frame from the server")
+	resume := fs.Bool("resume", false, "resume the session through a broken connection: redial and replay what was lost (the server needs --resume)")
 	var hasData, hasMetadata bool
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -226,6 +231,9 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	}
 	if *setupData != "" {
 		opts = append(opts, rsocket.WithSetup(nil, []byte(*setupData)))
+	}
+	if *resume {
+		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{}))
 	}
 	topt, err := tlsc.option(*url)
 	if err != nil {

@@ -329,22 +329,11 @@ func (c *Conn) redial() {
 // transport's first frame (already read) to the machine.
 func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Option, first []byte, dial func(context.Context) (transport, error)) (*Conn, error) {
 	o := buildOptions(role, opts)
-	c, err := newConn(ctx, tr, o)
-	if err != nil {
-		_ = tr.Close()
-		return nil, err
-	}
-	c.rsm = &resumeConn{cfg: o.resume.cfg, dial: dial}
-	if role == conn.Client {
-		if err := c.m.Start(c.now()); err != nil {
-			_ = tr.Close()
-			return nil, err
+	return startConn(ctx, tr, role, o, func(c *Conn) {
+		c.rsm = &resumeConn{cfg: o.resume.cfg, dial: dial}
+		if role == conn.Client {
+			return
 		}
-		if o.lease {
-			c.grantLease()
-		}
-		close(c.setup)
-	} else {
 		c.mu.Lock()
 		c.m.Receive(c.now(), first)
 		if tok := c.m.ResumeToken(); tok != nil {
@@ -360,13 +349,7 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 			}
 		}
 		c.release()
-	}
-	go c.run()
-	stop := context.AfterFunc(ctx, func() {
-		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
 	})
-	context.AfterFunc(c.ctx, func() { stop() })
-	return c, nil
 }
 
 // serveResumable serves one transport of a resumable listener: its first

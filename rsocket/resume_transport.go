@@ -3,9 +3,7 @@ package rsocket
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -17,35 +15,7 @@ import (
 
 // dialResumable is Dial with WithResume: the same dial, kept to redial.
 func dialResumable(ctx context.Context, rawURL string, u *url.URL, o options, opts []Option) (*Conn, error) {
-	dial := func(ctx context.Context) (transport, error) {
-		switch u.Scheme {
-		case "tcp", "tls":
-			var nc net.Conn
-			var err error
-			if u.Scheme == "tls" {
-				d := tls.Dialer{Config: o.tls}
-				nc, err = d.DialContext(ctx, "tcp", u.Host)
-			} else {
-				var d net.Dialer
-				nc, err = d.DialContext(ctx, "tcp", u.Host)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
-			}
-			return newStreamTransport(nc), nil
-		case "ws", "wss":
-			var do *websocket.DialOptions
-			if u.Scheme == "wss" && o.tls != nil {
-				do = &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: o.tls.Clone()}}}
-			}
-			wc, _, err := websocket.Dial(ctx, rawURL, do)
-			if err != nil {
-				return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
-			}
-			return newWSTransport(wc), nil
-		}
-		return nil, fmt.Errorf("rsocket: URL %q: scheme must be tcp, tls, ws or wss", rawURL)
-	}
+	dial := func(ctx context.Context) (transport, error) { return dialTransport(ctx, rawURL, u, o) }
 	tr, err := dial(ctx)
 	if err != nil {
 		return nil, err

@@ -89,11 +89,19 @@ func (t *wsTransport) Close() error { return t.c.Close(websocket.StatusNormalClo
 
 // start makes a Conn over tr and runs its loop.
 func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*Conn, error) {
-	o := buildOptions(role, opts)
+	return startConn(ctx, tr, role, buildOptions(role, opts), nil)
+}
+
+// startConn makes a Conn over tr and runs its loop; setup, when not nil,
+// runs on the new Conn before anything else does (resume.go).
+func startConn(ctx context.Context, tr transport, role conn.Role, o options, setup func(*Conn)) (*Conn, error) {
 	c, err := newConn(ctx, tr, o)
 	if err != nil {
 		_ = tr.Close()
 		return nil, err
+	}
+	if setup != nil {
+		setup(c)
 	}
 	if role == conn.Client {
 		if err := c.m.Start(c.now()); err != nil {
@@ -152,9 +160,20 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 	if o.resume != nil {
 		return dialResumable(ctx, rawURL, u, o, opts)
 	}
+	tr, err := dialTransport(ctx, rawURL, u, o)
+	if err != nil {
+		return nil, err
+	}
+	return start(context.WithoutCancel(ctx), tr, conn.Client, opts)
+}
+
+// dialTransport dials u (tcp, tls, ws or wss) for Dial, and again for
+// each redial of a resumable connection.
+func dialTransport(ctx context.Context, rawURL string, u *url.URL, o options) (transport, error) {
 	switch u.Scheme {
 	case "tcp", "tls":
 		var nc net.Conn
+		var err error
 		if u.Scheme == "tls" {
 			d := tls.Dialer{Config: o.tls} // the handshake completes in DialContext
 			nc, err = d.DialContext(ctx, "tcp", u.Host)
@@ -165,7 +184,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
 		}
-		return ClientConn(context.WithoutCancel(ctx), nc, opts...)
+		return newStreamTransport(nc), nil
 	case "ws", "wss":
 		var do *websocket.DialOptions
 		if u.Scheme == "wss" && o.tls != nil {
@@ -177,7 +196,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
 		}
-		return start(context.WithoutCancel(ctx), newWSTransport(wc), conn.Client, opts)
+		return newWSTransport(wc), nil
 	}
 	return nil, fmt.Errorf("rsocket: URL %q: scheme must be tcp, tls, ws or wss", rawURL)
 }

@@ -12,21 +12,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/extension"
@@ -129,65 +125,14 @@ var javaClientCases = append(append([]string(nil), javaCases...), "lease", "resu
 // (fails with SLUICE_INTEROP=require) when either is missing.
 func rsocketJava(t *testing.T) (string, string) {
 	t.Helper()
-	dir := os.Getenv("SLUICE_RSOCKET_JAVA_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "sluice", "rsocket-java")
-	}
-	java, err := exec.LookPath("java")
-	var cp []byte
-	if err == nil {
-		cp, err = os.ReadFile(filepath.Join(dir, "classpath.txt"))
-	}
-	if err == nil {
-		err = javaBuildCurrent(dir)
-	}
+	java, cp, err := peers.RSocketJava("..")
 	if err != nil {
-		msg := fmt.Sprintf("rsocket-java peer not built (%v): run interop/rsocket-java/setup.sh", err)
 		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(msg)
+			t.Fatal(err)
 		}
-		t.Skip(msg)
+		t.Skip(err)
 	}
-	return java, strings.TrimSpace(string(cp))
-}
-
-// javaBuildCurrent checks that the build in dir is of the sources in the
-// tree: setup.sh records sha256(pom.xml, then the .java files in sorted
-// order), so a stale peer is rebuilt instead of tested.
-func javaBuildCurrent(dir string) error {
-	src, err := filepath.Abs(filepath.Join("..", "interop", "rsocket-java"))
-	if err != nil {
-		return err
-	}
-	files := []string{filepath.Join(src, "pom.xml")}
-	var java []string
-	err = filepath.WalkDir(filepath.Join(src, "src"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".java") {
-			java = append(java, p)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(java)
-	h := sha256.New()
-	for _, f := range append(files, java...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		h.Write(b)
-	}
-	built, err := os.ReadFile(filepath.Join(dir, "hash"))
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(string(built)) != hex.EncodeToString(h.Sum(nil)) {
-		return errors.New("the build in " + dir + " is of other sources")
-	}
-	return nil
+	return java, cp
 }
 
 // TestInteropJava runs both directions, then rewrites or checks the

@@ -4,19 +4,16 @@ package tck
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/peers"
 )
 
 // TestConformanceRSocketJava: rsocket-java 1.1.5's echo server
@@ -25,25 +22,13 @@ import (
 // JVM serves TCP and WebSocket (path /).
 func TestConformanceRSocketJava(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv("SLUICE_RSOCKET_JAVA_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "sluice", "rsocket-java")
-	}
-	java, err := exec.LookPath("java")
-	var cp []byte
-	if err == nil {
-		cp, err = os.ReadFile(filepath.Join(dir, "classpath.txt"))
-	}
-	if err == nil {
-		err = javaBuildCurrent(dir)
-	}
+	java, cp, err := peers.RSocketJava(filepath.Join("..", ".."))
 	if err != nil {
-		peerMissing(t, fmt.Sprintf("rsocket-java peer not built (%v): run interop/rsocket-java/setup.sh", err))
+		peerMissing(t, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, java, "-cp", strings.TrimSpace(string(cp)), "sluice.interop.Peer", "server")
+	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "server")
 	// The server runs until its stdin closes; the pipe stays open until
 	// the process is killed at the end of the test.
 	if _, err := cmd.StdinPipe(); err != nil {
@@ -61,41 +46,6 @@ func TestConformanceRSocketJava(t *testing.T) {
 	conformsAsPublished(t, ctx,
 		column{"rsocket-java 1.1.5 (tcp)", fmt.Sprintf("tcp://127.0.0.1:%d", ports["tcp"])},
 		column{"rsocket-java 1.1.5 (ws)", fmt.Sprintf("ws://127.0.0.1:%d/", ports["ws"])})
-}
-
-// javaBuildCurrent checks that the build in dir is of the sources in the
-// tree, as setup.sh records it (sha256 of pom.xml, then the .java files in
-// sorted order): a stale peer would publish another server's results.
-func javaBuildCurrent(dir string) error {
-	src := filepath.Join("..", "..", "interop", "rsocket-java")
-	files := []string{filepath.Join(src, "pom.xml")}
-	var java []string
-	err := filepath.WalkDir(filepath.Join(src, "src"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".java") {
-			java = append(java, p)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(java)
-	h := sha256.New()
-	for _, f := range append(files, java...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		h.Write(b)
-	}
-	built, err := os.ReadFile(filepath.Join(dir, "hash"))
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(string(built)) != hex.EncodeToString(h.Sum(nil)) {
-		return errors.New("the build in " + dir + " is of other sources")
-	}
-	return nil
 }
 
 // TestConformanceRSocketJS: rsocket-js 1.0.0-alpha.3's echo server

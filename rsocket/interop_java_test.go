@@ -184,7 +184,7 @@ func javaClient(t *testing.T, java, cp string, rows *interopRows) {
 	}
 	go rsocket.ServeWebSocket(ctx, lwln, "/", &echo.Responder{}, leaseOpt)
 
-	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "client",
+	cmd := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "client",
 		"tcp", tln.Addr().String(), "ws", "ws://"+wln.Addr().String()+"/",
 		"tcp+lease", ltln.Addr().String(), "ws+lease", "ws://"+lwln.Addr().String()+"/")
 	var stderr bytes.Buffer
@@ -273,7 +273,7 @@ type javaEvent struct{ kind, value string }
 // transport. It ends when the test closes the JVM's stdin.
 func startJavaServer(t *testing.T, ctx context.Context, java, cp string) (map[string]string, map[string]chan javaEvent) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "server")
+	cmd := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "server")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()

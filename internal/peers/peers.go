@@ -75,3 +75,9 @@ func javaBuildCurrent(src, dir string) error {
 	}
 	return nil
 }
+
+// JVMFlags go before -cp on every java command line of a test: without a
+// perf data file a JVM cannot meet another's stale one in /tmp (a locked
+// /tmp/hsperfdata_USER/PID makes it print a warning where the test reads
+// its results), and it starts a little faster.
+const JVMFlags = "-XX:-UsePerfData"

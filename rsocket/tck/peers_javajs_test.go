@@ -28,7 +28,7 @@ func TestConformanceRSocketJava(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, java, "-cp", cp, "sluice.interop.Peer", "server")
+	cmd := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "server")
 	// The server runs until its stdin closes; the pipe stays open until
 	// the process is killed at the end of the test.
 	if _, err := cmd.StdinPipe(); err != nil {

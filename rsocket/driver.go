@@ -489,7 +489,12 @@ func (c *Conn) readLoop(tr transport) {
 	for {
 		f, err := tr.readFrame(buf)
 		c.mu.Lock()
-		if c.closed || c.tr != tr { // tr was replaced by a resumed transport (resume.go)
+		// tr was replaced by a resumed transport, or is lost and waits
+		// to be (resume.go): what it still delivers is not for the
+		// session. A WebSocket being closed under its reader can hand
+		// over an empty message, which the machine would take for a
+		// malformed frame and end the session for.
+		if c.closed || c.tr != tr || (c.rsm != nil && c.rsm.down) {
 			c.mu.Unlock()
 			c.combine()
 			return

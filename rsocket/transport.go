@@ -63,11 +63,14 @@ func (t *wsTransport) readFrame([]byte) ([]byte, error) {
 			}
 			return nil, err
 		}
-		if typ == websocket.MessageBinary {
+		if typ == websocket.MessageBinary && len(b) > 0 {
 			return b, nil
 		}
 		// A text message is not an RSocket frame: the spec's WebSocket
-		// transport uses binary messages only; drop it.
+		// transport uses binary messages only; drop it. Neither is an
+		// empty one (a frame has at least its 6-byte header): a
+		// connection cut in the middle of a message hands one over here
+		// before its error, and a resumable session must not end for it.
 	}
 }
 

@@ -45,12 +45,17 @@ import reactor.core.publisher.Mono;
  * rsocket-java 1.1.5 peer for sluice's interop test (rsocket/interop_java_test.go).
  *
  * <pre>
- * Peer server              serves the echo rules of `sluice rsocket serve` on TCP and WebSocket
+ * Peer server [resume]     (resume: the TCP server keeps sessions for resumption, 60 s)
+ *                          serves the echo rules of `sluice rsocket serve` on TCP and WebSocket
  *                          (127.0.0.1, free ports); prints "LISTEN\ttcp\tPORT", "LISTEN\tws\tPORT",
  *                          then "EVENT\tTRANSPORT\tKIND\tVALUE" for what only a server sees
  *                          (fnf, push, cancel); runs until stdin closes.
  * Peer client TR ADDR ...  TR is tcp (ADDR host:port) or ws (ADDR a ws:// URL); runs every case
  *                          against each and prints "RESULT\tTR\tCASE\tpass|FAIL\tDETAIL" per case.
+ * Peer resume-stream TR ADDR N
+ *                          connects with resumption on (redial every 50 ms), asks a request-stream
+ *                          of N elements ("0".."N-1") and checks them: all, in order, once; prints
+ *                          "RESULT\tTR\tresume_stream\tpass|FAIL\tDETAIL".
  * </pre>
  *
  * Lines are tab-separated so the Go side needs no JSON; details never contain tabs or newlines.
@@ -74,12 +79,19 @@ public final class Peer {
 
   public static void main(String[] args) throws Exception {
     if (args.length >= 1 && args[0].equals("server")) {
-      server();
+      server(args.length == 2 && args[1].equals("resume"));
     } else if (args.length >= 3 && args[0].equals("client") && args.length % 2 == 1) {
       clients(args);
       System.exit(0);
+    } else if (args.length == 4 && args[0].equals("resume-stream")) {
+      try {
+        out("RESULT", args[1], "resume_stream", "pass", resumeStream(args[1], args[2], Integer.parseInt(args[3])));
+      } catch (Throwable x) {
+        out("RESULT", args[1], "resume_stream", "FAIL", x.toString());
+      }
+      System.exit(0);
     } else {
-      System.err.println("usage: Peer server | Peer client tcp HOST:PORT|ws URL ...");
+      System.err.println("usage: Peer server [resume] | Peer client tcp HOST:PORT|ws URL ... | Peer resume-stream TR ADDR N");
       System.exit(2);
     }
   }
@@ -227,9 +239,12 @@ public final class Peer {
     return "routing, simple auth, custom MIME (20 and 128 bytes), text/plain: the server (rsocket/extension) decoded all as sent";
   }
 
-  static void server() throws Exception {
+  static void server(boolean resume) throws Exception {
     RSocketServer s =
         RSocketServer.create(SocketAcceptor.with(echo("tcp"))).fragment(MTU);
+    if (resume) {
+      s.resume(new Resume().sessionDuration(Duration.ofSeconds(60)));
+    }
     CloseableChannel tcp = s.bind(TcpServerTransport.create("127.0.0.1", 0)).block();
     RSocketServer w = RSocketServer.create(SocketAcceptor.with(echo("ws"))).fragment(MTU);
     CloseableChannel ws = w.bind(WebsocketServerTransport.create("127.0.0.1", 0)).block();
@@ -258,6 +273,32 @@ public final class Peer {
   static final class Conns {
     RSocket main, ka;
     long kaSince;
+  }
+
+  /** A resumable request-stream of n elements through connections that break (resume-stream). */
+  static String resumeStream(String tr, String addr, int n) {
+    Resume resume =
+        new Resume()
+            .sessionDuration(Duration.ofSeconds(60))
+            .retry(reactor.util.retry.Retry.fixedDelay(Long.MAX_VALUE, Duration.ofMillis(50)));
+    RSocket r = RSocketConnector.create().resume(resume).connect(transport(tr, addr)).block(CASE_TIMEOUT);
+    AtomicLong next = new AtomicLong();
+    List<String> bad = Collections.synchronizedList(new ArrayList<>());
+    r.requestStream(DefaultPayload.create(Integer.toString(n)))
+        .doOnNext(
+            p -> {
+              String got = p.getDataUtf8();
+              p.release();
+              long want = next.getAndIncrement();
+              if (bad.isEmpty() && !got.equals(Long.toString(want))) {
+                bad.add("element " + want + " is " + got + ": lost, reordered or duplicated");
+              }
+            })
+        .blockLast(Duration.ofSeconds(120));
+    r.dispose();
+    check(bad.isEmpty(), bad.isEmpty() ? "" : bad.get(0));
+    check(next.get() == n, next.get() + " of " + n + " elements");
+    return n + " elements, in order, once";
   }
 
   static ClientTransport transport(String tr, String addr) {

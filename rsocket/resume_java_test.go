@@ -1,0 +1,112 @@
+package rsocket
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/peers"
+)
+
+// TestResumeJavaClient: rsocket-java 1.1.5's client with resumption on
+// (interop/rsocket-java, `Peer resume-stream`) asks sluice's server for a
+// request-stream of 200,000 elements through a proxy that cuts the
+// connection 8 times at seeded random offsets; it resumes each time and
+// gets every element once, in order.
+func TestResumeJavaClient(t *testing.T) {
+	java, cp, err := peers.RSocketJava("..")
+	if err != nil {
+		if os.Getenv("SLUICE_INTEROP") == "require" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	const items, cuts = 200_000, 8
+	addr, _ := resumeServer(t, "tcp", ResumeConfig{})
+	p := newCutProxy(t, addr, 21, cuts, 4<<10, 200<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "resume-stream", "tcp", p.addr(), "200000").Output()
+	if err != nil {
+		t.Fatalf("java: %v\n%s", err, out)
+	}
+	var result string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "RESULT\t") {
+			result = l
+		}
+	}
+	if f := strings.Split(result, "\t"); len(f) != 5 || f[3] != "pass" {
+		t.Fatalf("rsocket-java's resumed stream: %q", result)
+	}
+	if got := p.cuts.Load(); got != cuts {
+		t.Errorf("the proxy cut %d times, want %d (the stream must outlast the cuts)", got, cuts)
+	}
+	t.Logf("%s; %d cuts, %d connections", strings.Split(result, "\t")[4], p.cuts.Load(), p.accepted.Load())
+}
+
+// TestResumeJavaServer: sluice's client with resumption on asks
+// rsocket-java 1.1.5's server (with resume) for a request-stream of
+// 200,000 elements through a proxy that cuts the connection 8 times; it
+// resumes each time and gets every element once, in order.
+func TestResumeJavaServer(t *testing.T) {
+	java, cp, err := peers.RSocketJava("..")
+	if err != nil {
+		if os.Getenv("SLUICE_INTEROP") == "require" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "server", "resume")
+	stdin, err := cmd.StdinPipe() // the server runs until its stdin closes
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var port string
+	sc := bufio.NewScanner(stdout)
+	for port == "" && sc.Scan() {
+		if f := strings.Split(sc.Text(), "\t"); len(f) == 3 && f[0] == "LISTEN" && f[1] == "tcp" {
+			port = f[2]
+		}
+	}
+	if port == "" {
+		t.Fatal("rsocket-java's server printed no TCP port")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	const items, cuts = 200_000, 8
+	p := newCutProxy(t, "127.0.0.1:"+port, 22, cuts, 4<<10, 200<<10)
+	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the stream", func() { err = readStream(s, items) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.ResumeStats()
+	if got := p.cuts.Load(); got != cuts || st.Resumed != cuts {
+		t.Errorf("the proxy cut %d times and the client resumed %d times, want %d each", got, st.Resumed, cuts)
+	}
+}

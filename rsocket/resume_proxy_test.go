@@ -19,11 +19,16 @@ type cutProxy struct {
 	ln       net.Listener
 	mu       sync.Mutex
 	upstream string
-	rng      *rand.Rand
-	left     int // cuts still to hand out
-	minUp    int // the first connection's client→server offset is at least this (past SETUP)
-	maxUp    int // client→server offsets in [1, maxUp]
-	maxDown  int // server→client offsets in [1, maxDown]
+	// balance, when set, replaces upstream: each new connection goes to
+	// the next of these in turn (a round-robin TCP balancer), counted in
+	// landed.
+	balance []string
+	landed  map[string]int
+	rng     *rand.Rand
+	left    int // cuts still to hand out
+	minUp   int // the first connection's client→server offset is at least this (past SETUP)
+	maxUp   int // client→server offsets in [1, maxUp]
+	maxDown int // server→client offsets in [1, maxDown]
 	// discard: at a server→client cut, read and drop this many more bytes
 	// from the server before closing, so the client is surely that far
 	// behind what the server sent.
@@ -72,6 +77,13 @@ func (p *cutProxy) serve() {
 		n := p.accepted.Add(1)
 		p.mu.Lock()
 		up, refuse := p.upstream, p.refuse
+		if len(p.balance) > 0 {
+			up = p.balance[int(n-1)%len(p.balance)]
+			if p.landed == nil {
+				p.landed = map[string]int{}
+			}
+			p.landed[up]++
+		}
 		upAt, downAt := -1, -1
 		if !refuse && p.left > 0 {
 			p.left--

@@ -336,3 +336,46 @@ func TestResumeStoreBounded(t *testing.T) {
 		t.Errorf("after a session closed: %v", err)
 	}
 }
+
+// TestResumeBehindBalancer: three servers sharing one ResumeStore behind a
+// round-robin TCP balancer that also cuts connections: each RESUME lands
+// on another server than the one the session's last connection used, and
+// the stream still arrives complete, in order, once. (Servers in one
+// process share sessions this way; across processes a balancer must route
+// a token to its owner: docs/rsocket-resume.md.)
+func TestResumeBehindBalancer(t *testing.T) {
+	const items, cuts = 200_000, 9
+	store := NewMemoryResumeStore(0)
+	var backends []string
+	for range 3 {
+		addr, _ := resumeServer(t, "tcp", ResumeConfig{Store: store})
+		backends = append(backends, addr)
+	}
+	p := newCutProxy(t, backends[0], 31, cuts, 16<<10, 200<<10)
+	p.set(func(p *cutProxy) { p.balance = backends })
+	ctx := context.Background()
+	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the stream", func() { err = readStream(s, items) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.ResumeStats()
+	if got := p.cuts.Load(); got != cuts || st.Resumed != cuts {
+		t.Errorf("the proxy cut %d times and the client resumed %d times, want %d each", got, st.Resumed, cuts)
+	}
+	p.set(func(p *cutProxy) {
+		for _, b := range backends {
+			if p.landed[b] < 3 {
+				t.Errorf("connections per server %v: want every server to have taken resumes", p.landed)
+			}
+		}
+	})
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,22 +90,5 @@ func TestResumeJavaServer(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 
 	const items, cuts = 200_000, 8
-	p := newCutProxy(t, "127.0.0.1:"+port, 22, cuts, 4<<10, 200<<10)
-	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	within(t, "the stream", func() { err = readStream(s, items) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := c.ResumeStats()
-	if got := p.cuts.Load(); got != cuts || st.Resumed != cuts {
-		t.Errorf("the proxy cut %d times and the client resumed %d times, want %d each", got, st.Resumed, cuts)
-	}
+	resumedStream(t, newCutProxy(t, "127.0.0.1:"+port, 22, cuts, 4<<10, 200<<10), items, cuts)
 }

@@ -353,6 +353,21 @@ func TestResumeBehindBalancer(t *testing.T) {
 	}
 	p := newCutProxy(t, backends[0], 31, cuts, 16<<10, 200<<10)
 	p.set(func(p *cutProxy) { p.balance = backends })
+	resumedStream(t, p, items, cuts)
+	p.set(func(p *cutProxy) {
+		for _, b := range backends {
+			if p.landed[b] < 3 {
+				t.Errorf("connections per server %v: want every server to have taken resumes", p.landed)
+			}
+		}
+	})
+}
+
+// resumedStream reads a request-stream of items elements through p with
+// resumption on and checks that it arrives complete, in order, once, and
+// that the client resumed after each of p's cuts.
+func resumedStream(t *testing.T, p *cutProxy, items, cuts int) {
+	t.Helper()
 	ctx := context.Background()
 	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
@@ -367,15 +382,7 @@ func TestResumeBehindBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := c.ResumeStats()
-	if got := p.cuts.Load(); got != cuts || st.Resumed != cuts {
+	if got, st := int(p.cuts.Load()), c.ResumeStats(); got != cuts || st.Resumed != cuts {
 		t.Errorf("the proxy cut %d times and the client resumed %d times, want %d each", got, st.Resumed, cuts)
 	}
-	p.set(func(p *cutProxy) {
-		for _, b := range backends {
-			if p.landed[b] < 3 {
-				t.Errorf("connections per server %v: want every server to have taken resumes", p.landed)
-			}
-		}
-	})
 }

@@ -15,7 +15,33 @@ import (
 
 // dialResumable is Dial with WithResume: the same dial, kept to redial.
 func dialResumable(ctx context.Context, rawURL string, u *url.URL, o options, opts []Option) (*Conn, error) {
-	dial := func(ctx context.Context) (transport, error) { return dialTransport(ctx, rawURL, u, o) }
+	return startClientResumable(ctx, o, opts, func(ctx context.Context) (transport, error) { return dialTransport(ctx, rawURL, u, o) })
+}
+
+// ClientConnResumable runs the client end of a resumable connection over
+// byte streams that dial makes: one now, and another each time one breaks
+// (with WithResume's backoff, until the session resumes, is rejected or
+// expires). It is ClientConn for callers that set up each connection
+// themselves (their own TLS, their own peer checks); WithResume is
+// implied.
+func ClientConnResumable(ctx context.Context, dial func(context.Context) (net.Conn, error), opts ...Option) (*Conn, error) {
+	o := buildOptions(conn.Client, opts)
+	if o.resume == nil {
+		opts = append(opts[:len(opts):len(opts)], WithResume(ResumeConfig{}))
+		o = buildOptions(conn.Client, opts)
+	}
+	return startClientResumable(ctx, o, opts, func(ctx context.Context) (transport, error) {
+		nc, err := dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return newStreamTransport(nc), nil
+	})
+}
+
+// startClientResumable dials the first transport and starts a resumable
+// client session that redials with dial.
+func startClientResumable(ctx context.Context, o options, opts []Option, dial func(context.Context) (transport, error)) (*Conn, error) {
 	tr, err := dial(ctx)
 	if err != nil {
 		return nil, err
@@ -26,6 +52,18 @@ func dialResumable(ctx context.Context, rawURL string, u *url.URL, o options, op
 	}
 	opts = append(opts[:len(opts):len(opts)], func(o *options) { o.cfg.ResumeToken = token })
 	return startResumable(context.WithoutCancel(ctx), tr, conn.Client, opts, nil, dial)
+}
+
+// ServeConnResumable serves one accepted connection of a resumable server
+// (opts include WithResume, the same Option value for every connection,
+// so that they share its store): its first frame is a SETUP, which starts
+// a session whose requests carry ctx, or a RESUME, which moves a session
+// of the store onto this connection (the session keeps the ctx of the
+// connection that started it: the resume token, a 16-byte secret, is the
+// credential). It returns once that frame was handled, or the connection
+// sent none within 10 s.
+func ServeConnResumable(ctx context.Context, nc net.Conn, r Responder, opts ...Option) {
+	serveResumableConn(ctx, nc, r, opts)
 }
 
 // serveResumableConn serves an accepted connection of a resumable TCP

@@ -32,6 +32,7 @@ type agentFlags struct {
 	maxMessage, maxRecord, quota byteSize
 	linger                       time.Duration
 	compression, dictFile, level string
+	rsocketResume                bool
 	window                       string
 	spoolSync                    string
 	minRTO                       time.Duration
@@ -48,6 +49,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	d.String(&f.compression, "compression", "plain, zstd, or dict (zstd with --dict)")
 	d.String(&f.dictFile, "dict", "trained zstd dictionary file (see sluice dict train); implies --compression dict")
 	d.String(&f.level, "compression-level", "zstd effort: default, fastest (agents short of CPU) or better (short of bandwidth)")
+	d.Bool(&f.rsocketResume, "rsocket-resume", "resume RSocket connections to rsocket+ sinks: a broken connection is dialled again and the session goes on, nothing resent (the sink needs --rsocket-resume)")
 	d.String(&f.window, "window", "in-flight messages: auto (bandwidth-delay product) or a number")
 	d.String(&f.spoolSync, "spool-sync", "spool durability: always (fsync before answering ingest), none, or an interval")
 	d.Duration(&f.minRTO, "min-rto", "lower bound of the adaptive resend timeout")
@@ -63,6 +65,7 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		return cfg, err
 	}
 	cfg.SpoolSync = pol
+	cfg.RSocketResume = f.rsocketResume
 	switch f.compression {
 	case "plain":
 		cfg.Compression = codec.Plain

@@ -26,6 +26,7 @@ func init() {
 type sinkCmd struct {
 	listen, data, store, metrics, logLevel, configFile string
 	listenRSocket                                      string
+	rsocketResume                                      bool
 	tlsCert, tlsKey, clientCA, tokens                  string
 	queueMsgs, maxStreams, maxConns, maxConsumers      int
 	queueBytes, maxMessage                             byteSize
@@ -40,6 +41,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d := flagDefs{fs, defaults.Sink}
 	d.String(&c.listen, "listen", "address to serve the gRPC service on, HOST:PORT (required)")
 	d.String(&c.listenRSocket, "listen-rsocket", "also serve the delivery protocol over RSocket at tcp://HOST:PORT or ws://HOST:PORT/PATH (same TLS and tokens as gRPC)")
+	d.Bool(&c.rsocketResume, "rsocket-resume", "keep RSocket sessions through a broken connection until the agent resumes them (agents need --rsocket-resume)")
 	d.String(&c.data, "data", "data directory: the store, dictionaries, group offsets and the dedup checkpoint (required)")
 	d.String(&c.store, "store", "where messages are stored: embedded (a log in --data), or\n"+
 		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N]: one Kafka record per record,\n"+
@@ -135,7 +137,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	rsCtx, rsStop := context.WithCancel(context.Background())
 	defer rsStop()
 	if c.listenRSocket != "" {
-		if err := serveRSocket(rsCtx, c.listenRSocket, s, cfg.TLS, log, served); err != nil {
+		if err := serveRSocket(rsCtx, c.listenRSocket, s, cfg.TLS, c.rsocketResume, log, served); err != nil {
 			s.Close()
 			return fmt.Errorf("--listen-rsocket: %w", err)
 		}
@@ -164,10 +166,13 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 // serveRSocket serves s over RSocket at rawURL (tcp:// or ws://) until
 // ctx ends; it returns once listening, and a later failure of the
 // listener goes to failed, as gRPC's Serve does.
-func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.Config, log *slog.Logger, failed chan<- error) error {
+func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.Config, resume bool, log *slog.Logger, failed chan<- error) error {
 	var opts []rstransport.Option
 	if tlsCfg != nil {
 		opts = append(opts, rstransport.WithTLS(tlsCfg))
+	}
+	if resume {
+		opts = append(opts, rstransport.WithResume())
 	}
 	ready := make(chan net.Addr, 1)
 	errc := make(chan error, 1)

@@ -85,6 +85,10 @@ type Config struct {
 	// plaintext), bearer token; the agent sets the keepalive from
 	// KeepaliveTimeout.
 	GRPC grpctransport.ClientOptions
+	// RSocketResume makes connections to rsocket+ sinks resumable: a
+	// broken connection is dialled again and its session goes on, nothing
+	// resent (the sink needs resumption on too: --rsocket-resume).
+	RSocketResume bool
 	// Dialer, when set, replaces gRPC: every connection attempt opens a
 	// session through it, and SinkAddr only names the sinks in logs (one
 	// name per attempt in turn). Tests and the simulation pass a

@@ -52,7 +52,7 @@ func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 	var closers []io.Closer
 	for _, addr := range addrs {
 		if u, ok := strings.CutPrefix(addr, RSocketScheme); ok {
-			d, err := rsocketDialer(u, o)
+			d, err := rsocketDialer(u, o, cfg.RSocketResume)
 			if err != nil {
 				for _, c := range closers {
 					c.Close()
@@ -75,8 +75,11 @@ func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 }
 
 // rsocketDialer is the RSocket dialer for url with the client settings of o.
-func rsocketDialer(url string, o grpctransport.ClientOptions) (*rstransport.Dialer, error) {
+func rsocketDialer(url string, o grpctransport.ClientOptions, resume bool) (*rstransport.Dialer, error) {
 	opts := []rstransport.Option{rstransport.WithKeepalive(o.KeepaliveTime, o.KeepaliveTime+o.KeepaliveTimeout)}
+	if resume {
+		opts = append(opts, rstransport.WithResume())
+	}
 	if o.TLS != nil {
 		opts = append(opts, rstransport.WithTLS(o.TLS))
 	}

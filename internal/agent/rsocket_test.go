@@ -44,7 +44,7 @@ func (l *killListener) kill() {
 
 // serveRSocket serves svc over RSocket on loopback and returns the
 // agent's --sink for it.
-func serveRSocket(t *testing.T, svc protocol.Service) (string, *killListener) {
+func serveRSocket(t *testing.T, svc protocol.Service, opts ...rstransport.Option) (string, *killListener) {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +53,7 @@ func serveRSocket(t *testing.T, svc protocol.Service) (string, *killListener) {
 	ln := &killListener{Listener: raw}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); rstransport.Serve(ctx, ln, svc) }()
+	go func() { defer close(done); rstransport.Serve(ctx, ln, svc, opts...) }()
 	t.Cleanup(func() { cancel(); ln.kill(); <-done })
 	return RSocketScheme + "tcp://" + raw.Addr().String(), ln
 }
@@ -96,18 +96,23 @@ func TestRSocketSinkAddressErrors(t *testing.T) {
 }
 
 // TestResendsPerFlap measures, over each transport, how many messages a
-// connection cut costs in resends while records flow (no resumption: the
-// agent resends what was unacknowledged when the connection broke), and
-// checks every record is stored exactly once.
+// connection cut costs in resends while records flow, and checks every
+// record is stored exactly once. Without resumption the agent resends
+// what was unacknowledged when the connection broke; with it
+// (rsocket+resume: --rsocket-resume on both ends) the session outlives
+// the connection and nothing is resent.
 func TestResendsPerFlap(t *testing.T) {
-	for _, tr := range []string{"grpc", "rsocket"} {
+	for _, tr := range []string{"grpc", "rsocket", "rsocket+resume"} {
 		t.Run(tr, func(t *testing.T) {
 			svc := newFakeService()
 			var addr string
 			var ln *killListener
-			if tr == "rsocket" {
+			switch tr {
+			case "rsocket":
 				addr, ln = serveRSocket(t, svc)
-			} else {
+			case "rsocket+resume":
+				addr, ln = serveRSocket(t, svc, rstransport.WithResume())
+			default:
 				raw, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					t.Fatal(err)
@@ -123,6 +128,7 @@ func TestResendsPerFlap(t *testing.T) {
 				c.SinkAddr = addr
 				c.ReconnectMin, c.ReconnectMax = time.Millisecond, 10*time.Millisecond
 				c.Linger = time.Millisecond
+				c.RSocketResume = tr == "rsocket+resume"
 			})
 			defer a.Close()
 			const flaps, perFlap = 10, 50
@@ -142,7 +148,11 @@ func TestResendsPerFlap(t *testing.T) {
 			_, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			st := a.Stats()
-			t.Logf("%s: %d flaps, %d messages sent, %d resent: %.1f resends per flap", tr, flaps, st.Sent, st.Resent, float64(st.Resent)/flaps)
+			sessions, _, _ := svc.snapshot()
+			t.Logf("%s: %d flaps, %d sessions, %d messages sent, %d resent: %.1f resends per flap", tr, flaps, sessions, st.Sent, st.Resent, float64(st.Resent)/flaps)
+			if tr == "rsocket+resume" && (st.Resent != 0 || sessions != 1) {
+				t.Errorf("with resumption: %d resent, %d sessions; want nothing resent and the one session kept", st.Resent, sessions)
+			}
 		})
 	}
 }

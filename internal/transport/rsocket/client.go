@@ -49,8 +49,16 @@ type options struct {
 	token                string
 	allowTokenWithoutTLS bool
 	keepalive, lifetime  time.Duration
+	resume               bool
 	rs                   []rsocket.Option
 }
+
+// WithResume makes connections resumable (docs/rsocket-resume.md): on a
+// Dialer, a broken connection is dialled again and its sessions go on
+// where they were, nothing resent; on Serve, sessions survive a broken
+// connection until the client resumes them (or the session lifetime,
+// 60 s, passes). Both ends need it.
+func WithResume() Option { return func(o *options) { o.resume = true } }
 
 // WithTLS encrypts the connection: on a Dialer, the client's config (with
 // a client certificate, it identifies the agent); on Serve, the server's.
@@ -187,10 +195,24 @@ func (d *Dialer) connect(ctx context.Context) (*rsocket.Conn, protocol.PeerInfo,
 				nc = tc
 			}
 		}
-		if err == nil {
+		if err == nil && d.o.resume {
+			// The first connection is nc; each broken one is replaced
+			// by the same dial (TCP, then the TLS handshake).
+			first := nc
+			c, err = rsocket.ClientConnResumable(ctx, func(ctx context.Context) (net.Conn, error) {
+				if first != nil {
+					nc, first = first, nil
+					return nc, nil
+				}
+				return d.dialTCP(ctx)
+			}, opts...)
+		} else if err == nil {
 			c, err = rsocket.ClientConn(context.WithoutCancel(ctx), nc, opts...)
 		}
 	} else {
+		if d.o.resume {
+			opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{}))
+		}
 		c, err = rsocket.Dial(ctx, d.url.String(), opts...)
 	}
 	if err != nil {
@@ -199,6 +221,27 @@ func (d *Dialer) connect(ctx context.Context) (*rsocket.Conn, protocol.PeerInfo,
 	}
 	d.conn, d.peer = c, pi
 	return c, pi, nil
+}
+
+// dialTCP dials the sink again for a resumable connection: TCP, then TLS
+// when configured.
+func (d *Dialer) dialTCP(ctx context.Context) (net.Conn, error) {
+	var nd net.Dialer
+	nc, err := nd.DialContext(ctx, "tcp", d.url.Host)
+	if err != nil || d.o.tls == nil {
+		return nc, err
+	}
+	cfg := d.o.tls
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		cfg.ServerName = d.url.Hostname()
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // forget drops c if it is still the current connection, so the next

@@ -76,13 +76,13 @@ func Serve(ctx context.Context, ln net.Listener, svc protocol.Service, opts ...O
 			return err
 		}
 		delay = 0
-		go serveConn(ctx, nc, o.tls, r, ropts)
+		go serveConn(ctx, nc, o.tls, o.resume, r, ropts)
 	}
 }
 
 // serveConn runs one accepted connection: the TLS handshake first (so
 // the peer's certificate is known before any session), then RSocket.
-func serveConn(ctx context.Context, nc net.Conn, cfg *tls.Config, r rsocket.Responder, ropts []rsocket.Option) {
+func serveConn(ctx context.Context, nc net.Conn, cfg *tls.Config, resume bool, r rsocket.Responder, ropts []rsocket.Option) {
 	pi := protocol.PeerInfo{Addr: nc.RemoteAddr().String()}
 	if cfg != nil {
 		tc := tls.Server(nc, cfg)
@@ -95,6 +95,10 @@ func serveConn(ctx context.Context, nc net.Conn, cfg *tls.Config, r rsocket.Resp
 		}
 		st := tc.ConnectionState()
 		pi.TLS, nc = &st, tc
+	}
+	if resume {
+		rsocket.ServeConnResumable(context.WithValue(ctx, peerKey{}, pi), nc, r, ropts...)
+		return
 	}
 	if _, err := rsocket.ServeConn(context.WithValue(ctx, peerKey{}, pi), nc, r, ropts...); err != nil {
 		_ = nc.Close()
@@ -125,7 +129,13 @@ func ServeWebSocket(ctx context.Context, ln net.Listener, path string, svc proto
 }
 
 func serverOptions(o options) []rsocket.Option {
-	return append([]rsocket.Option{rsocket.WithChannelCredits(Window)}, o.rs...)
+	opts := append([]rsocket.Option{rsocket.WithChannelCredits(Window)}, o.rs...)
+	if o.resume {
+		// One Option value for every connection of this Serve: they
+		// share its store of sessions.
+		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{}))
+	}
+	return opts
 }
 
 // responder serves the sessions: one REQUEST_CHANNEL each.

@@ -177,23 +177,11 @@ func (d *Dialer) connect(ctx context.Context) (*rsocket.Conn, protocol.PeerInfo,
 	var c *rsocket.Conn
 	var err error
 	if d.url.Scheme == "tcp" {
-		var nd net.Dialer
 		var nc net.Conn
-		nc, err = nd.DialContext(ctx, "tcp", d.url.Host)
-		if err == nil && d.o.tls != nil {
-			cfg := d.o.tls
-			if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
-				cfg = cfg.Clone()
-				cfg.ServerName = d.url.Hostname()
-			}
-			tc := tls.Client(nc, cfg)
-			if err = tc.HandshakeContext(ctx); err != nil {
-				nc.Close()
-			} else {
-				st := tc.ConnectionState()
-				pi.TLS = &st
-				nc = tc
-			}
+		nc, err = d.dialTCP(ctx)
+		if tc, ok := nc.(*tls.Conn); ok && err == nil {
+			st := tc.ConnectionState()
+			pi.TLS = &st
 		}
 		if err == nil && d.o.resume {
 			// The first connection is nc; each broken one is replaced

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -85,22 +86,12 @@ func jsRecord(dir, transport, name, result, note string) {
 // under SLUICE_INTEROP=require) when rsocket-js is not installed.
 func jsNode(t *testing.T) (node, modules string) {
 	t.Helper()
-	dir := os.Getenv("SLUICE_RSOCKET_JS_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "sluice", "rsocket-js")
-	}
-	modules = filepath.Join(dir, "node_modules")
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join(modules, "rsocket-core", "package.json"))
-	}
+	node, modules, err := peers.RSocketJS()
 	if err != nil {
-		msg := fmt.Sprintf("rsocket-js not installed (%v): run interop/rsocket-js/setup.sh or set SLUICE_RSOCKET_JS_DIR", err)
 		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(msg)
+			t.Fatal(err)
 		}
-		t.Skip(msg)
+		t.Skip(err)
 	}
 	return node, modules
 }

@@ -81,3 +81,24 @@ func javaBuildCurrent(src, dir string) error {
 // /tmp/hsperfdata_USER/PID makes it print a warning where the test reads
 // its results), and it starts a little faster.
 const JVMFlags = "-XX:-UsePerfData"
+
+// RSocketJS returns node and the node_modules that hold rsocket-js
+// (installed by interop/rsocket-js/setup.sh into $SLUICE_RSOCKET_JS_DIR,
+// default ~/.cache/sluice/rsocket-js). Run its scripts with
+// NODE_PATH=modules. The error says what is missing.
+func RSocketJS() (node, modules string, err error) {
+	dir := os.Getenv("SLUICE_RSOCKET_JS_DIR")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "sluice", "rsocket-js")
+	}
+	modules = filepath.Join(dir, "node_modules")
+	node, err = exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(modules, "rsocket-core", "package.json"))
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("rsocket-js not installed (%v): run interop/rsocket-js/setup.sh or set SLUICE_RSOCKET_JS_DIR", err)
+	}
+	return node, modules, nil
+}

@@ -54,18 +54,9 @@ func TestConformanceRSocketJava(t *testing.T) {
 // process per transport.
 func TestConformanceRSocketJS(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv("SLUICE_RSOCKET_JS_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "sluice", "rsocket-js")
-	}
-	modules := filepath.Join(dir, "node_modules")
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join(modules, "rsocket-core", "package.json"))
-	}
+	node, modules, err := peers.RSocketJS()
 	if err != nil {
-		peerMissing(t, fmt.Sprintf("rsocket-js not installed (%v): run interop/rsocket-js/setup.sh or set SLUICE_RSOCKET_JS_DIR", err))
+		peerMissing(t, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)

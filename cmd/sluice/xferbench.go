@@ -305,13 +305,13 @@ func summarizeUploads(w io.Writer, rs []uploadResult, bound float64) {
 	best := map[key]uploadResult{}
 	auto := map[key]uploadResult{}
 	var order []key
+	seen := map[key]bool{}
 	var top uploadResult
 	for _, r := range rs {
 		k := key{r.Transport, r.Source}
-		if _, ok := best[k]; !ok {
-			if _, ok := auto[k]; !ok {
-				order = append(order, k)
-			}
+		if !seen[k] {
+			seen[k] = true
+			order = append(order, k)
 		}
 		if r.Chunk == 0 {
 			auto[k] = r

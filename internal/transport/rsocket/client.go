@@ -188,9 +188,9 @@ func (d *Dialer) connect(ctx context.Context) (*rsocket.Conn, protocol.PeerInfo,
 			// by the same dial (TCP, then the TLS handshake).
 			first := nc
 			c, err = rsocket.ClientConnResumable(ctx, func(ctx context.Context) (net.Conn, error) {
-				if first != nil {
-					nc, first = first, nil
-					return nc, nil
+				if c := first; c != nil {
+					first = nil
+					return c, nil
 				}
 				return d.dialTCP(ctx)
 			}, opts...)

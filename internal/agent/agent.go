@@ -128,25 +128,28 @@ func New(cfg Config) (*Agent, error) {
 	}
 	m.SpoolBytes = sp.Size
 	m.Now = a.now
-	a.ingest, err = ingest.New(ingest.Config{
-		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
-		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
-		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now,
-	}, sp, m, sm)
-	if err != nil {
-		cancel()
-		closeAll()
-		sp.Close()
-		return nil, err
-	}
 	for i := range backlog {
 		backlog[i].At = a.now()
 	}
+	// The driver first: the spool writer tells it of every message
+	// spooled (ingest.Config.OnSpooled).
 	a.driver = driver.Start(ctx, driver.Config{
 		Dialers: dialers, Addrs: addrs, Dictionary: cfg.Dictionary, Compression: cfg.Compression,
 		MaxMessageBytes: cfg.MaxMessageBytes, HandshakeTimeout: orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		Logger: a.log, Now: a.now,
-	}, sender, sp, m, a.ingest.Spooled(), backlog)
+	}, sender, sp, m, backlog)
+	a.ingest, err = ingest.New(ingest.Config{
+		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
+		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
+		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now, OnSpooled: a.driver.Spooled,
+	}, sp, m, sm)
+	if err != nil {
+		cancel()
+		<-a.driver.Done()
+		closeAll()
+		sp.Close()
+		return nil, err
+	}
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark())
 	return a, nil

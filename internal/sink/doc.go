@@ -18,11 +18,12 @@
 // # Send streams
 //
 // Each session has a delivery.Receiver (the pure state machine of the
-// protocol) and three goroutines: one receives and validates frames
-// (validate.go), one — ServeSend's — drives the Receiver and hands
-// messages to the storage writer (session.go, flow.go), one is the only
-// caller of Conn.Send. Behaviour, in protocol
-// order:
+// protocol) and three goroutines: one receives and validates frames and
+// steps the Receiver with them, handing messages straight to the storage
+// writer (validate.go, flow.go); one — ServeSend's — steps the rest
+// (stored ids, store status, shutdown) and ends the session (session.go);
+// one is the only caller of Conn.Send. The first two share a lock.
+// Behaviour, in protocol order:
 //
 //   - The first Request must be a Hello with Request.version 1, a non-empty
 //     agent_id of at most 255 bytes and protocol_version >= 1; anything else

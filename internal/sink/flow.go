@@ -3,31 +3,21 @@ package sink
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
 // flow is a session's flow control apart from the credits themselves
-// (which the delivery.Receiver keeps): the bytes between the receiver and
-// the loop, what the agent sent beyond its credits, and the messages
-// waiting to be handed to the storage writer.
+// (which the delivery.Receiver keeps): what the agent sent beyond its
+// credits, and the messages waiting to be handed to the storage writer.
+// The session's mu guards it.
 type flow struct {
 	s *Sink
 
 	// overBytes sums the messages received beyond the byte credit since
 	// the last one queued (see checkWindow).
 	overBytes int64
-
-	// pipeBytes are the payload bytes of batches the receiver validated
-	// and the loop has not taken yet; the receiver stops reading beyond
-	// QueueBytes + MaxMessageBytes (a well-behaved agent never has more in
-	// flight), so an agent that ignores its credits while the loop is busy
-	// is held by the transport's flow control, not buffered. pipeFree
-	// (capacity 1) is signalled when the loop takes some.
-	pipeBytes atomic.Int64
-	pipeFree  chan struct{}
 
 	// held are messages the Receiver enqueued that are not yet with the
 	// storage writer: while the store's gate is closed (gated), or while
@@ -41,37 +31,6 @@ type flow struct {
 
 func (f *flow) init(s *Sink) {
 	f.s = s
-	f.pipeFree = make(chan struct{}, 1)
-}
-
-// reserve waits until size more bytes fit the pipeline to the loop (see
-// pipeBytes) and counts them. A message always fits an empty pipeline. It
-// reports false if done closed meanwhile.
-func (f *flow) reserve(size int64, done <-chan struct{}) bool {
-	budget := f.s.cfg.QueueBytes + f.s.cfg.MaxMessageBytes
-	for {
-		if cur := f.pipeBytes.Load(); cur == 0 || cur+size <= budget {
-			f.pipeBytes.Add(size)
-			return true
-		}
-		select {
-		case <-f.pipeFree:
-		case <-done:
-			return false
-		}
-	}
-}
-
-// taken gives back what reserve counted, once the loop has the message.
-func (f *flow) taken(size int64) {
-	if size <= 0 {
-		return
-	}
-	f.pipeBytes.Add(-size)
-	select {
-	case f.pipeFree <- struct{}{}:
-	default:
-	}
 }
 
 // enqueue hands msg to the storage writer at once if nothing is held

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/delivery"
@@ -18,13 +19,19 @@ import (
 // goroutines share it:
 //
 //   - the receiver (recvLoop, validate.go) reads frames, validates batches
-//     and dictionary uploads, and hands the results to the loop in order;
-//   - the loop (the ServeSend goroutine) owns the delivery.Receiver: it
-//     steps Received and Stored events, hands enqueued messages to the
-//     storage writer (flow.go) and turns the other actions into frames;
+//     and dictionary uploads and steps the delivery.Receiver with them
+//     itself, handing enqueued messages straight to the storage writer
+//     (flow.go): a message crosses no goroutine between the transport and
+//     the writer;
+//   - the loop (the ServeSend goroutine) steps everything else: Stored
+//     events from the writer, store status, the Kafka gate, held messages
+//     the writer had no room for, shutdown; it decides when the session
+//     ends;
 //   - the sender (sendLoop) is the only goroutine calling conn.Send.
 //
-// The storage writer reports stored ids through the session's store.Acks,
+// mu serialises the receiver's and the loop's steps: the Receiver, the
+// flow state and the pending frames are only touched under it. The
+// storage writer reports stored ids through the session's store.Acks,
 // which never blocks, so a slow agent cannot hold up the writer; the
 // writer knows nothing else of the session.
 type session struct {
@@ -42,7 +49,18 @@ type session struct {
 	// protocol.PayloadOwner), so a payload is kept without a copy.
 	ownPayloads bool
 
-	in       chan inbound
+	// mu guards rcv, flow, pending and creditsDirty (see session).
+	mu sync.Mutex
+	// ended (capacity 1) carries why the receiver stopped: io.EOF when
+	// the agent closed its side, or the error that ends the session.
+	ended chan error
+	// kick (capacity 1) wakes the loop when the receiver held a message
+	// the writer had no room for.
+	kick chan struct{}
+	// refuse: the receiver takes nothing more (the sink is shutting
+	// down, or the session ended).
+	refuse bool
+
 	out      chan protocol.Frame
 	sendDone chan struct{} // closed when sendLoop returns
 	sendErr  error         // why sendLoop stopped early; read after sendDone
@@ -59,7 +77,7 @@ type session struct {
 	statusCh chan *protocol.StoreStatus
 }
 
-// inKind says what the receiver hands the loop.
+// inKind says what the receiver found in a frame.
 type inKind uint8
 
 const (
@@ -67,7 +85,6 @@ const (
 	inInvalid                  // a batch that failed validation, in rej
 	inDictionary               // dictionary dictID was uploaded and stored
 	inHello                    // a second Hello
-	inEnd                      // Recv failed with err (io.EOF: the agent closed its side)
 	inFatal                    // a protocol violation: end the session with err
 )
 
@@ -160,16 +177,14 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	}
 	welcome.DictionaryIDs = known
 	welcome.SessionID = newSessionID()
-	if err := c.Send(welcome); err != nil {
-		return err
-	}
 	po, _ := c.(protocol.PayloadOwner)
 	st := &session{
 		s: s, conn: c, agent: agent, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
 		acks:        store.NewAcks(),
 		ownPayloads: po != nil && po.PayloadsOwned(),
 		log:         s.log.With("agent_id", agent, "session", welcome.SessionID),
-		in:          make(chan inbound, 64),
+		ended:       make(chan error, 1),
+		kick:        make(chan struct{}, 1),
 		out:         make(chan protocol.Frame, 256),
 		sendDone:    make(chan struct{}),
 		done:        make(chan struct{}),
@@ -182,8 +197,13 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	if st.gate = s.store.Gate(ctx); st.gate != nil {
 		st.gated = true
 	}
+	// Listed before the Welcome: an agent that has its Welcome is in
+	// Sink.Agents.
 	s.addSendStream(st)
 	defer s.removeSendStream(st)
+	if err := c.Send(welcome); err != nil {
+		return err
+	}
 	st.log.Info("sink: agent connected", "peer", peer.Addr, "agent_watermark", hello.Watermark,
 		"credits", welcome.Credits.Messages, "dictionaries", known)
 	return st.run(ctx)
@@ -215,10 +235,15 @@ func (st *session) run(ctx context.Context) error {
 	m := st.s.m
 	m.streams.WithLabelValues("send").Inc()
 	defer m.streams.WithLabelValues("send").Dec()
-	go st.recvLoop()
+	go st.recvLoop(ctx)
 	go st.sendLoop()
 	err := st.loop(ctx)
+	// done wakes a receiver waiting in flush; once it has let go of mu,
+	// nothing sends on out again.
 	close(st.done)
+	st.mu.Lock()
+	st.refuse = true
+	st.mu.Unlock()
 	// Let the sender deliver the last acks, but do not wait forever on an
 	// agent that stopped reading.
 	close(st.out)
@@ -226,8 +251,10 @@ func (st *session) run(ctx context.Context) error {
 	case <-st.sendDone:
 	case <-time.After(5 * time.Second):
 	}
+	st.mu.Lock()
 	stats := st.rcv.Stats()
 	_ = st.rcv.Step(delivery.Close())
+	st.mu.Unlock()
 	st.log.Info("sink: agent stream ended", "received", stats.Received, "acked", stats.Acked,
 		"over_credit", stats.OverCredit, "invalid", stats.Discarded, "err", err)
 	return err
@@ -240,12 +267,16 @@ var errShutdown = protocol.Errorf(protocol.StatusUnavailable, "sink is shutting 
 // loop is the session's driver loop. It returns the session's final
 // status.
 func (st *session) loop(ctx context.Context) error {
-	in := st.in
+	ended := st.ended
 	closing := st.s.closing
 	var drainTimeout <-chan time.Time
 	eof, draining := false, false
 	for {
-		if msgs, _ := st.rcv.Queued(); msgs == 0 {
+		st.mu.Lock()
+		msgs, _ := st.rcv.Queued()
+		wch, next := st.nextHandOff()
+		st.mu.Unlock()
+		if msgs == 0 {
 			switch {
 			case draining:
 				return errShutdown
@@ -253,38 +284,33 @@ func (st *session) loop(ctx context.Context) error {
 				return nil
 			}
 		}
-		wch, next := st.nextHandOff()
+		var err error
 		select {
 		case wch <- next:
+			st.mu.Lock()
 			st.handedOff()
+			st.mu.Unlock()
+			continue
+		case <-st.kick:
+			continue
 		case <-st.gate:
+			st.mu.Lock()
 			st.gate, st.gated = nil, false
+			st.mu.Unlock()
+			continue
 		case ss := <-st.statusCh:
+			st.mu.Lock()
 			st.pending = append(st.pending, &protocol.Credit{Store: ss})
-		case ev := <-in:
-			st.taken(ev.size)
-			switch ev.kind {
-			case inEnd:
-				if ev.err != io.EOF {
-					return ev.err
-				}
-				// The agent closed its side: ack what is queued, then end.
-				eof, in = true, nil
-			case inFatal:
-				st.log.Warn("sink: protocol violation; ending the stream", "err", ev.err)
-				if err := st.flush(ctx); err != nil {
-					return err
-				}
-				return ev.err
-			default:
-				if err := st.handle(ctx, &ev); err != nil {
-					return err
-				}
+		case why := <-ended:
+			if why != io.EOF {
+				return why
 			}
+			// The agent closed its side: ack what is queued, then end.
+			eof, ended = true, nil
+			continue
 		case <-st.acks.C():
-			if err := st.handleStored(ctx); err != nil {
-				return err
-			}
+			st.mu.Lock()
+			err = st.handleStored(ctx)
 		case <-st.sendDone:
 			return st.sendErr
 		case <-ctx.Done():
@@ -292,16 +318,70 @@ func (st *session) loop(ctx context.Context) error {
 		case <-closing:
 			// Take nothing more; wait for what is queued to be stored
 			// and acked.
-			closing, in, draining = nil, nil, true
+			st.mu.Lock()
+			st.refuse = true
+			st.mu.Unlock()
+			closing, ended, draining = nil, nil, true
 			drainTimeout = time.After(st.s.cfg.ShutdownTimeout)
+			continue
 		case <-drainTimeout:
 			return errShutdown
 		}
-		if err := st.flush(ctx); err != nil {
+		if err == nil {
+			err = st.flush(ctx)
+		}
+		st.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 }
+
+// step steps one thing the receiver found and sends what it produced. It
+// reports false when the receiver should stop (the session is ending).
+func (st *session) step(ctx context.Context, ev *inbound) bool {
+	st.mu.Lock()
+	if st.refuse {
+		st.mu.Unlock()
+		return false
+	}
+	held := len(st.held)
+	var err error
+	if ev.kind == inFatal {
+		st.log.Warn("sink: protocol violation; ending the stream", "err", ev.err)
+		err = ev.err
+	} else {
+		err = st.handle(ctx, ev)
+	}
+	if ferr := st.flush(ctx); err == nil {
+		err = ferr
+	}
+	kick := len(st.held) > held
+	st.mu.Unlock()
+	if err != nil {
+		st.stop(err)
+		return false
+	}
+	if kick {
+		select {
+		case st.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// stop tells the loop why the receiver stopped. The first reason wins.
+func (st *session) stop(why error) {
+	select {
+	case st.ended <- why:
+	default:
+	}
+}
+
+// errSessionOver stops a receiver's flush once the session has ended
+// (the loop already returned the session's status).
+var errSessionOver = protocol.Errorf(protocol.StatusCanceled, "session ended")
 
 // ctxErr is why a session's context ended, as a session error; a cause
 // set by Conn.Close comes first.
@@ -485,6 +565,10 @@ func (st *session) flush(ctx context.Context) error {
 			clear(st.pending)
 			st.pending = st.pending[:0]
 			return st.sendErr
+		case <-st.done:
+			clear(st.pending)
+			st.pending = st.pending[:0]
+			return errSessionOver
 		case <-ctx.Done():
 			return ctxErr(ctx)
 		}

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,14 +13,15 @@ import (
 	"github.com/sluicehq/sluice/internal/store"
 )
 
-// recvLoop reads the session's frames and hands the loop what it finds,
-// in order: the receiver side of a session (see session).
-func (st *session) recvLoop() {
+// recvLoop reads the session's frames, validates them and steps the
+// Receiver with them (session.step): the receiver side of a session (see
+// session).
+func (st *session) recvLoop(ctx context.Context) {
 	dec := codec.NewDecoder(int(st.s.cfg.MaxMessageBytes))
 	for {
 		f, err := st.conn.Recv()
 		if err != nil {
-			st.deliver(inbound{kind: inEnd, err: err})
+			st.stop(err)
 			return
 		}
 		var ev inbound
@@ -35,21 +37,9 @@ func (st *session) recvLoop() {
 		default:
 			ev = inbound{kind: inFatal, err: protocol.Errorf(protocol.StatusInvalid, "a %s frame on a Send session", protocol.Name(f))}
 		}
-		if ev.size > 0 && !st.reserve(ev.size, st.done) {
+		if !st.step(ctx, &ev) {
 			return
 		}
-		if !st.deliver(ev) {
-			return
-		}
-	}
-}
-
-func (st *session) deliver(ev inbound) bool {
-	select {
-	case st.in <- ev:
-		return true
-	case <-st.done:
-		return false
 	}
 }
 

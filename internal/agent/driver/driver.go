@@ -1,9 +1,10 @@
 // Package driver delivers the agent's spool to a sink: it owns the
-// delivery.Sender and the session. One goroutine (the loop) feeds the
-// Sender every event (a message spooled, a frame from the sink, a session
-// won or lost, the clock) and carries out its actions; per session, one
-// goroutine receives frames and one writes messages read straight from the
-// spool. The driver keeps no protocol timing of its own: the Sender keeps
+// delivery.Sender and the session. The loop feeds the Sender every event
+// and carries out its actions: the driver's goroutine steps frames from
+// the sink, sessions won or lost and the clock; the spool writer steps
+// the messages it spooled itself (Spooled), under the same lock. Per
+// session, one goroutine receives frames and one writes messages, from
+// memory or read back from the spool. The driver keeps no protocol timing of its own: the Sender keeps
 // the resend, reconnect and progress deadlines, and the loop keeps one
 // timer at the Sender's NextDeadline. (Two clocks are not the Sender's:
 // the handshake deadline, which bounds a dial before there is a session,
@@ -16,6 +17,7 @@ package driver
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent/metrics"
@@ -57,17 +59,34 @@ type Driver struct {
 	ctx     context.Context
 	connCh  chan connEvent
 	done    chan struct{}
+
+	// mu guards loop, which the driver's goroutine and the spool writer
+	// (Spooled) step; stopped is set once the driver's goroutine returned.
+	mu      sync.Mutex
+	loop    *loop
+	stopped bool
 }
 
 // Start delivers backlog (spooled before the start, not acknowledged)
-// and then what arrives on spooled, until ctx ends. s is the Sender,
+// and then what Spooled is given, until ctx ends. s is the Sender,
 // already holding the spool's watermark. The driver acknowledges the
 // spool as acks arrive.
 func Start(ctx context.Context, cfg Config, s *delivery.Sender, sp *spool.Spool, m *metrics.Metrics,
-	spooled <-chan []spool.Spooled, backlog []spool.Spooled) *Driver {
+	backlog []spool.Spooled) *Driver {
 	d := &Driver{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, ctx: ctx,
 		connCh: make(chan connEvent, 256), done: make(chan struct{})}
-	go d.run(s, spooled, backlog)
+	l := &loop{d: d, s: s, meta: map[uint64]msgMeta{}}
+	l.clock = time.NewTimer(time.Hour)
+	l.clock.Stop()
+	l.watermark, l.persisted = s.Watermark(), s.Watermark()
+	d.loop = l
+	// The backlog is stepped before Start returns: Spooled may be called
+	// at once, and the Sender takes ids in order.
+	for _, in := range backlog {
+		l.spooled(in)
+	}
+	l.dial()
+	go d.run()
 	return d
 }
 

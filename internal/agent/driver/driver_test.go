@@ -85,13 +85,12 @@ func (s *sink) ServeSend(c protocol.Conn) error {
 // appends spool records itself and announces them as the spool writer
 // would.
 type rig struct {
-	sp      *spool.Spool
-	m       *metrics.Metrics
-	d       *Driver
-	cancel  context.CancelFunc
-	spooled chan []spool.Spooled
-	bodies  map[uint64][]byte
-	origin  time.Time
+	sp     *spool.Spool
+	m      *metrics.Metrics
+	d      *Driver
+	cancel context.CancelFunc
+	bodies map[uint64][]byte
+	origin time.Time
 	// fresh: announce each message with its record, as the spool writer
 	// does, so the driver sends it from memory; otherwise it reads the
 	// spool, as for a backlog.
@@ -108,14 +107,14 @@ func newRig(t *testing.T, svc protocol.Service, sc delivery.SenderConfig) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{sp: sp, m: metrics.New(nil), spooled: make(chan []spool.Spooled, 16), bodies: map[uint64][]byte{}, origin: time.Now()}
+	r := &rig{sp: sp, m: metrics.New(nil), bodies: map[uint64][]byte{}, origin: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.d = Start(ctx, Config{
 		Dialers: []protocol.Dialer{&memconn.Dialer{Service: svc}}, Addrs: []string{"mem"},
 		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
 		Logger: quiet, Now: r.now,
-	}, s, sp, r.m, r.spooled, nil)
+	}, s, sp, r.m, nil)
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.d.Done()
@@ -147,7 +146,7 @@ func (r *rig) spool(t *testing.T, recs ...string) uint64 {
 	if r.fresh {
 		in.Rec = rec
 	}
-	r.spooled <- []spool.Spooled{in}
+	r.d.Spooled([]spool.Spooled{in})
 	return id
 }
 

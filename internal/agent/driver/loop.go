@@ -18,8 +18,9 @@ type msgMeta struct {
 }
 
 // loop owns the Sender: every event goes through Step, and the loop carries
-// out the actions. It is the only goroutine touching the Sender and the
-// current connection's identity. It keeps no protocol timing of its own:
+// out the actions. Two goroutines step it, under Driver.mu: the driver's
+// own (frames and session events, the clock, the watermark) and the
+// spool writer's (Driver.Spooled). It keeps no protocol timing of its own:
 // the Sender keeps the resend, reconnect and progress deadlines, and the
 // loop keeps one timer at the Sender's NextDeadline, which steps Tick.
 type loop struct {
@@ -113,46 +114,67 @@ func (l *loop) trimFresh() {
 	}
 }
 
-func (d *Driver) run(s *delivery.Sender, spooledCh <-chan []spool.Spooled, backlog []spool.Spooled) {
+func (d *Driver) run() {
 	defer close(d.done)
-	l := &loop{d: d, s: s, meta: map[uint64]msgMeta{}}
-	l.clock = time.NewTimer(time.Hour)
-	l.clock.Stop()
+	l := d.loop
 	defer l.clock.Stop()
-	l.watermark, l.persisted = s.Watermark(), s.Watermark()
 	persist := time.NewTicker(100 * time.Millisecond)
 	defer persist.Stop()
-	for _, in := range backlog {
-		l.spooled(in)
-	}
-	l.dial()
 	for {
 		select {
-		case infos, ok := <-spooledCh:
-			if !ok {
-				spooledCh = nil // the spool writer is done; keep delivering
-				continue
-			}
-			for _, in := range infos {
-				l.spooled(in)
-			}
 		case ev := <-d.connCh:
+			d.mu.Lock()
 			l.connEvent(ev)
 		case <-l.clock.C:
+			d.mu.Lock()
 			l.clockArmed = false
 			l.step(delivery.Tick(d.now()))
 		case <-persist.C:
+			d.mu.Lock()
 			l.persist()
 		case <-d.ctx.Done():
+			d.mu.Lock()
+			d.stopped = true
 			if l.conn != nil {
 				l.conn.close()
 			}
 			l.persist()
+			for _, f := range l.fresh {
+				spool.PutBuf(f.rec)
+			}
+			l.fresh = nil
+			d.mu.Unlock()
 			return
 		}
-		oldest, ok := l.meta[l.s.Watermark()] // ids below the watermark are acknowledged
-		d.metrics.ObserveSender(l.s, len(l.meta), oldest.spooledAt, ok)
+		l.observe()
+		d.mu.Unlock()
 	}
+}
+
+// Spooled steps the messages the spool writer just appended, in id
+// order, in the caller's goroutine: a message crosses no goroutine
+// between the spool writer and the session writer. After the driver
+// stopped it does nothing; the messages are in the spool, and the next
+// start delivers them.
+func (d *Driver) Spooled(infos []spool.Spooled) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		for _, in := range infos {
+			spool.PutBuf(in.Rec)
+		}
+		return
+	}
+	for _, in := range infos {
+		d.loop.spooled(in)
+	}
+	d.loop.observe()
+}
+
+// observe publishes the Sender's state to the metrics.
+func (l *loop) observe() {
+	oldest, ok := l.meta[l.s.Watermark()] // ids below the watermark are acknowledged
+	l.d.metrics.ObserveSender(l.s, len(l.meta), oldest.spooledAt, ok)
 }
 
 // step feeds one event, carries out the resulting actions and sets the

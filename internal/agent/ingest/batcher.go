@@ -22,10 +22,12 @@ type ingestReq struct {
 }
 
 // sealedMsg is a finished message on its way to the spool writer. The
-// batcher passes it to a compression worker and, in seal order, to the
-// spool writer, which waits for ready before appending: compression runs in
-// parallel, the spool keeps the order in which messages were sealed (which
-// the producers' progress marks rely on).
+// goroutine that sealed it compresses it (or, for all but the last of the
+// messages one ingest call seals, a compression worker does), and the
+// batcher passes it, in seal order, to the spool writer, which waits for
+// ready before appending: compression runs in parallel, the spool keeps
+// the order in which messages were sealed (which the producers' progress
+// marks rely on).
 type sealedMsg struct {
 	// b holds the uncompressed batch (b.Bytes()): the batcher's builder
 	// itself, handed over at seal rather than copied, and returned to
@@ -91,11 +93,15 @@ func getBuilder(maxMessage int) *builder {
 
 // batcher packs records into messages of up to MaxMessageBytes, sealing a
 // message when the next record would not fit, when it is full, or when it
-// has lingered, and hands it to the compression workers and, in order, to
-// the spool writer. It is not a goroutine: the ingest call adds its
-// records itself, holding the batcher's lock, so a request reaches the
-// compression workers without a hand-off; only a message sealed by its
-// linger deadline is sealed from the timer's goroutine.
+// has lingered, and hands it, in order, to the spool writer. It is not a
+// goroutine: the ingest call adds its records itself, holding the
+// batcher's lock, and compresses the last message it sealed itself once
+// it let go of the lock (unlock), so a message crosses no goroutine before
+// the spool writer. Earlier messages of a call that seals several go to
+// the compression workers, so a large request is still compressed in
+// parallel, and so that the caller never waits for room in the pipeline
+// while holding a message only it would compress. A message sealed by its
+// linger deadline is sealed and compressed in the timer's goroutine.
 type batcher struct {
 	cfg  *Config
 	work chan<- *sealedMsg // to the compression workers
@@ -103,16 +109,23 @@ type batcher struct {
 	// sem is the lock (a channel, so that a caller waiting for it while
 	// the pipeline is full can give up when its context ends); it guards
 	// everything below.
-	sem      chan struct{}
-	b        *builder
-	cur      sealedMsg
+	sem chan struct{}
+	b   *builder
+	cur sealedMsg
+	// own is the last message the lock holder sealed, which it
+	// compresses itself after unlock.
+	own      *sealedMsg
+	compress func(*sealedMsg)
 	linger   *time.Timer
 	deadline time.Time // when the pending message has lingered enough
 	closed   bool
 }
 
-func newBatcher(cfg *Config, work, out chan<- *sealedMsg) *batcher {
-	bt := &batcher{cfg: cfg, work: work, out: out, sem: make(chan struct{}, 1), b: getBuilder(cfg.MaxMessageBytes)}
+// newBatcher returns a batcher sending to the workers on work and to the
+// spool writer on out; compress compresses a message in the caller's
+// goroutine and closes its ready.
+func newBatcher(cfg *Config, work, out chan<- *sealedMsg, compress func(*sealedMsg)) *batcher {
+	bt := &batcher{cfg: cfg, work: work, out: out, compress: compress, sem: make(chan struct{}, 1), b: getBuilder(cfg.MaxMessageBytes)}
 	bt.linger = time.AfterFunc(time.Hour, bt.lingered)
 	bt.linger.Stop()
 	return bt
@@ -128,7 +141,16 @@ func (bt *batcher) lock(ctx context.Context) error {
 	}
 }
 
-func (bt *batcher) unlock() { <-bt.sem }
+// unlock lets go of the lock, then compresses the last message the
+// holder sealed, if any.
+func (bt *batcher) unlock() {
+	own := bt.own
+	bt.own = nil
+	<-bt.sem
+	if own != nil {
+		bt.compress(own)
+	}
+}
 
 // lingered runs when the linger timer fires: it seals the pending message
 // if its deadline has passed (a timer reset for a newer message may fire
@@ -157,6 +179,10 @@ func (bt *batcher) close() {
 	bt.linger.Stop()
 	bt.seal()
 	bt.closed = true
+	if bt.own != nil {
+		bt.work <- bt.own
+		bt.own = nil
+	}
 	close(bt.work)
 	close(bt.out)
 }
@@ -214,11 +240,16 @@ func (bt *batcher) seal() {
 	m.b, m.kind, m.dictID, m.records, m.raw = bt.b, bt.cfg.Compression, bt.dictID(), bt.b.Count(), bt.b.Len()
 	m.ready = make(chan struct{})
 	bt.b = getBuilder(bt.cfg.MaxMessageBytes)
-	// A plain message needs no compression worker: its header goes in
-	// front of it here (a few bytes), and it goes straight to the spool
-	// writer, one goroutine hand-off fewer.
+	// A plain message needs no compression: its header goes in front of
+	// it here (a few bytes). Any other the lock holder compresses after
+	// unlock; one it sealed before this goes to a worker, so that the
+	// holder never waits on out below with a message only it would
+	// compress ahead of the wait.
 	if m.kind != codec.Plain || !frame(&m) {
-		bt.work <- &m
+		if bt.own != nil {
+			bt.work <- bt.own
+		}
+		bt.own = &m
 	}
 	bt.out <- &m
 	bt.cur = sealedMsg{}
@@ -252,38 +283,52 @@ func (bt *batcher) dictID() uint32 {
 	return 0
 }
 
-// compressor compresses sealed messages into spool records (and copies a
-// plain one that frame could not make its own record); the agent runs one
-// per CPU.
-func (g *Ingester) compressor(work <-chan *sealedMsg, enc *codec.Encoder) {
+// compressor compresses sealed messages handed to it; the agent runs
+// one per CPU.
+func (g *Ingester) compressor(work <-chan *sealedMsg) {
 	for m := range work {
-		hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
-		rec := spool.GetBuf()
-		out := spool.AppendHeader((*rec)[:0], hdr)
-		header := len(out)
-		body := m.b.Bytes()
-		enc2, err := enc.Encode(out, body, m.kind, m.dictID)
-		if err != nil {
-			// Cannot happen with a validated config; if it does, spool
-			// the message uncompressed rather than fail or lose it.
-			g.log.Error("compression failed; spooling the message uncompressed", "err", err)
-			hdr.Kind, hdr.DictID = codec.Plain, 0
-			out = spool.AppendHeader((*rec)[:0], hdr)
-			enc2 = append(out, body...)
-		}
-		*rec = enc2
-		m.rec, m.payload = rec, len(enc2)-header
-		builderPool.Put(m.b)
-		m.b = nil
-		close(m.ready)
+		g.compressOwn(m)
 	}
+}
+
+// compressOwn compresses m with one of the agent's encoders (one per CPU:
+// at most that many compressions run at once), in the caller's goroutine.
+func (g *Ingester) compressOwn(m *sealedMsg) {
+	enc := <-g.encs
+	g.compress(m, enc)
+	g.encs <- enc
+}
+
+// compress turns a sealed message into its spool record (and copies a
+// plain one that frame could not make its own record), then closes its
+// ready.
+func (g *Ingester) compress(m *sealedMsg, enc *codec.Encoder) {
+	hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
+	rec := spool.GetBuf()
+	out := spool.AppendHeader((*rec)[:0], hdr)
+	header := len(out)
+	body := m.b.Bytes()
+	enc2, err := enc.Encode(out, body, m.kind, m.dictID)
+	if err != nil {
+		// Cannot happen with a validated config; if it does, spool
+		// the message uncompressed rather than fail or lose it.
+		g.log.Error("compression failed; spooling the message uncompressed", "err", err)
+		hdr.Kind, hdr.DictID = codec.Plain, 0
+		out = spool.AppendHeader((*rec)[:0], hdr)
+		enc2 = append(out, body...)
+	}
+	*rec = enc2
+	m.rec, m.payload = rec, len(enc2)-header
+	builderPool.Put(m.b)
+	m.b = nil
+	close(m.ready)
 }
 
 // spoolWriter appends sealed messages to the spool in seal order, as many
 // per Append as are ready (one fdatasync for all of them), answers the
-// ingest calls and tells the loop which ids are now spooled.
+// ingest calls and tells the driver which ids are now spooled
+// (Config.OnSpooled, called in this goroutine).
 func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
-	defer close(g.spooled)
 	var group []*sealedMsg
 	var recs [][]byte
 	for m := range in {
@@ -345,6 +390,6 @@ func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
 			g.log.Error("spool append failed; ingest calls get the error", "err", err, "messages", len(group))
 			continue
 		}
-		g.spooled <- infos
+		g.cfg.OnSpooled(infos)
 	}
 }

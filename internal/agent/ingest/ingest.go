@@ -53,6 +53,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the agent's clock (spool.Spooled.At).
 	Now func() int64
+	// OnSpooled is told, in id order and in the spool writer's goroutine,
+	// of every message spooled; it takes the records (spool.Spooled.Rec).
+	// Required.
+	OnSpooled func([]spool.Spooled)
 }
 
 // Ingester accepts records into the spool. Create it with New, stop it
@@ -64,9 +68,11 @@ type Ingester struct {
 	metrics *metrics.Metrics
 	spoolM  *spool.Metrics
 
-	bt      *batcher
-	spooled chan []spool.Spooled
-	wg      sync.WaitGroup
+	bt *batcher
+	wg sync.WaitGroup
+	// encs holds one encoder per CPU, each holding the dictionary; a
+	// compression takes one.
+	encs chan *codec.Encoder
 
 	prodMu    sync.Mutex
 	prodLocks map[string]*producerLock
@@ -98,25 +104,23 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 		}
 	}
 	g := &Ingester{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, spoolM: sm,
-		spooled:   make(chan []spool.Spooled, 64),
-		prodLocks: map[string]*producerLock{}}
+		prodLocks: map[string]*producerLock{}, encs: make(chan *codec.Encoder, workers)}
+	for _, enc := range encs {
+		g.encs <- enc
+	}
 	// Deep enough that compression keeps going while the spool writer
 	// waits for an fsync: with a few slots the workers stall every fsync
 	// and ingest tops out at a few messages per fsync.
 	sealed := make(chan *sealedMsg, pipelineDepth)
 	work := make(chan *sealedMsg, pipelineDepth)
-	g.bt = newBatcher(&g.cfg, work, sealed)
+	g.bt = newBatcher(&g.cfg, work, sealed, g.compressOwn)
 	g.wg.Add(1 + workers)
 	go func() { defer g.wg.Done(); g.spoolWriter(sealed) }()
-	for _, enc := range encs {
-		go func() { defer g.wg.Done(); g.compressor(work, enc) }()
+	for range workers {
+		go func() { defer g.wg.Done(); g.compressor(work) }()
 	}
 	return g, nil
 }
-
-// Spooled receives the messages as they are spooled, in id order; it is
-// closed after Close.
-func (g *Ingester) Spooled() <-chan []spool.Spooled { return g.spooled }
 
 // Close stops accepting records, spools what was accepted and answers
 // every call in progress.

@@ -26,15 +26,19 @@ func TestSplitLines(t *testing.T) {
 }
 
 // TestBatcherLockHonoursContext: while the pipeline is full (a sealed
-// message waits for a compression worker, the batcher's lock held), a
-// second caller gives up when its context ends instead of waiting; once
-// the pipeline drains, the lock is free again. The batcher has no
-// goroutine of its own, so this is the only way a caller can leave.
+// message waits for the spool writer, the batcher's lock held), a second
+// caller gives up when its context ends instead of waiting; once the
+// pipeline drains, the lock is free again, and the first caller
+// compresses the message it sealed itself, after letting go of the lock.
+// The batcher has no goroutine of its own, so this is the only way a
+// caller can leave.
 func TestBatcherLockHonoursContext(t *testing.T) {
-	work := make(chan *sealedMsg) // no worker: the first seal blocks
-	out := make(chan *sealedMsg, 4)
-	// zstd: a plain message would not need a worker (frame).
-	bt := newBatcher(&Config{MaxMessageBytes: 1 << 20, Linger: time.Hour, Compression: codec.Zstd}, work, out)
+	work := make(chan *sealedMsg) // no worker: a message handed to one would block
+	out := make(chan *sealedMsg)  // no spool writer: the first seal blocks
+	var compressed []*sealedMsg
+	compress := func(m *sealedMsg) { compressed = append(compressed, m); close(m.ready) }
+	// zstd: a plain message needs no compression (frame).
+	bt := newBatcher(&Config{MaxMessageBytes: 1 << 20, Linger: time.Hour, Compression: codec.Zstd}, work, out, compress)
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
@@ -46,7 +50,7 @@ func TestBatcherLockHonoursContext(t *testing.T) {
 		bt.unlock()
 	}()
 	// Wait until the first caller holds the lock (it then blocks in seal,
-	// since no worker takes the message).
+	// since nothing takes the message).
 	for deadline := time.Now().Add(30 * time.Second); len(bt.sem) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first caller never took the lock")
@@ -57,10 +61,13 @@ func TestBatcherLockHonoursContext(t *testing.T) {
 	if err := bt.lock(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("lock with an ended context while the pipeline is full: %v, want context.Canceled", err)
 	}
-	m := <-work
+	m := <-out
 	<-first
 	if m == nil || m.records != 1 {
 		t.Fatalf("sealed %+v", m)
+	}
+	if len(compressed) != 1 || compressed[0] != m {
+		t.Fatalf("the sealing caller compressed %d messages, want its one", len(compressed))
 	}
 	if err := bt.lock(context.Background()); err != nil {
 		t.Fatal(err)

@@ -16,10 +16,11 @@ import (
 // not fit in front is left to the compressor, which copies it, and both
 // decode to the same records.
 func TestPlainMessageIsItsRecord(t *testing.T) {
-	g := &Ingester{log: slog.New(slog.DiscardHandler)}
+	g := &Ingester{log: slog.New(slog.DiscardHandler), encs: make(chan *codec.Encoder, 1)}
+	g.encs <- codec.NewEncoder(codec.LevelDefault)
 	work := make(chan *sealedMsg, 2)
 	done := make(chan struct{})
-	go func() { g.compressor(work, codec.NewEncoder(codec.LevelDefault)); close(done) }()
+	go func() { g.compressor(work); close(done) }()
 
 	seal := func(marks []spool.Mark) (m *sealedMsg, last *byte) {
 		b := getBuilder(64 << 10)

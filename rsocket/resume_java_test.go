@@ -19,8 +19,8 @@ import (
 // TestResumeJavaClient: rsocket-java 1.1.5's client with resumption on
 // (interop/rsocket-java, `Peer resume-stream`) asks sluice's server for a
 // request-stream of 200,000 elements through a proxy that cuts the
-// connection 8 times at seeded random offsets; it resumes each time and
-// gets every element once, in order.
+// connection 8 times at seeded random offsets, over TCP and over
+// WebSocket; it resumes each time and gets every element once, in order.
 func TestResumeJavaClient(t *testing.T) {
 	java, cp, err := peers.RSocketJava("..")
 	if err != nil {
@@ -29,34 +29,43 @@ func TestResumeJavaClient(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	const items, cuts = 200_000, 8
-	addr, _ := resumeServer(t, "tcp", ResumeConfig{})
-	p := newCutProxy(t, addr, 21, cuts, 4<<10, 200<<10)
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "resume-stream", "tcp", p.addr(), "200000").Output()
-	if err != nil {
-		t.Fatalf("java: %v\n%s", err, out)
+	for i, tr := range []string{"tcp", "ws"} {
+		t.Run(tr, func(t *testing.T) {
+			const items, cuts = 200_000, 8
+			addr, path := resumeServer(t, tr, ResumeConfig{})
+			p := newCutProxy(t, addr, uint64(21+i), cuts, 4<<10, 200<<10)
+			target := p.addr()
+			if tr == "ws" {
+				target = "ws://" + p.addr() + path
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "resume-stream", tr, target, "200000").Output()
+			if err != nil {
+				t.Fatalf("java: %v\n%s", err, out)
+			}
+			var result string
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(l, "RESULT\t") {
+					result = l
+				}
+			}
+			if f := strings.Split(result, "\t"); len(f) != 5 || f[3] != "pass" {
+				t.Fatalf("rsocket-java's resumed stream: %q", result)
+			}
+			if got := p.cuts.Load(); got != cuts {
+				t.Errorf("the proxy cut %d times, want %d (the stream must outlast the cuts)", got, cuts)
+			}
+			t.Logf("%s; %d cuts, %d connections", strings.Split(result, "\t")[4], p.cuts.Load(), p.accepted.Load())
+		})
 	}
-	var result string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "RESULT\t") {
-			result = l
-		}
-	}
-	if f := strings.Split(result, "\t"); len(f) != 5 || f[3] != "pass" {
-		t.Fatalf("rsocket-java's resumed stream: %q", result)
-	}
-	if got := p.cuts.Load(); got != cuts {
-		t.Errorf("the proxy cut %d times, want %d (the stream must outlast the cuts)", got, cuts)
-	}
-	t.Logf("%s; %d cuts, %d connections", strings.Split(result, "\t")[4], p.cuts.Load(), p.accepted.Load())
 }
 
 // TestResumeJavaServer: sluice's client with resumption on asks
 // rsocket-java 1.1.5's server (with resume) for a request-stream of
-// 200,000 elements through a proxy that cuts the connection 8 times; it
-// resumes each time and gets every element once, in order.
+// 200,000 elements through a proxy that cuts the connection 8 times, over
+// TCP and over WebSocket; it resumes each time and gets every element
+// once, in order.
 func TestResumeJavaServer(t *testing.T) {
 	java, cp, err := peers.RSocketJava("..")
 	if err != nil {
@@ -80,20 +89,32 @@ func TestResumeJavaServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var port string
+	ports := map[string]string{}
 	sc := bufio.NewScanner(stdout)
-	for port == "" && sc.Scan() {
-		if f := strings.Split(sc.Text(), "\t"); len(f) == 3 && f[0] == "LISTEN" && f[1] == "tcp" {
-			port = f[2]
+	for len(ports) < 2 && sc.Scan() {
+		if f := strings.Split(sc.Text(), "\t"); len(f) == 3 && f[0] == "LISTEN" {
+			ports[f[1]] = f[2]
 		}
 	}
-	if port == "" {
-		t.Fatal("rsocket-java's server printed no TCP port")
+	if ports["tcp"] == "" || ports["ws"] == "" {
+		t.Fatalf("rsocket-java's server printed ports %v, want tcp and ws", ports)
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 
-	const items, cuts = 200_000, 8
-	resumedStream(t, newCutProxy(t, "127.0.0.1:"+port, 22, cuts, 4<<10, 200<<10), items, cuts)
+	for i, tr := range []string{"tcp", "ws"} {
+		t.Run(tr, func(t *testing.T) {
+			const items, cuts = 200_000, 8
+			p := newCutProxy(t, "127.0.0.1:"+ports[tr], uint64(22+i), cuts, 4<<10, 200<<10)
+			url := "tcp://" + p.addr()
+			if tr == "ws" {
+				url = "ws://" + p.addr() + "/"
+				// Past the upgrade request and the RESUME: a cut inside
+				// them fails a redial instead of breaking a session.
+				p.set(func(p *cutProxy) { p.minUpAll = 1024 })
+			}
+			resumedStreamAt(t, p, url, items, cuts)
+		})
+	}
 }
 
 // TestResumeJSClient: rsocket-js 1.0.0-alpha.3's client with resumption

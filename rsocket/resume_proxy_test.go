@@ -27,8 +27,12 @@ type cutProxy struct {
 	rng     *rand.Rand
 	left    int // cuts still to hand out
 	minUp   int // the first connection's client→server offset is at least this (past SETUP)
-	maxUp   int // client→server offsets in [1, maxUp]
-	maxDown int // server→client offsets in [1, maxDown]
+	// minUpAll: every connection's client→server offset is at least this
+	// (past a WebSocket handshake and the RESUME), so that every cut
+	// breaks a resumed session rather than a redial.
+	minUpAll int
+	maxUp    int // client→server offsets in [1, maxUp]
+	maxDown  int // server→client offsets in [1, maxDown]
 	// discard: at a server→client cut, read and drop this many more bytes
 	// from the server before closing, so the client is surely that far
 	// behind what the server sent.
@@ -87,9 +91,9 @@ func (p *cutProxy) serve() {
 		upAt, downAt := -1, -1
 		if !refuse && p.left > 0 {
 			p.left--
-			lo := 1
+			lo := max(1, p.minUpAll)
 			if n == 1 {
-				lo = p.minUp
+				lo = max(lo, p.minUp)
 			}
 			upAt = lo + p.rng.IntN(max(p.maxUp-lo, 1))
 			downAt = 1 + p.rng.IntN(p.maxDown)

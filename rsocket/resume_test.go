@@ -368,8 +368,14 @@ func TestResumeBehindBalancer(t *testing.T) {
 // that the client resumed after each of p's cuts.
 func resumedStream(t *testing.T, p *cutProxy, items, cuts int) {
 	t.Helper()
+	resumedStreamAt(t, p, "tcp://"+p.addr(), items, cuts)
+}
+
+// resumedStreamAt is resumedStream dialling url (through p).
+func resumedStreamAt(t *testing.T, p *cutProxy, url string, items, cuts int) {
+	t.Helper()
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	c, err := Dial(ctx, url, WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

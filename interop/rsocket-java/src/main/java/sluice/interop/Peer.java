@@ -45,7 +45,7 @@ import reactor.core.publisher.Mono;
  * rsocket-java 1.1.5 peer for sluice's interop test (rsocket/interop_java_test.go).
  *
  * <pre>
- * Peer server [resume]     (resume: the TCP server keeps sessions for resumption, 60 s)
+ * Peer server [resume]     (resume: the TCP and WebSocket servers keep sessions for resumption, 60 s)
  *                          serves the echo rules of `sluice rsocket serve` on TCP and WebSocket
  *                          (127.0.0.1, free ports); prints "LISTEN\ttcp\tPORT", "LISTEN\tws\tPORT",
  *                          then "EVENT\tTRANSPORT\tKIND\tVALUE" for what only a server sees
@@ -247,6 +247,9 @@ public final class Peer {
     }
     CloseableChannel tcp = s.bind(TcpServerTransport.create("127.0.0.1", 0)).block();
     RSocketServer w = RSocketServer.create(SocketAcceptor.with(echo("ws"))).fragment(MTU);
+    if (resume) {
+      w.resume(new Resume().sessionDuration(Duration.ofSeconds(60)));
+    }
     CloseableChannel ws = w.bind(WebsocketServerTransport.create("127.0.0.1", 0)).block();
     out("LISTEN", "tcp", Integer.toString(tcp.address().getPort()));
     out("LISTEN", "ws", Integer.toString(ws.address().getPort()));

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/rsproxy"
+)
+
+func init() {
+	register("rsocket proxy", "TCP load balancer for RSocket servers that sends each RESUME to the server holding its session", runRSocketProxy)
+}
+
+func runRSocketProxy(args []string, stdout, stderr io.Writer) error {
+	ctx, cancel := signalContext()
+	defer cancel()
+	return rsocketProxy(ctx, args, stdout, stderr)
+}
+
+// rsocketProxy runs `sluice rsocket proxy` until ctx ends. It prints
+// "listening tcp://HOST:PORT" on stdout once it accepts.
+func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("rsocket proxy", "--listen tcp://HOST:PORT --backends tcp://A:PORT,tcp://B:PORT,... [--affinity=false] [--metrics HOST:PORT]", stderr)
+	listen := fs.String("listen", "", "listen URL, tcp://HOST:PORT (required)")
+	backends := fs.String("backends", "", "the RSocket servers, comma-separated tcp://HOST:PORT (required)")
+	affinity := fs.Bool("affinity", true, "route each RESUME to the server that holds its session (rendezvous hashing of the resume token); false: round-robin, as a plain TCP balancer would (for comparison)")
+	maxTokens := fs.Int("max-tokens", 100_000, "resume tokens whose server is remembered; beyond, the oldest fall back to hashing")
+	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	host, ok := strings.CutPrefix(*listen, "tcp://")
+	if !ok || host == "" {
+		return &exitError{code: 2, msg: "--listen tcp://HOST:PORT is required (the proxy reads the first frame, so it cannot balance TLS)"}
+	}
+	var addrs []string
+	for _, b := range strings.Split(*backends, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		a, ok := strings.CutPrefix(b, "tcp://")
+		if !ok || a == "" {
+			return &exitError{code: 2, msg: fmt.Sprintf("--backends: %q is not tcp://HOST:PORT", b)}
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) == 0 {
+		return &exitError{code: 2, msg: "--backends is required"}
+	}
+	log := newLogger(stderr, *logLevel)
+	p, err := rsproxy.New(rsproxy.Config{Backends: addrs, Affinity: *affinity, MaxTokens: *maxTokens, Logger: log})
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	registerProxyMetrics(reg, p)
+	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", host)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *listen, err)
+	}
+	shown := "tcp://" + ln.Addr().String()
+	fmt.Fprintln(stdout, "listening", shown)
+	log.Info("rsocket proxy serving", "url", shown, "backends", strings.Join(addrs, ","), "affinity", *affinity)
+	return p.Serve(ctx, ln)
+}
+
+// registerProxyMetrics exports the proxy's counters.
+func registerProxyMetrics(reg prometheus.Registerer, p *rsproxy.Proxy) {
+	counter := func(name, help string, v func(rsproxy.Stats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(p.Stats())) }))
+	}
+	counter("sluice_rsocket_proxy_setups_total", "SETUP frames routed (resumable or not).", func(s rsproxy.Stats) uint64 { return s.Setups })
+	counter("sluice_rsocket_proxy_resumes_total", "RESUME frames routed.", func(s rsproxy.Stats) uint64 { return s.Resumes })
+	counter("sluice_rsocket_proxy_resumes_remembered_total", "RESUMEs routed where the proxy remembered their SETUP went (the rest by hashing alone).", func(s rsproxy.Stats) uint64 { return s.ResumesRemembered })
+	counter("sluice_rsocket_proxy_refused_total", "Connections whose first frame was not SETUP or RESUME, malformed, too long or too late.", func(s rsproxy.Stats) uint64 { return s.Refused })
+	counter("sluice_rsocket_proxy_dial_failures_total", "Dials to a server that failed.", func(s rsproxy.Stats) uint64 { return s.DialFailures })
+}

@@ -1,0 +1,330 @@
+// Package rsproxy is a TCP load balancer for RSocket servers that keeps
+// resumption working across them: a RESUME goes to the server that holds
+// its session.
+//
+// An RSocket server keeps a resumable session in its own memory, so a
+// balancer that spreads connections blindly sends a client's RESUME to
+// a server that never saw its token, which rejects it (ERROR
+// REJECTED_RESUME) and every stream of the session fails. The proxy reads
+// the first frame of each connection (the spec says it is SETUP or
+// RESUME, both on stream 0) and routes by the resume token:
+//
+//   - a SETUP with a token goes to the token's first server by rendezvous
+//     hashing (highest hash of token and server address), or, when that
+//     one cannot be dialled, the next in the same order; the proxy
+//     remembers where it went;
+//   - a RESUME goes where its SETUP went, or, for a token the proxy does
+//     not remember (evicted, or seen by another proxy instance, or by this
+//     one before a restart), to the token's first server by the same
+//     hashing, which is where its SETUP went unless that server was down
+//     at the time;
+//   - a SETUP without a token goes round-robin to a server that can be
+//     dialled.
+//
+// So several proxies, or one restarted, route the same token to the same
+// server without sharing state. After the first frame the proxy only
+// copies bytes. If the server holding a session cannot be dialled, the
+// RESUME's connection is closed without an answer: the client redials
+// with backoff, and its session's lifetime bounds the wait, rather than a
+// REJECTED_RESUME that would end a session a restarting server might
+// still hold.
+//
+// TLS cannot be balanced this way (the first frame is encrypted); the
+// proxy speaks plain TCP on both sides.
+package rsproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// Config configures a Proxy.
+type Config struct {
+	// Backends are the servers, host:port (required).
+	Backends []string
+	// Affinity routes by resume token (the point of the proxy). Off, every
+	// connection goes round-robin, as a plain TCP balancer would route it:
+	// for comparison and tests.
+	Affinity bool
+	// MaxFirstFrame bounds the first frame read before routing (default
+	// 64 KiB: a SETUP's metadata and data; a longer first frame closes the
+	// connection).
+	MaxFirstFrame int
+	// FirstFrameTimeout bounds the wait for it (default 10s).
+	FirstFrameTimeout time.Duration
+	// DialTimeout bounds a dial to a server (default 5s).
+	DialTimeout time.Duration
+	// MaxTokens bounds the remembered token → server routes (default
+	// 100,000; the oldest is forgotten first, and falls back to hashing).
+	MaxTokens int
+	Logger    *slog.Logger
+}
+
+// Stats counts what the proxy routed.
+type Stats struct {
+	Setups, ResumableSetups, Resumes uint64
+	// ResumesRemembered went where the proxy remembered their SETUP went;
+	// the rest were routed by hashing alone.
+	ResumesRemembered uint64
+	// Refused: first frames that were neither SETUP nor RESUME, too long,
+	// malformed or too late.
+	Refused uint64
+	// DialFailures: dials to a server that failed.
+	DialFailures uint64
+}
+
+// Proxy routes RSocket connections to Config.Backends.
+type Proxy struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	routes map[string]int // token → backend index
+	order  []string       // tokens in insertion order, for eviction
+	head   int            // order[head:] are live entries
+	rr     int
+
+	setups, resumableSetups, resumes, remembered, refused, dialFailures atomic.Uint64
+}
+
+// New returns a proxy for cfg.
+func New(cfg Config) (*Proxy, error) {
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("rsproxy: no backends")
+	}
+	if cfg.MaxFirstFrame <= 0 {
+		cfg.MaxFirstFrame = 64 << 10
+	}
+	if cfg.FirstFrameTimeout <= 0 {
+		cfg.FirstFrameTimeout = 10 * time.Second
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = 100_000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{cfg: cfg, log: cfg.Logger, routes: map[string]int{}}, nil
+}
+
+// Stats returns the proxy's counters.
+func (p *Proxy) Stats() Stats {
+	return Stats{Setups: p.setups.Load(), ResumableSetups: p.resumableSetups.Load(), Resumes: p.resumes.Load(),
+		ResumesRemembered: p.remembered.Load(), Refused: p.refused.Load(), DialFailures: p.dialFailures.Load()}
+}
+
+// Serve accepts connections on ln until ctx ends (then it closes ln and
+// every proxied connection, and returns nil) or Accept fails.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.handle(ctx, c)
+		}()
+	}
+}
+
+// handle routes one client connection by its first frame, then copies
+// both ways until either side ends.
+func (p *Proxy) handle(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(p.cfg.FirstFrameTimeout))
+	first, err := frame.ReadLengthPrefixed(c, nil, p.cfg.MaxFirstFrame)
+	if err != nil {
+		p.refused.Add(1)
+		p.log.Debug("rsproxy: no first frame", "client", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	candidates, token, err := p.route(first)
+	if err != nil {
+		p.refused.Add(1)
+		p.log.Warn("rsproxy: connection refused", "client", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	var s net.Conn
+	for _, i := range candidates {
+		d := net.Dialer{Timeout: p.cfg.DialTimeout}
+		s, err = d.DialContext(ctx, "tcp", p.cfg.Backends[i])
+		if err == nil {
+			if token != nil {
+				p.remember(token, i)
+			}
+			break
+		}
+		p.dialFailures.Add(1)
+		p.log.Warn("rsproxy: cannot dial server", "server", p.cfg.Backends[i], "err", err)
+	}
+	if s == nil {
+		return
+	}
+	defer s.Close()
+	prefix, _ := frame.AppendLengthPrefix(make([]byte, 0, frame.LengthPrefixSize+len(first)), len(first))
+	if _, err := s.Write(append(prefix, first...)); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		// One direction ended: end both, as a TCP balancer does; the
+		// RSocket peers see a broken connection and resume.
+		dst.Close()
+		src.Close()
+		done <- struct{}{}
+	}
+	go pipe(s, c)
+	go pipe(c, s)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	c.Close()
+	s.Close()
+	<-done
+}
+
+// route returns, for a connection whose first frame is first, the servers
+// to try in order and the resume token to remember on a successful dial
+// (nil: none). A RESUME is tried only where its session should be.
+func (p *Proxy) route(first []byte) (candidates []int, remember []byte, err error) {
+	h, err := frame.ParseHeader(first)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch h.Type {
+	case frame.TypeSetup:
+		s, err := frame.ParseSetup(first)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.setups.Add(1)
+		if !s.ResumeEnabled() || !p.cfg.Affinity {
+			return p.roundRobin(), nil, nil
+		}
+		p.resumableSetups.Add(1)
+		return p.rendezvous(s.ResumeToken), s.ResumeToken, nil
+	case frame.TypeResume:
+		r, err := frame.ParseResume(first)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.resumes.Add(1)
+		if !p.cfg.Affinity {
+			return p.roundRobin(), nil, nil
+		}
+		p.mu.Lock()
+		i, ok := p.routes[string(r.ResumeToken)]
+		p.mu.Unlock()
+		if ok {
+			p.remembered.Add(1)
+			return []int{i}, nil, nil
+		}
+		return p.rendezvous(r.ResumeToken)[:1], nil, nil
+	default:
+		return nil, nil, fmt.Errorf("first frame is %v on stream %d, not SETUP or RESUME", h.Type, h.StreamID)
+	}
+}
+
+// roundRobin is every server, starting with the next in turn.
+func (p *Proxy) roundRobin() []int {
+	p.mu.Lock()
+	start := p.rr
+	p.rr = (p.rr + 1) % len(p.cfg.Backends)
+	p.mu.Unlock()
+	out := make([]int, len(p.cfg.Backends))
+	for k := range out {
+		out[k] = (start + k) % len(p.cfg.Backends)
+	}
+	return out
+}
+
+// rendezvous is every server in decreasing order of the hash of token and
+// its address: the same order for a token in every proxy, and adding or
+// removing a server moves only the tokens whose first choice it is.
+func (p *Proxy) rendezvous(token []byte) []int {
+	n := len(p.cfg.Backends)
+	type scored struct {
+		i     int
+		score uint64
+	}
+	s := make([]scored, n)
+	for i, b := range p.cfg.Backends {
+		h := fnv.New64a()
+		_, _ = h.Write(token)
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(b))
+		s[i] = scored{i, mix(h.Sum64())}
+	}
+	// n is small: insertion sort, highest score first.
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && s[j].score > s[j-1].score; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	out := make([]int, n)
+	for k := range s {
+		out[k] = s[k].i
+	}
+	return out
+}
+
+// mix is a 64-bit finalizer (splitmix64's), so that tokens differing in
+// a few bytes spread evenly.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// remember records that token's session is on server i, forgetting the
+// oldest route beyond MaxTokens.
+func (p *Proxy) remember(token []byte, i int) {
+	k := string(token)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.routes[k]; !ok {
+		p.order = append(p.order, k)
+	}
+	p.routes[k] = i
+	for len(p.routes) > p.cfg.MaxTokens && p.head < len(p.order) {
+		delete(p.routes, p.order[p.head])
+		p.order[p.head] = ""
+		p.head++
+	}
+	if p.head > len(p.order)/2 && p.head > 1024 {
+		p.order = append(p.order[:0], p.order[p.head:]...)
+		p.head = 0
+	}
+}

@@ -1,0 +1,132 @@
+package rsproxy
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+func setup(t *testing.T, token []byte) []byte {
+	t.Helper()
+	b, err := frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 30_000, MaxLifetime: 90_000, ResumeToken: token,
+		MetadataMIME: []byte("application/octet-stream"), DataMIME: []byte("application/octet-stream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func resume(t *testing.T, token []byte) []byte {
+	t.Helper()
+	b, err := frame.AppendResume(nil, 1, 0, token, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newProxy(t *testing.T, cfg Config) *Proxy {
+	t.Helper()
+	if cfg.Backends == nil {
+		cfg.Backends = []string{"a:1", "b:1", "c:1"}
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRouteByToken: a resumable SETUP is tried first on its token's
+// rendezvous server, then the others; its RESUME goes only to the server
+// the SETUP reached, remembered or, once forgotten, by hashing alone.
+// Tokens spread over every server.
+func TestRouteByToken(t *testing.T) {
+	p := newProxy(t, Config{Affinity: true})
+	hits := map[int]int{}
+	for i := range 300 {
+		tok := []byte(fmt.Sprintf("token-%d", i))
+		cands, remember, err := p.route(setup(t, tok))
+		if err != nil || len(cands) != 3 || string(remember) != string(tok) {
+			t.Fatalf("SETUP %s: %v %q %v", tok, cands, remember, err)
+		}
+		if want := p.rendezvous(tok); fmt.Sprint(cands) != fmt.Sprint(want) {
+			t.Fatalf("SETUP %s tried %v, want the rendezvous order %v", tok, cands, want)
+		}
+		hits[cands[0]]++
+		// The first choice is down: the SETUP lands on the second.
+		landed := cands[0]
+		if i%10 == 0 {
+			landed = cands[1]
+		}
+		p.remember(tok, landed)
+		got, _, err := p.route(resume(t, tok))
+		if err != nil || len(got) != 1 || got[0] != landed {
+			t.Fatalf("RESUME %s went to %v, want [%d] where its SETUP landed", tok, got, landed)
+		}
+	}
+	for i := range 3 {
+		if hits[i] < 60 {
+			t.Errorf("tokens per server %v: want them spread", hits)
+		}
+	}
+	// Another proxy (or this one restarted) knows no routes: hashing
+	// alone finds the SETUP's first choice.
+	q := newProxy(t, Config{Affinity: true})
+	tok := []byte("token-1")
+	got, _, _ := q.route(resume(t, tok))
+	if got[0] != p.rendezvous(tok)[0] {
+		t.Fatalf("an unknown token's RESUME went to %v, want its rendezvous server %d", got, p.rendezvous(tok)[0])
+	}
+	if st := p.Stats(); st.Setups != 300 || st.ResumableSetups != 300 || st.Resumes != 300 || st.ResumesRemembered != 300 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestRouteOthers: SETUPs without a token, and everything without
+// affinity, go round-robin; a first frame that is neither SETUP nor
+// RESUME, or malformed, is refused.
+func TestRouteOthers(t *testing.T) {
+	p := newProxy(t, Config{Affinity: true})
+	var firsts []int
+	for range 3 {
+		c, remember, err := p.route(setup(t, nil))
+		if err != nil || len(c) != 3 || remember != nil {
+			t.Fatalf("%v %q %v", c, remember, err)
+		}
+		firsts = append(firsts, c[0])
+	}
+	if fmt.Sprint(firsts) != "[0 1 2]" {
+		t.Fatalf("round-robin starts %v, want [0 1 2]", firsts)
+	}
+	rr := newProxy(t, Config{Affinity: false})
+	a, _, _ := rr.route(setup(t, []byte("tok")))
+	b, _, _ := rr.route(resume(t, []byte("tok")))
+	if a[0] == b[0] {
+		t.Fatalf("without affinity the SETUP and its RESUME both went to %d; round-robin should have moved on", a[0])
+	}
+	ka, err := frame.AppendKeepalive(nil, true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, first := range map[string][]byte{"keepalive": ka, "short": {0, 0}, "truncated setup": setup(t, []byte("tok"))[:12]} {
+		if _, _, err := p.route(first); err == nil {
+			t.Errorf("%s: routed, want refused", name)
+		}
+	}
+}
+
+// TestRoutesBounded: the remembered routes never exceed MaxTokens.
+func TestRoutesBounded(t *testing.T) {
+	p := newProxy(t, Config{Affinity: true, MaxTokens: 100})
+	for i := range 10_000 {
+		p.remember([]byte(fmt.Sprint(i)), i%3)
+	}
+	if len(p.routes) != 100 || len(p.order)-p.head != 100 || len(p.order) > 2*1024+100 {
+		t.Fatalf("%d routes, %d in order (head %d), want 100", len(p.routes), len(p.order), p.head)
+	}
+	if _, ok := p.routes["9999"]; !ok {
+		t.Fatal("the newest route was forgotten")
+	}
+}

@@ -3,6 +3,8 @@ package rsocket
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -51,6 +53,33 @@ type ResumeConfig struct {
 	// Store (server) keeps the sessions by token; nil: an in-memory store
 	// of DefaultMaxResumeSessions.
 	Store ResumeStore
+	// PeerIdentity (server) names the credential a connection's client
+	// proved in its TLS handshake; a RESUME is accepted only from a
+	// connection with the same identity as the SETUP's, so a stolen token
+	// alone does not take over another client's session. nil: the SHA-256
+	// of the client certificate's public key (SubjectPublicKeyInfo: stable
+	// across renewals with the same key), "" without a client
+	// certificate, where the token is the only credential.
+	PeerIdentity func(*tls.ConnectionState) string
+}
+
+// defaultPeerIdentity is the SHA-256 of the client certificate's public
+// key, or "" without one.
+func defaultPeerIdentity(st *tls.ConnectionState) string {
+	if st == nil || len(st.PeerCertificates) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(st.PeerCertificates[0].RawSubjectPublicKeyInfo)
+	return string(sum[:])
+}
+
+// peerIdentity is the identity of a connection with TLS state st (nil:
+// not TLS) under cfg.
+func (cfg *ResumeConfig) peerIdentity(st *tls.ConnectionState) string {
+	if cfg.PeerIdentity != nil {
+		return cfg.PeerIdentity(st)
+	}
+	return defaultPeerIdentity(st)
 }
 
 // DefaultMaxResumeSessions bounds the default in-memory store.
@@ -202,6 +231,10 @@ type resumeConn struct {
 	// has not resumed yet.
 	backoff   time.Duration
 	unresumed bool
+	// peer (server): the client's identity on the connection that sent
+	// the SETUP (ResumeConfig.PeerIdentity); a RESUME must come with the
+	// same.
+	peer string
 }
 
 // transportLost handles EventReconnect: the machine kept the session.
@@ -327,10 +360,10 @@ func (c *Conn) redial() {
 // startResumable is start for resumable connections: it installs the
 // driver's resume state before anything runs and, on a server, feeds the
 // transport's first frame (already read) to the machine.
-func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Option, first []byte, dial func(context.Context) (transport, error)) (*Conn, error) {
+func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Option, first []byte, peer string, dial func(context.Context) (transport, error)) (*Conn, error) {
 	o := buildOptions(role, opts)
 	return startConn(ctx, tr, role, o, func(c *Conn) {
-		c.rsm = &resumeConn{cfg: o.resume.cfg, dial: dial}
+		c.rsm = &resumeConn{cfg: o.resume.cfg, dial: dial, peer: peer}
 		if role == conn.Client {
 			return
 		}
@@ -354,8 +387,10 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 
 // serveResumable serves one transport of a resumable listener: its first
 // frame is a SETUP (a new connection) or a RESUME (for a session of the
-// store). readFirst reads that frame within firstFrameTimeout.
-func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte, error), r Responder, opts []Option) {
+// store). readFirst reads that frame within firstFrameTimeout. tlsState is
+// the transport's TLS state (nil: none), whose client identity a RESUME
+// must share with its SETUP.
+func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte, error), tlsState *tls.ConnectionState, r Responder, opts []Option) {
 	o := buildOptions(conn.Server, opts)
 	f, err := readFirst()
 	if err != nil {
@@ -364,10 +399,11 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		return
 	}
 	f = clone(f) // the reader reuses its buffer
+	peer := o.resume.cfg.peerIdentity(tlsState)
 	h, err := frame.ParseHeader(f)
 	if err != nil || h.Type != frame.TypeResume {
 		// SETUP or garbage: the machine answers either.
-		if _, err := startResumable(ctx, tr, conn.Server, append([]Option{WithResponder(r)}, opts...), f, nil); err != nil {
+		if _, err := startResumable(ctx, tr, conn.Server, append([]Option{WithResponder(r)}, opts...), f, peer, nil); err != nil {
 			o.log.Warn("rsocket: cannot serve connection", "err", err)
 		}
 		return
@@ -377,16 +413,22 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 	if err == nil {
 		c = o.resume.cfg.Store.Lookup(token)
 	}
-	if c == nil {
+	msg := "unknown resume token"
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case c == nil:
 		o.log.Debug("rsocket: RESUME for no session in the store")
+	case c.rsm != nil && c.rsm.peer != peer:
+		// Not the client that set the session up: refuse this
+		// connection, and leave the session to its owner.
+		o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
+		rejectResume(tr, "resume from another client identity")
+		return
+	case c.acceptResume(tr, f):
+		return
 	}
-	if c == nil || !c.acceptResume(tr, f) {
-		msg := "unknown resume token"
-		if err != nil {
-			msg = err.Error()
-		}
-		rejectResume(tr, msg)
-	}
+	rejectResume(tr, msg)
 }
 
 // acceptResume resumes c's session over tr, whose first frame was the

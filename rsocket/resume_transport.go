@@ -51,7 +51,7 @@ func startClientResumable(ctx context.Context, o options, opts []Option, dial fu
 		token = newResumeToken()
 	}
 	opts = append(opts[:len(opts):len(opts)], func(o *options) { o.cfg.ResumeToken = token })
-	return startResumable(context.WithoutCancel(ctx), tr, conn.Client, opts, nil, dial)
+	return startResumable(context.WithoutCancel(ctx), tr, conn.Client, opts, nil, "", dial)
 }
 
 // ServeConnResumable serves one accepted connection of a resumable server
@@ -60,8 +60,9 @@ func startClientResumable(ctx context.Context, o options, opts []Option, dial fu
 // a session whose requests carry ctx, or a RESUME, which moves a session
 // of the store onto this connection (the session keeps the ctx of the
 // connection that started it: the resume token, a 16-byte secret, is the
-// credential). It returns once that frame was handled, or the connection
-// sent none within 10 s.
+// credential, and with TLS client certificates the client's identity
+// must match the SETUP's, ResumeConfig.PeerIdentity). It returns once
+// that frame was handled, or the connection sent none within 10 s.
 func ServeConnResumable(ctx context.Context, nc net.Conn, r Responder, opts ...Option) {
 	serveResumableConn(ctx, nc, r, opts)
 }
@@ -70,6 +71,7 @@ func ServeConnResumable(ctx context.Context, nc net.Conn, r Responder, opts ...O
 // listener (Serve with WithResume); it runs on its own goroutine, since
 // it waits for the first frame.
 func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Option) {
+	var tlsState *tls.ConnectionState
 	if tc, ok := nc.(*tls.Conn); ok {
 		hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
 		err := tc.HandshakeContext(hctx)
@@ -78,6 +80,8 @@ func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Op
 			_ = tc.Close()
 			return
 		}
+		st := tc.ConnectionState()
+		tlsState = &st
 	}
 	tr := newStreamTransport(nc)
 	serveResumable(ctx, tr, func() ([]byte, error) {
@@ -85,13 +89,13 @@ func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Op
 		f, err := tr.readFrame(nil)
 		_ = nc.SetReadDeadline(time.Time{})
 		return f, err
-	}, r, opts)
+	}, tlsState, r, opts)
 }
 
 // serveResumableWS serves a WebSocket of a resumable handler. The HTTP
 // handler returns once this transport is closed, whether the session
 // lives on over another one or not.
-func serveResumableWS(ctx context.Context, wc *websocket.Conn, r Responder, opts []Option) {
+func serveResumableWS(ctx context.Context, wc *websocket.Conn, tlsState *tls.ConnectionState, r Responder, opts []Option) {
 	t := &closeWatch{transport: newWSTransport(wc), done: make(chan struct{})}
 	ws := t.transport.(*wsTransport)
 	serveResumable(ctx, t, func() ([]byte, error) {
@@ -100,7 +104,7 @@ func serveResumableWS(ctx context.Context, wc *websocket.Conn, r Responder, opts
 		ws.ctx = rctx
 		defer func() { ws.ctx = context.Background() }()
 		return ws.readFrame(nil)
-	}, r, opts)
+	}, tlsState, r, opts)
 	<-t.done
 }
 

@@ -8,8 +8,10 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
 // serveTLS serves the echo responder over TLS on scheme (tls or wss) and
@@ -125,5 +127,83 @@ func TestTLSSilentClientDoesNotBlockAccept(t *testing.T) {
 	defer c.Close()
 	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("next")}); err != nil || string(r.Data) != "next" {
 		t.Fatalf("the client after a silent one: %q %v", r.Data, err)
+	}
+}
+
+// TestResumeBindsTLSIdentity: with mutual TLS, a RESUME is accepted only
+// from the client identity that set the session up. Another client of
+// the same CA that presents the session's token is refused
+// (REJECTED_RESUME "resume from another client identity") and the
+// session stays with its owner, which still resumes through cuts.
+func TestResumeBindsTLSIdentity(t *testing.T) {
+	ca := testpki.NewCA(t)
+	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
+	owner := ca.Issue(t, "owner", x509.ExtKeyUsageClientAuth)
+	thief := ca.Issue(t, "thief", x509.ExtKeyUsageClientAuth)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ln, _, err := Listen("tls://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTLS := &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = Serve(ctx, ln, newEcho(), WithTLS(srvTLS), WithResume(ResumeConfig{})) }()
+	t.Cleanup(func() { cancel(); <-done })
+	const cuts = 3
+	p := newCutProxy(t, ln.Addr().String(), 7, cuts, 4<<10, 64<<10)
+	p.set(func(p *cutProxy) { p.left = 0 }) // no cuts until the thief has tried
+	token := []byte("0123456789abcdef")
+	cliTLS := func(cert tls.Certificate) *tls.Config {
+		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
+	}
+	c, err := Dial(ctx, "tls://"+p.addr(), WithTLS(cliTLS(owner)),
+		WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("mine")}); err != nil || string(r.Data) != "mine" {
+		t.Fatalf("owner: %q %v", r.Data, err)
+	}
+
+	nc, err := tls.Dial("tcp", ln.Addr().String(), cliTLS(thief))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	out := frame.ReserveLengthPrefix(nil)
+	if out, err = frame.AppendResume(out, 1, 0, token, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := frame.SetLengthPrefix(out, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(withinBound))
+	in, err := frame.ReadLengthPrefixed(nc, nil, 1<<20)
+	if err != nil {
+		t.Fatalf("thief's RESUME: no answer: %v", err)
+	}
+	ef, err := frame.ParseError(in)
+	if err != nil || ef.Code != frame.ErrorCodeRejectedResume || ef.Message() != "resume from another client identity" {
+		t.Fatalf("thief's RESUME answered %+v (%v); want REJECTED_RESUME \"resume from another client identity\"", ef, err)
+	}
+
+	// The owner's session is untouched, and it resumes as itself.
+	p.set(func(p *cutProxy) { p.left = cuts })
+	p.cutAll()
+	s, err := c.RequestStream(ctx, Payload{Data: []byte("20000")}, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the owner's stream", func() { err = readStream(s, 20000) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.ResumeStats(); st.Resumed < 1 {
+		t.Fatalf("the owner resumed %d times after the cut, want at least 1", st.Resumed)
 	}
 }

@@ -265,7 +265,7 @@ func WebSocketHandler(ctx context.Context, r Responder, opts ...Option) http.Han
 			return // Accept answered the client
 		}
 		if o := buildOptions(conn.Server, opts); o.resume != nil {
-			serveResumableWS(ctx, wc, r, opts)
+			serveResumableWS(ctx, wc, req.TLS, r, opts)
 			return
 		}
 		c, err := start(ctx, newWSTransport(wc), conn.Server, append([]Option{WithResponder(r)}, opts...))

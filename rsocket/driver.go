@@ -75,9 +75,12 @@ type Conn struct {
 	// under load many frames share one syscall. Nobody else writes: the
 	// reader must not stop reading for a peer that does not read (both
 	// ends blocked writing would deadlock).
-	out      []byte // frames not yet written
-	spare    []byte // the last written buffer, for reuse
-	writing  bool
+	out     []byte // frames not yet written
+	spare   []byte // the last written buffer, for reuse
+	writing bool
+	// idleWait, when set, is closed by the end of the write in flight
+	// (wrote): lockIdle waits on it.
+	idleWait chan struct{}
 	wclosing bool // close the transport once out is written
 	wfailed  bool // a write failed: output is dropped
 	wsig     chan struct{}
@@ -392,6 +395,10 @@ func (c *Conn) takeOut() []byte {
 // wrote ends a write. Under mu.
 func (c *Conn) wrote(buf []byte, err error) {
 	c.writing = false
+	if c.idleWait != nil {
+		close(c.idleWait)
+		c.idleWait = nil
+	}
 	if cap(buf) <= 1<<20 { // do not keep a huge buffer after a big payload
 		c.spare = buf[:0]
 	}

@@ -273,9 +273,10 @@ func (c *Conn) resumed() {
 
 // lockIdle takes mu once no write is in flight (a write on a lost
 // transport ends quickly: transportLost closed it). It returns false,
-// without mu, when the connection closed.
+// without mu, when the connection closed. It waits on idleWait, which
+// the write's end (wrote) closes: no polling.
 func (c *Conn) lockIdle() bool {
-	for i := 0; ; i++ {
+	for {
 		c.mu.Lock()
 		if c.closed {
 			c.release()
@@ -284,8 +285,15 @@ func (c *Conn) lockIdle() bool {
 		if !c.writing {
 			return true
 		}
+		if c.idleWait == nil {
+			c.idleWait = make(chan struct{})
+		}
+		wait := c.idleWait
 		c.mu.Unlock()
-		time.Sleep(min(time.Duration(i+1)*100*time.Microsecond, 10*time.Millisecond))
+		select {
+		case <-wait:
+		case <-c.ctx.Done():
+		}
 	}
 }
 

@@ -67,7 +67,13 @@ type Config struct {
 	// MaxTokens bounds the remembered token → server routes (default
 	// 100,000; the oldest is forgotten first, and falls back to hashing).
 	MaxTokens int
-	Logger    *slog.Logger
+	// MaxPending bounds the connections whose first frame is still being
+	// read (default 1,024): each may hold up to MaxFirstFrame bytes, so a
+	// flood of clients that connect and trickle costs at most
+	// MaxPending × MaxFirstFrame. Beyond it new connections are closed at
+	// once.
+	MaxPending int
+	Logger     *slog.Logger
 }
 
 // Stats counts what the proxy routed.
@@ -77,7 +83,7 @@ type Stats struct {
 	// the rest were routed by hashing alone.
 	ResumesRemembered uint64
 	// Refused: first frames that were neither SETUP nor RESUME, too long,
-	// malformed or too late.
+	// malformed or too late, and connections beyond MaxPending.
 	Refused uint64
 	// DialFailures: dials to a server that failed.
 	DialFailures uint64
@@ -93,6 +99,9 @@ type Proxy struct {
 	order  []string       // tokens in insertion order, for eviction
 	head   int            // order[head:] are live entries
 	rr     int
+	// pending (capacity MaxPending) holds a slot per connection whose
+	// first frame is being read.
+	pending chan struct{}
 
 	setups, resumableSetups, resumes, remembered, refused, dialFailures atomic.Uint64
 }
@@ -114,10 +123,13 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 100_000
 	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 1024
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{cfg: cfg, log: cfg.Logger, routes: map[string]int{}}, nil
+	return &Proxy{cfg: cfg, log: cfg.Logger, routes: map[string]int{}, pending: make(chan struct{}, cfg.MaxPending)}, nil
 }
 
 // Stats returns the proxy's counters.
@@ -157,8 +169,19 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // both ways until either side ends.
 func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	// Shutdown does not wait for a client's first frame.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	select {
+	case p.pending <- struct{}{}:
+	default:
+		p.refused.Add(1)
+		p.log.Warn("rsproxy: too many connections without a first frame yet; closing a new one", "max", p.cfg.MaxPending)
+		return
+	}
 	_ = c.SetReadDeadline(time.Now().Add(p.cfg.FirstFrameTimeout))
 	first, err := frame.ReadLengthPrefixed(c, nil, p.cfg.MaxFirstFrame)
+	<-p.pending
 	if err != nil {
 		p.refused.Add(1)
 		p.log.Debug("rsproxy: no first frame", "client", c.RemoteAddr().String(), "err", err)

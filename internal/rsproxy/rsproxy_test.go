@@ -1,8 +1,13 @@
 package rsproxy
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -128,5 +133,49 @@ func TestRoutesBounded(t *testing.T) {
 	}
 	if _, ok := p.routes["9999"]; !ok {
 		t.Fatal("the newest route was forgotten")
+	}
+}
+
+// TestPendingBounded: connections that send no first frame hold a slot
+// each; beyond MaxPending a new one is closed at once (and counted), so
+// a flood of silent clients costs at most MaxPending × MaxFirstFrame.
+func TestPendingBounded(t *testing.T) {
+	p := newProxy(t, Config{Affinity: true, MaxPending: 2})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	// One of the three is closed by the proxy: its read ends with EOF
+	// while the other two wait for their first frame.
+	closed := make(chan int, 3)
+	for i, c := range conns {
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard, not a timing
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+				closed <- i
+			}
+		}()
+	}
+	<-closed
+	if st := p.Stats(); st.Refused != 1 {
+		t.Fatalf("stats %+v, want 1 refused", st)
 	}
 }

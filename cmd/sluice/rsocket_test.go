@@ -15,35 +15,46 @@ import (
 // ports and returns its tcp and ws URLs.
 func startRSocketServe(t *testing.T, extra ...string) (tcpURL, wsURL string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
 	args := append([]string{"--listen", "tcp://127.0.0.1:0", "--listen", "ws://127.0.0.1:0/rsocket", "--log-level", "error"}, extra...)
-	go func() { done <- rsocketServe(ctx, args, pw, io.Discard); pw.Close() }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		u, ok := strings.CutPrefix(sc.Text(), "listening ")
-		if !ok {
-			continue
-		}
+	for _, u := range startListening(t, "serve", 2, func(ctx context.Context, stdout io.Writer) error {
+		return rsocketServe(ctx, args, stdout, io.Discard)
+	}) {
 		if strings.HasPrefix(u, "tcp://") {
 			tcpURL = u
 		} else {
 			wsURL = u
 		}
-		if tcpURL != "" && wsURL != "" {
-			go io.Copy(io.Discard, pr)
-			return
+	}
+	return tcpURL, wsURL
+}
+
+// startListening runs a server command in this process until the test
+// ends (it must return nil then) and returns the first n URLs it prints
+// as "listening URL".
+func startListening(t *testing.T, name string, n int, run func(ctx context.Context, stdout io.Writer) error) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, pw); pw.Close() }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+	var urls []string
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+			if urls = append(urls, u); len(urls) == n {
+				go io.Copy(io.Discard, pr)
+				return urls
+			}
 		}
 	}
-	t.Fatal("serve printed no listening URLs")
-	return
+	t.Fatalf("%s printed %d listening URLs, want %d", name, len(urls), n)
+	return nil
 }
 
 func TestRSocketCLI(t *testing.T) {

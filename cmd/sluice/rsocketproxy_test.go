@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"strconv"
@@ -13,26 +12,11 @@ import (
 // of backends (tcp:// URLs) and returns its host:port.
 func startRSocketProxy(t *testing.T, backends []string, extra ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
 	args := append([]string{"--listen", "tcp://127.0.0.1:0", "--backends", strings.Join(backends, ","), "--log-level", "error"}, extra...)
-	go func() { done <- rsocketProxy(ctx, args, pw, io.Discard); pw.Close() }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("proxy: %v", err)
-		}
-	})
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "listening tcp://"); ok {
-			go io.Copy(io.Discard, pr)
-			return u
-		}
-	}
-	t.Fatal("proxy printed no listening URL")
-	return ""
+	u := startListening(t, "proxy", 1, func(ctx context.Context, stdout io.Writer) error {
+		return rsocketProxy(ctx, args, stdout, io.Discard)
+	})[0]
+	return strings.TrimPrefix(u, "tcp://")
 }
 
 // TestRSocketProxyResume: three `rsocket serve --resume` servers, each

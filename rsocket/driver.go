@@ -299,6 +299,7 @@ func (c *Conn) runOps() {
 // its own frame would cost a syscall each (measured: 128 blocking
 // callers lost 2.5× their rate that way).
 func (c *Conn) unlock(direct bool) {
+	c.applyRetainLimit()
 	for {
 		c.runOps()
 		if !c.closed {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
@@ -42,6 +43,15 @@ type ResumeConfig struct {
 	// 16 MiB). A peer further behind than that is rejected with
 	// REJECTED_RESUME, never resumed with a gap.
 	BufferBytes int
+	// MaxRetainedBytes (server) bounds the frames retained by all of a
+	// server's sessions together (default 1 GiB): each session may
+	// retain min(BufferBytes, MaxRetainedBytes / sessions), at least
+	// 64 KiB, so the bound shrinks as sessions come and grows as they
+	// go. Servers sharing one Option value share the budget. Retained
+	// frames are trimmed as the client's KEEPALIVEs report what it
+	// received; what a session must keep is what was in flight when its
+	// connection broke, usually far less than its share.
+	MaxRetainedBytes int64
 	// SessionLifetime: a session down that long ends with
 	// conn.ErrResumeExpired (default 60 s), on either end.
 	SessionLifetime time.Duration
@@ -90,7 +100,27 @@ const DefaultMaxResumeSessions = 10000
 const firstFrameTimeout = 10 * time.Second
 
 type resumeOptions struct {
-	cfg ResumeConfig
+	cfg    ResumeConfig
+	budget *retainBudget
+}
+
+// Defaults of the server-wide retained-frames budget.
+const (
+	DefaultMaxRetainedBytes = 1 << 30
+	minRetainPerSession     = 64 << 10
+)
+
+// retainBudget shares ResumeConfig.MaxRetainedBytes among a server's
+// resumable sessions.
+type retainBudget struct {
+	total, perSessionMax int64
+	sessions             atomic.Int64
+}
+
+// limit is one session's bound on retained bytes now.
+func (b *retainBudget) limit() int {
+	n := max(b.sessions.Load(), 1)
+	return int(max(min(b.total/n, b.perSessionMax), minRetainPerSession))
 }
 
 // WithResume makes Dial's connection resumable: SETUP carries R and the
@@ -118,8 +148,16 @@ func WithResume(cfg ResumeConfig) Option {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
+	if cfg.MaxRetainedBytes <= 0 {
+		cfg.MaxRetainedBytes = DefaultMaxRetainedBytes
+	}
+	perSession := int64(cfg.BufferBytes)
+	if perSession <= 0 {
+		perSession = conn.DefaultResumeBufferBytes
+	}
+	budget := &retainBudget{total: cfg.MaxRetainedBytes, perSessionMax: perSession}
 	return func(o *options) {
-		o.resume = &resumeOptions{cfg: cfg}
+		o.resume = &resumeOptions{cfg: cfg, budget: budget}
 		o.cfg.ResumeBufferBytes = cfg.BufferBytes
 		o.cfg.ResumeSessionLifetime = cfg.SessionLifetime
 		if o.cfg.Role == conn.Server {
@@ -235,6 +273,22 @@ type resumeConn struct {
 	// the SETUP (ResumeConfig.PeerIdentity); a RESUME must come with the
 	// same.
 	peer string
+	// budget (server, once registered in the store): the shared bound on
+	// retained bytes; limit is the bound last applied to the machine.
+	budget *retainBudget
+	limit  int
+}
+
+// applyRetainLimit lowers or raises the machine's bound on retained
+// frames to the session's current share of the server's budget. Under mu.
+func (c *Conn) applyRetainLimit() {
+	if c.rsm == nil || c.rsm.budget == nil {
+		return
+	}
+	if l := c.rsm.budget.limit(); l != c.rsm.limit {
+		c.rsm.limit = l
+		c.m.SetResumeBufferBytes(l)
+	}
 }
 
 // transportLost handles EventReconnect: the machine kept the session.
@@ -383,9 +437,13 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 				_ = c.m.Close(frame.ErrorCodeRejectedSetup, err.Error())
 			} else {
 				tok := clone(tok)
+				budget := o.resume.budget
+				budget.sessions.Add(1)
+				c.rsm.budget = budget
 				context.AfterFunc(c.ctx, func() {
 					c.opts.log.Debug("rsocket: session closed, forgotten", "err", c.Err())
 					store.Remove(tok, c)
+					budget.sessions.Add(-1)
 				})
 			}
 		}

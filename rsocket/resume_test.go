@@ -392,3 +392,66 @@ func resumedStreamAt(t *testing.T, p *cutProxy, url string, items, cuts int) {
 		t.Errorf("the proxy cut %d times and the client resumed %d times, want %d each", got, st.Resumed, cuts)
 	}
 }
+
+// TestResumeBudgetShared: a server's sessions share MaxRetainedBytes:
+// with four sessions each retains at most a quarter of it, however much
+// it sent; when three close, the last one's share grows back (to
+// BufferBytes at most).
+func TestResumeBudgetShared(t *testing.T) {
+	const budget, perSession = 512 << 10, 1 << 20
+	store := NewMemoryResumeStore(0)
+	addr, _ := resumeServer(t, "tcp", ResumeConfig{Store: store, BufferBytes: perSession, MaxRetainedBytes: budget})
+	ctx := context.Background()
+	var clients []*Conn
+	var tokens [][]byte
+	for i := range 4 {
+		tok := []byte(fmt.Sprintf("budget-token-%d", i))
+		c, err := Dial(ctx, "tcp://"+addr, WithResume(ResumeConfig{Token: tok}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients, tokens = append(clients, c), append(tokens, tok)
+	}
+	serverSide := func(tok []byte) (limit, retained int) {
+		t.Helper()
+		sc := store.Lookup(tok)
+		if sc == nil {
+			t.Fatalf("no server session for %s", tok)
+		}
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		n, _ := sc.m.RetainedBytes()
+		return sc.rsm.limit, n
+	}
+	for _, c := range clients {
+		s, err := c.RequestStream(ctx, Payload{Data: []byte("50000")}, 1024) // ~500 KB of frames
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rerr error
+		within(t, "a stream", func() { rerr = readStream(s, 50_000) })
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+	}
+	for _, tok := range tokens {
+		if limit, n := serverSide(tok); limit != budget/4 || n > budget/4 {
+			t.Fatalf("%s: limit %d, retained %d; want limit %d and no more retained", tok, limit, n, budget/4)
+		}
+	}
+	for _, c := range clients[1:] {
+		c.Close()
+	}
+	within(t, "the closed sessions to leave the store", func() {
+		for store.Lookup(tokens[1]) != nil || store.Lookup(tokens[2]) != nil || store.Lookup(tokens[3]) != nil {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	if _, err := clients[0].RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if limit, _ := serverSide(tokens[0]); limit != budget {
+		t.Fatalf("alone, the session's limit is %d, want the whole budget %d (below BufferBytes)", limit, budget)
+	}
+}

@@ -60,6 +60,10 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	byteCredits := fs.Uint("byte-credits", 0, "accept the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	lease := fs.Bool("lease", false, "accept clients that ask for lease, granting each 1000 requests per 10s")
 	resume := fs.Bool("resume", false, "accept resumable clients: keep each session through a broken connection (docs/rsocket-resume.md)")
+	resumeBuffer := byteSize(conn.DefaultResumeBufferBytes)
+	fs.Var(&resumeBuffer, "resume-buffer", "with --resume: sent frames one session retains for replay, at most")
+	resumeMemory := byteSize(rsocket.DefaultMaxRetainedBytes)
+	fs.Var(&resumeMemory, "resume-memory", "with --resume: sent frames all sessions retain together, at most (each gets an equal share, at least 64KiB, up to --resume-buffer)")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -92,7 +96,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}
 	if *resume {
-		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{}))
+		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{BufferBytes: int(resumeBuffer), MaxRetainedBytes: int64(resumeMemory)}))
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -107,6 +107,21 @@ func (m *Machine) replay(pos uint64) {
 	m.out = append(m.out, m.rs.ret...)
 }
 
+// SetResumeBufferBytes changes the bound on the sent frames retained for
+// replay (Config.ResumeBufferBytes; n <= 0 is ignored), dropping the
+// oldest retained frames beyond it at once: a server shares one memory
+// budget among its sessions and lowers each one's bound as sessions come.
+// A peer then further behind than what is retained cannot resume.
+func (m *Machine) SetResumeBufferBytes(n int) {
+	if n <= 0 {
+		return
+	}
+	m.cfg.ResumeBufferBytes = n
+	for len(m.rs.ret) > n {
+		m.dropRetained()
+	}
+}
+
 // RetainedBytes returns the bytes held for replay (bounded by
 // Config.ResumeBufferBytes) and the position of the first of them.
 func (m *Machine) RetainedBytes() (n int, first uint64) { return len(m.rs.ret), m.rs.retStart }

@@ -320,6 +320,45 @@ func TestResumeServerRejectsTooFarBehind(t *testing.T) {
 	}
 }
 
+// TestSetResumeBufferBytes: lowering the bound drops the oldest retained
+// frames at once and holds for the frames sent after; a client that lost
+// what was dropped is rejected, one within what is left resumes.
+func TestSetResumeBufferBytes(t *testing.T) {
+	p := resumePair(t, Config{})
+	p.c.RequestStream(1000, nil, []byte("x"))
+	p.pump()
+	id := p.sEv[len(p.sEv)-1].StreamID
+	for i := 0; i < 20; i++ {
+		p.s.SendPayload(id, nil, make([]byte, 30), true, false)
+	}
+	p.pump() // delivered: the client has all of it
+	if n, _ := p.s.RetainedBytes(); n < 20*30 {
+		t.Fatalf("retained %d bytes before lowering the bound", n)
+	}
+	p.s.SetResumeBufferBytes(200)
+	p.s.SetResumeBufferBytes(0) // ignored
+	if n, _ := p.s.RetainedBytes(); n > 200 || n == 0 {
+		t.Fatalf("retained %d bytes after lowering the bound to 200", n)
+	}
+	for i := 0; i < 20; i++ {
+		p.s.SendPayload(id, nil, make([]byte, 30), true, false)
+		if n, _ := p.s.RetainedBytes(); n > 200 {
+			t.Fatalf("retained %d bytes, bound 200", n)
+		}
+	}
+	p.pump()
+	// The client received everything: what is retained suffices.
+	p.c.TransportClosed(errors.New("cut"))
+	p.s.TransportClosed(errors.New("cut"))
+	drain(t, p.c)
+	drain(t, p.s)
+	_ = p.c.Reconnected(0)
+	cf, _ := drain(t, p.c)
+	if !p.s.AcceptResume(0, resumeFrameOf(t, cf)) {
+		t.Fatal("a client that has every frame was refused after the bound was lowered")
+	}
+}
+
 func TestResumeKeepaliveTrims(t *testing.T) {
 	p := resumePair(t, Config{})
 	p.c.RequestStream(100, nil, []byte("x"))

@@ -266,70 +266,6 @@ func javaClient(t *testing.T, java, cp string, rows *interopRows) {
 	}
 }
 
-// javaEvent is one line the Java server printed: EVENT TRANSPORT KIND VALUE.
-type javaEvent struct{ kind, value string }
-
-// startJavaServer runs the Java server and returns its ports and events by
-// transport. It ends when the test closes the JVM's stdin.
-func startJavaServer(t *testing.T, ctx context.Context, java, cp string) (map[string]string, map[string]chan javaEvent) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "server")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("java server stderr:\n%s", stderr.String())
-		}
-	})
-	events := map[string]chan javaEvent{"tcp": make(chan javaEvent, 16), "ws": make(chan javaEvent, 16)}
-	ports := make(chan [2]string, 2)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			f := strings.Split(sc.Text(), "\t")
-			switch {
-			case len(f) == 3 && f[0] == "LISTEN":
-				ports <- [2]string{f[1], f[2]}
-			case len(f) == 4 && f[0] == "EVENT" && events[f[1]] != nil:
-				select {
-				case events[f[1]] <- javaEvent{f[2], f[3]}:
-				default:
-				}
-			}
-		}
-	}()
-	addrs := map[string]string{}
-	for len(addrs) < 2 {
-		select {
-		case p := <-ports:
-			addrs[p[0]] = "127.0.0.1:" + p[1]
-		case <-time.After(60 * time.Second):
-			t.Fatalf("the java server did not start; stderr:\n%s", stderr.String())
-		}
-	}
-	return addrs, events
-}
-
 // javaServer: our client → the Java servers. Besides the connection the
 // cases use, each transport has a connection that only checks keepalive:
 // every 100 ms with a 2 s max lifetime, our client closes it unless
@@ -339,7 +275,7 @@ func startJavaServer(t *testing.T, ctx context.Context, java, cp string) (map[st
 func javaServer(t *testing.T, java, cp string, rows *interopRows) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	addrs, events := startJavaServer(t, ctx, java, cp)
+	addrs, events := peers.StartRSocketJavaServer(t, ctx, java, cp)
 	const kaLifetime = 2 * time.Second
 	type conns struct {
 		main, ka *rsocket.Conn
@@ -384,10 +320,10 @@ func javaServer(t *testing.T, java, cp string, rows *interopRows) {
 			t.Helper()
 			select {
 			case ev := <-events[tr]:
-				if ev.kind != kind {
-					t.Fatalf("java server reported %s %q, want %s", ev.kind, ev.value, kind)
+				if ev.Kind != kind {
+					t.Fatalf("java server reported %s %q, want %s", ev.Kind, ev.Value, kind)
 				}
-				return ev.value
+				return ev.Value
 			case <-time.After(30 * time.Second):
 				t.Fatalf("the java server reported no %s within 30 s", kind)
 			}

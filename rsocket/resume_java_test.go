@@ -1,11 +1,9 @@
 package rsocket
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,35 +74,11 @@ func TestResumeJavaServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "server", "resume")
-	stdin, err := cmd.StdinPipe() // the server runs until its stdin closes
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ports := map[string]string{}
-	sc := bufio.NewScanner(stdout)
-	for len(ports) < 2 && sc.Scan() {
-		if f := strings.Split(sc.Text(), "\t"); len(f) == 3 && f[0] == "LISTEN" {
-			ports[f[1]] = f[2]
-		}
-	}
-	if ports["tcp"] == "" || ports["ws"] == "" {
-		t.Fatalf("rsocket-java's server printed ports %v, want tcp and ws", ports)
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-
+	addrs, _ := peers.StartRSocketJavaServer(t, ctx, java, cp, "resume")
 	for i, tr := range []string{"tcp", "ws"} {
 		t.Run(tr, func(t *testing.T) {
 			const items, cuts = 200_000, 8
-			p := newCutProxy(t, "127.0.0.1:"+ports[tr], uint64(22+i), cuts, 4<<10, 200<<10)
+			p := newCutProxy(t, addrs[tr], uint64(22+i), cuts, 4<<10, 200<<10)
 			url := "tcp://" + p.addr()
 			if tr == "ws" {
 				url = "ws://" + p.addr() + "/"

@@ -1,7 +1,8 @@
 // Package peers finds the RSocket peer implementations that tests run
 // against (rsocket-java, built by interop/rsocket-java/setup.sh) and checks
 // that a build is of the sources in the tree, so that a stale peer is never
-// tested or published. Only tests import it.
+// tested or published; it also starts rsocket-java's servers for the
+// interop and resume tests (StartRSocketJavaServer). Only tests import it.
 package peers
 
 import (

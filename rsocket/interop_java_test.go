@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -117,8 +118,9 @@ const (
 var javaCases = []string{"request_response", "fire_and_forget", "metadata_push", "request_stream",
 	"request_channel", "error", "cancel", "concurrent_1000", "large_20MiB", "composite_metadata", "keepalive"}
 
-// javaClientCases adds what only their client can do: our client has no
-// resume to ask for.
+// javaClientCases adds what only their client does here: lease, and a
+// resumable SETUP against a server without resumption (resume_stream,
+// both ways, is javaResume's).
 var javaClientCases = append(append([]string(nil), javaCases...), "lease", "resume_rejected")
 
 // rsocketJava returns the java binary and the peer's classpath, or skips
@@ -144,8 +146,112 @@ func TestInteropJava(t *testing.T) {
 	t.Run("both", func(t *testing.T) {
 		t.Run("JavaClient", func(t *testing.T) { t.Parallel(); javaClient(t, java, cp, rows) })
 		t.Run("JavaServer", func(t *testing.T) { t.Parallel(); javaServer(t, java, cp, rows) })
+		t.Run("JavaResume", func(t *testing.T) { t.Parallel(); javaResume(t, java, cp, rows) })
 	})
-	rows.check(t, 2*(len(javaClientCases)+len(javaCases)))
+	rows.check(t, 2*(len(javaClientCases)+len(javaCases))+4)
+}
+
+// javaResume: resumption both ways over TCP and WebSocket (row
+// resume_stream). A request-stream of 200,000 elements goes through a
+// proxy that cuts the connection 8 times at seeded random byte offsets
+// (bytes in flight lost); it must arrive complete, in order, once, the
+// requester resuming after every cut. rsocket-java's client is `Peer
+// resume-stream` (RSocketConnector.resume, redial every 50 ms) against
+// our Serve/ServeWebSocket with WithResume; our client with WithResume
+// goes to `Peer server resume` (RSocketServer.resume on both servers).
+func javaResume(t *testing.T, java, cp string, rows *interopRows) {
+	const items, cuts = 200_000, 8
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	for i, tr := range []string{"tcp", "ws"} {
+		ln, path, err := rsocket.Listen(tr + "://127.0.0.1:0/rs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if tr == "ws" {
+				_ = rsocket.ServeWebSocket(sctx, ln, path, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
+			} else {
+				_ = rsocket.Serve(sctx, ln, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
+			}
+		}()
+		p := rsocket.NewCutProxy(t, ln.Addr().String(), uint64(21+i), cuts, 4<<10, 200<<10)
+		target := p.Addr()
+		if tr == "ws" {
+			target = "ws://" + p.Addr() + path
+		}
+		out, err := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "resume-stream", tr, target, strconv.Itoa(items)).Output()
+		stop()
+		<-done
+		var f []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "RESULT\t") {
+				f = strings.Split(l, "\t")
+			}
+		}
+		switch {
+		case err != nil:
+			rows.add(javaClDir, tr, "resume_stream", "FAIL", fmt.Sprintf("java: %v", err))
+		case len(f) != 5 || f[3] != "pass":
+			rows.add(javaClDir, tr, "resume_stream", "FAIL", fmt.Sprintf("result %q", f))
+		case p.Cuts() != cuts:
+			rows.add(javaClDir, tr, "resume_stream", "FAIL", fmt.Sprintf("%d cuts, want %d: the stream must outlast them", p.Cuts(), cuts))
+		default:
+			rows.add(javaClDir, tr, "resume_stream", "pass", fmt.Sprintf("%s through %d cuts (%d connections)", f[4], p.Cuts(), p.Accepted()))
+		}
+	}
+
+	addrs, _ := peers.StartRSocketJavaServer(t, ctx, java, cp, "resume")
+	for i, tr := range []string{"tcp", "ws"} {
+		p := rsocket.NewCutProxy(t, addrs[tr], uint64(22+i), cuts, 4<<10, 200<<10)
+		url := "tcp://" + p.Addr()
+		if tr == "ws" {
+			url = "ws://" + p.Addr() + "/"
+			// Past the upgrade request and the RESUME: a cut inside them
+			// fails a redial instead of breaking a session.
+			p.SetMinUpAll(1024)
+		}
+		result, detail := "pass", ""
+		c, err := rsocket.Dial(ctx, url, rsocket.WithResume(rsocket.ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+		if err == nil {
+			var s *rsocket.Stream
+			if s, err = c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256); err == nil {
+				err = inOrder(s, items)
+			}
+			st := c.ResumeStats()
+			c.Close()
+			if err == nil && (p.Cuts() != cuts || st.Resumed != cuts) {
+				err = fmt.Errorf("%d cuts and %d resumes, want %d each", p.Cuts(), st.Resumed, cuts)
+			}
+			detail = fmt.Sprintf("%d elements in order, once; %d cuts, %d resumes", items, p.Cuts(), st.Resumed)
+		}
+		if err != nil {
+			result, detail = "FAIL", err.Error()
+		}
+		rows.add(javaSvDir, tr, "resume_stream", result, detail)
+	}
+}
+
+// inOrder reads a stream that must carry "0" … "n-1" and then complete.
+func inOrder(s *rsocket.Stream, n int) error {
+	for i := 0; ; i++ {
+		p, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			if i != n {
+				return fmt.Errorf("stream ended after %d of %d elements", i, n)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("element %d: %w", i, err)
+		}
+		if got := string(p.Data); got != strconv.Itoa(i) {
+			return fmt.Errorf("element %d is %q: lost, reordered or duplicated", i, got)
+		}
+	}
 }
 
 // javaClient: the Java client → our servers. TCP is metered with a 1 MiB

@@ -1,0 +1,24 @@
+package rsocket
+
+import "testing"
+
+// Hooks for the external test package (rsocket_test), which holds the
+// interop tests and their table.
+
+// CutProxy is the cutting TCP proxy of the resume tests (cutProxy).
+type CutProxy struct{ p *cutProxy }
+
+// NewCutProxy is newCutProxy.
+func NewCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) CutProxy {
+	return CutProxy{newCutProxy(t, upstream, seed, n, maxUp, maxDown)}
+}
+
+// Addr is the proxy's host:port.
+func (c CutProxy) Addr() string { return c.p.addr() }
+
+// Cuts is how many connections it cut; Accepted how many it took.
+func (c CutProxy) Cuts() int     { return int(c.p.cuts.Load()) }
+func (c CutProxy) Accepted() int { return int(c.p.accepted.Load()) }
+
+// SetMinUpAll sets cutProxy.minUpAll.
+func (c CutProxy) SetMinUpAll(n int) { c.p.set(func(p *cutProxy) { p.minUpAll = n }) }

@@ -104,7 +104,10 @@
 // Config.ResumeSessionLifetime; Reconnected (client) and AcceptResume
 // (server) resume it and replay what the peer lacks, exactly once. Without
 // resumption RESUME and RESUME_OK are rejected or ignored as a peer
-// without resume must.
+// without resume must. Across a server restart (restore.go): ResumeImage
+// is what a server must keep of a session, Restore rebuilds it in another
+// process with its link down; after the RESUME the streams that were open
+// end with APPLICATION_ERROR or CANCEL, since their handlers are gone.
 //
 // # Ownership
 //

@@ -248,6 +248,7 @@ func (m *Machine) AcceptResume(now time.Duration, b []byte) (ok bool) {
 	_ = frame.SetLengthPrefix(m.out, at)
 	m.lastReceived = now
 	m.replay(r.LastReceivedServerPosition)
+	m.endOrphans()
 	m.events = append(m.events, Event{Kind: EventResumed})
 	return true
 }

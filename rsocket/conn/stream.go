@@ -38,6 +38,9 @@ type stream struct {
 	// as the peer's, for enforcement.
 	governed             bool
 	sendBytes, recvBytes int64
+	// orphan: restored from a ResumeImage; its handler died with the
+	// process that took the image, so AcceptResume ends it (restore.go).
+	orphan bool
 }
 
 // assembly holds an inbound fragmented request or PAYLOAD. Invariant:

@@ -1,0 +1,219 @@
+package conn
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// TestRestoreResumesAndEndsOrphans: a client streams from the server and
+// has a request-response answered; the server's image is taken, then
+// more is sent that the client never gets (lost with the process), and
+// the process dies. The restored server takes the client's RESUME:
+// RESUME_OK, the frames the client lacks replayed once and in order,
+// then the stream that was open ends with APPLICATION_ERROR "server
+// restarted", and a new request reaches the restored server.
+func TestRestoreResumesAndEndsOrphans(t *testing.T) {
+	p := resumePair(t, Config{})
+	sid, _ := p.c.RequestStream(100, nil, []byte("s"))
+	p.pump()
+	var srvStream uint32
+	for _, e := range p.sEv {
+		if e.Kind == EventRequest && e.Interaction == RequestStream {
+			srvStream = e.StreamID
+		}
+	}
+	if srvStream != sid {
+		t.Fatalf("server saw stream %d, client opened %d", srvStream, sid)
+	}
+	for i := 0; i < 3; i++ {
+		if err := p.s.SendPayload(sid, nil, []byte{'a' + byte(i)}, true, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.pump() // the client has a, b, c
+	if err := p.s.SendPayload(sid, nil, []byte("d"), true, false); err != nil {
+		t.Fatal(err)
+	}
+	img, err := p.s.ResumeImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, p.s) // "d" lost on the wire with the old process
+	// The image is a copy: what the old machine does after does not
+	// change it.
+	_ = p.s.SendPayload(sid, nil, []byte("after the image"), true, false)
+	drain(t, p.s)
+
+	scfg := p.s.cfg
+	s2, err := Restore(scfg, img, p.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s2.Resumable() || s2.NumStreams() != 1 {
+		t.Fatalf("restored: resumable %v, %d streams", s2.Resumable(), s2.NumStreams())
+	}
+	p.s = s2
+	p.c.TransportClosed(errors.New("server killed"))
+	drain(t, p.c)
+	if err := p.c.Reconnected(p.now); err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := drain(t, p.c)
+	if !p.s.AcceptResume(p.now, resumeFrameOf(t, cf)) {
+		sf, _ := drain(t, p.s)
+		t.Fatalf("restored server refused the RESUME: %s", describe(sf))
+	}
+	p.cEv = nil
+	p.pump()
+	var got []string
+	var ended *Event
+	for i, e := range p.cEv {
+		switch {
+		case e.Kind == EventPayload && e.StreamID == sid:
+			got = append(got, string(e.Data))
+		case e.Kind == EventError && e.StreamID == sid:
+			ended = &p.cEv[i]
+		}
+	}
+	if strings.Join(got, ",") != "d" {
+		t.Fatalf("after the resume the client got %q, want the lost \"d\" once", got)
+	}
+	if ended == nil || ended.Code != frame.ErrorCodeApplicationError || !strings.Contains(ended.Message, "server restarted") {
+		t.Fatalf("the orphaned stream: %+v; want APPLICATION_ERROR \"server restarted\"", ended)
+	}
+	if p.s.NumStreams() != 0 {
+		t.Fatalf("%d streams left on the restored server", p.s.NumStreams())
+	}
+	// The session goes on: a new request reaches the restored server.
+	p.sEv = nil
+	rid, err := p.c.RequestResponse(nil, []byte("again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pump()
+	if len(p.sEv) == 0 || p.sEv[0].Kind != EventRequest || p.sEv[0].StreamID != rid || string(p.sEv[0].Data) != "again" {
+		t.Fatalf("restored server events %s", describeEvents(p.sEv))
+	}
+	sent, recv := p.s.Positions()
+	csent, crecv := p.c.Positions()
+	if sent != crecv || recv != csent {
+		t.Fatalf("positions: server sent %d received %d, client sent %d received %d", sent, recv, csent, crecv)
+	}
+}
+
+// TestRestoreEndsRequesterStreams: a stream the server requested from
+// the client is cancelled after the restore (its requester is gone).
+func TestRestoreEndsRequesterStreams(t *testing.T) {
+	p := resumePair(t, Config{})
+	id, err := p.s.RequestStream(10, nil, []byte("from the server"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pump()
+	img, err := p.s.ResumeImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Restore(p.s.cfg, img, p.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.s = s2
+	p.c.TransportClosed(errors.New("server killed"))
+	drain(t, p.c)
+	_ = p.c.Reconnected(p.now)
+	cf, _ := drain(t, p.c)
+	if !p.s.AcceptResume(p.now, resumeFrameOf(t, cf)) {
+		t.Fatal("refused")
+	}
+	p.cEv = nil
+	p.pump()
+	cancelled := false
+	for _, e := range p.cEv {
+		cancelled = cancelled || (e.Kind == EventCancel && e.StreamID == id)
+	}
+	if !cancelled {
+		t.Fatalf("client events %s; want CANCEL of stream %d", describeEvents(p.cEv), id)
+	}
+	// The restored server's own ids go on after the image's.
+	id2, err := p.s.RequestResponse(nil, []byte("x"))
+	if err != nil || id2 <= id {
+		t.Fatalf("next server stream %d (%v), want above %d", id2, err, id)
+	}
+}
+
+// TestRestoreExpires: a restored session nobody resumes closes after the
+// session lifetime, like one whose connection broke.
+func TestRestoreExpires(t *testing.T) {
+	p := resumePair(t, Config{})
+	img, err := p.s.ResumeImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Restore(p.s.cfg, img, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Tick(s2.cfg.ResumeSessionLifetime - 1)
+	if closed, _ := s2.Closed(); closed {
+		t.Fatal("closed before the session lifetime")
+	}
+	s2.Tick(s2.cfg.ResumeSessionLifetime)
+	if closed, err := s2.Closed(); !closed || !errors.Is(err, ErrResumeExpired) {
+		t.Fatalf("closed %v (%v), want ErrResumeExpired", closed, err)
+	}
+}
+
+// TestRestoreRejectsBadImages: a damaged image is an error, never a
+// panic or a session that replays garbage; so is a client configuration
+// or a session that is not resumable.
+func TestRestoreRejectsBadImages(t *testing.T) {
+	p := resumePair(t, Config{})
+	p.c.RequestStream(10, nil, []byte("x"))
+	p.pump()
+	_ = p.s.SendPayload(p.sEv[len(p.sEv)-1].StreamID, nil, []byte("payload"), true, false)
+	p.pump()
+	good, err := p.s.ResumeImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(p.s.cfg, good, 0); err != nil {
+		t.Fatalf("the good image: %v", err)
+	}
+	bad := map[string]func(*ResumeImage){
+		"no token":             func(i *ResumeImage) { i.Token = nil },
+		"no keepalive":         func(i *ResumeImage) { i.KeepaliveInterval = 0 },
+		"retained truncated":   func(i *ResumeImage) { i.Retained = i.Retained[:len(i.Retained)-1] },
+		"retained vs position": func(i *ResumeImage) { i.SentPos++ },
+		"start after sent":     func(i *ResumeImage) { i.RetainedStart = i.SentPos + 1 },
+		"client's next id":     func(i *ResumeImage) { i.NextID = 3 },
+		"stream id 0":          func(i *ResumeImage) { i.Streams = append(i.Streams, ImageStream{ID: 0, Kind: RequestStream}) },
+		"duplicate stream":     func(i *ResumeImage) { i.Streams = append(i.Streams, i.Streams[0]) },
+		"unknown kind":         func(i *ResumeImage) { i.Streams[0].Kind = 9 },
+		"stream-0 frame retained": func(i *ResumeImage) {
+			ka := must(frame.AppendKeepalive(nil, false, 0, nil))
+			f := append(must(frame.AppendLengthPrefix(nil, len(ka))), ka...)
+			i.Retained = append(append([]byte(nil), i.Retained...), f...)
+			i.SentPos += uint64(len(ka))
+		},
+	}
+	for name, mutate := range bad {
+		img := good
+		img.Token = append([]byte(nil), good.Token...)
+		img.Retained = append([]byte(nil), good.Retained...)
+		img.Streams = append([]ImageStream(nil), good.Streams...)
+		mutate(&img)
+		if _, err := Restore(p.s.cfg, img, 0); !errors.Is(err, ErrNotRestorable) {
+			t.Errorf("%s: %v, want ErrNotRestorable", name, err)
+		}
+	}
+	if _, err := Restore(Config{Role: Client}, good, 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("client configuration: %v", err)
+	}
+	if _, err := p.c.ResumeImage(); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("a client's image: %v", err)
+	}
+}

@@ -45,9 +45,9 @@ type ResumeConfig struct {
 	BufferBytes int
 	// MaxRetainedBytes (server) bounds the frames retained by all of a
 	// server's sessions together (default 1 GiB): each session may
-	// retain min(BufferBytes, MaxRetainedBytes / sessions), at least
-	// 64 KiB, so the bound shrinks as sessions come and grows as they
-	// go. Servers sharing one Option value share the budget. Retained
+	// retain MaxRetainedBytes / sessions, at least 64 KiB, at most
+	// BufferBytes, so the bound shrinks as sessions come and grows as
+	// they go. Servers sharing one Option value share the budget. Retained
 	// frames are trimmed as the client's KEEPALIVEs report what it
 	// received; what a session must keep is what was in flight when its
 	// connection broke, usually far less than its share.
@@ -117,10 +117,12 @@ type retainBudget struct {
 	sessions             atomic.Int64
 }
 
-// limit is one session's bound on retained bytes now.
+// limit is one session's bound on retained bytes now: its share of the
+// budget, at least minRetainPerSession, never above the configured
+// BufferBytes.
 func (b *retainBudget) limit() int {
 	n := max(b.sessions.Load(), 1)
-	return int(max(min(b.total/n, b.perSessionMax), minRetainPerSession))
+	return int(min(max(b.total/n, minRetainPerSession), b.perSessionMax))
 }
 
 // WithResume makes Dial's connection resumable: SETUP carries R and the

@@ -60,7 +60,14 @@ func newCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown i
 	p := &cutProxy{ln: ln, upstream: upstream, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		left: n, minUp: 1024, maxUp: maxUp, maxDown: maxDown, cutCh: make(chan struct{}, n+64)}
 	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
+	t.Cleanup(func() {
+		// Close what is still open first: after a failure the client may
+		// hold its connection forever, and the wait below would hang.
+		p.set(func(p *cutProxy) { p.refuse = true })
+		_ = ln.Close()
+		p.closeAll()
+		p.wg.Wait()
+	})
 	return p
 }
 
@@ -137,7 +144,12 @@ func (p *cutProxy) serve() {
 
 // cutAll cuts every connection being forwarded now, as a broken link
 // would: a test's deterministic cut, at a point it chose.
-func (p *cutProxy) cutAll() {
+func (p *cutProxy) cutAll() { p.each(true) }
+
+// closeAll closes every connection being forwarded, not counted as cuts.
+func (p *cutProxy) closeAll() { p.each(false) }
+
+func (p *cutProxy) each(counted bool) {
 	p.mu.Lock()
 	cuts := make([]func(bool), 0, len(p.live))
 	for _, f := range p.live {
@@ -145,7 +157,7 @@ func (p *cutProxy) cutAll() {
 	}
 	p.mu.Unlock()
 	for _, f := range cuts {
-		f(true)
+		f(counted)
 	}
 }
 

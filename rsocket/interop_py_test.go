@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -195,22 +196,8 @@ type pyEvent struct {
 func startPyServer(t *testing.T, ctx context.Context, py string) (string, <-chan pyEvent) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, py, filepath.Join(pyDir(t), "server.py"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server.py stderr:\n%s", stderr.String())
-		}
-	})
+	proc := peers.Start(t, cmd, false)
+	stdout := proc.Stdout
 	events := make(chan pyEvent, 64)
 	go func() {
 		defer close(events)

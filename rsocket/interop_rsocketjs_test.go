@@ -316,22 +316,8 @@ func (e *jsEvents) wait(kinds ...string) (jsEvent, bool) {
 func jsStartServer(t *testing.T, ctx context.Context, node, modules, tr string) (port int, events *jsEvents) {
 	t.Helper()
 	cmd := jsCommand(ctx, node, modules, jsScript(t, "server.js"), tr)
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server.js stderr:\n%s", stderr.String())
-		}
-	})
+	proc := peers.Start(t, cmd, false)
+	stdout := proc.Stdout
 	events = &jsEvents{ch: make(chan jsEvent, 64)}
 	go func() {
 		defer close(events.ch)

@@ -2,7 +2,6 @@ package peers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"os/exec"
 	"strings"
@@ -20,33 +19,8 @@ type JavaEvent struct{ Kind, Value string }
 func StartRSocketJavaServer(t testing.TB, ctx context.Context, java, cp string, mode ...string) (map[string]string, map[string]chan JavaEvent) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, java, append([]string{JVMFlags, "-cp", cp, "sluice.interop.Peer", "server"}, mode...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("java server stderr:\n%s", stderr.String())
-		}
-	})
+	proc := Start(t, cmd, true)
+	stdout := proc.Stdout
 	events := map[string]chan JavaEvent{"tcp": make(chan JavaEvent, 16), "ws": make(chan JavaEvent, 16)}
 	ports := make(chan [2]string, 2)
 	go func() {
@@ -70,7 +44,7 @@ func StartRSocketJavaServer(t testing.TB, ctx context.Context, java, cp string, 
 		case p := <-ports:
 			addrs[p[0]] = "127.0.0.1:" + p[1]
 		case <-time.After(60 * time.Second):
-			t.Fatalf("the java server did not start; stderr:\n%s", stderr.String())
+			t.Fatalf("the java server did not start; stderr:\n%s", proc.Stderr())
 		}
 	}
 	return addrs, events

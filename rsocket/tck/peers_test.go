@@ -2,7 +2,6 @@ package tck
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/peers"
 )
 
 // The peers' conformance tests run each interop peer's echo server and
@@ -32,47 +33,14 @@ func peerMissing(t *testing.T, msg string) {
 	t.Skip(msg)
 }
 
-// lockedBuffer collects a peer's stderr for the failure log; exec's
-// copying goroutine writes while the test may read.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startPeer starts a peer's server and reads its stdout until listening
 // has named a port for each of the transports; the process is killed when
 // the test ends. listening parses one line: the transport and port it
 // announces, if it is such a line.
 func startPeer(t *testing.T, cmd *exec.Cmd, transports []string, listening func(line string) (string, int, bool)) map[string]int {
 	t.Helper()
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", filepath.Base(cmd.Path), stderr.String())
-		}
-	})
+	proc := peers.Start(t, cmd, false)
+	out := proc.Stdout
 	ports := map[string]int{}
 	sc := bufio.NewScanner(out)
 	var lines []string
@@ -85,7 +53,7 @@ func startPeer(t *testing.T, cmd *exec.Cmd, transports []string, listening func(
 	}
 	for _, tr := range transports {
 		if ports[tr] == 0 {
-			t.Fatalf("%v did not announce its %s port; stdout: %q; stderr:\n%s", cmd.Args, tr, lines, stderr.String())
+			t.Fatalf("%v did not announce its %s port; stdout: %q; stderr:\n%s", cmd.Args, tr, lines, proc.Stderr())
 		}
 	}
 	// The server goes on reporting events; a full pipe would block it.

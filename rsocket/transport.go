@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sluicehq/sluice/internal/netaccept"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -213,22 +214,12 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 	}
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
-	var delay time.Duration
+	var acc netaccept.Accepter
 	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // transient (EMFILE and the like): back off
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
+		nc, err := acc.Accept(ctx, ln)
+		if nc == nil {
 			return err
 		}
-		delay = 0
 		if o.resume != nil {
 			go serveResumableConn(ctx, nc, r, opts)
 			continue

@@ -45,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/netaccept"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -65,7 +66,8 @@ type Config struct {
 	// DialTimeout bounds a dial to a server (default 5s).
 	DialTimeout time.Duration
 	// MaxTokens bounds the remembered token → server routes (default
-	// 100,000; the oldest is forgotten first, and falls back to hashing).
+	// DefaultMaxTokens; the oldest is forgotten first, and falls back to
+	// hashing).
 	MaxTokens int
 	// MaxPending bounds the connections whose first frame is still being
 	// read (default 1,024): each may hold up to MaxFirstFrame bytes, so a
@@ -75,6 +77,9 @@ type Config struct {
 	MaxPending int
 	Logger     *slog.Logger
 }
+
+// DefaultMaxTokens is Config.MaxTokens's default.
+const DefaultMaxTokens = 100_000
 
 // Stats counts what the proxy routed.
 type Stats struct {
@@ -121,7 +126,7 @@ func New(cfg Config) (*Proxy, error) {
 		cfg.DialTimeout = 5 * time.Second
 	}
 	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = 100_000
+		cfg.MaxTokens = DefaultMaxTokens
 	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 1024
@@ -145,16 +150,10 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	defer wg.Wait()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var acc netaccept.Accepter
 	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
+		c, err := acc.Accept(ctx, ln)
+		if c == nil {
 			return err
 		}
 		wg.Add(1)
@@ -169,7 +168,8 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // both ways until either side ends.
 func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	// Shutdown does not wait for a client's first frame.
+	// Shutdown ends the connection at once, also while its first frame
+	// is still being read.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	select {
@@ -215,23 +215,18 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 	if _, err := s.Write(append(prefix, first...)); err != nil {
 		return
 	}
+	// Shutdown (which closes c, above) or either side ending ends both:
+	// the RSocket peers see a broken connection and resume.
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
-		// One direction ended: end both, as a TCP balancer does; the
-		// RSocket peers see a broken connection and resume.
 		dst.Close()
 		src.Close()
 		done <- struct{}{}
 	}
 	go pipe(s, c)
 	go pipe(c, s)
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	c.Close()
-	s.Close()
+	<-done
 	<-done
 }
 

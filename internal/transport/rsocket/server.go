@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/netaccept"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/extension"
@@ -60,22 +61,12 @@ func Serve(ctx context.Context, ln net.Listener, svc protocol.Service, opts ...O
 	ropts := serverOptions(o)
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
-	var delay time.Duration
+	var acc netaccept.Accepter
 	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // EMFILE and the like: back off
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
+		nc, err := acc.Accept(ctx, ln)
+		if nc == nil {
 			return err
 		}
-		delay = 0
 		go serveConn(ctx, nc, o.tls, o.resume, r, ropts)
 	}
 }

@@ -491,10 +491,11 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		// Not the client that set the session up: refuse this
 		// connection, and leave the session to its owner.
 		o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
-		rejectResume(tr, "resume from another client identity")
-		return
-	case c.acceptResume(tr, f):
-		return
+		msg = "resume from another client identity"
+	default:
+		if c.acceptResume(tr, f) {
+			return
+		}
 	}
 	rejectResume(tr, msg)
 }

@@ -1,8 +1,10 @@
 package conn
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -81,6 +83,7 @@ func (m *Machine) ResumeImage() (ResumeImage, error) {
 	for _, s := range m.streams {
 		img.Streams = append(img.Streams, ImageStream{ID: s.id, Kind: s.kind, Requester: s.requester})
 	}
+	slices.SortFunc(img.Streams, func(a, b ImageStream) int { return cmp.Compare(a.ID, b.ID) })
 	return img, nil
 }
 
@@ -161,11 +164,18 @@ func (img *ResumeImage) validate() error {
 // endOrphans ends the streams a restored session inherited, whose
 // handlers died with the old process: after the replay, so that the
 // client first gets everything that was sent on them.
+// They end in stream id order: a pure machine's output must not depend
+// on map iteration.
 func (m *Machine) endOrphans() {
+	var ids []uint32
 	for id, s := range m.streams {
-		if !s.orphan {
-			continue
+		if s.orphan {
+			ids = append(ids, id)
 		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := m.streams[id]
 		if s.requester && s.kind != RequestChannel {
 			m.emitCancel(id)
 		} else {

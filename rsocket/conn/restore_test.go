@@ -2,6 +2,7 @@ package conn
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -215,5 +216,48 @@ func TestRestoreRejectsBadImages(t *testing.T) {
 	}
 	if _, err := p.c.ResumeImage(); !errors.Is(err, ErrNotAllowed) {
 		t.Errorf("a client's image: %v", err)
+	}
+}
+
+// TestRestoreEndsOrphansInOrder: a restored session's streams end in id
+// order, run after run: the pure machine's output does not depend on map
+// iteration (a seeded simulation must replay the same frames).
+func TestRestoreEndsOrphansInOrder(t *testing.T) {
+	for run := 0; run < 20; run++ {
+		p := resumePair(t, Config{})
+		var want []uint32
+		for i := 0; i < 8; i++ {
+			id, err := p.c.RequestStream(10, nil, []byte("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		p.pump()
+		img, err := p.s.ResumeImage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.s, err = Restore(p.s.cfg, img, p.now); err != nil {
+			t.Fatal(err)
+		}
+		p.c.TransportClosed(errors.New("server killed"))
+		drain(t, p.c)
+		_ = p.c.Reconnected(p.now)
+		cf, _ := drain(t, p.c)
+		if !p.s.AcceptResume(p.now, resumeFrameOf(t, cf)) {
+			t.Fatal("refused")
+		}
+		p.cEv = nil
+		p.pump()
+		var got []uint32
+		for _, e := range p.cEv {
+			if e.Kind == EventError {
+				got = append(got, e.StreamID)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("run %d: streams ended in order %v, want %v", run, got, want)
+		}
 	}
 }

@@ -241,9 +241,7 @@ func (st *session) run(ctx context.Context) error {
 	// done wakes a receiver waiting in flush; once it has let go of mu,
 	// nothing sends on out again.
 	close(st.done)
-	st.mu.Lock()
-	st.refuse = true
-	st.mu.Unlock()
+	st.locked(func() { st.refuse = true })
 	// Let the sender deliver the last acks, but do not wait forever on an
 	// agent that stopped reading.
 	close(st.out)
@@ -272,10 +270,13 @@ func (st *session) loop(ctx context.Context) error {
 	var drainTimeout <-chan time.Time
 	eof, draining := false, false
 	for {
-		st.mu.Lock()
-		msgs, _ := st.rcv.Queued()
-		wch, next := st.nextHandOff()
-		st.mu.Unlock()
+		var msgs int
+		var wch chan<- store.Message
+		var next store.Message
+		st.locked(func() {
+			msgs, _ = st.rcv.Queued()
+			wch, next = st.nextHandOff()
+		})
 		if msgs == 0 {
 			switch {
 			case draining:
@@ -287,30 +288,23 @@ func (st *session) loop(ctx context.Context) error {
 		var err error
 		select {
 		case wch <- next:
-			st.mu.Lock()
-			st.handedOff()
-			st.mu.Unlock()
-			continue
+			st.locked(st.handedOff)
 		case <-st.kick:
-			continue
 		case <-st.gate:
-			st.mu.Lock()
-			st.gate, st.gated = nil, false
-			st.mu.Unlock()
-			continue
+			st.locked(func() { st.gate, st.gated = nil, false })
 		case ss := <-st.statusCh:
-			st.mu.Lock()
-			st.pending = append(st.pending, &protocol.Credit{Store: ss})
+			err = st.stepped(ctx, func() error {
+				st.pending = append(st.pending, &protocol.Credit{Store: ss})
+				return nil
+			})
 		case why := <-ended:
 			if why != io.EOF {
 				return why
 			}
 			// The agent closed its side: ack what is queued, then end.
 			eof, ended = true, nil
-			continue
 		case <-st.acks.C():
-			st.mu.Lock()
-			err = st.handleStored(ctx)
+			err = st.stepped(ctx, func() error { return st.handleStored(ctx) })
 		case <-st.sendDone:
 			return st.sendErr
 		case <-ctx.Done():
@@ -318,23 +312,33 @@ func (st *session) loop(ctx context.Context) error {
 		case <-closing:
 			// Take nothing more; wait for what is queued to be stored
 			// and acked.
-			st.mu.Lock()
-			st.refuse = true
-			st.mu.Unlock()
+			st.locked(func() { st.refuse = true })
 			closing, ended, draining = nil, nil, true
 			drainTimeout = time.After(st.s.cfg.ShutdownTimeout)
-			continue
 		case <-drainTimeout:
 			return errShutdown
 		}
-		if err == nil {
-			err = st.flush(ctx)
-		}
-		st.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// locked runs f under mu.
+func (st *session) locked(f func()) {
+	st.mu.Lock()
+	f()
+	st.mu.Unlock()
+}
+
+// stepped runs f under mu, then sends the frames it produced.
+func (st *session) stepped(ctx context.Context, f func() error) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := f(); err != nil {
+		return err
+	}
+	return st.flush(ctx)
 }
 
 // step steps one thing the receiver found and sends what it produced. It

@@ -4,9 +4,9 @@
 // the sink, sessions won or lost and the clock; the spool writer steps
 // the messages it spooled itself (Spooled), under the same lock. Per
 // session, one goroutine receives frames and one writes messages, from
-// memory or read back from the spool. The driver keeps no protocol timing of its own: the Sender keeps
-// the resend, reconnect and progress deadlines, and the loop keeps one
-// timer at the Sender's NextDeadline. (Two clocks are not the Sender's:
+// memory or read back from the spool. The driver keeps no protocol timing
+// of its own: the Sender keeps the resend, reconnect and progress
+// deadlines, and the loop keeps one timer at the Sender's NextDeadline. (Two clocks are not the Sender's:
 // the handshake deadline, which bounds a dial before there is a session,
 // and the 100ms rate limit on persisting the acknowledged watermark.)
 //

@@ -287,22 +287,22 @@ func (bt *batcher) dictID() uint32 {
 // one per CPU.
 func (g *Ingester) compressor(work <-chan *sealedMsg) {
 	for m := range work {
-		g.compressOwn(m)
+		g.compress(m)
 	}
 }
 
-// compressOwn compresses m with one of the agent's encoders (one per CPU:
+// compress compresses m with one of the agent's encoders (one per CPU:
 // at most that many compressions run at once), in the caller's goroutine.
-func (g *Ingester) compressOwn(m *sealedMsg) {
+func (g *Ingester) compress(m *sealedMsg) {
 	enc := <-g.encs
-	g.compress(m, enc)
+	g.compressWith(m, enc)
 	g.encs <- enc
 }
 
-// compress turns a sealed message into its spool record (and copies a
-// plain one that frame could not make its own record), then closes its
-// ready.
-func (g *Ingester) compress(m *sealedMsg, enc *codec.Encoder) {
+// compressWith turns a sealed message into its spool record with enc
+// (and copies a plain one that frame could not make its own record), then
+// closes its ready.
+func (g *Ingester) compressWith(m *sealedMsg, enc *codec.Encoder) {
 	hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
 	rec := spool.GetBuf()
 	out := spool.AppendHeader((*rec)[:0], hdr)

@@ -113,7 +113,7 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 	// and ingest tops out at a few messages per fsync.
 	sealed := make(chan *sealedMsg, pipelineDepth)
 	work := make(chan *sealedMsg, pipelineDepth)
-	g.bt = newBatcher(&g.cfg, work, sealed, g.compressOwn)
+	g.bt = newBatcher(&g.cfg, work, sealed, g.compress)
 	g.wg.Add(1 + workers)
 	go func() { defer g.wg.Done(); g.spoolWriter(sealed) }()
 	for range workers {

@@ -5,6 +5,10 @@ import "testing"
 // Hooks for the external test package (rsocket_test), which holds the
 // interop tests and their table.
 
+// ReadStream is readStream: a stream must carry "0" … "n-1", then
+// complete.
+var ReadStream = readStream
+
 // CutProxy is the cutting TCP proxy of the resume tests (cutProxy).
 type CutProxy struct{ p *cutProxy }
 

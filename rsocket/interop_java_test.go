@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -219,7 +218,7 @@ func javaResume(t *testing.T, java, cp string, rows *interopRows) {
 		if err == nil {
 			var s *rsocket.Stream
 			if s, err = c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256); err == nil {
-				err = inOrder(s, items)
+				err = rsocket.ReadStream(s, items)
 			}
 			st := c.ResumeStats()
 			c.Close()
@@ -232,25 +231,6 @@ func javaResume(t *testing.T, java, cp string, rows *interopRows) {
 			result, detail = "FAIL", err.Error()
 		}
 		rows.add(javaSvDir, tr, "resume_stream", result, detail)
-	}
-}
-
-// inOrder reads a stream that must carry "0" … "n-1" and then complete.
-func inOrder(s *rsocket.Stream, n int) error {
-	for i := 0; ; i++ {
-		p, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			if i != n {
-				return fmt.Errorf("stream ended after %d of %d elements", i, n)
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("element %d: %w", i, err)
-		}
-		if got := string(p.Data); got != strconv.Itoa(i) {
-			return fmt.Errorf("element %d is %q: lost, reordered or duplicated", i, got)
-		}
 	}
 }
 

@@ -57,13 +57,7 @@ func TestRestoreResumesAndEndsOrphans(t *testing.T) {
 		t.Fatalf("restored: resumable %v, %d streams", s2.Resumable(), s2.NumStreams())
 	}
 	p.s = s2
-	p.c.TransportClosed(errors.New("server killed"))
-	drain(t, p.c)
-	if err := p.c.Reconnected(p.now); err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := drain(t, p.c)
-	if !p.s.AcceptResume(p.now, resumeFrameOf(t, cf)) {
+	if !p.resumeAfterCut(t, false) {
 		sf, _ := drain(t, p.s)
 		t.Fatalf("restored server refused the RESUME: %s", describe(sf))
 	}
@@ -123,11 +117,7 @@ func TestRestoreEndsRequesterStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.s = s2
-	p.c.TransportClosed(errors.New("server killed"))
-	drain(t, p.c)
-	_ = p.c.Reconnected(p.now)
-	cf, _ := drain(t, p.c)
-	if !p.s.AcceptResume(p.now, resumeFrameOf(t, cf)) {
+	if !p.resumeAfterCut(t, false) {
 		t.Fatal("refused")
 	}
 	p.cEv = nil
@@ -241,11 +231,7 @@ func TestRestoreEndsOrphansInOrder(t *testing.T) {
 		if p.s, err = Restore(p.s.cfg, img, p.now); err != nil {
 			t.Fatal(err)
 		}
-		p.c.TransportClosed(errors.New("server killed"))
-		drain(t, p.c)
-		_ = p.c.Reconnected(p.now)
-		cf, _ := drain(t, p.c)
-		if !p.s.AcceptResume(p.now, resumeFrameOf(t, cf)) {
+		if !p.resumeAfterCut(t, false) {
 			t.Fatal("refused")
 		}
 		p.cEv = nil

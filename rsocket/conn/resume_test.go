@@ -220,6 +220,24 @@ func resumeFrameOf(t *testing.T, fs [][]byte) []byte {
 	return fs[0]
 }
 
+// resumeAfterCut breaks the client's transport (and the server's too,
+// with both), lets the client reconnect and hands its RESUME to the
+// server; it reports whether the server accepted it.
+func (p *pair) resumeAfterCut(t *testing.T, both bool) bool {
+	t.Helper()
+	p.c.TransportClosed(errors.New("cut"))
+	drain(t, p.c)
+	if both {
+		p.s.TransportClosed(errors.New("cut"))
+		drain(t, p.s)
+	}
+	if err := p.c.Reconnected(p.now); err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := drain(t, p.c)
+	return p.s.AcceptResume(p.now, resumeFrameOf(t, cf))
+}
+
 func TestResumeSetupRejectedWithoutResume(t *testing.T) {
 	s, _ := New(Config{Role: Server}, 0)
 	st := must(frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 1000, MaxLifetime: 5000, ResumeToken: []byte("x")}))
@@ -304,13 +322,7 @@ func TestResumeServerRejectsTooFarBehind(t *testing.T) {
 	if n, _ := p.s.RetainedBytes(); n > 256 {
 		t.Fatalf("retained %d bytes, bound 256", n)
 	}
-	p.c.TransportClosed(errors.New("cut"))
-	p.s.TransportClosed(errors.New("cut"))
-	drain(t, p.c)
-	drain(t, p.s)
-	_ = p.c.Reconnected(0)
-	cf, _ := drain(t, p.c)
-	if p.s.AcceptResume(0, resumeFrameOf(t, cf)) {
+	if p.resumeAfterCut(t, true) {
 		t.Fatal("accepted a client further behind than the retained frames")
 	}
 	sf, sev := drain(t, p.s)
@@ -348,13 +360,7 @@ func TestSetResumeBufferBytes(t *testing.T) {
 	}
 	p.pump()
 	// The client received everything: what is retained suffices.
-	p.c.TransportClosed(errors.New("cut"))
-	p.s.TransportClosed(errors.New("cut"))
-	drain(t, p.c)
-	drain(t, p.s)
-	_ = p.c.Reconnected(0)
-	cf, _ := drain(t, p.c)
-	if !p.s.AcceptResume(0, resumeFrameOf(t, cf)) {
+	if !p.resumeAfterCut(t, true) {
 		t.Fatal("a client that has every frame was refused after the bound was lowered")
 	}
 }

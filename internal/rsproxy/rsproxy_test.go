@@ -179,3 +179,80 @@ func TestPendingBounded(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 refused", st)
 	}
 }
+
+// TestSetupFailsOverAndResumeFollows: when a token's first server cannot
+// be dialled, its SETUP goes to the next in the token's order (the dial
+// failure counted), and the RESUME of that token goes where the SETUP
+// landed, not to the first choice that has come back.
+func TestSetupFailsOverAndResumeFollows(t *testing.T) {
+	live, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	firsts := make(chan []byte, 2)
+	go func() {
+		for {
+			c, err := live.Accept()
+			if err != nil {
+				return
+			}
+			f, err := frame.ReadLengthPrefixed(c, nil, 1<<16)
+			if err == nil {
+				h, _ := frame.ParseHeader(f)
+				firsts <- []byte(h.Type.String())
+			}
+			c.Close()
+		}
+	}()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close() // nothing listens there now: dials fail at once
+	backends := []string{deadAddr, live.Addr().String()}
+	p := newProxy(t, Config{Affinity: true, Backends: backends})
+	// A token whose first choice is the dead server.
+	var tok []byte
+	for i := 0; ; i++ {
+		tok = []byte(fmt.Sprintf("token-%d", i))
+		if backends[p.rendezvous(tok)[0]] == deadAddr {
+			break
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	send := func(f []byte) {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		prefix, _ := frame.AppendLengthPrefix(nil, len(f))
+		if _, err := c.Write(append(prefix, f...)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-firsts:
+			t.Logf("the live server got %s", got)
+		case <-time.After(time.Minute): // a hang guard, not a timing
+			t.Fatal("the live server got nothing")
+		}
+	}
+	send(setup(t, tok))
+	if st := p.Stats(); st.DialFailures != 1 {
+		t.Fatalf("stats %+v, want one dial failure (the dead first choice)", st)
+	}
+	send(resume(t, tok))
+	if st := p.Stats(); st.ResumesRemembered != 1 || st.DialFailures != 1 {
+		t.Fatalf("stats %+v: the RESUME should have gone straight to where its SETUP landed", st)
+	}
+}

@@ -31,6 +31,26 @@ func resume(t *testing.T, token []byte) []byte {
 	return b
 }
 
+// serve runs p on a loopback listener until the test ends and returns
+// its address.
+func serve(t *testing.T, p *Proxy) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return ln.Addr().String()
+}
+
 func newProxy(t *testing.T, cfg Config) *Proxy {
 	t.Helper()
 	if cfg.Backends == nil {
@@ -141,22 +161,10 @@ func TestRoutesBounded(t *testing.T) {
 // a flood of silent clients costs at most MaxPending × MaxFirstFrame.
 func TestPendingBounded(t *testing.T) {
 	p := newProxy(t, Config{Affinity: true, MaxPending: 2})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	addr := serve(t, p)
 	var conns []net.Conn
 	for range 3 {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,17 +229,10 @@ func TestSetupFailsOverAndResumeFollows(t *testing.T) {
 			break
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	addr := serve(t, p)
 	send := func(f []byte) {
 		t.Helper()
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,10 +73,21 @@ type browser struct {
 func startBrowser(ctx context.Context, t *testing.T, events func(cdpMsg)) *browser {
 	t.Helper()
 	bin := findChromium(t)
+	// Not t.TempDir: its cleanup fails the test when a dying child process
+	// writes one more file into the profile.
+	profile, err := os.MkdirTemp("", "sluice-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
 		"--disable-default-apps", "--mute-audio", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
-		"--user-data-dir="+t.TempDir(), "about:blank")
+		"--user-data-dir="+profile, "about:blank")
+	// Chromium forks renderers, a GPU process and crashpad, which keep
+	// writing to the profile after the parent dies: run them in their own
+	// process group and kill the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -88,8 +100,17 @@ func startBrowser(ctx context.Context, t *testing.T, events func(cdpMsg)) *brows
 		if b.ws != nil {
 			b.ws.Close(websocket.StatusNormalClosure, "")
 		}
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
+		// The group is dead, but the kernel may still be tearing down a
+		// child: retry the removal a few times, then leave it to /tmp.
+		for range 20 {
+			if err = os.RemoveAll(profile); err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("leaving the Chromium profile %s: %v", profile, err)
 	})
 	found := make(chan string, 1)
 	var logMu sync.Mutex

@@ -178,3 +178,42 @@ func TestMeta(t *testing.T) {
 		t.Fatalf("corrupt: %v", err)
 	}
 }
+
+// TestReopenRecordsLargerThanScanBuffer: records larger than Open's 1 MiB
+// scan buffer, first in their segment and after others, read back after
+// a reopen. Open used to refill its buffer once per record from a read
+// that could not know the record's size, and took the first such record
+// for corruption in the middle of the data (found by the RSocket resume
+// journal, whose images are megabytes).
+func TestReopenRecordsLargerThanScanBuffer(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, WithSegmentBytes(16<<20))
+	var want [][]byte
+	for i := range 12 {
+		n := 100
+		if i%3 != 1 {
+			n = 1<<20 + 4096*i
+		}
+		r := make([]byte, n)
+		for j := range r {
+			r[j] = byte(i + j)
+		}
+		appendT(t, l, r)
+		want = append(want, r)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openT(t, dir)
+	defer l.Close()
+	it := l.NewIterator(0, 1<<20)
+	i := 0
+	for ; it.Next(); i++ {
+		if string(it.Value()) != string(want[i]) {
+			t.Fatalf("record %d differs after reopening", i)
+		}
+	}
+	if it.Err() != nil || i != len(want) {
+		t.Fatalf("read %d of %d records: %v", i, len(want), it.Err())
+	}
+}

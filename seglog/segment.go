@@ -129,6 +129,16 @@ func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, 
 			if err != nil && err != io.EOF {
 				return r, err
 			}
+			// The first read at pos could not know the record's size (the
+			// buffer did not hold its header): a record larger than the
+			// buffer needs a second, large enough.
+			if need := frameSizeAt(buf[:n]); need > n && need > len(buf) && need <= maxBody+headerSize+8 {
+				buf = make([]byte, need)
+				n, err = f.ReadAt(buf, pos)
+				if err != nil && err != io.EOF {
+					return r, err
+				}
+			}
 		}
 		fr, derr := decodeFrame(buf[rel:n], maxBody)
 		if derr == nil && fr.offset != r.next {

@@ -318,7 +318,11 @@ func (c *Conn) unlock(direct bool) {
 		direct = false // once: more output goes to the writer
 		buf := c.takeOut()
 		c.mu.Unlock()
-		n, err := raw.tryWrite(buf)
+		var n int
+		var err error
+		if len(buf) > 0 {
+			n, err = raw.tryWrite(buf)
+		}
 		c.mu.Lock()
 		if err == nil && n < len(buf) {
 			// The socket is full: the rest goes first, by the writer.
@@ -387,6 +391,11 @@ func (c *Conn) runCalls() {
 
 // takeOut hands the queued output to the writer. Under mu.
 func (c *Conn) takeOut() []byte {
+	if c.rsm != nil && c.rsm.j != nil && !c.persist() {
+		// The journal before the socket (resume_journal.go); its store
+		// closed: the server stops, nothing more goes out.
+		c.out, c.wfailed = c.out[:0], true
+	}
 	buf := c.out
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
@@ -453,7 +462,10 @@ func (c *Conn) writeLoop() {
 			buf := c.takeOut()
 			c.mu.Unlock()
 			c.combine()
-			err := c.tr.writeFrames(buf)
+			var err error
+			if len(buf) > 0 {
+				err = c.tr.writeFrames(buf)
+			}
 			c.mu.Lock()
 			c.wrote(buf, err)
 			c.mu.Unlock()

@@ -1,6 +1,7 @@
 package rsocket
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -61,7 +62,8 @@ type ResumeConfig struct {
 	// DialTimeout bounds one redial (default 10 s).
 	DialTimeout time.Duration
 	// Store (server) keeps the sessions by token; nil: an in-memory store
-	// of DefaultMaxResumeSessions.
+	// of DefaultMaxResumeSessions. A DurableResumeStore also journals
+	// them, so that a server restarted on its directory resumes them.
 	Store ResumeStore
 	// PeerIdentity (server) names the credential a connection's client
 	// proved in its TLS handshake; a RESUME is accepted only from a
@@ -225,6 +227,17 @@ func (s *memoryStore) Lookup(token []byte) *Conn {
 	return s.m[string(token)]
 }
 
+// all returns the sessions (for compaction).
+func (s *memoryStore) all() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := make([]*Conn, 0, len(s.m))
+	for _, c := range s.m {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
 func (s *memoryStore) Remove(token []byte, c *Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,6 +292,9 @@ type resumeConn struct {
 	// retained bytes; limit is the bound last applied to the machine.
 	budget *retainBudget
 	limit  int
+	// j (server, with a DurableResumeStore): the session's journal
+	// writer (resume_journal.go).
+	j *sessionJournal
 }
 
 // applyRetainLimit lowers or raises the machine's bound on retained
@@ -434,23 +450,39 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 		c.mu.Lock()
 		c.m.Receive(c.now(), first)
 		if tok := c.m.ResumeToken(); tok != nil {
-			store := o.resume.cfg.Store
-			if err := store.Add(tok, c); err != nil {
+			if err := c.register(o.resume, tok); err != nil {
 				_ = c.m.Close(frame.ErrorCodeRejectedSetup, err.Error())
-			} else {
-				tok := clone(tok)
-				budget := o.resume.budget
-				budget.sessions.Add(1)
-				c.rsm.budget = budget
-				context.AfterFunc(c.ctx, func() {
-					c.opts.log.Debug("rsocket: session closed, forgotten", "err", c.Err())
-					store.Remove(tok, c)
-					budget.sessions.Add(-1)
-				})
 			}
 		}
 		c.release()
 	})
+}
+
+// register adds the server session c to the store under tok, shares the
+// retained-frames budget with it and, with a DurableResumeStore, starts
+// its journal. When the session ends it is forgotten.
+func (c *Conn) register(ro *resumeOptions, tok []byte) error {
+	store := ro.cfg.Store
+	if err := store.Add(tok, c); err != nil {
+		return err
+	}
+	tok = clone(tok)
+	budget := ro.budget
+	budget.sessions.Add(1)
+	c.rsm.budget = budget
+	ds, durable := store.(*DurableResumeStore)
+	if durable {
+		c.rsm.j = &sessionJournal{store: ds, token: tok, peer: c.rsm.peer, full: true}
+	}
+	context.AfterFunc(c.ctx, func() {
+		c.opts.log.Debug("rsocket: session closed, forgotten", "err", c.Err())
+		store.Remove(tok, c)
+		budget.sessions.Add(-1)
+		if durable {
+			ds.end(tok)
+		}
+	})
+	return nil
 }
 
 // serveResumable serves one transport of a resumable listener: its first
@@ -486,6 +518,21 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 	case err != nil:
 		msg = err.Error()
 	case c == nil:
+		if ds, ok := o.resume.cfg.Store.(*DurableResumeStore); ok {
+			if d, ok := ds.takeDormant(token); ok {
+				if d.peer != peer {
+					ds.putBack(token, d)
+					o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
+					msg = "resume from another client identity"
+					break
+				}
+				if restoreSession(ctx, tr, f, d, ds, r, opts) {
+					return
+				}
+				msg = "session could not be restored"
+				break
+			}
+		}
 		o.log.Debug("rsocket: RESUME for no session in the store")
 	case c.rsm != nil && c.rsm.peer != peer:
 		// Not the client that set the session up: refuse this
@@ -523,6 +570,50 @@ func (c *Conn) acceptResume(tr transport, f []byte) bool {
 	// session closes and every stream fails.
 	c.m.AcceptResume(c.now(), f)
 	c.release()
+	return true
+}
+
+// restoreSession rebuilds the dormant session d of a restarted server
+// (conn.Restore) over tr, whose first frame was the RESUME f, and
+// resumes it. false: it could not be restored (tr is not used).
+func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSession, ds *DurableResumeStore, r Responder, opts []Option) bool {
+	o := buildOptions(conn.Server, append([]Option{WithResponder(r)}, opts...))
+	m, err := conn.Restore(o.cfg, d.img, 0)
+	if err != nil {
+		o.log.Warn("rsocket: journal session not restorable", "err", err)
+		ds.end(d.img.Token)
+		return false
+	}
+	if d.img.Lease && !o.lease {
+		o.log.Warn("rsocket: journal session used leases, this server has none")
+		ds.end(d.img.Token)
+		return false
+	}
+	var regErr error
+	_, err = startConn(ctx, tr, conn.Server, o, func(c *Conn) {
+		c.m = m
+		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.peer}
+		c.mu.Lock()
+		if regErr = c.register(o.resume, d.img.Token); regErr != nil {
+			_ = c.m.Close(frame.ErrorCodeRejectedResume, regErr.Error())
+			c.release()
+			return
+		}
+		close(c.setup)
+		if d.img.Lease {
+			c.grantLease()
+		}
+		// The first record of the restored session is a full image, in
+		// takeOut before RESUME_OK and the replay go out.
+		c.m.AcceptResume(c.now(), f)
+		c.release()
+	})
+	if err != nil || regErr != nil {
+		o.log.Warn("rsocket: cannot serve a restored session", "err", cmp.Or(err, regErr))
+		return err == nil // a registration failure was answered on tr
+	}
+	ds.restored.Add(1)
+	o.log.Info("rsocket: session restored from the resume journal")
 	return true
 }
 

@@ -96,6 +96,9 @@ func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*C
 	return startConn(ctx, tr, role, buildOptions(role, opts), nil)
 }
 
+// errServerStopped ends the transports of durable sessions at shutdown.
+var errServerStopped = errors.New("rsocket: server stopped")
+
 // startConn makes a Conn over tr and runs its loop; setup, when not nil,
 // runs on the new Conn before anything else does (resume.go).
 func startConn(ctx context.Context, tr transport, role conn.Role, o options, setup func(*Conn)) (*Conn, error) {
@@ -120,7 +123,16 @@ func startConn(ctx context.Context, tr transport, role conn.Role, o options, set
 	go c.run()
 	// Ending ctx (Serve's, ServeConn's, ClientConn's) closes the connection.
 	stop := context.AfterFunc(ctx, func() {
-		_ = c.do(func() error { return c.m.Close(frame.ErrorCodeConnectionError, "shutting down") })
+		_ = c.do(func() error {
+			if c.rsm != nil && c.rsm.j != nil {
+				// A session in a DurableResumeStore outlives the server:
+				// drop the transport without ending the session, so that
+				// the client resumes with the next server on the journal.
+				c.m.TransportClosed(errServerStopped)
+				return nil
+			}
+			return c.m.Close(frame.ErrorCodeConnectionError, "shutting down")
+		})
 	})
 	context.AfterFunc(c.ctx, func() { stop() }) // a long-lived server must not keep one callback per closed connection (c.ctx ends at close; no goroutine waits for it)
 	return c, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 func init() {
@@ -51,7 +52,7 @@ func runRSocketServe(args []string, stdout, stderr io.Writer) error {
 // rsocketServe runs `sluice rsocket serve` until ctx ends. It prints
 // "listening URL" on stdout for each listener, with the port resolved.
 func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--metrics HOST:PORT] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]", stderr)
+	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--resume [--resume-dir DIR]] [--metrics HOST:PORT] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]", stderr)
 	var listen listFlag
 	fs.Var(&listen, "listen", "listen URL, tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH (repeatable)")
 	tlsCert := fs.String("tls-cert", "", "server certificate (PEM) for tls:// and wss:// listeners")
@@ -64,6 +65,8 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&resumeBuffer, "resume-buffer", "with --resume: sent frames one session retains for replay, at most")
 	resumeMemory := byteSize(rsocket.DefaultMaxRetainedBytes)
 	fs.Var(&resumeMemory, "resume-memory", "with --resume: sent frames all sessions retain together, at most (each gets an equal share, at least 64KiB, up to --resume-buffer)")
+	resumeDir := fs.String("resume-dir", "", "keep resumable sessions in a journal in this directory, so that a server restarted on it (after a crash too) resumes them; implies --resume (docs/rsocket-resume.md)")
+	resumeSync := fs.String("resume-sync", "none", "with --resume-dir: none (a process crash loses nothing; a machine crash may), always (fdatasync before each write to a client), or an interval such as 10ms")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -71,6 +74,10 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if len(listen) == 0 {
 		return &exitError{code: 2, msg: "--listen is required"}
+	}
+	syncPolicy, err := seglog.ParseSyncPolicy(*resumeSync)
+	if err != nil || *resumeSync == "" {
+		return &exitError{code: 2, msg: fmt.Sprintf("--resume-sync %q: want none, always or a duration", *resumeSync)}
 	}
 	var tlsCfg *tls.Config
 	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
@@ -95,8 +102,22 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}
-	if *resume {
-		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{BufferBytes: int(resumeBuffer), MaxRetainedBytes: int64(resumeMemory)}))
+	if *resume || *resumeDir != "" {
+		rcfg := rsocket.ResumeConfig{BufferBytes: int(resumeBuffer), MaxRetainedBytes: int64(resumeMemory)}
+		if *resumeDir != "" {
+			store, err := rsocket.OpenDurableResumeStore(*resumeDir, rsocket.DurableResumeConfig{Sync: syncPolicy, Logger: log})
+			if err != nil {
+				return err
+			}
+			// After the listeners stop: the sessions stay in the journal
+			// for the next server on this directory.
+			defer store.Close()
+			registerResumeJournalMetrics(reg, store)
+			st := store.Stats()
+			log.Info("rsocket resume journal", "dir", *resumeDir, "sessions", st.Dormant, "repaired", st.Repaired, "dropped", st.Skipped)
+			rcfg.Store = store
+		}
+		opts = append(opts, rsocket.WithResume(rcfg))
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -139,6 +160,26 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	default:
 		return nil
 	}
+}
+
+// registerResumeJournalMetrics exports a resume journal's counters.
+func registerResumeJournalMetrics(reg prometheus.Registerer, store *rsocket.DurableResumeStore) {
+	counter := func(name, help string, v func(rsocket.DurableResumeStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(store.Stats())) })
+	}
+	gauge := func(name, help string, v func(rsocket.DurableResumeStats) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v(store.Stats())) })
+	}
+	reg.MustRegister(
+		gauge("sluice_rsocket_resume_sessions", "Resumable sessions in the journal's store, live.", func(s rsocket.DurableResumeStats) int { return s.Sessions }),
+		gauge("sluice_rsocket_resume_dormant_sessions", "Sessions read back from the journal, waiting for their client's RESUME.", func(s rsocket.DurableResumeStats) int { return s.Dormant }),
+		counter("sluice_rsocket_resume_restored_total", "Sessions of an earlier server process resumed from the journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Restored }),
+		counter("sluice_rsocket_resume_expired_total", "Sessions read back from the journal whose client did not resume in time.", func(s rsocket.DurableResumeStats) uint64 { return s.Expired }),
+		counter("sluice_rsocket_resume_journal_records_total", "Records written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Records }),
+		counter("sluice_rsocket_resume_journal_bytes_total", "Bytes written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Bytes }),
+		counter("sluice_rsocket_resume_journal_failures_total", "Resume journal records that could not be written (the session goes on, not restorable until written again).", func(s rsocket.DurableResumeStats) uint64 { return s.Failures }),
+		counter("sluice_rsocket_resume_journal_compactions_total", "Resume journal compactions.", func(s rsocket.DurableResumeStats) uint64 { return s.Compactions }),
+	)
 }
 
 // newEchoResponder is the default responder of `sluice rsocket serve`

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/conn"
 )
 
 // cuttingProxy forwards TCP to upstream and cuts each of the first cuts
@@ -96,5 +104,110 @@ func TestRSocketCLIResume(t *testing.T) {
 	addr, _ = cuttingProxy(t, strings.TrimPrefix(tcpURL, "tcp://"), 1, 30_000)
 	if code, _, _ := run("rsocket", "stream", "--data", strconv.Itoa(n), "--url", "tcp://"+addr); code == 0 {
 		t.Fatal("without --resume a broken connection went unnoticed")
+	}
+}
+
+// TestRSocketResumeAcrossSIGKILL: `sluice rsocket serve --resume-dir` is
+// SIGKILLed while it streams 200,000 elements to a resumable client and
+// is started again on the same port and directory. The client's
+// connection resumes on the new process: every element it had been sent
+// arrives once and in order (what was lost in flight is replayed from the
+// journal), the stream whose handler died with the process ends with
+// "server restarted", and the same connection serves new requests. A
+// second client that was idle at the crash resumes too. A SIGTERM
+// (a planned restart) keeps the sessions the same way. Without
+// --resume-dir the same kill ends both sessions.
+func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
+	for _, mode := range []string{"journal", "journal-sigterm", "memory"} {
+		journal := mode != "memory"
+		t.Run(mode, func(t *testing.T) {
+			addr, metrics := freeAddr(t), freeAddr(t)
+			args := []string{"rsocket", "serve", "--listen", "tcp://" + addr, "--metrics", metrics}
+			if journal {
+				args = append(args, "--resume-dir", t.TempDir())
+			} else {
+				args = append(args, "--resume")
+			}
+			srv := start(t, "rsocket serve", args...)
+			waitFor(t, "the server's metrics", time.Minute, func() bool { return metric(metrics, "sluice_rsocket_fnf_total") >= 0 })
+			ctx := context.Background()
+			dial := func() *rsocket.Conn {
+				c, err := rsocket.Dial(ctx, "tcp://"+addr, rsocket.WithResume(rsocket.ResumeConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			c, idle := dial(), dial()
+			if _, err := idle.RequestResponse(ctx, rsocket.Payload{Data: []byte("before")}); err != nil {
+				t.Fatal(err)
+			}
+			const items = 200_000
+			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := 0
+			read := func(upTo int) error {
+				for next < upTo {
+					p, err := s.Next()
+					if err != nil {
+						return err
+					}
+					if got := string(p.Data); got != strconv.Itoa(next) {
+						return fmt.Errorf("element %d is %q: lost, reordered or duplicated", next, got)
+					}
+					next++
+				}
+				return nil
+			}
+			if err := read(2000); err != nil {
+				t.Fatal(err)
+			}
+			if mode == "journal-sigterm" {
+				// A planned restart: the sessions stay in the journal.
+				_ = srv.cmd.Process.Signal(syscall.SIGTERM)
+				_ = srv.cmd.Wait()
+				if !strings.Contains(srv.log.String(), "rsocket resume journal") {
+					t.Fatalf("server log:\n%s", srv.log)
+				}
+				srv.start()
+			} else {
+				srv.restart() // SIGKILL, then the same command again
+			}
+			end := make(chan error, 1)
+			go func() { end <- read(items) }()
+			select {
+			case err = <-end:
+			case <-time.After(time.Minute):
+				t.Fatalf("no end of the stream after the restart (%d elements)", next)
+			}
+			if !journal {
+				for _, cl := range []*rsocket.Conn{c, idle} {
+					<-cl.Done()
+					if !errors.Is(cl.Err(), conn.ErrResumeRejected) {
+						t.Fatalf("without a journal: %v, want the RESUME rejected", cl.Err())
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "server restarted") {
+				t.Fatalf("stream after the restart: %v after %d elements; want \"server restarted\"", err, next)
+			}
+			t.Logf("%d elements in order before the stream ended with %q", next, err)
+			for _, cl := range []*rsocket.Conn{c, idle} {
+				resp, err := cl.RequestResponse(ctx, rsocket.Payload{Data: []byte("after")})
+				if err != nil || string(resp.Data) != "after" {
+					t.Fatalf("request after the restart: %q, %v", resp.Data, err)
+				}
+				if st := cl.ResumeStats(); st.Resumed != 1 {
+					t.Fatalf("resume stats %+v, want one resume", st)
+				}
+			}
+			if got := metric(metrics, "sluice_rsocket_resume_restored_total"); got != 2 {
+				t.Fatalf("sluice_rsocket_resume_restored_total = %v, want 2", got)
+			}
+		})
 	}
 }

@@ -30,7 +30,11 @@ type Machine struct {
 	drainErr    error // the reason EventClosed will carry after draining
 
 	streams map[uint32]*stream
-	spare   []*stream // freed streams for reuse (newStream)
+	// streamsVersion changes whenever a stream opens or is freed
+	// (ResumeCursor): a persisted session rewrites its list of open
+	// streams only then.
+	streamsVersion uint64
+	spare          []*stream // freed streams for reuse (newStream)
 	// nextID is the next id of a stream we open. Invariant: our ids are
 	// never reused (Protocol.md "Stream Sequences and Lifetimes"); the
 	// peer's may arrive in any order (see newPeerID).

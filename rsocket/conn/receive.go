@@ -288,6 +288,7 @@ func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
 		m.govern(s)
 	}
 	m.streams[id] = s
+	m.streamsVersion++
 	if follows {
 		s.asm = &assembly{request: h.Type, initialN: n}
 		m.appendFragment(s, md, data)

@@ -80,10 +80,7 @@ func (m *Machine) ResumeImage() (ResumeImage, error) {
 	// Every stream, also one whose request is still being reassembled:
 	// its first fragments count in RecvPos, so the client will not send
 	// them again, and only an ERROR ends its wait.
-	for _, s := range m.streams {
-		img.Streams = append(img.Streams, ImageStream{ID: s.id, Kind: s.kind, Requester: s.requester})
-	}
-	slices.SortFunc(img.Streams, func(a, b ImageStream) int { return cmp.Compare(a.ID, b.ID) })
+	img.Streams = m.OpenStreams(nil)
 	return img, nil
 }
 
@@ -183,4 +180,48 @@ func (m *Machine) endOrphans() {
 		}
 		m.free(s)
 	}
+}
+
+// ResumeCursor marks how far a persisted copy of a server session goes:
+// a driver that keeps the session on disk writes a ResumeImage once,
+// then after each step only what changed since its last cursor
+// (ResumeTail, and OpenStreams when StreamsVersion moved).
+type ResumeCursor struct {
+	SentPos, RecvPos, RetainedStart uint64
+	NextID                          uint32
+	// StreamsVersion changes whenever a stream opens or ends.
+	StreamsVersion uint64
+	// appended: bytes ever appended to the retained buffer.
+	appended uint64
+}
+
+// ResumeCursor returns the session's cursor now. It allocates nothing.
+func (m *Machine) ResumeCursor() ResumeCursor {
+	return ResumeCursor{SentPos: m.sentPos, RecvPos: m.recvPos, RetainedStart: m.rs.retStart,
+		NextID: m.nextID, StreamsVersion: m.streamsVersion, appended: m.rs.appended}
+}
+
+// ResumeTail returns the retained frames sent since the cursor since was
+// taken (length-prefixed, as in ResumeImage.Retained) and the position
+// of the first of them: since.SentPos, or a later RetainedStart when
+// frames sent since then were already dropped from the retained buffer
+// (the whole buffer is then returned). frames aliases the machine's
+// buffer: copy or persist it before the machine steps again.
+func (m *Machine) ResumeTail(since ResumeCursor) (start uint64, frames []byte) {
+	n := m.rs.appended - since.appended
+	if m.rs.retStart > since.SentPos || n > uint64(len(m.rs.ret)) {
+		return m.rs.retStart, m.rs.ret
+	}
+	return since.SentPos, m.rs.ret[uint64(len(m.rs.ret))-n:]
+}
+
+// OpenStreams appends the open streams to dst, sorted by id, as
+// ResumeImage lists them.
+func (m *Machine) OpenStreams(dst []ImageStream) []ImageStream {
+	start := len(dst)
+	for _, s := range m.streams {
+		dst = append(dst, ImageStream{ID: s.id, Kind: s.kind, Requester: s.requester})
+	}
+	slices.SortFunc(dst[start:], func(a, b ImageStream) int { return cmp.Compare(a.ID, b.ID) })
+	return dst
 }

@@ -247,3 +247,83 @@ func TestRestoreEndsOrphansInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeCursorTail: an image plus the tails since each cursor is the
+// image taken at the end (what a persisted session rebuilds), also when
+// the retained buffer dropped frames between two cursors; the streams
+// version moves when a stream opens or ends, and only then.
+func TestResumeCursorTail(t *testing.T) {
+	p := resumePair(t, Config{})
+	sid, _ := p.c.RequestStream(1000, nil, []byte("s"))
+	p.pump()
+	img, err := p.s.ResumeImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := p.s.ResumeCursor()
+	apply := func() {
+		t.Helper()
+		start, tail := p.s.ResumeTail(cur)
+		now := p.s.ResumeCursor()
+		if start == img.SentPos {
+			img.Retained = append(img.Retained, tail...)
+		} else {
+			if start < img.SentPos {
+				t.Fatalf("tail starts at %d, before the persisted end %d", start, img.SentPos)
+			}
+			img.Retained = append([]byte(nil), tail...)
+			img.RetainedStart = start
+		}
+		for img.RetainedStart < now.RetainedStart {
+			f, rest, ok := NextFrame(img.Retained)
+			if !ok {
+				t.Fatal("retained frames do not line up with the cursor")
+			}
+			img.RetainedStart += uint64(len(f))
+			img.Retained = rest
+		}
+		img.SentPos, img.RecvPos, img.NextID = now.SentPos, now.RecvPos, now.NextID
+		if now.StreamsVersion != cur.StreamsVersion {
+			img.Streams = p.s.OpenStreams(img.Streams[:0])
+		}
+		cur = now
+	}
+	check := func(what string) {
+		t.Helper()
+		want, err := p.s.ResumeImage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(want) != fmt.Sprint(img) {
+			t.Fatalf("%s: rebuilt image\n%+v\nwant\n%+v", what, img, want)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		_ = p.s.SendPayload(sid, nil, []byte(fmt.Sprintf("item %d", i)), true, false)
+	}
+	drain(t, p.s)
+	apply()
+	check("after 5 items")
+	v := cur.StreamsVersion
+	apply() // nothing new: an empty tail
+	check("unchanged")
+	if cur.StreamsVersion != v {
+		t.Fatal("streams version moved with no stream opened or ended")
+	}
+	// More than the buffer holds between two cursors: the tail is the
+	// whole (trimmed) buffer.
+	p.s.SetResumeBufferBytes(64)
+	for i := 0; i < 20; i++ {
+		_ = p.s.SendPayload(sid, nil, []byte(fmt.Sprintf("burst %d", i)), true, false)
+	}
+	drain(t, p.s)
+	apply()
+	check("after a burst beyond the buffer")
+	_ = p.s.SendPayload(sid, nil, nil, false, true) // the stream completes
+	drain(t, p.s)
+	apply()
+	check("after the stream ended")
+	if cur.StreamsVersion == v || len(img.Streams) != 0 {
+		t.Fatalf("streams version %d (was %d), streams %v after the stream ended", cur.StreamsVersion, v, img.Streams)
+	}
+}

@@ -49,6 +49,9 @@ type resumeState struct {
 	// behind than retStart cannot resume and is rejected.
 	ret      []byte
 	retStart uint64
+	// appended counts the bytes ever appended to ret (ResumeCursor): a
+	// persisted copy of the session takes only what was appended since.
+	appended uint64
 }
 
 // Errors of resumption.
@@ -71,6 +74,7 @@ func (m *Machine) retain(f []byte) {
 	at := len(r.ret) - frame.LengthPrefixSize
 	r.ret = append(r.ret, f...)
 	_ = frame.SetLengthPrefix(r.ret, at)
+	r.appended += uint64(frame.LengthPrefixSize + len(f))
 	for len(r.ret) > m.cfg.ResumeBufferBytes {
 		m.dropRetained()
 	}

@@ -65,6 +65,7 @@ func (m *Machine) dropAsm(s *stream) {
 func (m *Machine) free(s *stream) {
 	m.dropAsm(s)
 	delete(m.streams, s.id)
+	m.streamsVersion++
 	// Nothing refers to s once it left the map (callers return right
 	// after freeing): keep it for the next stream, so that a request costs
 	// no allocation here.
@@ -167,6 +168,7 @@ func (m *Machine) request(kind Interaction, n uint32, md, data []byte, complete 
 		m.govern(s)
 	}
 	m.streams[id] = s
+	m.streamsVersion++
 	return id, nil
 }
 

@@ -1,0 +1,715 @@
+package rsocket
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// Resume across a server restart (docs/rsocket-resume.md). A
+// DurableResumeStore keeps every resumable session's state in a seglog
+// journal: a full image (conn.ResumeImage) when the session starts, then,
+// before each batch of output goes to the socket, one record of what
+// changed (positions, the frames sent since the last record, the open
+// streams when they changed). The record is handed to the kernel before
+// the batch is (SyncNone: a process crash, SIGKILL, loses nothing the
+// peer saw; SyncInterval or SyncAlways for machine crashes), so the
+// journal is never behind what the client saw. A restarted server reads
+// the journal back and keeps each session dormant; a RESUME for one
+// rebuilds it (conn.Restore) and resumes it as after a broken
+// connection. A journal that is behind anyway (a failed write, a
+// damaged record) is safe: positions the client is past make the
+// restored session reject the RESUME cleanly, never replay a gap or a
+// duplicate.
+
+// DurableResumeConfig configures OpenDurableResumeStore.
+type DurableResumeConfig struct {
+	// MaxSessions bounds live and restored sessions together (default
+	// DefaultMaxResumeSessions).
+	MaxSessions int
+	// Sync: when a record is durable (default seglog.SyncNone: written
+	// to the kernel, which survives a process crash but not a machine
+	// crash).
+	Sync seglog.SyncPolicy
+	// SessionLifetime: a restored session whose client does not resume
+	// within it is forgotten (default 60 s, as ResumeConfig's).
+	SessionLifetime time.Duration
+	// CompactBytes: after this many bytes of records the journal is
+	// rewritten as one image per session and older segments removed
+	// (default 64 MiB).
+	CompactBytes int64
+	// SegmentBytes: the journal's segment size (default 16 MiB);
+	// compaction frees whole segments.
+	SegmentBytes int64
+	// Logger (default: discard).
+	Logger *slog.Logger
+}
+
+// DurableResumeStats counts a DurableResumeStore's work.
+type DurableResumeStats struct {
+	Sessions    int    // live sessions
+	Dormant     int    // restored from the journal, waiting for their RESUME
+	Loaded      uint64 // sessions read back at Open
+	Restored    uint64 // dormant sessions resumed
+	Expired     uint64 // dormant sessions forgotten after SessionLifetime
+	Records     uint64 // records written
+	Bytes       uint64 // bytes written to the journal
+	Failures    uint64 // records that could not be written
+	Skipped     uint64 // sessions dropped at Open: damaged or inconsistent records
+	Compactions uint64
+	Repaired    bool // the journal was damaged and salvaged at Open
+}
+
+// DurableResumeStore is a ResumeStore that survives the server process.
+// Open it once per directory (a second process gets an error naming the
+// holder), pass it as ResumeConfig.Store, Close it on shutdown.
+type DurableResumeStore struct {
+	cfg  DurableResumeConfig
+	lock *dirlock.Lock
+	log  *seglog.Log
+	live *memoryStore
+
+	mu      sync.Mutex
+	dormant map[string]*dormantSession
+	closed  bool
+	expiry  *time.Timer
+
+	// sinceCompact counts the bytes written since the last compaction,
+	// lastCompact what that compaction wrote: the next one starts when
+	// the journal grew by CompactBytes and by twice its live size, so
+	// compacting costs at most half of what is written.
+	sinceCompact, lastCompact atomic.Int64
+	// stopping: Close began; sessions send nothing more (persist).
+	stopping   atomic.Bool
+	compacting atomic.Bool
+	compactWG  sync.WaitGroup
+
+	loaded, restored, expired, records, failures, skipped, compactions atomic.Uint64
+	repaired                                                           bool
+}
+
+type dormantSession struct {
+	img   conn.ResumeImage
+	peer  string
+	until time.Time
+}
+
+// OpenDurableResumeStore opens (creating it if needed) the journal in dir
+// and reads back the sessions of the previous process.
+func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResumeStore, error) {
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxResumeSessions
+	}
+	if cfg.SessionLifetime <= 0 {
+		cfg.SessionLifetime = conn.DefaultResumeSessionLifetime
+	}
+	if cfg.CompactBytes <= 0 {
+		cfg.CompactBytes = 64 << 20
+	}
+	if cfg.SegmentBytes <= 0 {
+		cfg.SegmentBytes = 16 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Sync == (seglog.SyncPolicy{}) {
+		cfg.Sync = seglog.SyncNone()
+	}
+	lock, err := dirlock.Acquire(dir, "resume journal")
+	if err != nil {
+		return nil, err
+	}
+	s := &DurableResumeStore{cfg: cfg, lock: lock, live: &memoryStore{max: cfg.MaxSessions, m: map[string]*Conn{}},
+		dormant: map[string]*dormantSession{}}
+	opts := []seglog.Option{seglog.WithSync(cfg.Sync), seglog.WithSegmentBytes(cfg.SegmentBytes), seglog.WithLogger(cfg.Logger)}
+	s.log, err = seglog.Open(dir, opts...)
+	if _, bad := seglog.IsCorrupt(err); bad {
+		// Salvage: every intact record stays; a session whose records
+		// were damaged is dropped below (its sequence has a hole).
+		cfg.Logger.Warn("rsocket: resume journal damaged, salvaging", "dir", dir, "err", err)
+		if _, rerr := seglog.Repair(dir, seglog.WithLogger(cfg.Logger)); rerr != nil {
+			lock.Release()
+			return nil, fmt.Errorf("rsocket: repair resume journal %s: %w", dir, rerr)
+		}
+		s.repaired = true
+		s.log, err = seglog.Open(dir, opts...)
+	}
+	if err != nil {
+		lock.Release()
+		return nil, fmt.Errorf("rsocket: open resume journal %s: %w", dir, err)
+	}
+	if err := s.load(); err != nil {
+		s.log.Close()
+		lock.Release()
+		return nil, err
+	}
+	if len(s.dormant) > 0 {
+		s.expiry = time.AfterFunc(cfg.SessionLifetime, s.expireDormant)
+	}
+	return s, nil
+}
+
+// load reads the journal back into dormant sessions.
+func (s *DurableResumeStore) load() error {
+	type building struct {
+		img  conn.ResumeImage
+		peer string
+		seq  uint64
+	}
+	sessions := map[string]*building{}
+	it := s.log.NewIterator(s.log.FirstOffset(), 1<<20)
+	bad := map[string]bool{}
+	for it.Next() {
+		r, err := parseJournalRecord(it.Value())
+		if err != nil {
+			// A record that passed seglog's checksum but does not parse:
+			// written by another version. Its session cannot be trusted.
+			s.cfg.Logger.Warn("rsocket: resume journal record not understood", "offset", it.Offset(), "err", err)
+			if r.token != nil {
+				bad[string(r.token)] = true
+				delete(sessions, string(r.token))
+			}
+			continue
+		}
+		key := string(r.token)
+		switch r.kind {
+		case recordEnd:
+			delete(sessions, key)
+			delete(bad, key)
+		case recordImage:
+			delete(bad, key)
+			sessions[key] = &building{img: r.image(), peer: r.peer, seq: r.seq}
+		case recordDelta:
+			b := sessions[key]
+			if b == nil {
+				// The image before it was compacted away or damaged; a
+				// later image may come.
+				continue
+			}
+			if err := applyDelta(&b.img, &r, b.seq); err != nil {
+				s.cfg.Logger.Warn("rsocket: resume journal: session dropped", "err", err)
+				delete(sessions, key)
+				bad[key] = true
+				continue
+			}
+			b.seq = r.seq
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("rsocket: read resume journal: %w", err)
+	}
+	s.skipped.Add(uint64(len(bad)))
+	until := time.Now().Add(s.cfg.SessionLifetime)
+	for key, b := range sessions {
+		if len(s.dormant) >= s.cfg.MaxSessions {
+			s.skipped.Add(1)
+			continue
+		}
+		s.dormant[key] = &dormantSession{img: b.img, peer: b.peer, until: until}
+	}
+	s.loaded.Store(uint64(len(s.dormant)))
+	if len(s.dormant) > 0 || len(bad) > 0 {
+		s.cfg.Logger.Info("rsocket: resume journal read", "sessions", len(s.dormant), "dropped", len(bad))
+	}
+	return nil
+}
+
+// applyDelta adds the delta record r to img, whose last record had
+// sequence number prevSeq.
+func applyDelta(img *conn.ResumeImage, r *journalRecord, prevSeq uint64) error {
+	switch {
+	case r.seq != prevSeq+1:
+		return fmt.Errorf("record %d follows record %d: records lost", r.seq, prevSeq)
+	case r.sent < img.SentPos || r.tailStart < img.SentPos && len(r.tail) > 0 || r.tailStart > r.sent:
+		return fmt.Errorf("positions go back: sent %d after %d, frames from %d", r.sent, img.SentPos, r.tailStart)
+	}
+	if r.tailStart == img.SentPos {
+		img.Retained = append(img.Retained, r.tail...)
+	} else {
+		// Frames sent between the two records were dropped from the
+		// retained buffer before they were written: keep what is left.
+		img.Retained = append(img.Retained[:0], r.tail...)
+		img.RetainedStart = r.tailStart
+	}
+	for img.RetainedStart < r.retStart {
+		f, rest, ok := conn.NextFrame(img.Retained)
+		if !ok {
+			return errors.New("retained frames do not line up with the positions")
+		}
+		img.RetainedStart += uint64(len(f))
+		img.Retained = rest
+	}
+	img.SentPos, img.RecvPos, img.NextID = r.sent, r.recv, r.nextID
+	if r.hasStreams {
+		img.Streams = r.streams
+	}
+	return nil
+}
+
+// Journal records. Every record is one seglog record:
+//
+//	u8  version (1)
+//	u8  kind: 1 image, 2 delta, 3 end of session
+//	u16 token length, token
+//	u64 sequence number within the session (an image restarts it)
+//	image only: u16 peer identity length, identity; i64 keepalive
+//	  interval ns; i64 max lifetime ns; u8 lease
+//	image and delta: u64 sent position; u64 received position; u64
+//	  first retained position; u32 next stream id; u8 streams follow;
+//	  [u32 count; count × (u32 id, u8 interaction, u8 requester)];
+//	  u64 position of the first frame of the tail; the tail: the rest
+//	  of the record, length-prefixed frames (the whole retained buffer
+//	  in an image, the frames sent since the last record in a delta)
+const (
+	journalVersion = 1
+	recordImage    = 1
+	recordDelta    = 2
+	recordEnd      = 3
+)
+
+type journalRecord struct {
+	kind  byte
+	token []byte
+	seq   uint64
+	// image
+	peer                   string
+	keepalive, maxLifetime time.Duration
+	lease                  bool
+	// image and delta
+	sent, recv, retStart uint64
+	nextID               uint32
+	hasStreams           bool
+	streams              []conn.ImageStream
+	tailStart            uint64
+	tail                 []byte
+}
+
+// image is an image record as a conn.ResumeImage (sharing the tail).
+func (r *journalRecord) image() conn.ResumeImage {
+	return conn.ResumeImage{Token: r.token, KeepaliveInterval: r.keepalive, MaxLifetime: r.maxLifetime, Lease: r.lease,
+		SentPos: r.sent, RecvPos: r.recv, RetainedStart: r.tailStart, Retained: append([]byte(nil), r.tail...),
+		NextID: r.nextID, Streams: r.streams}
+}
+
+// appendJournalHead appends the head of a record (everything before the
+// tail) to b.
+func appendJournalHead(b []byte, r *journalRecord) []byte {
+	b = append(b, journalVersion, r.kind)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.token)))
+	b = append(b, r.token...)
+	b = binary.BigEndian.AppendUint64(b, r.seq)
+	if r.kind == recordEnd {
+		return b
+	}
+	if r.kind == recordImage {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r.peer)))
+		b = append(b, r.peer...)
+		b = binary.BigEndian.AppendUint64(b, uint64(r.keepalive))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.maxLifetime))
+		b = append(b, boolByte(r.lease))
+	}
+	b = binary.BigEndian.AppendUint64(b, r.sent)
+	b = binary.BigEndian.AppendUint64(b, r.recv)
+	b = binary.BigEndian.AppendUint64(b, r.retStart)
+	b = binary.BigEndian.AppendUint32(b, r.nextID)
+	b = append(b, boolByte(r.hasStreams))
+	if r.hasStreams {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(r.streams)))
+		for _, st := range r.streams {
+			b = binary.BigEndian.AppendUint32(b, st.ID)
+			b = append(b, byte(st.Kind), boolByte(st.Requester))
+		}
+	}
+	return binary.BigEndian.AppendUint64(b, r.tailStart)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+var errJournalRecord = errors.New("rsocket: malformed resume journal record")
+
+// parseJournalRecord parses a record; the result aliases b. A malformed
+// record is an error (with the token when it could be read), never a
+// panic.
+func parseJournalRecord(b []byte) (journalRecord, error) {
+	var r journalRecord
+	d := jdec{b: b}
+	if v := d.u8(); v != journalVersion {
+		return r, fmt.Errorf("%w: version %d", errJournalRecord, v)
+	}
+	r.kind = d.u8()
+	r.token = d.bytes(int(d.u16()))
+	if d.bad || len(r.token) == 0 || len(r.token) > frame.MaxResumeTokenLength {
+		return journalRecord{}, fmt.Errorf("%w: token", errJournalRecord)
+	}
+	r.seq = d.u64()
+	switch r.kind {
+	case recordEnd:
+		if d.bad || len(d.b) != 0 {
+			return r, fmt.Errorf("%w: end record of %d bytes", errJournalRecord, len(b))
+		}
+		return r, nil
+	case recordImage:
+		r.peer = string(d.bytes(int(d.u16())))
+		ka, ml := d.u64(), d.u64()
+		if ka > math.MaxInt64 || ml > math.MaxInt64 {
+			return r, fmt.Errorf("%w: timing", errJournalRecord)
+		}
+		r.keepalive, r.maxLifetime = time.Duration(ka), time.Duration(ml)
+		r.lease = d.bool()
+	case recordDelta:
+	default:
+		return r, fmt.Errorf("%w: kind %d", errJournalRecord, r.kind)
+	}
+	r.sent, r.recv, r.retStart = d.u64(), d.u64(), d.u64()
+	r.nextID = d.u32()
+	r.hasStreams = d.bool()
+	if r.hasStreams {
+		n := d.u32()
+		if uint64(n)*6 > uint64(len(d.b)) {
+			return r, fmt.Errorf("%w: %d streams in %d bytes", errJournalRecord, n, len(d.b))
+		}
+		r.streams = make([]conn.ImageStream, 0, n)
+		for range n {
+			id := d.u32()
+			kind, req := d.u8(), d.bool()
+			r.streams = append(r.streams, conn.ImageStream{ID: id, Kind: conn.Interaction(kind), Requester: req})
+		}
+	}
+	r.tailStart = d.u64()
+	r.tail = d.b
+	if d.bad {
+		return r, fmt.Errorf("%w: truncated", errJournalRecord)
+	}
+	return r, nil
+}
+
+// jdec reads big-endian fields; past the end it returns zeros and sets bad.
+type jdec struct {
+	b   []byte
+	bad bool
+}
+
+func (d *jdec) take(n int) []byte {
+	if n < 0 || n > len(d.b) {
+		d.bad, d.b = true, nil
+		return nil
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *jdec) bytes(n int) []byte { return d.take(n) }
+
+func (d *jdec) u8() byte {
+	if p := d.take(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+// bool reads a byte that must be 0 or 1.
+func (d *jdec) bool() bool {
+	v := d.u8()
+	if v > 1 {
+		d.bad = true
+	}
+	return v == 1
+}
+
+func (d *jdec) u16() uint16 {
+	if p := d.take(2); p != nil {
+		return binary.BigEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (d *jdec) u32() uint32 {
+	if p := d.take(4); p != nil {
+		return binary.BigEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (d *jdec) u64() uint64 {
+	if p := d.take(8); p != nil {
+		return binary.BigEndian.Uint64(p)
+	}
+	return 0
+}
+
+// The ResumeStore side: live sessions, and dormant ones from the journal.
+
+func (s *DurableResumeStore) Add(token []byte, c *Conn) error {
+	s.mu.Lock()
+	_, dormant := s.dormant[string(token)]
+	n := len(s.dormant)
+	s.mu.Unlock()
+	if dormant {
+		return ErrResumeTokenInUse
+	}
+	if s.live.Len()+n >= s.cfg.MaxSessions {
+		return fmt.Errorf("%w (%d)", ErrTooManyResumeSession, s.cfg.MaxSessions)
+	}
+	return s.live.Add(token, c)
+}
+
+func (s *DurableResumeStore) Lookup(token []byte) *Conn { return s.live.Lookup(token) }
+
+func (s *DurableResumeStore) Remove(token []byte, c *Conn) { s.live.Remove(token, c) }
+
+// takeDormant hands out the dormant session of token, once.
+func (s *DurableResumeStore) takeDormant(token []byte) (*dormantSession, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.dormant[string(token)]
+	if !ok {
+		return nil, false
+	}
+	delete(s.dormant, string(token))
+	if time.Now().After(d.until) {
+		s.expired.Add(1)
+		s.endLocked(token)
+		return nil, false
+	}
+	return d, true
+}
+
+// putBack returns a session takeDormant handed out and that was not
+// resumed (a RESUME from another client identity).
+func (s *DurableResumeStore) putBack(token []byte, d *dormantSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dormant[string(token)] = d
+}
+
+// expireDormant forgets the dormant sessions whose lifetime passed.
+func (s *DurableResumeStore) expireDormant() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	now := time.Now()
+	for key, d := range s.dormant {
+		if now.After(d.until) {
+			delete(s.dormant, key)
+			s.expired.Add(1)
+			s.endLocked([]byte(key))
+		}
+	}
+	if len(s.dormant) > 0 {
+		s.expiry.Reset(time.Second)
+	}
+}
+
+// endLocked writes the end of token's session. Under mu.
+func (s *DurableResumeStore) endLocked(token []byte) {
+	if s.closed {
+		return
+	}
+	r := journalRecord{kind: recordEnd, token: token}
+	if _, err := s.log.Append([][]byte{appendJournalHead(nil, &r)}); err != nil {
+		s.failures.Add(1)
+	}
+}
+
+// end writes the end of a live session (it closed for good).
+func (s *DurableResumeStore) end(token []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLocked(token)
+}
+
+// Close stops writing and releases the directory. Live sessions are not
+// ended: a server that restarts on the same directory resumes them.
+func (s *DurableResumeStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.stopping.Store(true)
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
+	s.mu.Unlock()
+	s.compactWG.Wait()
+	err := s.log.Close()
+	s.lock.Release()
+	return err
+}
+
+// Stats returns the store's counters.
+func (s *DurableResumeStore) Stats() DurableResumeStats {
+	s.mu.Lock()
+	dormant := len(s.dormant)
+	s.mu.Unlock()
+	return DurableResumeStats{Sessions: s.live.Len(), Dormant: dormant, Loaded: s.loaded.Load(), Restored: s.restored.Load(),
+		Expired: s.expired.Load(), Records: s.records.Load(), Bytes: s.log.Stats().Bytes, Failures: s.failures.Load(), Skipped: s.skipped.Load(),
+		Compactions: s.compactions.Load(), Repaired: s.repaired}
+}
+
+// sessionJournal is one live session's writer; under its Conn's mu.
+type sessionJournal struct {
+	store   *DurableResumeStore
+	token   []byte
+	peer    string
+	cur     conn.ResumeCursor
+	seq     uint64
+	full    bool      // the next record is an image
+	retryAt time.Time // after a failed write, no record before this
+	head    []byte
+	parts   [2][]byte
+	streams []conn.ImageStream
+}
+
+// persist writes what changed in c's session since its last record,
+// before the output that changed it goes to the transport (takeOut).
+// false: the store is closed (the server is stopping, and the session
+// lives on in the journal as it was): nothing more may be sent, or the
+// journal would be behind the client. Under mu.
+func (c *Conn) persist() bool {
+	j := c.rsm.j
+	if j.store.stopping.Load() {
+		return false
+	}
+	now := c.m.ResumeCursor()
+	if !j.full && now == j.cur {
+		return true
+	}
+	if !j.retryAt.IsZero() && time.Now().Before(j.retryAt) {
+		return true
+	}
+	r := journalRecord{token: j.token, seq: j.seq + 1, sent: now.SentPos, recv: now.RecvPos, retStart: now.RetainedStart, nextID: now.NextID}
+	var tail []byte
+	if j.full {
+		img, err := c.m.ResumeImage()
+		if err != nil {
+			if errors.Is(err, conn.ErrNotRestorable) {
+				// The byte-credits extension: this session cannot be
+				// restored; stop writing it.
+				j.store.end(j.token)
+				c.rsm.j = nil
+			}
+			return true
+		}
+		r.kind, r.seq = recordImage, 1
+		r.peer, r.keepalive, r.maxLifetime, r.lease = j.peer, img.KeepaliveInterval, img.MaxLifetime, img.Lease
+		r.hasStreams, r.streams = true, img.Streams
+		r.tailStart, tail = img.RetainedStart, img.Retained
+	} else {
+		r.kind = recordDelta
+		r.tailStart, tail = c.m.ResumeTail(j.cur)
+		if now.StreamsVersion != j.cur.StreamsVersion {
+			j.streams = c.m.OpenStreams(j.streams[:0])
+			r.hasStreams, r.streams = true, j.streams
+		}
+	}
+	j.head = appendJournalHead(j.head[:0], &r)
+	j.parts[0], j.parts[1] = j.head, tail
+	_, err := j.store.log.AppendParts(j.parts[:1], j.parts[1:])
+	j.parts[1] = nil
+	if err != nil {
+		// Not written: the session goes on (the journal is only behind,
+		// which a restart turns into a clean rejection of its RESUME at
+		// worst); an image is tried again in a second.
+		j.store.failures.Add(1)
+		j.full, j.retryAt = true, time.Now().Add(time.Second)
+		if !errors.Is(err, seglog.ErrClosed) {
+			c.opts.log.Warn("rsocket: resume journal write failed", "err", err)
+		}
+		return true
+	}
+	j.store.records.Add(1)
+	j.cur, j.seq, j.full, j.retryAt = now, r.seq, false, time.Time{}
+	if cap(j.head) > 1<<20 {
+		j.head = nil
+	}
+	if j.store.sinceCompact.Add(int64(len(j.head)+len(tail))) > max(j.store.cfg.CompactBytes, 2*j.store.lastCompact.Load()) &&
+		j.store.compacting.CompareAndSwap(false, true) {
+		j.store.startCompaction()
+	}
+	return true
+}
+
+// startCompaction rewrites the journal as one image per session in the
+// background, then removes the segments before it.
+func (s *DurableResumeStore) startCompaction() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.compacting.Store(false)
+		return
+	}
+	s.compactWG.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.compactWG.Done()
+		defer s.compacting.Store(false)
+		if err := s.compact(); err != nil {
+			s.cfg.Logger.Warn("rsocket: resume journal compaction failed", "err", err)
+		}
+	}()
+}
+
+// compact writes an image of every session, live and dormant, after
+// offset from, then removes the segments before from: every record
+// before it is superseded.
+func (s *DurableResumeStore) compact() error {
+	from, before := s.log.NextOffset(), s.log.Stats().Bytes
+	defer func() {
+		s.lastCompact.Store(int64(s.log.Stats().Bytes - before))
+		s.sinceCompact.Store(0)
+	}()
+	s.mu.Lock()
+	for _, d := range s.dormant {
+		r := imageRecord(&d.img, d.peer)
+		if _, err := s.log.AppendParts([][]byte{appendJournalHead(nil, &r)}, [][]byte{d.img.Retained}); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range s.live.all() {
+		c.mu.Lock()
+		if !c.closed && c.rsm != nil && c.rsm.j != nil {
+			c.rsm.j.full = true
+			_ = c.persist()
+			if c.rsm.j != nil && c.rsm.j.full {
+				c.mu.Unlock()
+				return errors.New("a session's image could not be written")
+			}
+		}
+		c.mu.Unlock()
+		c.combine()
+	}
+	if _, err := s.log.RemoveBefore(from); err != nil {
+		return err
+	}
+	s.compactions.Add(1)
+	return nil
+}
+
+// imageRecord is the image record of img; its tail is img.Retained.
+func imageRecord(img *conn.ResumeImage, peer string) journalRecord {
+	return journalRecord{kind: recordImage, token: img.Token, seq: 1, peer: peer, keepalive: img.KeepaliveInterval,
+		maxLifetime: img.MaxLifetime, lease: img.Lease, sent: img.SentPos, recv: img.RecvPos, retStart: img.RetainedStart,
+		nextID: img.NextID, hasStreams: true, streams: img.Streams, tailStart: img.RetainedStart}
+}

@@ -1,0 +1,346 @@
+package rsocket
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/rsocket/conn"
+)
+
+// journalServer serves newEcho with resumption backed by a
+// DurableResumeStore on dir. stop ends the server the way a crash
+// does, for the session's client: its transports drop without an ERROR,
+// and the store is closed without ending any session.
+type journalServer struct {
+	addr  string
+	store *DurableResumeStore
+	stop  func()
+}
+
+func startJournalServer(t *testing.T, dir string, cfg DurableResumeConfig) *journalServer {
+	t.Helper()
+	store, err := OpenDurableResumeStore(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _, err := Listen("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = Serve(ctx, ln, newEcho(), WithResume(ResumeConfig{Store: store}))
+	}()
+	s := &journalServer{addr: ln.Addr().String(), store: store}
+	var stopped bool
+	s.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+		_ = store.Close()
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// TestResumeAcrossServerRestart: a client streams 200,000 items from a
+// server whose sessions are journaled; the server dies mid-stream with
+// frames in flight lost on the way (the proxy's hole), and another
+// server process starts on the same journal. The client's connection
+// resumes on it: the lost frames are replayed exactly once, then the
+// stream, whose handler died, ends with "server restarted"; the same
+// connection then serves new requests. A second, idle client resumes
+// too. Without the journal (a memory store) the RESUME is rejected.
+func TestResumeAcrossServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	s1 := startJournalServer(t, dir, DurableResumeConfig{})
+	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
+	ctx := context.Background()
+	dial := func() *Conn {
+		c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c, idle := dial(), dial()
+	if _, err := idle.RequestResponse(ctx, Payload{Data: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	const items = 200_000
+	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	read := func(upTo int) error {
+		for next < upTo {
+			pl, err := s.Next()
+			if err != nil {
+				return err
+			}
+			if got := string(pl.Data); got != strconv.Itoa(next) {
+				t.Fatalf("item %d is %q: lost, reordered or duplicated", next, got)
+			}
+			next++
+		}
+		return nil
+	}
+	within(t, "the first items", func() {
+		if err := read(1000); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The crash: what the server sends from now on is lost on the way
+	// (here: the answer to a request), then the process is gone.
+	p.hole.Store(true)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := c.RequestResponse(ctx, Payload{Data: []byte("lost in flight")})
+		if err == nil && string(resp.Data) != "lost in flight" {
+			err = errors.New("wrong answer " + string(resp.Data))
+		}
+		answered <- err
+	}()
+	within(t, "the answer lost in the hole", func() {
+		for p.holed.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	s1.stop()
+	p.cutAll()
+	p.hole.Store(false)
+	holed := p.holed.Load()
+
+	s2 := startJournalServer(t, dir, DurableResumeConfig{})
+	if st := s2.store.Stats(); st.Dormant != 2 || st.Loaded != 2 {
+		t.Fatalf("the restarted server read %+v from the journal, want 2 sessions", st)
+	}
+	p.set(func(p *cutProxy) { p.upstream = s2.addr })
+	var end error
+	within(t, "the stream after the restart", func() { end = read(items) })
+	if end == nil || !strings.Contains(end.Error(), "server restarted") {
+		t.Fatalf("the stream ended with %v after %d items; want the orphaned stream ended with \"server restarted\"", end, next)
+	}
+	within(t, "the answer lost in flight", func() { err = <-answered })
+	if err != nil {
+		t.Fatalf("the answer lost in flight at the crash, replayed from the journal: %v", err)
+	}
+	t.Logf("%d stream items in order, then \"server restarted\"; %d bytes lost in flight at the crash, replayed from the journal", next, holed)
+	for _, cl := range []*Conn{c, idle} {
+		var resp Payload
+		within(t, "a request after the restart", func() { resp, err = cl.RequestResponse(ctx, Payload{Data: []byte("again")}) })
+		if err != nil || string(resp.Data) != "again" {
+			t.Fatalf("request after the restart: %q, %v", resp.Data, err)
+		}
+		if st := cl.ResumeStats(); st.Resumed != 1 {
+			t.Fatalf("resume stats %+v, want one resume", st)
+		}
+	}
+	if st := s2.store.Stats(); st.Restored != 2 || st.Dormant != 0 || st.Sessions != 2 {
+		t.Fatalf("store after the resumes: %+v", st)
+	}
+
+	// The same crash with sessions only in memory: the RESUME finds
+	// nothing and the session ends.
+	mem, _ := resumeServer(t, "tcp", ResumeConfig{})
+	p2 := newCutProxy(t, mem, 8, 0, 0, 0)
+	c2, err := Dial(ctx, "tcp://"+p2.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := resumeServer(t, "tcp", ResumeConfig{})
+	p2.set(func(p *cutProxy) { p.upstream = other })
+	p2.cutAll()
+	within(t, "the rejected resume", func() { <-c2.Done() })
+	if !errors.Is(c2.Err(), conn.ErrResumeRejected) {
+		t.Fatalf("without the journal: %v, want a rejected resume", c2.Err())
+	}
+}
+
+// TestResumeJournalCompaction: a long stream through a journal that
+// compacts every 256 KiB keeps the directory small, and the session
+// still restores after the compactions.
+func TestResumeJournalCompaction(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DurableResumeConfig{CompactBytes: 256 << 10, SegmentBytes: 256 << 10}
+	s1 := startJournalServer(t, dir, cfg)
+	ctx := context.Background()
+	c, err := Dial(ctx, "tcp://"+s1.addr, WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const items = 100_000
+	st, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the stream", func() { err = readStream(st, items) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := s1.store.Stats()
+	size := dirSize(t, dir)
+	_, retained := s1.store.live.all()[0].m.RetainedBytes()
+	t.Logf("journal after %d items: %d records, %d bytes written, %d compactions, %d bytes on disk (%d retained)", items, stats.Records, stats.Bytes, stats.Compactions, size, retained)
+	if stats.Compactions == 0 {
+		t.Fatalf("no compaction: %+v", stats)
+	}
+	// The directory holds about the session's image (its retained
+	// frames) twice, a segment or two beyond, never all that was written.
+	if size > 2*int64(stats.Bytes)/3 {
+		t.Fatalf("journal holds %d of the %d bytes written", size, stats.Bytes)
+	}
+	s1.stop()
+	s2 := startJournalServer(t, dir, cfg)
+	if d := s2.store.Stats().Dormant; d != 1 {
+		t.Fatalf("%d sessions after compactions, want 1", d)
+	}
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// TestResumeJournalFaults: a second store on the same directory is
+// refused with the holder named; a journal whose write fails does not
+// stop the live session; a damaged journal is salvaged at open, never
+// a panic or a wedge.
+func TestResumeJournalFaults(t *testing.T) {
+	dir := t.TempDir()
+	s1 := startJournalServer(t, dir, DurableResumeConfig{})
+	if _, err := OpenDurableResumeStore(dir, DurableResumeConfig{}); !errors.Is(err, dirlock.ErrBusy) {
+		t.Fatalf("second store on one directory: %v, want ErrBusy", err)
+	}
+	ctx := context.Background()
+	c, err := Dial(ctx, "tcp://"+s1.addr, WithResume(ResumeConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 50 {
+		if _, err := c.RequestResponse(ctx, Payload{Data: []byte("payload " + strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A journal that cannot be written (here: its log closed under it,
+	// as after an I/O error) costs durability, not the session.
+	_ = s1.store.log.Close()
+	for i := range 10 {
+		if _, err := c.RequestResponse(ctx, Payload{Data: []byte("after " + strconv.Itoa(i))}); err != nil {
+			t.Fatalf("request with the journal failing: %v", err)
+		}
+	}
+	if f := s1.store.Stats().Failures; f == 0 {
+		t.Fatal("no journal write failure counted")
+	}
+	s1.stop()
+
+	// Damage a byte in the middle of the segment: the store opens, says
+	// it repaired, and holds whatever sessions are intact.
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) == 0 {
+		t.Fatal("no journal segment")
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenDurableResumeStore(dir, DurableResumeConfig{})
+	if err != nil {
+		t.Fatalf("damaged journal: %v", err)
+	}
+	st := s2.Stats()
+	t.Logf("after the damage: %+v", st)
+	if !st.Repaired && st.Skipped == 0 {
+		t.Fatalf("damage neither repaired nor counted: %+v", st)
+	}
+	_ = s2.Close()
+
+	// A restarted server whose client comes back after the session
+	// lifetime: the RESUME is rejected, the session forgotten.
+	dir = t.TempDir()
+	s3 := startJournalServer(t, dir, DurableResumeConfig{})
+	p := newCutProxy(t, s3.addr, 9, 0, 0, 0)
+	c3, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if _, err := c3.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	s3.stop()
+	s4 := startJournalServer(t, dir, DurableResumeConfig{SessionLifetime: time.Nanosecond})
+	p.set(func(p *cutProxy) { p.upstream = s4.addr })
+	p.cutAll()
+	within(t, "the expired session's resume", func() { <-c3.Done() })
+	if !errors.Is(c3.Err(), conn.ErrResumeRejected) {
+		t.Fatalf("resume after the session lifetime: %v, want rejected", c3.Err())
+	}
+	if st := s4.store.Stats(); st.Expired != 1 || st.Restored != 0 {
+		t.Fatalf("store: %+v, want the session expired", st)
+	}
+}
+
+// FuzzJournalRecord: any bytes parse to a record or an error, never a
+// panic; a record that parses encodes back to the same bytes; applying
+// it to an image (as Open does) ends in an error or an image that
+// conn.Restore takes or refuses, never a panic.
+func FuzzJournalRecord(f *testing.F) {
+	img := journalRecord{kind: recordImage, token: []byte("tok"), seq: 1, peer: "id", keepalive: time.Second,
+		maxLifetime: time.Minute, sent: 10, recv: 5, retStart: 0, nextID: 2, hasStreams: true,
+		streams: []conn.ImageStream{{ID: 1, Kind: conn.RequestStream}}, tailStart: 0}
+	frames := []byte{0, 0, 10, 0, 0, 0, 1, 0x28, 0x20, 'a', 'b', 'c', 'd'}
+	f.Add(append(appendJournalHead(nil, &img), frames...))
+	delta := journalRecord{kind: recordDelta, token: []byte("tok"), seq: 2, sent: 20, recv: 5, retStart: 10, nextID: 2, tailStart: 10}
+	f.Add(append(appendJournalHead(nil, &delta), frames...))
+	f.Add(appendJournalHead(nil, &journalRecord{kind: recordEnd, token: []byte("tok"), seq: 3}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := parseJournalRecord(b)
+		if err != nil {
+			return
+		}
+		if again := append(appendJournalHead(nil, &r), r.tail...); string(again) != string(b) {
+			t.Fatalf("record does not encode back: %x → %x", b, again)
+		}
+		base := img.image()
+		base.Retained = append([]byte(nil), frames[:10+3]...)
+		base.SentPos = 10
+		if r.kind == recordDelta && applyDelta(&base, &r, 1) == nil {
+			_, _ = conn.Restore(conn.Config{Role: conn.Server, Resume: true}, base, 0)
+		}
+		if r.kind == recordImage {
+			_, _ = conn.Restore(conn.Config{Role: conn.Server, Resume: true}, r.image(), 0)
+		}
+	})
+}

@@ -3,15 +3,19 @@ package rsocket
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // journalServer serves newEcho with resumption backed by a
@@ -343,4 +347,84 @@ func FuzzJournalRecord(f *testing.F) {
 			_, _ = conn.Restore(conn.Config{Role: conn.Server, Resume: true}, r.image(), 0)
 		}
 	})
+}
+
+// BenchmarkResumeJournal: what the journal costs a resumable server:
+// 128 request-responses in flight and a request-stream of 64-byte
+// payloads on one resumable connection, sessions in memory (store=memory)
+// or journaled (sync=none: a write per output batch; sync=always: and an
+// fdatasync).
+func BenchmarkResumeJournal(b *testing.B) {
+	for _, store := range []string{"memory", "journal/sync=none", "journal/sync=always"} {
+		for _, model := range []string{"rr128", "stream"} {
+			b.Run("store="+store+"/"+model, func(b *testing.B) {
+				cfg := ResumeConfig{}
+				if store != "memory" {
+					sync := seglog.SyncNone()
+					if store == "journal/sync=always" {
+						sync = seglog.SyncAlways()
+					}
+					st, err := OpenDurableResumeStore(b.TempDir(), DurableResumeConfig{Sync: sync})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer st.Close()
+					cfg.Store = st
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					var r Responder = streamer{elem: make([]byte, 64), batch: true}
+					if model == "rr128" {
+						r = newEcho()
+					}
+					_ = Serve(ctx, ln, r, WithResume(cfg))
+				}()
+				defer func() { cancel(); <-done }()
+				c, err := Dial(ctx, "tcp://"+ln.Addr().String(), WithResume(ResumeConfig{}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				if model == "stream" {
+					s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(b.N))}, 256)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for range b.N {
+						if _, err := s.Next(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "payloads/s")
+					return
+				}
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				p := Payload{Data: make([]byte, 64)}
+				for range 128 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							if _, err := c.RequestResponse(ctx, p); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+			})
+		}
+	}
 }

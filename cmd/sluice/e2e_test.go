@@ -77,14 +77,25 @@ func (p *proc) restart() {
 	p.start()
 }
 
+// freeAddr returns a loopback address that was free a moment ago, for a
+// process the test starts later. The port is below Linux's ephemeral
+// range (32768–60999): a port the kernel handed out for a listener's :0
+// is also what it hands to outgoing connections, and another package's
+// test, running in parallel, took one in the gap between this check and
+// the process's bind (a chaos test failed on it: the agent never
+// listened).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.Intn(12000)))
+		if err != nil {
+			continue
+		}
+		defer l.Close()
+		return l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port in 20000–31999 after 200 tries")
+	return ""
 }
 
 // metric reads one counter from a Prometheus endpoint (-1 if unreachable).

@@ -72,15 +72,8 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	s1 := startJournalServer(t, dir, DurableResumeConfig{})
 	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
 	ctx := context.Background()
-	dial := func() *Conn {
-		c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	c, idle := dial(), dial()
+	url := "tcp://" + p.addr()
+	c, idle := dialResume(t, url), dialResume(t, url)
 	if _, err := idle.RequestResponse(ctx, Payload{Data: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,25 +82,11 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := 0
-	read := func(upTo int) error {
-		for next < upTo {
-			pl, err := s.Next()
-			if err != nil {
-				return err
-			}
-			if got := string(pl.Data); got != strconv.Itoa(next) {
-				t.Fatalf("item %d is %q: lost, reordered or duplicated", next, got)
-			}
-			next++
-		}
-		return nil
+	r := orderedStream{s: s}
+	within(t, "the first items", func() { err = r.read(1000) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	within(t, "the first items", func() {
-		if err := read(1000); err != nil {
-			t.Fatal(err)
-		}
-	})
 	// The crash: what the server sends from now on is lost on the way
 	// (here: the answer to a request), then the process is gone.
 	p.hole.Store(true)
@@ -135,15 +114,15 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	}
 	p.set(func(p *cutProxy) { p.upstream = s2.addr })
 	var end error
-	within(t, "the stream after the restart", func() { end = read(items) })
+	within(t, "the stream after the restart", func() { end = r.read(items) })
 	if end == nil || !strings.Contains(end.Error(), "server restarted") {
-		t.Fatalf("the stream ended with %v after %d items; want the orphaned stream ended with \"server restarted\"", end, next)
+		t.Fatalf("the stream ended with %v after %d items; want the orphaned stream ended with \"server restarted\"", end, r.next)
 	}
 	within(t, "the answer lost in flight", func() { err = <-answered })
 	if err != nil {
 		t.Fatalf("the answer lost in flight at the crash, replayed from the journal: %v", err)
 	}
-	t.Logf("%d stream items in order, then \"server restarted\"; %d bytes lost in flight at the crash, replayed from the journal", next, holed)
+	t.Logf("%d stream items in order, then \"server restarted\"; %d bytes lost in flight at the crash, replayed from the journal", r.next, holed)
 	for _, cl := range []*Conn{c, idle} {
 		var resp Payload
 		within(t, "a request after the restart", func() { resp, err = cl.RequestResponse(ctx, Payload{Data: []byte("again")}) })
@@ -162,11 +141,7 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	// nothing and the session ends.
 	mem, _ := resumeServer(t, "tcp", ResumeConfig{})
 	p2 := newCutProxy(t, mem, 8, 0, 0, 0)
-	c2, err := Dial(ctx, "tcp://"+p2.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := dialResume(t, "tcp://"+p2.addr())
 	if _, err := c2.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +162,7 @@ func TestResumeJournalCompaction(t *testing.T) {
 	cfg := DurableResumeConfig{CompactBytes: 256 << 10, SegmentBytes: 256 << 10}
 	s1 := startJournalServer(t, dir, cfg)
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+s1.addr, WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialResume(t, "tcp://"+s1.addr)
 	const items = 100_000
 	st, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
 	if err != nil {
@@ -295,11 +266,7 @@ func TestResumeJournalFaults(t *testing.T) {
 	dir = t.TempDir()
 	s3 := startJournalServer(t, dir, DurableResumeConfig{})
 	p := newCutProxy(t, s3.addr, 9, 0, 0, 0)
-	c3, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
+	c3 := dialResume(t, "tcp://"+p.addr())
 	if _, err := c3.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

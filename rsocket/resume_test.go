@@ -58,21 +58,54 @@ func within(t testing.TB, what string, f func()) {
 // readStream reads a stream of "0".."n-1" and checks it is complete, in
 // order and without duplicates.
 func readStream(s *Stream, n int) error {
-	for i := 0; ; i++ {
-		p, err := s.Next()
+	r := orderedStream{s: s}
+	err := r.read(n + 1)
+	switch {
+	case errors.Is(err, io.EOF) && r.next == n:
+		return nil
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("stream ended after %d of %d items", r.next, n)
+	case err == nil:
+		return fmt.Errorf("stream goes on after %d items", n)
+	}
+	return err
+}
+
+// orderedStream reads a stream of "0", "1", … in parts.
+type orderedStream struct {
+	s    *Stream
+	next int // the next item expected
+}
+
+// read reads up to item upTo (excluded): an error is the stream's end
+// (io.EOF), its failure, or an item out of order.
+func (r *orderedStream) read(upTo int) error {
+	for r.next < upTo {
+		p, err := r.s.Next()
 		if errors.Is(err, io.EOF) {
-			if i != n {
-				return fmt.Errorf("stream ended after %d of %d items", i, n)
-			}
-			return nil
+			return err
 		}
 		if err != nil {
-			return fmt.Errorf("item %d: %w", i, err)
+			return fmt.Errorf("item %d: %w", r.next, err)
 		}
-		if got := string(p.Data); got != strconv.Itoa(i) {
-			return fmt.Errorf("item %d is %q: lost, reordered or duplicated", i, got)
+		if got := string(p.Data); got != strconv.Itoa(r.next) {
+			return fmt.Errorf("item %d is %q: lost, reordered or duplicated", r.next, got)
 		}
+		r.next++
 	}
+	return nil
+}
+
+// dialResume dials url with resumption and quick redials; the
+// connection is closed at the end of the test.
+func dialResume(t testing.TB, url string) *Conn {
+	t.Helper()
+	c, err := Dial(context.Background(), url, WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestResumeCuttingProxy: a request-stream of 200,000 items, a channel
@@ -375,11 +408,7 @@ func resumedStream(t *testing.T, p *cutProxy, items, cuts int) {
 func resumedStreamAt(t *testing.T, p *cutProxy, url string, items, cuts int) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := Dial(ctx, url, WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialResume(t, url)
 	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
 	if err != nil {
 		t.Fatal(err)

@@ -167,7 +167,30 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 		t.Fatalf("owner: %q %v", r.Data, err)
 	}
 
-	nc, err := tls.Dial("tcp", ln.Addr().String(), cliTLS(thief))
+	thiefResumes(t, ln.Addr().String(), cliTLS(thief), token)
+
+	// The owner's session is untouched, and it resumes as itself.
+	p.set(func(p *cutProxy) { p.left = cuts })
+	p.cutAll()
+	s, err := c.RequestStream(ctx, Payload{Data: []byte("20000")}, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the owner's stream", func() { err = readStream(s, 20000) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.ResumeStats(); st.Resumed < 1 {
+		t.Fatalf("the owner resumed %d times after the cut, want at least 1", st.Resumed)
+	}
+}
+
+// thiefResumes presents token in a RESUME over TLS with cfg's client
+// certificate, and fails the test unless the server refuses it as
+// coming from another client identity.
+func thiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte) {
+	t.Helper()
+	nc, err := tls.Dial("tcp", addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,19 +214,82 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	if err != nil || ef.Code != frame.ErrorCodeRejectedResume || ef.Message() != "resume from another client identity" {
 		t.Fatalf("thief's RESUME answered %+v (%v); want REJECTED_RESUME \"resume from another client identity\"", ef, err)
 	}
+}
 
-	// The owner's session is untouched, and it resumes as itself.
-	p.set(func(p *cutProxy) { p.left = cuts })
-	p.cutAll()
-	s, err := c.RequestStream(ctx, Payload{Data: []byte("20000")}, 256)
+// TestResumeJournalBindsTLSIdentity: the client identity of a journaled
+// session survives the server's restart: after it, a RESUME with the
+// token from another client certificate is refused and the session
+// stays in the journal for its owner, who then resumes it.
+func TestResumeJournalBindsTLSIdentity(t *testing.T) {
+	ca := testpki.NewCA(t)
+	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
+	owner := ca.Issue(t, "owner", x509.ExtKeyUsageClientAuth)
+	thief := ca.Issue(t, "thief", x509.ExtKeyUsageClientAuth)
+	srvTLS := &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+	cliTLS := func(cert tls.Certificate) *tls.Config {
+		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
+	}
+	dir := t.TempDir()
+	serve := func() (addr string, store *DurableResumeStore, stop func()) {
+		store, err := OpenDurableResumeStore(dir, DurableResumeConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _, err := Listen("tls://127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = Serve(ctx, ln, newEcho(), WithTLS(srvTLS), WithResume(ResumeConfig{Store: store}))
+		}()
+		stopped := false
+		stop = func() {
+			if !stopped {
+				stopped = true
+				cancel()
+				<-done
+				_ = store.Close()
+			}
+		}
+		t.Cleanup(stop)
+		return ln.Addr().String(), store, stop
+	}
+	addr1, _, stop1 := serve()
+	p := newCutProxy(t, addr1, 7, 0, 0, 0)
+	token := []byte("0123456789abcdef")
+	ctx := context.Background()
+	c, err := Dial(ctx, "tls://"+p.addr(), WithTLS(cliTLS(owner)),
+		WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, "the owner's stream", func() { err = readStream(s, 20000) })
-	if err != nil {
-		t.Fatal(err)
+	defer c.Close()
+	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("mine")}); err != nil || string(r.Data) != "mine" {
+		t.Fatalf("owner: %q %v", r.Data, err)
 	}
-	if st := c.ResumeStats(); st.Resumed < 1 {
-		t.Fatalf("the owner resumed %d times after the cut, want at least 1", st.Resumed)
+	// The restart; the owner cannot reach the new server until the
+	// thief has tried.
+	p.set(func(p *cutProxy) { p.refuse = true })
+	stop1()
+	p.closeAll()
+	addr2, store2, _ := serve()
+	if d := store2.Stats().Dormant; d != 1 {
+		t.Fatalf("%d sessions read back, want 1", d)
+	}
+	thiefResumes(t, addr2, cliTLS(thief), token)
+	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
+		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
+	}
+	p.set(func(p *cutProxy) { p.upstream, p.refuse = addr2, false })
+	var r Payload
+	within(t, "the owner's request after the restart", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("still mine")}) })
+	if err != nil || string(r.Data) != "still mine" {
+		t.Fatalf("owner after the restart: %q %v", r.Data, err)
+	}
+	if st := store2.Stats(); st.Restored != 1 || c.ResumeStats().Resumed != 1 {
+		t.Fatalf("store %+v, client %+v: want the owner's session restored and resumed once", st, c.ResumeStats())
 	}
 }

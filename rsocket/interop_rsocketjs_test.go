@@ -60,12 +60,16 @@ var jsCases = []string{"request_response", "fire_and_forget", "metadata_push", "
 // server sends to the rsocket-js client's responder (peers are symmetric).
 var jsClientCases = append(append([]string(nil), jsCases...), "server_requests")
 
+// jsResumeCase is run by TestInteropJSResume in both directions, each
+// with processes of its own.
+const jsResumeCase = "resume_stream"
+
 // jsCasesOf lists the cases of a direction.
 func jsCasesOf(dir string) []string {
 	if dir == jsClientDir {
-		return jsClientCases
+		return append(jsClientCases[:len(jsClientCases):len(jsClientCases)], jsResumeCase)
 	}
-	return jsCases
+	return append(jsCases[:len(jsCases):len(jsCases)], jsResumeCase)
 }
 
 // jsRow is one row of the results table.
@@ -315,7 +319,12 @@ func (e *jsEvents) wait(kinds ...string) (jsEvent, bool) {
 
 func jsStartServer(t *testing.T, ctx context.Context, node, modules, tr string) (port int, events *jsEvents) {
 	t.Helper()
-	cmd := jsCommand(ctx, node, modules, jsScript(t, "server.js"), tr)
+	return jsStartServerCmd(t, jsCommand(ctx, node, modules, jsScript(t, "server.js"), tr))
+}
+
+// jsStartServerCmd starts server.js as cmd and waits until it listens.
+func jsStartServerCmd(t *testing.T, cmd *exec.Cmd) (port int, events *jsEvents) {
+	t.Helper()
 	proc := peers.Start(t, cmd, false)
 	stdout := proc.Stdout
 	events = &jsEvents{ch: make(chan jsEvent, 64)}
@@ -564,6 +573,95 @@ func jsRunServer(t *testing.T, node, modules, tr string) {
 	}
 }
 
+// TestInteropJSResume: resumption with rsocket-js, both ways, over TCP
+// and WebSocket, through a proxy that cuts the connection at seeded
+// random offsets (bytes in flight lost): a request-stream of 200,000
+// elements must arrive complete, in order, once. rsocket-js's client
+// writes its RESUME's version as 0.1 (the SETUP's major and minor
+// swapped); our server takes that as 1.0 (conn.swappedVersion).
+func TestInteropJSResume(t *testing.T) {
+	node, modules := jsNode(t)
+	const items, cuts = 200_000, 6
+	for i, tr := range jsTransports {
+		t.Run("client/"+tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			ln, path, err := rsocket.Listen(tr + "://127.0.0.1:0/rs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if tr == "ws" {
+					_ = rsocket.ServeWebSocket(ctx, ln, path, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
+				} else {
+					_ = rsocket.Serve(ctx, ln, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
+				}
+			}()
+			defer func() { cancel(); <-done }()
+			p := rsocket.NewCutProxy(t, ln.Addr().String(), uint64(41+i), cuts, 4<<10, 200<<10)
+			p.SetMinUpAll(1024) // past a WebSocket handshake and the RESUME
+			url := "tcp://" + p.Addr()
+			if tr == "ws" {
+				url = "ws://" + p.Addr() + path
+			}
+			out, err := jsCommand(ctx, node, modules, jsScript(t, "resume.js"), url, strconv.Itoa(items)).Output()
+			var r struct {
+				OK     bool   `json:"ok"`
+				Detail string `json:"detail"`
+			}
+			if jerr := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil || jerr != nil {
+				r.Detail = fmt.Sprintf("resume.js: %v %v: %q", err, jerr, out)
+			}
+			switch {
+			case !r.OK:
+				jsRecord(jsClientDir, tr, jsResumeCase, jsFail, r.Detail)
+				t.Fatal(r.Detail)
+			case p.Cuts() != cuts:
+				jsRecord(jsClientDir, tr, jsResumeCase, jsFail, fmt.Sprintf("%d cuts, want %d", p.Cuts(), cuts))
+				t.Fatalf("%d cuts, want %d: the stream must outlast them", p.Cuts(), cuts)
+			}
+			note := fmt.Sprintf("%s through %d cuts (%d connections)", r.Detail, p.Cuts(), p.Accepted())
+			t.Log(note)
+			jsRecord(jsClientDir, tr, jsResumeCase, jsPass, note)
+		})
+		t.Run("server/"+tr, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := jsCommand(ctx, node, modules, jsScript(t, "server.js"), tr, "resume")
+			port, _ := jsStartServerCmd(t, cmd)
+			p := rsocket.NewCutProxy(t, "127.0.0.1:"+strconv.Itoa(port), uint64(51+i), cuts, 4<<10, 200<<10)
+			p.SetMinUpAll(1024)
+			url := "tcp://" + p.Addr()
+			if tr == "ws" {
+				url = "ws://" + p.Addr() + "/rsocket"
+			}
+			c, err := rsocket.Dial(ctx, url, rsocket.WithResume(rsocket.ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256)
+			if err == nil {
+				err = rsocket.ReadStream(s, items)
+			}
+			st := c.ResumeStats()
+			switch {
+			case err != nil:
+				jsRecord(jsServerDir, tr, jsResumeCase, jsFail, fmt.Sprintf("after %d resumes: %v", st.Resumed, err))
+				t.Fatalf("after %d cuts and %d resumes: %v", p.Cuts(), st.Resumed, err)
+			case p.Cuts() != cuts || st.Resumed != cuts:
+				jsRecord(jsServerDir, tr, jsResumeCase, jsFail, fmt.Sprintf("%d cuts, %d resumes, want %d", p.Cuts(), st.Resumed, cuts))
+				t.Fatalf("%d cuts and %d resumes, want %d each", p.Cuts(), st.Resumed, cuts)
+			}
+			note := fmt.Sprintf("%d elements, in order, once, through %d cuts; %d resumes", items, p.Cuts(), st.Resumed)
+			t.Log(note)
+			jsRecord(jsServerDir, tr, jsResumeCase, jsPass, note)
+		})
+	}
+}
+
 const (
 	jsDoc   = "../docs/rsocket-interop.md"
 	jsBegin = "<!-- BEGIN rsocket-js rows -->"
@@ -600,7 +698,7 @@ func TestInteropJSDoc(t *testing.T) {
 	jsMu.Lock()
 	rows := append([]jsRow(nil), jsRows...)
 	jsMu.Unlock()
-	want := len(jsTransports) * (len(jsClientCases) + len(jsCases))
+	want := len(jsTransports) * (len(jsCasesOf(jsClientDir)) + len(jsCasesOf(jsServerDir)))
 	if os.Getenv("SLUICE_INTEROP_UPDATE") == "1" {
 		if len(rows) != want {
 			t.Fatalf("%d results recorded, want %d: run TestInteropJS with rsocket-js installed", len(rows), want)

@@ -1,7 +1,7 @@
 // rsocket-js 1.0.0-alpha.3 client with resumption on, for sluice's
 // resume interop test (rsocket/resume_js_test.go).
 //
-// Usage: node resume.js tcp://HOST:PORT N
+// Usage: node resume.js tcp://HOST:PORT|ws://HOST:PORT/PATH N
 // Asks a request-stream of N elements ("0".."N-1") on a resumable
 // connection (redial every 50 ms) and prints one JSON line:
 // {"ok":bool,"detail":S}.
@@ -10,6 +10,8 @@
 const crypto = require("crypto");
 const { RSocketConnector } = require("rsocket-core");
 const { TcpClientTransport } = require("rsocket-tcp-client");
+const { WebsocketClientTransport } = require("rsocket-websocket-client");
+const WebSocket = require("ws");
 
 async function main() {
   const [url, n] = process.argv.slice(2);
@@ -18,7 +20,11 @@ async function main() {
   const token = crypto.randomBytes(16);
   const rs = await new RSocketConnector({
     setup: { keepAlive: 10000, lifetime: 60000, dataMimeType: "application/octet-stream", metadataMimeType: "application/octet-stream" },
-    transport: new TcpClientTransport({ connectionOptions: { host: u.hostname, port: Number(u.port), noDelay: true } }),
+    transport:
+      u.protocol === "ws:"
+        ? // Node 20 has no global WebSocket; rsocket-js needs a wsCreator.
+          new WebsocketClientTransport({ url, wsCreator: (addr) => new WebSocket(addr) })
+        : new TcpClientTransport({ connectionOptions: { host: u.hostname, port: Number(u.port), noDelay: true } }),
     resume: {
       tokenGenerator: () => token,
       reconnectFunction: () => new Promise((resolve) => setTimeout(resolve, 50)),

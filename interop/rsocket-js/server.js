@@ -197,6 +197,8 @@ const responder = {
 
 async function main() {
   const kind = process.argv[2];
+  // "resume": accept resumable clients (sessions kept 60 s).
+  const resume = process.argv[3] === "resume";
   let server;
   let transport;
   if (kind === "tcp") {
@@ -213,10 +215,11 @@ async function main() {
       wsCreator: (opts) => (server = new WebSocketServer({ ...opts, maxPayload: 64 << 20 })),
     });
   } else {
-    throw new Error("usage: node server.js tcp|ws");
+    throw new Error("usage: node server.js tcp|ws [resume]");
   }
   const rs = new RSocketServer({
     transport,
+    resume: resume ? { sessionTimeout: 60000 } : undefined,
     acceptor: {
       accept: async (setup, peer) => {
         peer.onClose((e) => event({ event: "connection_closed", error: e ? `${e.name}: ${e.message}` : "" }));

@@ -229,7 +229,7 @@ func (m *Machine) AcceptResume(now time.Duration, b []byte) (ok bool) {
 		reason = err.Error()
 	case !bytes.Equal(r.ResumeToken, m.rs.token):
 		reason = "unknown resume token"
-	case r.MajorVersion != frame.ProtocolMajor:
+	case r.MajorVersion != frame.ProtocolMajor && !swappedVersion(r.MajorVersion, r.MinorVersion):
 		reason = fmt.Sprintf("protocol version %d.%d is not supported", r.MajorVersion, r.MinorVersion)
 	case r.LastReceivedServerPosition < m.rs.retStart || r.LastReceivedServerPosition > m.sentPos:
 		reason = fmt.Sprintf("client position %d outside the retained %d..%d", r.LastReceivedServerPosition, m.rs.retStart, m.sentPos)
@@ -256,6 +256,12 @@ func (m *Machine) AcceptResume(now time.Duration, b []byte) (ok bool) {
 	m.events = append(m.events, Event{Kind: EventResumed})
 	return true
 }
+
+// swappedVersion: a RESUME saying 0.1 is a 1.0 client that swapped major
+// and minor (rsocket-js 1.0.0-alpha.3 writes the SETUP's minor as the
+// RESUME's major). No RSocket version 0.1 exists, so taking it as 1.0
+// resumes those clients and misreads no one.
+func swappedVersion(major, minor uint16) bool { return major == 0 && minor == frame.ProtocolMajor }
 
 // ResumeToken returns the token of a RESUME frame b, for a server driver
 // to find the session.

@@ -407,6 +407,25 @@ func TestResumeWrongTokenRejected(t *testing.T) {
 	}
 }
 
+// TestResumeSwappedVersion: a RESUME saying 0.1 (rsocket-js 1.0.0-alpha.3
+// swaps the SETUP's major and minor) is taken as 1.0; 0.2, 2.0 and 2.1
+// are refused.
+func TestResumeSwappedVersion(t *testing.T) {
+	for _, v := range []struct {
+		major, minor uint16
+		ok           bool
+	}{{1, 0, true}, {0, 1, true}, {0, 2, false}, {2, 0, false}, {2, 1, false}} {
+		p := resumePair(t, Config{})
+		p.s.TransportClosed(errors.New("cut"))
+		drain(t, p.s)
+		r := must(frame.AppendResume(nil, v.major, v.minor, []byte("tok"), 0, 0))
+		if got := p.s.AcceptResume(0, r); got != v.ok {
+			fs, _ := drain(t, p.s)
+			t.Errorf("RESUME version %d.%d: accepted %v, want %v (%s)", v.major, v.minor, got, v.ok, describe(fs))
+		}
+	}
+}
+
 // TestResumeClientCells: the remaining client cells of link state × input.
 func TestResumeClientCells(t *testing.T) {
 	resuming := func(t *testing.T) *pair {

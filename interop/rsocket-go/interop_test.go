@@ -373,6 +373,11 @@ func theirEcho(obs *observed) rgo.RSocket {
 // startTheirs serves theirEcho on a free loopback port; it returns the
 // address once the server reports it started.
 func startTheirs(t *testing.T, tr string, obs *observed) string {
+	return startTheirsWith(t, tr, obs, false)
+}
+
+// startTheirsWith is startTheirs, with resumption on when resume is set.
+func startTheirsWith(t *testing.T, tr string, obs *observed, resume bool) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +393,11 @@ func startTheirs(t *testing.T, tr string, obs *observed) string {
 	started := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- rgo.Receive().
+		b := rgo.Receive()
+		if resume {
+			b = b.Resume(rgo.WithServerResumeSessionDuration(time.Minute))
+		}
+		errc <- b.
 			Fragment(64 * 1024).
 			OnStart(func() { close(started) }).
 			Acceptor(func(context.Context, payload.SetupPayload, rgo.CloseableRSocket) (rgo.RSocket, error) {

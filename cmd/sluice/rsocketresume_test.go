@@ -115,8 +115,9 @@ func TestRSocketCLIResume(t *testing.T) {
 // journal), the stream whose handler died with the process ends with
 // "server restarted", and the same connection serves new requests. A
 // second client that was idle at the crash resumes too. A SIGTERM
-// (a planned restart) keeps the sessions the same way. Without
-// --resume-dir the same kill ends both sessions.
+// (a planned restart) keeps the sessions the same way. Two more kills,
+// each mid-stream, are survived the same way by the same connections.
+// Without --resume-dir the same kill ends both sessions.
 func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 	for _, mode := range []string{"journal", "journal-sigterm", "memory"} {
 		journal := mode != "memory"
@@ -207,6 +208,54 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 			}
 			if got := metric(metrics, "sluice_rsocket_resume_restored_total"); got != 2 {
 				t.Fatalf("sluice_rsocket_resume_restored_total = %v, want 2", got)
+			}
+			if mode != "journal" {
+				return
+			}
+			// Two more kills, each in the middle of a new stream, on the
+			// same two connections: each time both resume, the stream
+			// ends "server restarted" after its elements in order, and a
+			// whole stream then completes.
+			for round := 2; round <= 3; round++ {
+				s, err = c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next = 0
+				if err := read(3000); err != nil {
+					t.Fatal(err)
+				}
+				srv.restart()
+				go func() { end <- read(items) }()
+				select {
+				case err = <-end:
+				case <-time.After(time.Minute):
+					t.Fatalf("round %d: no end of the stream after the restart (%d elements)", round, next)
+				}
+				if err == nil || !strings.Contains(err.Error(), "server restarted") {
+					t.Fatalf("round %d: stream after the restart: %v after %d elements", round, err, next)
+				}
+				for _, cl := range []*rsocket.Conn{c, idle} {
+					whole, err := cl.RequestStream(ctx, rsocket.Payload{Data: []byte("1000")}, 256)
+					for i := 0; err == nil; i++ {
+						var p rsocket.Payload
+						switch p, err = whole.Next(); {
+						case errors.Is(err, io.EOF) && i == 1000:
+							err = nil
+						case err == nil && string(p.Data) != strconv.Itoa(i):
+							err = fmt.Errorf("element %d is %q", i, p.Data)
+						case err == nil:
+							continue
+						}
+						break
+					}
+					if err != nil {
+						t.Fatalf("round %d: a new stream after the restart: %v", round, err)
+					}
+					if st := cl.ResumeStats(); st.Resumed != round {
+						t.Fatalf("round %d: resume stats %+v", round, st)
+					}
+				}
 			}
 		})
 	}

@@ -293,8 +293,10 @@ type resumeConn struct {
 	budget *retainBudget
 	limit  int
 	// j (server, with a DurableResumeStore): the session's journal
-	// writer (resume_journal.go).
-	j *sessionJournal
+	// writer (resume_journal.go); restored: the session was rebuilt from
+	// the journal.
+	j        *sessionJournal
+	restored bool
 }
 
 // applyRetainLimit lowers or raises the machine's bound on retained
@@ -463,14 +465,20 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 // its journal. When the session ends it is forgotten.
 func (c *Conn) register(ro *resumeOptions, tok []byte) error {
 	store := ro.cfg.Store
-	if err := store.Add(tok, c); err != nil {
+	ds, durable := store.(*DurableResumeStore)
+	var err error
+	if durable && c.rsm.restored {
+		err = ds.adopt(tok, c) // the dormant session becomes this one
+	} else {
+		err = store.Add(tok, c)
+	}
+	if err != nil {
 		return err
 	}
 	tok = clone(tok)
 	budget := ro.budget
 	budget.sessions.Add(1)
 	c.rsm.budget = budget
-	ds, durable := store.(*DurableResumeStore)
 	if durable {
 		c.rsm.j = &sessionJournal{store: ds, token: tok, peer: c.rsm.peer, full: true}
 	}
@@ -509,30 +517,39 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		return
 	}
 	token, err := conn.ResumeToken(f)
-	var c *Conn
-	if err == nil {
+	var (
+		c       *Conn
+		dormant *dormantSession // a session of a DurableResumeStore's journal
+		busy    bool            // ...that another connection is restoring
+	)
+	ds, durable := o.resume.cfg.Store.(*DurableResumeStore)
+	switch {
+	case err != nil:
+	case durable:
+		c, dormant, busy = ds.resumeTarget(token)
+	default:
 		c = o.resume.cfg.Store.Lookup(token)
 	}
 	msg := "unknown resume token"
 	switch {
 	case err != nil:
 		msg = err.Error()
-	case c == nil:
-		if ds, ok := o.resume.cfg.Store.(*DurableResumeStore); ok {
-			if d, ok := ds.takeDormant(token); ok {
-				if d.peer != peer {
-					ds.putBack(token, d)
-					o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
-					msg = "resume from another client identity"
-					break
-				}
-				if restoreSession(ctx, tr, f, d, ds, r, opts) {
-					return
-				}
-				msg = "session could not be restored"
-				break
-			}
+	case busy:
+		// Another connection of this client is restoring the session
+		// right now: no answer, so that the client redials and finds it
+		// live (a REJECTED_RESUME would end it).
+		_ = tr.Close()
+		return
+	case dormant != nil && dormant.peer != peer:
+		ds.release(token)
+		o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
+		msg = "resume from another client identity"
+	case dormant != nil:
+		if restoreSession(ctx, tr, f, dormant, ds, r, opts) {
+			return
 		}
+		msg = "session could not be restored"
+	case c == nil:
 		o.log.Debug("rsocket: RESUME for no session in the store")
 	case c.rsm != nil && c.rsm.peer != peer:
 		// Not the client that set the session up: refuse this
@@ -581,18 +598,18 @@ func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSessi
 	m, err := conn.Restore(o.cfg, d.img, 0)
 	if err != nil {
 		o.log.Warn("rsocket: journal session not restorable", "err", err)
-		ds.end(d.img.Token)
+		ds.drop(d.img.Token)
 		return false
 	}
 	if d.img.Lease && !o.lease {
 		o.log.Warn("rsocket: journal session used leases, this server has none")
-		ds.end(d.img.Token)
+		ds.drop(d.img.Token)
 		return false
 	}
 	var regErr error
 	_, err = startConn(ctx, tr, conn.Server, o, func(c *Conn) {
 		c.m = m
-		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.peer}
+		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.peer, restored: true}
 		c.mu.Lock()
 		if regErr = c.register(o.resume, d.img.Token); regErr != nil {
 			_ = c.m.Close(frame.ErrorCodeRejectedResume, regErr.Error())
@@ -610,7 +627,8 @@ func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSessi
 	})
 	if err != nil || regErr != nil {
 		o.log.Warn("rsocket: cannot serve a restored session", "err", cmp.Or(err, regErr))
-		return err == nil // a registration failure was answered on tr
+		ds.release(d.img.Token) // the next RESUME may try again
+		return err == nil       // a registration failure was answered on tr
 	}
 	ds.restored.Add(1)
 	o.log.Info("rsocket: session restored from the resume journal")

@@ -102,6 +102,9 @@ type dormantSession struct {
 	img   conn.ResumeImage
 	peer  string
 	until time.Time
+	// restoring: a connection is rebuilding the session (resumeTarget);
+	// under the store's mu.
+	restoring bool
 }
 
 // OpenDurableResumeStore opens (creating it if needed) the journal in dir
@@ -457,13 +460,11 @@ func (d *jdec) u64() uint64 {
 
 func (s *DurableResumeStore) Add(token []byte, c *Conn) error {
 	s.mu.Lock()
-	_, dormant := s.dormant[string(token)]
-	n := len(s.dormant)
-	s.mu.Unlock()
-	if dormant {
+	defer s.mu.Unlock()
+	if _, dormant := s.dormant[string(token)]; dormant {
 		return ErrResumeTokenInUse
 	}
-	if s.live.Len()+n >= s.cfg.MaxSessions {
+	if s.live.Len()+len(s.dormant) >= s.cfg.MaxSessions {
 		return fmt.Errorf("%w (%d)", ErrTooManyResumeSession, s.cfg.MaxSessions)
 	}
 	return s.live.Add(token, c)
@@ -473,29 +474,62 @@ func (s *DurableResumeStore) Lookup(token []byte) *Conn { return s.live.Lookup(t
 
 func (s *DurableResumeStore) Remove(token []byte, c *Conn) { s.live.Remove(token, c) }
 
-// takeDormant hands out the dormant session of token, once.
-func (s *DurableResumeStore) takeDormant(token []byte) (*dormantSession, bool) {
+// resumeTarget finds what a RESUME for token resumes, in one step, so
+// that a session moving from dormant to live is never missed: the live
+// session c, or the dormant session d (now marked restoring: the caller
+// restores it, or gives it back with release or drop), or busy when
+// another connection is restoring it.
+func (s *DurableResumeStore) resumeTarget(token []byte) (c *Conn, d *dormantSession, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c = s.live.Lookup(token); c != nil {
+		return c, nil, false
+	}
+	d = s.dormant[string(token)]
+	switch {
+	case d == nil:
+		return nil, nil, false
+	case d.restoring:
+		return nil, nil, true
+	case time.Now().After(d.until):
+		delete(s.dormant, string(token))
+		s.expired.Add(1)
+		s.endLocked(token)
+		return nil, nil, false
+	}
+	d.restoring = true
+	return nil, d, false
+}
+
+// adopt makes c, restored from the dormant session of token, the live
+// session of token.
+func (s *DurableResumeStore) adopt(token []byte, c *Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.dormant[string(token)]
-	if !ok {
-		return nil, false
+	if !ok || !d.restoring {
+		return ErrResumeTokenInUse
 	}
 	delete(s.dormant, string(token))
-	if time.Now().After(d.until) {
-		s.expired.Add(1)
-		s.endLocked(token)
-		return nil, false
-	}
-	return d, true
+	return s.live.Add(token, c)
 }
 
-// putBack returns a session takeDormant handed out and that was not
-// resumed (a RESUME from another client identity).
-func (s *DurableResumeStore) putBack(token []byte, d *dormantSession) {
+// release gives back a dormant session resumeTarget handed out and that
+// was not resumed (a RESUME from another client identity).
+func (s *DurableResumeStore) release(token []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dormant[string(token)] = d
+	if d, ok := s.dormant[string(token)]; ok {
+		d.restoring = false
+	}
+}
+
+// drop forgets a dormant session that cannot be restored.
+func (s *DurableResumeStore) drop(token []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.dormant, string(token))
+	s.endLocked(token)
 }
 
 // expireDormant forgets the dormant sessions whose lifetime passed.
@@ -507,7 +541,7 @@ func (s *DurableResumeStore) expireDormant() {
 	}
 	now := time.Now()
 	for key, d := range s.dormant {
-		if now.After(d.until) {
+		if now.After(d.until) && !d.restoring {
 			delete(s.dormant, key)
 			s.expired.Add(1)
 			s.endLocked([]byte(key))

@@ -395,3 +395,60 @@ func BenchmarkResumeJournal(b *testing.B) {
 		}
 	}
 }
+
+// TestResumeJournalRestoreInProgress: while one connection restores a
+// session from the journal, another RESUME for it is closed without an
+// answer (not rejected, which would end the session); the client
+// redials and resumes once the session is live. A SETUP reusing the
+// token meanwhile is refused.
+func TestResumeJournalRestoreInProgress(t *testing.T) {
+	dir := t.TempDir()
+	s1 := startJournalServer(t, dir, DurableResumeConfig{})
+	p := newCutProxy(t, s1.addr, 11, 0, 0, 0)
+	token := []byte("restore-in-progress")
+	ctx := context.Background()
+	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	p.set(func(p *cutProxy) { p.refuse = true })
+	s1.stop()
+	p.closeAll()
+	s2 := startJournalServer(t, dir, DurableResumeConfig{})
+	// Another connection is restoring it (held here by the test).
+	if live, d, busy := s2.store.resumeTarget(token); live != nil || d == nil || busy {
+		t.Fatalf("resumeTarget: live %v, dormant %v, busy %v", live != nil, d != nil, busy)
+	}
+	if _, _, busy := s2.store.resumeTarget(token); !busy {
+		t.Fatal("a second resumeTarget during the restore is not busy")
+	}
+	if err := s2.store.Add(token, &Conn{}); !errors.Is(err, ErrResumeTokenInUse) {
+		t.Fatalf("SETUP with the token of a session being restored: %v", err)
+	}
+	accepted := p.accepted.Load()
+	p.set(func(p *cutProxy) { p.upstream, p.refuse = s2.addr, false })
+	within(t, "redials closed without an answer", func() {
+		for p.accepted.Load() < accepted+3 {
+			select {
+			case <-c.Done():
+				return // checked below
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	select {
+	case <-c.Done():
+		t.Fatalf("the session ended while another connection restored it: %v", c.Err())
+	default:
+	}
+	s2.store.release(token) // that restore gave up: the client's next RESUME restores it
+	var r Payload
+	within(t, "the request after the restore", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
+	if err != nil || string(r.Data) != "after" || c.ResumeStats().Resumed != 1 {
+		t.Fatalf("after the restore: %q %v, %+v", r.Data, err, c.ResumeStats())
+	}
+}

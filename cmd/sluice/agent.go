@@ -183,7 +183,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if quota == 0 {
 		quota = defaults.SpoolQuota
 	}
-	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready, status.Config{Kind: status.KindAgent,
+	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready, a.Healthy, status.Config{Kind: status.KindAgent,
 		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota),
 			status.LastError(a.LastError)}}); err != nil {
 		return err

@@ -48,12 +48,14 @@ func newRegistry() *prometheus.Registry {
 
 // serveMetrics serves /metrics, /healthz and /readyz on addr until ctx
 // ends. An empty addr serves nothing. /healthz answers 200 while the
-// process serves HTTP at all; /readyz answers 200 when ready returns nil
-// and 503 with the reason otherwise (a nil ready is always ready).
+// process serves HTTP and healthy (nil: always) returns nil, and 503 with
+// the reason when only a restart helps; /readyz answers 200 when ready
+// returns nil and 503 with the reason otherwise (a nil ready is always
+// ready).
 // With a status config, it also serves the status page at / and its
 // RSocket API at /rsocket (internal/status); the config's Gatherer, Ready
 // and Log default to reg, ready and log.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready func() error, page ...status.Config) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready, healthy func() error, page ...status.Config) error {
 	if addr == "" {
 		return nil
 	}
@@ -64,6 +66,12 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if healthy != nil {
+			if err := healthy(); err != nil {
+				http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -95,7 +95,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	log := newLogger(stderr, *logLevel)
 	reg := newRegistry()
 	e := newEchoResponder(reg)
-	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
+	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil); err != nil {
 		return err
 	}
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}

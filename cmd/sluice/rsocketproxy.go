@@ -60,7 +60,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	reg := newRegistry()
 	registerProxyMetrics(reg, p)
-	if err := serveMetrics(ctx, *metrics, reg, log, nil); err != nil {
+	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", host)

@@ -127,7 +127,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if st := s.Store(); st != nil {
 		page.Providers = append(page.Providers, status.StoreSize(st.Dir()))
 	}
-	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready, page); err != nil {
+	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready, nil, page); err != nil {
 		lis.Close()
 		s.Close()
 		return fmt.Errorf("--metrics: %w", err)

@@ -57,7 +57,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer store.Close()
 	reg := newRegistry()
 	registerXferMetrics(reg, store)
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
+	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
 		return fmt.Errorf("--metrics: %w", err)
 	}
 	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr})

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/defaults"
@@ -42,4 +43,18 @@ func (a *Agent) Ready() error {
 		return err
 	}
 	return a.SpoolWritable()
+}
+
+// Healthy reports whether the agent can still recover by itself. It backs
+// the agent's /healthz: after a failed fdatasync the spool refuses writes
+// until the process restarts (what the kernel holds for the file can no
+// longer be trusted; reopening re-reads what is on disk), so the agent
+// says so, and a supervisor with a liveness probe restarts it. Everything
+// else (no sink, a full disk) heals without a restart and only makes
+// the agent not ready.
+func (a *Agent) Healthy() error {
+	if err := a.spool.Broken(); err != nil {
+		return fmt.Errorf("spool %s needs a restart after a failed fdatasync: %w", a.cfg.SpoolDir, err)
+	}
+	return nil
 }

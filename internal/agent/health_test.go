@@ -3,11 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // fakeSink serves a scripted protocol.Service (see driver_test.go) over
@@ -314,5 +317,38 @@ func TestReadyAndCounters(t *testing.T) {
 		if strings.HasSuffix(name, "_total") != (mf.GetType() == dto.MetricType_COUNTER) {
 			t.Errorf("%s is a %v: counters and only counters end in _total", name, mf.GetType())
 		}
+	}
+}
+
+// TestBrokenSpoolIsUnhealthy: after a failed fdatasync the spool takes
+// nothing until the process restarts, so the agent is not only not
+// ready but unhealthy (its /healthz fails, and a supervisor's liveness
+// probe restarts it); a full disk, which heals by itself, at most makes
+// it not ready.
+func TestBrokenSpoolIsUnhealthy(t *testing.T) {
+	dir := t.TempDir()
+	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	defer ts.stop()
+	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) { c.SinkAddr = ts.addr })
+	defer a.Close()
+	waitCond(t, "Ready", 30*time.Second, func() bool { return a.Ready() == nil })
+	if err := a.Healthy(); err != nil {
+		t.Fatalf("Healthy() = %v on a working agent", err)
+	}
+	// A full disk (here: an append that failed with ENOSPC; the disk has
+	// room again, so the agent is even ready) is no reason to restart.
+	a.spool.AppendDone(fmt.Errorf("%w: write beyond the disk's end", syscall.ENOSPC))
+	if err := a.Healthy(); err != nil {
+		t.Fatalf("Healthy() = %v after ENOSPC", err)
+	}
+	a.spool.AppendDone(nil)
+	a.spool.AppendDone(fmt.Errorf("%w: fdatasync: input/output error", seglog.ErrBroken))
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), "needs a restart") {
+		t.Fatalf("Healthy() = %v after a failed fdatasync", err)
+	}
+	// The log itself refuses appends then (seglog's
+	// TestSyncFailureBreaksLog); ingest is refused before it gets there.
+	if err := a.SpoolWritable(); err == nil || a.Ready() == nil {
+		t.Fatalf("after a failed fdatasync: writable %v, ready %v", err, a.Ready())
 	}
 }

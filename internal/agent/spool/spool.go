@@ -407,6 +407,14 @@ func (s *Spool) AppendDone(err error) {
 	}
 }
 
+// Broken is the failed fdatasync that left the spool unwritable until
+// the process restarts, or nil.
+func (s *Spool) Broken() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
+}
+
 // Writable is nil when an append can be expected to succeed.
 func (s *Spool) Writable(headroom int64) error {
 	s.mu.Lock()

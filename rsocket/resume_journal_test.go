@@ -30,19 +30,27 @@ type journalServer struct {
 
 func startJournalServer(t *testing.T, dir string, cfg DurableResumeConfig) *journalServer {
 	t.Helper()
+	return startJournalServerOn(t, "tcp", dir, cfg)
+}
+
+// startJournalServerOn is startJournalServer on a tcp:// or tls://
+// listener, with opts.
+func startJournalServerOn(t *testing.T, scheme, dir string, cfg DurableResumeConfig, opts ...Option) *journalServer {
+	t.Helper()
 	store, err := OpenDurableResumeStore(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, _, err := Listen("tcp://127.0.0.1:0")
+	ln, _, err := Listen(scheme + "://127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	opts = append(opts[:len(opts):len(opts)], WithResume(ResumeConfig{Store: store}))
 	go func() {
 		defer close(done)
-		_ = Serve(ctx, ln, newEcho(), WithResume(ResumeConfig{Store: store}))
+		_ = Serve(ctx, ln, newEcho(), opts...)
 	}()
 	s := &journalServer{addr: ln.Addr().String(), store: store}
 	var stopped bool

@@ -230,35 +230,8 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
 	}
 	dir := t.TempDir()
-	serve := func() (addr string, store *DurableResumeStore, stop func()) {
-		store, err := OpenDurableResumeStore(dir, DurableResumeConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, _, err := Listen("tls://127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = Serve(ctx, ln, newEcho(), WithTLS(srvTLS), WithResume(ResumeConfig{Store: store}))
-		}()
-		stopped := false
-		stop = func() {
-			if !stopped {
-				stopped = true
-				cancel()
-				<-done
-				_ = store.Close()
-			}
-		}
-		t.Cleanup(stop)
-		return ln.Addr().String(), store, stop
-	}
-	addr1, _, stop1 := serve()
-	p := newCutProxy(t, addr1, 7, 0, 0, 0)
+	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(srvTLS))
+	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
 	token := []byte("0123456789abcdef")
 	ctx := context.Background()
 	c, err := Dial(ctx, "tls://"+p.addr(), WithTLS(cliTLS(owner)),
@@ -273,17 +246,18 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	// The restart; the owner cannot reach the new server until the
 	// thief has tried.
 	p.set(func(p *cutProxy) { p.refuse = true })
-	stop1()
+	s1.stop()
 	p.closeAll()
-	addr2, store2, _ := serve()
+	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(srvTLS))
+	store2 := s2.store
 	if d := store2.Stats().Dormant; d != 1 {
 		t.Fatalf("%d sessions read back, want 1", d)
 	}
-	thiefResumes(t, addr2, cliTLS(thief), token)
+	thiefResumes(t, s2.addr, cliTLS(thief), token)
 	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
 		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
 	}
-	p.set(func(p *cutProxy) { p.upstream, p.refuse = addr2, false })
+	p.set(func(p *cutProxy) { p.upstream, p.refuse = s2.addr, false })
 	var r Payload
 	within(t, "the owner's request after the restart", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("still mine")}) })
 	if err != nil || string(r.Data) != "still mine" {

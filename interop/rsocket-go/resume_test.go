@@ -119,16 +119,7 @@ func TestResumeTheirClientOurServer(t *testing.T) {
 				go rsocket.ServeWebSocket(srvCtx, ln, "/", &echo.Responder{}, resume)
 			}
 			p := newCutter(t, ln.Addr().String())
-			tp := rgo.TCPClient().SetAddr(p.addr()).Build()
-			if tr == "ws" {
-				tp = rgo.WebsocketClient().SetURL("ws://" + p.addr() + "/").Build()
-			}
-			c, err := rgo.Connect().Resume().Transport(tp).Start(ctx)
-			if err != nil {
-				t.Fatalf("rsocket-go client: %v", err)
-			}
-			defer c.Close()
-			got, err := readCutting(ctx, c, p)
+			got, err := readCutting(ctx, theirResumingClient(t, ctx, tr, p), p)
 			if err != nil {
 				// rsocket-go's client fails its streams when the TCP
 				// connection breaks, and over WebSocket loses elements
@@ -144,6 +135,21 @@ func TestResumeTheirClientOurServer(t *testing.T) {
 			t.Logf("%d elements, in order, once, through %d cuts", got, p.count())
 		})
 	}
+}
+
+// theirResumingClient is rsocket-go's client with resumption on,
+// connected through p.
+func theirResumingClient(t *testing.T, ctx context.Context, tr string, p *cutter) rgo.Client {
+	tp := rgo.TCPClient().SetAddr(p.addr()).Build()
+	if tr == "ws" {
+		tp = rgo.WebsocketClient().SetURL("ws://" + p.addr() + "/").Build()
+	}
+	c, err := rgo.Connect().Resume().Transport(tp).Start(ctx)
+	if err != nil {
+		t.Fatalf("rsocket-go client: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // readCutting reads a stream of resumeItems elements with rsocket-go's
@@ -257,16 +263,7 @@ func TestResumeControlTheirClientTheirServer(t *testing.T) {
 			defer cancel()
 			addr := startTheirsWith(t, tr, newObserved(), true)
 			p := newCutter(t, addr)
-			tp := rgo.TCPClient().SetAddr(p.addr()).Build()
-			if tr == "ws" {
-				tp = rgo.WebsocketClient().SetURL("ws://" + p.addr() + "/").Build()
-			}
-			c, err := rgo.Connect().Resume().Transport(tp).Start(ctx)
-			if err != nil {
-				t.Fatalf("rsocket-go client: %v", err)
-			}
-			defer c.Close()
-			got, err := readCutting(ctx, c, p)
+			got, err := readCutting(ctx, theirResumingClient(t, ctx, tr, p), p)
 			t.Logf("rsocket-go ↔ rsocket-go: %d elements, %d cuts: %v", got, p.count(), err)
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -29,41 +30,16 @@ import (
 // resets plus SIGKILLs together. They wait on conditions with generous
 // overall timeouts and never assert on how long anything took.
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// lines counts complete lines written so far.
-func (l *lockedBuffer) lines() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Count(l.b.Bytes(), []byte{'\n'})
-}
-
 // bg is a sluice process whose output the test reads while it runs.
 type bg struct {
 	cmd            *exec.Cmd
-	stdout, stderr *lockedBuffer
+	stdout, stderr *syncbuf.Buffer
 	done           chan error
 }
 
 func startBG(t *testing.T, stdin io.Reader, args ...string) *bg {
 	t.Helper()
-	p := &bg{cmd: exec.Command(sluiceBin, args...), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	p := &bg{cmd: exec.Command(sluiceBin, args...), stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -417,13 +393,13 @@ func TestConsumeFollowSurvivesSinkRestart(t *testing.T) {
 				args = append(args, "--group", group)
 			}
 			c := startBG(t, nil, args...)
-			waitFor(t, "the first records printed", 60*time.Second, func() bool { return c.stdout.lines() >= 3000 })
+			waitFor(t, "the first records printed", 60*time.Second, func() bool { return c.stdout.Lines() >= 3000 })
 			sink.restart()
 			// Delivered while the consumer is cut off, and after it is back.
 			want = append(want, produce("during", 3000)...)
-			waitFor(t, "the consumer to reconnect", 60*time.Second, func() bool { return c.stdout.lines() >= 6000 })
+			waitFor(t, "the consumer to reconnect", 60*time.Second, func() bool { return c.stdout.Lines() >= 6000 })
 			want = append(want, produce("after", 1000)...)
-			waitFor(t, "every record printed", 60*time.Second, func() bool { return c.stdout.lines() >= len(want) })
+			waitFor(t, "every record printed", 60*time.Second, func() bool { return c.stdout.Lines() >= len(want) })
 			select {
 			case err := <-c.done:
 				c.done <- err

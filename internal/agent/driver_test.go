@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 )
 
@@ -336,7 +337,7 @@ func TestDriverRefusals(t *testing.T) {
 		t.Run(tc.code, func(t *testing.T) {
 			svc := newFakeService()
 			svc.hello = tc.hello
-			logs := &syncBuffer{}
+			logs := &syncbuf.Buffer{}
 			a, reg := newMemAgent(t, svc, func(c *Config) {
 				c.HandshakeTimeout = 50 * time.Millisecond
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -56,24 +55,6 @@ func neverAcks() protocol.Service {
 	svc := newFakeService()
 	svc.message = func(int, *protocol.Message, int) (protocol.Frame, error) { return skipReply, nil }
 	return svc
-}
-
-// syncBuffer is a log destination tests can read while the agent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func waitCond(t *testing.T, what string, timeout time.Duration, cond func() bool) {
@@ -204,7 +185,7 @@ func TestPermanentErrorIsReported(t *testing.T) {
 		{"BadAddress", func(t *testing.T) string { return "sluice-test-no-such-host.invalid:7000" }, "--sink"},
 	} {
 		t.Run(tc.code, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &syncbuf.Buffer{}
 			reg := prometheus.NewRegistry()
 			a := newTestAgent(t, t.TempDir(), func(c *Config) {
 				c.SinkAddr = tc.sink(t)

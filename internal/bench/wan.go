@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/metricsgen"
 	"github.com/sluicehq/sluice/internal/netem"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // Scenario is a link to emulate between the agents and the sink.
@@ -383,29 +384,11 @@ func windowName(w int) string {
 // be measured apart.
 type child struct {
 	cmd *exec.Cmd
-	out *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
+	out *syncbuf.Buffer
 }
 
 func startChild(bin string, args ...string) (*child, error) {
-	c := &child{cmd: exec.Command(bin, args...), out: &lockedBuffer{}}
+	c := &child{cmd: exec.Command(bin, args...), out: &syncbuf.Buffer{}}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the bench
 	if err := c.cmd.Start(); err != nil {

@@ -1,20 +1,20 @@
 package peers
 
 import (
-	"bytes"
 	"io"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // Process is a peer started by Start.
 type Process struct {
 	// Stdout is the process's standard output.
 	Stdout io.Reader
-	stderr lockedBuffer
+	stderr syncbuf.Buffer
 }
 
 // Stderr is what the process wrote on its standard error so far.
@@ -64,22 +64,4 @@ func Start(t testing.TB, cmd *exec.Cmd, graceful bool) *Process {
 		}
 	})
 	return p
-}
-
-// lockedBuffer is a bytes.Buffer the process writes while tests read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(b)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // wait bounds every blocking step of a test: generous, so that a loaded
@@ -32,24 +32,6 @@ const wait = 60 * time.Second
 // releases it (and the positive check that follows catches ordering).
 const quiet = 150 * time.Millisecond
 
-// syncBuffer is a log destination tests can read while the sink writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness runs a Sink on 127.0.0.1:0 with a client connection to it.
 type harness struct {
 	t      testing.TB
@@ -57,14 +39,14 @@ type harness struct {
 	s      *Sink
 	cc     *grpc.ClientConn
 	client sluicev1.SinkClient
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	served chan error
 	dial   []grpc.DialOption
 }
 
 func newHarness(t testing.TB, mod func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}}
+	h := &harness{t: t, logs: &syncbuf.Buffer{}}
 	h.cfg = Config{
 		DataDir: t.TempDir(),
 		Logger:  slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),

@@ -17,6 +17,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/testpki"
 )
 
@@ -24,7 +25,7 @@ import (
 // client presenting client.
 func mtlsHarness(t *testing.T, ca *testpki.CA, client tls.Certificate) *harness {
 	t.Helper()
-	h := &harness{t: t, logs: &syncBuffer{}}
+	h := &harness{t: t, logs: &syncbuf.Buffer{}}
 	h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 		TLS: &tls.Config{
 			Certificates: []tls.Certificate{ca.Issue(t, "sink", x509.ExtKeyUsageServerAuth)},
@@ -119,7 +120,7 @@ func TestNoAuthWarning(t *testing.T) {
 		ip   string
 		warn bool
 	}{{"127.0.0.1", false}, {"::1", false}, {"0.0.0.0", true}, {"192.0.2.7", true}} {
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		s, err := New(Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)

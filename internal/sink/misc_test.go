@@ -11,6 +11,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 const (
@@ -24,7 +25,7 @@ func tokenHarness(t *testing.T, token string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, logs: &syncBuffer{}}
+	h := &harness{t: t, logs: &syncbuf.Buffer{}}
 	h.cfg = Config{DataDir: t.TempDir(), Tokens: tokens, Logger: slog.New(slog.NewTextHandler(h.logs, nil))}
 	if token != "" {
 		h.dial = []grpc.DialOption{grpc.WithPerRPCCredentials(auth.NewBearer(token, true))}

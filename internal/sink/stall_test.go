@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/testpki"
 )
 
@@ -183,7 +184,7 @@ func TestStalledMessage(t *testing.T) {
 	})
 	t.Run("tls", func(t *testing.T) {
 		ca := testpki.NewCA(t)
-		h := &harness{t: t, logs: &syncBuffer{}}
+		h := &harness{t: t, logs: &syncbuf.Buffer{}}
 		h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 			TLS: &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "sink", x509.ExtKeyUsageServerAuth)}, MinVersion: tls.VersionTLS12}}
 		k := withStallClock(&h.cfg)

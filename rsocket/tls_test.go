@@ -136,38 +136,25 @@ func TestTLSSilentClientDoesNotBlockAccept(t *testing.T) {
 // (REJECTED_RESUME "resume from another client identity") and the
 // session stays with its owner, which still resumes through cuts.
 func TestResumeBindsTLSIdentity(t *testing.T) {
-	ca := testpki.NewCA(t)
-	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
-	owner := ca.Issue(t, "owner", x509.ExtKeyUsageClientAuth)
-	thief := ca.Issue(t, "thief", x509.ExtKeyUsageClientAuth)
+	pki := newMTLSResume(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ln, _, err := Listen("tls://127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvTLS := &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = Serve(ctx, ln, newEcho(), WithTLS(srvTLS), WithResume(ResumeConfig{})) }()
+	go func() {
+		defer close(done)
+		_ = Serve(ctx, ln, newEcho(), WithTLS(pki.server), WithResume(ResumeConfig{}))
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	const cuts = 3
 	p := newCutProxy(t, ln.Addr().String(), 7, cuts, 4<<10, 64<<10)
 	p.set(func(p *cutProxy) { p.left = 0 }) // no cuts until the thief has tried
-	token := []byte("0123456789abcdef")
-	cliTLS := func(cert tls.Certificate) *tls.Config {
-		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
-	}
-	c, err := Dial(ctx, "tls://"+p.addr(), WithTLS(cliTLS(owner)),
-		WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("mine")}); err != nil || string(r.Data) != "mine" {
-		t.Fatalf("owner: %q %v", r.Data, err)
-	}
+	c := pki.dialOwner(t, "tls://"+p.addr())
 
-	thiefResumes(t, ln.Addr().String(), cliTLS(thief), token)
+	thiefResumes(t, ln.Addr().String(), pki.thief, pki.token)
 
 	// The owner's session is untouched, and it resumes as itself.
 	p.set(func(p *cutProxy) { p.left = cuts })
@@ -183,6 +170,46 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	if st := c.ResumeStats(); st.Resumed < 1 {
 		t.Fatalf("the owner resumed %d times after the cut, want at least 1", st.Resumed)
 	}
+}
+
+// mtlsResume is the PKI of the TLS resume tests: a server that requires
+// client certificates, the session's owner and a thief with a
+// certificate of its own from the same CA, and the session's token.
+type mtlsResume struct {
+	server, owner, thief *tls.Config
+	token                []byte
+}
+
+func newMTLSResume(t *testing.T) mtlsResume {
+	ca := testpki.NewCA(t)
+	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
+	client := func(name string) *tls.Config {
+		cert := ca.Issue(t, name, x509.ExtKeyUsageClientAuth)
+		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
+	}
+	return mtlsResume{
+		server: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert},
+		owner:  client("owner"),
+		thief:  client("thief"),
+		token:  []byte("0123456789abcdef"),
+	}
+}
+
+// dialOwner dials url as the owner, resumable with the token, and has
+// one request answered; the connection closes with the test.
+func (m mtlsResume) dialOwner(t *testing.T, url string) *Conn {
+	t.Helper()
+	ctx := context.Background()
+	c, err := Dial(ctx, url, WithTLS(m.owner),
+		WithResume(ResumeConfig{Token: m.token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("mine")}); err != nil || string(r.Data) != "mine" {
+		t.Fatalf("owner: %q %v", r.Data, err)
+	}
+	return c
 }
 
 // thiefResumes presents token in a RESUME over TLS with cfg's client
@@ -221,44 +248,31 @@ func thiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte) {
 // token from another client certificate is refused and the session
 // stays in the journal for its owner, who then resumes it.
 func TestResumeJournalBindsTLSIdentity(t *testing.T) {
-	ca := testpki.NewCA(t)
-	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
-	owner := ca.Issue(t, "owner", x509.ExtKeyUsageClientAuth)
-	thief := ca.Issue(t, "thief", x509.ExtKeyUsageClientAuth)
-	srvTLS := &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
-	cliTLS := func(cert tls.Certificate) *tls.Config {
-		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
-	}
+	pki := newMTLSResume(t)
 	dir := t.TempDir()
-	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(srvTLS))
+	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(pki.server))
 	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
-	token := []byte("0123456789abcdef")
 	ctx := context.Background()
-	c, err := Dial(ctx, "tls://"+p.addr(), WithTLS(cliTLS(owner)),
-		WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if r, err := c.RequestResponse(ctx, Payload{Data: []byte("mine")}); err != nil || string(r.Data) != "mine" {
-		t.Fatalf("owner: %q %v", r.Data, err)
-	}
+	c := pki.dialOwner(t, "tls://"+p.addr())
 	// The restart; the owner cannot reach the new server until the
 	// thief has tried.
 	p.set(func(p *cutProxy) { p.refuse = true })
 	s1.stop()
 	p.closeAll()
-	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(srvTLS))
+	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(pki.server))
 	store2 := s2.store
 	if d := store2.Stats().Dormant; d != 1 {
 		t.Fatalf("%d sessions read back, want 1", d)
 	}
-	thiefResumes(t, s2.addr, cliTLS(thief), token)
+	thiefResumes(t, s2.addr, pki.thief, pki.token)
 	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
 		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
 	}
 	p.set(func(p *cutProxy) { p.upstream, p.refuse = s2.addr, false })
-	var r Payload
+	var (
+		r   Payload
+		err error
+	)
 	within(t, "the owner's request after the restart", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("still mine")}) })
 	if err != nil || string(r.Data) != "still mine" {
 		t.Fatalf("owner after the restart: %q %v", r.Data, err)

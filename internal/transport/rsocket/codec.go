@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
+	"github.com/sluicehq/sluice/internal/fields"
 	"github.com/sluicehq/sluice/internal/protocol"
 )
 
@@ -57,7 +57,7 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 	switch f := f.(type) {
 	case *protocol.Hello:
 		dst = append(dst, typeHello)
-		dst = appendString(dst, f.AgentID)
+		dst = fields.AppendString(dst, f.AgentID)
 		dst = binary.AppendUvarint(dst, uint64(f.Version))
 		dst = binary.AppendUvarint(dst, uint64(len(f.Codecs)))
 		for _, c := range f.Codecs {
@@ -84,7 +84,7 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 		dst = binary.AppendUvarint(dst, f.Credits.Bytes)
 		dst = binary.AppendUvarint(dst, f.MaxMessageBytes)
 		dst = appendIDs(dst, f.DictionaryIDs)
-		dst = appendString(dst, f.SessionID)
+		dst = fields.AppendString(dst, f.SessionID)
 		return dst, nil, nil
 	case *protocol.Ack:
 		dst = append(dst, typeAck)
@@ -115,15 +115,15 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 		dst = binary.AppendUvarint(dst, uint64(f.QueueCapacity))
 		dst = appendIDs(dst, f.DictionaryIDs)
 		if f.Store != nil {
-			dst = append(dst, boolByte(f.Store.Available))
-			dst = appendString(dst, f.Store.Detail)
+			dst = fields.AppendBool(dst, f.Store.Available)
+			dst = fields.AppendString(dst, f.Store.Detail)
 		}
 		return dst, nil, nil
 	case *protocol.Error:
 		dst = append(dst, typeError)
 		dst = binary.AppendUvarint(dst, f.MessageID)
 		dst = append(dst, byte(f.Code))
-		dst = appendString(dst, f.Detail)
+		dst = fields.AppendString(dst, f.Detail)
 		var flags byte
 		if f.Retryable {
 			flags |= errorRetryable
@@ -148,7 +148,7 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 			flags |= readFollow
 		}
 		dst = append(dst, flags)
-		dst = appendString(dst, f.Group)
+		dst = fields.AppendString(dst, f.Group)
 		return dst, nil, nil
 	case *protocol.ReadMore:
 		dst = append(dst, typeReadMore)
@@ -159,7 +159,7 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 	case *protocol.Stored:
 		dst = append(dst, typeStored)
 		dst = binary.AppendUvarint(dst, f.Offset)
-		dst = appendString(dst, f.AgentID)
+		dst = fields.AppendString(dst, f.AgentID)
 		dst = binary.AppendUvarint(dst, f.MessageID)
 		dst = binary.AppendUvarint(dst, uint64(len(f.Records)))
 		n := len(dst)
@@ -184,41 +184,41 @@ func Decode(header, body []byte) (protocol.Frame, error) {
 	if len(header) == 0 {
 		return nil, fmt.Errorf("%w: empty header", ErrMalformed)
 	}
-	d := decoder{b: header[1:]}
+	d := fields.NewReader(header[1:])
 	var f protocol.Frame
 	hasBody := false
 	switch header[0] {
 	case typeHello:
-		h := &protocol.Hello{AgentID: d.str(), Version: d.u32()}
-		if n := d.count(); n > 0 {
+		h := &protocol.Hello{AgentID: d.Text(), Version: d.Uint32()}
+		if n := d.Count(); n > 0 {
 			h.Codecs = make([]protocol.Codec, n)
 			for i := range h.Codecs {
-				h.Codecs[i] = protocol.Codec(d.byte())
+				h.Codecs[i] = protocol.Codec(d.Byte())
 			}
 		}
-		h.DictionaryIDs = d.ids()
-		h.Watermark = d.uv()
+		h.DictionaryIDs = ids(&d)
+		h.Watermark = d.Uvarint()
 		f = h
 	case typeMessage:
-		m := &protocol.Message{ID: d.uv(), Records: d.u32(), Codec: protocol.Codec(d.byte()), DictID: d.u32(), Payload: body}
+		m := &protocol.Message{ID: d.Uvarint(), Records: d.Uint32(), Codec: protocol.Codec(d.Byte()), DictID: d.Uint32(), Payload: body}
 		f, hasBody = m, true
 	case typeDictionary:
-		f, hasBody = &protocol.Dictionary{ID: d.u32(), Data: body}, true
+		f, hasBody = &protocol.Dictionary{ID: d.Uint32(), Data: body}, true
 	case typeWelcome:
-		w := &protocol.Welcome{Version: d.u32()}
-		w.Credits.Messages, w.Credits.Bytes = d.uv(), d.uv()
-		w.MaxMessageBytes = d.uv()
-		w.DictionaryIDs = d.ids()
-		w.SessionID = d.str()
+		w := &protocol.Welcome{Version: d.Uint32()}
+		w.Credits.Messages, w.Credits.Bytes = d.Uvarint(), d.Uvarint()
+		w.MaxMessageBytes = d.Uvarint()
+		w.DictionaryIDs = ids(&d)
+		w.SessionID = d.Text()
 		f = w
 	case typeAck:
 		a := &protocol.Ack{}
-		if n := d.count(); n > 0 {
+		if n := d.Count(); n > 0 {
 			a.Ranges = make([]protocol.IDRange, n)
 			for i := range a.Ranges {
-				first, span := d.uv(), d.uv()
+				first, span := d.Uvarint(), d.Uvarint()
 				if first+span < first {
-					d.fail("Ack range overflows")
+					d.Fail("Ack range overflows")
 				}
 				a.Ranges[i] = protocol.IDRange{First: first, Last: first + span}
 			}
@@ -226,81 +226,78 @@ func Decode(header, body []byte) (protocol.Frame, error) {
 		f = a
 	case typeCredit:
 		c := &protocol.Credit{}
-		flags := d.byte()
+		flags := d.Byte()
 		if flags&^(creditHasCredits|creditHasStore) != 0 {
-			d.fail("unknown Credit flags")
+			d.Fail("unknown Credit flags")
 		}
 		if flags&creditHasCredits != 0 {
-			c.Credits = &protocol.Credits{Messages: d.uv(), Bytes: d.uv()}
+			c.Credits = &protocol.Credits{Messages: d.Uvarint(), Bytes: d.Uvarint()}
 		}
-		c.QueueCapacity = d.u32()
-		c.DictionaryIDs = d.ids()
+		c.QueueCapacity = d.Uint32()
+		c.DictionaryIDs = ids(&d)
 		if flags&creditHasStore != 0 {
-			c.Store = &protocol.StoreStatus{Available: d.bool(), Detail: d.str()}
+			c.Store = &protocol.StoreStatus{Available: d.Bool(), Detail: d.Text()}
 		}
 		f = c
 	case typeError:
-		e := &protocol.Error{MessageID: d.uv(), Code: protocol.ErrorCode(d.byte()), Detail: d.str()}
-		flags := d.byte()
+		e := &protocol.Error{MessageID: d.Uvarint(), Code: protocol.ErrorCode(d.Byte()), Detail: d.Text()}
+		flags := d.Byte()
 		if flags&^(errorRetryable|errorHasCredits) != 0 {
-			d.fail("unknown Error flags")
+			d.Fail("unknown Error flags")
 		}
 		e.Retryable = flags&errorRetryable != 0
 		if flags&errorHasCredits != 0 {
-			e.Credits = &protocol.Credits{Messages: d.uv(), Bytes: d.uv()}
+			e.Credits = &protocol.Credits{Messages: d.Uvarint(), Bytes: d.Uvarint()}
 		}
 		f = e
 	case typeReadStart:
-		r := &protocol.ReadStart{From: d.uv()}
-		flags := d.byte()
+		r := &protocol.ReadStart{From: d.Uvarint()}
+		flags := d.Byte()
 		if flags&^(readFromCommitted|readFollow) != 0 {
-			d.fail("unknown ReadStart flags")
+			d.Fail("unknown ReadStart flags")
 		}
 		r.FromCommitted, r.Follow = flags&readFromCommitted != 0, flags&readFollow != 0
-		r.Group = d.str()
+		r.Group = d.Text()
 		f = r
 	case typeReadMore:
-		f = &protocol.ReadMore{N: d.u32()}
+		f = &protocol.ReadMore{N: d.Uint32()}
 	case typeCommit:
-		f = &protocol.Commit{Offset: d.uv()}
+		f = &protocol.Commit{Offset: d.Uvarint()}
 	case typeStored:
-		s := &protocol.Stored{Offset: d.uv(), AgentID: d.str(), MessageID: d.uv()}
-		n := d.uv()
-		if d.err == nil && n > uint64(len(body)) { // every record takes at least its length byte
-			d.fail("more records than bytes")
+		s := &protocol.Stored{Offset: d.Uvarint(), AgentID: d.Text(), MessageID: d.Uvarint()}
+		n := d.Uvarint()
+		if d.Err() == nil && n > uint64(len(body)) { // every record takes at least its length byte
+			d.Fail("more records than bytes")
 		}
-		if d.err == nil && n > 0 {
+		if d.Err() == nil && n > 0 {
 			s.Records = make([][]byte, n)
-			rd := decoder{b: body}
+			rd := fields.NewReader(body)
 			for i := range s.Records {
-				s.Records[i] = rd.bytes()
+				s.Records[i] = rd.Bytes()
 			}
-			if rd.err == nil && len(rd.b) != 0 {
-				rd.fail("bytes after the last record")
+			if rd.Err() == nil && len(rd.Rest()) != 0 {
+				rd.Fail("bytes after the last record")
 			}
-			d.err = rd.err
+			if err := rd.Err(); err != nil {
+				d.Fail(err.Error())
+			}
 		}
 		f, hasBody = s, true
 	case typeEndOfLog:
-		f = &protocol.EndOfLog{Next: d.uv()}
+		f = &protocol.EndOfLog{Next: d.Uvarint()}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, header[0])
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("bytes after the fields")
+	if d.Err() == nil && len(d.Rest()) != 0 {
+		d.Fail("bytes after the fields")
 	}
-	if d.err == nil && !hasBody && len(body) != 0 {
-		d.fail("a body on a frame that has none")
+	if d.Err() == nil && !hasBody && len(body) != 0 {
+		d.Fail("a body on a frame that has none")
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, protocol.Name(f), d.err)
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, protocol.Name(f), err)
 	}
 	return f, nil
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
 }
 
 func appendIDs(dst []byte, ids []uint32) []byte {
@@ -311,103 +308,15 @@ func appendIDs(dst []byte, ids []uint32) []byte {
 	return dst
 }
 
-func boolByte(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// decoder reads fields; after the first error every read returns zero
-// and the error stays.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(msg string) {
-	if d.err == nil {
-		d.err = errors.New(msg)
-	}
-}
-
-func (d *decoder) uv() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("truncated or overlong varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u32() uint32 {
-	v := d.uv()
-	if v > math.MaxUint32 {
-		d.fail("value beyond 32 bits")
-		return 0
-	}
-	return uint32(v)
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) bool() bool {
-	switch d.byte() {
-	case 0:
-		return false
-	case 1:
-		return true
-	}
-	d.fail("a boolean that is neither 0 nor 1")
-	return false
-}
-
-// count reads a list length, refusing one larger than the bytes left
-// (every element takes at least one byte).
-func (d *decoder) count() int {
-	v := d.uv()
-	if v > uint64(len(d.b)) {
-		d.fail("a count larger than the frame")
-		return 0
-	}
-	return int(v)
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.count()
-	if d.err != nil {
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) str() string { return string(d.bytes()) }
-
-func (d *decoder) ids() []uint32 {
-	n := d.count()
+// ids reads what appendIDs wrote.
+func ids(d *fields.Reader) []uint32 {
+	n := d.Count()
 	if n == 0 {
 		return nil
 	}
 	ids := make([]uint32, n)
 	for i := range ids {
-		ids[i] = d.u32()
+		ids[i] = d.Uint32()
 	}
 	return ids
 }

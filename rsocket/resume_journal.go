@@ -1,16 +1,15 @@
 package rsocket
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/fields"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 	"github.com/sluicehq/sluice/seglog"
@@ -259,20 +258,23 @@ func applyDelta(img *conn.ResumeImage, r *journalRecord, prevSeq uint64) error {
 	return nil
 }
 
-// Journal records. Every record is one seglog record:
+// Journal records. Every record is one seglog record, its fields
+// written with internal/fields (integers as uvarints, byte strings with
+// their length, booleans as 0 or 1):
 //
-//	u8  version (1)
-//	u8  kind: 1 image, 2 delta, 3 end of session
-//	u16 token length, token
-//	u64 sequence number within the session (an image restarts it)
-//	image only: u16 peer identity length, identity; i64 keepalive
-//	  interval ns; i64 max lifetime ns; u8 lease
-//	image and delta: u64 sent position; u64 received position; u64
-//	  first retained position; u32 next stream id; u8 streams follow;
-//	  [u32 count; count × (u32 id, u8 interaction, u8 requester)];
-//	  u64 position of the first frame of the tail; the tail: the rest
-//	  of the record, length-prefixed frames (the whole retained buffer
-//	  in an image, the frames sent since the last record in a delta)
+//	byte   version (1)
+//	byte   kind: 1 image, 2 delta, 3 end of session
+//	bytes  token
+//	uint   sequence number within the session (an image restarts it)
+//	image only: bytes peer identity; uint keepalive interval ns; uint
+//	  max lifetime ns; bool lease
+//	image and delta: uint sent position; uint received position; uint
+//	  first retained position; uint next stream id; bool streams
+//	  follow; [count; count × (uint id, byte interaction, bool
+//	  requester)]; uint position of the first frame of the tail; the
+//	  tail: the rest of the record, length-prefixed frames (the whole
+//	  retained buffer in an image, the frames sent since the last record
+//	  in a delta)
 const (
 	journalVersion = 1
 	recordImage    = 1
@@ -308,39 +310,31 @@ func (r *journalRecord) image() conn.ResumeImage {
 // tail) to b.
 func appendJournalHead(b []byte, r *journalRecord) []byte {
 	b = append(b, journalVersion, r.kind)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(r.token)))
-	b = append(b, r.token...)
-	b = binary.BigEndian.AppendUint64(b, r.seq)
+	b = fields.AppendBytes(b, r.token)
+	b = fields.AppendUvarint(b, r.seq)
 	if r.kind == recordEnd {
 		return b
 	}
 	if r.kind == recordImage {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(r.peer)))
-		b = append(b, r.peer...)
-		b = binary.BigEndian.AppendUint64(b, uint64(r.keepalive))
-		b = binary.BigEndian.AppendUint64(b, uint64(r.maxLifetime))
-		b = append(b, boolByte(r.lease))
+		b = fields.AppendString(b, r.peer)
+		b = fields.AppendUvarint(b, uint64(r.keepalive))
+		b = fields.AppendUvarint(b, uint64(r.maxLifetime))
+		b = fields.AppendBool(b, r.lease)
 	}
-	b = binary.BigEndian.AppendUint64(b, r.sent)
-	b = binary.BigEndian.AppendUint64(b, r.recv)
-	b = binary.BigEndian.AppendUint64(b, r.retStart)
-	b = binary.BigEndian.AppendUint32(b, r.nextID)
-	b = append(b, boolByte(r.hasStreams))
+	b = fields.AppendUvarint(b, r.sent)
+	b = fields.AppendUvarint(b, r.recv)
+	b = fields.AppendUvarint(b, r.retStart)
+	b = fields.AppendUvarint(b, uint64(r.nextID))
+	b = fields.AppendBool(b, r.hasStreams)
 	if r.hasStreams {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(r.streams)))
+		b = fields.AppendUvarint(b, uint64(len(r.streams)))
 		for _, st := range r.streams {
-			b = binary.BigEndian.AppendUint32(b, st.ID)
-			b = append(b, byte(st.Kind), boolByte(st.Requester))
+			b = fields.AppendUvarint(b, uint64(st.ID))
+			b = append(b, byte(st.Kind))
+			b = fields.AppendBool(b, st.Requester)
 		}
 	}
-	return binary.BigEndian.AppendUint64(b, r.tailStart)
-}
-
-func boolByte(v bool) byte {
-	if v {
-		return 1
-	}
-	return 0
+	return fields.AppendUvarint(b, r.tailStart)
 }
 
 var errJournalRecord = errors.New("rsocket: malformed resume journal record")
@@ -350,110 +344,45 @@ var errJournalRecord = errors.New("rsocket: malformed resume journal record")
 // panic.
 func parseJournalRecord(b []byte) (journalRecord, error) {
 	var r journalRecord
-	d := jdec{b: b}
-	if v := d.u8(); v != journalVersion {
+	d := fields.NewReader(b)
+	if v := d.Byte(); v != journalVersion {
 		return r, fmt.Errorf("%w: version %d", errJournalRecord, v)
 	}
-	r.kind = d.u8()
-	r.token = d.bytes(int(d.u16()))
-	if d.bad || len(r.token) == 0 || len(r.token) > frame.MaxResumeTokenLength {
+	r.kind = d.Byte()
+	r.token = d.Bytes()
+	if d.Err() != nil || len(r.token) == 0 || len(r.token) > frame.MaxResumeTokenLength {
 		return journalRecord{}, fmt.Errorf("%w: token", errJournalRecord)
 	}
-	r.seq = d.u64()
+	r.seq = d.Uvarint()
 	switch r.kind {
 	case recordEnd:
-		if d.bad || len(d.b) != 0 {
+		if d.Err() != nil || len(d.Rest()) != 0 {
 			return r, fmt.Errorf("%w: end record of %d bytes", errJournalRecord, len(b))
 		}
 		return r, nil
 	case recordImage:
-		r.peer = string(d.bytes(int(d.u16())))
-		ka, ml := d.u64(), d.u64()
-		if ka > math.MaxInt64 || ml > math.MaxInt64 {
-			return r, fmt.Errorf("%w: timing", errJournalRecord)
-		}
-		r.keepalive, r.maxLifetime = time.Duration(ka), time.Duration(ml)
-		r.lease = d.bool()
+		r.peer = d.Text()
+		r.keepalive, r.maxLifetime = time.Duration(d.Int63()), time.Duration(d.Int63())
+		r.lease = d.Bool()
 	case recordDelta:
 	default:
 		return r, fmt.Errorf("%w: kind %d", errJournalRecord, r.kind)
 	}
-	r.sent, r.recv, r.retStart = d.u64(), d.u64(), d.u64()
-	r.nextID = d.u32()
-	r.hasStreams = d.bool()
-	if r.hasStreams {
-		n := d.u32()
-		if uint64(n)*6 > uint64(len(d.b)) {
-			return r, fmt.Errorf("%w: %d streams in %d bytes", errJournalRecord, n, len(d.b))
-		}
+	r.sent, r.recv, r.retStart = d.Uvarint(), d.Uvarint(), d.Uvarint()
+	r.nextID = d.Uint32()
+	if r.hasStreams = d.Bool(); r.hasStreams {
+		n := d.Count()
 		r.streams = make([]conn.ImageStream, 0, n)
 		for range n {
-			id := d.u32()
-			kind, req := d.u8(), d.bool()
-			r.streams = append(r.streams, conn.ImageStream{ID: id, Kind: conn.Interaction(kind), Requester: req})
+			r.streams = append(r.streams, conn.ImageStream{ID: d.Uint32(), Kind: conn.Interaction(d.Byte()), Requester: d.Bool()})
 		}
 	}
-	r.tailStart = d.u64()
-	r.tail = d.b
-	if d.bad {
-		return r, fmt.Errorf("%w: truncated", errJournalRecord)
+	r.tailStart = d.Uvarint()
+	r.tail = d.Rest()
+	if err := d.Err(); err != nil {
+		return r, fmt.Errorf("%w: %v", errJournalRecord, err)
 	}
 	return r, nil
-}
-
-// jdec reads big-endian fields; past the end it returns zeros and sets bad.
-type jdec struct {
-	b   []byte
-	bad bool
-}
-
-func (d *jdec) take(n int) []byte {
-	if n < 0 || n > len(d.b) {
-		d.bad, d.b = true, nil
-		return nil
-	}
-	p := d.b[:n]
-	d.b = d.b[n:]
-	return p
-}
-
-func (d *jdec) bytes(n int) []byte { return d.take(n) }
-
-func (d *jdec) u8() byte {
-	if p := d.take(1); p != nil {
-		return p[0]
-	}
-	return 0
-}
-
-// bool reads a byte that must be 0 or 1.
-func (d *jdec) bool() bool {
-	v := d.u8()
-	if v > 1 {
-		d.bad = true
-	}
-	return v == 1
-}
-
-func (d *jdec) u16() uint16 {
-	if p := d.take(2); p != nil {
-		return binary.BigEndian.Uint16(p)
-	}
-	return 0
-}
-
-func (d *jdec) u32() uint32 {
-	if p := d.take(4); p != nil {
-		return binary.BigEndian.Uint32(p)
-	}
-	return 0
-}
-
-func (d *jdec) u64() uint64 {
-	if p := d.take(8); p != nil {
-		return binary.BigEndian.Uint64(p)
-	}
-	return 0
 }
 
 // The ResumeStore side: live sessions, and dormant ones from the journal.

@@ -1,7 +1,8 @@
 // Package fields writes and reads the fields of sluice's own small binary
 // formats (the delivery protocol over RSocket, the RSocket resume
 // journal): unsigned integers as uvarints, byte strings with a uvarint
-// length, booleans as one byte that must be 0 or 1. The Append functions
+// length, booleans as one byte that must be 0 or 1; a value has one
+// encoding (varints in their shortest form). The Append functions
 // write; a Reader reads, and its first error sticks (every later read
 // returns zero), so that a decoder reads a whole record and checks Err
 // once. Reads never copy: byte strings alias the input.
@@ -67,6 +68,12 @@ func (r *Reader) Uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
 		r.Fail("truncated or overlong varint")
+		return 0
+	}
+	if n > 1 && r.b[n-1] == 0 {
+		// A trailing zero group: not the shortest form, which is the
+		// only one Append writes (a value has one encoding).
+		r.Fail("varint not in its shortest form")
 		return 0
 	}
 	r.b = r.b[n:]

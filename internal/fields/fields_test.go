@@ -29,6 +29,7 @@ func TestFirstErrorSticks(t *testing.T) {
 		read func(r *Reader)
 	}{
 		"overlong varint":    {[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, func(r *Reader) { r.Uvarint() }},
+		"padded varint":      {[]byte{0x81, 0x00}, func(r *Reader) { r.Uvarint() }},
 		"uint32 overflow":    {AppendUvarint(nil, 1<<32), func(r *Reader) { r.Uint32() }},
 		"int63 overflow":     {AppendUvarint(nil, 1<<63), func(r *Reader) { r.Int63() }},
 		"empty byte":         {nil, func(r *Reader) { r.Byte() }},

@@ -308,7 +308,7 @@ func (c *Conn) unlock(direct bool) {
 		if !c.closed {
 			c.schedule()
 		}
-		if !direct || len(c.out) == 0 || c.writing || c.wfailed || c.wclosing {
+		if !direct || c.writing || c.wclosing || !c.pending() {
 			break
 		}
 		raw := c.rawOut()
@@ -318,11 +318,7 @@ func (c *Conn) unlock(direct bool) {
 		direct = false // once: more output goes to the writer
 		buf := c.takeOut()
 		c.mu.Unlock()
-		var n int
-		var err error
-		if len(buf) > 0 {
-			n, err = raw.tryWrite(buf)
-		}
+		n, err := raw.tryWrite(buf)
 		c.mu.Lock()
 		if err == nil && n < len(buf) {
 			// The socket is full: the rest goes first, by the writer.
@@ -389,13 +385,29 @@ func (c *Conn) runCalls() {
 	c.combineDirect()
 }
 
+// pending reports whether output waits to be written; it is called
+// right before takeOut. A journaled session (resume_journal.go) writes
+// its journal record first: the journal before the socket. With the
+// journal's store closed the server is stopping, and the output is
+// dropped (the session lives on in the journal as it was). Under mu.
+func (c *Conn) pending() bool {
+	if len(c.out) == 0 || c.wfailed {
+		return false
+	}
+	return c.rsm == nil || c.rsm.j == nil || c.journaled()
+}
+
+// journaled is pending's journal step. Under mu.
+func (c *Conn) journaled() bool {
+	if !c.persist() {
+		c.out, c.wfailed = c.out[:0], true
+		return false
+	}
+	return true
+}
+
 // takeOut hands the queued output to the writer. Under mu.
 func (c *Conn) takeOut() []byte {
-	if c.rsm != nil && c.rsm.j != nil && !c.persist() {
-		// The journal before the socket (resume_journal.go); its store
-		// closed: the server stops, nothing more goes out.
-		c.out, c.wfailed = c.out[:0], true
-	}
 	buf := c.out
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
@@ -447,7 +459,7 @@ func (c *Conn) writeLoop() {
 				c.combine()
 				break
 			}
-			if len(c.out) == 0 || c.wfailed {
+			if !c.pending() {
 				c.out = c.out[:0]
 				closing := c.wclosing
 				c.mu.Unlock()
@@ -462,10 +474,7 @@ func (c *Conn) writeLoop() {
 			buf := c.takeOut()
 			c.mu.Unlock()
 			c.combine()
-			var err error
-			if len(buf) > 0 {
-				err = c.tr.writeFrames(buf)
-			}
+			err := c.tr.writeFrames(buf)
 			c.mu.Lock()
 			c.wrote(buf, err)
 			c.mu.Unlock()

@@ -293,10 +293,8 @@ type resumeConn struct {
 	budget *retainBudget
 	limit  int
 	// j (server, with a DurableResumeStore): the session's journal
-	// writer (resume_journal.go); restored: the session was rebuilt from
-	// the journal.
-	j        *sessionJournal
-	restored bool
+	// writer (resume_journal.go).
+	j *sessionJournal
 }
 
 // applyRetainLimit lowers or raises the machine's bound on retained
@@ -452,7 +450,7 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 		c.mu.Lock()
 		c.m.Receive(c.now(), first)
 		if tok := c.m.ResumeToken(); tok != nil {
-			if err := c.register(o.resume, tok); err != nil {
+			if err := c.register(o.resume, tok, o.resume.cfg.Store.Add); err != nil {
 				_ = c.m.Close(frame.ErrorCodeRejectedSetup, err.Error())
 			}
 		}
@@ -460,21 +458,17 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 	})
 }
 
-// register adds the server session c to the store under tok, shares the
-// retained-frames budget with it and, with a DurableResumeStore, starts
-// its journal. When the session ends it is forgotten.
-func (c *Conn) register(ro *resumeOptions, tok []byte) error {
-	store := ro.cfg.Store
-	ds, durable := store.(*DurableResumeStore)
-	var err error
-	if durable && c.rsm.restored {
-		err = ds.adopt(tok, c) // the dormant session becomes this one
-	} else {
-		err = store.Add(tok, c)
-	}
-	if err != nil {
+// register adds the server session c under tok with add (the store's
+// Add; a DurableResumeStore's adopt for a session restored from its
+// journal), shares the retained-frames budget with it and, with a
+// DurableResumeStore, starts its journal. When the session ends it is
+// forgotten.
+func (c *Conn) register(ro *resumeOptions, tok []byte, add func([]byte, *Conn) error) error {
+	if err := add(tok, c); err != nil {
 		return err
 	}
+	store := ro.cfg.Store
+	ds, durable := store.(*DurableResumeStore)
 	tok = clone(tok)
 	budget := ro.budget
 	budget.sessions.Add(1)
@@ -540,8 +534,12 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		// live (a REJECTED_RESUME would end it).
 		_ = tr.Close()
 		return
-	case dormant != nil && dormant.peer != peer:
-		ds.release(token)
+	case dormant != nil && dormant.peer != peer || c != nil && c.rsm != nil && c.rsm.peer != peer:
+		// Not the client that set the session up: refuse this
+		// connection, and leave the session to its owner.
+		if dormant != nil {
+			ds.release(token)
+		}
 		o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
 		msg = "resume from another client identity"
 	case dormant != nil:
@@ -551,11 +549,6 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		msg = "session could not be restored"
 	case c == nil:
 		o.log.Debug("rsocket: RESUME for no session in the store")
-	case c.rsm != nil && c.rsm.peer != peer:
-		// Not the client that set the session up: refuse this
-		// connection, and leave the session to its owner.
-		o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
-		msg = "resume from another client identity"
 	default:
 		if c.acceptResume(tr, f) {
 			return
@@ -609,9 +602,10 @@ func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSessi
 	var regErr error
 	_, err = startConn(ctx, tr, conn.Server, o, func(c *Conn) {
 		c.m = m
-		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.peer, restored: true}
+		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.peer}
 		c.mu.Lock()
-		if regErr = c.register(o.resume, d.img.Token); regErr != nil {
+		// The dormant session becomes this one (adopt, not Add).
+		if regErr = c.register(o.resume, d.img.Token, ds.adopt); regErr != nil {
 			_ = c.m.Close(frame.ErrorCodeRejectedResume, regErr.Error())
 			c.release()
 			return

@@ -560,25 +560,23 @@ func (c *Conn) persist() bool {
 	if !j.retryAt.IsZero() && time.Now().Before(j.retryAt) {
 		return true
 	}
-	r := journalRecord{token: j.token, seq: j.seq + 1, sent: now.SentPos, recv: now.RecvPos, retStart: now.RetainedStart, nextID: now.NextID}
-	var tail []byte
+	var (
+		r    journalRecord
+		tail []byte
+	)
 	if j.full {
 		img, err := c.m.ResumeImage()
 		if err != nil {
-			if errors.Is(err, conn.ErrNotRestorable) {
-				// The byte-credits extension: this session cannot be
-				// restored; stop writing it.
-				j.store.end(j.token)
-				c.rsm.j = nil
-			}
+			// Not restorable (the byte-credits extension), or no longer
+			// open (closing): stop writing the session.
+			j.store.end(j.token)
+			c.rsm.j = nil
 			return true
 		}
-		r.kind, r.seq = recordImage, 1
-		r.peer, r.keepalive, r.maxLifetime, r.lease = j.peer, img.KeepaliveInterval, img.MaxLifetime, img.Lease
-		r.hasStreams, r.streams = true, img.Streams
-		r.tailStart, tail = img.RetainedStart, img.Retained
+		r, tail = imageRecord(&img, j.peer), img.Retained
 	} else {
-		r.kind = recordDelta
+		r = journalRecord{kind: recordDelta, token: j.token, seq: j.seq + 1, sent: now.SentPos, recv: now.RecvPos,
+			retStart: now.RetainedStart, nextID: now.NextID}
 		r.tailStart, tail = c.m.ResumeTail(j.cur)
 		if now.StreamsVersion != j.cur.StreamsVersion {
 			j.streams = c.m.OpenStreams(j.streams[:0])
@@ -602,12 +600,12 @@ func (c *Conn) persist() bool {
 	}
 	j.store.records.Add(1)
 	j.cur, j.seq, j.full, j.retryAt = now, r.seq, false, time.Time{}
-	if cap(j.head) > 1<<20 {
-		j.head = nil
-	}
 	if j.store.sinceCompact.Add(int64(len(j.head)+len(tail))) > max(j.store.cfg.CompactBytes, 2*j.store.lastCompact.Load()) &&
 		j.store.compacting.CompareAndSwap(false, true) {
 		j.store.startCompaction()
+	}
+	if cap(j.head) > 1<<20 {
+		j.head = nil // an image's stream list was long: do not keep it
 	}
 	return true
 }
@@ -655,6 +653,8 @@ func (s *DurableResumeStore) compact() error {
 		if !c.closed && c.rsm != nil && c.rsm.j != nil {
 			c.rsm.j.full = true
 			_ = c.persist()
+			// Still full: the write failed (j is nil for a session that
+			// stopped being journaled).
 			if c.rsm.j != nil && c.rsm.j.full {
 				c.mu.Unlock()
 				return errors.New("a session's image could not be written")

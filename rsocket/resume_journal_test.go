@@ -221,7 +221,7 @@ func TestResumeJournalFaults(t *testing.T) {
 		t.Fatalf("second store on one directory: %v, want ErrBusy", err)
 	}
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+s1.addr, WithResume(ResumeConfig{}))
+	c, err := Dial(ctx, "tcp://"+s1.addr, WithByteCredits(64<<10), WithResume(ResumeConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,5 +458,32 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 	within(t, "the request after the restore", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
 	if err != nil || string(r.Data) != "after" || c.ResumeStats().Resumed != 1 {
 		t.Fatalf("after the restore: %q %v, %+v", r.Data, err, c.ResumeStats())
+	}
+}
+
+// TestResumeJournalByteCreditsNotRestorable: a session that uses the
+// byte-credits extension cannot be rebuilt from an image (its credit
+// state is not in one): it works as a resumable session in memory, is
+// ended in the journal, and a restarted server does not hold it.
+func TestResumeJournalByteCreditsNotRestorable(t *testing.T) {
+	dir := t.TempDir()
+	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, WithByteCredits(64<<10))
+	ctx := context.Background()
+	c, err := Dial(ctx, "tcp://"+s1.addr, WithByteCredits(64<<10), WithResume(ResumeConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.RequestStream(ctx, Payload{Data: []byte("1000")}, 256)
+	if err == nil {
+		err = readStream(st, 1000)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.stop()
+	s2 := startJournalServer(t, dir, DurableResumeConfig{})
+	if st := s2.store.Stats(); st.Dormant != 0 {
+		t.Fatalf("a byte-credits session read back from the journal: %+v", st)
 	}
 }

@@ -1,9 +1,11 @@
 package seglog
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -215,5 +217,47 @@ func TestReopenRecordsLargerThanScanBuffer(t *testing.T) {
 	}
 	if it.Err() != nil || i != len(want) {
 		t.Fatalf("read %d of %d records: %v", i, len(want), it.Err())
+	}
+}
+
+// TestDamagedLengthDoesNotAllocateRecordLimit: a final record whose
+// length field was damaged to claim 30 MiB, in a segment of a few
+// hundred bytes, is a torn tail: Open truncates it without allocating
+// what the length claims (its reads are bounded by the file's size).
+func TestDamagedLengthDoesNotAllocateRecordLimit(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir)
+	for i := range 10 {
+		appendT(t, l, rec(i))
+	}
+	s := l.segs[len(l.segs)-1]
+	path, last := s.path, s.size-int64(frameSize(len(rec(9))))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim [4]byte
+	binary.LittleEndian.PutUint32(claim[:], 30<<20)
+	if _, err := f.WriteAt(claim[:], last); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	l, err = Open(dir, WithMaxRecordBytes(MaxRecordLimit))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.NextOffset(); got != 9 {
+		t.Fatalf("next offset %d after the torn record, want 9", got)
+	}
+	if a := after.TotalAlloc - before.TotalAlloc; a > 8<<20 {
+		t.Fatalf("Open allocated %d bytes for a record claiming 30 MiB in a %d-byte file", a, s.size)
 	}
 }

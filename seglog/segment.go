@@ -121,6 +121,9 @@ func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, 
 			if need > maxBody+headerSize+8 {
 				need = headerSize
 			}
+			// Never more than the file holds: a damaged length field must
+			// not make Open allocate up to the record limit.
+			need = int(min(int64(need), fileLen-pos))
 			if need > len(buf) {
 				buf = make([]byte, need)
 			}
@@ -132,7 +135,7 @@ func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, 
 			// The first read at pos could not know the record's size (the
 			// buffer did not hold its header): a record larger than the
 			// buffer needs a second, large enough.
-			if need := frameSizeAt(buf[:n]); need > n && need > len(buf) && need <= maxBody+headerSize+8 {
+			if need := frameSizeAt(buf[:n]); need > n && need > len(buf) && need <= maxBody+headerSize+8 && int64(need) <= fileLen-pos {
 				buf = make([]byte, need)
 				n, err = f.ReadAt(buf, pos)
 				if err != nil && err != io.EOF {

@@ -133,7 +133,13 @@ func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResume
 	}
 	s := &DurableResumeStore{cfg: cfg, lock: lock, live: &memoryStore{max: cfg.MaxSessions, m: map[string]*Conn{}},
 		dormant: map[string]*dormantSession{}}
-	opts := []seglog.Option{seglog.WithSync(cfg.Sync), seglog.WithSegmentBytes(cfg.SegmentBytes), seglog.WithLogger(cfg.Logger)}
+	// An image holds a session's retained frames, as many as its
+	// ResumeConfig.BufferBytes allows: beyond seglog's default record
+	// limit once that is set above 32 MiB (compaction could then never
+	// rewrite the session, and the journal would grow without bound),
+	// so records may be as large as seglog allows.
+	opts := []seglog.Option{seglog.WithSync(cfg.Sync), seglog.WithSegmentBytes(cfg.SegmentBytes), seglog.WithLogger(cfg.Logger),
+		seglog.WithMaxRecordBytes(seglog.MaxRecordLimit)}
 	s.log, err = seglog.Open(dir, opts...)
 	if _, bad := seglog.IsCorrupt(err); bad {
 		// Salvage: every intact record stays; a session whose records

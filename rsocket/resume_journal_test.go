@@ -30,12 +30,12 @@ type journalServer struct {
 
 func startJournalServer(t *testing.T, dir string, cfg DurableResumeConfig) *journalServer {
 	t.Helper()
-	return startJournalServerOn(t, "tcp", dir, cfg)
+	return startJournalServerOn(t, "tcp", dir, cfg, ResumeConfig{})
 }
 
 // startJournalServerOn is startJournalServer on a tcp:// or tls://
-// listener, with opts.
-func startJournalServerOn(t *testing.T, scheme, dir string, cfg DurableResumeConfig, opts ...Option) *journalServer {
+// listener, with rcfg (its Store set here) and opts.
+func startJournalServerOn(t *testing.T, scheme, dir string, cfg DurableResumeConfig, rcfg ResumeConfig, opts ...Option) *journalServer {
 	t.Helper()
 	store, err := OpenDurableResumeStore(dir, cfg)
 	if err != nil {
@@ -47,7 +47,8 @@ func startJournalServerOn(t *testing.T, scheme, dir string, cfg DurableResumeCon
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	opts = append(opts[:len(opts):len(opts)], WithResume(ResumeConfig{Store: store}))
+	rcfg.Store = store
+	opts = append(opts[:len(opts):len(opts)], WithResume(rcfg))
 	go func() {
 		defer close(done)
 		_ = Serve(ctx, ln, newEcho(), opts...)
@@ -467,7 +468,7 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 // ended in the journal, and a restarted server does not hold it.
 func TestResumeJournalByteCreditsNotRestorable(t *testing.T) {
 	dir := t.TempDir()
-	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, WithByteCredits(64<<10))
+	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, WithByteCredits(64<<10))
 	ctx := context.Background()
 	c, err := Dial(ctx, "tcp://"+s1.addr, WithByteCredits(64<<10), WithResume(ResumeConfig{}))
 	if err != nil {
@@ -485,5 +486,50 @@ func TestResumeJournalByteCreditsNotRestorable(t *testing.T) {
 	s2 := startJournalServer(t, dir, DurableResumeConfig{})
 	if st := s2.store.Stats(); st.Dormant != 0 {
 		t.Fatalf("a byte-credits session read back from the journal: %+v", st)
+	}
+}
+
+// TestResumeJournalLargeImage: a session that retains 40 MiB (its
+// BufferBytes raised to 64 MiB, no KEEPALIVE yet to trim it) is
+// rewritten by compaction as one image of that size, beyond seglog's
+// default 32 MiB record limit, and restores from it after a restart.
+// With the default limit every compaction failed (the journal would
+// grow without bound): Failures counted, no compaction done.
+func TestResumeJournalLargeImage(t *testing.T) {
+	dir := t.TempDir()
+	rcfg := ResumeConfig{BufferBytes: 64 << 20}
+	cfg := DurableResumeConfig{CompactBytes: 1 << 20, SegmentBytes: 1 << 20}
+	s := startJournalServerOn(t, "tcp", dir, cfg, rcfg)
+	p := newCutProxy(t, s.addr, 13, 0, 0, 0)
+	c := dialResume(t, "tcp://"+p.addr())
+	ctx := context.Background()
+	big := Payload{Data: make([]byte, 1<<20)}
+	for i := range 40 {
+		if r, err := c.RequestResponse(ctx, big); err != nil || len(r.Data) != len(big.Data) {
+			t.Fatalf("request %d: %d bytes, %v", i, len(r.Data), err)
+		}
+	}
+	// Compactions ran while the session retained up to 40 MiB; wait for
+	// the one in progress.
+	within(t, "the compactions", func() {
+		for st := s.store.Stats(); st.Compactions == 0 || s.store.compacting.Load(); st = s.store.Stats() {
+			if st.Failures > 0 {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	if st := s.store.Stats(); st.Failures != 0 || st.Compactions == 0 {
+		t.Fatalf("compacting a session retaining 40 MiB: %+v", st)
+	}
+	p.set(func(p *cutProxy) { p.refuse = true })
+	s.stop()
+	p.closeAll()
+	s = startJournalServerOn(t, "tcp", dir, cfg, rcfg)
+	p.set(func(p *cutProxy) { p.upstream, p.refuse = s.addr, false })
+	var err error
+	within(t, "a request after the restart", func() { _, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
+	if err != nil || s.store.Stats().Restored != 1 {
+		t.Fatalf("after the restart: %v, store %+v", err, s.store.Stats())
 	}
 }

@@ -250,7 +250,7 @@ func thiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte) {
 func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	pki := newMTLSResume(t)
 	dir := t.TempDir()
-	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(pki.server))
+	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, ResumeConfig{}, WithTLS(pki.server))
 	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
 	ctx := context.Background()
 	c := pki.dialOwner(t, "tls://"+p.addr())
@@ -259,7 +259,7 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	p.set(func(p *cutProxy) { p.refuse = true })
 	s1.stop()
 	p.closeAll()
-	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, WithTLS(pki.server))
+	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, ResumeConfig{}, WithTLS(pki.server))
 	store2 := s2.store
 	if d := store2.Stats().Dormant; d != 1 {
 		t.Fatalf("%d sessions read back, want 1", d)

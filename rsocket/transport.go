@@ -224,17 +224,10 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 	if o.tls != nil {
 		ln = tls.NewListener(ln, o.tls.Clone())
 	}
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
-	defer stop()
-	var acc netaccept.Accepter
-	for {
-		nc, err := acc.Accept(ctx, ln)
-		if nc == nil {
-			return err
-		}
+	return netaccept.Serve(ctx, ln, func(nc net.Conn) error {
 		if o.resume != nil {
 			go serveResumableConn(ctx, nc, r, opts)
-			continue
+			return nil
 		}
 		if tc, ok := nc.(*tls.Conn); ok {
 			// Handshake off the accept loop, so one slow client does not
@@ -252,12 +245,11 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 					o.log.Warn("rsocket: cannot serve connection", "err", err)
 				}
 			}()
-			continue
+			return nil
 		}
-		if _, err := ServeConn(ctx, nc, r, opts...); err != nil {
-			return err
-		}
-	}
+		_, err := ServeConn(ctx, nc, r, opts...)
+		return err
+	})
 }
 
 // WebSocketHandler serves RSocket over WebSocket (mount it at the path).

@@ -12,16 +12,35 @@ import (
 	"time"
 )
 
-// Accepter accepts connections from one listener. The zero value is
+// Serve accepts connections on ln until ctx ends (it closes ln then,
+// which ends a pending Accept, and returns nil), Accept fails with an
+// error that is not transient, or handle returns an error (returned as
+// is). handle runs in the accept loop: it starts what takes time in a
+// goroutine of its own.
+func Serve(ctx context.Context, ln net.Listener, handle func(net.Conn) error) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	var a accepter
+	for {
+		nc, err := a.accept(ctx, ln)
+		if nc == nil {
+			return err
+		}
+		if err := handle(nc); err != nil {
+			return err
+		}
+	}
+}
+
+// accepter accepts connections from one listener. The zero value is
 // ready; it keeps the current backoff between calls.
-type Accepter struct {
+type accepter struct {
 	delay time.Duration
 }
 
-// Accept returns the next connection of ln. It returns nil, nil once ctx
-// has ended (the server closes ln when ctx ends, which ends a pending
-// Accept), and any error that is not transient as is.
-func (a *Accepter) Accept(ctx context.Context, ln net.Listener) (net.Conn, error) {
+// accept returns the next connection of ln. It returns nil, nil once ctx
+// has ended, and any error that is not transient as is.
+func (a *accepter) accept(ctx context.Context, ln net.Listener) (net.Conn, error) {
 	for {
 		nc, err := ln.Accept()
 		if err == nil {

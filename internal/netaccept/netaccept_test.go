@@ -42,27 +42,62 @@ func TestAccept(t *testing.T) {
 	defer c1.Close()
 	defer c2.Close()
 	l := &fakeListener{errs: []error{timeoutErr{}, timeoutErr{}}, conns: []net.Conn{c1}}
-	var a Accepter
+	var a accepter
 	ctx := context.Background()
-	nc, err := a.Accept(ctx, l)
+	nc, err := a.accept(ctx, l)
 	if err != nil || nc != c1 {
 		t.Fatalf("after two transient errors: %v, %v; want the connection", nc, err)
 	}
 	if a.delay != 0 {
 		t.Fatalf("backoff %v after a connection, want it reset", a.delay)
 	}
-	if _, err := a.Accept(ctx, l); !errors.Is(err, net.ErrClosed) {
+	if _, err := a.accept(ctx, l); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("closed listener: %v, want net.ErrClosed", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if nc, err := a.Accept(cctx, &fakeListener{}); nc != nil || err != nil {
+	if nc, err := a.accept(cctx, &fakeListener{}); nc != nil || err != nil {
 		t.Fatalf("ended context: %v, %v; want nil, nil", nc, err)
 	}
 	l = &fakeListener{errs: []error{timeoutErr{}}}
 	cctx, cancel = context.WithCancel(ctx)
 	cancel()
-	if nc, err := a.Accept(cctx, l); nc != nil || err != nil {
+	if nc, err := a.accept(cctx, l); nc != nil || err != nil {
 		t.Fatalf("transient error after the context ended: %v, %v; want nil, nil", nc, err)
+	}
+}
+
+// TestServe: each connection goes to handle; an error from handle ends
+// Serve with it; the end of the context ends Serve with nil and closes
+// the listener.
+func TestServe(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	stopErr := errors.New("handler failed")
+	var got []net.Conn
+	err := Serve(context.Background(), &fakeListener{conns: []net.Conn{c1, c2}}, func(nc net.Conn) error {
+		got = append(got, nc)
+		if len(got) == 2 {
+			return stopErr
+		}
+		return nil
+	})
+	if !errors.Is(err, stopErr) || len(got) != 2 {
+		t.Fatalf("Serve: %v after %d connections, want the handler's error after 2", err, len(got))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, func(net.Conn) error { return nil }) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after its context ended: %v, want nil", err)
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("listener after Serve: %v, want closed", err)
 	}
 }

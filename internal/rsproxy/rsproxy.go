@@ -148,20 +148,14 @@ func (p *Proxy) Stats() Stats {
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var acc netaccept.Accepter
-	for {
-		c, err := acc.Accept(ctx, ln)
-		if c == nil {
-			return err
-		}
+	return netaccept.Serve(ctx, ln, func(c net.Conn) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			p.handle(ctx, c)
 		}()
-	}
+		return nil
+	})
 }
 
 // handle routes one client connection by its first frame, then copies

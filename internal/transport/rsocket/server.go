@@ -59,16 +59,10 @@ func Serve(ctx context.Context, ln net.Listener, svc protocol.Service, opts ...O
 	o := buildOptions(opts)
 	r := newResponder(svc)
 	ropts := serverOptions(o)
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
-	defer stop()
-	var acc netaccept.Accepter
-	for {
-		nc, err := acc.Accept(ctx, ln)
-		if nc == nil {
-			return err
-		}
+	return netaccept.Serve(ctx, ln, func(nc net.Conn) error {
 		go serveConn(ctx, nc, o.tls, o.resume, r, ropts)
-	}
+		return nil
+	})
 }
 
 // serveConn runs one accepted connection: the TLS handshake first (so

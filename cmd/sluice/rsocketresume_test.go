@@ -107,6 +107,27 @@ func TestRSocketCLIResume(t *testing.T) {
 	}
 }
 
+// orderedElements reads a stream of "0", "1", … in parts; an error is
+// the stream's end (io.EOF), its failure or an element out of order.
+type orderedElements struct {
+	s    *rsocket.Stream
+	next int
+}
+
+func (r *orderedElements) read(upTo int) error {
+	for r.next < upTo {
+		p, err := r.s.Next()
+		if err != nil {
+			return err
+		}
+		if got := string(p.Data); got != strconv.Itoa(r.next) {
+			return fmt.Errorf("element %d is %q: lost, reordered or duplicated", r.next, got)
+		}
+		r.next++
+	}
+	return nil
+}
+
 // TestRSocketResumeAcrossSIGKILL: `sluice rsocket serve --resume-dir` is
 // SIGKILLed while it streams 200,000 elements to a resumable client and
 // is started again on the same port and directory. The client's
@@ -149,21 +170,8 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			next := 0
-			read := func(upTo int) error {
-				for next < upTo {
-					p, err := s.Next()
-					if err != nil {
-						return err
-					}
-					if got := string(p.Data); got != strconv.Itoa(next) {
-						return fmt.Errorf("element %d is %q: lost, reordered or duplicated", next, got)
-					}
-					next++
-				}
-				return nil
-			}
-			if err := read(2000); err != nil {
+			r := &orderedElements{s: s}
+			if err := r.read(2000); err != nil {
 				t.Fatal(err)
 			}
 			if mode == "journal-sigterm" {
@@ -178,11 +186,11 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 				srv.restart() // SIGKILL, then the same command again
 			}
 			end := make(chan error, 1)
-			go func() { end <- read(items) }()
+			go func() { end <- r.read(items) }()
 			select {
 			case err = <-end:
 			case <-time.After(time.Minute):
-				t.Fatalf("no end of the stream after the restart (%d elements)", next)
+				t.Fatalf("no end of the stream after the restart (%d elements)", r.next)
 			}
 			if !journal {
 				for _, cl := range []*rsocket.Conn{c, idle} {
@@ -194,9 +202,9 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), "server restarted") {
-				t.Fatalf("stream after the restart: %v after %d elements; want \"server restarted\"", err, next)
+				t.Fatalf("stream after the restart: %v after %d elements; want \"server restarted\"", err, r.next)
 			}
-			t.Logf("%d elements in order before the stream ended with %q", next, err)
+			t.Logf("%d elements in order before the stream ended with %q", r.next, err)
 			for _, cl := range []*rsocket.Conn{c, idle} {
 				resp, err := cl.RequestResponse(ctx, rsocket.Payload{Data: []byte("after")})
 				if err != nil || string(resp.Data) != "after" {
@@ -221,33 +229,27 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				next = 0
-				if err := read(3000); err != nil {
+				r = &orderedElements{s: s}
+				if err := r.read(3000); err != nil {
 					t.Fatal(err)
 				}
 				srv.restart()
-				go func() { end <- read(items) }()
+				go func() { end <- r.read(items) }()
 				select {
 				case err = <-end:
 				case <-time.After(time.Minute):
-					t.Fatalf("round %d: no end of the stream after the restart (%d elements)", round, next)
+					t.Fatalf("round %d: no end of the stream after the restart (%d elements)", round, r.next)
 				}
 				if err == nil || !strings.Contains(err.Error(), "server restarted") {
-					t.Fatalf("round %d: stream after the restart: %v after %d elements", round, err, next)
+					t.Fatalf("round %d: stream after the restart: %v after %d elements", round, err, r.next)
 				}
 				for _, cl := range []*rsocket.Conn{c, idle} {
 					whole, err := cl.RequestStream(ctx, rsocket.Payload{Data: []byte("1000")}, 256)
-					for i := 0; err == nil; i++ {
-						var p rsocket.Payload
-						switch p, err = whole.Next(); {
-						case errors.Is(err, io.EOF) && i == 1000:
+					if err == nil {
+						w := &orderedElements{s: whole}
+						if err = w.read(1001); errors.Is(err, io.EOF) && w.next == 1000 {
 							err = nil
-						case err == nil && string(p.Data) != strconv.Itoa(i):
-							err = fmt.Errorf("element %d is %q", i, p.Data)
-						case err == nil:
-							continue
 						}
-						break
 					}
 					if err != nil {
 						t.Fatalf("round %d: a new stream after the restart: %v", round, err)

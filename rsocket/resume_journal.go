@@ -80,7 +80,6 @@ type DurableResumeStore struct {
 
 	mu      sync.Mutex
 	dormant map[string]*dormantSession
-	closed  bool
 	expiry  *time.Timer
 
 	// sinceCompact counts the bytes written since the last compaction,
@@ -88,8 +87,9 @@ type DurableResumeStore struct {
 	// the journal grew by CompactBytes and by twice its live size, so
 	// compacting costs at most half of what is written.
 	sinceCompact, lastCompact atomic.Int64
-	// stopping: Close began; sessions send nothing more (persist).
-	stopping   atomic.Bool
+	// closed: Close began (set under mu, read without it by persist);
+	// sessions send nothing more and nothing more is written.
+	closed     atomic.Bool
 	compacting atomic.Bool
 	compactWG  sync.WaitGroup
 
@@ -471,7 +471,7 @@ func (s *DurableResumeStore) drop(token []byte) {
 func (s *DurableResumeStore) expireDormant() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return
 	}
 	now := time.Now()
@@ -489,7 +489,7 @@ func (s *DurableResumeStore) expireDormant() {
 
 // endLocked writes the end of token's session. Under mu.
 func (s *DurableResumeStore) endLocked(token []byte) {
-	if s.closed {
+	if s.closed.Load() {
 		return
 	}
 	r := journalRecord{kind: recordEnd, token: token}
@@ -509,12 +509,10 @@ func (s *DurableResumeStore) end(token []byte) {
 // ended: a server that restarts on the same directory resumes them.
 func (s *DurableResumeStore) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	s.stopping.Store(true)
 	if s.expiry != nil {
 		s.expiry.Stop()
 	}
@@ -556,7 +554,7 @@ type sessionJournal struct {
 // journal would be behind the client. Under mu.
 func (c *Conn) persist() bool {
 	j := c.rsm.j
-	if j.store.stopping.Load() {
+	if j.store.closed.Load() {
 		return false
 	}
 	now := c.m.ResumeCursor()
@@ -620,7 +618,7 @@ func (c *Conn) persist() bool {
 // background, then removes the segments before it.
 func (s *DurableResumeStore) startCompaction() {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		s.compacting.Store(false)
 		return

@@ -36,9 +36,11 @@ type DurableResumeConfig struct {
 	// MaxSessions bounds live and restored sessions together (default
 	// DefaultMaxResumeSessions).
 	MaxSessions int
-	// Sync: when a record is durable (default seglog.SyncNone: written
-	// to the kernel, which survives a process crash but not a machine
-	// crash).
+	// Sync: when a record is durable. The zero value is seglog's
+	// default, SyncAlways: fdatasync before the batch it describes goes
+	// out, which survives a machine crash. SyncNone hands it to the
+	// kernel only, which survives a process crash (SIGKILL) but not a
+	// machine crash, for the cost of a write; SyncInterval is between.
 	Sync seglog.SyncPolicy
 	// SessionLifetime: a restored session whose client does not resume
 	// within it is forgotten (default 60 s, as ResumeConfig's).
@@ -63,6 +65,7 @@ type DurableResumeStats struct {
 	Expired     uint64 // dormant sessions forgotten after SessionLifetime
 	Records     uint64 // records written
 	Bytes       uint64 // bytes written to the journal
+	Syncs       uint64 // fdatasyncs of the journal (Sync)
 	Failures    uint64 // records that could not be written
 	Skipped     uint64 // sessions dropped at Open: damaged or inconsistent records
 	Compactions uint64
@@ -123,9 +126,6 @@ func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResume
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Sync == (seglog.SyncPolicy{}) {
-		cfg.Sync = seglog.SyncNone()
 	}
 	lock, err := dirlock.Acquire(dir, "resume journal")
 	if err != nil {
@@ -528,8 +528,9 @@ func (s *DurableResumeStore) Stats() DurableResumeStats {
 	s.mu.Lock()
 	dormant := len(s.dormant)
 	s.mu.Unlock()
+	ls := s.log.Stats()
 	return DurableResumeStats{Sessions: s.live.Len(), Dormant: dormant, Loaded: s.loaded.Load(), Restored: s.restored.Load(),
-		Expired: s.expired.Load(), Records: s.records.Load(), Bytes: s.log.Stats().Bytes, Failures: s.failures.Load(), Skipped: s.skipped.Load(),
+		Expired: s.expired.Load(), Records: s.records.Load(), Bytes: ls.Bytes, Syncs: ls.Syncs, Failures: s.failures.Load(), Skipped: s.skipped.Load(),
 		Compactions: s.compactions.Load(), Repaired: s.repaired}
 }
 

@@ -346,6 +346,13 @@ func BenchmarkResumeJournal(b *testing.B) {
 					}
 					defer st.Close()
 					cfg.Store = st
+					// How many answers or payloads one record covers: a
+					// record per output batch, so this is the batch size.
+					defer func() {
+						if n := st.Stats().Records; n > 0 {
+							b.ReportMetric(float64(b.N)/float64(n), "ops/record")
+						}
+					}()
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -531,5 +538,28 @@ func TestResumeJournalLargeImage(t *testing.T) {
 	within(t, "a request after the restart", func() { _, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
 	if err != nil || s.store.Stats().Restored != 1 {
 		t.Fatalf("after the restart: %v, store %+v", err, s.store.Stats())
+	}
+}
+
+// TestResumeJournalSyncPolicy: the journal syncs as configured: the zero
+// value (seglog's SyncAlways) fdatasyncs its records, SyncNone never
+// does. (SyncAlways is seglog's zero value: a default that replaced the
+// zero value by SyncNone made "always" mean "none".)
+func TestResumeJournalSyncPolicy(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sync seglog.SyncPolicy
+	}{{"zero value", seglog.SyncPolicy{}}, {"always", seglog.SyncAlways()}, {"none", seglog.SyncNone()}} {
+		s := startJournalServer(t, t.TempDir(), DurableResumeConfig{Sync: c.sync})
+		cl := dialResume(t, "tcp://"+s.addr)
+		for range 20 {
+			if _, err := cl.RequestResponse(context.Background(), Payload{Data: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := s.store.Stats()
+		if st.Records == 0 || (c.name == "none") != (st.Syncs == 0) {
+			t.Errorf("%s: %d records, %d syncs", c.name, st.Records, st.Syncs)
+		}
 	}
 }

@@ -177,6 +177,7 @@ func registerResumeJournalMetrics(reg prometheus.Registerer, store *rsocket.Dura
 		counter("sluice_rsocket_resume_expired_total", "Sessions read back from the journal whose client did not resume in time.", func(s rsocket.DurableResumeStats) uint64 { return s.Expired }),
 		counter("sluice_rsocket_resume_journal_records_total", "Records written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Records }),
 		counter("sluice_rsocket_resume_journal_bytes_total", "Bytes written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Bytes }),
+		counter("sluice_rsocket_resume_journal_syncs_total", "fdatasyncs of the resume journal (--resume-sync).", func(s rsocket.DurableResumeStats) uint64 { return s.Syncs }),
 		counter("sluice_rsocket_resume_journal_failures_total", "Resume journal records that could not be written (the session goes on, not restorable until written again).", func(s rsocket.DurableResumeStats) uint64 { return s.Failures }),
 		counter("sluice_rsocket_resume_journal_compactions_total", "Resume journal compactions.", func(s rsocket.DurableResumeStats) uint64 { return s.Compactions }),
 	)

@@ -81,23 +81,19 @@ func (r *Reader) Uvarint() uint64 {
 }
 
 // Uint32 reads an unsigned integer that must fit 32 bits.
-func (r *Reader) Uint32() uint32 {
-	v := r.Uvarint()
-	if v > math.MaxUint32 {
-		r.Fail("value beyond 32 bits")
-		return 0
-	}
-	return uint32(v)
-}
+func (r *Reader) Uint32() uint32 { return uint32(r.atMost(math.MaxUint32, "value beyond 32 bits")) }
 
 // Int63 reads an unsigned integer that must fit an int64.
-func (r *Reader) Int63() int64 {
+func (r *Reader) Int63() int64 { return int64(r.atMost(math.MaxInt64, "value beyond 63 bits")) }
+
+// atMost reads an unsigned integer no larger than limit.
+func (r *Reader) atMost(limit uint64, msg string) uint64 {
 	v := r.Uvarint()
-	if v > math.MaxInt64 {
-		r.Fail("value beyond 63 bits")
+	if v > limit {
+		r.Fail(msg)
 		return 0
 	}
-	return int64(v)
+	return v
 }
 
 // Byte reads one byte.

@@ -468,11 +468,11 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 	producer.feed(t, feed[0])
 	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
 	for round := 0; round < 3; round++ {
-		waitFor(t, "acks", 60*time.Second, func() bool { return acked() > 0 })
+		waitFor(t, fmt.Sprintf("round %d: acks", round), 60*time.Second, func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL agent after %.0f records acked by this agent process", round, acked())
 		ag.restart()
 		producer.feed(t, feed[1+2*round])
-		waitFor(t, "acks after the agent restart", 60*time.Second, func() bool { return acked() > 0 })
+		waitFor(t, fmt.Sprintf("round %d: acks after the agent restart", round), 60*time.Second, func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL sink after %.0f records acked by this agent process", round, acked())
 		sink.restart()
 		producer.feed(t, feed[2+2*round])

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // sluiceBin is the binary under test, built once by TestMain.
@@ -43,20 +45,43 @@ type proc struct {
 	name string
 	args []string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncbuf.Buffer
+	// earlier holds the output of the incarnations before a restart, so a
+	// failing test can show what a killed process said last.
+	earlier []string
 }
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, args: args}
 	p.start()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			p.logTail()
+		}
+	})
 	return p
+}
+
+// logTail logs the last lines of each incarnation's output.
+func (p *proc) logTail() {
+	const lines = 30
+	for i, out := range append(p.earlier, p.log.String()) {
+		ls := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(ls) > lines {
+			ls = ls[len(ls)-lines:]
+		}
+		p.t.Logf("%s (run %d of %d), last lines:\n%s", p.name, i+1, len(p.earlier)+1, strings.Join(ls, "\n"))
+	}
 }
 
 func (p *proc) start() {
 	p.t.Helper()
-	p.log = &bytes.Buffer{}
+	if p.log != nil {
+		p.earlier = append(p.earlier, p.log.String())
+	}
+	p.log = &syncbuf.Buffer{}
 	p.cmd = exec.Command(sluiceBin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -108,20 +109,35 @@ func (p *proc) restart() {
 // is also what it hands to outgoing connections, and another package's
 // test, running in parallel, took one in the gap between this check and
 // the process's bind (a chaos test failed on it: the agent never
-// listened).
+// listened). No port is handed out twice in one test binary: two calls
+// in a test (the agent's ingest and metrics ports) would otherwise get
+// the same port once in about 12,000 pairs, and one process of the two
+// would not start.
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	handedOutMu.Lock()
+	defer handedOutMu.Unlock()
 	for range 200 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.Intn(12000)))
+		port := 20000 + rand.Intn(12000)
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
-		defer l.Close()
+		l.Close()
+		handedOut[port] = true
 		return l.Addr().String()
 	}
 	t.Fatal("no free port in 20000–31999 after 200 tries")
 	return ""
 }
+
+var (
+	handedOutMu sync.Mutex
+	handedOut   = map[int]bool{}
+)
 
 // metric reads one counter from a Prometheus endpoint (-1 if unreachable).
 func metric(addr, name string) float64 {

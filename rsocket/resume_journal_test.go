@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -561,5 +563,123 @@ func TestResumeJournalSyncPolicy(t *testing.T) {
 		if st.Records == 0 || (c.name == "none") != (st.Syncs == 0) {
 			t.Errorf("%s: %d records, %d syncs", c.name, st.Records, st.Syncs)
 		}
+	}
+}
+
+// TestResumeJournalRealDiskFull fills the filesystem under a journal (a
+// tmpfs, so it needs root; skipped otherwise) while a resumable session
+// streams. The live session never notices: the stream completes, in
+// order, and the failures are counted. Then two restarts:
+//   - with the journal still behind what the client received, the
+//     client's RESUME is rejected cleanly (never a gap, never a replay
+//     of the wrong frames);
+//   - once space is back, the next record is an image that catches the
+//     journal up, and after a crash the session resumes and serves.
+func TestResumeJournalRealDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	ctx := context.Background()
+	cfg := DurableResumeConfig{SegmentBytes: 64 << 10, Sync: seglog.SyncNone()}
+	// fill leaves about free bytes on the tmpfs.
+	filler := filepath.Join(mnt, "filler")
+	fill := func(free int64) {
+		t.Helper()
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mnt, &st); err != nil {
+			t.Fatal(err)
+		}
+		avail := int64(st.Bavail) * st.Bsize
+		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(make([]byte, max(avail-free, 0))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// stream runs a 50,000-item stream (about 700 KB of frames) to its
+	// end on c.
+	stream := func(c *Conn) {
+		t.Helper()
+		s, err := c.RequestStream(ctx, Payload{Data: []byte("50000")}, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(t, "the stream with the disk full", func() { err = readStream(s, 50_000) })
+		if err != nil {
+			t.Fatalf("the live session broke when its journal could not be written: %v", err)
+		}
+	}
+
+	// A journal behind the client after the crash: rejected cleanly.
+	dir := filepath.Join(mnt, "behind")
+	s1 := startJournalServer(t, dir, cfg)
+	p := newCutProxy(t, s1.addr, 11, 0, 0, 0)
+	c := dialResume(t, "tcp://"+p.addr())
+	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	fill(16 << 10)
+	stream(c)
+	st := s1.store.Stats()
+	if st.Failures == 0 {
+		t.Fatalf("the disk filled and no journal write failed: %+v", st)
+	}
+	t.Logf("disk full: %+v", st)
+	s1.stop()
+	_ = os.Remove(filler)
+	s2 := startJournalServer(t, dir, cfg)
+	p.set(func(p *cutProxy) { p.upstream = s2.addr })
+	p.cutAll()
+	within(t, "the resume of a session the journal is behind on", func() { <-c.Done() })
+	if !errors.Is(c.Err(), conn.ErrResumeRejected) {
+		t.Fatalf("resume with the journal behind: %v, want a rejected resume", c.Err())
+	}
+	s2.stop()
+	_ = os.RemoveAll(dir)
+
+	// Space comes back before the crash: the session catches up and
+	// resumes after it.
+	dir = filepath.Join(mnt, "healed")
+	s3 := startJournalServer(t, dir, cfg)
+	p = newCutProxy(t, s3.addr, 12, 0, 0, 0)
+	c = dialResume(t, "tcp://"+p.addr())
+	fill(16 << 10)
+	stream(c)
+	failed := s3.store.Stats().Failures
+	if failed == 0 {
+		t.Fatal("the disk filled and no journal write failed")
+	}
+	_ = os.Remove(filler)
+	// The image is retried a second after the last failure; requests
+	// give it batches to ride on.
+	within(t, "a journal record once space is back", func() {
+		for recs := s3.store.Stats().Records; s3.store.Stats().Records == recs; {
+			if _, err := c.RequestResponse(ctx, Payload{Data: []byte("again")}); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	s3.stop()
+	s4 := startJournalServer(t, dir, cfg)
+	p.set(func(p *cutProxy) { p.upstream = s4.addr })
+	p.cutAll()
+	var resp Payload
+	var err error
+	within(t, "a request after the restart", func() { resp, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
+	if err != nil || string(resp.Data) != "after" {
+		t.Fatalf("request after space came back and the server restarted: %q, %v", resp.Data, err)
+	}
+	if st := s4.store.Stats(); st.Restored != 1 {
+		t.Fatalf("store after the restart: %+v, want the session restored", st)
 	}
 }

@@ -106,6 +106,25 @@ func TestReliabilityDocNamesRealTests(t *testing.T) {
 	}
 }
 
+// TestReliabilityDocNamesEveryFuzzTarget: each fuzz target is a decoder's
+// promise (any bytes: an error, never a panic), so each has its row in
+// docs/reliability.md, and a new decoder's target is not forgotten there.
+func TestReliabilityDocNamesEveryFuzzTarget(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "reliability.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, n := range testName.FindAllString(string(doc), -1) {
+		named[n] = true
+	}
+	for name, files := range testFuncs(t) {
+		if strings.HasPrefix(name, "Fuzz") && !named[name] {
+			t.Errorf("%s (%s) has no row in docs/reliability.md", name, strings.Join(files, ", "))
+		}
+	}
+}
+
 // repoPaths returns the parts of a parenthesis (split at commas and
 // semicolons) that are files or directories of the repository, and those
 // that look like paths (a slash, or a .go suffix) but do not exist;

@@ -38,6 +38,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var maxSize byteSize
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (0: never)")
+	idle := fs.Duration("idle-timeout", xfer.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -46,11 +47,14 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *dir == "" {
 		return &exitError{code: 2, msg: "--dir is required"}
 	}
+	if *idle <= 0 {
+		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
+	}
 	if *grpcAddr == "" && *rsAddr == "" && *tusAddr == "" {
 		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus"}
 	}
 	log := newLogger(stderr, *logLevel)
-	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, Log: log})
+	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
 	if err != nil {
 		return err
 	}
@@ -94,6 +98,8 @@ func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
 		{"sluice_xfer_chunks_rejected_total", "Chunks refused for a bad CRC32C or tus checksum.", s.Stats.ChunksRejected.Load},
 		{"sluice_xfer_expired_total", "Idle partial uploads removed.", s.Stats.Expired.Load},
 		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Stats.Salvaged.Load},
+		{"sluice_xfer_takeovers_total", "Writers interrupted by a newer request for their upload (a tus client back on a new connection).", s.Stats.TakenOver.Load},
+		{"sluice_xfer_idle_timeouts_total", "tus PATCHes ended because their body sent nothing for --idle-timeout.", s.Stats.IdleTimeouts.Load},
 	} {
 		v := c.v
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(v()) }))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
@@ -59,8 +61,18 @@ func RegisterGRPC(srv *grpc.Server, s *Store) {
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxChunk + 1<<16),
 		grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow),
-		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf)}
+		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf),
+		grpc.KeepaliveParams(grpcKeepalive)}
 }
+
+// grpcKeepalive: the server pings a connection that sent nothing for
+// Time and drops it when no answer comes within Timeout. A client frozen
+// mid-upload, or gone without a FIN, would otherwise hold its upload
+// (Begin refuses the name meanwhile) until TCP gave up: minutes, or never
+// for a stopped process whose kernel still answers. A slow client is not
+// dropped: its HTTP/2 stack answers pings while a chunk trickles in.
+// (RSocket has this built in: the client's KEEPALIVEs and max lifetime.)
+var grpcKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}
 
 // grpc-go starts a stream with a 64 KiB flow-control window and grows it
 // by BDP pings; a bulk upload waited on window updates most of the time

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -240,4 +241,59 @@ func TestInteropTusKilled(t *testing.T) {
 			t.Fatalf("server received %d bytes for %d: the resume re-sent data", got, len(data))
 		}
 	})
+}
+
+// TestInteropTusFrozen: tus-js-client is stopped (SIGSTOP) in the middle
+// of a 16 MiB PATCH body, so its connection stays open and carries
+// nothing, as a frozen process or a dead link without a FIN. A new
+// tus-js-client resumes the upload by its URL: its PATCH takes the upload
+// over from the stalled one, which keeps what arrived, and the upload
+// lands whole. Before takeover the new client got 423 Locked until its
+// retries ran out.
+func TestInteropTusFrozen(t *testing.T) {
+	nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
+	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+	data := randBytes(24<<20, 33)
+	src := tempFile(t, data)
+	e, url, g := startGated(t, 1)
+	node := func(args ...string) *exec.Cmd {
+		c := exec.Command("node", append([]string{script, url, src, "f.bin", "--chunk", strconv.Itoa(16 << 20)}, args...)...)
+		c.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
+		return c
+	}
+	frozen := node()
+	var err error
+	var out bytes.Buffer
+	frozen.Stdout, frozen.Stderr = &out, &out
+	if err := frozen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		frozen.Process.Signal(syscall.SIGKILL)
+		frozen.Wait()
+	})
+	select {
+	case <-g.arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("timed out waiting for the client's PATCH\n%s", out.String())
+	}
+	// The body is 16 MiB, more than loopback buffers hold: the client is
+	// blocked writing it when it is stopped.
+	frozen.Process.Signal(syscall.SIGSTOP)
+	close(g.release)
+	var in Info
+	for deadline := time.Now().Add(30 * time.Second); !in.Active; time.Sleep(5 * time.Millisecond) {
+		if in, err = e.store.Stat("f.bin"); err != nil || time.Now().After(deadline) {
+			t.Fatalf("the frozen client's PATCH never took its upload: %+v %v", in, err)
+		}
+	}
+	res := runPeer(t, node("--resume", url+in.ID))
+	if field(res, "url") != url+in.ID {
+		t.Fatalf("did not continue the upload:\n%s", res)
+	}
+	checkLanded(t, e.dir, "f.bin", data, sha256Of(data))
+	if n := e.store.Stats.TakenOver.Load(); n == 0 {
+		t.Fatal("no takeover counted")
+	}
+	t.Logf("takeovers %d; the resumed client:\n%s", e.store.Stats.TakenOver.Load(), res)
 }

@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -37,15 +38,30 @@ type Options struct {
 	SyncInterval time.Duration
 	// Reserve is free space kept on the disk beyond an upload's size.
 	Reserve int64
-	Log     *slog.Logger
+	// IdleTimeout ends a tus PATCH whose body sends nothing for this long
+	// (a frozen or vanished client), so that its upload is free again.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	Log         *slog.Logger
 	// Now and FreeSpace replace the clock and statfs in tests.
 	Now       func() time.Time
 	FreeSpace func(dir string) (int64, error)
 }
 
+// DefaultIdleTimeout is Options.IdleTimeout's default: tusd's network
+// timeout, long enough for a slow link to deliver some bytes.
+const DefaultIdleTimeout = 60 * time.Second
+
+// takeoverWait bounds how long Acquire waits for the writer it
+// interrupted to let go of the upload.
+const takeoverWait = 10 * time.Second
+
 // Stats are the store's counters since Open.
 type Stats struct {
 	BytesReceived, UploadsCompleted, UploadsFailed, ChunksRejected, Expired, Salvaged atomic.Int64
+	// TakenOver counts writers interrupted by a newer request for their
+	// upload, IdleTimeouts writers ended because their body stalled.
+	TakenOver, IdleTimeouts atomic.Int64
 }
 
 // Store keeps the uploads of one directory.
@@ -82,6 +98,9 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
 	partial := filepath.Join(dir, PartialDir)
 	if err := os.MkdirAll(partial, 0o755); err != nil {
 		return nil, err
@@ -108,6 +127,9 @@ func (s *Store) Dir() string { return s.dir }
 
 // MaxSize is the largest upload accepted (0: no limit).
 func (s *Store) MaxSize() int64 { return s.o.MaxSize }
+
+// IdleTimeout is how long a writer's body may send nothing.
+func (s *Store) IdleTimeout() time.Duration { return s.o.IdleTimeout }
 
 // ExpireAfter is how long an idle partial upload is kept (0: forever).
 func (s *Store) ExpireAfter() time.Duration { return s.o.Expire }
@@ -328,7 +350,7 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 			if err := s.checkSpace(size - old.rec.Offset); err != nil {
 				return nil, err
 			}
-			old.active = true
+			old.takeLocked()
 			return old, nil
 		}
 		s.log.Info("a new upload replaces an idle partial of the same name", "name", name, "old_offset", old.rec.Offset)
@@ -342,7 +364,8 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 		return nil, err
 	}
 	now := s.o.Now()
-	u := &Upload{s: s, active: true, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Created: now, Updated: now}}
+	u := &Upload{s: s, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Created: now, Updated: now}}
+	u.takeLocked()
 	if err := u.create(); err != nil {
 		return nil, err
 	}
@@ -351,20 +374,45 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 	return u, nil
 }
 
-// Acquire takes the upload id for writing (Release it). A *BusyError
-// when someone writes it.
-func (s *Store) Acquire(id string) (*Upload, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.byID[id]
-	if u == nil {
-		return nil, ErrNotFound
+// Acquire takes the upload id for writing (Release it). When someone
+// writes it already, that writer is asked to stop (OnTakeover) and
+// Acquire waits for it to let go: a request for an upload by its id comes
+// from the client that created it, so the writer still holding it is that
+// client's earlier connection, frozen or gone without a FIN (tusd does
+// the same). A *BusyError when the writer cannot be interrupted or does
+// not let go in time, or ctx ends.
+func (s *Store) Acquire(ctx context.Context, id string) (*Upload, error) {
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		u := s.byID[id]
+		if u == nil {
+			s.mu.Unlock()
+			return nil, ErrNotFound
+		}
+		if !u.active {
+			u.takeLocked()
+			s.mu.Unlock()
+			return u, nil
+		}
+		interrupt, released := u.interrupt, u.released
+		s.mu.Unlock()
+		if interrupt == nil || attempt == 2 {
+			return nil, &BusyError{Name: u.rec.Name}
+		}
+		s.log.Info("a new request for an upload interrupts its writer", "name", u.rec.Name, "id", id)
+		s.Stats.TakenOver.Add(1)
+		interrupt()
+		t := time.NewTimer(takeoverWait)
+		select {
+		case <-released:
+			t.Stop()
+		case <-t.C:
+			return nil, &BusyError{Name: u.rec.Name}
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &BusyError{Name: u.rec.Name}
+		}
 	}
-	if u.active {
-		return nil, &BusyError{Name: u.rec.Name}
-	}
-	u.active = true
-	return u, nil
 }
 
 // checkSpace refuses an upload that needs more than the free space.

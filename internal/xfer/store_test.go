@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"errors"
@@ -222,11 +223,11 @@ func TestBeginRefusals(t *testing.T) {
 	if !errors.Is(err, ErrBusy) || err.Error() != "upload of same already in progress" {
 		t.Fatalf("second writer: %v", err)
 	}
-	if _, err := s.Acquire(u.rec.ID); !errors.Is(err, ErrBusy) {
+	if _, err := s.Acquire(context.Background(), u.rec.ID); !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire while busy: %v", err)
 	}
 	u.Release()
-	u2, err := s.Acquire(u.rec.ID)
+	u2, err := s.Acquire(context.Background(), u.rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

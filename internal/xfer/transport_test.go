@@ -4,15 +4,24 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+	"github.com/sluicehq/sluice/rsocket"
 )
 
 type env struct {
@@ -248,7 +257,7 @@ func TestConcurrentSameName(t *testing.T) {
 	src := tempFile(t, randBytes(100, 15))
 	for tr, to := range e.urls() {
 		if tr == "tus" {
-			continue // tus names uploads by id; its PATCH to a held id is 423 (TestTUSProtocol)
+			continue // tus names uploads by id: a PATCH to a held id takes it over (TestTUSStalledPatchTakenOver)
 		}
 		_, err := Send(ctxT(t), to, src, SendOptions{Name: "same", Attempts: 2})
 		if !errors.Is(err, ErrBusy) || !bytes.Contains([]byte(err.Error()), []byte("upload of same already in progress")) {
@@ -269,4 +278,171 @@ func tempFileB(b *testing.B, data []byte) string {
 		b.Fatal(err)
 	}
 	return p
+}
+
+// freezeProxy forwards TCP to target until freeze: then it forwards
+// nothing more either way and keeps every connection open, as a client
+// process that was stopped, or a link that went dark, looks from the
+// server.
+type freezeProxy struct {
+	ln     net.Listener
+	target string
+	frozen chan struct{}
+	once   sync.Once
+}
+
+func newFreezeProxy(t *testing.T, target string) *freezeProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezeProxy{ln: ln, target: target, frozen: make(chan struct{})}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			go p.pipe(s, c)
+			go p.pipe(c, s)
+		}
+	}()
+	return p
+}
+
+func (p *freezeProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
+
+func (p *freezeProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-p.frozen:
+			<-make(chan struct{}) // hold everything until the test ends
+		default:
+		}
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestFrozenClientReleasesUpload: a client starts an upload over gRPC or
+// RSocket, sends a chunk, and freezes (its connection neither closes nor
+// carries anything). The server notices through keepalive (gRPC: its
+// pings go unanswered; RSocket: the client's KEEPALIVEs stop) and drops
+// the connection, which releases the upload: the same name resumes from
+// a new connection and lands whole. Before gRPC had server keepalive the
+// name stayed "already in progress" for as long as the kernel kept the
+// dead connection.
+func TestFrozenClientReleasesUpload(t *testing.T) {
+	old := grpcKeepalive
+	grpcKeepalive.Time, grpcKeepalive.Timeout = time.Second, 200*time.Millisecond // the least grpc-go allows
+	t.Cleanup(func() { grpcKeepalive = old })
+	e := startEnv(t, Options{})
+	data := randBytes(1<<20, 21)
+	chunk := data[:256<<10]
+	for _, tr := range []string{"grpc", "rsocket"} {
+		t.Run(tr, func(t *testing.T) {
+			name := "frozen-" + tr
+			ctx := ctxT(t)
+			begin := &xferv1.Begin{Name: name, Size: int64(len(data))}
+			received := e.store.Stats.BytesReceived.Load() + int64(len(chunk))
+			switch tr {
+			case "grpc":
+				p := newFreezeProxy(t, e.srv.Addrs.GRPC)
+				cc, err := grpc.NewClient(p.ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cc.Close()
+				st, err := xferv1.NewXferClient(cc).Upload(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Begin{Begin: begin}}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: &xferv1.Chunk{Data: chunk, Crc32C: CRC32C(chunk)}}}); err != nil {
+					t.Fatal(err)
+				}
+				waitReceived(t, e.store, received)
+				p.freeze()
+			case "rsocket":
+				p := newFreezeProxy(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
+				c, err := rsocket.Dial(ctx, "tcp://"+p.ln.Addr().String(), rsocket.WithKeepalive(100*time.Millisecond, time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				b, _ := proto.Marshal(begin)
+				ch, err := c.RequestChannel(ctx, rsocket.Payload{Metadata: []byte(rsMetaUpload), Data: b}, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				meta := []byte{rsChunk, 0, 0, 0, 0}
+				binary.BigEndian.PutUint32(meta[1:], CRC32C(chunk))
+				if err := ch.Send(rsocket.Payload{Metadata: meta, Data: chunk}); err != nil {
+					t.Fatal(err)
+				}
+				waitReceived(t, e.store, received)
+				p.freeze()
+			}
+			if in, err := e.store.Stat(name); err != nil || !in.Active {
+				t.Fatalf("the frozen client's upload: %+v, %v; want it held", in, err)
+			}
+			deadline := time.Now().Add(45 * time.Second)
+			for {
+				in, err := e.store.Stat(name)
+				if err == nil && !in.Active {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the frozen client still holds its upload: %+v, %v", in, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			sum, err := Send(ctx, e.urls()[tr], tempFile(t, data), SendOptions{Name: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, name, data, sum)
+		})
+	}
+}
+
+// waitReceived waits until the store has received n bytes in all (what
+// the test's client sent has arrived).
+func waitReceived(t *testing.T, s *Store, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Stats.BytesReceived.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

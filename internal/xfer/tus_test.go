@@ -1,13 +1,17 @@
 package xfer
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -138,7 +142,7 @@ func TestTUSProtocol(t *testing.T) {
 	c.want(r, 201)
 	loc = r.Header.Get("Location")
 	c.want(c.do("PATCH", loc, []byte("ab"), "Content-Type", octet, "Upload-Offset", "0"), 204)
-	u, err := c.s.Acquire(strings.TrimPrefix(loc, "/files/"))
+	u, err := c.s.Acquire(context.Background(), strings.TrimPrefix(loc, "/files/"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,4 +171,89 @@ func TestTUSProtocol(t *testing.T) {
 func TestTUSNoSpace(t *testing.T) {
 	c := newTUS(t, Options{FreeSpace: func(string) (int64, error) { return 100, nil }})
 	c.want(c.do("POST", "/files/", nil, "Upload-Length", "1000"), 507)
+}
+
+// stalledPATCH sends a PATCH at offset 0 of loc declaring size bytes, the
+// first sent of them, and then nothing: a client frozen mid-upload, or
+// gone without a FIN. It returns the raw connection.
+func (c *tusT) stalledPATCH(loc string, size, sent int) net.Conn {
+	c.t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(c.url, "http://"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "PATCH %s HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: %s\r\nUpload-Offset: 0\r\nContent-Length: %d\r\n\r\n", loc, octet, size)
+	if _, err := conn.Write(bytes.Repeat([]byte("x"), sent)); err != nil {
+		c.t.Fatal(err)
+	}
+	return conn
+}
+
+// TestTUSStalledPatchTakenOver: a client's PATCH stalls mid-body (its
+// connection frozen, or dead without a FIN) while holding the upload. The
+// client comes back on a new connection: its HEAD answers, and its PATCH
+// interrupts the stalled one, which keeps what arrived, instead of
+// answering 423 Locked for as long as the dead connection lasts (before
+// the fix: forever). The upload completes.
+func TestTUSStalledPatchTakenOver(t *testing.T) {
+	c := newTUS(t, Options{})
+	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	r := c.do("POST", "/files/", nil, "Upload-Length", strconv.Itoa(len(data)), "Upload-Metadata", "filename "+b64([]byte("stall.bin")))
+	c.want(r, 201)
+	loc := r.Header.Get("Location")
+	c.stalledPATCH(loc, len(data), 300<<10)
+	// What the server holds of the stalled body is not durable yet, so
+	// the client's HEAD may say 0; it resumes from what HEAD says when its
+	// PATCH gets the upload, so it asks again on a conflict, as tus
+	// clients do.
+	var off int
+	var got *http.Response
+	for range 5 {
+		got = c.do("PATCH", loc, data[off:], "Content-Type", octet, "Upload-Offset", strconv.Itoa(off))
+		if got.StatusCode != http.StatusConflict {
+			break
+		}
+		off, _ = strconv.Atoi(c.do("HEAD", loc, nil).Header.Get("Upload-Offset"))
+	}
+	c.want(got, 204)
+	if st := c.s.Stats.TakenOver.Load(); st != 1 {
+		t.Fatalf("takeovers: %d, want 1", st)
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, "stall.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), data...)
+	copy(want, bytes.Repeat([]byte("x"), off)) // the stalled body's bytes, kept
+	if !bytes.Equal(b, want) {
+		t.Fatalf("the upload holds %d bytes, not the stalled body's %d then the rest", len(b), off)
+	}
+	t.Logf("the stalled PATCH kept %d bytes; the new one sent the rest", off)
+}
+
+// TestTUSIdlePatchReleased: a PATCH whose body sends nothing for the
+// idle timeout ends (408) and frees its upload, keeping what arrived, so
+// a client that comes back later (no takeover needed) resumes.
+func TestTUSIdlePatchReleased(t *testing.T) {
+	c := newTUS(t, Options{IdleTimeout: 50 * time.Millisecond})
+	r := c.do("POST", "/files/", nil, "Upload-Length", "1000000")
+	c.want(r, 201)
+	loc := r.Header.Get("Location")
+	conn := c.stalledPATCH(loc, 1000000, 200000)
+	conn.SetReadDeadline(time.Now().Add(time.Minute)) // without the idle timeout: fail, not hang
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the stalled PATCH got no answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("Upload-Offset") != "200000" {
+		t.Fatalf("stalled PATCH: %d, offset %q; want 408 at 200000", resp.StatusCode, resp.Header.Get("Upload-Offset"))
+	}
+	if n := c.s.Stats.IdleTimeouts.Load(); n != 1 {
+		t.Fatalf("idle timeouts: %d, want 1", n)
+	}
+	c.want(c.do("PATCH", loc, make([]byte, 800000), "Content-Type", octet, "Upload-Offset", "200000"), 204)
+	if n := c.s.Stats.TakenOver.Load(); n != 0 {
+		t.Fatalf("takeovers: %d, want none (the upload was free)", n)
+	}
 }

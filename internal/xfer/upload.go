@@ -23,6 +23,10 @@ import (
 type Upload struct {
 	s      *Store
 	active bool // guarded by s.mu
+	// released is closed when the writer Releases; interrupt, if the
+	// writer set one (OnTakeover), asks it to stop. Guarded by s.mu.
+	released  chan struct{}
+	interrupt func()
 
 	mu        sync.Mutex
 	rec       record // the durable state (what the sidecar holds)
@@ -558,6 +562,20 @@ func (u *Upload) Remove() {
 }
 
 // Release ends this writer's hold, saving its progress first.
+// takeLocked makes the caller the upload's writer. Under s.mu.
+func (u *Upload) takeLocked() {
+	u.active, u.released, u.interrupt = true, make(chan struct{}), nil
+}
+
+// OnTakeover sets how to stop this writer when a newer request wants the
+// upload (Acquire): f must make the writer's reads fail soon, after which
+// the writer Releases as usual. f may be called from any goroutine.
+func (u *Upload) OnTakeover(f func()) {
+	u.s.mu.Lock()
+	u.interrupt = f
+	u.s.mu.Unlock()
+}
+
 func (u *Upload) Release() {
 	u.mu.Lock()
 	if !u.done && u.written != u.rec.Offset {
@@ -568,6 +586,7 @@ func (u *Upload) Release() {
 	u.putBlocks()
 	u.mu.Unlock()
 	u.s.mu.Lock()
-	u.active = false
+	u.active, u.interrupt = false, nil
+	close(u.released)
 	u.s.mu.Unlock()
 }

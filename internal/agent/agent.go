@@ -141,7 +141,7 @@ func New(cfg Config) (*Agent, error) {
 	a.ingest, err = ingest.New(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
 		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
-		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now, OnSpooled: a.driver.Spooled,
+		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now, OnSpooled: a.driver.Spooled, BodyIdleTimeout: cfg.bodyIdle,
 	}, sp, m, sm)
 	if err != nil {
 		cancel()

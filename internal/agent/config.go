@@ -107,6 +107,8 @@ type Config struct {
 
 	// segmentBytes overrides the spool's segment size (tests).
 	segmentBytes int64
+	// bodyIdle overrides defaults.IngestBodyIdleTimeout (tests).
+	bodyIdle time.Duration
 }
 
 // spoolSegmentBytes is the size of a spool segment: an eighth of the

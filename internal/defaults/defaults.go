@@ -83,6 +83,11 @@ const (
 	// ingest requests get at shutdown.
 	IngestReadHeaderTimeout = 10 * time.Second
 	IngestShutdownTimeout   = 10 * time.Second
+	// IngestBodyIdleTimeout ends an ingest request whose body sends
+	// nothing for this long (408): a client frozen mid-body would
+	// otherwise hold its handler and buffer forever. Only silence counts,
+	// so a slow link is not cut off.
+	IngestBodyIdleTimeout = 30 * time.Second
 )
 
 // Sink defaults.

@@ -11,11 +11,10 @@ import (
 	"hash"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/idleread"
 )
 
 // tus 1.0.0 (https://tus.io/protocols/resumable-upload) with the creation,
@@ -251,8 +250,8 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	defer u.Release()
-	body := &idleBody{r: r.Body, rc: http.NewResponseController(w), idle: t.s.IdleTimeout()}
-	u.OnTakeover(body.interrupt)
+	body := idleread.New(w, r, t.s.IdleTimeout())
+	u.OnTakeover(func() { body.Interrupt(errTakeover) })
 	in := u.Info()
 	if off != u.Offset() {
 		tusStatus(w, &OffsetError{Want: off, Have: u.Offset()})
@@ -263,15 +262,15 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	n, err := u.ReadFrom(off, body, sum, want)
-	if body.stopped() != nil {
+	if body.Stopped() != nil {
 		// The body stalled, or a newer request took the upload over:
 		// what arrived is kept (and durable); the client, if it is still
 		// there, asks for the offset again.
-		if errors.Is(body.stopped(), errIdleBody) {
+		if errors.Is(body.Stopped(), idleread.ErrIdle) {
 			t.s.Stats.IdleTimeouts.Add(1)
 		}
 		w.Header().Set("Upload-Offset", strconv.FormatInt(n, 10))
-		tusError(w, http.StatusRequestTimeout, body.stopped().Error())
+		tusError(w, http.StatusRequestTimeout, body.Stopped().Error())
 		return
 	}
 	if err != nil && n <= off {
@@ -308,48 +307,5 @@ func (t *tusServer) delete(w http.ResponseWriter, r *http.Request, id string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-var (
-	errIdleBody = errors.New("the request body sent nothing within the idle timeout")
-	errTakeover = errors.New("a newer request for this upload took it over")
-)
-
-// idleBody is a PATCH body that fails a read when the client sends
-// nothing for idle (a frozen client, or one gone without a FIN, would
-// otherwise hold its upload forever), or at once when a newer request
-// takes the upload over. Both work through the connection's read
-// deadline, so a read blocked in the kernel returns.
-type idleBody struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	idle time.Duration
-	why  atomic.Pointer[error] // set once: why reads stopped
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	// The deadline first, then the check: an interrupt that comes between
-	// them moves the deadline to the past after ours (see interrupt).
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
-	if why := b.why.Load(); why != nil {
-		return 0, *why
-	}
-	n, err := b.r.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		b.why.CompareAndSwap(nil, &errIdleBody)
-		return n, *b.why.Load()
-	}
-	return n, err
-}
-
-// interrupt stops the reads (Upload.OnTakeover); any goroutine.
-func (b *idleBody) interrupt() {
-	b.why.CompareAndSwap(nil, &errTakeover)
-	_ = b.rc.SetReadDeadline(time.Now())
-}
-
-// stopped is why the reads were stopped, or nil.
-func (b *idleBody) stopped() error {
-	if why := b.why.Load(); why != nil {
-		return *why
-	}
-	return nil
-}
+// errTakeover stops a PATCH whose upload a newer request took over.
+var errTakeover = errors.New("a newer request for this upload took it over")

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // Errors of an ingest call, to test with errors.Is (with spool.ErrFull
@@ -50,7 +51,10 @@ type Config struct {
 	SpoolQuota                      int64
 	// Tokens, when set, are required by the HTTP API.
 	Tokens *auth.Tokens
-	Logger *slog.Logger
+	// BodyIdleTimeout ends a request whose body sends nothing for this
+	// long (default defaults.IngestBodyIdleTimeout).
+	BodyIdleTimeout time.Duration
+	Logger          *slog.Logger
 	// Now is the agent's clock (spool.Spooled.At).
 	Now func() int64
 	// OnSpooled is told, in id order and in the spool writer's goroutine,
@@ -102,6 +106,9 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 				return nil, err
 			}
 		}
+	}
+	if cfg.BodyIdleTimeout <= 0 {
+		cfg.BodyIdleTimeout = defaults.IngestBodyIdleTimeout
 	}
 	g := &Ingester{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, spoolM: sm,
 		prodLocks: map[string]*producerLock{}, encs: make(chan *codec.Encoder, workers)}

@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/batch"
@@ -66,4 +69,30 @@ func TestPlainMessageIsItsRecord(t *testing.T) {
 	}
 	close(work)
 	<-done
+}
+
+// TestDeclaredLengthReservesLittle: the buffer for a body is sized from
+// its Content-Length only up to maxPooledBody; a client that declares
+// 64 MiB and sends four bytes gets a small buffer (it got 64 MiB).
+func TestDeclaredLengthReservesLittle(t *testing.T) {
+	r := httptest.NewRequest("POST", "/v1/records", strings.NewReader("a\nb\n"))
+	r.ContentLength = MaxRequestBytes
+	var body bytes.Buffer
+	if _, err := readBody(httptest.NewRecorder(), r, &body, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if body.Cap() > maxPooledBody+bytes.MinRead {
+		t.Fatalf("a body of %d bytes declared as %d reserved %d bytes", body.Len(), r.ContentLength, body.Cap())
+	}
+	// A body the size it declares, within maxPooledBody, still gets one
+	// buffer of about its size (not doubled while read).
+	data := strings.Repeat("record\n", 100_000)
+	r = httptest.NewRequest("POST", "/v1/records", strings.NewReader(data))
+	body = bytes.Buffer{}
+	if _, err := readBody(httptest.NewRecorder(), r, &body, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if body.Cap() > len(data)+len(data)/8 {
+		t.Fatalf("a body of %d bytes got a buffer of %d: grown while read, not sized up front", len(data), body.Cap())
+	}
 }

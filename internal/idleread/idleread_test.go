@@ -1,0 +1,90 @@
+package idleread
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serve answers each request with how its body's reads ended, after
+// running during (with the Body) while the body is read.
+func serve(t *testing.T, idle time.Duration, during func(*Body)) (addr string, results chan string) {
+	results = make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := New(w, r, idle)
+		if during != nil {
+			go during(b)
+		}
+		n, err := io.Copy(io.Discard, b)
+		results <- fmt.Sprintf("%d bytes, %v, stopped: %v", n, err, b.Stopped())
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://"), results
+}
+
+// stall sends a request declaring more body than it sends.
+func stall(t *testing.T, addr string) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789")
+	return c
+}
+
+func wait(t *testing.T, results chan string) string {
+	t.Helper()
+	select {
+	case r := <-results:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatal("the handler's read never returned")
+		return ""
+	}
+}
+
+// TestIdle: a body silent for the idle timeout fails with ErrIdle after
+// what it sent.
+func TestIdle(t *testing.T) {
+	addr, results := serve(t, 20*time.Millisecond, nil)
+	stall(t, addr)
+	if got, want := wait(t, results), fmt.Sprintf("10 bytes, %v, stopped: %v", ErrIdle, ErrIdle); got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+}
+
+// TestInterrupt: a read blocked on a silent body returns at once with the
+// Interrupt's reason, which sticks; a later idle timeout does not replace
+// it.
+func TestInterrupt(t *testing.T) {
+	why := errors.New("taken over")
+	addr, results := serve(t, time.Hour, func(b *Body) {
+		time.Sleep(10 * time.Millisecond) // let the read block (if it has not yet, it fails on entry)
+		b.Interrupt(why)
+		b.Interrupt(errors.New("second reason"))
+	})
+	stall(t, addr)
+	if got, want := wait(t, results), fmt.Sprintf("10 bytes, %v, stopped: %v", why, why); got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+}
+
+// TestWholeBody: a body that arrives is read to its end, untouched.
+func TestWholeBody(t *testing.T) {
+	addr, results := serve(t, time.Second, nil)
+	resp, err := http.Post("http://"+addr, "text/plain", strings.NewReader(strings.Repeat("x", 100_000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := wait(t, results); got != "100000 bytes, <nil>, stopped: <nil>" {
+		t.Fatal(got)
+	}
+}

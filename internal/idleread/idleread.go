@@ -30,6 +30,7 @@ type Body struct {
 	rc   *http.ResponseController
 	idle time.Duration
 	why  atomic.Pointer[error] // set once: why reads stopped
+	eof  atomic.Bool           // the whole body was read
 }
 
 // New wraps r's body, whose connection w answers on.
@@ -45,7 +46,14 @@ func (b *Body) Read(p []byte) (int, error) {
 		return 0, *why
 	}
 	n, err := b.r.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case err == io.EOF:
+		// The whole body is in. net/http has cleared the deadline and
+		// started its own read, which watches for the client going away
+		// while the handler runs and cancels the request's context if it
+		// fails: Interrupt must not set a deadline any more.
+		b.eof.Store(true)
+	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
 		b.why.CompareAndSwap(nil, &ErrIdle)
 		return n, *b.why.Load()
 	}
@@ -59,7 +67,9 @@ func (b *Body) Close() error { return b.r.Close() }
 // goroutine. The first reason sticks.
 func (b *Body) Interrupt(why error) {
 	b.why.CompareAndSwap(nil, &why)
-	_ = b.rc.SetReadDeadline(time.Now())
+	if !b.eof.Load() {
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
 }
 
 // Stopped is why the reads were stopped (ErrIdle or the Interrupt's

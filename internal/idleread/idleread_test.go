@@ -1,6 +1,7 @@
 package idleread
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -85,6 +86,35 @@ func TestWholeBody(t *testing.T) {
 	}
 	resp.Body.Close()
 	if got := wait(t, results); got != "100000 bytes, <nil>, stopped: <nil>" {
+		t.Fatal(got)
+	}
+}
+
+// TestInterruptAfterEOF: once the whole body is read, Interrupt leaves
+// the connection alone: a deadline set then would fail net/http's own
+// read, which watches for the client leaving while the handler works,
+// and cancel the request's context (a tus upload being finished after
+// its last PATCH body).
+func TestInterruptAfterEOF(t *testing.T) {
+	results := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := New(w, r, time.Minute)
+		n, err := io.Copy(io.Discard, b)
+		b.Interrupt(errors.New("taken over"))
+		select {
+		case <-r.Context().Done():
+			results <- fmt.Sprintf("%d bytes, %v, then the request's context was cancelled: %v", n, err, context.Cause(r.Context()))
+		case <-time.After(100 * time.Millisecond): // a bound on an event that must not come
+			results <- fmt.Sprintf("%d bytes, %v", n, err)
+		}
+	}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("records\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := wait(t, results); got != "8 bytes, <nil>" {
 		t.Fatal(got)
 	}
 }

@@ -151,7 +151,10 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 				args = append(args, "--resume")
 			}
 			srv := start(t, "rsocket serve", args...)
-			waitFor(t, "the server's metrics", time.Minute, func() bool { return metric(metrics, "sluice_rsocket_fnf_total") >= 0 })
+			// The metrics come up before the journal is read and the
+			// listener bound: wait for the listener (dialling once the
+			// metrics answered failed under load, "connection refused").
+			listening(t, addr)
 			ctx := context.Background()
 			dial := func() *rsocket.Conn {
 				c, err := rsocket.Dial(ctx, "tcp://"+addr, rsocket.WithResume(rsocket.ResumeConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,7 +96,17 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	log := newLogger(stderr, *logLevel)
 	reg := newRegistry()
 	e := newEchoResponder(reg)
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil); err != nil {
+	// Ready once every listener is bound: the metrics come up first, so
+	// that a long journal read is visible, and /readyz must not send
+	// clients to a port nobody listens on yet.
+	var listening atomic.Bool
+	ready := func() error {
+		if !listening.Load() {
+			return errors.New("starting: the resume journal is read and the listeners bound first")
+		}
+		return nil
+	}
+	if err := serveMetrics(ctx, *metrics, reg, log, ready, nil); err != nil {
 		return err
 	}
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}
@@ -152,6 +163,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 		}()
 	}
+	listening.Store(true)
 	<-ctx.Done()
 	wg.Wait()
 	select {

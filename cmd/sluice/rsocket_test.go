@@ -97,6 +97,20 @@ func TestRSocketServeMetrics(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	tcpURL, _ := startRSocketServe(t, "--metrics", addr)
+	// Ready once the listeners are bound (they are: their lines were
+	// printed; the flag follows the last one).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never answered 200: %v", err)
+		}
+	}
 	for _, a := range [][]string{{"fnf", "--data", "f"}, {"push", "--metadata", "m"}, {"rr", "--data", "x"}} {
 		if code, _, errs := run(append(append([]string{"rsocket"}, a...), "--url", tcpURL)...); code != 0 {
 			t.Fatalf("%v: %d %s", a, code, errs)

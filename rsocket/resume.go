@@ -500,6 +500,15 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		_ = tr.Close()
 		return
 	}
+	if ctx.Err() != nil {
+		// The server is stopping: its sessions' transports are being
+		// dropped, and their clients redial at once, some before the
+		// listener is closed. No answer, so that they resume on the
+		// next server (the journal's sessions) instead of on this one,
+		// which would drop them again.
+		_ = tr.Close()
+		return
+	}
 	f = clone(f) // the reader reuses its buffer
 	peer := o.resume.cfg.peerIdentity(tlsState)
 	h, err := frame.ParseHeader(f)

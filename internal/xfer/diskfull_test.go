@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A disk that fills while an upload is being written (someone else filled
@@ -38,6 +39,16 @@ func TestDiskFullMidUpload(t *testing.T) {
 	o := SendOptions{Name: "big", Chunk: 256 << 10, corrupt: func(off int64) bool {
 		if off >= 2<<20 && !once {
 			once = true
+			// The client runs ahead of the server by up to the gRPC
+			// window (8 MiB): fill the disk only once the server has
+			// the upload and 1 MiB of it, or its Begin finds the disk
+			// full already (the test failed so, once in a few runs).
+			for deadline := time.Now().Add(time.Minute); s.Stats.BytesReceived.Load() < 1<<20; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Errorf("the server never received 1 MiB")
+					break
+				}
+			}
 			if err := os.WriteFile(filler, make([]byte, 4<<20), 0o644); err != nil {
 				t.Errorf("filler: %v", err)
 			}

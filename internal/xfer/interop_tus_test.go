@@ -244,7 +244,7 @@ func TestInteropTusKilled(t *testing.T) {
 }
 
 // TestInteropTusFrozen: tus-js-client is stopped (SIGSTOP) in the middle
-// of a 16 MiB PATCH body, so its connection stays open and carries
+// of a PATCH body larger than the connection can buffer, so its connection stays open and carries
 // nothing, as a frozen process or a dead link without a FIN. A new
 // tus-js-client resumes the upload by its URL: its PATCH takes the upload
 // over from the stalled one, which keeps what arrived, and the upload
@@ -253,11 +253,15 @@ func TestInteropTusKilled(t *testing.T) {
 func TestInteropTusFrozen(t *testing.T) {
 	nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
 	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
-	data := randBytes(24<<20, 33)
+	// The PATCH body must be more than the loopback connection can
+	// buffer (the sender's and the receiver's socket buffers at their
+	// largest), so that the client is blocked writing it when stopped.
+	chunk := 16<<20 + sysctlMax(t, "tcp_wmem") + sysctlMax(t, "tcp_rmem")
+	data := randBytes(chunk+8<<20, 33)
 	src := tempFile(t, data)
 	e, url, g := startGated(t, 1)
 	node := func(args ...string) *exec.Cmd {
-		c := exec.Command("node", append([]string{script, url, src, "f.bin", "--chunk", strconv.Itoa(16 << 20)}, args...)...)
+		c := exec.Command("node", append([]string{script, url, src, "f.bin", "--chunk", strconv.Itoa(chunk)}, args...)...)
 		c.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
 		return c
 	}
@@ -277,8 +281,7 @@ func TestInteropTusFrozen(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("timed out waiting for the client's PATCH\n%s", out.String())
 	}
-	// The body is 16 MiB, more than loopback buffers hold: the client is
-	// blocked writing it when it is stopped.
+	// The client is blocked writing the body (see chunk) when stopped.
 	frozen.Process.Signal(syscall.SIGSTOP)
 	close(g.release)
 	var in Info
@@ -296,4 +299,19 @@ func TestInteropTusFrozen(t *testing.T) {
 		t.Fatal("no takeover counted")
 	}
 	t.Logf("takeovers %d; the resumed client:\n%s", e.store.Stats.TakenOver.Load(), res)
+}
+
+// sysctlMax is the largest size of net.ipv4.NAME (tcp_wmem, tcp_rmem: the
+// third of "min default max").
+func sysctlMax(t *testing.T, name string) int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	n, err := strconv.Atoi(f[len(f)-1])
+	if err != nil {
+		t.Fatalf("%s: %q", name, b)
+	}
+	return n
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/testtmpfs"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 	"github.com/sluicehq/sluice/seglog"
@@ -578,14 +578,7 @@ func TestResumeJournalSyncPolicy(t *testing.T) {
 //   - once space is back, the next record is an image that catches the
 //     journal up, and after a crash the session resumes and serves.
 func TestResumeJournalRealDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	mnt := testtmpfs.Mount(t, "2m")
 	ctx := context.Background()
 	cfg := DurableResumeConfig{SegmentBytes: 64 << 10, Sync: seglog.SyncNone()}
 	// fill leaves about free bytes on the tmpfs.

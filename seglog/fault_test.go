@@ -3,11 +3,12 @@ package seglog
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testtmpfs"
 )
 
 // faultFS is the real filesystem with a shared byte budget for writes (a
@@ -147,14 +148,7 @@ func TestSyncFailureBreaksLog(t *testing.T) {
 
 // TestRealDiskFull uses a real, tiny tmpfs when the test may mount one.
 func TestRealDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount tmpfs: %v %s", err, out)
-	}
-	defer exec.Command("umount", dir).Run()
+	dir := testtmpfs.Mount(t, "256k")
 	logDir := filepath.Join(dir, "log")
 	l := openT(t, logDir, WithSegmentBytes(64<<10), quiet)
 	big := make([]byte, 3000)

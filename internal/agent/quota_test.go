@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -101,14 +101,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 // space is freed ingest works again by itself; every record that was
 // answered 200 is in the spool, also after a restart.
 func TestDiskFullAnswers507AndRecovers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	mnt := testtmpfs.Mount(t, "8m")
 	// Leave about 2 MiB for the spool.
 	filler := filepath.Join(mnt, "filler")
 	if err := os.WriteFile(filler, make([]byte, 6<<20), 0o644); err != nil {
@@ -199,16 +192,8 @@ func joinLines(recs [][]byte) []byte {
 // written at that moment, so ingest resumes without anyone freeing space,
 // and every record answered 200 reaches the sink exactly once.
 func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
+	mnt := testtmpfs.Mount(t, "4m")
 	dir := t.TempDir()
-	mnt := filepath.Join(dir, "mnt")
-	os.Mkdir(mnt, 0o755)
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
 	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
 	defer ts.stop()
 	// The sink is down at first, so the spool fills the disk.

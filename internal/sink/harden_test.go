@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/internal/testtmpfs"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -57,26 +59,11 @@ func TestServerKeepalive(t *testing.T) {
 	}
 }
 
-// mountTmpfs mounts a tmpfs of size on a fresh directory, or skips the
-// test when it cannot.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
 // TestReadyEmbedded: Ready is nil while the embedded store takes appends,
 // says why once a group commit fails (a full disk), and is nil again once a
 // commit succeeds.
 func TestReadyEmbedded(t *testing.T) {
-	dir := mountTmpfs(t, "256k")
+	dir := testtmpfs.Mount(t, "256k")
 	h := newHarness(t, func(c *Config) { c.DataDir = dir })
 	if err := h.s.Ready(); err != nil {
 		t.Fatalf("fresh sink not ready: %v", err)

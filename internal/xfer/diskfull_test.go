@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testtmpfs"
 )
 
 // A disk that fills while an upload is being written (someone else filled
@@ -16,14 +17,7 @@ import (
 // kept at its last good offset and, once space is freed, the same send
 // resumes and completes.
 func TestDiskFullMidUpload(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
-	}
-	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	mnt := testtmpfs.Mount(t, "8m")
 	dir := filepath.Join(mnt, "up")
 	s := openT(t, dir, Options{SyncEvery: 256 << 10})
 	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0"})

@@ -1,0 +1,31 @@
+// Package testtmpfs mounts small tmpfs file systems for the tests of full
+// disks, so that they meet a real ENOSPC at a size they choose instead of
+// an injected error. It is for tests only.
+//
+// Mounting needs root (CAP_SYS_ADMIN): without it the calling test is
+// skipped, so these tests run in CI's container and skip elsewhere.
+package testtmpfs
+
+import (
+	"os"
+	"syscall"
+	"testing"
+)
+
+// Mount mounts a tmpfs of size (mount(8)'s syntax: "256k", "8m") on a
+// fresh directory and returns it; it is unmounted when the test ends,
+// after the cleanups the test registers later (which close what uses it).
+func Mount(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	// Lazily: a file still open (a server the test did not stop) does not
+	// keep the mount, and the directory's removal does not fail on it.
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}

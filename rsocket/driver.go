@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -583,6 +584,9 @@ type frameReader struct {
 const (
 	smallRead = 512
 	largeRead = 64 << 10
+	// hugeStep is what a frame larger than largeRead gets at first (see
+	// readHuge).
+	hugeStep = 1 << 20
 )
 
 var largeBufs = sync.Pool{New: func() any { b := make([]byte, largeRead); return &b }}
@@ -683,19 +687,30 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 }
 
 // readHuge reads a frame of n bytes that does not fit the large buffer:
-// what is buffered, then the rest straight from the connection.
+// what is buffered, then the rest straight from the connection. Memory
+// follows the bytes that arrive, not the length the prefix claims: a peer
+// that declares 16 MiB frames and sends nothing more would otherwise cost
+// 16 MiB per connection (the agent's HTTP ingest had the same flaw with
+// Content-Length). So a dst too small starts at hugeStep and doubles.
 func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
+	have := f.buf[f.r+frame.LengthPrefixSize : f.w]
 	if cap(dst) < n {
-		dst = make([]byte, n)
+		dst = make([]byte, 0, max(len(have), min(n, hugeStep)))
 	}
-	dst = dst[:n]
-	k := copy(dst, f.buf[f.r+frame.LengthPrefixSize:f.w])
+	dst = append(dst[:0], have...)
 	f.r, f.w = 0, 0
-	if _, err := io.ReadFull(f.c, dst[k:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	for len(dst) < n {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, min(n, 2*cap(dst))-len(dst))
 		}
-		return nil, err
+		k, err := f.c.Read(dst[len(dst):min(cap(dst), n)])
+		dst = dst[:len(dst)+k]
+		if err != nil && len(dst) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return dst, nil
 }

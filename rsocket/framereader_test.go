@@ -10,10 +10,11 @@ import (
 
 // frameReader returns every frame whole whatever the read sizes: tiny
 // reads (the small buffer fills and a large one is taken), frames larger
-// than the large buffer (read straight into dst), and a cut-off frame is
+// than the large buffer (read straight into dst, grown past hugeStep as
+// the bytes come), and a cut-off frame is
 // io.ErrUnexpectedEOF, a clean end io.EOF.
 func TestFrameReader(t *testing.T) {
-	sizes := []int{0, 1, 64, smallRead, smallRead + 1, largeRead - 3, largeRead, 3 * largeRead, 7}
+	sizes := []int{0, 1, 64, smallRead, smallRead + 1, largeRead - 3, largeRead, 3 * largeRead, 7, 3*hugeStep + 5, hugeStep, 9}
 	var stream bytes.Buffer
 	for i, n := range sizes {
 		stream.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
@@ -47,5 +48,32 @@ func TestFrameReader(t *testing.T) {
 		if _, err := f.readFrame(nil); !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("cut frame %x...: %v, want io.ErrUnexpectedEOF", b[:min(len(b), 5)], err)
 		}
+	}
+}
+
+// maxReadLen records the largest buffer a Read was given, then ends the
+// stream.
+type maxReadLen struct {
+	r   io.Reader
+	max int
+}
+
+func (m *maxReadLen) Read(p []byte) (int, error) {
+	m.max = max(m.max, len(p))
+	return m.r.Read(p)
+}
+
+// TestFrameReaderDeclaredLengthCostsLittle: a peer that declares a
+// 16 MiB frame and sends 100 bytes of it makes the reader hold about
+// hugeStep, not 16 MiB (it did: the whole frame was allocated from the
+// prefix, on every connection, before SETUP).
+func TestFrameReaderDeclaredLengthCostsLittle(t *testing.T) {
+	n := 1<<24 - 1
+	r := &maxReadLen{r: bytes.NewReader(append([]byte{byte(n >> 16), byte(n >> 8), byte(n)}, make([]byte, 100)...))}
+	if _, err := newFrameReader(r).readFrame(nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut frame: %v", err)
+	}
+	if r.max > hugeStep {
+		t.Fatalf("a frame declared as %d bytes, of which 100 came, was read into a buffer of %d", n, r.max)
 	}
 }

@@ -161,7 +161,7 @@ func TestIngestTLSAndToken(t *testing.T) {
 // without a FIN) ends with 408 once its body has been silent for the idle
 // timeout, and nothing of it is spooled. Before, the handler waited for
 // as long as the connection lasted, with a 64 MiB buffer reserved for the
-// declared length: 40 such connections took the agent to 1.2 GB.
+// declared length (scripts/stalled-senders.sh ingest measures it).
 func TestIngestStalledBody(t *testing.T) {
 	a := newTestAgent(t, t.TempDir(), func(c *Config) { c.bodyIdle = 50 * time.Millisecond })
 	defer a.Close()

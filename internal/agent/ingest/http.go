@@ -146,9 +146,10 @@ func readBody(w http.ResponseWriter, r *http.Request, body *bytes.Buffer, idle t
 			// MinRead bytes of room before it sees the end, so without
 			// the extra it would double the buffer (and copy it) at the
 			// very end. Only up to maxPooledBody: a declared length costs
-			// the client nothing, and 40 connections each declaring
-			// 64 MiB and sending nothing took 1.2 GB before; a larger
-			// body grows the buffer as its bytes arrive.
+			// the client nothing (40 connections each declaring 64 MiB
+			// and sending 3 bytes held 2.5 GB before:
+			// scripts/stalled-senders.sh ingest); a larger body grows
+			// the buffer as its bytes arrive.
 			body.Grow(int(n) + bytes.MinRead)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -176,23 +175,37 @@ func TestSendRefusals(t *testing.T) {
 	}
 }
 
-// cutProxy forwards TCP to target and cuts the first connections that
-// carry more than limit bytes towards the server (a connection reset).
-type cutProxy struct {
+// proxy forwards TCP to target and breaks it as a network does: the
+// first cuts connections are reset (RST, as a dropped link or a killed
+// peer) once they carried limit bytes towards the server, and freeze
+// stops all forwarding both ways while every connection stays open, as a
+// client process that was stopped, or a link that went dark, looks from
+// the server.
+type proxy struct {
 	ln     net.Listener
-	cuts   atomic.Int32
 	target string
 	limit  int64
+	cuts   atomic.Int32
+	frozen chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	conns  []net.Conn
 }
 
-func newCutProxy(t *testing.T, target string, limit int64, cuts int32) *cutProxy {
+func newProxy(t *testing.T, target string) *proxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target, limit: limit}
-	p.cuts.Store(cuts)
-	t.Cleanup(func() { ln.Close() })
+	p := &proxy{ln: ln, target: target, frozen: make(chan struct{})}
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -205,20 +218,66 @@ func newCutProxy(t *testing.T, target string, limit int64, cuts int32) *cutProxy
 	return p
 }
 
-func (p *cutProxy) serve(c net.Conn) {
-	defer c.Close()
+// newCutProxy is a proxy that resets its first cuts connections after
+// limit bytes towards the server.
+func newCutProxy(t *testing.T, target string, limit int64, cuts int32) *proxy {
+	p := newProxy(t, target)
+	p.limit = limit
+	p.cuts.Store(cuts)
+	return p
+}
+
+func (p *proxy) serve(c net.Conn) {
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
+		c.Close()
 		return
 	}
-	defer s.Close()
-	go io.Copy(c, s)
+	p.mu.Lock()
+	p.conns = append(p.conns, c, s)
+	p.mu.Unlock()
+	go p.pipe(c, s, -1)
 	if p.cuts.Add(-1) >= 0 {
-		io.CopyN(s, c, p.limit)
-		c.(*net.TCPConn).SetLinger(0) // RST, as a dropped link or a killed peer
+		p.pipe(s, c, p.limit)
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+		s.Close()
 		return
 	}
-	io.Copy(s, c)
+	p.pipe(s, c, -1)
+	c.Close()
+	s.Close()
+}
+
+func (p *proxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
+
+// pipe copies src to dst until either fails or limit bytes (-1: no
+// limit) went through; frozen, it holds what it read until the test ends.
+func (p *proxy) pipe(dst, src net.Conn, limit int64) {
+	buf := make([]byte, 32<<10)
+	for limit != 0 {
+		chunk := buf
+		if limit > 0 && limit < int64(len(buf)) {
+			chunk = buf[:limit]
+		}
+		n, err := src.Read(chunk)
+		select {
+		case <-p.frozen:
+			<-make(chan struct{})
+		default:
+		}
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+			if limit > 0 {
+				limit -= int64(n)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func TestConnectionResetResumes(t *testing.T) {
@@ -280,76 +339,6 @@ func tempFileB(b *testing.B, data []byte) string {
 	return p
 }
 
-// freezeProxy forwards TCP to target until freeze: then it forwards
-// nothing more either way and keeps every connection open, as a client
-// process that was stopped, or a link that went dark, looks from the
-// server.
-type freezeProxy struct {
-	ln     net.Listener
-	target string
-	frozen chan struct{}
-	once   sync.Once
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{ln: ln, target: target, frozen: make(chan struct{})}
-	var conns []net.Conn
-	var mu sync.Mutex
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			go p.pipe(s, c)
-			go p.pipe(c, s)
-		}
-	}()
-	return p
-}
-
-func (p *freezeProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
-
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		select {
-		case <-p.frozen:
-			<-make(chan struct{}) // hold everything until the test ends
-		default:
-		}
-		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // TestFrozenClientReleasesUpload: a client starts an upload over gRPC or
 // RSocket, sends a chunk, and freezes (its connection neither closes nor
 // carries anything). The server notices through keepalive (gRPC: its
@@ -373,7 +362,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 			received := e.store.Stats.BytesReceived.Load() + int64(len(chunk))
 			switch tr {
 			case "grpc":
-				p := newFreezeProxy(t, e.srv.Addrs.GRPC)
+				p := newProxy(t, e.srv.Addrs.GRPC)
 				cc, err := grpc.NewClient(p.ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 				if err != nil {
 					t.Fatal(err)
@@ -392,7 +381,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 				waitReceived(t, e.store, received)
 				p.freeze()
 			case "rsocket":
-				p := newFreezeProxy(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
+				p := newProxy(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
 				c, err := rsocket.Dial(ctx, "tcp://"+p.ln.Addr().String(), rsocket.WithKeepalive(100*time.Millisecond, time.Second))
 				if err != nil {
 					t.Fatal(err)

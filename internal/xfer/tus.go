@@ -262,15 +262,16 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	n, err := u.ReadFrom(off, body, sum, want)
-	if body.Stopped() != nil {
+	if stopped := body.Stopped(); err != nil && stopped != nil {
 		// The body stalled, or a newer request took the upload over:
 		// what arrived is kept (and durable); the client, if it is still
-		// there, asks for the offset again.
-		if errors.Is(body.Stopped(), idleread.ErrIdle) {
+		// there, asks for the offset again. (Stopped after the whole
+		// body was read, the PATCH goes on as usual.)
+		if errors.Is(stopped, idleread.ErrIdle) {
 			t.s.Stats.IdleTimeouts.Add(1)
 		}
 		w.Header().Set("Upload-Offset", strconv.FormatInt(n, 10))
-		tusError(w, http.StatusRequestTimeout, body.Stopped().Error())
+		tusError(w, http.StatusRequestTimeout, stopped.Error())
 		return
 	}
 	if err != nil && n <= off {

@@ -224,3 +224,14 @@ func TestXferConcurrentSameName(t *testing.T) {
 		checkXferLanded(t, dir, name, srcA, sumA, outA.String())
 	}
 }
+
+// `xfer serve` refuses an idle timeout that is not positive (a zero one
+// would end every PATCH at its first read).
+func TestXferServeRefusesIdleTimeout(t *testing.T) {
+	for _, v := range []string{"0", "-1s"} {
+		code, _, errs := run("xfer", "serve", "--dir", t.TempDir(), "--tus", "127.0.0.1:0", "--idle-timeout", v)
+		if code != 2 || !strings.Contains(errs, "--idle-timeout must be positive") {
+			t.Errorf("--idle-timeout %s: exit %d, stderr %q", v, code, errs)
+		}
+	}
+}

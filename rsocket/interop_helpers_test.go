@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/echo"
 )
 
 // frameMeter follows the 24-bit length prefixes of one direction of a TCP
@@ -158,4 +159,26 @@ func concurrentEchoes(t *testing.T, ctx context.Context, c *rsocket.Conn, n int)
 		t.Fatalf("%d of %d failed, first: %v", len(errs)+1, n, err)
 	}
 	return fmt.Sprintf("%d request-responses in flight on one connection, all answered", n)
+}
+
+// serveResumableEcho serves the echo responder with resumption on a tr
+// ("tcp" or "ws") listener of loopback; stop ends the server and waits
+// for it (ctx's end ends it too).
+func serveResumableEcho(t *testing.T, ctx context.Context, tr string) (addr, path string, stop func()) {
+	t.Helper()
+	ln, path, err := rsocket.Listen(tr + "://127.0.0.1:0/rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if tr == "ws" {
+			_ = rsocket.ServeWebSocket(sctx, ln, path, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
+		} else {
+			_ = rsocket.Serve(sctx, ln, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
+		}
+	}()
+	return ln.Addr().String(), path, func() { cancel(); <-done }
 }

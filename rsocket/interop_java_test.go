@@ -163,28 +163,14 @@ func javaResume(t *testing.T, java, cp string, rows *interopRows) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	for i, tr := range []string{"tcp", "ws"} {
-		ln, path, err := rsocket.Listen(tr + "://127.0.0.1:0/rs")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if tr == "ws" {
-				_ = rsocket.ServeWebSocket(sctx, ln, path, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
-			} else {
-				_ = rsocket.Serve(sctx, ln, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
-			}
-		}()
-		p := rsocket.NewCutProxy(t, ln.Addr().String(), uint64(21+i), cuts, 4<<10, 200<<10)
+		addr, path, stop := serveResumableEcho(t, ctx, tr)
+		p := rsocket.NewCutProxy(t, addr, uint64(21+i), cuts, 4<<10, 200<<10)
 		target := p.Addr()
 		if tr == "ws" {
 			target = "ws://" + p.Addr() + path
 		}
 		out, err := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "resume-stream", tr, target, strconv.Itoa(items)).Output()
 		stop()
-		<-done
 		var f []string
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, "RESULT\t") {

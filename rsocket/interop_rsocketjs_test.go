@@ -586,21 +586,9 @@ func TestInteropJSResume(t *testing.T) {
 		t.Run("client/"+tr, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			ln, path, err := rsocket.Listen(tr + "://127.0.0.1:0/rs")
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				if tr == "ws" {
-					_ = rsocket.ServeWebSocket(ctx, ln, path, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
-				} else {
-					_ = rsocket.Serve(ctx, ln, &echo.Responder{}, rsocket.WithResume(rsocket.ResumeConfig{}))
-				}
-			}()
-			defer func() { cancel(); <-done }()
-			p := rsocket.NewCutProxy(t, ln.Addr().String(), uint64(41+i), cuts, 4<<10, 200<<10)
+			addr, path, stop := serveResumableEcho(t, ctx, tr)
+			defer stop()
+			p := rsocket.NewCutProxy(t, addr, uint64(41+i), cuts, 4<<10, 200<<10)
 			p.SetMinUpAll(1024) // past a WebSocket handshake and the RESUME
 			url := "tcp://" + p.Addr()
 			if tr == "ws" {

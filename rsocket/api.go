@@ -64,7 +64,7 @@ func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uin
 // openRR sends the request of st, a request-response that RequestResponse
 // waits on. Under mu.
 func (c *Conn) openRR(ctx context.Context, st *stream, p Payload) {
-	id, err := c.m.RequestResponse(p.Metadata, p.Data)
+	id, err := c.m.RequestResponse(c.now(), p.Metadata, p.Data)
 	if errors.Is(err, conn.ErrNoLease) {
 		if closed, _ := c.m.Closed(); !closed {
 			c.leaseWait = append(c.leaseWait, func() { c.openRR(ctx, st, p) })
@@ -87,13 +87,13 @@ func (c *Conn) openLocked(ctx context.Context, kind conn.Interaction, p Payload,
 	var id uint32
 	switch kind {
 	case conn.RequestResponse:
-		id, err = c.m.RequestResponse(p.Metadata, p.Data)
+		id, err = c.m.RequestResponse(c.now(), p.Metadata, p.Data)
 	case conn.FireAndForget:
-		id, err = c.m.RequestFNF(p.Metadata, p.Data)
+		id, err = c.m.RequestFNF(c.now(), p.Metadata, p.Data)
 	case conn.RequestStream:
-		id, err = c.m.RequestStream(n, p.Metadata, p.Data)
+		id, err = c.m.RequestStream(c.now(), n, p.Metadata, p.Data)
 	case conn.RequestChannel:
-		id, err = c.m.RequestChannel(n, p.Metadata, p.Data, complete)
+		id, err = c.m.RequestChannel(c.now(), n, p.Metadata, p.Data, complete)
 	}
 	if errors.Is(err, conn.ErrNoLease) {
 		if closed, _ := c.m.Closed(); !closed {

@@ -838,10 +838,8 @@ func clone(b []byte) []byte {
 func (c *Conn) event(ev *conn.Event) bool {
 	switch ev.Kind {
 	case conn.EventSetup:
-		if ev.Setup.Lease && !c.opts.lease {
-			_ = c.m.Close(frame.ErrorCodeRejectedSetup, "lease is not enabled on this server")
-			return false
-		}
+		// A SETUP with L to a server without lease never gets here: the
+		// machine refuses it with UNSUPPORTED_SETUP (conn.Config.Lease).
 		if ev.Setup.Lease {
 			c.grantLease()
 		}
@@ -1011,8 +1009,13 @@ func (c *Conn) ctxDone(ctx context.Context) {
 
 // grantLease sends a LEASE and renews it at half its TTL.
 func (c *Conn) grantLease() {
+	if c.leaseT != nil {
+		c.leaseT.Stop() // one renewal chain, also when a resume restarts it
+	}
 	if err := c.m.SendLease(c.now(), c.opts.leaseTTL, c.opts.leaseN); err != nil {
-		c.opts.log.Warn("rsocket: cannot send LEASE", "err", err)
+		if !errors.Is(err, conn.ErrNotReady) { // transport down: resumed() grants anew
+			c.opts.log.Warn("rsocket: cannot send LEASE", "err", err)
+		}
 		return
 	}
 	c.leaseT = time.AfterFunc(c.opts.leaseTTL/2, func() { c.post(c.grantLease) })

@@ -341,6 +341,15 @@ func (c *Conn) resumed() {
 		c.rsm.backoff, c.rsm.unresumed = 0, false
 		c.opts.log.Info("rsocket: resumed")
 	}
+	if c.m.LeaseEnabled() {
+		// "LEASE semantics MUST be restarted upon a new connection by
+		// sending a LEASE frame from the server" (Protocol.md "Resume
+		// Operation"): the machine forgot both leases with the lost
+		// transport, so each responder grants anew, right after
+		// RESUME_OK and the replay. Requests waiting for a lease go out
+		// when the peer's LEASE arrives.
+		c.grantLease()
+	}
 }
 
 // lockIdle takes mu once no write is in flight (a write on a lost
@@ -620,9 +629,6 @@ func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSessi
 			return
 		}
 		close(c.setup)
-		if d.img.Lease {
-			c.grantLease()
-		}
 		// The first record of the restored session is a full image, in
 		// takeOut before RESUME_OK and the replay go out.
 		c.m.AcceptResume(c.now(), f)

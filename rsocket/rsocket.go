@@ -138,7 +138,7 @@ func buildOptions(role conn.Role, opts []Option) options {
 	for _, f := range opts {
 		f(&o)
 	}
-	o.cfg.Lease = o.lease && role == conn.Client
+	o.cfg.Lease = o.lease // client: L in SETUP; server: accepts L (else UNSUPPORTED_SETUP)
 	return o
 }
 
@@ -161,9 +161,11 @@ func WithKeepalive(interval, lifetime time.Duration) Option {
 }
 
 // WithLease: a client asks for lease in SETUP; a server accepts clients
-// that ask (without it, such a SETUP is refused with REJECTED_SETUP). Both
-// ends then grant the peer leases of count requests per ttl, renewed at
-// half the ttl.
+// that ask (without it, such a SETUP is refused with UNSUPPORTED_SETUP).
+// Both ends then grant the peer leases of count requests per ttl, renewed
+// at half the ttl, and again right after a resume (a lease does not
+// survive the transport). A request with no lease allowing it waits for
+// the next LEASE; a lease whose ttl passed allows nothing.
 func WithLease(ttl time.Duration, count uint32) Option {
 	return func(o *options) { o.lease, o.leaseTTL, o.leaseN = true, ttl, count }
 }

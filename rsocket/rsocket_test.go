@@ -306,7 +306,9 @@ func TestLease(t *testing.T) {
 	if _, err := c.RequestResponse(tctx(t), Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	// A server without lease refuses a client asking for it.
+	// A server without lease refuses a client asking for it, with
+	// UNSUPPORTED_SETUP (issue 22 item 7: it was REJECTED_SETUP, which
+	// "Connection Establishment" does not allow here).
 	a, b := net.Pipe()
 	ctx := tctx(t)
 	ServeConn(ctx, b, newEcho())
@@ -319,7 +321,7 @@ func TestLease(t *testing.T) {
 		t.Fatal("request on a refused lease connection succeeded")
 	}
 	<-c2.Done()
-	if !strings.Contains(fmt.Sprint(c2.Err()), "REJECTED_SETUP") {
+	if !strings.Contains(fmt.Sprint(c2.Err()), "UNSUPPORTED_SETUP") {
 		t.Fatalf("closed with %v", c2.Err())
 	}
 }

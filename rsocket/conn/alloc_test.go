@@ -10,7 +10,7 @@ import (
 // (practically) unlimited credits.
 func streamPair(t testing.TB) (*pair, uint32) {
 	p := newPair(t, Config{}, Config{})
-	sid := id(p.c.RequestStream(frame.MaxRequestN, nil, []byte("q")))
+	sid := id(p.c.RequestStream(p.now, frame.MaxRequestN, nil, []byte("q")))
 	p.pump()
 	return p, sid
 }
@@ -65,7 +65,7 @@ func BenchmarkRequestResponse(b *testing.B) {
 	data := make([]byte, 64)
 	b.ReportAllocs()
 	for b.Loop() {
-		sid, _ := p.c.RequestResponse(nil, data)
+		sid, _ := p.c.RequestResponse(p.now, nil, data)
 		f, _, _ := NextFrame(p.c.Ready().Out)
 		p.s.Receive(0, f)
 		p.c.Advance()
@@ -88,7 +88,7 @@ func TestRequestResponseAllocs(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
 	data := make([]byte, 64)
 	step := func() {
-		sid, err := p.c.RequestResponse(nil, data)
+		sid, err := p.c.RequestResponse(p.now, nil, data)
 		if err != nil {
 			t.Fatal(err)
 		}

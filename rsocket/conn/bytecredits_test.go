@@ -60,7 +60,7 @@ var byteStates = []struct {
 	}},
 	{"stream requester (server's, after its answer)", func(t *testing.T) (*Machine, uint32) {
 		m := byteServer(t, true)
-		return m, id(m.RequestStream(2, nil, []byte("q")))
+		return m, id(m.RequestStream(0, 2, nil, []byte("q")))
 	}},
 	{"stream responder, no offer after SETUP (plain RSocket)", func(t *testing.T) (*Machine, uint32) {
 		m := byteServer(t, false)
@@ -69,7 +69,7 @@ var byteStates = []struct {
 	}},
 	{"stream requester (server's, before the offer arrived)", func(t *testing.T) (*Machine, uint32) {
 		m := byteServer(t, false)
-		i := id(m.RequestStream(2, nil, []byte("q")))
+		i := id(m.RequestStream(0, 2, nil, []byte("q")))
 		m.Receive(0, extFrame(0, ExtByteCreditsWindow, 4)) // too late: not the frame after SETUP
 		return m, i
 	}},
@@ -146,7 +146,7 @@ func TestByteCreditsNegotiation(t *testing.T) {
 			// A stream of 10 elements of 150 bytes, 10 items granted: with
 			// the extension the server sends while its byte credit is
 			// positive (100: one element), then waits for REQUEST_BYTES.
-			sid := id(p.c.RequestStream(10, nil, []byte("q")))
+			sid := id(p.c.RequestStream(p.now, 10, nil, []byte("q")))
 			p.pump()
 			elem := make([]byte, 150)
 			sent := 0

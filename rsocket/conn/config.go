@@ -47,8 +47,11 @@ type Config struct {
 	SetupMetadata, SetupData []byte
 	// Lease (client) sets the L flag in SETUP: both ends' requesters then
 	// wait for a LEASE (EventLease) before requesting, and both responders
-	// grant leases with SendLease (lease.go). A server follows the client's
-	// choice.
+	// grant leases with SendLease (lease.go). Lease (server) accepts a
+	// SETUP with L (the server then follows the client's choice); without
+	// it such a SETUP is answered ERROR[UNSUPPORTED_SETUP] and the
+	// connection closes, as Protocol.md "Connection Establishment" asks of
+	// a server that does not accept a SETUP.
 	Lease bool
 
 	// MaxFrameSize is the largest frame this end sends, without the length

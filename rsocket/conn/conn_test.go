@@ -19,6 +19,7 @@ func TestServerSetup(t *testing.T) {
 		return must(frame.AppendSetup(nil, frame.Setup{Header: frame.Header{Flags: flags}, MajorVersion: major,
 			KeepaliveInterval: 100, MaxLifetime: 500, ResumeToken: token}))
 	}
+	setup11 := must(frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, MinorVersion: 1, KeepaliveInterval: 100, MaxLifetime: 500}))
 	badSetup := setup(1, 0, nil)
 	badSetup[10], badSetup[11], badSetup[12], badSetup[13] = 0, 0, 0, 0 // keepalive interval 0
 	for _, tc := range []struct {
@@ -29,7 +30,8 @@ func TestServerSetup(t *testing.T) {
 		{"SETUP 1.0", setup(1, 0, nil), ""},
 		{"SETUP 2.0", setup(2, 0, nil), "ERROR(0,UNSUPPORTED_SETUP)"},
 		{"SETUP with resume", setup(1, 0, []byte("tok")), "ERROR(0,REJECTED_SETUP)"},
-		{"SETUP 1.1 with lease", setup(1, frame.FlagLease, nil), ""},
+		{"SETUP 1.1", setup11, "ERROR(0,UNSUPPORTED_SETUP)"},
+		{"SETUP with lease, server without lease", setup(1, frame.FlagLease, nil), "ERROR(0,UNSUPPORTED_SETUP)"},
 		{"SETUP keepalive 0", badSetup, "ERROR(0,INVALID_SETUP)"},
 		{"truncated frame", []byte{0, 0}, "ERROR(0,CONNECTION_ERROR)"},
 		{"RESUME", must(frame.AppendResume(nil, 1, 0, []byte("t"), 0, 0)), "ERROR(0,REJECTED_RESUME)"},
@@ -68,7 +70,7 @@ func TestClientSetupFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.RequestResponse(nil, nil); !errors.Is(err, ErrNotReady) {
+	if _, err := m.RequestResponse(0, nil, nil); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("request before Start: %v", err)
 	}
 	ok(t, m.Start(0))
@@ -89,7 +91,7 @@ func TestClientSetupFrame(t *testing.T) {
 func TestClientSetupRejected(t *testing.T) {
 	m, _ := New(Config{Role: Client}, 0)
 	ok(t, m.Start(0))
-	id := id(m.RequestStream(1, nil, nil))
+	id := id(m.RequestStream(0, 1, nil, nil))
 	drain(t, m)
 	m.Receive(0, must(frame.AppendError(nil, 0, frame.ErrorCodeRejectedSetup, "go away")))
 	_, evs := drain(t, m)
@@ -144,7 +146,6 @@ func TestIgnoreRules(t *testing.T) {
 		{"unknown type with I", unknown(frame.FlagIgnore)},
 		{"EXT with I", ext(frame.FlagIgnore)},
 		{"SETUP after the accepted one", setupFrame(t)},
-		{"RESUME after SETUP", must(frame.AppendResume(nil, 1, 0, []byte("t"), 0, 0))},
 		{"RESUME_OK", must(frame.AppendResumeOK(nil, 0))},
 		{"LEASE without lease negotiated", must(frame.AppendLease(nil, 1000, 5, nil))},
 		{"KEEPALIVE without R", must(frame.AppendKeepalive(nil, false, 0, []byte("x")))},
@@ -237,8 +238,8 @@ func TestStreamIDs(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
 	var got []uint32
 	for i := 0; i < 3; i++ {
-		got = append(got, id(p.c.RequestResponse(nil, nil)))
-		got = append(got, id(p.s.RequestResponse(nil, nil)))
+		got = append(got, id(p.c.RequestResponse(p.now, nil, nil)))
+		got = append(got, id(p.s.RequestResponse(p.now, nil, nil)))
 	}
 	if want := []uint32{1, 2, 3, 4, 5, 6}; !equal(got, want) {
 		t.Fatalf("ids %v, want %v", got, want)
@@ -246,10 +247,10 @@ func TestStreamIDs(t *testing.T) {
 	// Exhaustion: ids are not reused.
 	m := newServer(t, Config{})
 	m.nextID = frame.MaxStreamID - 1
-	if i := id(m.RequestFNF(nil, nil)); i != frame.MaxStreamID-1 {
+	if i := id(m.RequestFNF(0, nil, nil)); i != frame.MaxStreamID-1 {
 		t.Fatalf("id %d", i)
 	}
-	if _, err := m.RequestFNF(nil, nil); !errors.Is(err, ErrStreamIDsExhausted) {
+	if _, err := m.RequestFNF(0, nil, nil); !errors.Is(err, ErrStreamIDsExhausted) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -297,7 +298,7 @@ func TestKeepalive(t *testing.T) {
 	// A frame resets the lifetime; silence past it closes with
 	// ERROR[CONNECTION_ERROR] and fails every stream.
 	c.Receive(2500*time.Millisecond, must(frame.AppendKeepalive(nil, false, 0, nil)))
-	sid := id(c.RequestStream(5, nil, nil))
+	sid := id(c.RequestStream(0, 5, nil, nil))
 	drain(t, c)
 	if d, _ := c.NextDeadline(); d != 2*time.Second { // the keepalive due at 2s was not ticked yet
 		t.Fatalf("deadline %v", d)
@@ -321,7 +322,7 @@ func TestKeepalive(t *testing.T) {
 	if _, ok := c.NextDeadline(); ok {
 		t.Fatal("deadline after close")
 	}
-	if _, err := c.RequestResponse(nil, nil); !errors.Is(err, ErrClosed) {
+	if _, err := c.RequestResponse(0, nil, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("request after close: %v", err)
 	}
 }
@@ -330,7 +331,7 @@ func TestKeepalive(t *testing.T) {
 // 2^31-1 is a number, not "unbounded" (rsocket-java #1110).
 func TestCreditsSaturateButCount(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
-	sid := id(p.c.RequestStream(frame.MaxRequestN, nil, nil))
+	sid := id(p.c.RequestStream(p.now, frame.MaxRequestN, nil, nil))
 	p.pump()
 	for i := 0; i < 3; i++ {
 		ok(t, p.s.SendPayload(sid, nil, []byte("x"), true, false))
@@ -386,7 +387,7 @@ func TestFragmentation(t *testing.T) {
 	p := newPair(t, Config{MaxFrameSize: size}, Config{MaxFrameSize: size})
 	md := bytes.Repeat([]byte("m"), 250)
 	data := bytes.Repeat([]byte("d"), 333)
-	sid := id(p.c.RequestChannel(1, md, data, false))
+	sid := id(p.c.RequestChannel(p.now, 1, md, data, false))
 	p.pump()
 	var ev Event
 	for _, e := range p.sEv {
@@ -460,7 +461,7 @@ func TestFragmentation(t *testing.T) {
 	// The frames over 16 MiB that must always be split (rsocket-js #306).
 	big := make([]byte, frame.MaxFrameSize+10)
 	p2 := newPair(t, Config{}, Config{MaxPayloadSize: 32 << 20})
-	id2 := id(p2.c.RequestResponse(nil, big))
+	id2 := id(p2.c.RequestResponse(p2.now, nil, big))
 	p2.pump()
 	for _, f := range p2.cFrame {
 		if len(f) > frame.MaxFrameSize {
@@ -511,13 +512,13 @@ func TestReassemblyBounds(t *testing.T) {
 func TestMaxStreams(t *testing.T) {
 	m := newServer(t, Config{MaxStreams: 2})
 	m.Receive(0, must(frame.AppendRequestStream(nil, 1, 0, 1, nil, nil)))
-	ok(t, func() error { _, err := m.RequestStream(1, nil, nil); return err }())
+	ok(t, func() error { _, err := m.RequestStream(0, 1, nil, nil); return err }())
 	m.Receive(0, must(frame.AppendRequestStream(nil, 3, 0, 1, nil, nil)))
 	fs, evs := drain(t, m)
 	if !strings.HasSuffix(describe(fs), "ERROR(3,REJECTED)") || len(evs) != 1 || m.NumStreams() != 2 {
 		t.Fatalf("sent %s events %v", describe(fs), evs)
 	}
-	if _, err := m.RequestResponse(nil, nil); !errors.Is(err, ErrTooManyStreams) {
+	if _, err := m.RequestResponse(0, nil, nil); !errors.Is(err, ErrTooManyStreams) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -526,7 +527,7 @@ func TestMaxStreams(t *testing.T) {
 // sent the other counts as received; connection frames do not count.
 func TestPositions(t *testing.T) {
 	p := newPair(t, Config{MaxFrameSize: 100}, Config{})
-	sid := id(p.c.RequestChannel(2, []byte("m"), bytes.Repeat([]byte("x"), 200), false))
+	sid := id(p.c.RequestChannel(p.now, 2, []byte("m"), bytes.Repeat([]byte("x"), 200), false))
 	ok(t, p.c.MetadataPush([]byte("push")))
 	p.pump()
 	ok(t, p.s.RequestN(sid, 3))
@@ -553,10 +554,10 @@ func TestPositions(t *testing.T) {
 // new requests are refused, then the connection closes.
 func TestConnectionCloseDrains(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
-	sid := id(p.c.RequestStream(1, nil, nil))
+	sid := id(p.c.RequestStream(p.now, 1, nil, nil))
 	p.pump()
 	p.c.Receive(0, must(frame.AppendError(nil, 0, frame.ErrorCodeConnectionClose, "bye")))
-	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrDraining) {
+	if _, err := p.c.RequestResponse(p.now, nil, nil); !errors.Is(err, ErrDraining) {
 		t.Fatalf("err %v", err)
 	}
 	ok(t, p.s.SendPayload(sid, nil, []byte("x"), true, true))
@@ -569,8 +570,8 @@ func TestConnectionCloseDrains(t *testing.T) {
 // The transport dying fails every stream exactly once and closes.
 func TestTransportClosed(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
-	a := id(p.c.RequestStream(1, nil, nil))
-	b := id(p.c.RequestChannel(1, nil, nil, false))
+	a := id(p.c.RequestStream(p.now, 1, nil, nil))
+	b := id(p.c.RequestChannel(p.now, 1, nil, nil, false))
 	p.pump()
 	p.c.TransportClosed(errors.New("reset"))
 	p.c.TransportClosed(errors.New("again"))
@@ -606,14 +607,14 @@ func TestConfigValidation(t *testing.T) {
 
 // Reference: "Lease Semantics", "Connection Establishment" (L flag).
 func TestLease(t *testing.T) {
-	p := newPair(t, Config{Lease: true}, Config{})
+	p := newPair(t, Config{Lease: true}, Config{Lease: true})
 	if p.c.LeaseAvailable(0) || p.s.LeaseAvailable(0) {
 		t.Fatal("lease available before any LEASE")
 	}
-	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+	if _, err := p.c.RequestResponse(p.now, nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("client request before LEASE: %v", err)
 	}
-	if _, err := p.s.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+	if _, err := p.s.RequestResponse(p.now, nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("server request before LEASE: %v", err)
 	}
 	ok(t, p.s.SendLease(0, 10*time.Second, 2))
@@ -624,12 +625,12 @@ func TestLease(t *testing.T) {
 	if !p.c.LeaseAvailable(0) || p.s.LeaseAvailable(0) {
 		t.Fatal("LeaseAvailable: client should have a lease, server none")
 	}
-	id(p.c.RequestResponse(nil, nil))
-	id(p.c.RequestFNF(nil, nil))
+	id(p.c.RequestResponse(p.now, nil, nil))
+	id(p.c.RequestFNF(p.now, nil, nil))
 	if p.c.LeaseAvailable(0) {
 		t.Fatal("lease of 2 still available after 2 requests")
 	}
-	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+	if _, err := p.c.RequestResponse(p.now, nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("third request on a lease of 2: %v", err)
 	}
 	ok(t, p.s.SendLease(0, time.Second, 5))
@@ -638,13 +639,13 @@ func TestLease(t *testing.T) {
 		t.Fatal("LeaseAvailable does not follow the TTL")
 	}
 	p.c.Tick(time.Second) // the lease expires
-	if _, err := p.c.RequestResponse(nil, nil); !errors.Is(err, ErrNoLease) {
+	if _, err := p.c.RequestResponse(p.now, nil, nil); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("request after the TTL: %v", err)
 	}
 
 	// The responder answers requests beyond its lease with ERROR[REJECTED]
 	// and no side effect; a fragmented request counts once.
-	m, _ := New(Config{Role: Server}, 0)
+	m, _ := New(Config{Role: Server, Lease: true}, 0)
 	m.Receive(0, must(frame.AppendSetup(nil, frame.Setup{Header: frame.Header{Flags: frame.FlagLease}, MajorVersion: 1,
 		KeepaliveInterval: 1000, MaxLifetime: 5000})))
 	drain(t, m)
@@ -701,20 +702,20 @@ func TestSimulationRegressions(t *testing.T) {
 // Close(CONNECTION_CLOSE) is graceful on the sending end too.
 func TestCloseGracefully(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
-	sid := id(p.c.RequestStream(1, nil, nil))
+	sid := id(p.c.RequestStream(p.now, 1, nil, nil))
 	p.pump()
 	ok(t, p.s.Close(frame.ErrorCodeConnectionClose, "maintenance"))
 	if err := p.s.Close(frame.ErrorCodeConnectionClose, "again"); !errors.Is(err, ErrDraining) {
 		t.Fatalf("second close: %v", err)
 	}
-	if _, err := p.s.RequestResponse(nil, nil); !errors.Is(err, ErrDraining) {
+	if _, err := p.s.RequestResponse(p.now, nil, nil); !errors.Is(err, ErrDraining) {
 		t.Fatalf("request while draining: %v", err)
 	}
 	p.pump()
 	if c, _ := p.s.Closed(); c {
 		t.Fatal("closed with a stream alive")
 	}
-	p.c.RequestResponse(nil, nil) // refused locally: the client drains too
+	p.c.RequestResponse(p.now, nil, nil) // refused locally: the client drains too
 	ok(t, p.s.SendPayload(sid, nil, []byte("last"), true, true))
 	p.pump()
 	var le *LocalError

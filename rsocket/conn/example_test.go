@@ -28,7 +28,7 @@ func Example() {
 		return evs
 	}
 
-	id, _ := client.RequestResponse(nil, []byte("ping"))
+	id, _ := client.RequestResponse(0, nil, []byte("ping"))
 	deliver(client, server) // SETUP, REQUEST_RESPONSE
 	for _, ev := range deliver(server, client) {
 		switch ev.Kind {

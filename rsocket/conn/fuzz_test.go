@@ -30,7 +30,9 @@ func FuzzServer(f *testing.F) {
 
 func fuzzOne(t *testing.T, in []byte) {
 	{
-		m, err := New(fuzzConfig, 0)
+		cfg := fuzzConfig
+		cfg.Lease = true // the lease seed's SETUP asks for it
+		m, err := New(cfg, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,10 +115,10 @@ func FuzzClient(f *testing.F) {
 		if err := m.Start(0); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = m.RequestResponse(nil, []byte("rr"))
-		_, _ = m.RequestFNF(nil, []byte("fnf"))
-		_, _ = m.RequestStream(3, []byte("md"), []byte("stream"))
-		_, _ = m.RequestChannel(3, nil, []byte("channel"), false)
+		_, _ = m.RequestResponse(0, nil, []byte("rr"))
+		_, _ = m.RequestFNF(0, nil, []byte("fnf"))
+		_, _ = m.RequestStream(0, 3, []byte("md"), []byte("stream"))
+		_, _ = m.RequestChannel(0, 3, nil, []byte("channel"), false)
 		fuzzCheck(t, m)
 		now := time.Duration(0)
 		for i := 0; len(in) >= 3; i++ {

@@ -39,6 +39,10 @@ func (m *Machine) SendLease(now, ttl time.Duration, count uint32) error {
 		return ErrClosed
 	case m.state != stateOpen:
 		return ErrNotReady
+	case m.rs.link != linkUp:
+		// The LEASE would be lost with the transport, and a lease does not
+		// survive it anyway: send one after EventResumed.
+		return fmt.Errorf("%w: transport lost; send a LEASE after EventResumed", ErrNotReady)
 	case !m.lease.enabled:
 		return fmt.Errorf("%w: lease was not negotiated", ErrNotAllowed)
 	case ttl < 0 || ttl > frame.MaxRequestN*time.Millisecond || count > frame.MaxRequestN:
@@ -70,6 +74,46 @@ func (m *Machine) receiveLease(now time.Duration, b []byte) {
 	m.lease.recvExpires = now + time.Duration(l.TTL)*time.Millisecond
 	m.events = append(m.events, Event{Kind: EventLease, N: l.NumberOfRequests, TTL: time.Duration(l.TTL) * time.Millisecond})
 }
+
+// leaseDeadline is when the LEASE received expires, while it still
+// allows requests: NextDeadline includes it, so the driver calls Tick
+// then and the lease is seen to end even on an idle connection.
+func (m *Machine) leaseDeadline() (time.Duration, bool) {
+	l := &m.lease
+	if !l.enabled || !l.haveRecv || l.recvLeft == 0 || m.now >= l.recvExpires {
+		return 0, false
+	}
+	return l.recvExpires, true
+}
+
+// tickLease ends the LEASE received once its TTL passed: "When a LEASE
+// expires due to time, the value of the Number of Requests that a
+// Requester may make is implicitly 0."
+func (m *Machine) tickLease(now time.Duration) {
+	if m.lease.enabled && m.lease.haveRecv && now >= m.lease.recvExpires {
+		m.lease.recvLeft = 0
+	}
+}
+
+// resetLease forgets both LEASEs when the transport is lost: "Leasing
+// semantics are NOT assumed to carry over from previous connections when
+// resuming. LEASE semantics MUST be restarted upon a new connection by
+// sending a LEASE frame from the server." (Protocol.md "Resume
+// Operation"). Our requester waits for a new LEASE (requests made while
+// the link is down or resuming get ErrNoLease), and our responder admits
+// nothing until it sends one (the driver does on EventResumed).
+func (m *Machine) resetLease() {
+	if !m.lease.enabled {
+		return
+	}
+	m.lease.haveRecv, m.lease.recvLeft, m.lease.recvExpires = false, 0, 0
+	m.lease.sentLeft, m.lease.sentExpires = 0, 0
+}
+
+// LeaseEnabled reports whether lease was negotiated on this connection
+// (the client's SETUP carried L and it was accepted): the responder must
+// then send a LEASE after SETUP and again after every resume.
+func (m *Machine) LeaseEnabled() bool { return m.lease.enabled }
 
 // takeLease spends one request of the lease received; false when none.
 func (m *Machine) takeLease() bool {

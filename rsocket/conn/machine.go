@@ -199,6 +199,9 @@ func (m *Machine) NextDeadline() (t time.Duration, ok bool) {
 	if m.cfg.Role == Client && m.rs.link == linkUp && m.nextKeepalive < t {
 		t = m.nextKeepalive
 	}
+	if e, ok := m.leaseDeadline(); ok && e < t {
+		t = e
+	}
 	return t, true
 }
 
@@ -216,6 +219,7 @@ func (m *Machine) Tick(now time.Duration) {
 	if m.state != stateOpen || m.maxLifetime == 0 {
 		return
 	}
+	m.tickLease(now)
 	if m.rs.link == linkResuming {
 		// No RESUME_OK within the max lifetime: try another transport
 		// (rsocket-java's client waits forever here).

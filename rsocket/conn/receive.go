@@ -48,10 +48,18 @@ func (m *Machine) Receive(now time.Duration, b []byte) {
 		return
 	}
 	switch h.Type {
-	case frame.TypeSetup, frame.TypeResume, frame.TypeResumeOK:
+	case frame.TypeSetup, frame.TypeResumeOK:
 		// A SETUP after the accepted one, or any SETUP at a client, MUST be
-		// ignored; RESUME/RESUME_OK mean nothing without resume
+		// ignored; RESUME_OK means nothing outside resuming
 		// ("Handling the Unexpected").
+	case frame.TypeResume:
+		// "A Server that receives a RESUME frame after a SETUP frame,
+		// SHOULD send an ERROR[CONNECTION_ERROR]", and the same after a
+		// previous RESUME (Protocol.md "Resume Operation"). A client
+		// ignores it ("Handling the Unexpected").
+		if m.cfg.Role == Server {
+			m.closeLocal(frame.ErrorCodeConnectionError, "RESUME on an established connection", ErrProtocol)
+		}
 	case frame.TypeLease:
 		m.receiveLease(now, b)
 	case frame.TypeKeepalive:
@@ -192,9 +200,20 @@ func (m *Machine) receiveFirst(h frame.Header, b []byte) {
 		return
 	}
 	switch {
-	case s.MajorVersion != frame.ProtocolMajor:
+	case s.MajorVersion != frame.ProtocolMajor || s.MinorVersion != frame.ProtocolMinor:
+		// Only 1.0: Protocol.md "Versioning Scheme" says "RSocket assumes
+		// that all version changes (major and minor) are backward
+		// incompatible" and leaves accepting *lower* versions to the
+		// server; 1.0 is the lowest 1.x, so 1.1 and up are a protocol we
+		// do not speak (rsocket-java refuses them too). docs/rsocket.md.
 		m.closeLocal(frame.ErrorCodeUnsupportedSetup,
-			fmt.Sprintf("protocol version %d.%d is not supported (1.x is)", s.MajorVersion, s.MinorVersion), ErrProtocol)
+			fmt.Sprintf("protocol version %d.%d is not supported (1.0 is)", s.MajorVersion, s.MinorVersion), ErrProtocol)
+		return
+	case s.Lease() && !m.cfg.Lease:
+		// "If the server does NOT accept the contents of the SETUP frame,
+		// the server MUST send back an ERROR[INVALID_SETUP|UNSUPPORTED_SETUP]
+		// and then close the connection" (Connection Establishment).
+		m.closeLocal(frame.ErrorCodeUnsupportedSetup, "lease is not supported by this server", ErrProtocol)
 		return
 	case s.ResumeEnabled() && !m.cfg.Resume:
 		// Protocol.md: a server without resume MUST reject with

@@ -18,7 +18,7 @@ import (
 // restarted", and a new request reaches the restored server.
 func TestRestoreResumesAndEndsOrphans(t *testing.T) {
 	p := resumePair(t, Config{})
-	sid, _ := p.c.RequestStream(100, nil, []byte("s"))
+	sid, _ := p.c.RequestStream(p.now, 100, nil, []byte("s"))
 	p.pump()
 	var srvStream uint32
 	for _, e := range p.sEv {
@@ -84,7 +84,7 @@ func TestRestoreResumesAndEndsOrphans(t *testing.T) {
 	}
 	// The session goes on: a new request reaches the restored server.
 	p.sEv = nil
-	rid, err := p.c.RequestResponse(nil, []byte("again"))
+	rid, err := p.c.RequestResponse(p.now, nil, []byte("again"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestRestoreResumesAndEndsOrphans(t *testing.T) {
 // the client is cancelled after the restore (its requester is gone).
 func TestRestoreEndsRequesterStreams(t *testing.T) {
 	p := resumePair(t, Config{})
-	id, err := p.s.RequestStream(10, nil, []byte("from the server"))
+	id, err := p.s.RequestStream(p.now, 10, nil, []byte("from the server"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestRestoreEndsRequesterStreams(t *testing.T) {
 		t.Fatalf("client events %s; want CANCEL of stream %d", describeEvents(p.cEv), id)
 	}
 	// The restored server's own ids go on after the image's.
-	id2, err := p.s.RequestResponse(nil, []byte("x"))
+	id2, err := p.s.RequestResponse(p.now, nil, []byte("x"))
 	if err != nil || id2 <= id {
 		t.Fatalf("next server stream %d (%v), want above %d", id2, err, id)
 	}
@@ -163,7 +163,7 @@ func TestRestoreExpires(t *testing.T) {
 // or a session that is not resumable.
 func TestRestoreRejectsBadImages(t *testing.T) {
 	p := resumePair(t, Config{})
-	p.c.RequestStream(10, nil, []byte("x"))
+	p.c.RequestStream(p.now, 10, nil, []byte("x"))
 	p.pump()
 	_ = p.s.SendPayload(p.sEv[len(p.sEv)-1].StreamID, nil, []byte("payload"), true, false)
 	p.pump()
@@ -217,7 +217,7 @@ func TestRestoreEndsOrphansInOrder(t *testing.T) {
 		p := resumePair(t, Config{})
 		var want []uint32
 		for i := 0; i < 8; i++ {
-			id, err := p.c.RequestStream(10, nil, []byte("s"))
+			id, err := p.c.RequestStream(p.now, 10, nil, []byte("s"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +254,7 @@ func TestRestoreEndsOrphansInOrder(t *testing.T) {
 // version moves when a stream opens or ends, and only then.
 func TestResumeCursorTail(t *testing.T) {
 	p := resumePair(t, Config{})
-	sid, _ := p.c.RequestStream(1000, nil, []byte("s"))
+	sid, _ := p.c.RequestStream(p.now, 1000, nil, []byte("s"))
 	p.pump()
 	img, err := p.s.ResumeImage()
 	if err != nil {

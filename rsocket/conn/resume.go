@@ -142,6 +142,7 @@ func (m *Machine) disconnect(err error) {
 		m.rs.downSince = m.now
 	}
 	m.rs.link = linkDown
+	m.resetLease()
 	m.out = m.out[:0] // unwritten bytes are replayed from the retained buffer
 	m.events = append(m.events, Event{Kind: EventReconnect, Err: err})
 }

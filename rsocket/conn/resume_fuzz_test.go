@@ -95,8 +95,8 @@ func FuzzResumeClient(f *testing.F) {
 			t.Fatal(err)
 		}
 		_ = m.Start(0)
-		_, _ = m.RequestStream(3, nil, []byte("stream"))
-		_, _ = m.RequestChannel(3, nil, []byte("channel"), false)
+		_, _ = m.RequestStream(0, 3, nil, []byte("stream"))
+		_, _ = m.RequestChannel(0, 3, nil, []byte("channel"), false)
 		fuzzCheck(t, m)
 		now := time.Duration(0)
 		for i := 0; len(in) >= 3; i++ {

@@ -90,7 +90,7 @@ func resumeRunOpts(t *testing.T, n, cut, frameSize int, rnd *rand.Rand, bound in
 			}
 		}
 	}
-	if _, err := c.RequestStream(8, nil, []byte("go")); err != nil {
+	if _, err := c.RequestStream(0, 8, nil, []byte("go")); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Duration(0)
@@ -251,7 +251,7 @@ func TestResumeSetupRejectedWithoutResume(t *testing.T) {
 
 func TestResumeRejectedFailsStreamsNoRetry(t *testing.T) {
 	p := resumePair(t, Config{})
-	id, _ := p.c.RequestStream(1, nil, []byte("x"))
+	id, _ := p.c.RequestStream(p.now, 1, nil, []byte("x"))
 	p.pump()
 	p.c.TransportClosed(errors.New("cut"))
 	_, evs := drain(t, p.c)
@@ -274,7 +274,7 @@ func TestResumeRejectedFailsStreamsNoRetry(t *testing.T) {
 
 func TestResumeNothingSentBeforeResumeOK(t *testing.T) {
 	p := resumePair(t, Config{})
-	id, _ := p.c.RequestChannel(1, nil, []byte("x"), false)
+	id, _ := p.c.RequestChannel(p.now, 1, nil, []byte("x"), false)
 	p.pump()
 	p.c.TransportClosed(errors.New("cut"))
 	drain(t, p.c)
@@ -312,7 +312,7 @@ func TestResumeNothingSentBeforeResumeOK(t *testing.T) {
 
 func TestResumeServerRejectsTooFarBehind(t *testing.T) {
 	p := resumePair(t, Config{ResumeBufferBytes: 256})
-	p.c.RequestStream(100, nil, []byte("x"))
+	p.c.RequestStream(p.now, 100, nil, []byte("x"))
 	p.pump()
 	id := p.sEv[len(p.sEv)-1].StreamID
 	for i := 0; i < 20; i++ { // 20 × ~40 B > 256: the oldest are dropped
@@ -337,7 +337,7 @@ func TestResumeServerRejectsTooFarBehind(t *testing.T) {
 // what was dropped is rejected, one within what is left resumes.
 func TestSetResumeBufferBytes(t *testing.T) {
 	p := resumePair(t, Config{})
-	p.c.RequestStream(1000, nil, []byte("x"))
+	p.c.RequestStream(p.now, 1000, nil, []byte("x"))
 	p.pump()
 	id := p.sEv[len(p.sEv)-1].StreamID
 	for i := 0; i < 20; i++ {
@@ -367,7 +367,7 @@ func TestSetResumeBufferBytes(t *testing.T) {
 
 func TestResumeKeepaliveTrims(t *testing.T) {
 	p := resumePair(t, Config{})
-	p.c.RequestStream(100, nil, []byte("x"))
+	p.c.RequestStream(p.now, 100, nil, []byte("x"))
 	p.pump()
 	if n, _ := p.c.RetainedBytes(); n == 0 {
 		t.Fatal("request not retained")
@@ -382,7 +382,7 @@ func TestResumeKeepaliveTrims(t *testing.T) {
 
 func TestResumeSessionExpires(t *testing.T) {
 	p := resumePair(t, Config{ResumeSessionLifetime: time.Second})
-	p.c.RequestStream(1, nil, []byte("x"))
+	p.c.RequestStream(p.now, 1, nil, []byte("x"))
 	p.pump()
 	p.s.TransportClosed(errors.New("cut"))
 	drain(t, p.s)
@@ -430,7 +430,7 @@ func TestResumeSwappedVersion(t *testing.T) {
 func TestResumeClientCells(t *testing.T) {
 	resuming := func(t *testing.T) *pair {
 		p := resumePair(t, Config{})
-		p.c.RequestStream(5, nil, []byte("x"))
+		p.c.RequestStream(p.now, 5, nil, []byte("x"))
 		p.pump()
 		p.c.TransportClosed(errors.New("cut"))
 		drain(t, p.c)
@@ -467,7 +467,7 @@ func TestResumeClientCells(t *testing.T) {
 	})
 	t.Run("down/frames of the lost transport are ignored", func(t *testing.T) {
 		p := resumePair(t, Config{})
-		p.c.RequestStream(5, nil, []byte("x"))
+		p.c.RequestStream(p.now, 5, nil, []byte("x"))
 		p.pump()
 		_, before := p.c.Positions()
 		p.c.TransportClosed(errors.New("cut"))
@@ -482,7 +482,7 @@ func TestResumeClientCells(t *testing.T) {
 		p := resumePair(t, Config{})
 		p.c.TransportClosed(errors.New("cut"))
 		drain(t, p.c)
-		if _, err := p.c.RequestStream(5, nil, []byte("x")); err != nil {
+		if _, err := p.c.RequestStream(p.now, 5, nil, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 		fs, _ := drain(t, p.c)

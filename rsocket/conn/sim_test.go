@@ -143,7 +143,7 @@ func runSim(seed uint64) error {
 	mk := func(name string, role Role) (*simApp, error) {
 		cfg := base
 		cfg.Role = role
-		cfg.Lease = leaseMode && role == Client
+		cfg.Lease = leaseMode // the server must support what the client asks
 		if byteMode <= 1 || (byteMode == 2 && role == Client) || (byteMode == 3 && role == Server) {
 			cfg.ByteCredits = window + uint32(role) // the two windows differ
 		}
@@ -554,7 +554,7 @@ func (x *sim) payload() (md, data []byte) {
 func (x *sim) command(a *simApp) error {
 	r := x.rng
 	if a.closed {
-		if _, err := a.m.RequestResponse(nil, nil); !errors.Is(err, ErrClosed) {
+		if _, err := a.m.RequestResponse(x.now, nil, nil); !errors.Is(err, ErrClosed) {
 			return x.fail("%s: request after close: %v", a.name, err)
 		}
 		return nil
@@ -609,13 +609,13 @@ func (x *sim) command(a *simApp) error {
 		var err error
 		switch kind {
 		case RequestResponse:
-			id, err = a.m.RequestResponse(md, data)
+			id, err = a.m.RequestResponse(x.now, md, data)
 		case FireAndForget:
-			id, err = a.m.RequestFNF(md, data)
+			id, err = a.m.RequestFNF(x.now, md, data)
 		case RequestStream:
-			id, err = a.m.RequestStream(n, md, data)
+			id, err = a.m.RequestStream(x.now, n, md, data)
 		case RequestChannel:
-			id, err = a.m.RequestChannel(n, md, data, complete)
+			id, err = a.m.RequestChannel(x.now, n, md, data, complete)
 		}
 		x.logf("%s: %s n=%d (%d+%d bytes) -> %d %v", a.name, kind, n, len(md), len(data), id, err)
 		if full {

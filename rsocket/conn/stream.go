@@ -2,6 +2,7 @@ package conn
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -136,7 +137,11 @@ func (m *Machine) allocID() uint32 {
 	return id
 }
 
-func (m *Machine) request(kind Interaction, n uint32, md, data []byte, complete bool) (uint32, error) {
+func (m *Machine) request(now time.Duration, kind Interaction, n uint32, md, data []byte, complete bool) (uint32, error) {
+	// The lease is checked against the time of the command, not the last
+	// frame or timer: on an idle connection those can be long past, and a
+	// lease whose TTL ran out since then allows nothing.
+	m.now = max(m.now, now)
 	if err := m.canRequest(); err != nil {
 		return 0, err
 	}
@@ -172,27 +177,31 @@ func (m *Machine) request(kind Interaction, n uint32, md, data []byte, complete 
 	return id, nil
 }
 
+// The request commands take the driver's monotonic now, like Receive and
+// Tick: with lease negotiated, the request is checked against the LEASE
+// as it stands at now (an expired LEASE allows nothing).
+
 // RequestResponse opens a request-response stream; the response arrives as
 // one EventPayload (or EventError).
-func (m *Machine) RequestResponse(metadata, data []byte) (uint32, error) {
-	return m.request(RequestResponse, 0, metadata, data, false)
+func (m *Machine) RequestResponse(now time.Duration, metadata, data []byte) (uint32, error) {
+	return m.request(now, RequestResponse, 0, metadata, data, false)
 }
 
 // RequestFNF sends a fire-and-forget request; no stream is kept.
-func (m *Machine) RequestFNF(metadata, data []byte) (uint32, error) {
-	return m.request(FireAndForget, 0, metadata, data, false)
+func (m *Machine) RequestFNF(now time.Duration, metadata, data []byte) (uint32, error) {
+	return m.request(now, FireAndForget, 0, metadata, data, false)
 }
 
 // RequestStream opens a stream granting n (1..2^31-1) initial credits.
-func (m *Machine) RequestStream(n uint32, metadata, data []byte) (uint32, error) {
-	return m.request(RequestStream, n, metadata, data, false)
+func (m *Machine) RequestStream(now time.Duration, n uint32, metadata, data []byte) (uint32, error) {
+	return m.request(now, RequestStream, n, metadata, data, false)
 }
 
 // RequestChannel opens a channel granting n initial credits; the request's
 // payload is the first element of our half, and complete ends our half at
 // once. Further PAYLOADs need credits from the responder's REQUEST_N.
-func (m *Machine) RequestChannel(n uint32, metadata, data []byte, complete bool) (uint32, error) {
-	return m.request(RequestChannel, n, metadata, data, complete)
+func (m *Machine) RequestChannel(now time.Duration, n uint32, metadata, data []byte, complete bool) (uint32, error) {
+	return m.request(now, RequestChannel, n, metadata, data, complete)
 }
 
 func (m *Machine) live(id uint32) (*stream, error) {

@@ -20,19 +20,19 @@ var streamStates = []struct {
 	name  string
 	setup func(t *testing.T, m *Machine) uint32
 }{
-	{"rr requester", func(t *testing.T, m *Machine) uint32 { return id(m.RequestResponse(nil, []byte("q"))) }},
+	{"rr requester", func(t *testing.T, m *Machine) uint32 { return id(m.RequestResponse(0, nil, []byte("q"))) }},
 	{"rr responder", func(t *testing.T, m *Machine) uint32 {
 		m.Receive(0, must(frame.AppendRequestResponse(nil, 1, 0, nil, []byte("q"))))
 		return 1
 	}},
-	{"stream requester n=2", func(t *testing.T, m *Machine) uint32 { return id(m.RequestStream(2, nil, []byte("q"))) }},
+	{"stream requester n=2", func(t *testing.T, m *Machine) uint32 { return id(m.RequestStream(0, 2, nil, []byte("q"))) }},
 	{"stream requester n=1, credit used", func(t *testing.T, m *Machine) uint32 {
-		i := id(m.RequestStream(1, nil, []byte("q")))
+		i := id(m.RequestStream(0, 1, nil, []byte("q")))
 		m.Receive(0, must(frame.AppendPayload(nil, i, frame.FlagNext, nil, []byte("x"))))
 		return i
 	}},
 	{"stream requester n=2, half a fragmented PAYLOAD received", func(t *testing.T, m *Machine) uint32 {
-		i := id(m.RequestStream(2, nil, []byte("q")))
+		i := id(m.RequestStream(0, 2, nil, []byte("q")))
 		m.Receive(0, must(frame.AppendPayload(nil, i, frame.FlagFollows|frame.FlagNext, nil, []byte("x"))))
 		return i
 	}},
@@ -50,18 +50,18 @@ var streamStates = []struct {
 		return 1
 	}},
 	{"channel requester send=0 recv=2", func(t *testing.T, m *Machine) uint32 {
-		return id(m.RequestChannel(2, nil, []byte("q"), false))
+		return id(m.RequestChannel(0, 2, nil, []byte("q"), false))
 	}},
 	{"channel requester send=1 recv=2", func(t *testing.T, m *Machine) uint32 {
-		i := id(m.RequestChannel(2, nil, []byte("q"), false))
+		i := id(m.RequestChannel(0, 2, nil, []byte("q"), false))
 		m.Receive(0, must(frame.AppendRequestN(nil, i, 1)))
 		return i
 	}},
 	{"channel requester, we completed", func(t *testing.T, m *Machine) uint32 {
-		return id(m.RequestChannel(2, nil, []byte("q"), true))
+		return id(m.RequestChannel(0, 2, nil, []byte("q"), true))
 	}},
 	{"channel requester, peer completed", func(t *testing.T, m *Machine) uint32 {
-		i := id(m.RequestChannel(2, nil, []byte("q"), false))
+		i := id(m.RequestChannel(0, 2, nil, []byte("q"), false))
 		m.Receive(0, must(frame.AppendPayload(nil, i, frame.FlagComplete, nil, nil)))
 		return i
 	}},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +168,52 @@ func TestLeaseAfterResume(t *testing.T) {
 	}
 	if err != nil || string(got.Data) != "after resume" {
 		t.Fatalf("request after resume: %q %v", got.Data, err)
+	}
+}
+
+// TestChannelCreditsZeroRefused (issue 22 item 9): WithChannelCredits(0)
+// made a channel's responder send no REQUEST_N until its handler asked,
+// while "a Responder MUST respond to an initial REQUEST_CHANNEL frame with
+// a REQUEST_N frame" (Protocol.md "Request Channel"). The option now
+// refuses 0: the server and the client do not start.
+func TestChannelCreditsZeroRefused(t *testing.T) {
+	ctx := tctx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := Serve(ctx, ln, newEcho(), WithChannelCredits(0)); err == nil || !strings.Contains(err.Error(), "WithChannelCredits(0)") {
+		t.Fatalf("Serve with WithChannelCredits(0): %v", err)
+	}
+	a, b := net.Pipe()
+	defer b.Close()
+	if _, err := ClientConn(ctx, a, WithChannelCredits(0)); err == nil {
+		t.Fatal("ClientConn with WithChannelCredits(0) started")
+	}
+	if _, err := Dial(ctx, "tcp://"+ln.Addr().String(), WithChannelCredits(0)); err == nil {
+		t.Fatal("Dial with WithChannelCredits(0) started")
+	}
+	// A responder with credits answers REQUEST_CHANNEL with REQUEST_N at
+	// once, before its handler consumes anything.
+	a, b = net.Pipe()
+	defer b.Close()
+	ServeConn(ctx, a, newEcho(), WithChannelCredits(1))
+	go func() {
+		_ = writeRawFrame(b, mustFrame(frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 60_000, MaxLifetime: 600_000})))
+		_ = writeRawFrame(b, mustFrame(frame.AppendRequestChannel(nil, 1, 0, 1, nil, []byte("x"))))
+	}()
+	for {
+		f, err := readRawFrame(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := frame.ParseHeader(f)
+		if h.Type == frame.TypeRequestN && h.StreamID == 1 {
+			return
+		}
+		if h.Type != frame.TypePayload {
+			t.Fatalf("got %v before REQUEST_N", h.Type)
+		}
 	}
 }

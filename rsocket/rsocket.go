@@ -127,6 +127,7 @@ type options struct {
 	leaseN    uint32
 	lease     bool
 	channelN  uint32
+	err       error // an invalid option; Dial, Serve and the like return it
 	inline    bool        // RequestResponse runs on the reader, see NonBlocking
 	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 	resume    *resumeOptions
@@ -184,8 +185,20 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func WithOnConnect(f func(*Conn)) Option { return func(o *options) { o.onConnect = f } }
 
 // WithChannelCredits sets the REQUEST_N batch a responder grants the
-// requester of a channel (default 64).
-func WithChannelCredits(n uint32) Option { return func(o *options) { o.channelN = n } }
+// requester of a channel (default 64), at once when the channel opens and
+// again as the handler consumes. n must be in 1..2^31-1: "a Responder
+// MUST respond to an initial REQUEST_CHANNEL frame with a REQUEST_N frame"
+// (Protocol.md "Request Channel"), so 0 (no REQUEST_N until the handler
+// asks) is refused: Dial, Serve and the like return an error.
+func WithChannelCredits(n uint32) Option {
+	return func(o *options) {
+		if n == 0 || n > frame.MaxRequestN {
+			o.err = fmt.Errorf("rsocket: WithChannelCredits(%d): must be in 1..2^31-1 (a channel's responder must answer REQUEST_CHANNEL with REQUEST_N)", n)
+			return
+		}
+		o.channelN = n
+	}
+}
 
 // toError maps a handler's error to a stream error code and message.
 func toError(err error) (frame.ErrorCode, string) {

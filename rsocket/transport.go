@@ -102,6 +102,10 @@ var errServerStopped = errors.New("rsocket: server stopped")
 // startConn makes a Conn over tr and runs its loop; setup, when not nil,
 // runs on the new Conn before anything else does (resume.go).
 func startConn(ctx context.Context, tr transport, role conn.Role, o options, setup func(*Conn)) (*Conn, error) {
+	if o.err != nil {
+		_ = tr.Close()
+		return nil, o.err
+	}
 	c, err := newConn(ctx, tr, o)
 	if err != nil {
 		_ = tr.Close()
@@ -170,6 +174,9 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 		return nil, fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
 	}
 	o := buildOptions(conn.Client, opts)
+	if o.err != nil {
+		return nil, o.err
+	}
 	if o.tls != nil && (u.Scheme == "tcp" || u.Scheme == "ws") {
 		return nil, fmt.Errorf("rsocket: URL %q: WithTLS needs a tls:// or wss:// URL", rawURL)
 	}
@@ -221,6 +228,9 @@ func dialTransport(ctx context.Context, rawURL string, u *url.URL, o options) (t
 // connection with r; with WithTLS, over TLS.
 func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) error {
 	o := buildOptions(conn.Server, opts)
+	if o.err != nil {
+		return o.err
+	}
 	if o.tls != nil {
 		ln = tls.NewListener(ln, o.tls.Clone())
 	}
@@ -275,6 +285,9 @@ func WebSocketHandler(ctx context.Context, r Responder, opts ...Option) http.Han
 // ends; with WithTLS, over TLS (wss://).
 func ServeWebSocket(ctx context.Context, ln net.Listener, path string, r Responder, opts ...Option) error {
 	o := buildOptions(conn.Server, opts)
+	if o.err != nil {
+		return o.err
+	}
 	if o.tls != nil {
 		// http.Server handshakes *tls.Conn itself, within ReadHeaderTimeout;
 		// no ALPN is offered, so clients stay on HTTP/1.1 as WebSocket needs.

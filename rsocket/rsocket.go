@@ -127,7 +127,7 @@ type options struct {
 	leaseN    uint32
 	lease     bool
 	channelN  uint32
-	err       error // an invalid option; Dial, Serve and the like return it
+	err       error       // an invalid option; Dial, Serve and the like return it
 	inline    bool        // RequestResponse runs on the reader, see NonBlocking
 	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 	resume    *resumeOptions

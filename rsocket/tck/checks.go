@@ -32,6 +32,8 @@ const (
 	secError      = "Error Codes"
 	secResume     = "Resume Operation"
 	secLease      = "Connection Establishment (lease)"
+	secLeaseSem   = "Lease Semantics"
+	secVersion    = "Versioning Scheme"
 	secStreamIDs  = "Stream Identifiers"
 	secPayload    = "PAYLOAD Frame (0x0A)"
 	secFNF        = "Request Fire-n-Forget"
@@ -43,9 +45,14 @@ var checks = []check{
 	{"setup-first", "a first frame other than SETUP|RESUME gets ERROR[INVALID_SETUP] and the connection is closed", secEstablish, false, setupFirst},
 	{"setup-stream-id", "a SETUP with stream id > 0 gets ERROR[INVALID_SETUP] and the connection is closed", secEstablish, false, setupStreamID},
 	{"setup-version", "a SETUP with an unknown major version (99.0) is refused with ERROR[INVALID_SETUP|UNSUPPORTED_SETUP]", secEstablish, false, setupVersion},
+	{"setup-minor-version", "a SETUP 1.1 (a minor version above 1.0) is refused with ERROR[INVALID_SETUP|UNSUPPORTED_SETUP] (accepting it: warn)", secVersion, false, setupMinorVersion},
 	{"setup-resume", "a server without resume rejects a SETUP with R: ERROR[REJECTED_SETUP]", secSetup, false, setupResume},
 	{"resume-unknown", "a RESUME with a token the server does not know gets ERROR[REJECTED_RESUME]", secResume, false, resumeUnknown},
 	{"setup-lease", "a server that accepts a SETUP with L sends a LEASE (TTL > 0, count > 0)", secLease, false, setupLease},
+	{"setup-lease-refused", "a server without lease answers a SETUP with L by ERROR[INVALID_SETUP|UNSUPPORTED_SETUP] and closes", secEstablish, false, setupLeaseRefused},
+	{"lease-exhausted", "a request beyond the LEASE's number of requests gets ERROR[REJECTED]", secLeaseSem, true, leaseExhausted},
+	{"resume-after-setup", "a RESUME after SETUP gets ERROR[CONNECTION_ERROR] (SHOULD; ignoring it: warn)", secResume, false, resumeAfterSetup},
+	{"lease-after-resume", "after RESUME_OK the server sends a LEASE (lease and resume both on)", secResume, false, leaseAfterResume},
 	{"keepalive-echo", "KEEPALIVE with R is answered by KEEPALIVE without R and the same data", secKeepalive, false, keepaliveEcho},
 	{"ignore-cancel", "CANCEL on an unknown stream, and on stream 0, is ignored", secUnexpected, false, ignoreCancel},
 	{"ignore-payload", "PAYLOAD on an unknown stream, and on stream 0, is ignored", secUnexpected, false, ignorePayload},

@@ -37,7 +37,8 @@ func serve(t *testing.T, scheme string, opts ...rsocket.Option) string {
 }
 
 // TestOurServerConforms: every check passes against our own server, over
-// each transport (lease is checked with a server that grants it).
+// each transport (lease and resume are checked with servers that have
+// them, their refusal with servers that have not).
 func TestOurServerConforms(t *testing.T) {
 	ca := testpki.NewCA(t)
 	cert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
@@ -50,8 +51,11 @@ func TestOurServerConforms(t *testing.T) {
 	}{
 		// 16 KiB frames: the 100 KB echo of fragmented-request comes back
 		// in fragments, which fragments-metadata-first then judges.
-		{"tcp", []rsocket.Option{rsocket.WithLease(10*time.Second, 1000), rsocket.WithMaxFrameSize(16 << 10)}, nil},
-		{"ws", []rsocket.Option{rsocket.WithLease(10*time.Second, 1000), rsocket.WithMaxFrameSize(16 << 10)}, nil},
+		// Lease (5 requests, so lease-exhausted can use them up) and
+		// resume on tcp and ws, neither on tls and wss: each check that
+		// needs one, or its absence, runs on two transports.
+		{"tcp", []rsocket.Option{rsocket.WithLease(10*time.Second, 5), rsocket.WithResume(rsocket.ResumeConfig{}), rsocket.WithMaxFrameSize(16 << 10)}, nil},
+		{"ws", []rsocket.Option{rsocket.WithLease(10*time.Second, 5), rsocket.WithResume(rsocket.ResumeConfig{}), rsocket.WithMaxFrameSize(16 << 10)}, nil},
 		{"tls", []rsocket.Option{rsocket.WithTLS(srvTLS)}, cliTLS},
 		{"wss", []rsocket.Option{rsocket.WithTLS(srvTLS)}, cliTLS},
 	} {
@@ -72,9 +76,13 @@ func TestOurServerConforms(t *testing.T) {
 					if tc.tls != nil {
 						want = Skip // full-size frames: nothing fragmented
 					}
-				case "setup-lease":
+				case "setup-lease", "lease-exhausted", "lease-after-resume":
 					if tc.tls != nil {
-						want = Skip // these servers run without lease: REJECTED_SETUP
+						want = Skip // these servers run without lease: UNSUPPORTED_SETUP
+					}
+				case "setup-lease-refused", "setup-resume":
+					if tc.tls == nil {
+						want = Skip // these servers do lease and resume
 					}
 				}
 				if r.Status != want {

@@ -217,3 +217,43 @@ func TestChannelCreditsZeroRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseAfterRestoredResume (issue 22 item 5, across a server
+// restart): a session with lease, journaled; its lease of 2 requests is
+// used up, the server process stops and another starts on the journal.
+// The restored session's RESUME_OK is followed by a fresh LEASE, so the
+// client's next request goes through (before: the restored session
+// granted its LEASE while its link was down, so it was lost, and the next
+// came from the renewal timer, 30 min later here).
+func TestLeaseAfterRestoredResume(t *testing.T) {
+	dir := t.TempDir()
+	lease := WithLease(time.Hour, 2)
+	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
+	p := newCutProxy(t, s1.addr, 9, 0, 0, 0)
+	c, err := Dial(context.Background(), "tcp://"+p.addr(), lease,
+		WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := tctx(t)
+	for i := range 2 {
+		if _, err := c.RequestResponse(ctx, Payload{Data: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	s1.stop()
+	p.cutAll()
+	s2 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
+	p.set(func(p *cutProxy) { p.upstream = s2.addr })
+	waitUntil(t, "resume on the restarted server", func() bool { return c.ResumeStats().Resumed >= 1 })
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	got, err := c.RequestResponse(rctx, Payload{Data: []byte("after restart")})
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal("no LEASE after the restored session's resume: the request still waits")
+	}
+	if err != nil || string(got.Data) != "after restart" {
+		t.Fatalf("request after the restart: %q %v", got.Data, err)
+	}
+}

@@ -70,15 +70,22 @@
 //
 // A client queues SETUP (version 1.0, keepalive interval, max lifetime,
 // MIME types, the L flag) on Start. With lease negotiated (lease.go) each
-// requester waits for a LEASE and stays within it (ErrNoLease), and each
-// responder answers requests beyond the LEASE it sent with ERROR[REJECTED]. A server requires SETUP as the first
-// frame: anything else is ERROR[INVALID_SETUP], a RESUME is
-// ERROR[REJECTED_RESUME] (a new machine has no session; a server driver
-// with sessions calls AcceptResume instead), a SETUP with the R flag is
-// ERROR[REJECTED_SETUP] unless Config.Resume, a version other than 1.x is
-// ERROR[UNSUPPORTED_SETUP]; each closes the connection. The accepted SETUP
-// reaches the application as EventSetup, which may still refuse it with
-// Close(ErrorCodeRejectedSetup, reason).
+// requester waits for a LEASE and stays within it (ErrNoLease): the
+// request commands take the time now, an expired LEASE allows nothing,
+// and NextDeadline includes its expiry. Each responder answers requests
+// beyond the LEASE it sent with ERROR[REJECTED]. Both LEASEs are
+// forgotten with the transport: after a resume each responder must send
+// a new one. A server requires SETUP as the first frame: anything else
+// is ERROR[INVALID_SETUP], a RESUME is ERROR[REJECTED_RESUME] (a new
+// machine has no session; a server driver with sessions calls
+// AcceptResume instead), a SETUP with the R flag is ERROR[REJECTED_SETUP]
+// unless Config.Resume, one with the L flag ERROR[UNSUPPORTED_SETUP]
+// unless Config.Lease, a version other than 1.0 (1.1 too) is
+// ERROR[UNSUPPORTED_SETUP]; each closes the connection. A RESUME on an
+// established connection is ERROR[CONNECTION_ERROR] and a close; a second
+// SETUP is ignored. The accepted SETUP reaches the application as
+// EventSetup, which may still refuse it with Close(ErrorCodeRejectedSetup,
+// reason).
 //
 // Keepalive: on Tick the client queues KEEPALIVE with R when its interval
 // has elapsed; either end echoes a KEEPALIVE with R (R cleared, same data).

@@ -177,7 +177,8 @@ func resetBuf(b []byte, keep int) []byte {
 func (m *Machine) Closed() (bool, error) { return m.state == stateClosed, m.err }
 
 // Positions returns the resume positions: the bytes of resumable frames
-// sent and received so far (frame.IsResumable, length prefixes excluded).
+// sent and received so far: every frame on a stream other than 0, EXT
+// included (frame.IsResumable), length prefixes excluded.
 func (m *Machine) Positions() (sent, received uint64) { return m.sentPos, m.recvPos }
 
 // NumStreams returns the number of live streams (for tests and metrics).

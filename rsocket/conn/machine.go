@@ -44,6 +44,9 @@ type Machine struct {
 	// asmBytes: bytes held by all reassemblies. Invariant:
 	// asmBytes <= cfg.MaxReassemblyBytes.
 	asmBytes int
+	// droppedFNF counts fire-and-forget requests dropped for exceeding
+	// MaxPayloadSize (OversizeFNFDropped).
+	droppedFNF uint64
 
 	// Time, all monotonic values given by the driver.
 	keepaliveInterval time.Duration

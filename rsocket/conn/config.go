@@ -101,9 +101,9 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultKeepaliveInterval  = 20 * time.Second
-	DefaultMaxLifetime        = 90 * time.Second
-	DefaultMaxStreams         = 10000
+	DefaultKeepaliveInterval = 20 * time.Second
+	DefaultMaxLifetime       = 90 * time.Second
+	DefaultMaxStreams        = 10000
 	// DefaultMaxPayloadSize is 64 MiB, four frames' worth: fragmented
 	// payloads above the 16 MiB frame limit are what fragmentation is
 	// for. It was 16 MiB, the frame limit, which refused every one of them

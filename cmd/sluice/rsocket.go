@@ -135,6 +135,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		opts = append(opts, rsocket.WithResume(rcfg))
 	}
+	opts = append(opts, rsocket.WithOnConnect(registerOversizeMetric(reg)))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make(chan error, len(listen))
@@ -176,6 +177,40 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	default:
 		return nil
+	}
+}
+
+// registerOversizeMetric exports sluice_rsocket_fnf_oversize_dropped_total,
+// the fire-and-forget requests dropped for exceeding --max-payload, over
+// every connection the returned WithOnConnect hook saw: the live ones are
+// read at each scrape, a closed one's count is kept when it closes.
+func registerOversizeMetric(reg prometheus.Registerer) func(*rsocket.Conn) {
+	var mu sync.Mutex
+	var closed uint64
+	live := map[*rsocket.Conn]struct{}{}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_rsocket_fnf_oversize_dropped_total",
+		Help: "RSocket fire-and-forget requests dropped unanswered for exceeding --max-payload.",
+	}, func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		n := closed
+		for c := range live {
+			n += c.OversizeFNFDropped()
+		}
+		return float64(n)
+	}))
+	return func(c *rsocket.Conn) {
+		mu.Lock()
+		live[c] = struct{}{}
+		mu.Unlock()
+		go func() {
+			<-c.Done()
+			mu.Lock()
+			closed += c.OversizeFNFDropped()
+			delete(live, c)
+			mu.Unlock()
+		}()
 	}
 }
 

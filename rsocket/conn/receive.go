@@ -325,8 +325,8 @@ func (m *Machine) openResponder(s *stream, n uint32, md, data []byte, complete b
 		Metadata: md, Data: data, N: n, Complete: complete})
 }
 
-// oversizeRequest answers a request whose payload exceeds MaxPayloadSize
-// (metadata plus data, whole or reassembled so far): ERROR[INVALID] on its
+// oversizeRequest answers a whole (unfragmented) request whose payload,
+// metadata plus data, exceeds MaxPayloadSize: ERROR[INVALID] on its
 // stream, no state kept, the handler never runs. INVALID, not REJECTED:
 // the request breaks this end's stated limit and would be refused again
 // anywhere with the same limit, and it is the answer a fragmented request

@@ -395,6 +395,15 @@ func (ch *Channel) Cancel() { ch.Stream.Cancel() }
 // Done is closed when the connection is closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
+// OversizeFNFDropped returns how many fire-and-forget requests from the
+// peer were dropped for exceeding WithMaxPayloadSize: there is no stream
+// to answer them on (other requests over it are answered ERROR[INVALID]).
+func (c *Conn) OversizeFNFDropped() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m.OversizeFNFDropped()
+}
+
 // Err is why the connection closed (after Done).
 func (c *Conn) Err() error {
 	select {

@@ -236,12 +236,12 @@ func javaClient(t *testing.T, java, cp string, rows *interopRows) {
 		t.Fatal(err)
 	}
 	mln := &meteredListener{Listener: tln}
-	go rsocket.Serve(ctx, mln, compositeEcho{obs["tcp"].responder()}, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	go rsocket.Serve(ctx, mln, compositeEcho{obs["tcp"].responder()}, rsocket.WithMaxFrameSize(1<<20))
 	wln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go rsocket.ServeWebSocket(ctx, wln, "/", compositeEcho{obs["ws"].responder()}, rsocket.WithMaxPayloadSize(64<<20))
+	go rsocket.ServeWebSocket(ctx, wln, "/", compositeEcho{obs["ws"].responder()})
 	// Lease servers: 3 requests per 2 s lease, renewed every second; a
 	// request over the lease gets REJECTED.
 	leaseOpt := rsocket.WithLease(2*time.Second, 3)
@@ -356,7 +356,7 @@ func javaServer(t *testing.T, java, cp string, rows *interopRows) {
 	}
 	all := map[string]*conns{}
 	for _, tr := range []string{"tcp", "ws"} {
-		opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20)}
+		var opts []rsocket.Option // the defaults a user gets: 20 MiB fragmented fits the 64 MiB MaxPayloadSize
 		cs := &conns{in: &frameMeter{}, out: &frameMeter{}}
 		var err error
 		if tr == "tcp" {

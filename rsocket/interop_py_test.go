@@ -105,7 +105,7 @@ func TestInteropPyClient(t *testing.T) {
 	}
 	obs := &pyObserved{fnf: make(chan string, 1), push: make(chan string, 1), cancelled: make(chan string, 1)}
 	mln := &meteredListener{Listener: ln}
-	go rsocket.Serve(ctx, mln, obs.responder(), rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	go rsocket.Serve(ctx, mln, obs.responder(), rsocket.WithMaxFrameSize(1<<20))
 	host, port, _ := strings.Cut(ln.Addr().String(), ":")
 
 	cmd := exec.CommandContext(ctx, py, filepath.Join(pyDir(t), "client.py"), host, port)
@@ -237,7 +237,7 @@ func TestInteropPyServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	in, outm := &frameMeter{}, &frameMeter{}
-	c, err := rsocket.ClientConn(ctx, meteredConn{nc, in, outm}, rsocket.WithMaxPayloadSize(64<<20), rsocket.WithMaxFrameSize(1<<20))
+	c, err := rsocket.ClientConn(ctx, meteredConn{nc, in, outm}, rsocket.WithMaxFrameSize(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}

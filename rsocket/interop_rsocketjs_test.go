@@ -176,7 +176,7 @@ func jsRunClient(t *testing.T, node, modules, tr string) {
 			go func() { reverse <- jsServerRequests(ctx, c) }()
 		})
 	}
-	opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20), rsocket.WithMaxFrameSize(1 << 20), rsocket.WithOnConnect(onConnect)}
+	opts := []rsocket.Option{rsocket.WithMaxFrameSize(1 << 20), rsocket.WithOnConnect(onConnect)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +361,7 @@ type jsServerConn struct {
 
 func jsDial(t *testing.T, ctx context.Context, tr string, port int) *jsServerConn {
 	t.Helper()
-	opts := []rsocket.Option{rsocket.WithMaxPayloadSize(64 << 20), rsocket.WithMaxFrameSize(1 << 20)}
+	opts := []rsocket.Option{rsocket.WithMaxFrameSize(1 << 20)}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	sc := &jsServerConn{in: &frameMeter{}, out: &frameMeter{}}
 	var err error

@@ -113,82 +113,97 @@ func dialResume(t testing.TB, url string) *Conn {
 // that cuts it 12 times at random byte offsets, arrive complete, in
 // order, without duplicates, over TCP and WebSocket.
 func TestResumeCuttingProxy(t *testing.T) {
-	const items, cuts = 200_000, 12
 	for _, scheme := range []string{"tcp", "ws"} {
-		t.Run(scheme, func(t *testing.T) {
-			addr, path := resumeServer(t, scheme, ResumeConfig{})
-			// Each cut connection carries at most maxDown bytes to the
-			// client and the stream alone is ~3.5 MB: every cut happens
-			// before the stream completes.
-			p := newCutProxy(t, addr, 14, cuts, 16<<10, 200<<10)
-			ctx := context.Background()
-			c, err := Dial(ctx, scheme+"://"+p.addr()+path, WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
-				WithKeepalive(50*time.Millisecond, 30*time.Second))
-			if err != nil {
-				t.Fatal(err)
+		t.Run(scheme, func(t *testing.T) { cuttingProxyRun(t, scheme) })
+	}
+}
+
+// TestResumeCuttingProxyByteCredits: TestResumeCuttingProxy with the
+// byte-credits extension on both ends (8 KiB windows, so REQUEST_BYTES
+// grants flow both ways all the time: the client's for the stream, the
+// server's for the channel). The grants count toward the resume positions
+// and are replayed like REQUEST_N; before, the sender did not count them
+// and the first cut ended the connection with CONNECTION_ERROR ("RESUME_OK
+// position … outside the retained …").
+func TestResumeCuttingProxyByteCredits(t *testing.T) {
+	cuttingProxyRun(t, "tcp", WithByteCredits(8<<10))
+}
+
+// cuttingProxyRun is TestResumeCuttingProxy over scheme, with opts on
+// both ends.
+func cuttingProxyRun(t *testing.T, scheme string, opts ...Option) {
+	const items, cuts = 200_000, 12
+	addr, path := resumeServer(t, scheme, ResumeConfig{}, opts...)
+	// Each cut connection carries at most maxDown bytes to the
+	// client and the stream alone is ~3.5 MB: every cut happens
+	// before the stream completes.
+	p := newCutProxy(t, addr, 14, cuts, 16<<10, 200<<10)
+	ctx := context.Background()
+	c, err := Dial(ctx, scheme+"://"+p.addr()+path, append([]Option{WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
+		WithKeepalive(50*time.Millisecond, 30*time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+		if err == nil {
+			err = readStream(s, items)
+		}
+		errs <- err
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range 2000 {
+			want := "rr-" + strconv.Itoa(i)
+			r, err := c.RequestResponse(ctx, Payload{Data: []byte(want)})
+			if err == nil && string(r.Data) != want {
+				err = fmt.Errorf("request-response %d answered %q", i, r.Data)
 			}
-			defer c.Close()
-			var wg sync.WaitGroup
-			errs := make(chan error, 3)
-			wg.Add(3)
-			go func() {
-				defer wg.Done()
-				s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
-				if err == nil {
-					err = readStream(s, items)
-				}
+			if err != nil {
 				errs <- err
-			}()
-			go func() {
-				defer wg.Done()
-				for i := range 2000 {
-					want := "rr-" + strconv.Itoa(i)
-					r, err := c.RequestResponse(ctx, Payload{Data: []byte(want)})
-					if err == nil && string(r.Data) != want {
-						err = fmt.Errorf("request-response %d answered %q", i, r.Data)
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-				errs <- nil
-			}()
-			go func() {
-				defer wg.Done()
-				const n = 5000
-				ch, err := c.RequestChannel(ctx, Payload{Data: []byte("0")}, 64)
-				if err != nil {
-					errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() {
+		defer wg.Done()
+		const n = 5000
+		ch, err := c.RequestChannel(ctx, Payload{Data: []byte("0")}, 64)
+		if err != nil {
+			errs <- err
+			return
+		}
+		go func() {
+			for i := 1; i < n; i++ {
+				if ch.Send(Payload{Data: []byte(strconv.Itoa(i))}) != nil {
 					return
 				}
-				go func() {
-					for i := 1; i < n; i++ {
-						if ch.Send(Payload{Data: []byte(strconv.Itoa(i))}) != nil {
-							return
-						}
-					}
-					_ = ch.Complete()
-				}()
-				errs <- readStream(&ch.Stream, n)
-			}()
-			within(t, "streams", wg.Wait)
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Error(err)
-				}
 			}
-			st := c.ResumeStats()
-			if got := int(p.cuts.Load()); got != cuts {
-				t.Errorf("proxy cut %d times, want %d", got, cuts)
-			}
-			if st.Lost != cuts || st.Resumed < 1 {
-				t.Errorf("client lost %d transports and resumed %d times; want %d lost", st.Lost, st.Resumed, cuts)
-			}
-			t.Logf("%s: %d cuts, %d resumes, %d connections", scheme, p.cuts.Load(), st.Resumed, p.accepted.Load())
-		})
+			_ = ch.Complete()
+		}()
+		errs <- readStream(&ch.Stream, n)
+	}()
+	within(t, "streams", wg.Wait)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
+	st := c.ResumeStats()
+	if got := int(p.cuts.Load()); got != cuts {
+		t.Errorf("proxy cut %d times, want %d", got, cuts)
+	}
+	if st.Lost != cuts || st.Resumed < 1 {
+		t.Errorf("client lost %d transports and resumed %d times; want %d lost", st.Lost, st.Resumed, cuts)
+	}
+	t.Logf("%s: %d cuts, %d resumes, %d connections", scheme, p.cuts.Load(), st.Resumed, p.accepted.Load())
 }
 
 // rejectedStream opens a 1,000,000-item stream through p and reads it.

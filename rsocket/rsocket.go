@@ -171,7 +171,10 @@ func WithLease(ttl time.Duration, count uint32) Option {
 	return func(o *options) { o.lease, o.leaseTTL, o.leaseN = true, ttl, count }
 }
 
-// WithMaxPayloadSize bounds one inbound (reassembled) payload; default 16 MiB.
+// WithMaxPayloadSize bounds one inbound payload, whole or reassembled
+// (metadata plus data); default 64 MiB (conn.DefaultMaxPayloadSize). A
+// request over it is answered ERROR[INVALID] and never reaches the
+// handler; a response or stream element over it fails the stream.
 func WithMaxPayloadSize(n int) Option { return func(o *options) { o.cfg.MaxPayloadSize = n } }
 
 // WithMaxFrameSize bounds the frames this end sends; larger payloads are fragmented.

@@ -236,7 +236,7 @@ func TestCancelMidStream(t *testing.T) {
 func TestLargePayloadFragmented(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			c, _ := pair(t, tr, WithMaxPayloadSize(32<<20), WithMaxFrameSize(1<<20))
+			c, _ := pair(t, tr, WithMaxFrameSize(1<<20)) // default MaxPayloadSize (64 MiB)
 			big := bytes.Repeat([]byte("0123456789abcdef"), 20<<20/16)
 			p, err := c.RequestResponse(tctx(t), Payload{Data: big})
 			if err != nil {

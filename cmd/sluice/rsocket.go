@@ -61,6 +61,8 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by this CA bundle (PEM): mutual TLS")
 	byteCredits := fs.Uint("byte-credits", 0, "accept the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	lease := fs.Bool("lease", false, "accept clients that ask for lease, granting each 1000 requests per 10s")
+	maxPayload := byteSize(conn.DefaultMaxPayloadSize)
+	fs.Var(&maxPayload, "max-payload", "largest payload (metadata + data) accepted from a client, whole or reassembled from fragments; a request over it is answered ERROR[INVALID]")
 	resume := fs.Bool("resume", false, "accept resumable clients: keep each session through a broken connection (docs/rsocket-resume.md)")
 	resumeBuffer := byteSize(conn.DefaultResumeBufferBytes)
 	fs.Var(&resumeBuffer, "resume-buffer", "with --resume: sent frames one session retains for replay, at most")
@@ -75,6 +77,9 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if len(listen) == 0 {
 		return &exitError{code: 2, msg: "--listen is required"}
+	}
+	if err := checkMaxPayload(maxPayload); err != nil {
+		return err
 	}
 	syncPolicy, err := seglog.ParseSyncPolicy(*resumeSync)
 	if err != nil || *resumeSync == "" {
@@ -109,7 +114,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := serveMetrics(ctx, *metrics, reg, log, ready, nil); err != nil {
 		return err
 	}
-	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}
+	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload))}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}
@@ -130,6 +135,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		opts = append(opts, rsocket.WithResume(rcfg))
 	}
+	opts = append(opts, rsocket.WithOnConnect(registerOversizeMetric(reg)))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	errs := make(chan error, len(listen))
@@ -171,6 +177,40 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	default:
 		return nil
+	}
+}
+
+// registerOversizeMetric exports sluice_rsocket_fnf_oversize_dropped_total,
+// the fire-and-forget requests dropped for exceeding --max-payload, over
+// every connection the returned WithOnConnect hook saw: the live ones are
+// read at each scrape, a closed one's count is kept when it closes.
+func registerOversizeMetric(reg prometheus.Registerer) func(*rsocket.Conn) {
+	var mu sync.Mutex
+	var closed uint64
+	live := map[*rsocket.Conn]struct{}{}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_rsocket_fnf_oversize_dropped_total",
+		Help: "RSocket fire-and-forget requests dropped unanswered for exceeding --max-payload.",
+	}, func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		n := closed
+		for c := range live {
+			n += c.OversizeFNFDropped()
+		}
+		return float64(n)
+	}))
+	return func(c *rsocket.Conn) {
+		mu.Lock()
+		live[c] = struct{}{}
+		mu.Unlock()
+		go func() {
+			<-c.Done()
+			mu.Lock()
+			closed += c.OversizeFNFDropped()
+			delete(live, c)
+			mu.Unlock()
+		}()
 	}
 }
 
@@ -223,6 +263,15 @@ func newEchoResponder(reg prometheus.Registerer) *echo.Responder {
 	}}
 }
 
+// checkMaxPayload refuses a --max-payload that is not a positive size
+// (exit 2).
+func checkMaxPayload(n byteSize) error {
+	if n < 1 || n > 1<<31 {
+		return &exitError{code: 2, msg: fmt.Sprintf("--max-payload %s: want 1B..2GiB", formatSize(int64(n)))}
+	}
+	return nil
+}
+
 // rsocketClient returns the run function of `sluice rsocket MODEL`.
 func rsocketClient(model string) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
@@ -247,6 +296,8 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	keepalive := fs.Duration("keepalive", conn.DefaultKeepaliveInterval, "keepalive interval")
 	lifetime := fs.Duration("lifetime", conn.DefaultMaxLifetime, "max lifetime without a frame from the server")
 	resume := fs.Bool("resume", false, "resume the session through a broken connection: redial and replay what was lost (the server needs --resume)")
+	maxPayload := byteSize(conn.DefaultMaxPayloadSize)
+	fs.Var(&maxPayload, "max-payload", "largest payload (metadata + data) accepted from the server, whole or reassembled from fragments; a response over it fails the request")
 	var hasData, hasMetadata bool
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -257,6 +308,9 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	})
 	if *url == "" {
 		return &exitError{code: 2, msg: "--url is required"}
+	}
+	if err := checkMaxPayload(maxPayload); err != nil {
+		return err
 	}
 	if *requestN < 1 || *requestN > frame.MaxRequestN {
 		return &exitError{code: 2, msg: fmt.Sprintf("--request-n must be in 1..%d", frame.MaxRequestN)}
@@ -286,6 +340,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		rsocket.WithKeepalive(*keepalive, *lifetime),
 		rsocket.WithLogger(slog.New(slog.DiscardHandler)),
 		rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))),
+		rsocket.WithMaxPayloadSize(int(maxPayload)),
 	}
 	if *setupData != "" {
 		opts = append(opts, rsocket.WithSetup(nil, []byte(*setupData)))

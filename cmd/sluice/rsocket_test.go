@@ -96,7 +96,7 @@ func TestRSocketServeMetrics(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	tcpURL, _ := startRSocketServe(t, "--metrics", addr)
+	tcpURL, _ := startRSocketServe(t, "--metrics", addr, "--max-payload", "1KiB")
 	// Ready once the listeners are bound (they are: their lines were
 	// printed; the flag follows the last one).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -111,12 +111,14 @@ func TestRSocketServeMetrics(t *testing.T) {
 			t.Fatalf("/readyz never answered 200: %v", err)
 		}
 	}
-	for _, a := range [][]string{{"fnf", "--data", "f"}, {"push", "--metadata", "m"}, {"rr", "--data", "x"}} {
+	// The second fire-and-forget is over --max-payload: dropped unanswered
+	// and counted apart (TestMaxPayloadTable in rsocket/conn).
+	for _, a := range [][]string{{"fnf", "--data", "f"}, {"fnf", "--data", strings.Repeat("x", 1025)}, {"push", "--metadata", "m"}, {"rr", "--data", "x"}} {
 		if code, _, errs := run(append(append([]string{"rsocket"}, a...), "--url", tcpURL)...); code != 0 {
 			t.Fatalf("%v: %d %s", a, code, errs)
 		}
 	}
-	want := []string{"sluice_rsocket_fnf_total 1", "sluice_rsocket_metadata_push_total 1", `sluice_rsocket_requests_total{model="request_response"} 1`}
+	want := []string{"sluice_rsocket_fnf_total 1", "sluice_rsocket_fnf_oversize_dropped_total 1", "sluice_rsocket_metadata_push_total 1", `sluice_rsocket_requests_total{model="request_response"} 1`}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		body := ""

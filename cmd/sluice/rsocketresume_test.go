@@ -265,3 +265,32 @@ func TestRSocketResumeAcrossSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// TestRSocketCLIResumeByteCredits: TestRSocketCLIResume with the
+// byte-credits extension on both ends. The client's EXT[REQUEST_BYTES]
+// grants travel on the stream, so they count toward the resume positions
+// and are retained for replay like REQUEST_N (docs/rsocket.md "Resume
+// positions"). Before, the server counted them as received and the client
+// did not count them as sent: the first cut ended the session with
+// CONNECTION_ERROR "RESUME_OK position 25 outside the retained 0..11".
+func TestRSocketCLIResumeByteCredits(t *testing.T) {
+	tcpURL, _ := startRSocketServe(t, "--resume", "--byte-credits", "65536")
+	addr, cuts := cuttingProxy(t, strings.TrimPrefix(tcpURL, "tcp://"), 3, 30_000)
+	const n = 20_000
+	code, out, errs := run("rsocket", "stream", "--data", strconv.Itoa(n), "--resume", "--byte-credits", "4096", "--url", "tcp://"+addr)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d elements, want %d", len(lines), n)
+	}
+	for i, l := range lines {
+		if l != strconv.Itoa(i) {
+			t.Fatalf("element %d is %q: lost, reordered or duplicated", i, l)
+		}
+	}
+	if got := cuts.Load(); got != 3 {
+		t.Fatalf("the proxy cut %d times, want 3 (the stream must outlast the cuts)", got)
+	}
+}

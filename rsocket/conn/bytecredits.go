@@ -59,20 +59,19 @@ type byteExt struct {
 	peerWindow uint32 // the peer's initial window per stream
 }
 
-// appendExtU32 appends one of the extension's frames, length-prefixed.
-func appendExtU32(dst []byte, stream, extType, v uint32) []byte {
+// emitExtU32 queues one of the extension's frames. It goes through finish
+// like every other frame: an EXT[ExtRequestBytes] grant is on a stream, so
+// it counts toward the resume positions and is retained for replay, the
+// same rule the receiver applies (countsForResume). A grant lost in a cut
+// must be replayed, or the stream waits for bytes its receiver believes it
+// granted; the offer and its answer are on stream 0 and do not count.
+func (m *Machine) emitExtU32(stream, extType, v uint32) {
 	var data [4]byte
 	binary.BigEndian.PutUint32(data[:], v)
-	at := len(dst)
-	dst = frame.ReserveLengthPrefix(dst)
-	dst, _ = frame.AppendExt(dst, stream, frame.FlagIgnore, extType, nil, data[:])
-	_ = frame.SetLengthPrefix(dst, at)
-	return dst
-}
-
-// emitExtU32 queues one of the extension's frames (never resumable: EXT).
-func (m *Machine) emitExtU32(stream, extType, v uint32) {
-	m.out = appendExtU32(m.out, stream, extType, v)
+	at := len(m.out)
+	m.out = frame.ReserveLengthPrefix(m.out)
+	out, err := frame.AppendExt(m.out, stream, frame.FlagIgnore, extType, nil, data[:])
+	_ = m.finish(at, out, err)
 }
 
 // parseExtU32 returns the extension frame's type and value; ok is false for

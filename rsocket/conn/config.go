@@ -64,11 +64,19 @@ type Config struct {
 	// MaxStreams bounds the streams alive at once, both directions
 	// together. Default 10,000.
 	MaxStreams int
-	// MaxPayloadSize bounds one reassembled inbound payload (metadata plus
-	// data). Default 16 MiB.
+	// MaxPayloadSize bounds one inbound payload, whole or reassembled from
+	// fragments (metadata plus data), requests and PAYLOADs alike. Default
+	// 64 MiB (DefaultMaxPayloadSize): fragmentation exists for payloads
+	// above the 16 MiB frame limit, so the default must leave room for
+	// them (rsocket-java and rsocket-py send 20 MiB requests fragmented).
 	MaxPayloadSize int
 	// MaxReassemblyBytes bounds the bytes held for all inbound payloads
-	// being reassembled at once. Default 64 MiB; at least MaxPayloadSize.
+	// being reassembled at once, on one connection. Default 64 MiB or
+	// MaxPayloadSize if larger: one payload of the maximum size fits, and
+	// so do several smaller ones together up to it. It is the
+	// per-connection worst case of reassembly memory (plus the one frame
+	// being read, at most MaxFrameSize); over it the connection closes
+	// with CONNECTION_ERROR.
 	MaxReassemblyBytes int
 
 	// ByteCredits, when not 0, turns on sluice's byte-credits extension
@@ -96,10 +104,19 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultKeepaliveInterval  = 20 * time.Second
-	DefaultMaxLifetime        = 90 * time.Second
-	DefaultMaxStreams         = 10000
-	DefaultMaxPayloadSize     = 16 << 20
+	DefaultKeepaliveInterval = 20 * time.Second
+	DefaultMaxLifetime       = 90 * time.Second
+	DefaultMaxStreams        = 10000
+	// DefaultMaxPayloadSize is 64 MiB, four frames' worth: fragmented
+	// payloads above the 16 MiB frame limit are what fragmentation is
+	// for. It was 16 MiB, the frame limit, which refused every one of them
+	// ("reassembled payload exceeds 16777216 bytes").
+	DefaultMaxPayloadSize = 64 << 20
+	// DefaultMaxReassemblyBytes stays 64 MiB, equal to the payload
+	// default: every set of payloads in reassembly at once that fit
+	// before (each <= 16 MiB, together <= 64 MiB) still fits, one payload
+	// up to 64 MiB now fits too, and the per-connection worst case does
+	// not grow.
 	DefaultMaxReassemblyBytes = 64 << 20
 	DefaultMetadataMIME       = "message/x.rsocket.composite-metadata.v0"
 	DefaultDataMIME           = "application/octet-stream"

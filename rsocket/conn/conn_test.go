@@ -460,7 +460,7 @@ func TestFragmentation(t *testing.T) {
 	}
 	// The frames over 16 MiB that must always be split (rsocket-js #306).
 	big := make([]byte, frame.MaxFrameSize+10)
-	p2 := newPair(t, Config{}, Config{MaxPayloadSize: 32 << 20})
+	p2 := newPair(t, Config{}, Config{}) // the default MaxPayloadSize takes it
 	id2 := id(p2.c.RequestResponse(p2.now, nil, big))
 	p2.pump()
 	for _, f := range p2.cFrame {

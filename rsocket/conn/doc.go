@@ -58,10 +58,15 @@
 // Outbound payloads that do not fit Config.MaxFrameSize (never more than
 // 16,777,215 bytes) are split into a REQUEST_* or PAYLOAD frame followed by
 // PAYLOAD fragments with the F flag, metadata before data, C only on the
-// last fragment; a fragmented payload costs one credit. Inbound fragments
-// are reassembled with two bounds: MaxPayloadSize per payload (exceeded:
-// ERROR[INVALID] on the stream, buffer dropped) and MaxReassemblyBytes over
-// all streams (exceeded: ERROR[CONNECTION_ERROR], the connection closes).
+// last fragment; a fragmented payload costs one credit. MaxPayloadSize
+// bounds every inbound payload, whole or reassembled, requests and PAYLOADs
+// alike (metadata plus data): a request over it is answered ERROR[INVALID]
+// on its stream with no state kept and no EventRequest (a fire-and-forget
+// is dropped unanswered and counted in OversizeFNFDropped), a PAYLOAD over
+// it fails its stream (ERROR[INVALID], or CANCEL from the requester of a
+// request-response or stream), its buffer dropped. MaxReassemblyBytes
+// bounds all reassemblies of a connection together (exceeded:
+// ERROR[CONNECTION_ERROR], the connection closes).
 // MaxStreams bounds the live streams: a request from the peer beyond it is
 // answered ERROR[REJECTED] (nothing was processed) and keeps no state; the
 // application's own request beyond it is refused with ErrTooManyStreams.

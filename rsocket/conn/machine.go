@@ -44,6 +44,9 @@ type Machine struct {
 	// asmBytes: bytes held by all reassemblies. Invariant:
 	// asmBytes <= cfg.MaxReassemblyBytes.
 	asmBytes int
+	// droppedFNF counts fire-and-forget requests dropped for exceeding
+	// MaxPayloadSize (OversizeFNFDropped).
+	droppedFNF uint64
 
 	// Time, all monotonic values given by the driver.
 	keepaliveInterval time.Duration
@@ -177,7 +180,8 @@ func resetBuf(b []byte, keep int) []byte {
 func (m *Machine) Closed() (bool, error) { return m.state == stateClosed, m.err }
 
 // Positions returns the resume positions: the bytes of resumable frames
-// sent and received so far (frame.IsResumable, length prefixes excluded).
+// sent and received so far: every frame on a stream other than 0, EXT
+// included (frame.IsResumable), length prefixes excluded.
 func (m *Machine) Positions() (sent, received uint64) { return m.sentPos, m.recvPos }
 
 // NumStreams returns the number of live streams (for tests and metrics).

@@ -296,6 +296,13 @@ func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
 	kind := interactionOf(h.Type)
 	follows := h.Flags&frame.FlagFollows != 0
 	complete := kind == RequestChannel && h.Flags&frame.FlagComplete != 0 && !follows
+	if size := len(md) + len(data); !follows && size > m.cfg.MaxPayloadSize {
+		// The same bound and answer as a reassembled request
+		// (appendFragment), so a peer meets one limit whether it
+		// fragments or not; nothing reaches the application.
+		m.oversizeRequest(id, kind, size)
+		return
+	}
 	if !follows && kind == FireAndForget {
 		m.events = append(m.events, Event{Kind: EventRequest, StreamID: id, Interaction: kind,
 			Metadata: m.copyIn(md), Data: m.copyIn(data)})
@@ -337,12 +344,36 @@ func (m *Machine) openResponder(s *stream, n uint32, md, data []byte, complete b
 		Metadata: md, Data: data, N: n, Complete: complete})
 }
 
+// oversizeRequest answers a whole (unfragmented) request whose payload,
+// metadata plus data, exceeds MaxPayloadSize: ERROR[INVALID] on its
+// stream, no state kept, the handler never runs. INVALID, not REJECTED:
+// the request breaks this end's stated limit and would be refused again
+// anywhere with the same limit, and it is the answer a fragmented request
+// has always got. A fire-and-forget has no stream to answer on (its
+// requester forgot it): it is dropped and counted (OversizeFNFDropped).
+func (m *Machine) oversizeRequest(id uint32, kind Interaction, size int) {
+	if kind == FireAndForget {
+		m.droppedFNF++
+		return
+	}
+	m.emitError(id, frame.ErrorCodeInvalid, fmt.Sprintf("payload of %d bytes exceeds %d bytes", size, m.cfg.MaxPayloadSize))
+}
+
+// OversizeFNFDropped returns how many fire-and-forget requests were
+// dropped, unanswered, for exceeding Config.MaxPayloadSize.
+func (m *Machine) OversizeFNFDropped() uint64 { return m.droppedFNF }
+
 // appendFragment adds a fragment to s's reassembly, enforcing the memory
 // bounds. It returns false when s or the connection was failed.
 func (m *Machine) appendFragment(s *stream, md, data []byte) bool {
 	a := s.asm
 	add := len(md) + len(data)
 	if len(a.md)+len(a.data)+add > m.cfg.MaxPayloadSize {
+		if a.request == frame.TypeRequestFNF {
+			m.droppedFNF++ // nothing to answer: see oversizeRequest
+			m.free(s)
+			return false
+		}
 		m.failStream(s, fmt.Sprintf("reassembled payload exceeds %d bytes", m.cfg.MaxPayloadSize))
 		return false
 	}
@@ -399,6 +430,12 @@ func (m *Machine) receivePayload(p frame.Payload) {
 	}
 	if !s.recvOpen {
 		return // nothing more expected on this half: ignore
+	}
+	if size := len(p.Metadata) + len(p.Data); size > m.cfg.MaxPayloadSize {
+		// A whole PAYLOAD, or the first fragment of one, over the bound
+		// fails the stream as a reassembly over it does.
+		m.failStream(s, fmt.Sprintf("payload of %d bytes exceeds %d bytes", size, m.cfg.MaxPayloadSize))
+		return
 	}
 	if p.Follows() {
 		// The first fragment of a PAYLOAD: it needs a credit like the

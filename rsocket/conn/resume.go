@@ -12,11 +12,15 @@ import (
 // Resumption (Protocol.md "Resuming Operation").
 //
 // Positions count the bytes of every frame with a stream id other than 0,
-// after fragmentation, without the length prefix. That is rsocket-java's
-// counting; Protocol.md lists the resumable types (REQUEST_*, REQUEST_N,
-// CANCEL, ERROR, PAYLOAD), and the two differ only for EXT frames on a
-// stream, which Java counts and retains. We follow Java so positions agree
-// with the peer that most users resume against.
+// after fragmentation, without the length prefix, on both ends: sent
+// frames in finish (which also retains them), received ones in Receive.
+// That is rsocket-java's counting and frame.IsResumable's rule. Protocol.md
+// lists the resumable types (REQUEST_*, REQUEST_N, CANCEL, ERROR, PAYLOAD);
+// the two differ only for EXT frames on a stream, which Java counts and
+// retains. We follow Java so positions agree with the peer that most users
+// resume against, and because our own EXT frames on a stream, the
+// byte-credits grants (bytecredits.go), are flow-control state that must
+// be replayed after a cut like REQUEST_N.
 //
 // A resumable machine outlives its transport: TransportClosed moves it to
 // link "down" (streams stay alive, commands still work and their frames go
@@ -64,8 +68,9 @@ var (
 	ErrResumeExpired = errors.New("rsocket/conn: resume session expired")
 )
 
-// countsForResume: see the package comment above (Java's counting).
-func countsForResume(h frame.Header) bool { return h.StreamID != 0 }
+// countsForResume: see the comment above (frame.IsResumable: every frame on
+// a stream other than 0).
+func countsForResume(h frame.Header) bool { return h.Resumable() }
 
 // retain keeps a copy of the sent frame f (without prefix) for replay.
 func (m *Machine) retain(f []byte) {

@@ -505,3 +505,127 @@ func TestResumeClientCells(t *testing.T) {
 		}
 	})
 }
+
+// TestResumeByteCredits: a byte-credits grant (EXT[ExtRequestBytes] on a
+// stream) counts toward the resume positions on both ends and is retained
+// for replay, like REQUEST_N. Before, the receiver counted it and the
+// sender did not: RESUME_OK carried a position the client never sent and
+// the client closed with CONNECTION_ERROR; and a grant lost in the cut
+// was never replayed (the stream would wait for bytes forever).
+func TestResumeByteCredits(t *testing.T) {
+	p := newPair(t, Config{ResumeToken: []byte("tok"), ByteCredits: 100},
+		Config{Resume: true, ByteCredits: 100})
+	if !p.c.ByteCreditsActive() {
+		t.Fatal("byte credits not agreed")
+	}
+	sid := id(p.c.RequestStream(p.now, 100, nil, []byte("q")))
+	p.pump()
+	if err := p.c.RequestBytes(sid, 50); err != nil { // delivered
+		t.Fatal(err)
+	}
+	p.pump()
+	cs, _ := p.c.Positions()
+	_, sr := p.s.Positions()
+	if cs != sr {
+		t.Fatalf("client sent position %d, server received %d", cs, sr)
+	}
+	before, _, _ := p.s.ByteCredits(sid)
+	if err := p.c.RequestBytes(sid, 300); err != nil { // lost in the cut
+		t.Fatal(err)
+	}
+	drain(t, p.c)
+	if !p.resumeAfterCut(t, true) {
+		t.Fatal("server rejected the resume")
+	}
+	p.pump()
+	for _, ev := range p.cEv {
+		if ev.Kind == EventClosed {
+			t.Fatalf("client closed after RESUME_OK: %v", ev.Err)
+		}
+	}
+	if send, _, _ := p.s.ByteCredits(sid); send != before+300 {
+		t.Fatalf("server's byte credit %d after resume, want %d (the lost grant replayed)", send, before+300)
+	}
+	cs, _ = p.c.Positions()
+	_, sr = p.s.Positions()
+	if cs != sr {
+		t.Fatalf("after resume: client sent position %d, server received %d", cs, sr)
+	}
+}
+
+// TestResumePositionRule pins which frames move the resume positions:
+// every frame on a stream other than 0, whatever its type (EXT included:
+// rsocket-java's rule, frame.IsResumable), and nothing on stream 0
+// (KEEPALIVE, LEASE, METADATA_PUSH, EXT, a connection ERROR). Each row is
+// received by a fresh resumable server with a stream 1 open; sending is
+// checked on the client for the frames it emits itself.
+func TestResumePositionRule(t *testing.T) {
+	ext := func(stream uint32) []byte {
+		return must(frame.AppendExt(nil, stream, frame.FlagIgnore, 0x7000_0001, nil, []byte("x")))
+	}
+	for _, tc := range []struct {
+		name    string
+		f       []byte
+		counted bool
+	}{
+		{"REQUEST_RESPONSE", must(frame.AppendRequestResponse(nil, 3, 0, nil, []byte("q"))), true},
+		{"REQUEST_FNF", must(frame.AppendRequestFNF(nil, 3, 0, nil, []byte("q"))), true},
+		{"REQUEST_STREAM", must(frame.AppendRequestStream(nil, 3, 0, 1, nil, []byte("q"))), true},
+		{"REQUEST_CHANNEL", must(frame.AppendRequestChannel(nil, 3, 0, 1, nil, []byte("q"))), true},
+		{"REQUEST_N", must(frame.AppendRequestN(nil, 1, 5)), true},
+		{"CANCEL", must(frame.AppendCancel(nil, 1)), true},
+		{"PAYLOAD", must(frame.AppendPayload(nil, 1, frame.FlagNext, nil, []byte("p"))), true},
+		{"ERROR on a stream", must(frame.AppendError(nil, 1, frame.ErrorCodeApplicationError, "e")), true},
+		{"EXT on a stream", ext(1), true},
+		{"EXT on an unknown stream", ext(99), true},
+		{"byte-credits grant on a stream", extFrame(1, ExtRequestBytes, 10), true},
+		{"KEEPALIVE", must(frame.AppendKeepalive(nil, false, 0, nil)), false},
+		{"LEASE", must(frame.AppendLease(nil, 1000, 1, nil)), false},
+		{"METADATA_PUSH", must(frame.AppendMetadataPush(nil, []byte("m"))), false},
+		{"EXT on stream 0", ext(0), false},
+		{"ERROR on stream 0", must(frame.AppendError(nil, 0, frame.ErrorCodeConnectionClose, "bye")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := resumePair(t, Config{})
+			if _, err := p.c.RequestChannel(p.now, 1, nil, []byte("x"), false); err != nil {
+				t.Fatal(err)
+			}
+			p.pump()
+			_, before := p.s.Positions()
+			p.s.Receive(p.now, tc.f)
+			_, after := p.s.Positions()
+			want := before
+			if tc.counted {
+				want += uint64(len(tc.f))
+			}
+			if after != want {
+				t.Fatalf("received position %d -> %d, want %d (counted: %v)", before, after, want, tc.counted)
+			}
+		})
+	}
+
+	// Sending: KEEPALIVE and METADATA_PUSH leave the client's position
+	// alone, a byte-credits grant moves it by its size and is retained.
+	p := newPair(t, Config{ResumeToken: []byte("tok"), ByteCredits: 100}, Config{Resume: true, ByteCredits: 100})
+	sid := id(p.c.RequestStream(p.now, 10, nil, []byte("q")))
+	p.pump()
+	sent, _ := p.c.Positions()
+	ok(t, p.c.MetadataPush([]byte("m")))
+	p.c.Tick(DefaultKeepaliveInterval) // a KEEPALIVE is due
+	fs, _ := drain(t, p.c)
+	if len(fs) != 2 {
+		t.Fatalf("want METADATA_PUSH and KEEPALIVE, got %s", describe(fs))
+	}
+	if now, _ := p.c.Positions(); now != sent {
+		t.Fatalf("stream-0 frames moved the sent position %d -> %d", sent, now)
+	}
+	retained, _ := p.c.RetainedBytes()
+	ok(t, p.c.RequestBytes(sid, 10))
+	fs, _ = drain(t, p.c)
+	if now, _ := p.c.Positions(); len(fs) != 1 || now != sent+uint64(len(fs[0])) {
+		t.Fatalf("a grant moved the sent position %d -> %d, frames %s", sent, now, describe(fs))
+	}
+	if r, _ := p.c.RetainedBytes(); r != retained+frame.LengthPrefixSize+len(fs[0]) {
+		t.Fatalf("retained %d -> %d bytes: the grant was not kept for replay", retained, r)
+	}
+}

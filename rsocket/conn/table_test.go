@@ -108,6 +108,10 @@ var streamInputs = []struct {
 		m.Receive(0, must(frame.AppendPayload(nil, id, frame.FlagFollows|frame.FlagNext, nil, []byte("f"))))
 		return nil
 	}},
+	{"recv PAYLOAD > max", func(m *Machine, id uint32) error { // tableMaxPayload + 1 bytes
+		m.Receive(0, must(frame.AppendPayload(nil, id, frame.FlagNext, nil, make([]byte, tableMaxPayload+1))))
+		return nil
+	}},
 	{"recv REQUEST_N(1)", func(m *Machine, id uint32) error {
 		m.Receive(0, must(frame.AppendRequestN(nil, id, 1)))
 		return nil
@@ -128,6 +132,10 @@ var streamInputs = []struct {
 		return m.SendError(id, frame.ErrorCodeApplicationError, "no")
 	}},
 }
+
+// tableMaxPayload is the MaxPayloadSize of TestStreamTable's machines:
+// every other input is far below it.
+const tableMaxPayload = 1000
 
 func id(i uint32, err error) uint32 {
 	if err != nil {
@@ -166,7 +174,7 @@ func TestStreamTable(t *testing.T) {
 	for _, st := range streamStates {
 		fmt.Fprintf(&b, "\n## %s\n", st.name)
 		for _, in := range streamInputs {
-			m := newServer(t, Config{})
+			m := newServer(t, Config{MaxPayloadSize: tableMaxPayload})
 			sid := st.setup(t, m)
 			drain(t, m)
 			if m.streams[sid] == nil {

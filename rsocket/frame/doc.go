@@ -60,8 +60,10 @@
 // FixedSize, Size and MaxFragmentPayload give the bytes each type takes
 // before its payload, so a fragmenter can cut metadata and data to fit
 // MaxFrameSize (16,777,215 bytes) or a smaller limit. IsResumable says which
-// frames count toward the resume positions (REQUEST_*, REQUEST_N, CANCEL,
-// ERROR and PAYLOAD on a stream other than 0), counted as Size bytes.
+// frames count toward the resume positions: every frame on a stream other
+// than 0 (rsocket-java's rule; the spec's list of REQUEST_*, REQUEST_N,
+// CANCEL, ERROR and PAYLOAD differs only for EXT frames on a stream, which
+// count), counted as Size bytes.
 //
 // # Where peers deviate
 //

@@ -331,12 +331,16 @@ func TestTypeAndCodeNames(t *testing.T) {
 	}
 }
 
+// TestIsResumable pins the resume-position rule (rsocket-java's): every
+// frame type on a stream other than 0 counts, EXT included; nothing on
+// stream 0 does (SETUP, LEASE, KEEPALIVE, METADATA_PUSH, RESUME, RESUME_OK,
+// a connection ERROR, EXT on stream 0).
 func TestIsResumable(t *testing.T) {
 	for typ := Type(0); typ < 64; typ++ {
-		want := typ == TypeRequestResponse || typ == TypeRequestFNF || typ == TypeRequestStream ||
-			typ == TypeRequestChannel || typ == TypeRequestN || typ == TypeCancel || typ == TypeError || typ == TypePayload
-		if got := IsResumable(typ, 1); got != want {
-			t.Errorf("IsResumable(%v, 1) = %v", typ, got)
+		for _, id := range []uint32{1, 2, MaxStreamID} {
+			if !IsResumable(typ, id) {
+				t.Errorf("IsResumable(%v, %d) = false; every frame on a stream counts", typ, id)
+			}
 		}
 		if IsResumable(typ, 0) {
 			t.Errorf("IsResumable(%v, 0) = true; stream 0 never counts", typ)

@@ -67,24 +67,32 @@ func (t Type) IsRequest() bool {
 	return t >= TypeRequestResponse && t <= TypeRequestChannel
 }
 
-// IsResumable reports whether a frame of type t on stream streamID has an
-// implied position, that is whether its bytes count toward the resume
-// positions sent in KEEPALIVE, RESUME and RESUME_OK (Protocol.md "Implied
-// Position"): REQUEST_*, REQUEST_N, CANCEL, ERROR and PAYLOAD, on a stream
-// other than 0. The position counts the frame's bytes without the TCP length
+// IsResumable reports whether a frame of type t on stream streamID counts
+// toward the resume positions sent in KEEPALIVE, RESUME and RESUME_OK and
+// is retained for replay: every frame on a stream other than 0, whatever
+// its type. The position counts the frame's bytes without the TCP length
 // prefix and after fragmentation.
 //
-// Stream 0 is excluded because rsocket-java, the reference peer, counts
-// exactly the frames with a non-zero stream id, and the two rules must agree
-// for resume to interoperate; an ERROR on stream 0 ends the connection, so
-// its position is never needed. rsocket-java also counts EXT and ignored
-// METADATA_PUSH frames on non-zero streams; the spec does not, and neither
-// does this function.
+// This is rsocket-java's rule (a frame counts when its stream id is not
+// 0), the one sluice follows on both ends. Protocol.md "Implied Position"
+// lists types instead (REQUEST_*, REQUEST_N, CANCEL, ERROR, PAYLOAD); the
+// two differ only for EXT frames on a stream (and for frames that are
+// malformed on a stream, which peers do not send): Java counts and retains
+// them, and so must sluice, whose byte-credits grants (EXT
+// ExtRequestBytes, rsocket/conn/bytecredits.go) are flow-control state
+// like REQUEST_N: a grant lost in a cut must be replayed, or the stream
+// waits for bytes its receiver believes it granted. Frames on stream 0
+// (SETUP, LEASE, KEEPALIVE, METADATA_PUSH, RESUME, RESUME_OK, a connection
+// ERROR, EXT on stream 0) never count: an ERROR on stream 0 ends the
+// connection, so its position is never needed. rsocket-js counts by the
+// spec's type list; it sends no EXT frames, so positions agree with it as
+// well.
+//
+// t is kept in the signature for callers that have it; the rule does not
+// depend on it.
 func IsResumable(t Type, streamID uint32) bool {
-	if streamID == 0 {
-		return false
-	}
-	return (t >= TypeRequestResponse && t <= TypePayload) || t == TypeError
+	_ = t
+	return streamID != 0
 }
 
 // Flags are the 10 flag bits of the frame header. Which bits mean what

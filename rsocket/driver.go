@@ -108,6 +108,28 @@ type Conn struct {
 	// a flood must not become a flood of goroutines. When full, the reader
 	// waits, which stops reading and pushes back on the peer through TCP.
 	oneway chan struct{}
+
+	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget).
+	// inflight is the size of the write in flight (takeOut to wrote),
+	// counted the bytes of len(out)+inflight last published (account) to
+	// qbytes and the server's total, under mu. While over budget
+	// (overBudget) the reader stops reading and Send waits (waitOutbound)
+	// on bwait, which account closes when the queue shrinks.
+	inflight int
+	counted  int64
+	qbytes   atomic.Int64
+	bwait    chan struct{}
+	rwait    atomic.Bool  // the reader waits (a test hook reads it)
+	swait    atomic.Int32 // senders waiting
+
+	// The write-progress deadline (WithWriteTimeout): wtimer (made by the
+	// writer under mu, then used by it alone and by writeWatch) fires
+	// writeWatch, which closes the transport when the write in flight
+	// (wbusy) made no progress since wprogAt for the timeout.
+	wtimer   *time.Timer
+	wbusy    atomic.Bool
+	wprogAt  atomic.Int64 // c.now() of the last progress
+	wstalled atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
 }
 
 // stream is the driver's side of one stream, either role.
@@ -192,6 +214,83 @@ func (c *Conn) goOneway(f func()) {
 		defer func() { <-c.oneway }()
 		f()
 	}))
+}
+
+// account publishes the queued output (len(out) plus the write in
+// flight) to qbytes and the server's total, and wakes those waiting for
+// room when it shrank. Under mu; it costs nothing when the queue is as
+// it was last time (a request answered by a direct write).
+func (c *Conn) account() {
+	q := int64(len(c.out) + c.inflight)
+	if q == c.counted {
+		return
+	}
+	if b := c.opts.sharedOut; b != nil {
+		b.total.Add(q - c.counted)
+	}
+	shrank := q < c.counted
+	c.counted = q
+	c.qbytes.Store(q)
+	if shrank && c.bwait != nil {
+		close(c.bwait)
+		c.bwait = nil
+	}
+}
+
+// overBudget reports whether the connection is over its outbound budget,
+// or has output queued while its server is over the server's: then only
+// connections with nothing queued read (one batch each), so the server's
+// total stays within its budget plus one batch per connection.
+func (c *Conn) overBudget() bool {
+	q := c.qbytes.Load()
+	if q > c.opts.outBudget {
+		return true
+	}
+	b := c.opts.sharedOut
+	return b != nil && q > 0 && b.total.Load() > b.limit
+}
+
+// waitOutbound waits, without mu, until the connection is within its
+// budget; the reader passes its transport, others nil. It returns false
+// if the connection closed (or, for the reader, tr was replaced).
+//
+// The queue shrinks only by writes, which need neither the reader nor
+// the waiting senders: the writer takes mu only briefly, and mu is never
+// held while waiting. A connection over budget has output queued, so a
+// write is in flight or about to be, and it either progresses (account
+// wakes us) or fails (the peer gone, or the write timeout): no wait is
+// forever.
+func (c *Conn) waitOutbound(tr transport) bool {
+	if tr != nil {
+		c.rwait.Store(true)
+		defer c.rwait.Store(false)
+	} else {
+		c.swait.Add(1)
+		defer c.swait.Add(-1)
+	}
+	for {
+		c.mu.Lock()
+		if c.closed || (tr != nil && c.tr != tr) {
+			c.mu.Unlock()
+			c.combine()
+			return false
+		}
+		if !c.overBudget() {
+			c.mu.Unlock()
+			c.combine()
+			return true
+		}
+		if c.bwait == nil {
+			c.bwait = make(chan struct{})
+		}
+		w := c.bwait
+		c.mu.Unlock()
+		c.combine()
+		select {
+		case <-w:
+		case <-c.done:
+		}
+	}
 }
 
 func (c *Conn) now() time.Duration { return time.Since(c.start) }
@@ -327,6 +426,7 @@ func (c *Conn) unlock(direct bool) {
 		}
 		c.wrote(buf, err)
 	}
+	c.account()
 	wake := (len(c.out) > 0 || c.wclosing) && !c.writing
 	c.mu.Unlock()
 	if wake {
@@ -412,12 +512,14 @@ func (c *Conn) takeOut() []byte {
 	buf := c.out
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
+	c.inflight = len(buf)
 	return buf
 }
 
 // wrote ends a write. Under mu.
 func (c *Conn) wrote(buf []byte, err error) {
 	c.writing = false
+	c.inflight = 0
 	if c.idleWait != nil {
 		close(c.idleWait)
 		c.idleWait = nil
@@ -462,6 +564,7 @@ func (c *Conn) writeLoop() {
 			}
 			if !c.pending() {
 				c.out = c.out[:0]
+				c.account()
 				closing := c.wclosing
 				c.mu.Unlock()
 				c.combine()
@@ -473,15 +576,89 @@ func (c *Conn) writeLoop() {
 				break
 			}
 			buf := c.takeOut()
+			tr := c.tr
+			if c.wtimer == nil && c.opts.writeTimeout > 0 {
+				c.wtimer = time.AfterFunc(c.opts.writeTimeout, c.writeWatch)
+			}
 			c.mu.Unlock()
 			c.combine()
-			err := c.tr.writeFrames(buf)
+			err := c.writeOut(tr, buf)
 			c.mu.Lock()
 			c.wrote(buf, err)
+			c.account()
 			c.mu.Unlock()
 			c.combine()
 		}
 	}
+}
+
+// writeChunk is the most one write call carries, so that the write
+// timeout measures progress, not the time a large batch takes.
+const writeChunk = 256 << 10
+
+// writeOut writes buf on tr for the writer goroutine, under the write
+// timeout: writeWatch closes tr if no chunk completes for that long.
+// (The direct writes of unlock never wait, so they need no deadline;
+// what they leave comes here.)
+func (c *Conn) writeOut(tr transport, buf []byte) error {
+	if c.wtimer == nil {
+		return tr.writeFrames(buf)
+	}
+	c.wprogAt.Store(int64(c.now()))
+	c.wbusy.Store(true)
+	c.wtimer.Reset(c.opts.writeTimeout)
+	var err error
+	if _, ok := tr.(*streamTransport); ok {
+		for len(buf) > 0 && err == nil { // a byte stream: any cut will do
+			n := min(len(buf), writeChunk)
+			err = tr.writeFrames(buf[:n])
+			buf = buf[n:]
+			c.wprogAt.Store(int64(c.now()))
+		}
+	} else {
+		for len(buf) > 0 && err == nil { // messages: whole frames
+			n := 0
+			for n < len(buf) && n < writeChunk {
+				_, rest, ok := conn.NextFrame(buf[n:])
+				if !ok {
+					n = len(buf) // writeFrames reports it
+					break
+				}
+				n = len(buf) - len(rest)
+			}
+			err = tr.writeFrames(buf[:n])
+			buf = buf[n:]
+			c.wprogAt.Store(int64(c.now()))
+		}
+	}
+	c.wbusy.Store(false)
+	c.wtimer.Stop()
+	if err != nil && c.wstalled.Load() {
+		err = ErrWriteTimeout
+	}
+	return err
+}
+
+// writeWatch runs when a write may have stalled: with no progress for
+// the write timeout it closes the transport, which fails the write
+// (writeOut reports ErrWriteTimeout) and so the connection.
+func (c *Conn) writeWatch() {
+	c.mu.Lock()
+	idle := c.now() - time.Duration(c.wprogAt.Load())
+	if !c.wbusy.Load() || idle < c.opts.writeTimeout {
+		if c.wbusy.Load() {
+			c.wtimer.Reset(c.opts.writeTimeout - idle)
+		}
+		c.mu.Unlock()
+		c.combine()
+		return
+	}
+	c.wstalled.Store(true)
+	tr := c.tr
+	c.mu.Unlock()
+	c.combine()
+	c.opts.log.Info("rsocket: peer accepted no output for the write timeout, closing", "timeout", c.opts.writeTimeout)
+	go func() { _ = abort(tr) }()
 }
 
 // schedule arms the timer for the machine's next deadline. A timer that
@@ -530,6 +707,9 @@ func (c *Conn) readLoop(tr transport) {
 			return
 		}
 		if err != nil {
+			if c.wstalled.Load() {
+				err = ErrWriteTimeout // writeWatch closed the transport under us
+			}
 			c.m.TransportClosed(err)
 			c.release()
 			return
@@ -550,6 +730,14 @@ func (c *Conn) readLoop(tr transport) {
 		}
 		c.unlock(true)
 		c.combineDirect()
+		// Back-pressure, without mu: output over the budget stops
+		// reading until it is written. The frames of the batch above
+		// added at most one batch: the bound is the budget plus one
+		// batch, and reading stopped bounds what handlers can add
+		// afterwards (see waitOutbound's callers).
+		if c.overBudget() && !c.waitOutbound(tr) {
+			return
+		}
 		buf = f[:0]
 		if cap(buf) > 1<<20 {
 			buf = nil
@@ -1091,6 +1279,9 @@ func (st *stream) run() {
 	st.req = Payload{}
 	var resp Payload
 	err := guard(func() (err error) { resp, err = c.opts.responder.RequestResponse(st.ctx, p); return })
+	if c.overBudget() {
+		c.waitOutbound(nil) // the answer waits for room (closed: runOps drops it)
+	}
 	c.submit(op{st: st, p: resp, err: err, answer: true})
 }
 

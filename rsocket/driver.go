@@ -105,9 +105,17 @@ type Conn struct {
 
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
-	// a flood must not become a flood of goroutines. When full, the reader
-	// waits, which stops reading and pushes back on the peer through TCP.
-	oneway chan struct{}
+	// a flood must not become a flood of goroutines. When it is full, the
+	// handlers of the frames the reader took meanwhile wait in onewayQ
+	// (under mu; at most one batch, see readLoop), and the reader, after
+	// releasing mu, starts them as slots free before it reads on: reading
+	// stops and TCP pushes back on the peer. Nobody waits for a slot
+	// while holding mu, since the running handlers may need it (a
+	// handler that pushes metadata back would wait for the reader, which
+	// waited for the handler: a connection wedged for good).
+	oneway     chan struct{}
+	onewayQ    []func()
+	onewayFull atomic.Bool // onewayQ is not empty
 
 	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget).
 	// inflight is the size of the write in flight (takeOut to wrote),
@@ -207,13 +215,57 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 const maxOneway = 1024
 
 // goOneway runs a fire-and-forget or metadata-push handler within the
-// oneway bound. Under mu.
+// oneway bound, or queues it for the reader to start once a slot frees
+// (startOneway). Under mu: it never waits.
 func (c *Conn) goOneway(f func()) {
-	c.oneway <- struct{}{}
+	select {
+	case c.oneway <- struct{}{}:
+		c.runOneway(f)
+	default:
+		c.onewayQ = append(c.onewayQ, f)
+		c.onewayFull.Store(true)
+	}
+}
+
+// runOneway runs f on a pooled goroutine in the slot its caller took.
+func (c *Conn) runOneway(f func()) {
 	goWork(funcRunner(func() {
 		defer func() { <-c.oneway }()
 		f()
 	}))
+}
+
+// startOneway starts the queued oneway handlers, waiting for each slot
+// without mu; the reader calls it before reading on. It returns false
+// when the connection closed meanwhile (the queued handlers are dropped
+// with it).
+func (c *Conn) startOneway() bool {
+	for c.onewayFull.Load() {
+		select {
+		case c.oneway <- struct{}{}:
+		case <-c.done:
+			return false
+		}
+		c.mu.Lock()
+		var f func()
+		if len(c.onewayQ) > 0 {
+			f = c.onewayQ[0]
+			c.onewayQ[0] = nil
+			c.onewayQ = c.onewayQ[1:]
+		}
+		if len(c.onewayQ) == 0 {
+			c.onewayQ = nil
+			c.onewayFull.Store(false)
+		}
+		c.mu.Unlock()
+		c.combine()
+		if f == nil {
+			<-c.oneway
+			break
+		}
+		c.runOneway(f)
+	}
+	return true
 }
 
 // account publishes the queued output (len(out) plus the write in
@@ -730,11 +782,15 @@ func (c *Conn) readLoop(tr transport) {
 		}
 		c.unlock(true)
 		c.combineDirect()
-		// Back-pressure, without mu: output over the budget stops
-		// reading until it is written. The frames of the batch above
-		// added at most one batch: the bound is the budget plus one
-		// batch, and reading stopped bounds what handlers can add
+		// Back-pressure, without mu: handlers waiting for a oneway
+		// slot, or output over the budget, stop reading until they are
+		// through. The frames of the batch above added at most one
+		// batch to either: the bound is the budget (or the pool) plus
+		// one batch, and reading stopped bounds what handlers can add
 		// afterwards (see waitOutbound's callers).
+		if c.onewayFull.Load() && !c.startOneway() {
+			return
+		}
 		if c.overBudget() && !c.waitOutbound(tr) {
 			return
 		}

@@ -354,3 +354,88 @@ func TestServerOutboundBudget(t *testing.T) {
 		t.Fatalf("shared counter %d, connections' sum %d", got, total())
 	}
 }
+
+// onewayBack's fire-and-forget handler waits for the gate, then calls
+// back into its connection: a METADATA_PUSH and a fire-and-forget to the
+// peer, which need the connection's lock.
+type onewayBack struct {
+	UnimplementedResponder
+	srv               atomic.Pointer[Conn]
+	gate              chan struct{}
+	running, finished atomic.Int64
+}
+
+func (h *onewayBack) RequestResponse(_ context.Context, p Payload) (Payload, error) { return p, nil }
+
+func (h *onewayBack) FireAndForget(ctx context.Context, _ Payload) {
+	h.running.Add(1)
+	<-h.gate
+	c := h.srv.Load()
+	_ = c.MetadataPush(ctx, []byte("back"))
+	_ = c.FireAndForget(ctx, Payload{Data: []byte("back")})
+	h.finished.Add(1)
+}
+
+// counter counts what a client receives.
+type counter struct {
+	UnimplementedResponder
+	fnf, push atomic.Int64
+}
+
+func (c *counter) FireAndForget(context.Context, Payload) { c.fnf.Add(1) }
+func (c *counter) MetadataPush(context.Context, []byte)   { c.push.Add(1) }
+
+// More fire-and-forgets than the oneway pool holds, whose handlers call
+// back into the connection: the reader used to wait for a pool slot while
+// holding the connection's lock, which the running handlers needed to
+// finish (1,024 started, 0 finished, the connection wedged for good). Now
+// a full pool stops reading without the lock: every handler finishes,
+// later requests are answered, and the connection closes.
+func TestOnewayHandlersCallBack(t *testing.T) {
+	ctx := tctx(t)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second) // fail, not hang, when wedged
+	defer cancel()
+	const n = maxOneway + 50
+	h := &onewayBack{gate: make(chan struct{})}
+	a, b := net.Pipe()
+	srv, err := ServeConn(ctx, b, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.Store(srv)
+	got := &counter{}
+	c, err := ClientConn(ctx, a, WithResponder(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range n {
+		if err := c.FireAndForget(ctx, Payload{Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for h.running.Load() < maxOneway {
+		if wctx.Err() != nil {
+			t.Fatalf("only %d handlers started", h.running.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(h.gate)
+	for h.finished.Load() < n || got.push.Load() < n || got.fnf.Load() < n {
+		if wctx.Err() != nil {
+			t.Fatalf("%d of %d handlers finished (%d started); the client got %d pushes and %d fire-and-forgets back",
+				h.finished.Load(), n, h.running.Load(), got.push.Load(), got.fnf.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p, err := c.RequestResponse(wctx, Payload{Data: []byte("later")})
+	if err != nil || string(p.Data) != "later" {
+		t.Fatalf("a later request: %q, %v", p.Data, err)
+	}
+	c.Close()
+	select {
+	case <-srv.Done():
+	case <-wctx.Done():
+		t.Fatal("the server connection did not close after the client closed")
+	}
+}

@@ -121,12 +121,24 @@ type Conn struct {
 	// inflight is the size of the write in flight (takeOut to wrote),
 	// counted the bytes of len(out)+inflight last published (account) to
 	// qbytes and the server's total, under mu. While over budget
-	// (overBudget) the reader stops reading and Send waits (waitOutbound)
-	// on bwait, which account closes when the queue shrinks.
+	// (overBudget) Send and answers wait (waitOutbound) on bwait, which
+	// account closes when the queue shrinks.
+	//
+	// The reader stops on rq instead (readOver): the bytes from the
+	// queue's front through the last byte the peer's frames caused (what
+	// the reader emitted, answers, responder streams' elements; rmark:
+	// some was added since the last mark). Our own requests and
+	// requester sends do not stop it: two ends whose requests each fill
+	// their queue would otherwise both stop reading the answers that
+	// drain the other's, and wait for each other until a write timeout.
 	inflight int
 	counted  int64
 	qbytes   atomic.Int64
 	bwait    chan struct{}
+	rq       int
+	rmark    bool
+	rqpub    int
+	rqbytes  atomic.Int64
 	rwait    atomic.Bool  // the reader waits (a test hook reads it)
 	swait    atomic.Int32 // senders waiting
 
@@ -136,6 +148,7 @@ type Conn struct {
 	// (wbusy) made no progress since wprogAt for the timeout.
 	wtimer   *time.Timer
 	wbusy    atomic.Bool
+	warmed   atomic.Bool  // wtimer is armed
 	wprogAt  atomic.Int64 // c.now() of the last progress
 	wstalled atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
 }
@@ -274,6 +287,13 @@ func (c *Conn) startOneway() bool {
 // it was last time (a request answered by a direct write).
 func (c *Conn) account() {
 	q := int64(len(c.out) + c.inflight)
+	if c.rq > int(q) { // the queue was dropped (a failed write, a lost transport)
+		c.rq = int(q)
+	}
+	if c.rq != c.rqpub {
+		c.rqpub = c.rq
+		c.rqbytes.Store(int64(c.rq))
+	}
 	if q == c.counted {
 		return
 	}
@@ -287,6 +307,25 @@ func (c *Conn) account() {
 		close(c.bwait)
 		c.bwait = nil
 	}
+}
+
+// markRead moves rq to the end of the queue if output the peer's frames
+// caused was added (rmark). Under mu, right after a drain.
+func (c *Conn) markRead() {
+	if c.rmark {
+		c.rq, c.rmark = len(c.out)+c.inflight, false
+	}
+}
+
+// readOver is overBudget for the reader: on the queue through the last
+// output the peer's frames caused (rq), not on our own requests.
+func (c *Conn) readOver() bool {
+	q := c.rqbytes.Load()
+	if q > c.opts.outBudget {
+		return true
+	}
+	b := c.opts.sharedOut
+	return b != nil && q > 0 && b.total.Load() > b.limit
 }
 
 // overBudget reports whether the connection is over its outbound budget,
@@ -327,7 +366,11 @@ func (c *Conn) waitOutbound(tr transport) bool {
 			c.combine()
 			return false
 		}
-		if !c.overBudget() {
+		over := c.overBudget()
+		if tr != nil {
+			over = c.readOver()
+		}
+		if !over {
 			c.mu.Unlock()
 			c.combine()
 			return true
@@ -428,6 +471,7 @@ func (c *Conn) runOps() {
 			}
 			if !c.closed {
 				c.drain()
+				c.markRead()
 			}
 			ops[i] = op{}
 		}
@@ -456,6 +500,7 @@ func (c *Conn) unlock(direct bool) {
 		c.runOps()
 		if !c.closed {
 			c.drain()
+			c.markRead()
 		}
 		if !c.closed {
 			c.schedule()
@@ -476,6 +521,7 @@ func (c *Conn) unlock(direct bool) {
 			// The socket is full: the rest goes first, by the writer.
 			c.out = append(append(make([]byte, 0, len(buf)-n+len(c.out)), buf[n:]...), c.out...)
 		}
+		c.rq = max(c.rq-n, 0)
 		c.wrote(buf, err)
 	}
 	c.account()
@@ -630,12 +676,16 @@ func (c *Conn) writeLoop() {
 			buf := c.takeOut()
 			tr := c.tr
 			if c.wtimer == nil && c.opts.writeTimeout > 0 {
+				c.warmed.Store(true)
 				c.wtimer = time.AfterFunc(c.opts.writeTimeout, c.writeWatch)
 			}
 			c.mu.Unlock()
 			c.combine()
 			err := c.writeOut(tr, buf)
 			c.mu.Lock()
+			if err == nil {
+				c.rq = max(c.rq-len(buf), 0)
+			}
 			c.wrote(buf, err)
 			c.account()
 			c.mu.Unlock()
@@ -651,25 +701,25 @@ const writeChunk = 256 << 10
 // writeOut writes buf on tr for the writer goroutine, under the write
 // timeout: writeWatch closes tr if no chunk completes for that long.
 // (The direct writes of unlock never wait, so they need no deadline;
-// what they leave comes here.)
+// what they leave comes here.) A write costs a clock read and a few
+// atomic operations; the timer is armed only when it is not already
+// (warmed), and disarms itself once it finds no write in flight.
 func (c *Conn) writeOut(tr transport, buf []byte) error {
 	if c.wtimer == nil {
 		return tr.writeFrames(buf)
 	}
 	c.wprogAt.Store(int64(c.now()))
 	c.wbusy.Store(true)
-	c.wtimer.Reset(c.opts.writeTimeout)
+	if !c.warmed.Load() {
+		c.warmed.Store(true)
+		c.wtimer.Reset(c.opts.writeTimeout)
+	}
 	var err error
-	if _, ok := tr.(*streamTransport); ok {
-		for len(buf) > 0 && err == nil { // a byte stream: any cut will do
-			n := min(len(buf), writeChunk)
-			err = tr.writeFrames(buf[:n])
-			buf = buf[n:]
-			c.wprogAt.Store(int64(c.now()))
-		}
-	} else {
-		for len(buf) > 0 && err == nil { // messages: whole frames
-			n := 0
+	_, stream := tr.(*streamTransport)
+	for len(buf) > 0 && err == nil {
+		n := min(len(buf), writeChunk) // a byte stream: any cut will do
+		if !stream && n < len(buf) {   // messages: whole frames
+			n = 0
 			for n < len(buf) && n < writeChunk {
 				_, rest, ok := conn.NextFrame(buf[n:])
 				if !ok {
@@ -678,13 +728,13 @@ func (c *Conn) writeOut(tr transport, buf []byte) error {
 				}
 				n = len(buf) - len(rest)
 			}
-			err = tr.writeFrames(buf[:n])
-			buf = buf[n:]
+		}
+		err = tr.writeFrames(buf[:n])
+		if buf = buf[n:]; len(buf) > 0 {
 			c.wprogAt.Store(int64(c.now()))
 		}
 	}
 	c.wbusy.Store(false)
-	c.wtimer.Stop()
 	if err != nil && c.wstalled.Load() {
 		err = ErrWriteTimeout
 	}
@@ -693,14 +743,22 @@ func (c *Conn) writeOut(tr transport, buf []byte) error {
 
 // writeWatch runs when a write may have stalled: with no progress for
 // the write timeout it closes the transport, which fails the write
-// (writeOut reports ErrWriteTimeout) and so the connection.
+// (writeOut reports ErrWriteTimeout) and so the connection. With no write
+// in flight it disarms (warmed false: the next write arms it again).
 func (c *Conn) writeWatch() {
 	c.mu.Lock()
-	idle := c.now() - time.Duration(c.wprogAt.Load())
-	if !c.wbusy.Load() || idle < c.opts.writeTimeout {
-		if c.wbusy.Load() {
-			c.wtimer.Reset(c.opts.writeTimeout - idle)
+	d := c.opts.writeTimeout
+	if !c.wbusy.Load() {
+		c.warmed.Store(false)
+		if !c.wbusy.Load() { // else a write began and saw warmed still set: watch it
+			c.mu.Unlock()
+			c.combine()
+			return
 		}
+		c.warmed.Store(true)
+	}
+	if idle := c.now() - time.Duration(c.wprogAt.Load()); idle < d {
+		c.wtimer.Reset(d - idle)
 		c.mu.Unlock()
 		c.combine()
 		return
@@ -709,7 +767,7 @@ func (c *Conn) writeWatch() {
 	tr := c.tr
 	c.mu.Unlock()
 	c.combine()
-	c.opts.log.Info("rsocket: peer accepted no output for the write timeout, closing", "timeout", c.opts.writeTimeout)
+	c.opts.log.Info("rsocket: peer accepted no output for the write timeout, closing", "timeout", d)
 	go func() { _ = abort(tr) }()
 }
 
@@ -766,6 +824,7 @@ func (c *Conn) readLoop(tr transport) {
 			c.release()
 			return
 		}
+		q0 := len(c.out) + c.inflight
 		now := c.now()
 		c.m.Receive(now, f)
 		// Frames already buffered are taken under the same lock: one
@@ -780,6 +839,13 @@ func (c *Conn) readLoop(tr transport) {
 			}
 			c.m.Receive(now, f)
 		}
+		if !c.closed {
+			c.drain()
+			if len(c.out)+c.inflight > q0 { // the frames' own output (echoes, inline answers, errors)
+				c.rmark = true
+				c.markRead()
+			}
+		}
 		c.unlock(true)
 		c.combineDirect()
 		// Back-pressure, without mu: handlers waiting for a oneway
@@ -791,7 +857,7 @@ func (c *Conn) readLoop(tr transport) {
 		if c.onewayFull.Load() && !c.startOneway() {
 			return
 		}
-		if c.overBudget() && !c.waitOutbound(tr) {
+		if c.readOver() && !c.waitOutbound(tr) {
 			return
 		}
 		buf = f[:0]
@@ -1352,6 +1418,7 @@ func (c *Conn) answer(st *stream, resp Payload, err error) {
 	} else {
 		_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
 	}
+	c.rmark = true // output the peer's request caused
 	st.cancel()
 	delete(c.streams, st.id)
 }
@@ -1377,6 +1444,9 @@ func (c *Conn) trySend(st *stream, r *sendReq) {
 	if errors.Is(err, conn.ErrNoCredits) {
 		st.parked = r
 		return
+	}
+	if err == nil && !st.requester {
+		c.rmark = true // a responder's element: the peer's request caused it
 	}
 	if err == nil && r.complete {
 		st.sendDone = true

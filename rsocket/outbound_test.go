@@ -439,3 +439,56 @@ func TestOnewayHandlersCallBack(t *testing.T) {
 		t.Fatal("the server connection did not close after the client closed")
 	}
 }
+
+// Large requests sent at once, each larger than the budget, and echoed:
+// the requester's own requests fill its queue, the answers the
+// responder's. Only output the peer's frames caused (answers, echoes)
+// stops a reader, so the requester keeps reading the answers while its
+// requests wait to be written, and neither end waits for the other.
+func TestOutboundBudgetLargeBothWays(t *testing.T) {
+	ctx := tctx(t)
+	for _, network := range []string{"pipe", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			var c *Conn
+			var err error
+			if network == "pipe" {
+				a, b := net.Pipe()
+				if _, err := ServeConn(ctx, b, newEcho()); err != nil {
+					t.Fatal(err)
+				}
+				c, err = ClientConn(ctx, a)
+			} else {
+				ln, _, lerr := Listen("tcp://127.0.0.1:0")
+				if lerr != nil {
+					t.Fatal(lerr)
+				}
+				go Serve(ctx, ln, newEcho())
+				c, err = Dial(ctx, "tcp://"+ln.Addr().String())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second) // below the write timeout: a stall fails here
+			defer cancel()
+			const n, size = 6, 3 * DefaultOutboundBudget
+			errs := make(chan error, n)
+			for i := range n {
+				go func() {
+					data := make([]byte, size)
+					data[0] = byte(i)
+					p, err := c.RequestResponse(rctx, Payload{Data: data})
+					if err == nil && (len(p.Data) != size || p.Data[0] != byte(i)) {
+						err = fmt.Errorf("request %d: answer of %d bytes starting %d", i, len(p.Data), p.Data[0])
+					}
+					errs <- err
+				}()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -73,9 +73,10 @@ type Conn struct {
 
 	// Output, guarded by mu. The writer goroutine writes everything
 	// queued in one write (writing: it is in the middle of one), so that
-	// under load many frames share one syscall. Nobody else writes: the
-	// reader must not stop reading for a peer that does not read (both
-	// ends blocked writing would deadlock).
+	// under load many frames share one syscall. Nobody else waits on a
+	// write: the reader must not block in a write to a peer that does not
+	// read (both ends blocked writing would deadlock). It stops reading
+	// only for the outbound budget (readOver), waiting without mu.
 	out     []byte // frames not yet written
 	spare   []byte // the last written buffer, for reuse
 	writing bool

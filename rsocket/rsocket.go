@@ -10,8 +10,12 @@
 // queue a command and run the queue if the mutex is free, so under load
 // one holder runs a batch of them), the timer that follows
 // Machine.NextDeadline. One writer goroutine writes everything queued in
-// one write; nobody else writes, so the reader never blocks on a slow
-// peer (both ends blocked writing while neither reads would deadlock).
+// one write; nobody else waits on a write, so the reader never blocks in
+// a write to a slow peer (both ends blocked writing while neither reads
+// would deadlock). What the peer does not read is bounded instead:
+// past the outbound budget the reader stops reading (WithOutboundBudget,
+// WithServerOutboundBudget), and a peer that accepts nothing for the
+// write timeout is dropped (WithWriteTimeout).
 //
 // Both ends can request and respond: a client passes WithResponder to Dial,
 // a server gets each *Conn through WithOnConnect.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -490,5 +492,57 @@ func TestOutboundBudgetLargeBothWays(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Over WebSocket: a client that sends KEEPALIVE(R) messages and never
+// reads is held to the budget plus one frame, then dropped by the write
+// timeout (its transport is closed at once, without a closing handshake
+// that would queue behind the stalled write).
+func TestOutboundBudgetWebSocket(t *testing.T) {
+	ctx := tctx(t)
+	const budget = 64 << 10
+	ln, path, err := Listen("ws://127.0.0.1:0/rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan *Conn, 1)
+	go ServeWebSocket(ctx, ln, path, newEcho(), WithOutboundBudget(budget), WithWriteTimeout(200*time.Millisecond),
+		WithOnConnect(func(c *Conn) { conns <- c }))
+	ws, _, err := websocket.Dial(ctx, "ws://"+ln.Addr().String()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	setup, _ := frame.AppendSetup(nil, frame.Setup{MajorVersion: frame.ProtocolMajor, MinorVersion: frame.ProtocolMinor,
+		KeepaliveInterval: 30000, MaxLifetime: 60000, MetadataMIME: []byte("application/octet-stream"), DataMIME: []byte("application/octet-stream")})
+	if err := ws.Write(ctx, websocket.MessageBinary, setup); err != nil {
+		t.Fatal(err)
+	}
+	srv := <-conns
+	ka, _ := frame.AppendKeepalive(nil, true, 0, make([]byte, 256<<10))
+	go func() {
+		for range 4096 { // 1 GiB, never read back
+			if ws.Write(ctx, websocket.MessageBinary, ka) != nil {
+				return
+			}
+		}
+	}()
+	maxQ := 0
+	for done := false; !done; {
+		maxQ = max(maxQ, srv.QueuedOutbound())
+		select {
+		case <-srv.Done():
+			done = true
+		case <-ctx.Done():
+			t.Fatalf("a WebSocket peer that never reads kept the connection open (queued %d)", srv.QueuedOutbound())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if lim := budget + len(ka) + 16; maxQ > lim {
+		t.Fatalf("queued %d bytes for a peer that does not read; want at most %d", maxQ, lim)
+	}
+	if !errors.Is(srv.Err(), ErrWriteTimeout) {
+		t.Fatalf("Err() = %v, want ErrWriteTimeout", srv.Err())
 	}
 }

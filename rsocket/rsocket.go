@@ -206,18 +206,20 @@ const (
 
 // WithOutboundBudget bounds the bytes a connection queues for its peer
 // and has not written yet (the write in flight included); default 4 MiB
-// (DefaultOutboundBudget), n <= 0 keeps it. While over it, the connection
-// stops reading the peer's frames (TCP then pushes back on the peer) and
-// Sink.Send, Channel.Send and request-response answers wait, so a peer
-// that sends requests or KEEPALIVEs and never reads the answers costs at
-// most the budget plus about one frame (the answers of handlers already
-// running when reading stopped may still be added).
+// (DefaultOutboundBudget), n <= 0 keeps it. While the output the peer's
+// frames caused (KEEPALIVE echoes, answers, responder streams' elements,
+// and what is queued before them) is over it, the connection stops
+// reading the peer's frames (TCP then pushes back on the peer); while the
+// whole queue is over it, Sink.Send, Channel.Send and request-response
+// answers wait. So a peer that sends requests or KEEPALIVEs and never
+// reads costs at most the budget plus about one frame. Our own requests
+// do not stop the reader, so two ends sending each other large requests
+// at once keep reading each other's answers.
 //
 // The trade-off: a small budget makes a burst larger than it alternate
-// between reading and writing, and two ends that both have more than
-// their budget queued for each other at once (large payloads sent both
-// ways at the same time) both stop reading until one end's write timeout
-// drops the connection. Raise it for such traffic.
+// between reading and writing, and two ends that each answer the other
+// with more than their budget at once both stop reading until one end's
+// write timeout drops the connection. Raise it for such traffic.
 func WithOutboundBudget(n int) Option {
 	return func(o *options) {
 		if n > 0 {

@@ -118,36 +118,45 @@ func TestOutboundBudgetKeepaliveFlood(t *testing.T) {
 
 // A peer that sends request-responses and never reads the answers: the
 // answers queue up to the budget (plus the answers racing the check),
-// then the server stops reading (before: heap 511 MB).
+// then the server stops reading (before: heap 511 MB). Pooled handlers
+// answer from their goroutines, inline ones from the reader.
 func TestOutboundBudgetUnreadRequests(t *testing.T) {
-	ctx := tctx(t)
-	const budget, size, n = 64 << 10, 4 << 10, 4096 // 16 MiB of answers
-	a, b := net.Pipe()
-	defer a.Close()
-	srv, err := ServeConn(ctx, b, newEcho(), WithOutboundBudget(budget))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rawSetup(t, a)
-	data := make([]byte, size)
-	r := floodFrames(t, a, n, func(i int) []byte {
-		return rawFrame(frame.AppendRequestResponse(nil, uint32(2*i+1), 0, nil, data))
-	})
-	maxQ := 0
-	stopped := waitStopped(ctx, t, srv, r, &maxQ)
-	// Answers checked against the budget at once may all pass: allow a
-	// few dozen beyond it (the unbounded version queued megabytes).
-	if lim := budget + 64*(size+64); maxQ > lim {
-		t.Fatalf("server queued %d bytes of answers for a peer that does not read; want at most %d", maxQ, lim)
-	}
-	if !stopped || r.written.Load() >= n {
-		t.Fatalf("the server read the whole flood (%d frames)", r.written.Load())
-	}
-	a.Close()
-	select {
-	case <-srv.Done():
-	case <-ctx.Done():
-		t.Fatal("the server connection did not close after the client went")
+	for _, inline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+			ctx := tctx(t)
+			const budget, size, n = 64 << 10, 4 << 10, 4096 // 16 MiB of answers
+			a, b := net.Pipe()
+			defer a.Close()
+			opts := []Option{WithOutboundBudget(budget)}
+			if inline {
+				opts = append(opts, WithInlineHandlers())
+			}
+			srv, err := ServeConn(ctx, b, newEcho(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rawSetup(t, a)
+			data := make([]byte, size)
+			r := floodFrames(t, a, n, func(i int) []byte {
+				return rawFrame(frame.AppendRequestResponse(nil, uint32(2*i+1), 0, nil, data))
+			})
+			maxQ := 0
+			stopped := waitStopped(ctx, t, srv, r, &maxQ)
+			// Answers checked against the budget at once may all pass: allow a
+			// few dozen beyond it (the unbounded version queued megabytes).
+			if lim := budget + 64*(size+64); maxQ > lim {
+				t.Fatalf("server queued %d bytes of answers for a peer that does not read; want at most %d", maxQ, lim)
+			}
+			if !stopped || r.written.Load() >= n {
+				t.Fatalf("the server read the whole flood (%d frames)", r.written.Load())
+			}
+			a.Close()
+			select {
+			case <-srv.Done():
+			case <-ctx.Done():
+				t.Fatal("the server connection did not close after the client went")
+			}
+		})
 	}
 }
 

@@ -669,6 +669,9 @@ func (c *Conn) writeLoop() {
 				c.combine()
 				if closing {
 					_ = c.tr.Close()
+					if c.wtimer != nil {
+						c.wtimer.Stop() // nothing more to watch
+					}
 					close(c.wdone)
 					return
 				}
@@ -850,11 +853,19 @@ func (c *Conn) readLoop(tr transport) {
 		c.unlock(true)
 		c.combineDirect()
 		// Back-pressure, without mu: handlers waiting for a oneway
-		// slot, or output over the budget, stop reading until they are
-		// through. The frames of the batch above added at most one
-		// batch to either: the bound is the budget (or the pool) plus
-		// one batch, and reading stopped bounds what handlers can add
-		// afterwards (see waitOutbound's callers).
+		// slot, or output the peer caused over the budget (readOver),
+		// stop reading until they are through. Why that bounds the
+		// output a peer that never reads can cause:
+		//  - KEEPALIVE echoes, inline answers, errors: emitted here, by
+		//    the batch above, so at most one batch beyond the budget.
+		//  - pooled request-response answers: one per request read; the
+		//    handler waits for room before it queues its answer
+		//    (stream.run), so only answers racing that check pass it.
+		//  - stream and channel elements: credits do not bound them (a
+		//    peer may grant 2^31-1), so Send waits for room too.
+		//  - oneway handlers: no answer; their own calls back into the
+		//    connection are bounded by the pool (1,024) plus one batch.
+		// The writer needs neither the reader nor the waiting senders.
 		if c.onewayFull.Load() && !c.startOneway() {
 			return
 		}

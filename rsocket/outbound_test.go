@@ -1,10 +1,15 @@
 package rsocket
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -554,4 +559,111 @@ func TestOutboundBudgetWebSocket(t *testing.T) {
 	if !errors.Is(srv.Err(), ErrWriteTimeout) {
 		t.Fatalf("Err() = %v, want ErrWriteTimeout", srv.Err())
 	}
+}
+
+// freezeProxy forwards TCP to upstream; its first connection stops
+// forwarding toward the client after freezeAfter bytes (the client's
+// side stays open: the server's writes stall), the others forward all.
+type freezeProxy struct {
+	ln       net.Listener
+	accepted atomic.Int32
+}
+
+func newFreezeProxy(t testing.TB, upstream string, freezeAfter int64) *freezeProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezeProxy{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			cc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			first := p.accepted.Add(1) == 1
+			sc, err := net.Dial("tcp", upstream)
+			if err != nil {
+				cc.Close()
+				continue
+			}
+			t.Cleanup(func() { cc.Close(); sc.Close() })
+			go func() { // up: always; its failure (the server reset) closes both
+				_, _ = io.Copy(sc, cc)
+				cc.Close()
+				sc.Close()
+			}()
+			go func() {
+				if first {
+					_, _ = io.CopyN(cc, sc, freezeAfter)
+					return // frozen: sc is read no more
+				}
+				_, _ = io.Copy(cc, sc)
+				cc.Close()
+				sc.Close()
+			}()
+		}
+	}()
+	return p
+}
+
+// A resumable session whose client stops taking output: the server's
+// write timeout drops the transport (not the session), the client
+// resumes on a new connection and every answer arrives.
+func TestWriteTimeoutResumes(t *testing.T) {
+	ctx := tctx(t)
+	var logs syncBuffer
+	// Both ends retain all 32 MiB for replay: the socket buffers alone
+	// hold more than the default 16 MiB behind a frozen client.
+	addr, _ := resumeServer(t, "tcp", ResumeConfig{BufferBytes: 64 << 20}, WithWriteTimeout(200*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	p := newFreezeProxy(t, addr, 1<<20)
+	c, err := Dial(ctx, "tcp://"+p.ln.Addr().String(), WithResume(ResumeConfig{BufferBytes: 64 << 20, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n, size = 32, 1 << 20 // 32 MiB each way: beyond the socket buffers
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			data := make([]byte, size)
+			data[0] = byte(i)
+			r, err := c.RequestResponse(ctx, Payload{Data: data})
+			if err == nil && (len(r.Data) != size || r.Data[0] != byte(i)) {
+				err = fmt.Errorf("request %d: answer of %d bytes starting %d", i, len(r.Data), r.Data[0])
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.accepted.Load() < 2 {
+		t.Fatalf("the client never redialled (%d connections)", p.accepted.Load())
+	}
+	if !strings.Contains(logs.String(), "peer accepted no output for the write timeout") {
+		t.Fatalf("the server did not drop the stalled transport for the write timeout; its log:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

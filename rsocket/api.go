@@ -344,6 +344,11 @@ func (s *Sink) Error(err error) error {
 
 func (s *Sink) send(p Payload, next, complete bool) error {
 	c, st, r := s.c, s.st, &s.req
+	if c.overBudget() && !c.waitOutbound(nil) {
+		// Credits alone do not bound a stream (a peer may grant 2^31-1
+		// and read nothing): Send also waits for outbound room.
+		return c.closedErr()
+	}
 	if r.done == nil {
 		r.done = make(chan error, 1)
 	}

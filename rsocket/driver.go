@@ -73,9 +73,10 @@ type Conn struct {
 
 	// Output, guarded by mu. The writer goroutine writes everything
 	// queued in one write (writing: it is in the middle of one), so that
-	// under load many frames share one syscall. Nobody else writes: the
-	// reader must not stop reading for a peer that does not read (both
-	// ends blocked writing would deadlock).
+	// under load many frames share one syscall. Nobody else waits on a
+	// write: the reader must not block in a write to a peer that does not
+	// read (both ends blocked writing would deadlock). It stops reading
+	// only for the outbound budget (readOver), waiting without mu.
 	out     []byte // frames not yet written
 	spare   []byte // the last written buffer, for reuse
 	writing bool
@@ -105,9 +106,52 @@ type Conn struct {
 
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
-	// a flood must not become a flood of goroutines. When full, the reader
-	// waits, which stops reading and pushes back on the peer through TCP.
-	oneway chan struct{}
+	// a flood must not become a flood of goroutines. When it is full, the
+	// handlers of the frames the reader took meanwhile wait in onewayQ
+	// (under mu; at most one batch, see readLoop), and the reader, after
+	// releasing mu, starts them as slots free before it reads on: reading
+	// stops and TCP pushes back on the peer. Nobody waits for a slot
+	// while holding mu, since the running handlers may need it (a
+	// handler that pushes metadata back would wait for the reader, which
+	// waited for the handler: a connection wedged for good).
+	oneway     chan struct{}
+	onewayQ    []func()
+	onewayFull atomic.Bool // onewayQ is not empty
+
+	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget).
+	// inflight is the size of the write in flight (takeOut to wrote),
+	// counted the bytes of len(out)+inflight last published (account) to
+	// qbytes and the server's total, under mu. While over budget
+	// (overBudget) Send and answers wait (waitOutbound) on bwait, which
+	// account closes when the queue shrinks.
+	//
+	// The reader stops on rq instead (readOver): the bytes from the
+	// queue's front through the last byte the peer's frames caused (what
+	// the reader emitted, answers, responder streams' elements; rmark:
+	// some was added since the last mark). Our own requests and
+	// requester sends do not stop it: two ends whose requests each fill
+	// their queue would otherwise both stop reading the answers that
+	// drain the other's, and wait for each other until a write timeout.
+	inflight int
+	counted  int64
+	qbytes   atomic.Int64
+	bwait    chan struct{}
+	rq       int
+	rmark    bool
+	rqpub    int
+	rqbytes  atomic.Int64
+	rwait    atomic.Bool  // the reader waits (a test hook reads it)
+	swait    atomic.Int32 // senders waiting
+
+	// The write-progress deadline (WithWriteTimeout): wtimer (made by the
+	// writer under mu, then used by it alone and by writeWatch) fires
+	// writeWatch, which closes the transport when the write in flight
+	// (wbusy) made no progress since wprogAt for the timeout.
+	wtimer   *time.Timer
+	wbusy    atomic.Bool
+	warmed   atomic.Bool  // wtimer is armed
+	wprogAt  atomic.Int64 // c.now() of the last progress
+	wstalled atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
 }
 
 // stream is the driver's side of one stream, either role.
@@ -185,13 +229,164 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 const maxOneway = 1024
 
 // goOneway runs a fire-and-forget or metadata-push handler within the
-// oneway bound. Under mu.
+// oneway bound, or queues it for the reader to start once a slot frees
+// (startOneway). Under mu: it never waits.
 func (c *Conn) goOneway(f func()) {
-	c.oneway <- struct{}{}
+	select {
+	case c.oneway <- struct{}{}:
+		c.runOneway(f)
+	default:
+		c.onewayQ = append(c.onewayQ, f)
+		c.onewayFull.Store(true)
+	}
+}
+
+// runOneway runs f on a pooled goroutine in the slot its caller took.
+func (c *Conn) runOneway(f func()) {
 	goWork(funcRunner(func() {
 		defer func() { <-c.oneway }()
 		f()
 	}))
+}
+
+// startOneway starts the queued oneway handlers, waiting for each slot
+// without mu; the reader calls it before reading on. It returns false
+// when the connection closed meanwhile (the queued handlers are dropped
+// with it).
+func (c *Conn) startOneway() bool {
+	for c.onewayFull.Load() {
+		select {
+		case c.oneway <- struct{}{}:
+		case <-c.done:
+			return false
+		}
+		c.mu.Lock()
+		var f func()
+		if len(c.onewayQ) > 0 {
+			f = c.onewayQ[0]
+			c.onewayQ[0] = nil
+			c.onewayQ = c.onewayQ[1:]
+		}
+		if len(c.onewayQ) == 0 {
+			c.onewayQ = nil
+			c.onewayFull.Store(false)
+		}
+		c.mu.Unlock()
+		c.combine()
+		if f == nil {
+			<-c.oneway
+			break
+		}
+		c.runOneway(f)
+	}
+	return true
+}
+
+// account publishes the queued output (len(out) plus the write in
+// flight) to qbytes and the server's total, and wakes those waiting for
+// room when it shrank. Under mu; it costs nothing when the queue is as
+// it was last time (a request answered by a direct write).
+func (c *Conn) account() {
+	q := int64(len(c.out) + c.inflight)
+	if c.rq > int(q) { // the queue was dropped (a failed write, a lost transport)
+		c.rq = int(q)
+	}
+	if c.rq != c.rqpub {
+		c.rqpub = c.rq
+		c.rqbytes.Store(int64(c.rq))
+	}
+	if q == c.counted {
+		return
+	}
+	if b := c.opts.sharedOut; b != nil {
+		b.total.Add(q - c.counted)
+	}
+	shrank := q < c.counted
+	c.counted = q
+	c.qbytes.Store(q)
+	if shrank && c.bwait != nil {
+		close(c.bwait)
+		c.bwait = nil
+	}
+}
+
+// markRead moves rq to the end of the queue if output the peer's frames
+// caused was added (rmark). Under mu, right after a drain.
+func (c *Conn) markRead() {
+	if c.rmark {
+		c.rq, c.rmark = len(c.out)+c.inflight, false
+	}
+}
+
+// readOver is overBudget for the reader: on the queue through the last
+// output the peer's frames caused (rq), not on our own requests.
+func (c *Conn) readOver() bool {
+	q := c.rqbytes.Load()
+	if q > c.opts.outBudget {
+		return true
+	}
+	b := c.opts.sharedOut
+	return b != nil && q > 0 && b.total.Load() > b.limit
+}
+
+// overBudget reports whether the connection is over its outbound budget,
+// or has output queued while its server is over the server's: then only
+// connections with nothing queued read (one batch each), so the server's
+// total stays within its budget plus one batch per connection.
+func (c *Conn) overBudget() bool {
+	q := c.qbytes.Load()
+	if q > c.opts.outBudget {
+		return true
+	}
+	b := c.opts.sharedOut
+	return b != nil && q > 0 && b.total.Load() > b.limit
+}
+
+// waitOutbound waits, without mu, until the connection is within its
+// budget; the reader passes its transport, others nil. It returns false
+// if the connection closed (or, for the reader, tr was replaced).
+//
+// The queue shrinks only by writes, which need neither the reader nor
+// the waiting senders: the writer takes mu only briefly, and mu is never
+// held while waiting. A connection over budget has output queued, so a
+// write is in flight or about to be, and it either progresses (account
+// wakes us) or fails (the peer gone, or the write timeout): no wait is
+// forever.
+func (c *Conn) waitOutbound(tr transport) bool {
+	if tr != nil {
+		c.rwait.Store(true)
+		defer c.rwait.Store(false)
+	} else {
+		c.swait.Add(1)
+		defer c.swait.Add(-1)
+	}
+	for {
+		c.mu.Lock()
+		if c.closed || (tr != nil && c.tr != tr) {
+			c.mu.Unlock()
+			c.combine()
+			return false
+		}
+		over := c.overBudget()
+		if tr != nil {
+			over = c.readOver()
+		}
+		if !over {
+			c.mu.Unlock()
+			c.combine()
+			return true
+		}
+		if c.bwait == nil {
+			c.bwait = make(chan struct{})
+		}
+		w := c.bwait
+		c.mu.Unlock()
+		c.combine()
+		select {
+		case <-w:
+		case <-c.done:
+		}
+	}
 }
 
 func (c *Conn) now() time.Duration { return time.Since(c.start) }
@@ -277,6 +472,7 @@ func (c *Conn) runOps() {
 			}
 			if !c.closed {
 				c.drain()
+				c.markRead()
 			}
 			ops[i] = op{}
 		}
@@ -305,6 +501,7 @@ func (c *Conn) unlock(direct bool) {
 		c.runOps()
 		if !c.closed {
 			c.drain()
+			c.markRead()
 		}
 		if !c.closed {
 			c.schedule()
@@ -325,8 +522,10 @@ func (c *Conn) unlock(direct bool) {
 			// The socket is full: the rest goes first, by the writer.
 			c.out = append(append(make([]byte, 0, len(buf)-n+len(c.out)), buf[n:]...), c.out...)
 		}
+		c.rq = max(c.rq-n, 0)
 		c.wrote(buf, err)
 	}
+	c.account()
 	wake := (len(c.out) > 0 || c.wclosing) && !c.writing
 	c.mu.Unlock()
 	if wake {
@@ -412,12 +611,14 @@ func (c *Conn) takeOut() []byte {
 	buf := c.out
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
+	c.inflight = len(buf)
 	return buf
 }
 
 // wrote ends a write. Under mu.
 func (c *Conn) wrote(buf []byte, err error) {
 	c.writing = false
+	c.inflight = 0
 	if c.idleWait != nil {
 		close(c.idleWait)
 		c.idleWait = nil
@@ -462,26 +663,116 @@ func (c *Conn) writeLoop() {
 			}
 			if !c.pending() {
 				c.out = c.out[:0]
+				c.account()
 				closing := c.wclosing
 				c.mu.Unlock()
 				c.combine()
 				if closing {
 					_ = c.tr.Close()
+					if c.wtimer != nil {
+						c.wtimer.Stop() // nothing more to watch
+					}
 					close(c.wdone)
 					return
 				}
 				break
 			}
 			buf := c.takeOut()
+			tr := c.tr
+			if c.wtimer == nil && c.opts.writeTimeout > 0 {
+				c.warmed.Store(true)
+				c.wtimer = time.AfterFunc(c.opts.writeTimeout, c.writeWatch)
+			}
 			c.mu.Unlock()
 			c.combine()
-			err := c.tr.writeFrames(buf)
+			err := c.writeOut(tr, buf)
 			c.mu.Lock()
+			if err == nil {
+				c.rq = max(c.rq-len(buf), 0)
+			}
 			c.wrote(buf, err)
+			c.account()
 			c.mu.Unlock()
 			c.combine()
 		}
 	}
+}
+
+// writeChunk is the most one write call carries, so that the write
+// timeout measures progress, not the time a large batch takes.
+const writeChunk = 256 << 10
+
+// writeOut writes buf on tr for the writer goroutine, under the write
+// timeout: writeWatch closes tr if no chunk completes for that long.
+// (The direct writes of unlock never wait, so they need no deadline;
+// what they leave comes here.) A write costs a clock read and a few
+// atomic operations; the timer is armed only when it is not already
+// (warmed), and disarms itself once it finds no write in flight.
+func (c *Conn) writeOut(tr transport, buf []byte) error {
+	if c.wtimer == nil {
+		return tr.writeFrames(buf)
+	}
+	c.wprogAt.Store(int64(c.now()))
+	c.wbusy.Store(true)
+	if !c.warmed.Load() {
+		c.warmed.Store(true)
+		c.wtimer.Reset(c.opts.writeTimeout)
+	}
+	var err error
+	_, stream := tr.(*streamTransport)
+	for len(buf) > 0 && err == nil {
+		n := min(len(buf), writeChunk) // a byte stream: any cut will do
+		if !stream && n < len(buf) {   // messages: whole frames
+			n = 0
+			for n < len(buf) && n < writeChunk {
+				_, rest, ok := conn.NextFrame(buf[n:])
+				if !ok {
+					n = len(buf) // writeFrames reports it
+					break
+				}
+				n = len(buf) - len(rest)
+			}
+		}
+		err = tr.writeFrames(buf[:n])
+		if buf = buf[n:]; len(buf) > 0 {
+			c.wprogAt.Store(int64(c.now()))
+		}
+	}
+	c.wbusy.Store(false)
+	if err != nil && c.wstalled.Load() {
+		err = ErrWriteTimeout
+	}
+	return err
+}
+
+// writeWatch runs when a write may have stalled: with no progress for
+// the write timeout it closes the transport, which fails the write
+// (writeOut reports ErrWriteTimeout) and so the connection. With no write
+// in flight it disarms (warmed false: the next write arms it again).
+func (c *Conn) writeWatch() {
+	c.mu.Lock()
+	d := c.opts.writeTimeout
+	if !c.wbusy.Load() {
+		c.warmed.Store(false)
+		if !c.wbusy.Load() { // else a write began and saw warmed still set: watch it
+			c.mu.Unlock()
+			c.combine()
+			return
+		}
+		c.warmed.Store(true)
+	}
+	if idle := c.now() - time.Duration(c.wprogAt.Load()); idle < d {
+		c.wtimer.Reset(d - idle)
+		c.mu.Unlock()
+		c.combine()
+		return
+	}
+	c.wstalled.Store(true)
+	tr := c.tr
+	c.mu.Unlock()
+	c.combine()
+	c.opts.log.Info("rsocket: peer accepted no output for the write timeout, closing", "timeout", d)
+	go func() { _ = abort(tr) }()
 }
 
 // schedule arms the timer for the machine's next deadline. A timer that
@@ -530,10 +821,14 @@ func (c *Conn) readLoop(tr transport) {
 			return
 		}
 		if err != nil {
+			if c.wstalled.Load() {
+				err = ErrWriteTimeout // writeWatch closed the transport under us
+			}
 			c.m.TransportClosed(err)
 			c.release()
 			return
 		}
+		q0 := len(c.out) + c.inflight
 		now := c.now()
 		c.m.Receive(now, f)
 		// Frames already buffered are taken under the same lock: one
@@ -548,8 +843,35 @@ func (c *Conn) readLoop(tr transport) {
 			}
 			c.m.Receive(now, f)
 		}
+		if !c.closed {
+			c.drain()
+			if len(c.out)+c.inflight > q0 { // the frames' own output (echoes, inline answers, errors)
+				c.rmark = true
+				c.markRead()
+			}
+		}
 		c.unlock(true)
 		c.combineDirect()
+		// Back-pressure, without mu: handlers waiting for a oneway
+		// slot, or output the peer caused over the budget (readOver),
+		// stop reading until they are through. Why that bounds the
+		// output a peer that never reads can cause:
+		//  - KEEPALIVE echoes, inline answers, errors: emitted here, by
+		//    the batch above, so at most one batch beyond the budget.
+		//  - pooled request-response answers: one per request read; the
+		//    handler waits for room before it queues its answer
+		//    (stream.run), so only answers racing that check pass it.
+		//  - stream and channel elements: credits do not bound them (a
+		//    peer may grant 2^31-1), so Send waits for room too.
+		//  - oneway handlers: no answer; their own calls back into the
+		//    connection are bounded by the pool (1,024) plus one batch.
+		// The writer needs neither the reader nor the waiting senders.
+		if c.onewayFull.Load() && !c.startOneway() {
+			return
+		}
+		if c.readOver() && !c.waitOutbound(tr) {
+			return
+		}
 		buf = f[:0]
 		if cap(buf) > 1<<20 {
 			buf = nil
@@ -1094,6 +1416,9 @@ func (st *stream) run() {
 	st.req = Payload{}
 	var resp Payload
 	err := guard(func() (err error) { resp, err = c.opts.responder.RequestResponse(st.ctx, p); return })
+	if c.overBudget() {
+		c.waitOutbound(nil) // the answer waits for room (closed: runOps drops it)
+	}
 	c.submit(op{st: st, p: resp, err: err, answer: true})
 }
 
@@ -1108,6 +1433,7 @@ func (c *Conn) answer(st *stream, resp Payload, err error) {
 	} else {
 		_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
 	}
+	c.rmark = true // output the peer's request caused
 	st.cancel()
 	delete(c.streams, st.id)
 }
@@ -1133,6 +1459,9 @@ func (c *Conn) trySend(st *stream, r *sendReq) {
 	if errors.Is(err, conn.ErrNoCredits) {
 		st.parked = r
 		return
+	}
+	if err == nil && !st.requester {
+		c.rmark = true // a responder's element: the peer's request caused it
 	}
 	if err == nil && r.complete {
 		st.sendDone = true

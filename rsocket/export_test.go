@@ -26,3 +26,13 @@ func (c CutProxy) Accepted() int { return int(c.p.accepted.Load()) }
 
 // SetMinUpAll sets cutProxy.minUpAll.
 func (c CutProxy) SetMinUpAll(n int) { c.p.set(func(p *cutProxy) { p.minUpAll = n }) }
+
+// QueuedOutbound is the output queued and not yet written (in flight
+// included): what the outbound budget bounds.
+func (c *Conn) QueuedOutbound() int { return int(c.qbytes.Load()) }
+
+// ReadingStopped reports whether the reader waits for outbound room.
+func (c *Conn) ReadingStopped() bool { return c.rwait.Load() }
+
+// SendersWaiting is how many Send calls and answers wait for outbound room.
+func (c *Conn) SendersWaiting() int { return int(c.swait.Load()) }

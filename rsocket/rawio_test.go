@@ -125,7 +125,9 @@ func TestFrameReaderSocket(t *testing.T) {
 // A peer that sends requests and never reads the answers: the server's
 // reader writes answers directly, but never waits for the socket, so it
 // keeps reading (both ends blocked writing would deadlock) and a later
-// fire-and-forget still arrives.
+// fire-and-forget still arrives. Only the outbound budget stops reading
+// (TestOutboundBudgetUnreadRequests); here it is above the 32 MiB of
+// answers, since the test is about the direct write.
 func TestReaderNotBlockedByPeerThatDoesNotRead(t *testing.T) {
 	ctx := tctx(t)
 	ln, _, err := Listen("tcp://127.0.0.1:0")
@@ -133,7 +135,7 @@ func TestReaderNotBlockedByPeerThatDoesNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEcho()
-	go Serve(ctx, ln, e, WithInlineHandlers())
+	go Serve(ctx, ln, e, WithInlineHandlers(), WithOutboundBudget(64<<20))
 	raw, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

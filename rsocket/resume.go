@@ -384,6 +384,7 @@ func (c *Conn) swapTransport(tr transport) {
 	c.tr = tr
 	c.out = c.out[:0]
 	c.wfailed = false
+	c.wstalled.Store(false)
 	c.rsm.down = false
 	go c.readLoop(tr)
 }

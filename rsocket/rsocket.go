@@ -10,8 +10,12 @@
 // queue a command and run the queue if the mutex is free, so under load
 // one holder runs a batch of them), the timer that follows
 // Machine.NextDeadline. One writer goroutine writes everything queued in
-// one write; nobody else writes, so the reader never blocks on a slow
-// peer (both ends blocked writing while neither reads would deadlock).
+// one write; nobody else waits on a write, so the reader never blocks in
+// a write to a slow peer (both ends blocked writing while neither reads
+// would deadlock). What the peer does not read is bounded instead:
+// past the outbound budget the reader stops reading (WithOutboundBudget,
+// WithServerOutboundBudget), and a peer that accepts nothing for the
+// write timeout is dropped (WithWriteTimeout).
 //
 // Both ends can request and respond: a client passes WithResponder to Dial,
 // a server gets each *Conn through WithOnConnect.
@@ -23,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
@@ -131,10 +136,16 @@ type options struct {
 	inline    bool        // RequestResponse runs on the reader, see NonBlocking
 	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 	resume    *resumeOptions
+
+	outBudget    int64         // WithOutboundBudget
+	serverOut    int64         // WithServerOutboundBudget
+	sharedOut    *outBudget    // the server's, shared by its connections (Serve sets it)
+	writeTimeout time.Duration // WithWriteTimeout; 0: none
 }
 
 func buildOptions(role conn.Role, opts []Option) options {
-	o := options{log: slog.New(slog.DiscardHandler), channelN: 64, leaseTTL: 30 * time.Second, leaseN: frame.MaxRequestN}
+	o := options{log: slog.New(slog.DiscardHandler), channelN: 64, leaseTTL: 30 * time.Second, leaseN: frame.MaxRequestN,
+		outBudget: DefaultOutboundBudget, serverOut: DefaultServerOutboundBudget, writeTimeout: DefaultWriteTimeout}
 	o.cfg.Role = role
 	for _, f := range opts {
 		f(&o)
@@ -201,6 +212,89 @@ func WithChannelCredits(n uint32) Option {
 		}
 		o.channelN = n
 	}
+}
+
+// Defaults of the outbound bounds (WithOutboundBudget,
+// WithServerOutboundBudget, WithWriteTimeout).
+const (
+	DefaultOutboundBudget       = 4 << 20
+	DefaultServerOutboundBudget = 256 << 20
+	DefaultWriteTimeout         = 30 * time.Second
+)
+
+// WithOutboundBudget bounds the bytes a connection queues for its peer
+// and has not written yet (the write in flight included); default 4 MiB
+// (DefaultOutboundBudget), n <= 0 keeps it. While the output the peer's
+// frames caused (KEEPALIVE echoes, answers, responder streams' elements,
+// and what is queued before them) is over it, the connection stops
+// reading the peer's frames (TCP then pushes back on the peer); while the
+// whole queue is over it, Sink.Send, Channel.Send and request-response
+// answers wait. So a peer that sends requests or KEEPALIVEs and never
+// reads costs at most the budget plus about one frame. Our own requests
+// do not stop the reader, so two ends sending each other large requests
+// at once keep reading each other's answers.
+//
+// The trade-off: a small budget makes a burst larger than it alternate
+// between reading and writing, and two ends that each answer the other
+// with more than their budget at once both stop reading until one end's
+// write timeout drops the connection. Raise it for such traffic.
+func WithOutboundBudget(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.outBudget = int64(n)
+		}
+	}
+}
+
+// WithServerOutboundBudget bounds the output queued by all the
+// connections of one Serve, ServeWebSocket or WebSocketHandler call
+// together; default 256 MiB (DefaultServerOutboundBudget), n <= 0 keeps
+// it. While the sum is over it, a connection with output queued stops
+// reading (and its Sends wait) until that output is written, as over its
+// own budget; a connection with nothing queued reads on. The sum thus
+// stays within the budget plus about one frame per connection, and a
+// peer that reads its answers is slowed by at most its own writes. It
+// has no effect on Dial, ClientConn or a lone ServeConn.
+func WithServerOutboundBudget(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.serverOut = n
+		}
+	}
+}
+
+// WithWriteTimeout closes a connection whose peer accepted no byte of
+// pending output for d (default 30 s, DefaultWriteTimeout; d <= 0: no
+// limit). The transport is closed, every stream fails and Err is
+// ErrWriteTimeout; a resumable connection resumes as after any broken
+// transport. Progress is measured per write of at most 256 KiB (per
+// frame on WebSocket), so a slow reader is not a stalled one.
+func WithWriteTimeout(d time.Duration) Option {
+	return func(o *options) {
+		o.writeTimeout = max(d, 0)
+	}
+}
+
+// ErrWriteTimeout: the peer accepted no output for the write timeout
+// (WithWriteTimeout) and the connection was closed.
+var ErrWriteTimeout = errors.New("rsocket: peer accepted no output for the write timeout")
+
+// outBudget is a server's outbound budget and the bytes its connections
+// have queued together (each adds its changes, account).
+type outBudget struct {
+	limit int64
+	total atomic.Int64
+}
+
+func newOutBudget(limit int64) *outBudget { return &outBudget{limit: limit} }
+
+// withOutBudget makes a connection count its output against b.
+func withOutBudget(b *outBudget) Option { return func(o *options) { o.sharedOut = b } }
+
+// serverOptions appends to opts the budget shared by one server's
+// connections.
+func serverOptions(o options, opts []Option) []Option {
+	return append(opts[:len(opts):len(opts)], withOutBudget(newOutBudget(o.serverOut)))
 }
 
 // toError maps a handler's error to a stream error code and message.

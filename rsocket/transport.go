@@ -91,6 +91,15 @@ func (t *wsTransport) writeFrames(out []byte) error {
 
 func (t *wsTransport) Close() error { return t.c.Close(websocket.StatusNormalClosure, "") }
 
+// abort closes tr at once, without a closing handshake that would queue
+// behind a stalled write.
+func abort(tr transport) error {
+	if t, ok := tr.(*wsTransport); ok {
+		return t.c.CloseNow()
+	}
+	return tr.Close()
+}
+
 // start makes a Conn over tr and runs its loop.
 func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*Conn, error) {
 	return startConn(ctx, tr, role, buildOptions(role, opts), nil)
@@ -234,6 +243,7 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 	if o.tls != nil {
 		ln = tls.NewListener(ln, o.tls.Clone())
 	}
+	opts = serverOptions(o, opts) // one outbound budget for all its connections
 	return netaccept.Serve(ctx, ln, func(nc net.Conn) error {
 		if o.resume != nil {
 			go serveResumableConn(ctx, nc, r, opts)
@@ -264,6 +274,7 @@ func Serve(ctx context.Context, ln net.Listener, r Responder, opts ...Option) er
 
 // WebSocketHandler serves RSocket over WebSocket (mount it at the path).
 func WebSocketHandler(ctx context.Context, r Responder, opts ...Option) http.Handler {
+	opts = serverOptions(buildOptions(conn.Server, opts), opts) // one outbound budget for all its connections
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		wc, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
 		if err != nil {

@@ -70,10 +70,21 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&resumeMemory, "resume-memory", "with --resume: sent frames all sessions retain together, at most (each gets an equal share, at least 64KiB, up to --resume-buffer)")
 	resumeDir := fs.String("resume-dir", "", "keep resumable sessions in a journal in this directory, so that a server restarted on it (after a crash too) resumes them; implies --resume (docs/rsocket-resume.md)")
 	resumeSync := fs.String("resume-sync", "none", "with --resume-dir: none (a process crash loses nothing; a machine crash may), always (fdatasync before each write to a client), or an interval such as 10ms")
+	outBudget := byteSize(rsocket.DefaultOutboundBudget)
+	fs.Var(&outBudget, "outbound-budget", "output one connection may queue for its peer; past it the connection stops reading, so a peer that never reads costs at most this plus one frame (docs/rsocket.md)")
+	serverBudget := byteSize(rsocket.DefaultServerOutboundBudget)
+	fs.Var(&serverBudget, "server-outbound-budget", "output all connections of one listener may queue together; past it connections with output queued stop reading")
+	writeTimeout := fs.Duration("write-timeout", rsocket.DefaultWriteTimeout, "close a connection whose peer accepted no output for this long; 0: never")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if outBudget <= 0 || serverBudget <= 0 {
+		return &exitError{code: 2, msg: "--outbound-budget and --server-outbound-budget must be above 0"}
+	}
+	if *writeTimeout < 0 {
+		return &exitError{code: 2, msg: "--write-timeout must not be negative (0: never)"}
 	}
 	if len(listen) == 0 {
 		return &exitError{code: 2, msg: "--listen is required"}
@@ -114,7 +125,9 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := serveMetrics(ctx, *metrics, reg, log, ready, nil); err != nil {
 		return err
 	}
-	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload))}
+	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload)),
+		rsocket.WithOutboundBudget(int(outBudget)), rsocket.WithServerOutboundBudget(int64(serverBudget)),
+		rsocket.WithWriteTimeout(*writeTimeout)}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}

@@ -5,13 +5,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/testtmpfs"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // postLines posts recs, one per line, to an agent's ingest API and returns
@@ -123,5 +126,68 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 		if n != 1 || !accepted[r] {
 			t.Fatalf("record %.20q stored %d times (accepted: %v)", r, n, accepted[r])
 		}
+	}
+}
+
+// TestStartOnFullAcknowledgedSpool: an agent starts on a spool that fills
+// its disk with one segment all of whose messages the sink acknowledged
+// (left so by an older agent, or by a crash between persisting the
+// watermark and freeing the segment). There is no backlog, so no
+// acknowledgement comes to free it: the start must, and the very first
+// request is accepted (it used to be 507, forever).
+func TestStartOnFullAcknowledgedSpool(t *testing.T) {
+	mnt := testtmpfs.Mount(t, "4m")
+	spoolDir := filepath.Join(mnt, "spool")
+	sp, err := spool.Open(spoolDir, 1<<30, "", quietLog, seglog.WithSegmentBytes(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A page or two kept aside for the state file, written afterwards.
+	reserve := filepath.Join(mnt, "reserve")
+	if err := os.WriteFile(reserve, make([]byte, 8<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := spool.Append(nil, spool.Record{Kind: codec.Plain, Records: 1, Body: make([]byte, 16<<10)})
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("the disk never filled")
+		}
+		if _, err := sp.Log().Append([][]byte{rec}); err != nil {
+			if !spool.IsNoSpace(err) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	next := sp.Log().NextOffset()
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What the sink acknowledged, as the agent persists it. The disk
+	// keeps less free than the request below needs.
+	if err := os.Remove(reserve); err != nil {
+		t.Fatal(err)
+	}
+	if err := spool.WriteState(spoolDir, next); err != nil {
+		t.Fatal(err)
+	}
+	a := newTestAgent(t, spoolDir, func(c *Config) {
+		c.SpoolQuota, c.Compression, c.segmentBytes = 1<<30, codec.Plain, 64<<20
+	})
+	defer a.Close()
+	if err := a.SpoolWritable(); err != nil {
+		t.Fatalf("SpoolWritable at the start: %v", err)
+	}
+	recs := hexRecords("after-start", 1000, 200) // 200 kB
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	if status := postLines(t, srv.URL, recs); status != http.StatusOK {
+		t.Fatalf("first request after the start: %d, want 200 (spool holds %d bytes)", status, a.spool.Size())
+	}
+	if first := a.spool.Log().FirstOffset(); first != next {
+		t.Fatalf("the log starts at %d, want the watermark %d", first, next)
+	}
+	if got := spooledRecords(t, a); strings.Join(got, "\n") != string(joinLines(recs[:len(recs)-1]))+string(recs[len(recs)-1]) {
+		t.Fatalf("spool holds %d records from the watermark, want the %d accepted", len(got), len(recs))
 	}
 }

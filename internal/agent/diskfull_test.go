@@ -55,78 +55,138 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	srv := httptest.NewServer(a.Handler())
 	defer func() { srv.Close() }()
 
-	accepted := map[string]bool{}
-	req := 0
-	post := func() int {
-		recs := hexRecords(fmt.Sprint("q", req), 100, 200)
-		req++
-		status := postLines(t, srv.URL, recs)
-		switch status {
-		case http.StatusOK:
-			for _, r := range recs {
-				accepted[string(r)] = true
-			}
-		case http.StatusInsufficientStorage:
-		default:
-			t.Fatalf("request %d: status %d", req, status)
-		}
-		return status
-	}
-	fill := func() {
-		t.Helper()
-		for i := 0; ; i++ {
-			if i == 1000 {
-				t.Fatal("the disk never filled")
-			}
-			if post() != http.StatusOK {
-				return
-			}
-		}
-	}
-	// acceptsAgain polls ingest until it answers 200, with a generous bound.
-	acceptsAgain := func(what string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for post() != http.StatusOK {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: ingest still answers 507 with everything delivered (spool holds %d bytes; SpoolWritable: %v)",
-					what, a.spool.Size(), a.SpoolWritable())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-
-	fill()
+	r := &fullDiskRun{t: t, a: a, url: srv.URL, accepted: map[string]bool{}}
+	r.fill()
 	ts.start()
 	waitAcked(t, a, 60*time.Second)
-	acceptsAgain("after the drain")
+	r.acceptsAgain("after the drain")
 	if err := a.SpoolWritable(); err != nil {
 		t.Fatalf("SpoolWritable after ingest succeeded: %v", err)
 	}
 
 	// Again across a restart: the spool is full when the agent starts.
 	ts.stop()
-	fill()
+	r.fill()
 	srv.Close()
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	a = newTestAgent(t, spoolDir, mod)
 	srv = httptest.NewServer(a.Handler())
+	r.a, r.url = a, srv.URL
 	ts.start()
 	waitAcked(t, a, 60*time.Second)
-	acceptsAgain("after a restart on the full spool")
+	r.acceptsAgain("after a restart on the full spool")
+	r.deliveredOnce(ts)
+}
 
-	waitAcked(t, a, 60*time.Second)
-	got := storedRecords(t, ts)
-	if len(got) != len(accepted) {
-		t.Fatalf("store holds %d records, %d were accepted", len(got), len(accepted))
+// fullDiskRun posts plain 200-byte records to an agent whose spool's disk
+// fills, and remembers those answered 200.
+type fullDiskRun struct {
+	t        *testing.T
+	a        *Agent
+	url      string
+	accepted map[string]bool
+	req      int
+}
+
+// post sends one request of 100 records and returns the status, which
+// must be 200 or 507.
+func (r *fullDiskRun) post() int {
+	r.t.Helper()
+	recs := hexRecords(fmt.Sprint("q", r.req), 100, 200)
+	r.req++
+	status := postLines(r.t, r.url, recs)
+	switch status {
+	case http.StatusOK:
+		for _, rec := range recs {
+			r.accepted[string(rec)] = true
+		}
+	case http.StatusInsufficientStorage:
+	default:
+		r.t.Fatalf("request %d: status %d", r.req, status)
 	}
-	for r, n := range got {
-		if n != 1 || !accepted[r] {
-			t.Fatalf("record %.20q stored %d times (accepted: %v)", r, n, accepted[r])
+	return status
+}
+
+// fill posts until the disk is full (507).
+func (r *fullDiskRun) fill() {
+	r.t.Helper()
+	for i := 0; ; i++ {
+		if i == 1000 {
+			r.t.Fatal("the disk never filled")
+		}
+		if r.post() != http.StatusOK {
+			return
 		}
 	}
+}
+
+// acceptsAgain polls ingest until it answers 200, with a generous bound.
+func (r *fullDiskRun) acceptsAgain(what string) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.post() != http.StatusOK {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: ingest still answers 507 with everything delivered (spool holds %d bytes; SpoolWritable: %v)",
+				what, r.a.spool.Size(), r.a.SpoolWritable())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.a.SpoolWritable(); err != nil {
+		r.t.Fatalf("%s: SpoolWritable after ingest succeeded: %v", what, err)
+	}
+}
+
+// deliveredOnce waits until everything is acknowledged and checks that
+// the sink stored every accepted record exactly once, and nothing else.
+func (r *fullDiskRun) deliveredOnce(ts *testSink) {
+	r.t.Helper()
+	waitAcked(r.t, r.a, 60*time.Second)
+	got := storedRecords(r.t, ts)
+	if len(got) != len(r.accepted) {
+		r.t.Fatalf("store holds %d records, %d were accepted", len(got), len(r.accepted))
+	}
+	for rec, n := range got {
+		if n != 1 || !r.accepted[rec] {
+			r.t.Fatalf("record %.20q stored %d times (accepted: %v)", rec, n, r.accepted[rec])
+		}
+	}
+}
+
+// TestSpoolSegmentsFitTheDisk: with the default quota (1 GiB, so 64 MiB
+// segments) on an 8 MiB disk, the agent sizes segments from the disk too,
+// so the full spool is several segments and the sealed ones are freed as
+// the sink acknowledges them; ingest accepts again after the drain and
+// every accepted record is stored once.
+func TestSpoolSegmentsFitTheDisk(t *testing.T) {
+	mnt := testtmpfs.Mount(t, "8m")
+	ts := startSink(t, filepath.Join(t.TempDir(), "sink"), "127.0.0.1:0")
+	defer ts.stop()
+	ts.stop()
+	a := newTestAgent(t, filepath.Join(mnt, "spool"), func(c *Config) {
+		c.SinkAddr, c.Compression = ts.addr, codec.Plain
+		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
+	})
+	defer a.Close()
+	if seg := a.cfg.spoolSegmentBytes(); seg > 1<<20 {
+		t.Fatalf("segments of %d bytes on an 8 MiB disk, want at most 1 MiB", seg)
+	}
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	r := &fullDiskRun{t: t, a: a, url: srv.URL, accepted: map[string]bool{}}
+	r.fill()
+	segs, err := filepath.Glob(filepath.Join(mnt, "spool", "log", "*.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 4 {
+		t.Fatalf("the full spool is %d segments, want at least 4", len(segs))
+	}
+	ts.start()
+	waitAcked(t, a, 60*time.Second)
+	r.acceptsAgain("after the drain")
+	r.deliveredOnce(ts)
 }
 
 // TestStartOnFullAcknowledgedSpool: an agent starts on a spool that fills

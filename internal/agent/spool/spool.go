@@ -373,6 +373,36 @@ func diskFree(dir string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
+// DiskRoom is how large a spool in dir can grow on its disk: the disk's
+// free space plus what the spool's log already holds. dir need not exist
+// yet (its nearest existing parent is measured). The agent sizes spool
+// segments from it as well as from the quota, so that a disk smaller than
+// the quota still holds several segments and acknowledged ones free it.
+func DiskRoom(dir string) (int64, error) {
+	probe := filepath.Clean(dir)
+	for {
+		if _, err := os.Stat(probe); err == nil {
+			break
+		}
+		parent := filepath.Dir(probe)
+		if parent == probe {
+			break
+		}
+		probe = parent
+	}
+	free, err := diskFree(probe)
+	if err != nil {
+		return 0, err
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "log"))
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			free += info.Size()
+		}
+	}
+	return free, nil
+}
+
 // reclaim removes acknowledged segments.
 func (s *Spool) reclaim() {
 	n, err := s.seg.RemoveBefore(s.AckedWatermark())

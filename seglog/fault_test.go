@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,9 +20,18 @@ type faultFS struct {
 	mu       sync.Mutex
 	budget   int64 // bytes that may still be written; <0 means unlimited
 	failSync bool
+	// noCreate makes creating a segment fail with ENOSPC, as a full
+	// copy-on-write filesystem or one without free inodes does.
+	noCreate bool
 }
 
 func (fs *faultFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	fs.mu.Lock()
+	noCreate := fs.noCreate
+	fs.mu.Unlock()
+	if noCreate && flag&os.O_CREATE != 0 && strings.HasSuffix(name, segSuffix) {
+		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.ENOSPC}
+	}
 	f, err := fs.osFS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err

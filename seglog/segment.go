@@ -91,8 +91,11 @@ type scanResult struct {
 	records int
 	gaps    uint64 // offsets covered by gap frames (left by Repair)
 	// bad is non-nil when the scan stopped before the end of the file.
-	bad     error
-	fileLen int64
+	bad error
+	// belowBase: the first record is valid but below the segment's base
+	// (an interrupted roll, see Log.reuseActive).
+	belowBase bool
+	fileLen   int64
 }
 
 // scanSegment reads a segment from the start, verifying every record, and
@@ -146,6 +149,7 @@ func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, 
 		fr, derr := decodeFrame(buf[rel:n], maxBody)
 		if derr == nil && fr.offset != r.next {
 			derr = fmt.Errorf("record has offset %d", fr.offset)
+			r.belowBase = pos == 0 && fr.offset < base
 		}
 		if derr != nil {
 			r.bad = derr

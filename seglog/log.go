@@ -705,8 +705,12 @@ func (l *Log) Wait(offset uint64) <-chan struct{} {
 // gets offset, and the offsets in between are never used (a caller that
 // knows it consumed up to offset, such as the agent with its acknowledged
 // watermark after a repair, uses this so that no offset is used twice).
-// The active segment is kept while an append or a reader is using it; a
-// later call replaces it.
+// The active segment is kept while an append is using it; a later call
+// replaces it. It is replaced by a new file, or, when none can be created
+// (a full disk) or offset is beyond NextOffset, its own file is renamed
+// and emptied (not while a reader is using it); either way a crash leaves a
+// log whose next offset is offset or where it was (see the package
+// documentation).
 func (l *Log) RemoveBefore(offset uint64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -40,8 +40,9 @@ type Config struct {
 	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
 	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB;
 	// at least 2 MiB and four messages. Spool segments are sized from it
-	// (an eighth, within [1 MiB, 64 MiB], and room for a message), so
-	// acknowledged messages free space in steps well below the quota.
+	// and from the room on the spool's disk (an eighth of the smaller,
+	// within [1 MiB, 64 MiB], and room for a message), so acknowledged
+	// messages free space in steps well below the quota and the disk.
 	SpoolQuota int64
 	// SpoolSync is the spool's durability. Default seglog.SyncAlways():
 	// ingest answers only after fdatasync.

@@ -136,7 +136,7 @@ func TestCrashKill(t *testing.T) {
 // "r OFFSET" for every RemoveBefore that returned.
 func crashRollChild(dir string, reuse bool) {
 	fs := &faultFS{budget: -1}
-	l, err := Open(dir, WithSegmentBytes(1<<20), WithSync(SyncAlways()), withFS(fs), quiet)
+	l, err := Open(dir, WithSegmentBytes(1<<20), WithSync(SyncAlways()), WithFS(fs), quiet)
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(3)

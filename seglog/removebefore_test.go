@@ -137,7 +137,7 @@ func TestRemoveBeforeReusesFileWhenCreateFails(t *testing.T) {
 	for _, upTo := range []uint64{300, 1000} { // the end of the log, and beyond
 		dir := t.TempDir()
 		fs := &faultFS{budget: -1}
-		l := openT(t, dir, withFS(fs), WithSegmentBytes(4096), quiet)
+		l := openT(t, dir, WithFS(fs), WithSegmentBytes(4096), quiet)
 		for i := 0; i < 300; i++ {
 			appendT(t, l, rec(i))
 		}

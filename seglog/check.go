@@ -234,7 +234,7 @@ func repairSegment(cfg config, dir, qdir string, d damaged, rep *Report) error {
 
 // readSegment reads a whole segment. Salvage needs random access around
 // damage; segments are bounded by WithSegmentBytes plus one record.
-func readSegment(fs fsys, path string) ([]byte, error) {
+func readSegment(fs FS, path string) ([]byte, error) {
 	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -255,7 +255,7 @@ func readSegment(fs fsys, path string) ([]byte, error) {
 // writeNew writes data to a new file in dir named name (or name.1, name.2,
 // ... if taken, so an earlier repair's quarantine is never overwritten) and
 // syncs it.
-func writeNew(fs fsys, dir, name string, data []byte) (string, error) {
+func writeNew(fs FS, dir, name string, data []byte) (string, error) {
 	for i := 0; i < 1000; i++ {
 		path := filepath.Join(dir, name)
 		if i > 0 {
@@ -283,7 +283,7 @@ func writeNew(fs fsys, dir, name string, data []byte) (string, error) {
 // replaceSegment atomically replaces a segment with new content: a
 // temporary file, synced, renamed over it. Its index no longer matches and
 // is removed first (Open rebuilds it).
-func replaceSegment(fs fsys, dir string, base uint64, content []byte) error {
+func replaceSegment(fs FS, dir string, base uint64, content []byte) error {
 	path := filepath.Join(dir, segmentName(base))
 	tmp := path + ".tmp"
 	if err := fs.Remove(filepath.Join(dir, indexName(base))); err != nil && !errors.Is(err, os.ErrNotExist) {

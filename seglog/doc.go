@@ -36,6 +36,18 @@
 // trailer; it is only an accelerator and is rebuilt from the segment whenever
 // it is missing or does not match.
 //
+// RemoveBefore deletes segments whose records are all consumed. When the
+// active segment is consumed too, it is replaced by an empty segment named
+// after the next offset, so the log never forgets where it goes on: a new
+// file is created first and the old one removed after (a crash in between
+// leaves two contiguous segments); when no file can be created (a disk so
+// full that it refuses even an empty one), or the log is moved beyond its
+// end, the segment's own file is renamed to the new name first and emptied
+// after. A crash in between leaves consumed records under the new name:
+// Open recognizes a last segment whose first record is valid but below the
+// segment's base and empties it, so the next offset is the one the name
+// says.
+//
 // # Durability
 //
 // Append encodes records into a shared buffer; one appender at a time (the

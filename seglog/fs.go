@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 )
 
-// fsys is the slice of the filesystem the log uses; tests substitute it to
-// inject failures at exact points.
-type fsys interface {
-	OpenFile(name string, flag int, perm os.FileMode) (file, error)
+// FS is the slice of the filesystem a Log uses (WithFS): the operating
+// system's by default (OSFS). Tests substitute one to inject failures at
+// exact points, or to give the log a small disk where no small filesystem
+// can be mounted (internal/testfs's byte budget). Paths are the operating
+// system's.
+type FS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	Remove(name string) error
 	Rename(oldpath, newpath string) error
 	ReadDir(name string) ([]os.DirEntry, error)
@@ -18,7 +21,8 @@ type fsys interface {
 	SyncDir(dir string) error
 }
 
-type file interface {
+// File is an open file of an FS.
+type File interface {
 	io.ReaderAt
 	io.WriterAt
 	io.Closer
@@ -29,9 +33,12 @@ type file interface {
 	Name() string
 }
 
+// OSFS is the operating system's filesystem, the default.
+func OSFS() FS { return osFS{} }
+
 type osFS struct{}
 
-func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err

@@ -263,7 +263,10 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 		corrupt.Reason += fmt.Sprintf("; a valid record follows at byte %d, so this is not a torn write", at)
 		return nil, corrupt
 	}
-	// A torn write: everything from r.size on was never acknowledged.
+	// A torn write: everything from r.size on was never acknowledged. Or
+	// the whole segment holds records below its base: RemoveBefore renamed
+	// a consumed active segment and crashed before emptying it
+	// (reuseActive), so they were consumed.
 	if err := f.Truncate(r.size); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: truncate torn tail of %s: %w", path, err)
@@ -271,6 +274,11 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 	if err := f.Datasync(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: sync %s: %w", path, err)
+	}
+	if r.size == 0 && r.belowBase {
+		l.cfg.logger.Info("seglog: emptied a consumed segment whose roll was interrupted",
+			"file", path, "offset", base, "bytes", r.fileLen)
+		return s, nil
 	}
 	l.stats.TornTails++
 	l.stats.TornBytes += uint64(r.fileLen - r.size)
@@ -697,8 +705,12 @@ func (l *Log) Wait(offset uint64) <-chan struct{} {
 // gets offset, and the offsets in between are never used (a caller that
 // knows it consumed up to offset, such as the agent with its acknowledged
 // watermark after a repair, uses this so that no offset is used twice).
-// The active segment is kept while an append or a reader is using it; a
-// later call replaces it.
+// The active segment is kept while an append is using it; a later call
+// replaces it. It is replaced by a new file, or, when none can be created
+// (a full disk) or offset is beyond NextOffset, its own file is renamed
+// and emptied (not while a reader is using it); either way a crash leaves a
+// log whose next offset is offset or where it was (see the package
+// documentation).
 func (l *Log) RemoveBefore(offset uint64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -718,6 +730,9 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 		n++
 	}
 	var fresh *segment
+	// reuse: the active segment's own file becomes the new segment (see
+	// reuseActive) instead of a new file replacing it.
+	reuse := gap
 	if roll && !gap && l.unsynced && l.cfg.sync.mode != syncNone {
 		// As when a segment is sealed: its data must be durable before a
 		// later segment exists, or a crash could leave a torn record in a
@@ -734,8 +749,17 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 		// between leaves two contiguous segments.
 		var err error
 		if fresh, err = l.createSegment(offset); err != nil {
-			l.cfg.logger.Warn("seglog: cannot replace the consumed active segment; keeping it", "dir", l.dir, "err", err)
-			roll = false
+			if active.refs > 0 {
+				l.cfg.logger.Warn("seglog: cannot replace the consumed active segment; keeping it", "dir", l.dir, "err", err)
+				roll = false
+			} else {
+				// A full disk can refuse even an empty file (no inode
+				// left, a copy-on-write filesystem) that only removing
+				// the consumed segment would make room for: reuse its
+				// file.
+				l.cfg.logger.Info("seglog: cannot create a segment; reusing the consumed active segment's file", "dir", l.dir, "err", err)
+				reuse = true
+			}
 		}
 	}
 	if n == 0 && !roll {
@@ -749,7 +773,7 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 		}
 		return removed, err
 	}
-	if roll && !gap {
+	if roll && !reuse {
 		removed2, err := l.removeFirst(1) // the old active segment
 		if err != nil {
 			fresh.f.Close()
@@ -758,28 +782,18 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 		}
 		removed += removed2
 	}
-	if gap {
-		// A new segment at offset must not exist beside an older one (Open
-		// would see a hole between them), and the directory must never be
-		// without a segment: empty the active segment, then rename it.
-		// After a crash in between, the log ends where it did and the
-		// caller moves it forward again.
-		newPath := filepath.Join(l.dir, segmentName(offset))
-		if err := active.f.Truncate(0); err != nil {
-			return removed, fmt.Errorf("seglog: empty %s: %w", active.path, err)
+	if reuse {
+		if removed > 0 {
+			// The older segments must be gone for good before the active
+			// one is renamed past them, or Open could find them beside a
+			// segment that does not follow on.
+			if err := l.cfg.fs.SyncDir(l.dir); err != nil {
+				return removed, fmt.Errorf("seglog: sync dir %s: %w", l.dir, err)
+			}
 		}
-		if err := active.f.Datasync(); err != nil {
-			l.broken = fmt.Errorf("%w: fdatasync %s: %v", ErrBroken, active.path, err)
-			return removed, l.broken
+		if fresh, err = l.reuseActive(active, offset); err != nil {
+			return removed, err
 		}
-		if err := l.cfg.fs.Rename(active.path, newPath); err != nil {
-			// The file is empty at its old base: appending would reuse
-			// offsets, so refuse appends until the log is reopened.
-			l.broken = fmt.Errorf("%w: rename %s: %v", ErrBroken, active.path, err)
-			return removed, l.broken
-		}
-		_ = l.cfg.fs.Remove(filepath.Join(l.dir, indexName(active.base)))
-		fresh = &segment{base: offset, path: newPath, f: active.f, next: offset}
 		l.segs = l.segs[:0]
 		removed++
 		l.stats.SegmentsRemove++
@@ -794,6 +808,40 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 		return removed, fmt.Errorf("seglog: sync dir %s: %w", l.dir, err)
 	}
 	return removed, nil
+}
+
+// reuseActive turns the active segment, all of whose records are
+// consumed, into an empty segment starting at offset, in its own file: it
+// needs no space on the disk, and moves the log forward past offsets it
+// never used (the gap of RemoveBefore). A new segment at offset must never
+// exist beside an older one (Open would see a hole between them), and the
+// directory never be without a segment, so the file is renamed, then
+// emptied. The name is what tells Open where the log goes on: a crash
+// after the rename leaves the consumed records under the new name, whose
+// first record is then below the segment's base, and Open empties it (see
+// openSegment); a crash before it leaves the log as it was. Caller holds
+// mu; the active segment has no reader.
+func (l *Log) reuseActive(active *segment, offset uint64) (*segment, error) {
+	newPath := filepath.Join(l.dir, segmentName(offset))
+	if err := l.cfg.fs.Rename(active.path, newPath); err != nil {
+		return nil, fmt.Errorf("seglog: rename %s: %w", active.path, err) // nothing changed
+	}
+	_ = l.cfg.fs.Remove(filepath.Join(l.dir, indexName(active.base)))
+	// From here on the log in memory no longer matches the disk until
+	// the file is empty: a failure leaves it for Open to finish.
+	if err := l.cfg.fs.SyncDir(l.dir); err != nil {
+		l.broken = fmt.Errorf("%w: sync dir %s after renaming %s: %v", ErrBroken, l.dir, active.path, err)
+		return nil, l.broken
+	}
+	if err := active.f.Truncate(0); err != nil {
+		l.broken = fmt.Errorf("%w: empty %s: %v", ErrBroken, newPath, err)
+		return nil, l.broken
+	}
+	if err := active.f.Datasync(); err != nil {
+		l.broken = fmt.Errorf("%w: fdatasync %s: %v", ErrBroken, newPath, err)
+		return nil, l.broken
+	}
+	return &segment{base: offset, path: newPath, f: active.f, next: offset}, nil
 }
 
 // removeFirst deletes the n oldest segments (their files stay open while a

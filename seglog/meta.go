@@ -23,7 +23,7 @@ func WriteMeta(dir, name string, data []byte) error {
 	return writeMeta(osFS{}, dir, name, data)
 }
 
-func writeMeta(fs fsys, dir, name string, data []byte) error {
+func writeMeta(fs FS, dir, name string, data []byte) error {
 	buf := make([]byte, 0, 12+len(data))
 	buf = append(buf, metaMagic...)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(data)))

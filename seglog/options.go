@@ -78,7 +78,7 @@ type config struct {
 	logger         *slog.Logger
 	slowSync       time.Duration
 	onSync         func(time.Duration)
-	fs             fsys
+	fs             FS
 }
 
 func defaultConfig() config {
@@ -148,6 +148,7 @@ func WithSyncObserver(f func(time.Duration)) Option {
 	return optionFunc(func(c *config) { c.onSync = f })
 }
 
-// withFS replaces the filesystem; tests use it to inject write and sync
-// failures.
-func withFS(fs fsys) Option { return optionFunc(func(c *config) { c.fs = fs }) }
+// WithFS replaces the filesystem the log (and Check and Repair) use.
+// Default OSFS(). Every call of the log goes through fs, so the appends
+// cost one interface call per write as with the default.
+func WithFS(fs FS) Option { return optionFunc(func(c *config) { c.fs = fs }) }

@@ -126,3 +126,78 @@ func TestRemoveBeforeKeepsActiveInUse(t *testing.T) {
 		t.Fatalf("first %d", l.FirstOffset())
 	}
 }
+
+// TestRemoveBeforeReusesFileWhenCreateFails: on a disk so full that not
+// even an empty segment can be created, a consumed active segment is
+// still released: its own file becomes the new, empty segment at the
+// offset, sealed segments before it go too, and offsets go on from there,
+// also after a reopen. (Before, the segment was kept, and the disk stayed
+// full of consumed records.)
+func TestRemoveBeforeReusesFileWhenCreateFails(t *testing.T) {
+	for _, upTo := range []uint64{300, 1000} { // the end of the log, and beyond
+		dir := t.TempDir()
+		fs := &faultFS{budget: -1}
+		l := openT(t, dir, WithFS(fs), WithSegmentBytes(4096), quiet)
+		for i := 0; i < 300; i++ {
+			appendT(t, l, rec(i))
+		}
+		if len(segFiles(t, dir)) < 3 {
+			t.Fatal("expected several segments")
+		}
+		fs.mu.Lock()
+		fs.noCreate = true
+		fs.mu.Unlock()
+		if n, err := l.RemoveBefore(upTo); err != nil || n < 3 {
+			t.Fatalf("RemoveBefore(%d) with no segment creatable = %d, %v", upTo, n, err)
+		}
+		if files := segFiles(t, dir); len(files) != 1 || files[0] != segmentName(upTo) {
+			t.Fatalf("RemoveBefore(%d): segments %v", upTo, files)
+		}
+		if info, err := os.Stat(filepath.Join(dir, segmentName(upTo))); err != nil || info.Size() != 0 {
+			t.Fatalf("RemoveBefore(%d): the new segment: %v, %v", upTo, info, err)
+		}
+		if l.FirstOffset() != upTo || l.NextOffset() != upTo {
+			t.Fatalf("RemoveBefore(%d): first %d next %d", upTo, l.FirstOffset(), l.NextOffset())
+		}
+		if off := appendT(t, l, rec(int(upTo))); off != upTo {
+			t.Fatalf("RemoveBefore(%d): append at %d", upTo, off)
+		}
+		l.Close()
+		l = openT(t, dir)
+		if offs, vals := readAll(t, l, upTo, 4096); len(offs) != 1 || offs[0] != upTo || string(vals[0]) != string(rec(int(upTo))) || l.NextOffset() != upTo+1 {
+			t.Fatalf("RemoveBefore(%d): after reopen %v next %d", upTo, offs, l.NextOffset())
+		}
+		l.Close()
+	}
+}
+
+// TestInterruptedRollRecovers: a crash while RemoveBefore reuses the
+// consumed active segment's file leaves either the file under its old
+// name (the log as it was) or the consumed records under the new name;
+// Open empties the latter (not a torn tail: nothing acknowledged is
+// cut), and the log goes on at the new base.
+func TestInterruptedRollRecovers(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, WithSegmentBytes(64<<10))
+	for i := 0; i < 100; i++ {
+		appendT(t, l, rec(i))
+	}
+	l.Close()
+	// The crash point: renamed, not yet emptied.
+	if err := os.Rename(filepath.Join(dir, segmentName(0)), filepath.Join(dir, segmentName(150))); err != nil {
+		t.Fatal(err)
+	}
+	l = openT(t, dir, quiet)
+	if l.FirstOffset() != 150 || l.NextOffset() != 150 || l.Stats().TornTails != 0 {
+		t.Fatalf("after the interrupted roll: first %d next %d torn tails %d", l.FirstOffset(), l.NextOffset(), l.Stats().TornTails)
+	}
+	if off := appendT(t, l, rec(150)); off != 150 {
+		t.Fatalf("append at %d, want 150", off)
+	}
+	l.Close()
+	l = openT(t, dir)
+	defer l.Close()
+	if offs, _ := readAll(t, l, 150, 4096); len(offs) != 1 || offs[0] != 150 {
+		t.Fatalf("after reopen: %v", offs)
+	}
+}

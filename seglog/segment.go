@@ -32,7 +32,7 @@ func parseSegmentName(name string) (uint64, bool) {
 }
 
 // listSegments returns the base offsets of the segments in dir, ascending.
-func listSegments(fs fsys, dir string) ([]uint64, error) {
+func listSegments(fs FS, dir string) ([]uint64, error) {
 	entries, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ type indexEntry struct {
 type segment struct {
 	base uint64
 	path string
-	f    file
+	f    File
 
 	// next is the offset after the last record readers may see; size is the
 	// byte length of those records. Invariant: size is a multiple of 8 and
@@ -91,14 +91,17 @@ type scanResult struct {
 	records int
 	gaps    uint64 // offsets covered by gap frames (left by Repair)
 	// bad is non-nil when the scan stopped before the end of the file.
-	bad     error
-	fileLen int64
+	bad error
+	// belowBase: the first record is valid but below the segment's base
+	// (an interrupted roll, see Log.reuseActive).
+	belowBase bool
+	fileLen   int64
 }
 
 // scanSegment reads a segment from the start, verifying every record, and
 // stops at the first record that does not decode or is not at the expected
 // offset.
-func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, error) {
+func scanSegment(f File, base uint64, maxBody int, interval int64) (scanResult, error) {
 	fileLen, err := f.Size()
 	if err != nil {
 		return scanResult{}, err
@@ -146,6 +149,7 @@ func scanSegment(f file, base uint64, maxBody int, interval int64) (scanResult, 
 		fr, derr := decodeFrame(buf[rel:n], maxBody)
 		if derr == nil && fr.offset != r.next {
 			derr = fmt.Errorf("record has offset %d", fr.offset)
+			r.belowBase = pos == 0 && fr.offset < base
 		}
 		if derr != nil {
 			r.bad = derr
@@ -183,7 +187,7 @@ func frameSizeAt(b []byte) int {
 // validAfter reports whether any valid record with an offset >= minOffset
 // starts at an 8-aligned position after pos. It tells a torn final write
 // (nothing valid follows) from damage in the middle of the data.
-func validAfter(f file, pos int64, minOffset uint64, maxBody int) (bool, int64, error) {
+func validAfter(f File, pos int64, minOffset uint64, maxBody int) (bool, int64, error) {
 	fileLen, err := f.Size()
 	if err != nil {
 		return false, 0, err
@@ -206,7 +210,7 @@ func validAfter(f file, pos int64, minOffset uint64, maxBody int) (bool, int64, 
 // writeIndex stores a sealed segment's sparse index next to it. A crash
 // mid-write leaves a .tmp or a mismatching trailer; either way the index is
 // rebuilt from the segment, so no sync is needed.
-func writeIndex(fs fsys, dir string, s *segment) error {
+func writeIndex(fs FS, dir string, s *segment) error {
 	buf := make([]byte, 0, 8+16*len(s.index)+24)
 	buf = append(buf, idxMagic...)
 	buf = binary.LittleEndian.AppendUint32(buf, 1)
@@ -236,7 +240,7 @@ var errIndexMismatch = errors.New("index does not match segment")
 
 // readIndex loads a segment's index and checks it against the segment's
 // length; any mismatch means the caller rebuilds it by scanning.
-func readIndex(fs fsys, dir string, base uint64, segLen int64) ([]indexEntry, uint64, error) {
+func readIndex(fs FS, dir string, base uint64, segLen int64) ([]indexEntry, uint64, error) {
 	f, err := fs.OpenFile(filepath.Join(dir, indexName(base)), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err

@@ -65,6 +65,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.fitSegmentToDisk()
 	m := metrics.New(cfg.Registry)
 	sm := spool.NewMetrics(cfg.Registry)
 	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
@@ -151,7 +152,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
-		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark())
+		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark(), "spool_segment_bytes", cfg.segmentBytes)
 	return a, nil
 }
 

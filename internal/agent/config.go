@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/agent/ingest"
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
@@ -39,8 +40,9 @@ type Config struct {
 	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
 	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB;
 	// at least 2 MiB and four messages. Spool segments are sized from it
-	// (an eighth, within [1 MiB, 64 MiB], and room for a message), so
-	// acknowledged messages free space in steps well below the quota.
+	// and from the room on the spool's disk (an eighth of the smaller,
+	// within [1 MiB, 64 MiB], and room for a message), so acknowledged
+	// messages free space in steps well below the quota and the disk.
 	SpoolQuota int64
 	// SpoolSync is the spool's durability. Default seglog.SyncAlways():
 	// ingest answers only after fdatasync.
@@ -114,7 +116,8 @@ type Config struct {
 // spoolSegmentBytes is the size of a spool segment: an eighth of the
 // quota, so deleting acknowledged segments frees space in small steps,
 // within [1 MiB, 64 MiB], and large enough for the largest message (a
-// spool record adds a header and the producers' marks to it).
+// spool record adds a header and the producers' marks to it). New lowers
+// it to an eighth of the room on the spool's disk (fitSegmentToDisk).
 func (c *Config) spoolSegmentBytes() int64 {
 	if c.segmentBytes > 0 {
 		return c.segmentBytes
@@ -124,6 +127,24 @@ func (c *Config) spoolSegmentBytes() int64 {
 		seg = defaults.SpoolSegmentMax
 	}
 	return max(seg, 2*int64(c.MaxMessageBytes))
+}
+
+// fitSegmentToDisk fixes the spool's segment size at the start: the
+// quota's (spoolSegmentBytes), but no more than an eighth of the room on
+// the spool's disk (its free space plus the spool's own segments), within
+// the same bounds. With the default quota far above a small disk, a single
+// segment could fill the disk, and acknowledged records would free nothing
+// until it is released whole; with eight, sealed ones go as the sink
+// acknowledges them.
+func (c *Config) fitSegmentToDisk() {
+	if c.segmentBytes > 0 {
+		return
+	}
+	seg := c.spoolSegmentBytes()
+	if room, err := spool.DiskRoom(c.SpoolDir); err == nil {
+		seg = min(seg, max(room/8, defaults.SpoolSegmentMin, 2*int64(c.MaxMessageBytes)))
+	}
+	c.segmentBytes = seg
 }
 
 // Limits of the protocol (see internal/defaults).

@@ -3,7 +3,10 @@
 // an injected error. It is for tests only.
 //
 // Mounting needs root (CAP_SYS_ADMIN): without it the calling test is
-// skipped, so these tests run in CI's container and skip elsewhere.
+// skipped, so these tests run in CI's container and skip elsewhere, unless
+// SLUICE_TMPFS=require (set by .ci/run), which makes a mount that cannot
+// be done fail the test. The same scenarios run anywhere on a byte budget
+// (internal/testfs) where the code takes a filesystem.
 package testtmpfs
 
 import (
@@ -17,12 +20,16 @@ import (
 // after the cleanups the test registers later (which close what uses it).
 func Mount(t testing.TB, size string) string {
 	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("SLUICE_TMPFS") == "require" {
+		skip = t.Fatalf
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
+		skip("mounting a tmpfs needs root (SLUICE_TMPFS=%s)", os.Getenv("SLUICE_TMPFS"))
 	}
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
+		skip("cannot mount a tmpfs: %v (SLUICE_TMPFS=%s)", err, os.Getenv("SLUICE_TMPFS"))
 	}
 	// Lazily: a file still open (a server the test did not stop) does not
 	// keep the mount, and the directory's removal does not fail on it.

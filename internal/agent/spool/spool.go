@@ -283,6 +283,15 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 		}
 		s.warnings = append(s.warnings, fmt.Sprintf("acknowledged watermark %d is beyond the log's end %d (a repair removed acknowledged records); new messages start at %d", s.watermark, next, s.watermark))
 	}
+	// Free what the sink acknowledged before this start: sealed segments
+	// below the watermark, and the active segment when all of it is
+	// acknowledged (it is replaced by an empty one at the watermark). Left
+	// in place, a consumed segment that fills the disk would refuse every
+	// append, and no acknowledgement would come to free it: the backlog is
+	// empty.
+	if _, err := s.seg.RemoveBefore(s.watermark); err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("cannot free the acknowledged spool segments below %d: %v", s.watermark, err))
+	}
 	if first := s.seg.FirstOffset(); s.watermark < first {
 		// Gone before their ack was persisted: removed after their ack
 		// when the disk was too full to write the state file, or lost.
@@ -311,6 +320,11 @@ func (s *Spool) measure() {
 // not fit it first frees what is acknowledged: RemoveBefore may have left
 // the active segment in place while an append was running.
 func (s *Spool) Reserve(n int64) bool {
+	if s.noSpaceErr() != nil {
+		// The last append found the disk full: free what is acknowledged,
+		// the consumed active segment included, before trying again.
+		s.reclaim()
+	}
 	if s.tryReserve(n) {
 		return true
 	}
@@ -326,6 +340,67 @@ func (s *Spool) tryReserve(n int64) bool {
 	}
 	s.reserved += n
 	return true
+}
+
+func (s *Spool) noSpaceErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noSpace
+}
+
+// diskTight reports whether the spool's disk is short of space: the last
+// append failed for it, or the disk has less free than the spool holds.
+// Then a fully acknowledged active segment is released at once (see
+// Acknowledge), since the disk may fill before the segment is sealed, and
+// nothing else would free it.
+func (s *Spool) diskTight() bool {
+	s.mu.Lock()
+	noSpace, size := s.noSpace, s.diskBytes+s.appended
+	s.mu.Unlock()
+	if noSpace != nil {
+		return true
+	}
+	free, err := diskFree(filepath.Join(s.dir, "log"))
+	return err == nil && free < size
+}
+
+// diskFree is the space available to unprivileged writers on dir's disk.
+func diskFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// DiskRoom is how large a spool in dir can grow on its disk: the disk's
+// free space plus what the spool's log already holds. dir need not exist
+// yet (its nearest existing parent is measured). The agent sizes spool
+// segments from it as well as from the quota, so that a disk smaller than
+// the quota still holds several segments and acknowledged ones free it.
+func DiskRoom(dir string) (int64, error) {
+	probe := filepath.Clean(dir)
+	for {
+		if _, err := os.Stat(probe); err == nil {
+			break
+		}
+		parent := filepath.Dir(probe)
+		if parent == probe {
+			break
+		}
+		probe = parent
+	}
+	free, err := diskFree(probe)
+	if err != nil {
+		return 0, err
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "log"))
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			free += info.Size()
+		}
+	}
+	return free, nil
 }
 
 // reclaim removes acknowledged segments.
@@ -373,11 +448,14 @@ func (s *Spool) Acknowledge(w uint64) error {
 	s.watermark = w
 	s.mu.Unlock()
 	upTo := w
-	if s.quota > 0 && s.Size() < s.quota/2 && w > 0 {
-		// Far from the quota, keep the active segment even when all of it
-		// is acknowledged: with a trickle of records, replacing it on every
-		// ack would create and delete a file every 100 ms. Sealed segments
-		// go as usual; under quota pressure reclaim replaces it.
+	if s.quota > 0 && s.Size() < s.quota/2 && w > 0 && !s.diskTight() {
+		// Far from the quota and with room on the disk, keep the active
+		// segment even when all of it is acknowledged: with a trickle of
+		// records, replacing it on every ack would create and delete a
+		// file every 100 ms. Sealed segments go as usual; under quota
+		// pressure reclaim replaces it, and on a tight disk it goes now
+		// (a disk smaller than a segment would otherwise stay full of
+		// acknowledged records).
 		upTo = w - 1
 	}
 	n, err := s.seg.RemoveBefore(upTo)
@@ -425,10 +503,13 @@ func (s *Spool) Writable(headroom int64) error {
 	}
 	if noSpace != nil {
 		// Ready again once the disk has room for a few messages, so a
-		// readiness probe does not keep traffic away forever.
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(filepath.Join(s.dir, "log"), &st); err != nil || int64(st.Bavail)*int64(st.Bsize) < 4*headroom {
-			return fmt.Errorf("%w: %v", ErrNoSpace, noSpace)
+		// readiness probe does not keep traffic away forever. What the
+		// sink acknowledged is freed first.
+		if free, err := diskFree(filepath.Join(s.dir, "log")); err != nil || free < 4*headroom {
+			s.reclaim()
+			if free, err := diskFree(filepath.Join(s.dir, "log")); err != nil || free < 4*headroom {
+				return fmt.Errorf("%w: %v", ErrNoSpace, noSpace)
+			}
 		}
 	}
 	if s.quota > 0 && s.Size()+headroom > s.quota {

@@ -130,6 +130,11 @@ type options struct {
 	inline    bool        // RequestResponse runs on the reader, see NonBlocking
 	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 	resume    *resumeOptions
+
+	// The server's deadlines for the first frame and within a frame
+	// (deadlines.go); zero: the defaults.
+	setupTimeout time.Duration
+	frameStall   time.Duration
 }
 
 func buildOptions(role conn.Role, opts []Option) options {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/coder/websocket"
@@ -30,7 +31,9 @@ func newStreamTransport(c net.Conn) *streamTransport {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // frames are coalesced by the writer; never wait for Nagle
 	}
-	return &streamTransport{c: c, r: newFrameReader(c)}
+	t := &streamTransport{c: c, r: newFrameReader(c)}
+	t.r.stall = stallDeadline{set: c.SetReadDeadline, d: defaultFrameStallTimeout}
+	return t
 }
 
 func (t *streamTransport) readFrame(buf []byte) ([]byte, error) {
@@ -46,24 +49,56 @@ func (t *streamTransport) Close() error { return t.c.Close() }
 
 // wsTransport carries one frame per binary WebSocket message.
 type wsTransport struct {
-	c   *websocket.Conn
-	ctx context.Context
+	c *websocket.Conn
+	// ctx is the reads' (the writes' is Background): stall cancels it
+	// when a message stops arriving (deadlines.go), which makes the
+	// library close the connection; a resumable listener's first read
+	// narrows it for a while (resume_transport.go).
+	ctx    context.Context
+	cancel context.CancelFunc
+	stallD time.Duration
+	stall  *time.Timer
 }
 
 func newWSTransport(c *websocket.Conn) *wsTransport {
 	c.SetReadLimit(frame.MaxFrameSize)
-	return &wsTransport{c: c, ctx: context.Background()}
+	t := &wsTransport{c: c, stallD: defaultFrameStallTimeout}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.stall = time.AfterFunc(time.Hour, t.cancel)
+	t.stall.Stop()
+	return t
 }
 
-func (t *wsTransport) readFrame([]byte) ([]byte, error) {
+// readFrame reads the next binary message into buf. From a message's
+// first frame header to its end, the bytes must not stop for longer than
+// the frame stall timeout (stallD): each read that brings some restarts
+// it. Waiting for a message to start is not bounded here.
+func (t *wsTransport) readFrame(buf []byte) ([]byte, error) {
 	for {
-		typ, b, err := t.c.Read(t.ctx)
+		typ, r, err := t.c.Reader(t.ctx)
 		if err != nil {
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
-				return nil, io.EOF
-			}
-			return nil, err
+			return nil, t.readErr(err)
 		}
+		t.stall.Reset(t.stallD)
+		b := buf[:0]
+		for {
+			if len(b) == cap(b) {
+				b = slices.Grow(b, max(smallRead, cap(b)))
+			}
+			n, err := r.Read(b[len(b):cap(b)])
+			b = b[:len(b)+n]
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.stall.Stop()
+				return nil, t.readErr(err)
+			}
+			if n > 0 {
+				t.stall.Reset(t.stallD)
+			}
+		}
+		t.stall.Stop()
 		if typ == websocket.MessageBinary && len(b) > 0 {
 			return b, nil
 		}
@@ -75,13 +110,20 @@ func (t *wsTransport) readFrame([]byte) ([]byte, error) {
 	}
 }
 
+func (t *wsTransport) readErr(err error) error {
+	if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+		return io.EOF
+	}
+	return err
+}
+
 func (t *wsTransport) writeFrames(out []byte) error {
 	for len(out) > 0 {
 		f, rest, ok := conn.NextFrame(out)
 		if !ok {
 			return errors.New("rsocket: internal error: partial frame in output")
 		}
-		if err := t.c.Write(t.ctx, websocket.MessageBinary, f); err != nil {
+		if err := t.c.Write(context.Background(), websocket.MessageBinary, f); err != nil {
 			return err
 		}
 		out = rest
@@ -89,7 +131,10 @@ func (t *wsTransport) writeFrames(out []byte) error {
 	return nil
 }
 
-func (t *wsTransport) Close() error { return t.c.Close(websocket.StatusNormalClosure, "") }
+func (t *wsTransport) Close() error {
+	t.stall.Stop()
+	return t.c.Close(websocket.StatusNormalClosure, "")
+}
 
 // start makes a Conn over tr and runs its loop.
 func start(ctx context.Context, tr transport, role conn.Role, opts []Option) (*Conn, error) {
@@ -109,6 +154,16 @@ func startConn(ctx context.Context, tr transport, role conn.Role, o options, set
 	}
 	if setup != nil {
 		setup(c)
+	}
+	switch t := tr.(type) {
+	case *streamTransport:
+		t.r.stall.d = o.frameStallOrDefault()
+	case *wsTransport:
+		t.stallD = o.frameStallOrDefault()
+	}
+	if role == conn.Server && setup == nil {
+		// A resumable listener read the first frame already (resume.go).
+		c.watchSetup(o.setupTimeoutOrDefault())
 	}
 	if role == conn.Client {
 		if err := c.m.Start(c.now()); err != nil {

@@ -157,3 +157,33 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 		}
 	}
 }
+
+// `sluice rsocket hostile` against `sluice rsocket serve`: it reports what
+// it did on stdout; bad invocations exit 2, -h prints help on stdout.
+func TestRSocketHostileCLI(t *testing.T) {
+	tcpURL, wsURL := startRSocketServe(t)
+	for _, u := range []string{tcpURL, wsURL} {
+		code, out, errs := run("rsocket", "hostile", "--url", u, "--mode", "half-frame", "--conns", "2", "--frame", "64KiB", "--duration", "300ms")
+		if code != 0 || !strings.HasPrefix(out, "half-frame: 2 connections, 0 failed, ") {
+			t.Fatalf("%s: code %d stdout %q stderr %q", u, code, out, errs)
+		}
+	}
+	if code, out, _ := run("rsocket", "hostile", "-h"); code != 0 || !strings.Contains(out, "--mode") && !strings.Contains(out, "-mode") {
+		t.Errorf("-h: code %d stdout %q", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		errs string
+	}{
+		{[]string{"--mode", "silent"}, "--url and --mode are required"},
+		{[]string{"--url", tcpURL, "--mode", "rude"}, `unknown mode "rude"`},
+		{[]string{"--url", tcpURL, "--mode", "silent", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--url", "udp://127.0.0.1:1", "--mode", "silent"}, "scheme must be tcp or ws"},
+		{[]string{"--url", tcpURL, "--mode", "silent", "--conns", "0"}, "must be positive"},
+	} {
+		code, _, errs := run(append([]string{"rsocket", "hostile"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.errs) {
+			t.Errorf("%v: code %d stderr %q; want 2 containing %q", tc.args, code, errs, tc.errs)
+		}
+	}
+}

@@ -70,11 +70,16 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	resumeSync := fs.String("resume-sync", "none", "with --resume-dir: none (a process crash loses nothing; a machine crash may), always (fdatasync before each write to a client), or an interval such as 10ms")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	setupTimeout := fs.Duration("setup-timeout", 10*time.Second, "close a connection whose SETUP (or RESUME) has not come by then")
+	frameStall := fs.Duration("frame-stall-timeout", 30*time.Second, "close a connection whose started frame stops arriving for this long (silence within a frame, not its total time)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(listen) == 0 {
 		return &exitError{code: 2, msg: "--listen is required"}
+	}
+	if *setupTimeout <= 0 || *frameStall <= 0 {
+		return &exitError{code: 2, msg: "--setup-timeout and --frame-stall-timeout must be positive"}
 	}
 	syncPolicy, err := seglog.ParseSyncPolicy(*resumeSync)
 	if err != nil || *resumeSync == "" {
@@ -109,7 +114,8 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := serveMetrics(ctx, *metrics, reg, log, ready, nil); err != nil {
 		return err
 	}
-	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN)))}
+	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))),
+		rsocket.WithSetupTimeout(*setupTimeout), rsocket.WithFrameStallTimeout(*frameStall)}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}

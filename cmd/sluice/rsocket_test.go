@@ -149,6 +149,7 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp, tls, ws or wss"},
 		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--request-n", "0"}, 2, "--request-n must be in"},
 		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
+		{[]string{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--frame-stall-timeout", "0s"}, 2, "must be positive"},
 		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp, tls, ws or wss"},
 	} {
 		code, _, errs := run(tc.args...)
@@ -158,13 +159,15 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 	}
 }
 
-// `sluice rsocket hostile` against `sluice rsocket serve`: it reports what
-// it did on stdout; bad invocations exit 2, -h prints help on stdout.
+// `sluice rsocket hostile` against `sluice rsocket serve` with small
+// --setup-timeout and --frame-stall-timeout: the server closes the
+// hostile connections, and the command says so on stdout; bad
+// invocations exit 2, -h prints help on stdout.
 func TestRSocketHostileCLI(t *testing.T) {
-	tcpURL, wsURL := startRSocketServe(t)
+	tcpURL, wsURL := startRSocketServe(t, "--setup-timeout", "100ms", "--frame-stall-timeout", "100ms")
 	for _, u := range []string{tcpURL, wsURL} {
-		code, out, errs := run("rsocket", "hostile", "--url", u, "--mode", "half-frame", "--conns", "2", "--frame", "64KiB", "--duration", "300ms")
-		if code != 0 || !strings.HasPrefix(out, "half-frame: 2 connections, 0 failed, ") {
+		code, out, errs := run("rsocket", "hostile", "--url", u, "--mode", "half-frame", "--conns", "2", "--frame", "64KiB", "--duration", "8s")
+		if code != 0 || !strings.HasPrefix(out, "half-frame: 2 connections, 0 failed, 2 closed by the server") {
 			t.Fatalf("%s: code %d stdout %q stderr %q", u, code, out, errs)
 		}
 	}

@@ -53,7 +53,8 @@ ws) url=ws://127.0.0.1:27611/rsocket ;;
   ;;
 esac
 
-heap_mb() { curl -s --max-time 2 "http://127.0.0.1:27612/metrics" | awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.0f", $2 / 1048576 }'; }
+# A server too busy to answer /metrics within 2 s gives an empty sample.
+heap_mb() { { curl -s --max-time 2 "http://127.0.0.1:27612/metrics" || true; } | awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.0f", $2 / 1048576 }'; }
 rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || true; }
 
 echo "$conns connections per mode, $frame frames, $duration, over $scheme ($(nproc) cores)${serve_flags:+, serve $serve_flags}"

@@ -103,7 +103,9 @@ for v in "${bins[@]}"; do
     wait $gpid || true
     closed=$(sed -n 's/.* \([0-9]*\) closed by the server.*/\1/p' "$work/hostile.out")
     [ -z "$closed" ] && closed=0
-    echo "| $label | $mode | $rss0 MB | $rss1 MB$killed | $heap0 MB | $heap1 MB | $closed of $conns | $(cat "$work/good.out") |"
+    closed="$closed of $conns"
+    [ -n "$killed" ] && closed="— (killed)" # the kill closed them
+    echo "| $label | $mode | $rss0 MB | $rss1 MB$killed | $heap0 MB | $heap1 MB | $closed | $(cat "$work/good.out") |"
     kill $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
   done

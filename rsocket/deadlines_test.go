@@ -75,16 +75,18 @@ func dialRaw(t *testing.T, u string, cfg *tls.Config) net.Conn {
 	return nc
 }
 
-// awaitServerClose reads until the server closes nc; it fails the test
-// if closeBound passes first.
-func awaitServerClose(t *testing.T, nc net.Conn) {
+// awaitServerClose reads until the server closes nc and returns what it
+// sent; it fails the test if closeBound passes first.
+func awaitServerClose(t *testing.T, nc net.Conn) []byte {
 	t.Helper()
 	_ = nc.SetReadDeadline(time.Now().Add(closeBound))
-	_, err := io.Copy(io.Discard, nc)
+	var got bytes.Buffer
+	_, err := io.Copy(&got, nc)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("the server did not close the connection within %v", closeBound)
 	}
+	return got.Bytes()
 }
 
 func rawSetup(t *testing.T) []byte {
@@ -123,7 +125,15 @@ func TestSetupTimeout(t *testing.T) {
 				if _, err := nc.Write(tc.send); err != nil {
 					t.Fatal(err)
 				}
-				awaitServerClose(t, nc)
+				// It says why: ERROR[CONNECTION_ERROR] on stream 0.
+				got := awaitServerClose(t, nc)
+				f, err := frame.ReadLengthPrefixed(bytes.NewReader(got), nil, frame.MaxFrameSize)
+				if err != nil {
+					t.Fatalf("the server sent %q before closing: %v", got, err)
+				}
+				if e, err := frame.ParseError(f); err != nil || e.StreamID != 0 || e.Code != frame.ErrorCodeConnectionError {
+					t.Fatalf("the server sent %+v (%v) before closing; want ERROR[CONNECTION_ERROR] on stream 0", e, err)
+				}
 			})
 		}
 	}

@@ -50,21 +50,21 @@ func (t *streamTransport) Close() error { return t.c.Close() }
 // wsTransport carries one frame per binary WebSocket message.
 type wsTransport struct {
 	c *websocket.Conn
-	// ctx is the reads' (the writes' is Background): stall cancels it
-	// when a message stops arriving (deadlines.go), which makes the
-	// library close the connection; a resumable listener's first read
-	// narrows it for a while (resume_transport.go).
+	// ctx is the reads': Background, except that a resumable listener's
+	// first read is bounded by the setup timeout (resume_transport.go).
+	// A context that can end costs the library a registration per read
+	// (twice the allocations of a request-response), so the frame stall
+	// timeout is a timer that closes the connection instead
+	// (deadlines.go).
 	ctx    context.Context
-	cancel context.CancelFunc
 	stallD time.Duration
 	stall  *time.Timer
 }
 
 func newWSTransport(c *websocket.Conn) *wsTransport {
 	c.SetReadLimit(frame.MaxFrameSize)
-	t := &wsTransport{c: c, stallD: defaultFrameStallTimeout}
-	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.stall = time.AfterFunc(time.Hour, t.cancel)
+	t := &wsTransport{c: c, ctx: context.Background(), stallD: defaultFrameStallTimeout}
+	t.stall = time.AfterFunc(time.Hour, func() { _ = c.CloseNow() })
 	t.stall.Stop()
 	return t
 }
@@ -123,7 +123,7 @@ func (t *wsTransport) writeFrames(out []byte) error {
 		if !ok {
 			return errors.New("rsocket: internal error: partial frame in output")
 		}
-		if err := t.c.Write(context.Background(), websocket.MessageBinary, f); err != nil {
+		if err := t.c.Write(t.ctx, websocket.MessageBinary, f); err != nil {
 			return err
 		}
 		out = rest

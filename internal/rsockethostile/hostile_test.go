@@ -27,8 +27,10 @@ const (
 	// stall is the setup and frame stall timeouts the servers get.
 	stall = 200 * time.Millisecond
 	// bound is how long a hostile connection is held at most: far above
-	// stall, so that the modes that stop sending are closed well before.
-	bound = 8 * time.Second
+	// stall, so that the modes that stop sending are closed well before
+	// (over WebSocket the server's close waits up to 5 s for the
+	// client's answer to its close handshake, which these never give).
+	bound = 20 * time.Second
 	// floodFor is how long the floods go on.
 	floodFor = 3 * time.Second
 	// serverBudget is the server-wide bound on what its connections'

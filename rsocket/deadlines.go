@@ -41,8 +41,9 @@ func WithSetupTimeout(d time.Duration) Option {
 
 // WithFrameStallTimeout sets how long the bytes of a started frame may
 // stop arriving before the connection is closed (a frame's length prefix
-// came and its rest does not); default 30 s. It bounds silence, not the
-// frame's total time. Zero or less: the default.
+// came and its rest does not); default 30 s, on servers and clients
+// alike. It bounds silence, not the frame's total time. Zero or less:
+// the default.
 func WithFrameStallTimeout(d time.Duration) Option {
 	return func(o *options) { o.frameStall = d }
 }

@@ -901,6 +901,7 @@ type frameReader struct {
 	large *[]byte
 	last  int // bytes the last Read returned
 	small [smallRead]byte
+	stall stallDeadline // deadlines.go: set while a frame is partial
 }
 
 const (
@@ -990,6 +991,7 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 			f.buf = (*f.large)[:copy(*f.large, f.buf[:f.w])]
 			f.buf = f.buf[:cap(f.buf)]
 		}
+		f.stall.arm(f.w > 0) // r is 0 here: buf[:w] is a partial frame
 		var n int
 		var err error
 		if f.raw != nil {
@@ -1025,6 +1027,7 @@ func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
 		if len(dst) == cap(dst) {
 			dst = slices.Grow(dst, min(n, 2*cap(dst))-len(dst))
 		}
+		f.stall.arm(true)
 		k, err := f.c.Read(dst[len(dst):min(cap(dst), n)])
 		dst = dst[:len(dst)+k]
 		if err != nil && len(dst) < n {

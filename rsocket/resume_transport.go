@@ -84,10 +84,17 @@ func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Op
 		tlsState = &st
 	}
 	tr := newStreamTransport(nc)
+	o := buildOptions(conn.Server, opts)
+	tr.r.stall.d = o.frameStallOrDefault()
 	serveResumable(ctx, tr, func() ([]byte, error) {
-		_ = nc.SetReadDeadline(time.Now().Add(firstFrameTimeout))
+		// A timer, not a read deadline: the reader sets its own while a
+		// frame is partial (deadlines.go), and the first frame's bound
+		// is on its whole time.
+		t := time.AfterFunc(o.setupTimeoutOrDefault(), func() { _ = nc.Close() })
 		f, err := tr.readFrame(nil)
-		_ = nc.SetReadDeadline(time.Time{})
+		if !t.Stop() && err == nil {
+			err = errNoSetup // closed as the frame came: it is gone with the connection
+		}
 		return f, err
 	}, tlsState, r, opts)
 }
@@ -98,11 +105,14 @@ func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Op
 func serveResumableWS(ctx context.Context, wc *websocket.Conn, tlsState *tls.ConnectionState, r Responder, opts []Option) {
 	t := &closeWatch{transport: newWSTransport(wc), done: make(chan struct{})}
 	ws := t.transport.(*wsTransport)
+	o := buildOptions(conn.Server, opts)
+	ws.stallD = o.frameStallOrDefault()
 	serveResumable(ctx, t, func() ([]byte, error) {
-		rctx, cancel := context.WithTimeout(ctx, firstFrameTimeout)
+		rctx, cancel := context.WithTimeout(ctx, o.setupTimeoutOrDefault())
 		defer cancel()
+		prev := ws.ctx
 		ws.ctx = rctx
-		defer func() { ws.ctx = context.Background() }()
+		defer func() { ws.ctx = prev }()
 		return ws.readFrame(nil)
 	}, tlsState, r, opts)
 	<-t.done

@@ -141,6 +141,10 @@ type options struct {
 	serverOut    int64         // WithServerOutboundBudget
 	sharedOut    *outBudget    // the server's, shared by its connections (Serve sets it)
 	writeTimeout time.Duration // WithWriteTimeout; 0: none
+	// The server's deadlines for the first frame and within a frame
+	// (deadlines.go); zero: the defaults.
+	setupTimeout time.Duration
+	frameStall   time.Duration
 }
 
 func buildOptions(role conn.Role, opts []Option) options {

@@ -17,6 +17,12 @@ import (
 // before it returns: ps may be reused.
 func (s *Sink) SendBatch(ps []Payload) (sent int, err error) {
 	for sent < len(ps) {
+		if s.c.overBudget() && !s.c.waitOutbound(nil) {
+			// Credits alone do not bound a stream (see send): each batch
+			// waits for outbound room too, so a peer that grants 2^31-1
+			// and reads nothing holds the stream at the budget.
+			return sent, s.c.closedErr()
+		}
 		n, err := s.sendSome(ps[sent:])
 		sent += n
 		if err != nil {

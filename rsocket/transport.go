@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/coder/websocket"
@@ -30,7 +31,9 @@ func newStreamTransport(c net.Conn) *streamTransport {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // frames are coalesced by the writer; never wait for Nagle
 	}
-	return &streamTransport{c: c, r: newFrameReader(c)}
+	t := &streamTransport{c: c, r: newFrameReader(c)}
+	t.r.stall = stallDeadline{set: c.SetReadDeadline, d: defaultFrameStallTimeout}
+	return t
 }
 
 func (t *streamTransport) readFrame(buf []byte) ([]byte, error) {
@@ -46,24 +49,56 @@ func (t *streamTransport) Close() error { return t.c.Close() }
 
 // wsTransport carries one frame per binary WebSocket message.
 type wsTransport struct {
-	c   *websocket.Conn
-	ctx context.Context
+	c *websocket.Conn
+	// ctx is the reads': Background, except that a resumable listener's
+	// first read is bounded by the setup timeout (resume_transport.go).
+	// A context that can end costs the library a registration per read
+	// (twice the allocations of a request-response), so the frame stall
+	// timeout is a timer that closes the connection instead
+	// (deadlines.go).
+	ctx    context.Context
+	stallD time.Duration
+	stall  *time.Timer
 }
 
 func newWSTransport(c *websocket.Conn) *wsTransport {
 	c.SetReadLimit(frame.MaxFrameSize)
-	return &wsTransport{c: c, ctx: context.Background()}
+	t := &wsTransport{c: c, ctx: context.Background(), stallD: defaultFrameStallTimeout}
+	t.stall = time.AfterFunc(time.Hour, func() { _ = c.CloseNow() })
+	t.stall.Stop()
+	return t
 }
 
-func (t *wsTransport) readFrame([]byte) ([]byte, error) {
+// readFrame reads the next binary message into buf. From a message's
+// first frame header to its end, the bytes must not stop for longer than
+// the frame stall timeout (stallD): each read that brings some restarts
+// it. Waiting for a message to start is not bounded here.
+func (t *wsTransport) readFrame(buf []byte) ([]byte, error) {
 	for {
-		typ, b, err := t.c.Read(t.ctx)
+		typ, r, err := t.c.Reader(t.ctx)
 		if err != nil {
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
-				return nil, io.EOF
-			}
-			return nil, err
+			return nil, t.readErr(err)
 		}
+		t.stall.Reset(t.stallD)
+		b := buf[:0]
+		for {
+			if len(b) == cap(b) {
+				b = slices.Grow(b, max(smallRead, cap(b)))
+			}
+			n, err := r.Read(b[len(b):cap(b)])
+			b = b[:len(b)+n]
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.stall.Stop()
+				return nil, t.readErr(err)
+			}
+			if n > 0 {
+				t.stall.Reset(t.stallD)
+			}
+		}
+		t.stall.Stop()
 		if typ == websocket.MessageBinary && len(b) > 0 {
 			return b, nil
 		}
@@ -73,6 +108,13 @@ func (t *wsTransport) readFrame([]byte) ([]byte, error) {
 		// connection cut in the middle of a message hands one over here
 		// before its error, and a resumable session must not end for it.
 	}
+}
+
+func (t *wsTransport) readErr(err error) error {
+	if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+		return io.EOF
+	}
+	return err
 }
 
 func (t *wsTransport) writeFrames(out []byte) error {
@@ -89,7 +131,10 @@ func (t *wsTransport) writeFrames(out []byte) error {
 	return nil
 }
 
-func (t *wsTransport) Close() error { return t.c.Close(websocket.StatusNormalClosure, "") }
+func (t *wsTransport) Close() error {
+	t.stall.Stop()
+	return t.c.Close(websocket.StatusNormalClosure, "")
+}
 
 // abort closes tr at once, without a closing handshake that would queue
 // behind a stalled write.
@@ -122,6 +167,16 @@ func startConn(ctx context.Context, tr transport, role conn.Role, o options, set
 	}
 	if setup != nil {
 		setup(c)
+	}
+	switch t := tr.(type) {
+	case *streamTransport:
+		t.r.stall.d = o.frameStallOrDefault()
+	case *wsTransport:
+		t.stallD = o.frameStallOrDefault()
+	}
+	if role == conn.Server && setup == nil {
+		// A resumable listener read the first frame already (resume.go).
+		c.watchSetup(o.setupTimeoutOrDefault())
 	}
 	if role == conn.Client {
 		if err := c.m.Start(c.now()); err != nil {

@@ -77,6 +77,8 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	writeTimeout := fs.Duration("write-timeout", rsocket.DefaultWriteTimeout, "close a connection whose peer accepted no output for this long; 0: never")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	setupTimeout := fs.Duration("setup-timeout", 10*time.Second, "close a connection whose SETUP (or RESUME) has not come by then")
+	frameStall := fs.Duration("frame-stall-timeout", 30*time.Second, "close a connection whose started frame stops arriving for this long (silence within a frame, not its total time)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,6 +93,9 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if err := checkMaxPayload(maxPayload); err != nil {
 		return err
+	}
+	if *setupTimeout <= 0 || *frameStall <= 0 {
+		return &exitError{code: 2, msg: "--setup-timeout and --frame-stall-timeout must be positive"}
 	}
 	syncPolicy, err := seglog.ParseSyncPolicy(*resumeSync)
 	if err != nil || *resumeSync == "" {
@@ -127,7 +132,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload)),
 		rsocket.WithOutboundBudget(int(outBudget)), rsocket.WithServerOutboundBudget(int64(serverBudget)),
-		rsocket.WithWriteTimeout(*writeTimeout)}
+		rsocket.WithWriteTimeout(*writeTimeout), rsocket.WithSetupTimeout(*setupTimeout), rsocket.WithFrameStallTimeout(*frameStall)}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}

@@ -151,11 +151,44 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp, tls, ws or wss"},
 		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--request-n", "0"}, 2, "--request-n must be in"},
 		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
+		{[]string{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--frame-stall-timeout", "0s"}, 2, "must be positive"},
 		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp, tls, ws or wss"},
 	} {
 		code, _, errs := run(tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.errs) {
 			t.Errorf("%v: code %d stderr %q; want %d containing %q", tc.args, code, errs, tc.code, tc.errs)
+		}
+	}
+}
+
+// `sluice rsocket hostile` against `sluice rsocket serve` with small
+// --setup-timeout and --frame-stall-timeout: the server closes the
+// hostile connections, and the command says so on stdout; bad
+// invocations exit 2, -h prints help on stdout.
+func TestRSocketHostileCLI(t *testing.T) {
+	tcpURL, wsURL := startRSocketServe(t, "--setup-timeout", "100ms", "--frame-stall-timeout", "100ms")
+	for _, u := range []string{tcpURL, wsURL} {
+		code, out, errs := run("rsocket", "hostile", "--url", u, "--mode", "half-frame", "--conns", "2", "--frame", "64KiB", "--duration", "8s")
+		if code != 0 || !strings.HasPrefix(out, "half-frame: 2 connections, 0 failed, 2 closed by the server") {
+			t.Fatalf("%s: code %d stdout %q stderr %q", u, code, out, errs)
+		}
+	}
+	if code, out, _ := run("rsocket", "hostile", "-h"); code != 0 || !strings.Contains(out, "--mode") && !strings.Contains(out, "-mode") {
+		t.Errorf("-h: code %d stdout %q", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		errs string
+	}{
+		{[]string{"--mode", "silent"}, "--url and --mode are required"},
+		{[]string{"--url", tcpURL, "--mode", "rude"}, `unknown mode "rude"`},
+		{[]string{"--url", tcpURL, "--mode", "silent", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--url", "udp://127.0.0.1:1", "--mode", "silent"}, "scheme must be tcp or ws"},
+		{[]string{"--url", tcpURL, "--mode", "silent", "--conns", "0"}, "must be positive"},
+	} {
+		code, _, errs := run(append([]string{"rsocket", "hostile"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.errs) {
+			t.Errorf("%v: code %d stderr %q; want 2 containing %q", tc.args, code, errs, tc.errs)
 		}
 	}
 }

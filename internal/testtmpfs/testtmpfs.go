@@ -10,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 // Mount mounts a tmpfs of size (mount(8)'s syntax: "256k", "8m") on a
@@ -18,11 +20,11 @@ import (
 func Mount(t testing.TB, size string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
+		testskip.Missing(t, "", testskip.Root, "mounting a tmpfs needs root")
 	}
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
+		testskip.Missing(t, "", testskip.Root, "cannot mount a tmpfs: "+err.Error())
 	}
 	// Lazily: a file still open (a server the test did not stop) does not
 	// keep the mount, and the directory's removal does not fail on it.

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 func tusDir(t *testing.T, sub string) string {
@@ -33,10 +35,7 @@ func tusDir(t *testing.T, sub string) string {
 	p := filepath.Join(dir, sub)
 	if _, err := os.Stat(p); err != nil {
 		msg := fmt.Sprintf("tus clients not installed (%v): run interop/tus/setup.sh or set SLUICE_TUS_DIR", err)
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, msg)
 	}
 	return filepath.Join(dir, filepath.Dir(sub))
 }
@@ -99,10 +98,7 @@ func TestInteropTusJS(t *testing.T) {
 	nodeDir := tusDir(t, "node/node_modules/tus-js-client/package.json")
 	nodeDir = filepath.Dir(filepath.Dir(nodeDir)) // .../node
 	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal("node not found")
-		}
-		t.Skip("node not found")
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
 	}
 	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
 	e, url, data, src := interopEnv(t)
@@ -392,10 +388,7 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 	t.Run("tus-js-client", func(t *testing.T) {
 		nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
 		if _, err := exec.LookPath("node"); err != nil {
-			if os.Getenv("SLUICE_INTEROP") == "require" {
-				t.Fatal("node not found")
-			}
-			t.Skip("node not found")
+			testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
 		}
 		script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
 		e, url, c := start(t)

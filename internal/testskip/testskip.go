@@ -210,6 +210,9 @@ func Summary(r io.Reader) string {
 			p = &part{require: f[1], tests: map[string]bool{}, pkgs: map[string]bool{}}
 			parts[f[0]] = p
 		}
+		if p.require == "" {
+			p.require = f[1]
+		}
 		p.tests[f[2]+" "+f[3]] = true
 		p.pkgs[f[2]] = true
 		total[f[2]+" "+f[3]] = true

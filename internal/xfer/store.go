@@ -26,7 +26,8 @@ const PartialDir = ".partial"
 type Options struct {
 	// MaxSize refuses uploads larger than this (0: no limit).
 	MaxSize int64
-	// Expire removes partial uploads idle for longer (0: never).
+	// Expire removes partial uploads idle for longer, and the records of
+	// finished uploads (BeginKept) this long after they finished (0: never).
 	Expire time.Duration
 	// SyncEvery is how many bytes an upload may receive between two
 	// durable checkpoints (fsync of the data, then of the sidecar). A

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // doneSuffix names the file, next to the partials, that keeps a finished
@@ -114,5 +116,6 @@ func (s *Store) RemoveFinished(id string) bool {
 		return false
 	}
 	os.Remove(s.donePath(id))
+	seglog.SyncDir(s.partial) // a terminated upload does not come back after a crash
 	return true
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,6 +26,8 @@ import (
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 // longMIME is a custom MIME type of 128 bytes, the most the length-1
@@ -128,10 +129,7 @@ func rsocketJava(t *testing.T) (string, string) {
 	t.Helper()
 	java, cp, err := peers.RSocketJava("..")
 	if err != nil {
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, err.Error())
 	}
 	return java, cp
 }

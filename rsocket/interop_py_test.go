@@ -27,6 +27,8 @@ import (
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/frame"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 const largePayload = 20 << 20
@@ -54,10 +56,7 @@ func rsocketPy(t *testing.T) string {
 	}
 	if _, err := os.Stat(py); err != nil {
 		msg := fmt.Sprintf("rsocket-py not installed (%v): run interop/rsocket-py/setup.sh or set SLUICE_RSOCKET_PY", err)
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, msg)
 	}
 	return py
 }

@@ -31,6 +31,8 @@ import (
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/frame"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 const (
@@ -92,10 +94,7 @@ func jsNode(t *testing.T) (node, modules string) {
 	t.Helper()
 	node, modules, err := peers.RSocketJS()
 	if err != nil {
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, err.Error())
 	}
 	return node, modules
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 // TestRSocketServeDefaultMaxPayload: `sluice rsocket serve` with its
@@ -53,10 +56,8 @@ func TestRSocketServeDefaultMaxPayload(t *testing.T) {
 			py = filepath.Join(home, ".cache", "sluice", "rsocket-py", "bin", "python")
 		}
 		if _, err := os.Stat(py); err != nil {
-			if os.Getenv("SLUICE_INTEROP") == "require" {
-				t.Fatalf("rsocket-py not installed: %v", err)
-			}
-			t.Skipf("rsocket-py not installed (%v): run interop/rsocket-py/setup.sh", err)
+			testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop,
+				fmt.Sprintf("rsocket-py not installed (%v): run interop/rsocket-py/setup.sh", err))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()

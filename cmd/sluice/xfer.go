@@ -37,7 +37,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tusAddr := fs.String("tus", "", "serve tus 1.0.0 at http://HOST:PORT/files/")
 	var maxSize byteSize
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
-	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (0: never)")
+	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer, and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
 	idle := fs.Duration("idle-timeout", xfer.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
 	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -96,7 +96,7 @@ func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
 		{"sluice_xfer_uploads_completed_total", "Uploads verified and renamed into place.", s.Stats.UploadsCompleted.Load},
 		{"sluice_xfer_uploads_failed_total", "Uploads whose whole-file SHA-256 did not match (discarded).", s.Stats.UploadsFailed.Load},
 		{"sluice_xfer_chunks_rejected_total", "Chunks refused for a bad CRC32C or tus checksum.", s.Stats.ChunksRejected.Load},
-		{"sluice_xfer_expired_total", "Idle partial uploads removed.", s.Stats.Expired.Load},
+		{"sluice_xfer_expired_total", "Idle partial uploads, and records of finished tus uploads, removed at --expire.", s.Stats.Expired.Load},
 		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Stats.Salvaged.Load},
 		{"sluice_xfer_takeovers_total", "Writers interrupted by a newer request for their upload (a tus client back on a new connection).", s.Stats.TakenOver.Load},
 		{"sluice_xfer_idle_timeouts_total", "tus PATCHes ended because their body sent nothing for --idle-timeout.", s.Stats.IdleTimeouts.Load},

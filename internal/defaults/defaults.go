@@ -109,8 +109,14 @@ const (
 	// WriteBatchBytes bounds one group commit.
 	WriteBatchBytes = 32 << 20
 	// MaxStreamsPerConn, MaxConnsPerPeer, MaxConsumers and HelloTimeout
-	// bound what one client can make the sink hold.
-	MaxStreamsPerConn = 16
+	// bound what one client can make the sink hold. MaxStreamsPerConn is
+	// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: RFC 9113 §5.1.2 recommends
+	// no less than 100, and gRPC clients queue the streams beyond it
+	// without an error (with 16, the 17th follower on a channel waited
+	// forever). It is MaxConsumers, so one connection can carry every
+	// consumer the sink serves; their memory is bounded by MaxConsumers
+	// and the shared read budget, not by this.
+	MaxStreamsPerConn = 256
 	MaxConnsPerPeer   = 64
 	MaxConsumers      = 256
 	HelloTimeout      = 10 * time.Second

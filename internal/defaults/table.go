@@ -133,7 +133,7 @@ var Table = []Entry{
 	{Flag: "max-message", Daemons: agentOnly, Value: Size(AgentMaxMessage), Meaning: "largest uncompressed message (records are packed up to it); at most " + FormatSize(MaxMessage)},
 	{Flag: "max-message", Daemons: sinkOnly, Value: Size(SinkMaxMessage), Meaning: "largest message accepted, uncompressed; at most " + FormatSize(SinkMaxMessageLimit)},
 	{Flag: "max-record", Daemons: agentOnly, Value: Size(0), Meaning: "largest record (0: what fits in a message)"},
-	{Flag: "max-streams-per-conn", Daemons: sinkOnly, Value: MaxStreamsPerConn, Meaning: "concurrent streams one connection may open (an agent needs 1)"},
+	{Flag: "max-streams-per-conn", Daemons: sinkOnly, Value: MaxStreamsPerConn, Meaning: "concurrent streams one connection may open (each agent or consumer needs 1; a gRPC client queues those beyond, silently)"},
 	{Flag: "metrics", Daemons: both, Value: "", Meaning: "serve Prometheus metrics, /healthz and /readyz on this address"},
 	{Flag: "min-rto", Daemons: agentOnly, Value: time.Duration(MinRTO), Meaning: "lower bound of the adaptive resend timeout"},
 	{Flag: "progress-timeout", Daemons: agentOnly, Value: time.Duration(ProgressTimeout), Meaning: "drop a stream with messages in flight and no ack for this long"},

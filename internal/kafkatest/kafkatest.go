@@ -30,6 +30,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 const (
@@ -66,7 +68,7 @@ type Broker struct {
 func Start(t testing.TB) *Broker {
 	t.Helper()
 	if os.Getenv("SLUICE_KAFKA") == "skip" {
-		t.Skip("kafkatest: SLUICE_KAFKA=skip")
+		testskip.Missing(t, "", testskip.Kafka, "kafkatest: SLUICE_KAFKA=skip")
 	}
 	if addr := os.Getenv("SLUICE_KAFKA_BOOTSTRAP"); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -191,10 +193,8 @@ func (b *Broker) run(timeout time.Duration, args ...string) (stdout, stderr stri
 // cannot have a broker on this machine.
 func unavailable(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("SLUICE_KAFKA") == "require" {
-		t.Fatalf("kafkatest: Kafka cannot run here (SLUICE_KAFKA=require): %s", why)
-	}
-	t.Skipf("kafkatest: Kafka cannot run here, skipping (set SLUICE_KAFKA_BOOTSTRAP to use a running broker): %s", why)
+	testskip.Missing(t, "SLUICE_KAFKA", testskip.Kafka,
+		"kafkatest: Kafka cannot run here, skipping (set SLUICE_KAFKA_BOOTSTRAP to use a running broker): "+why)
 }
 
 // repoRoot finds the module root holding scripts/kafka.sh: up from the

@@ -138,8 +138,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// MaxStreamsPerConn caps the concurrent streams of one connection
-	// (HTTP/2 MAX_CONCURRENT_STREAMS; streams beyond wait or are refused).
-	// Default 16.
+	// (HTTP/2 MAX_CONCURRENT_STREAMS; a gRPC client queues the streams
+	// beyond it, silently; a connection reaching it is counted and logged).
+	// Default 256 (RFC 9113 §5.1.2: no less than 100).
 	MaxStreamsPerConn int
 
 	// MaxConnsPerPeer caps the open connections from one IP address;

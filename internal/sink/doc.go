@@ -268,8 +268,15 @@
 // Bounds on what one client can make the sink hold, beyond the per-stream
 // queue (credits):
 //
-//   - Config.MaxStreamsPerConn (16): HTTP/2 concurrent streams per
-//     connection;
+//   - Config.MaxStreamsPerConn (256): HTTP/2 concurrent streams per
+//     connection (SETTINGS_MAX_CONCURRENT_STREAMS; RFC 9113 §5.1.2 asks
+//     for no less than 100). A gRPC client queues the streams it opens
+//     beyond it, silently: a connection reaching it is counted in
+//     sluice_sink_conn_stream_cap_total and logged at Warn once a minute.
+//     256 is MaxConsumers, so one connection can carry every consumer the
+//     sink serves; what they hold is bounded by MaxConsumers and the
+//     shared read budget (64 MiB of read chunks over all Read streams,
+//     256 KiB each with 256), not by this;
 //   - Config.MaxConnsPerPeer (64): open connections per IP address; more
 //     are closed as soon as accepted (counted in sluice_sink_refused_total,
 //     logged once a minute per peer);
@@ -325,6 +332,7 @@
 //	sluice_sink_refused_total                counter    connections and streams refused by a bound, by reason
 //	sluice_sink_streams_cut_total            counter    streams ended for misbehaviour, by reason
 //	sluice_sink_stalled_conns_total          counter    connections closed: a message begun and not continued (--stall-timeout)
+//	sluice_sink_conn_stream_cap_total        counter    times a connection reached --max-streams-per-conn streams
 //	sluice_sink_fsync_seconds                histogram  embedded: fdatasync durations
 //	sluice_sink_store_bytes                  gauge      embedded: size of the segment files
 //	sluice_sink_store_next_offset            gauge      embedded: offset of the next message

@@ -52,6 +52,7 @@ type metrics struct {
 	refused          *prometheus.CounterVec // reason
 	streamsCut       *prometheus.CounterVec // reason
 	stalledConns     prometheus.Counter
+	connStreamCap    prometheus.Counter
 
 	// Kafka store only: registered only when the store is Kafka.
 	kafkaProduce     prometheus.Histogram
@@ -126,6 +127,8 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 			"Streams the sink ended because the client misbehaved, by reason.")), []string{"reason"}),
 		stalledConns: counter("stalled_conns_total",
 			"Connections closed because a stream began a message and stopped sending it for the stall timeout."),
+		connStreamCap: counter("conn_stream_cap_total",
+			"Times a connection reached Config.MaxStreamsPerConn open streams (its client queues further ones)."),
 		kafkaProduce: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_commit_seconds",
 			Help: "Kafka store: time from the start of a group commit to Kafka's last ack of it.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
 		kafkaRecords:     counter("kafka_records_total", "Kafka store: records produced (one per record of each message)."),
@@ -149,7 +152,8 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	reg.MustRegister(m.streams, m.queuedMsgs, m.queuedBytes, m.receivedMsgs, m.receivedBytes, m.decodedBytes,
 		m.storedMsgs, m.storedRecords, m.storedBytes, m.duplicates, m.rejected, m.acks, m.ackedMsgs,
 		m.commitMsgs, m.storeErrors, m.dictUploads, m.readMsgs, m.readRecords, m.corrupt, m.checkpoints,
-		m.storeAvailable, m.storeOutages, m.consumers, m.consumerBuffered, m.refused, m.streamsCut, m.stalledConns)
+		m.storeAvailable, m.storeOutages, m.consumers, m.consumerBuffered, m.refused, m.streamsCut, m.stalledConns,
+		m.connStreamCap)
 	if !kafka {
 		reg.MustRegister(m.fsync) // the embedded store's
 	}

@@ -34,6 +34,7 @@ func (s *Sink) newGRPCServer() *grpc.Server {
 		// message cannot hold more.
 		grpc.MaxRecvMsgSize(maxRequestBytes(cfg.MaxMessageBytes)),
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn)),
+		grpc.StatsHandler(&streamCapWatch{s: s, max: int64(cfg.MaxStreamsPerConn)}),
 		grpc.MaxSendMsgSize(MaxMessageBytesLimit + (1 << 20)),
 		grpc.KeepaliveParams(serverKeepalive),
 		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 // A minimal Chrome DevTools Protocol client: enough to open a page,
@@ -37,10 +39,8 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("SLUICE_BROWSER") == "require" {
-		t.Fatal("SLUICE_BROWSER=require but no Chromium found (apt-get install chromium, or set SLUICE_CHROMIUM)")
-	}
-	t.Skip("no Chromium on PATH (apt-get install chromium); set SLUICE_BROWSER=require to fail instead")
+	testskip.Missing(t, "SLUICE_BROWSER", testskip.Browser,
+		"no Chromium on PATH (apt-get install chromium, or set SLUICE_CHROMIUM); set SLUICE_BROWSER=require to fail instead")
 	return ""
 }
 

@@ -13,6 +13,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 // Mount mounts a tmpfs of size (mount(8)'s syntax: "256k", "8m") on a
@@ -20,16 +22,12 @@ import (
 // after the cleanups the test registers later (which close what uses it).
 func Mount(t testing.TB, size string) string {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("SLUICE_TMPFS") == "require" {
-		skip = t.Fatalf
-	}
 	if os.Geteuid() != 0 {
-		skip("mounting a tmpfs needs root (SLUICE_TMPFS=%s)", os.Getenv("SLUICE_TMPFS"))
+		testskip.Missing(t, "SLUICE_TMPFS", testskip.Root, "mounting a tmpfs needs root")
 	}
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		skip("cannot mount a tmpfs: %v (SLUICE_TMPFS=%s)", err, os.Getenv("SLUICE_TMPFS"))
+		testskip.Missing(t, "SLUICE_TMPFS", testskip.Root, "cannot mount a tmpfs: "+err.Error())
 	}
 	// Lazily: a file still open (a server the test did not stop) does not
 	// keep the mount, and the directory's removal does not fail on it.

@@ -16,10 +16,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 func tusDir(t *testing.T, sub string) string {
@@ -32,10 +35,7 @@ func tusDir(t *testing.T, sub string) string {
 	p := filepath.Join(dir, sub)
 	if _, err := os.Stat(p); err != nil {
 		msg := fmt.Sprintf("tus clients not installed (%v): run interop/tus/setup.sh or set SLUICE_TUS_DIR", err)
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, msg)
 	}
 	return filepath.Join(dir, filepath.Dir(sub))
 }
@@ -98,10 +98,7 @@ func TestInteropTusJS(t *testing.T) {
 	nodeDir := tusDir(t, "node/node_modules/tus-js-client/package.json")
 	nodeDir = filepath.Dir(filepath.Dir(nodeDir)) // .../node
 	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv("SLUICE_INTEROP") == "require" {
-			t.Fatal("node not found")
-		}
-		t.Skip("node not found")
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
 	}
 	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
 	e, url, data, src := interopEnv(t)
@@ -314,4 +311,104 @@ func sysctlMax(t *testing.T, name string) int {
 		t.Fatalf("%s: %q", name, b)
 	}
 	return n
+}
+
+// countingTUS serves the tus handler and counts the requests by method.
+type countingTUS struct {
+	h      http.Handler
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *countingTUS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	c.counts[r.Method]++
+	c.mu.Unlock()
+	c.h.ServeHTTP(w, r)
+}
+
+func (c *countingTUS) count(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[method]
+}
+
+// TestInteropTusFinishedNotResent: each client uploads a file with its
+// URL storage on, then "uploads" the same file again: it finds the stored
+// URL, HEADs it, sees the upload complete (Upload-Offset = Upload-Length)
+// and sends nothing: no new upload, no PATCH, no byte. Before issue 23 the
+// server answered 404 for a finished upload: tus-js-client then created a
+// new upload and sent the file again whole, and tuspy 1.1.0 failed
+// ("Attempt to retrieve offset fails with status 404").
+func TestInteropTusFinishedNotResent(t *testing.T) {
+	data := randBytes(1<<20+9, 34)
+	src := tempFile(t, data)
+	start := func(t *testing.T) (*env, string, *countingTUS) {
+		e := &env{dir: t.TempDir()}
+		e.store = openT(t, e.dir, Options{Expire: time.Hour})
+		c := &countingTUS{h: TUSHandler(e.store, "/files/"), counts: map[string]int{}}
+		mux := http.NewServeMux()
+		mux.Handle("/files/", c)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		return e, srv.URL + "/files/", c
+	}
+	again := func(t *testing.T, e *env, c *countingTUS, out string) {
+		t.Helper()
+		if got := e.store.Stats.BytesReceived.Load(); got != int64(len(data)) {
+			t.Errorf("server received %d bytes for a %d-byte file uploaded once:\n%s", got, len(data), out)
+		}
+		if n := c.count("POST"); n != 1 {
+			t.Errorf("%d uploads created, want 1:\n%s", n, out)
+		}
+		if n := e.store.Stats.UploadsCompleted.Load(); n != 1 {
+			t.Errorf("%d uploads completed, want 1", n)
+		}
+		if c.count("HEAD") == 0 {
+			t.Errorf("the second run did not HEAD the stored URL:\n%s", out)
+		}
+	}
+	t.Run("tuspy", func(t *testing.T) {
+		py := filepath.Join(tusDir(t, "venv/bin/python"), "python")
+		script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
+		e, url, c := start(t)
+		store := filepath.Join(t.TempDir(), "urls.json")
+		out := runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
+		checkLanded(t, e.dir, "done.bin", data, sha256Of(data))
+		patches := c.count("PATCH")
+		out = runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
+		if got := field(out, "start"); got != fmt.Sprint(len(data)) {
+			t.Errorf("second run started at %q, want %d (complete):\n%s", got, len(data), out)
+		}
+		if n := c.count("PATCH"); n != patches {
+			t.Errorf("second run sent %d PATCHes", n-patches)
+		}
+		again(t, e, c, out)
+	})
+	t.Run("tus-js-client", func(t *testing.T) {
+		nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
+		if _, err := exec.LookPath("node"); err != nil {
+			testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
+		}
+		script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+		e, url, c := start(t)
+		store := filepath.Join(t.TempDir(), "urls.json")
+		node := func() *exec.Cmd {
+			cmd := exec.Command("node", script, url, src, "done.bin", "--store", store)
+			cmd.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
+			return cmd
+		}
+		out := runPeer(t, node())
+		first := field(out, "url")
+		checkLanded(t, e.dir, "done.bin", data, sha256Of(data))
+		patches := c.count("PATCH")
+		out = runPeer(t, node())
+		if field(out, "previous") != first || field(out, "url") != first {
+			t.Errorf("second run did not resume the stored %s:\n%s", first, out)
+		}
+		if n := c.count("PATCH"); n != patches {
+			t.Errorf("second run sent %d PATCHes", n-patches)
+		}
+		again(t, e, c, out)
+	})
 }

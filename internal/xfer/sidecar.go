@@ -29,14 +29,17 @@ func CRC32C(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
 
 // record is one sidecar slot's content.
 type record struct {
-	Seq     uint64    `json:"seq"`
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Size    int64     `json:"size"`
-	Offset  int64     `json:"offset"`
-	SHA256  []byte    `json:"sha256,omitempty"` // expected, when the client gave it
-	Hash    []byte    `json:"hash"`             // crypto/sha256 state at Offset (encoding.BinaryMarshaler)
-	Meta    string    `json:"meta,omitempty"`   // tus Upload-Metadata as received
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	Offset int64  `json:"offset"`
+	SHA256 []byte `json:"sha256,omitempty"` // expected, when the client gave it
+	Hash   []byte `json:"hash"`             // crypto/sha256 state at Offset (encoding.BinaryMarshaler)
+	Meta   string `json:"meta,omitempty"`   // tus Upload-Metadata as received
+	// Keep: once finished, the upload's description stays (a .done
+	// file) until it expires, so that tus HEAD answers it (BeginKept).
+	Keep    bool      `json:"keep,omitempty"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 }

@@ -26,7 +26,8 @@ const PartialDir = ".partial"
 type Options struct {
 	// MaxSize refuses uploads larger than this (0: no limit).
 	MaxSize int64
-	// Expire removes partial uploads idle for longer (0: never).
+	// Expire removes partial uploads idle for longer, and the records of
+	// finished uploads (BeginKept) this long after they finished (0: never).
 	Expire time.Duration
 	// SyncEvery is how many bytes an upload may receive between two
 	// durable checkpoints (fsync of the data, then of the sidecar). A
@@ -72,9 +73,12 @@ type Store struct {
 	log          *slog.Logger
 	Stats        Stats
 
-	mu      sync.Mutex
-	byID    map[string]*Upload
-	byName  map[string]*Upload
+	mu     sync.Mutex
+	byID   map[string]*Upload
+	byName map[string]*Upload
+	// done holds the finished uploads begun with BeginKept, by id, until
+	// they expire (finished.go).
+	done    map[string]*finished
 	closed  bool
 	stopExp chan struct{}
 }
@@ -111,7 +115,7 @@ func Open(dir string, o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
-		byID: map[string]*Upload{}, byName: map[string]*Upload{}, stopExp: make(chan struct{})}
+		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*finished{}, stopExp: make(chan struct{})}
 	if err := s.recover(); err != nil {
 		lock.Release()
 		return nil, err
@@ -173,6 +177,12 @@ func (s *Store) recover() error {
 	for _, e := range ents {
 		if id, ok := strings.CutSuffix(e.Name(), ".meta"); ok {
 			metas[id] = true
+		}
+		if id, ok := strings.CutSuffix(e.Name(), doneSuffix); ok {
+			s.loadFinished(id)
+		}
+		if strings.HasSuffix(e.Name(), doneSuffix+".tmp") {
+			os.Remove(filepath.Join(s.partial, e.Name()))
 		}
 	}
 	for _, e := range ents {
@@ -285,6 +295,9 @@ type Info struct {
 	Updated      time.Time
 	Expires      time.Time // zero when uploads do not expire
 	Active       bool      // a writer holds it
+	// Finished: the upload completed (Offset == Size) and is kept until it
+	// expires (BeginKept); SHA256 is then the file's.
+	Finished bool
 }
 
 // Stat describes the partial upload of name (ErrNotFound when none).
@@ -298,15 +311,21 @@ func (s *Store) Stat(name string) (Info, error) {
 	return u.Info(), nil
 }
 
-// StatID describes the partial upload with this id (ErrNotFound when none).
+// StatID describes the upload with this id: a partial one, or a
+// finished one begun with BeginKept that has not expired (Info.Finished).
+// ErrNotFound when none.
 func (s *Store) StatID(id string) (Info, error) {
 	s.mu.Lock()
 	u := s.byID[id]
+	f := s.done[id]
 	s.mu.Unlock()
-	if u == nil {
-		return Info{}, ErrNotFound
+	if u != nil {
+		return u.Info(), nil
 	}
-	return u.Info(), nil
+	if f != nil {
+		return f.info(s.o.Expire), nil
+	}
+	return Info{}, ErrNotFound
 }
 
 // Begin returns the upload of name, acquired for writing (Release it):
@@ -318,6 +337,18 @@ func (s *Store) StatID(id string) (Info, error) {
 // An empty name with fresh names the upload by its id (tus without a
 // filename).
 func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
+	return s.begin(name, size, sha, meta, fresh, false)
+}
+
+// BeginKept is Begin for an upload whose description is kept once it is
+// finished, until it expires (StatID, FinishedID, RemoveFinished): tus
+// clients ask for an upload's offset again by its URL, and an upload
+// they find gone is sent again whole.
+func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
+	return s.begin(name, size, sha, meta, fresh, true)
+}
+
+func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, keep bool) (*Upload, error) {
 	id := newID()
 	if name == "" && fresh {
 		name = id
@@ -364,7 +395,7 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 		return nil, err
 	}
 	now := s.o.Now()
-	u := &Upload{s: s, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Created: now, Updated: now}}
+	u := &Upload{s: s, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Keep: keep, Created: now, Updated: now}}
 	u.takeLocked()
 	if err := u.create(); err != nil {
 		return nil, err
@@ -436,7 +467,8 @@ func freeSpace(dir string) (int64, error) {
 }
 
 // Expire removes the partial uploads idle since before now-Expire and not
-// being written, and returns how many.
+// being written, and the records of finished uploads (BeginKept) finished
+// before then, and returns how many.
 func (s *Store) Expire(now time.Time) int {
 	if s.o.Expire <= 0 {
 		return 0
@@ -450,6 +482,13 @@ func (s *Store) Expire(now time.Time) int {
 			delete(s.byName, u.rec.Name)
 		}
 	}
+	var goneDone []*finished
+	for id, f := range s.done {
+		if expired(f.Finished, s.o.Expire, now) {
+			goneDone = append(goneDone, f)
+			delete(s.done, id)
+		}
+	}
 	s.mu.Unlock()
 	for _, u := range gone {
 		s.log.Info("partial upload expired", "name", u.rec.Name, "offset", u.rec.Offset, "idle_since", u.rec.Updated)
@@ -457,8 +496,12 @@ func (s *Store) Expire(now time.Time) int {
 		u.removeFiles()
 		u.mu.Unlock()
 	}
-	s.Stats.Expired.Add(int64(len(gone)))
-	return len(gone)
+	for _, f := range goneDone {
+		s.log.Info("finished upload's record expired", "name", f.Name, "id", f.ID, "finished", f.Finished)
+		os.Remove(s.donePath(f.ID))
+	}
+	s.Stats.Expired.Add(int64(len(gone) + len(goneDone)))
+	return len(gone) + len(goneDone)
 }
 
 func expired(updated time.Time, after time.Duration, now time.Time) bool {

@@ -170,7 +170,7 @@ func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	u, err := t.s.Begin(meta["filename"], size, sha, raw, true)
+	u, err := t.s.BeginKept(meta["filename"], size, sha, raw, true)
 	if err != nil {
 		if errors.Is(err, ErrBusy) {
 			tusError(w, http.StatusConflict, encodeRemote(err))
@@ -205,8 +205,43 @@ func (t *tusServer) head(w http.ResponseWriter, id string) {
 	if in.Meta != "" {
 		h.Set("Upload-Metadata", in.Meta)
 	}
+	if in.Finished {
+		h.Set(headerSHA256, hex.EncodeToString(in.SHA256))
+	}
 	t.expires(w, in)
 	w.WriteHeader(http.StatusOK)
+}
+
+// finishedPatch answers a PATCH to a finished upload as tus 1.0.0 says
+// for any upload: at an offset other than its length, 409 Conflict
+// without change; at its length with an empty body, 204 with
+// Upload-Offset (nothing to apply); with bytes, 413, as they exceed
+// Upload-Length. False when id is not a finished upload.
+func (t *tusServer) finishedPatch(w http.ResponseWriter, r *http.Request, id string, off int64) bool {
+	in, err := t.s.StatID(id)
+	if err != nil || !in.Finished {
+		return false
+	}
+	if off != in.Size {
+		tusStatus(w, &OffsetError{Want: off, Have: in.Size})
+		return true
+	}
+	if r.ContentLength > 0 || r.ContentLength < 0 && readsAny(r.Body) {
+		tusStatus(w, fmt.Errorf("%w: the upload is complete (%d bytes)", ErrOverSize, in.Size))
+		return true
+	}
+	w.Header().Set("Upload-Offset", strconv.FormatInt(in.Size, 10))
+	w.Header().Set(headerSHA256, hex.EncodeToString(in.SHA256))
+	t.expires(w, in)
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// readsAny tells whether a body of unknown length has a byte.
+func readsAny(body io.Reader) bool {
+	var b [1]byte
+	n, _ := io.ReadFull(body, b[:])
+	return n > 0
 }
 
 func tusHash(algo string) hash.Hash {
@@ -245,6 +280,9 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		}
 	}
 	u, err := t.s.Acquire(r.Context(), id)
+	if errors.Is(err, ErrNotFound) && t.finishedPatch(w, r, id, off) {
+		return
+	}
 	if err != nil {
 		tusStatus(w, err)
 		return
@@ -299,6 +337,12 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 
 func (t *tusServer) delete(w http.ResponseWriter, r *http.Request, id string) {
 	u, err := t.s.Acquire(r.Context(), id)
+	if errors.Is(err, ErrNotFound) && t.s.RemoveFinished(id) {
+		// A finished upload: its record goes (HEAD, PATCH and DELETE
+		// answer 404 from now on); the file it landed stays.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err != nil {
 		tusStatus(w, err)
 		return

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -135,7 +136,7 @@ func TestTUSProtocol(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(c.dir, "greeting.txt")); !bytes.Equal(got, data) {
 		t.Fatalf("landed %q", got)
 	}
-	c.want(c.do("HEAD", loc, nil), 404)
+	c.want(c.do("HEAD", loc, nil), 200) // kept until it expires: TestTUSFinishedUpload
 
 	// No filename: the file is named by the upload id. Termination.
 	r = c.do("POST", "/files/", nil, "Upload-Length", "4", "Upload-Metadata", "")
@@ -255,5 +256,98 @@ func TestTUSIdlePatchReleased(t *testing.T) {
 	c.want(c.do("PATCH", loc, make([]byte, 800000), "Content-Type", octet, "Upload-Offset", "200000"), 204)
 	if n := c.s.Stats.TakenOver.Load(); n != 0 {
 		t.Fatalf("takeovers: %d, want none (the upload was free)", n)
+	}
+}
+
+// TestTUSFinishedUpload: a finished upload stays known until it expires,
+// also across a restart, as tusd keeps it: HEAD answers 200 with
+// Upload-Offset = Upload-Length, so that tus-js-client and tuspy, which
+// check a stored upload URL with HEAD, do not send the file again (issue
+// 23: HEAD answered 404 and they uploaded it whole once more). PATCH to it
+// answers as to any upload (204 at its length with nothing, 409 at
+// another offset, 413 with bytes); DELETE forgets it, the file stays.
+func TestTUSFinishedUpload(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	o := Options{Expire: time.Hour, Now: func() time.Time { return now }}
+	s := openT(t, dir, o)
+	var handler atomic.Pointer[http.Handler] // the store's, replaced at the restart
+	h := TUSHandler(s, "/files/")
+	handler.Store(&h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	c := &tusT{t: t, url: srv.URL, dir: dir, s: s}
+
+	data := []byte("finished, and known")
+	meta := "filename " + b64([]byte("done.txt")) + ",type " + b64([]byte("text/plain"))
+	r := c.do("POST", "/files/", nil, "Upload-Length", strconv.Itoa(len(data)), "Upload-Metadata", meta)
+	c.want(r, 201)
+	loc := r.Header.Get("Location")
+	c.want(c.do("PATCH", loc, data, "Content-Type", octet, "Upload-Offset", "0"), 204)
+	sum := sha256.Sum256(data)
+	size := strconv.Itoa(len(data))
+	head := func(when string) {
+		t.Helper()
+		r := c.do("HEAD", loc, nil)
+		c.want(r, 200)
+		for k, v := range map[string]string{"Upload-Offset": size, "Upload-Length": size, "Upload-Metadata": meta,
+			"Cache-Control": "no-store", "Tus-Resumable": "1.0.0", "Sluice-Sha256": hex.EncodeToString(sum[:]),
+			"Upload-Expires": now.Add(time.Hour).Format(http.TimeFormat)} {
+			if got := r.Header.Get(k); got != v {
+				t.Errorf("%s: HEAD %s: %q, want %q", when, k, got, v)
+			}
+		}
+	}
+	head("finished")
+	r = c.do("PATCH", loc, nil, "Content-Type", octet, "Upload-Offset", size)
+	c.want(r, 204)
+	if r.Header.Get("Upload-Offset") != size {
+		t.Errorf("PATCH at the length: Upload-Offset %q, want %s", r.Header.Get("Upload-Offset"), size)
+	}
+	c.want(c.do("PATCH", loc, data[:3], "Content-Type", octet, "Upload-Offset", "0"), 409)
+	c.want(c.do("PATCH", loc, nil, "Content-Type", octet, "Upload-Offset", "3"), 409)
+	c.want(c.do("PATCH", loc, []byte("more"), "Content-Type", octet, "Upload-Offset", size), 413)
+	c.want(c.do("PATCH", loc, nil, "Content-Type", "text/plain", "Upload-Offset", size), 415)
+	if got, _ := os.ReadFile(filepath.Join(dir, "done.txt")); !bytes.Equal(got, data) {
+		t.Fatalf("landed %q", got)
+	}
+
+	// A restart keeps it.
+	s.Close()
+	s = openT(t, dir, o)
+	h = TUSHandler(s, "/files/")
+	c.s = s
+	handler.Store(&h)
+	head("after a restart")
+
+	// A second one, terminated: 204, then gone; its file stays.
+	r = c.do("POST", "/files/", nil, "Upload-Length", "2", "Upload-Metadata", "filename "+b64([]byte("two")))
+	loc2 := r.Header.Get("Location")
+	c.want(c.do("PATCH", loc2, []byte("ok"), "Content-Type", octet, "Upload-Offset", "0"), 204)
+	c.want(c.do("HEAD", loc2, nil), 200)
+	c.want(c.do("DELETE", loc2, nil), 204)
+	c.want(c.do("HEAD", loc2, nil), 404)
+	c.want(c.do("PATCH", loc2, nil, "Content-Type", octet, "Upload-Offset", "2"), 404)
+	c.want(c.do("DELETE", loc2, nil), 404)
+	if _, err := os.Stat(filepath.Join(dir, "two")); err != nil {
+		t.Fatalf("terminating a finished upload removed its file: %v", err)
+	}
+
+	// Expiry removes it, and its file in .partial; not before.
+	if n := s.Expire(now.Add(30 * time.Minute)); n != 0 {
+		t.Fatalf("expired %d too early", n)
+	}
+	head("before it expires")
+	if n := s.Expire(now.Add(2 * time.Hour)); n != 1 {
+		t.Fatalf("expired %d, want 1", n)
+	}
+	c.want(c.do("HEAD", loc, nil), 404)
+	if p := partialFiles(t, dir); len(p) != 0 {
+		t.Fatalf("left in .partial after expiry: %v", p)
+	}
+	s.Close()
+	s = openT(t, dir, o)
+	if _, err := s.StatID(strings.TrimPrefix(loc, "/files/")); err == nil {
+		t.Fatal("an expired finished upload came back after a restart")
 	}
 }

@@ -545,6 +545,10 @@ func (u *Upload) Finish(clientSHA []byte) ([]byte, error) {
 		return nil, fmt.Errorf("syncing %s: %w", u.s.dir, err)
 	}
 	u.closeFiles()
+	if u.rec.Keep {
+		// Before the sidecar goes: a crash leaves one or the other.
+		u.s.keepFinished(&u.rec, sum)
+	}
 	os.Remove(metaPath)
 	seglog.SyncDir(u.s.partial)
 	u.done = true

@@ -1,12 +1,15 @@
 // Uploads a file to a tus server with tus-js-client (Node), as a user would.
 //
-//   node tusjs_upload.js URL FILE NAME [--abort-at N] [--resume UPLOAD_URL] [--chunk N]
+//   node tusjs_upload.js URL FILE NAME [--abort-at N] [--resume UPLOAD_URL] [--chunk N] [--store FILE]
 //
 // --abort-at aborts the upload (upload.abort(), as a user's cancel) once
 // the server confirmed at least N bytes, and prints "url URL"; --resume
 // continues that upload: tus-js-client HEADs it and PATCHes from the
 // server's offset. Prints "start N" (the offset it resumed from) and
-// "offset N" at the end.
+// "offset N" at the end. --store keeps upload URLs in FILE
+// (tus.FileUrlStorage) under the file's fingerprint, and a run with the
+// same FILE resumes the upload it finds there (findPreviousUploads, as the
+// tus-js-client docs show), HEADing it first; "previous URL" says so.
 const path = require("path");
 module.paths.unshift(path.join(process.env.TUS_NODE_DIR || ".", "node_modules"));
 const fs = require("fs");
@@ -21,6 +24,7 @@ const opt = (k) => {
 const abortAt = opt("--abort-at") ? Number(opt("--abort-at")) : 0;
 const resume = opt("--resume");
 const chunk = Number(opt("--chunk") || 256 * 1024);
+const store = opt("--store");
 
 const size = fs.statSync(file).size;
 const upload = new tus.Upload(fs.createReadStream(file), {
@@ -30,6 +34,7 @@ const upload = new tus.Upload(fs.createReadStream(file), {
   uploadSize: size,
   metadata: { filename: name },
   retryDelays: [0, 500, 1000],
+  ...(store ? { urlStorage: new tus.FileUrlStorage(store) } : {}),
   onChunkComplete(chunkSize, accepted, total) {
     if (abortAt && accepted >= abortAt) {
       upload.abort().then(() => {
@@ -52,4 +57,14 @@ if (resume) {
   // uploadUrl makes tus-js-client HEAD the upload first.
   console.log("resume " + resume);
 }
-upload.start();
+if (store) {
+  upload.findPreviousUploads().then((prev) => {
+    if (prev.length > 0) {
+      console.log("previous " + prev[0].uploadUrl);
+      upload.resumeFromPreviousUpload(prev[0]);
+    }
+    upload.start();
+  });
+} else {
+  upload.start();
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/peers"
+
+	"github.com/sluicehq/sluice/internal/testskip"
 )
 
 // The peers' conformance tests run each interop peer's echo server and
@@ -27,10 +29,7 @@ import (
 // (CI installs every peer, so a missing one there is a broken setup).
 func peerMissing(t *testing.T, msg string) {
 	t.Helper()
-	if os.Getenv("SLUICE_INTEROP") == "require" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, msg)
 }
 
 // startPeer starts a peer's server and reads its stdout until listening

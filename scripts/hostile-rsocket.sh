@@ -22,6 +22,12 @@
 #   SCHEME=ws scripts/hostile-rsocket.sh     # over WebSocket
 #   SERVE_FLAGS="--setup-timeout 2s --frame-stall-timeout 2s" DURATION=5s scripts/hostile-rsocket.sh
 #       (SERVE_FLAGS go to every build's server: an old REV may not know them)
+#   GOMEMLIMIT=600MiB scripts/hostile-rsocket.sh   # the Go runtime's soft memory limit, in the server's environment
+#
+# "live peak" is the largest heap that survived a garbage collection (the
+# server runs with GODEBUG=gctrace=1): what the server really holds. The
+# heap and RSS peaks add the garbage a collection has not yet reclaimed,
+# up to GOGC (100 %) above the live heap unless GOMEMLIMIT caps it.
 #
 # Bounded: each flood connection sends at most MAX_FRAMES frames (default
 # 32), and a server whose RSS passes RSS_CAP_MB (default 3072) is killed
@@ -59,13 +65,13 @@ rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status" 2>/dev/
 
 echo "$conns connections per mode, $frame frames, $duration, over $scheme ($(nproc) cores)${serve_flags:+, serve $serve_flags}"
 echo
-echo "| server | mode | RSS before | RSS peak | heap before | heap peak | closed by the server | well-behaved client |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| server | mode | RSS before | RSS peak | heap before | heap peak | live peak | closed by the server | well-behaved client |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for v in "${bins[@]}"; do
   label=$([ "$v" = old ] && echo "$rev" || echo "working tree")
   for mode in $modes; do
     # shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
-    "$work/sluice-$v" rsocket serve --listen "$url" --metrics 127.0.0.1:27612 --log-level error $serve_flags >"$work/$v-$mode.log" 2>&1 &
+    GODEBUG=gctrace=1 "$work/sluice-$v" rsocket serve --listen "$url" --metrics 127.0.0.1:27612 --log-level error $serve_flags >"$work/$v-$mode.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do curl -sf http://127.0.0.1:27612/metrics >/dev/null && break || sleep 0.1; done
     rss0=$(rss_mb $pid) heap0=$(heap_mb)
@@ -105,7 +111,9 @@ for v in "${bins[@]}"; do
     [ -z "$closed" ] && closed=0
     closed="$closed of $conns"
     [ -n "$killed" ] && closed="— (killed)" # the kill closed them
-    echo "| $label | $mode | $rss0 MB | $rss1 MB$killed | $heap0 MB | $heap1 MB | $closed | $(cat "$work/good.out") |"
+    # gctrace: "gc N @Ts P%: ... A->B->C MB, ...": C is the heap live after it.
+    live=$(sed -n 's/.* [0-9]*->[0-9]*->\([0-9]*\) MB.*/\1/p' "$work/$v-$mode.log" | sort -n | tail -1)
+    echo "| $label | $mode | $rss0 MB | $rss1 MB$killed | $heap0 MB | $heap1 MB | ${live:-0} MB | $closed | $(cat "$work/good.out") |"
     kill $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
   done

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -154,7 +155,10 @@ func TestStreamsPerConnection(t *testing.T) {
 }
 
 // TestConnectionsPerPeer: connections beyond MaxConnsPerPeer from one IP
-// are closed at once; once one closes, a new one is served.
+// that have not passed a Hello are closed at once; one that passes its
+// Hello gives its slot back (issue 23: the bound is per agent identity
+// from then on), takes it again when its session ends, and gives it
+// back for good once closed.
 func TestConnectionsPerPeer(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxConnsPerPeer = 2 })
 	addr := h.cc.Target()
@@ -166,39 +170,109 @@ func TestConnectionsPerPeer(t *testing.T) {
 		t.Cleanup(func() { cc.Close() })
 		return cc
 	}
-	hello := func(cc *grpc.ClientConn) error {
+	type stream = grpc.BidiStreamingClient[sluicev1.Request, sluicev1.Response]
+	// open opens a Send stream (and so the connection) without a Hello.
+	open := func(cc *grpc.ClientConn) (stream, context.CancelFunc, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		stream, err := sluicev1.NewSinkClient(cc).Send(ctx)
+		st, err := sluicev1.NewSinkClient(cc).Send(ctx)
 		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		t.Cleanup(cancel)
+		return st, cancel, nil
+	}
+	hello := func(st stream, agent string) error {
+		if err := st.Send(helloReq(agent)); err != nil {
+			_, err = st.Recv()
 			return err
 		}
-		if err := stream.Send(helloReq("edge")); err != nil {
-			_, err = stream.Recv()
-			return err
+		r, err := st.Recv()
+		if err == nil && r.GetWelcome() == nil {
+			t.Fatalf("first response %v is not a Welcome", r)
 		}
-		_, err = stream.Recv()
 		return err
 	}
-	// The harness's own connection is the first.
-	h.connect("edge-0")
-	second := dial()
-	if err := hello(second); err != nil {
-		t.Fatalf("second connection: %v", err)
+	// end closes st's sending side and waits for the sink's OK: the
+	// session's slot accounting is done before the sink sends its status.
+	end := func(st stream) {
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("stream after CloseSend: %v, want its end", err)
+		}
 	}
+	// anon opens a connection that counts: a probe session proves the
+	// sink accepted it, then ends, leaving it open with no identity.
+	anon := func() *grpc.ClientConn {
+		cc := dial()
+		st, _, err := open(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := hello(st, "probe"); err != nil {
+			t.Fatalf("a connection under the limit: %v", err)
+		}
+		end(st) // the connection is anonymous again
+		return cc
+	}
+	// The harness's connection stays unused (not connected).
+	first := anon()
+	_ = anon()
+	// Two anonymous connections: a third is refused.
 	third := dial()
-	if err := hello(third); status.Code(err) != codes.Unavailable {
-		t.Fatalf("third connection from one peer with a limit of 2: %v, want Unavailable", err)
+	if st, _, err := open(third); err == nil {
+		err = hello(st, "edge")
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("third connection from one peer with a limit of 2: %v, want Unavailable", err)
+		}
+	} else if status.Code(err) != codes.Unavailable {
+		t.Fatalf("third connection: %v, want Unavailable", err)
 	}
 	if got := metricValue(t, h, "sluice_sink_refused_total{reason=conns_per_peer}"); got < 1 {
 		t.Errorf("refused_total{conns_per_peer} = %v, want >= 1", got)
 	}
-	second.Close()
-	// The slot is free once the sink sees the close; a new connection
-	// gets it (retry: the close reaches the sink asynchronously).
+	// first proves its identity: it no longer counts, a new connection is
+	// served, and its session too.
+	st, _, err := open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hello(st, "edge-1"); err != nil {
+		t.Fatalf("Hello on a counted connection: %v", err)
+	}
+	if anon, _ := h.s.peers.counts("127.0.0.1"); anon != 1 {
+		t.Errorf("anonymous connections = %d after a Hello, want 1", anon)
+	}
+	fourth := dial()
+	st4, _, err := open(fourth)
+	if err == nil {
+		err = hello(st4, "edge-2")
+	}
+	if err != nil {
+		t.Fatalf("a connection after another one proved its identity: %v", err)
+	}
+	// first's session ends: it counts again (with fourth identified, two
+	// anonymous ones: the second and first).
+	end(st)
+	if a, _ := h.s.peers.counts("127.0.0.1"); a != 2 {
+		t.Fatalf("anonymous connections = %d after first's session ended, want 2", a)
+	}
+	if st, _, err := open(dial()); err == nil {
+		if err = hello(st, "edge"); status.Code(err) != codes.Unavailable {
+			t.Fatalf("a connection with two anonymous ones open: %v, want Unavailable", err)
+		}
+	}
 	deadline := time.Now().Add(wait)
+	// Closing one gives its slot back; a new connection gets it (retry:
+	// the close reaches the sink asynchronously).
+	first.Close()
 	for {
-		err := hello(dial())
+		st, _, err := open(dial())
+		if err == nil {
+			err = hello(st, "edge-3")
+		}
 		if err == nil {
 			break
 		}

@@ -74,6 +74,10 @@ const (
 const (
 	cutHelloTimeout = "hello_timeout"
 	cutOutOfWindow  = "out_of_window"
+	// cutReplaced: a Send session ended because a newer session of the
+	// same agent id replaced it (not misbehaviour by itself; repeated, two
+	// agents share one id).
+	cutReplaced = "replaced"
 )
 
 // newMetrics creates the sink's metrics and registers them in reg; the
@@ -143,7 +147,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	for _, r := range []string{refusedConnsPerPeer, refusedConsumers} {
 		m.refused.WithLabelValues(r)
 	}
-	for _, r := range []string{cutHelloTimeout, cutOutOfWindow} {
+	for _, r := range []string{cutHelloTimeout, cutOutOfWindow, cutReplaced} {
 		m.streamsCut.WithLabelValues(r)
 	}
 	reg.MustRegister(m.streams, m.queuedMsgs, m.queuedBytes, m.receivedMsgs, m.receivedBytes, m.decodedBytes,

@@ -56,7 +56,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Size(&c.queueBytes, "queue-bytes", "payload bytes each agent stream may have queued for storage")
 	d.Size(&c.maxMessage, "max-message", "largest message accepted, uncompressed; at most "+formatSize(defaults.SinkMaxMessageLimit))
 	d.Int(&c.maxStreams, "max-streams-per-conn", "concurrent streams one connection may open (an agent needs 1)")
-	d.Int(&c.maxConns, "max-conns-per-peer", "open connections one IP address may hold; more are closed at once")
+	d.Int(&c.maxConns, "max-conns-per-peer", "connections from one IP address not yet past a Hello (after it, one session per agent id); more are closed at once")
 	d.Int(&c.maxConsumers, "max-consumers", "Read streams served at once; more are refused (ResourceExhausted)")
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
 	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")

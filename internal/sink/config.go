@@ -142,8 +142,11 @@ type Config struct {
 	// Default 16.
 	MaxStreamsPerConn int
 
-	// MaxConnsPerPeer caps the open connections from one IP address;
-	// further ones are closed at once. Default 64.
+	// MaxConnsPerPeer caps the open connections from one IP address that
+	// have not proven an identity (no Send session past its Hello and
+	// authentication); further ones are closed at once. A connection
+	// carrying such a session does not count: after the Hello the bound
+	// is one live session per agent id. Default 64.
 	MaxConnsPerPeer int
 
 	// MaxConsumers caps the Read streams served at once; further ones end

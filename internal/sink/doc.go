@@ -270,9 +270,15 @@
 //
 //   - Config.MaxStreamsPerConn (16): HTTP/2 concurrent streams per
 //     connection;
-//   - Config.MaxConnsPerPeer (64): open connections per IP address; more
-//     are closed as soon as accepted (counted in sluice_sink_refused_total,
-//     logged once a minute per peer);
+//   - Config.MaxConnsPerPeer (64): open connections per IP address that
+//     have not proven an identity (no Send session past its Hello and
+//     authentication); more are closed as soon as accepted (counted in
+//     sluice_sink_refused_total, logged once a minute per peer). After
+//     the Hello the bound is per agent identity: one live Send session
+//     per agent id, a new Hello ending the older session with Aborted
+//     (limits.go, Sink.addSendStream), so a fleet behind one NAT address
+//     is served. There is no total connection cap: without
+//     authentication, agent ids are whatever clients claim;
 //   - the gRPC receive limit is the largest Request a well-behaved agent
 //     sends, max(MaxMessageBytes, a dictionary upload) + 64 KiB, so half a
 //     message buffers at most that; larger ones end the stream with

@@ -128,6 +128,7 @@ var Table = []Entry{
 	{Flag: "listen", Daemons: sinkOnly, Value: "", Meaning: "address of the gRPC service, HOST:PORT (required)"},
 	{Flag: "listen-rsocket", Daemons: sinkOnly, Value: "", Meaning: "also serve the delivery protocol over RSocket: tcp://HOST:PORT or ws://HOST:PORT/PATH"},
 	{Flag: "log-level", Daemons: both, Value: LogLevel, Meaning: "debug, info, warn or error"},
+	{Flag: "max-conns", Daemons: sinkOnly, Value: MaxConns, Meaning: "open gRPC connections from all addresses together; more are closed at once"},
 	{Flag: "max-conns-per-peer", Daemons: sinkOnly, Value: MaxConnsPerPeer, Meaning: "connections from one IP address not yet past a Hello (after it, one session per agent id); more are closed at once"},
 	{Flag: "max-consumers", Daemons: sinkOnly, Value: MaxConsumers, Meaning: "Read streams served at once; more are refused"},
 	{Flag: "max-message", Daemons: agentOnly, Value: Size(AgentMaxMessage), Meaning: "largest uncompressed message (records are packed up to it); at most " + FormatSize(MaxMessage)},

@@ -419,3 +419,61 @@ func TestMaxConsumers(t *testing.T) {
 		t.Errorf("consumer admitted after one left: %v", err)
 	}
 }
+
+// TestFailedAuthStaysCounted (issue 23): a Hello that fails
+// authentication does not free its connection from MaxConnsPerPeer; the
+// same connection's accepted Hello does.
+func TestFailedAuthStaysCounted(t *testing.T) {
+	h := tokenHarness(t, edgeToken)
+	b := h.open()
+	b.send(helloReq("edge-2")) // the token is edge-1's
+	if err := b.status(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Hello as another agent: %v, want PermissionDenied", err)
+	}
+	if anon, open := h.s.peers.counts("127.0.0.1"); anon != 1 || open != 1 {
+		t.Errorf("after a refused Hello: %d anonymous of %d open, want 1 of 1", anon, open)
+	}
+	a := h.connect("edge-1")
+	if anon, open := h.s.peers.counts("127.0.0.1"); anon != 0 || open != 1 {
+		t.Errorf("after an accepted Hello: %d anonymous of %d open, want 0 of 1", anon, open)
+	}
+	_ = a
+}
+
+// TestMaxConns: Config.MaxConns caps every open connection, those past a
+// Hello included (they escape MaxConnsPerPeer); beyond it new ones are
+// closed at once, counted as refused_total{max_conns}.
+func TestMaxConns(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxConns = 2 })
+	addr := h.cc.Target()
+	hello := func(agent string) error {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		t.Cleanup(cancel)
+		st, err := sluicev1.NewSinkClient(cc).Send(ctx)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(helloReq(agent)); err != nil {
+			_, err = st.Recv()
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	for _, agent := range []string{"a", "b"} {
+		if err := hello(agent); err != nil {
+			t.Fatalf("agent %s: %v", agent, err)
+		}
+	}
+	if err := hello("c"); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a third connection with MaxConns 2: %v, want Unavailable", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_refused_total{reason=max_conns}"); got < 1 {
+		t.Errorf("refused_total{max_conns} = %v, want >= 1", got)
+	}
+}

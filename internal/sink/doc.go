@@ -277,8 +277,12 @@
 //     the Hello the bound is per agent identity: one live Send session
 //     per agent id, a new Hello ending the older session with Aborted
 //     (limits.go, Sink.addSendStream), so a fleet behind one NAT address
-//     is served. There is no total connection cap: without
-//     authentication, agent ids are whatever clients claim;
+//     is served;
+//   - Config.MaxConns (16384): open gRPC connections from all addresses
+//     together, identified or not, closed at accept beyond it
+//     (refused_total{reason="max_conns"}): what bounds the sink's file
+//     descriptors when MaxConnsPerPeer does not (without authentication
+//     agent ids are whatever clients claim, so a Hello proves little);
 //   - the gRPC receive limit is the largest Request a well-behaved agent
 //     sends, max(MaxMessageBytes, a dictionary upload) + 64 KiB, so half a
 //     message buffers at most that; larger ones end the stream with

@@ -29,6 +29,10 @@ import (
 type peerTable struct {
 	s   *Sink
 	max int
+	// total caps every open connection, identified or not
+	// (Config.MaxConns): what bounds the sink's file descriptors when
+	// max does not.
+	total int
 
 	mu sync.Mutex
 	// anonymous: per IP, open connections with no identified session.
@@ -37,10 +41,14 @@ type peerTable struct {
 	// session's protocol.PeerInfo.Addr names).
 	byAddr map[string]*peerConn
 	warned map[string]time.Time // last warning per peer, to keep the log quiet
+	// open counts every open connection; warnedTotal: the last warning
+	// about total.
+	open        int
+	warnedTotal time.Time
 }
 
-func newPeerTable(s *Sink, max int) *peerTable {
-	return &peerTable{s: s, max: max, anonymous: make(map[string]int),
+func newPeerTable(s *Sink, max, total int) *peerTable {
+	return &peerTable{s: s, max: max, total: total, anonymous: make(map[string]int),
 		byAddr: make(map[string]*peerConn), warned: make(map[string]time.Time)}
 }
 
@@ -49,6 +57,20 @@ func newPeerTable(s *Sink, max int) *peerTable {
 func (t *peerTable) admit(c net.Conn) (*peerConn, bool) {
 	ip := peerIP(c.RemoteAddr())
 	t.mu.Lock()
+	if t.open >= t.total {
+		now := time.Now()
+		warn := now.Sub(t.warnedTotal) >= time.Minute
+		if warn {
+			t.warnedTotal = now
+		}
+		t.mu.Unlock()
+		t.s.m.refused.WithLabelValues(refusedConns).Inc()
+		t.s.noteError("%d connections open, the maximum (--max-conns); new ones closed", t.total)
+		if warn {
+			t.s.log.Warn("sink: too many connections open; closing the new ones (logged once a minute)", "max_conns", t.total)
+		}
+		return nil, false
+	}
 	if t.anonymous[ip] >= t.max {
 		now := time.Now()
 		warn := now.Sub(t.warned[ip]) >= time.Minute
@@ -65,6 +87,7 @@ func (t *peerTable) admit(c net.Conn) (*peerConn, bool) {
 		return nil, false
 	}
 	t.anonymous[ip]++
+	t.open++
 	pc := &peerConn{Conn: c, t: t, ip: ip, addr: c.RemoteAddr().String()}
 	if old := t.byAddr[pc.addr]; old == nil {
 		t.byAddr[pc.addr] = pc
@@ -81,6 +104,7 @@ func (t *peerTable) closed(c *peerConn) {
 		return
 	}
 	c.closed = true
+	t.open--
 	if c.sessions == 0 {
 		t.dec(c.ip)
 	}
@@ -122,11 +146,11 @@ func (t *peerTable) identified(addr string) (done func()) {
 }
 
 // counts returns the anonymous connections of ip and every open
-// connection the table knows (tests).
+// connection (tests).
 func (t *peerTable) counts(ip string) (anonymous, open int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.anonymous[ip], len(t.byAddr)
+	return t.anonymous[ip], t.open
 }
 
 // peerLimitListener admits each accepted connection through the sink's

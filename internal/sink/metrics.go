@@ -67,6 +67,7 @@ type metrics struct {
 const (
 	refusedConnsPerPeer = "conns_per_peer"
 	refusedConsumers    = "max_consumers"
+	refusedConns        = "max_conns"
 )
 
 // Reasons of sluice_sink_streams_cut_total: a stream the sink ended because
@@ -144,7 +145,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	}
 	m.streams.WithLabelValues("send")
 	m.streams.WithLabelValues("read")
-	for _, r := range []string{refusedConnsPerPeer, refusedConsumers} {
+	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConns} {
 		m.refused.WithLabelValues(r)
 	}
 	for _, r := range []string{cutHelloTimeout, cutOutOfWindow, cutReplaced} {

@@ -144,7 +144,7 @@ func New(cfg Config) (*Sink, error) {
 		lock:        lock,
 		stallConns:  make(map[*stallConn]struct{}),
 	}
-	s.peers = newPeerTable(s, cfg.MaxConnsPerPeer)
+	s.peers = newPeerTable(s, cfg.MaxConnsPerPeer, cfg.MaxConns)
 	s.readDecoders.New = func() any { return &store.BodyDecoder{Dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {

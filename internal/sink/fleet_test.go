@@ -301,6 +301,9 @@ func TestSameAgentReplaces(t *testing.T) {
 	if got := metricValue(t, h, "sluice_sink_streams_cut_total{reason=replaced}"); got != conns-1 {
 		t.Errorf("streams_cut_total{replaced} = %v, want %d", got, conns-1)
 	}
+	if n := strings.Count(h.logs.String(), "replaced this one"); n != 1 {
+		t.Errorf("%d Warn lines about a replaced session, want 1 (once a minute per agent)", n)
+	}
 	ags := h.s.Agents()
 	if len(ags) != 1 || ags[0].Connected != 1 {
 		t.Errorf("Agents() = %+v, want twin with 1 session", ags)

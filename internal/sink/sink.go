@@ -319,6 +319,10 @@ func (s *Sink) addSendStream(st *session) {
 	s.live[st.agent] = st
 	s.sendStreams[st] = struct{}{}
 	a := s.seen(st.agent)
+	warn := false
+	if now := time.Now(); old != nil && now.Sub(a.replacedWarned) >= time.Minute {
+		a.replacedWarned, warn = now, true
+	}
 	a.connected++
 	a.vouched = st.vouched
 	if !s.available {
@@ -327,9 +331,13 @@ func (s *Sink) addSendStream(st *session) {
 	s.statusMu.Unlock()
 	if old != nil {
 		s.m.streamsCut.WithLabelValues(cutReplaced).Inc()
-		old.log.Warn("sink: a newer session of the same agent id replaced this one; ending it "+
-			"(if this repeats, two agents share one agent id)", "new_session", st.session,
-			"new_peer", st.conn.Peer().Addr, "old_peer", old.conn.Peer().Addr)
+		s.noteError("a session of agent %s replaced by a newer one (%s)", st.agent, st.conn.Peer().Addr)
+		if warn {
+			old.log.Warn("sink: a newer session of the same agent id replaced this one; ending it "+
+				"(if this repeats, two agents share one agent id; logged once a minute per agent, "+
+				"counted in sluice_sink_streams_cut_total{reason=\"replaced\"})", "new_session", st.session,
+				"new_peer", st.conn.Peer().Addr, "old_peer", old.conn.Peer().Addr)
+		}
 		old.conn.Close(errReplaced(st.agent, st.session))
 	}
 }

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"crypto/x509"
 	"io"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // TestOutOfWindow: an agent that ignores its credits is told
@@ -424,7 +426,16 @@ func TestMaxConsumers(t *testing.T) {
 // authentication does not free its connection from MaxConnsPerPeer; the
 // same connection's accepted Hello does.
 func TestFailedAuthStaysCounted(t *testing.T) {
-	h := tokenHarness(t, edgeToken)
+	t.Run("token", func(t *testing.T) { failedAuthStaysCounted(t, tokenHarness(t, edgeToken)) })
+	t.Run("mtls", func(t *testing.T) {
+		// Over TLS the sink finds the connection of a session by the
+		// same remote address (stallCreds wraps the peerConn).
+		ca := testpki.NewCA(t)
+		failedAuthStaysCounted(t, mtlsHarness(t, ca, ca.Issue(t, "edge-1", x509.ExtKeyUsageClientAuth)))
+	})
+}
+
+func failedAuthStaysCounted(t *testing.T, h *harness) {
 	b := h.open()
 	b.send(helloReq("edge-2")) // the token is edge-1's
 	if err := b.status(); status.Code(err) != codes.PermissionDenied {

@@ -354,3 +354,62 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestFleetReconnectStorm (issue 23): 300 agents behind one address all
+// (re)connecting at once, more than MaxConnsPerPeer (64) before their
+// Hello: those over the limit are refused and retry, and every one is
+// served, since a connection past its Hello frees its slot. Before issue
+// 23 the first 64 kept their slots and the others were refused forever.
+func TestFleetReconnectStorm(t *testing.T) {
+	const agents, attempts = 300, 1000
+	needFiles(t, 2*agents+256)
+	h := newHarness(t, nil)
+	addr := h.cc.Target()
+	fleet := make([]*fleetAgent, agents)
+	t.Cleanup(func() {
+		for _, a := range fleet {
+			if a != nil {
+				a.close()
+			}
+		}
+	})
+	errs := make(chan error, agents)
+	var wg sync.WaitGroup
+	for i := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("storm-%03d", i)
+			var err error
+			for try := 0; try < attempts; try++ {
+				var a *fleetAgent
+				if a, err = dialFleetAgent(addr, id); err == nil {
+					fleet[i] = a
+					err = a.deliver(1)
+					break
+				}
+				if status.Code(err) != codes.Unavailable {
+					break
+				}
+			}
+			if err != nil {
+				errs <- fmt.Errorf("agent %s: %w", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 5 {
+			t.Error(err)
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d of %d agents not served within %d attempts each", n, agents, attempts)
+	}
+	if streams, live, _ := h.s.sessionCounts(); streams != agents || live != agents {
+		t.Errorf("live Send sessions = %d (%d agents), want %d", streams, live, agents)
+	}
+	t.Logf("connections refused on the way: %v", metricValue(t, h, "sluice_sink_refused_total{reason=conns_per_peer}"))
+}

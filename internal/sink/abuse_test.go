@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testpki"
 )
 
@@ -486,5 +488,41 @@ func TestMaxConns(t *testing.T) {
 	}
 	if got := metricValue(t, h, "sluice_sink_refused_total{reason=max_conns}"); got < 1 {
 		t.Errorf("refused_total{max_conns} = %v, want >= 1", got)
+	}
+}
+
+// addrConn is a net.Conn with given addresses (nothing else is used).
+type addrConn struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (c addrConn) LocalAddr() net.Addr  { return c.local }
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestIdentifiedNamesBothEnds: a session frees the connection named by
+// both its ends, not another connection from the same client address and
+// port to another listener of the sink (RSocket, a second gRPC one).
+func TestIdentifiedNamesBothEnds(t *testing.T) {
+	tab := newPeerTable(nil, 2, 10)
+	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40000}
+	grpcSide := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 7000}
+	other := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 7001}
+	if _, ok := tab.admit(addrConn{local: grpcSide, remote: remote}); !ok {
+		t.Fatal("first connection refused")
+	}
+	done := tab.identified(protocol.PeerInfo{Addr: remote.String(), Local: other.String()})
+	if anon, _ := tab.counts("10.0.0.7"); anon != 1 {
+		t.Errorf("a session on another listener freed the connection: %d anonymous, want 1", anon)
+	}
+	done()
+	done = tab.identified(protocol.PeerInfo{Addr: remote.String(), Local: grpcSide.String()})
+	if anon, _ := tab.counts("10.0.0.7"); anon != 0 {
+		t.Errorf("its own session: %d anonymous, want 0", anon)
+	}
+	done()
+	done() // once only
+	if anon, open := tab.counts("10.0.0.7"); anon != 1 || open != 1 {
+		t.Errorf("after the session: %d anonymous of %d open, want 1 of 1", anon, open)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
 // peerTable bounds, per IP address, the open connections that have not
@@ -37,8 +39,8 @@ type peerTable struct {
 	mu sync.Mutex
 	// anonymous: per IP, open connections with no identified session.
 	anonymous map[string]int
-	// byAddr: every open connection, by its remote address (what a
-	// session's protocol.PeerInfo.Addr names).
+	// byAddr: every open connection, by connKey of its local and remote
+	// addresses (a session's protocol.PeerInfo.Local and Addr).
 	byAddr map[string]*peerConn
 	warned map[string]time.Time // last warning per peer, to keep the log quiet
 	// open counts every open connection; warnedTotal: the last warning
@@ -88,7 +90,7 @@ func (t *peerTable) admit(c net.Conn) (*peerConn, bool) {
 	}
 	t.anonymous[ip]++
 	t.open++
-	pc := &peerConn{Conn: c, t: t, ip: ip, addr: c.RemoteAddr().String()}
+	pc := &peerConn{Conn: c, t: t, ip: ip, addr: connKey(c.LocalAddr().String(), c.RemoteAddr().String())}
 	if old := t.byAddr[pc.addr]; old == nil {
 		t.byAddr[pc.addr] = pc
 	}
@@ -119,14 +121,19 @@ func (t *peerTable) dec(ip string) {
 	}
 }
 
+// connKey names a connection by both its ends: a client may use one
+// source address and port towards two listeners of the sink (gRPC and
+// RSocket, or two gRPC ones).
+func connKey(local, remote string) string { return local + " " + remote }
+
 // identified records a session that proved its agent identity on the
-// connection from addr; the returned func, called when the session ends,
-// undoes it. A connection with one such session or more does not count
-// against MaxConnsPerPeer.
-func (t *peerTable) identified(addr string) (done func()) {
+// connection peer describes; the returned func, called when the session
+// ends, undoes it. A connection with one such session or more does not
+// count against MaxConnsPerPeer.
+func (t *peerTable) identified(peer protocol.PeerInfo) (done func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.byAddr[addr]
+	c := t.byAddr[connKey(peer.Local, peer.Addr)]
 	if c == nil || c.closed {
 		return func() {}
 	}

@@ -31,6 +31,7 @@ type sinkCmd struct {
 	queueMsgs, maxStreams, maxConns, maxConsumers      int
 	queueBytes, maxMessage                             byteSize
 	helloTimeout, kafkaStart, stallTimeout             time.Duration
+	maxConnsTotal                                      int
 }
 
 // newSinkFlags registers every flag of `sluice sink`, with the defaults of
@@ -56,7 +57,8 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Size(&c.queueBytes, "queue-bytes", "payload bytes each agent stream may have queued for storage")
 	d.Size(&c.maxMessage, "max-message", "largest message accepted, uncompressed; at most "+formatSize(defaults.SinkMaxMessageLimit))
 	d.Int(&c.maxStreams, "max-streams-per-conn", "concurrent streams one connection may open (each agent or consumer needs 1; a gRPC client queues those beyond, silently)")
-	d.Int(&c.maxConns, "max-conns-per-peer", "open connections one IP address may hold; more are closed at once")
+	d.Int(&c.maxConnsTotal, "max-conns", "open gRPC connections from all addresses together; more are closed at once")
+	d.Int(&c.maxConns, "max-conns-per-peer", "connections from one IP address not yet past a Hello (after it, one session per agent id); more are closed at once")
 	d.Int(&c.maxConsumers, "max-consumers", "Read streams served at once; more are refused (ResourceExhausted)")
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
 	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
@@ -84,6 +86,9 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0 || c.stallTimeout <= 0:
 		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout, --stall-timeout and --kafka-start-timeout must be positive"}
 	}
+	if c.maxConnsTotal < 1 {
+		return &exitError{code: 2, msg: "--max-conns must be positive"}
+	}
 	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
 	}
@@ -94,6 +99,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
 		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
 	}
+	cfg.MaxConns = c.maxConnsTotal
 	if c.tlsCert != "" {
 		t, err := auth.ServerTLS(c.tlsCert, c.tlsKey, c.clientCA)
 		if err != nil {

@@ -128,6 +128,11 @@ const (
 	// faster; a trickle cannot hold a partial message for long.
 	StallTimeout = time.Minute
 	StallBytes   = 64 << 10
+	// MaxConns caps the sink's open gRPC connections from all addresses
+	// together: what bounds its file descriptors and connection memory
+	// when MaxConnsPerPeer does not (connections past a Hello, whose
+	// agent ids, without authentication, are whatever clients claim).
+	MaxConns = 16384
 	// KafkaStartTimeout bounds how long the sink keeps trying to reach
 	// the Kafka brokers at startup.
 	KafkaStartTimeout = 30 * time.Second

@@ -165,7 +165,7 @@ func (s *Sender) Step(ev Event) error {
 	case EventConnected:
 		s.connect(ev.MsgLimit, ev.ByteLimit)
 	case EventDisconnected:
-		s.disconnect(ev.Jitter)
+		s.disconnect(ev.Jitter, ev.Replaced)
 	case EventRejected:
 		s.reject(ev.ID, ev.Retryable)
 	case EventTick:
@@ -349,8 +349,9 @@ func (s *Sender) connect(msgLimit, byteLimit uint64) {
 
 // disconnect handles a broken stream or a failed dial (when already
 // disconnected): everything in flight goes back to the queue, to be resent
-// first, in id order, on the next stream.
-func (s *Sender) disconnect(jitter float64) {
+// first, in id order, on the next stream. replaced: the sink gave the
+// agent id to a newer session; wait ReconnectMax before dialing.
+func (s *Sender) disconnect(jitter float64, replaced bool) {
 	if s.connected {
 		s.connected = false
 		if s.inflightMsgs > 0 {
@@ -364,6 +365,9 @@ func (s *Sender) disconnect(jitter float64) {
 		s.timers.reset() // all dead: nothing is in flight
 	}
 	after := s.reconnectDelay(jitter)
+	if replaced {
+		after = time.Duration(float64(s.cfg.ReconnectMax) * (0.8 + 0.4*jitter))
+	}
 	s.emit(Action{Kind: ActionReconnect, After: after})
 	s.dialPending, s.dialAt = true, s.now+int64(after)
 	s.failures++

@@ -75,7 +75,11 @@ type Event struct {
 	MsgLimit  uint64
 	ByteLimit uint64
 	Jitter    float64 // Disconnected: uniform in [0, 1)
-	Retryable bool    // Rejected: false if this sink will never take the message
+	// Replaced (Disconnected): the sink ended the stream because a newer
+	// session of this agent id replaced it; the reconnect waits
+	// ReconnectMax (see Replaced).
+	Replaced  bool
+	Retryable bool // Rejected: false if this sink will never take the message
 	Now       int64
 }
 
@@ -107,6 +111,15 @@ func Connected(msgLimit, byteLimit uint64, now int64) Event {
 // Disconnected returns an EventDisconnected; jitter must be in [0, 1).
 func Disconnected(jitter float64, now int64) Event {
 	return Event{Kind: EventDisconnected, Jitter: jitter, Now: now}
+}
+
+// Replaced returns an EventDisconnected for a stream the sink ended
+// because a newer session of the same agent id replaced it (issue 23):
+// the reconnect waits ReconnectMax (±20%), whatever the back-off was, so
+// two agents sharing an id alternate about once per ReconnectMax instead
+// of replacing each other at ReconnectMin.
+func Replaced(jitter float64, now int64) Event {
+	return Event{Kind: EventDisconnected, Jitter: jitter, Replaced: true, Now: now}
 }
 
 // Rejected returns an EventRejected.

@@ -447,3 +447,25 @@ func TestSenderTickDeadlines(t *testing.T) {
 		tick(s, 3*sec, send(0, 10), arm(0, 3, 7*sec), stalled)
 	})
 }
+
+// TestReplacedWaitsReconnectMax (issue 23): a stream the sink ended for a
+// newer session of the same agent id reconnects after ReconnectMax
+// (±20% with the jitter) even when the back-off had been reset by an
+// ack, so two agents sharing one id do not take it from each other at
+// ReconnectMin; an ordinary break after a working stream still redials
+// at ReconnectMin.
+func TestReplacedWaitsReconnectMax(t *testing.T) {
+	cfg := tableSenderConfig
+	s := newTestSender(t, cfg)
+	step(t, s, Connected(10, 0, 0))
+	acts := step(t, s, Replaced(0.5, 0))
+	if !slices.Contains(acts, reconnect(cfg.ReconnectMax)) {
+		t.Fatalf("Replaced: %v, want %v", acts, reconnect(cfg.ReconnectMax))
+	}
+	s = newTestSender(t, cfg)
+	step(t, s, Connected(10, 0, 0))
+	acts = step(t, s, Disconnected(0.5, 0))
+	if !slices.Contains(acts, reconnect(cfg.ReconnectMin)) {
+		t.Fatalf("Disconnected: %v, want %v", acts, reconnect(cfg.ReconnectMin))
+	}
+}

@@ -38,6 +38,10 @@ type PeerInfo struct {
 	Addr  string
 	TLS   *tls.ConnectionState
 	Token string
+	// Local is this end's address of the connection, when the transport
+	// knows it: with Addr, it names the connection (the sink's
+	// per-address limit finds a session's connection by it).
+	Local string
 }
 
 // Dialer opens sessions to a sink: Send for an agent, Read for a consumer.

@@ -55,9 +55,15 @@ const (
 	// state cannot give (a consumer closing its side without the credit to
 	// read to the end); appended so the values above keep their numbers.
 	StatusFailedPrecondition
+	// StatusAborted: the sink ended this Send session because a newer
+	// session of the same agent id replaced it (one live session per
+	// agent). The agent that sees it is not the one the sink now serves:
+	// another process uses its id, or the agent already gave up on the
+	// stream. Appended, like FailedPrecondition.
+	StatusAborted
 )
 
-var statusNames = [...]string{"Unknown", "Canceled", "Invalid", "Unauthenticated", "PermissionDenied", "ResourceExhausted", "OutOfRange", "Unavailable", "DeadlineExceeded", "Internal", "FailedPrecondition"}
+var statusNames = [...]string{"Unknown", "Canceled", "Invalid", "Unauthenticated", "PermissionDenied", "ResourceExhausted", "OutOfRange", "Unavailable", "DeadlineExceeded", "Internal", "FailedPrecondition", "Aborted"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) {

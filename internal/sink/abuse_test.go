@@ -2,6 +2,9 @@ package sink
 
 import (
 	"context"
+	"crypto/x509"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // TestOutOfWindow: an agent that ignores its credits is told
@@ -154,7 +159,10 @@ func TestStreamsPerConnection(t *testing.T) {
 }
 
 // TestConnectionsPerPeer: connections beyond MaxConnsPerPeer from one IP
-// are closed at once; once one closes, a new one is served.
+// that have not passed a Hello are closed at once; one that passes its
+// Hello gives its slot back (issue 23: the bound is per agent identity
+// from then on), takes it again when its session ends, and gives it
+// back for good once closed.
 func TestConnectionsPerPeer(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxConnsPerPeer = 2 })
 	addr := h.cc.Target()
@@ -166,39 +174,109 @@ func TestConnectionsPerPeer(t *testing.T) {
 		t.Cleanup(func() { cc.Close() })
 		return cc
 	}
-	hello := func(cc *grpc.ClientConn) error {
+	type stream = grpc.BidiStreamingClient[sluicev1.Request, sluicev1.Response]
+	// open opens a Send stream (and so the connection) without a Hello.
+	open := func(cc *grpc.ClientConn) (stream, context.CancelFunc, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		stream, err := sluicev1.NewSinkClient(cc).Send(ctx)
+		st, err := sluicev1.NewSinkClient(cc).Send(ctx)
 		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		t.Cleanup(cancel)
+		return st, cancel, nil
+	}
+	hello := func(st stream, agent string) error {
+		if err := st.Send(helloReq(agent)); err != nil {
+			_, err = st.Recv()
 			return err
 		}
-		if err := stream.Send(helloReq("edge")); err != nil {
-			_, err = stream.Recv()
-			return err
+		r, err := st.Recv()
+		if err == nil && r.GetWelcome() == nil {
+			t.Fatalf("first response %v is not a Welcome", r)
 		}
-		_, err = stream.Recv()
 		return err
 	}
-	// The harness's own connection is the first.
-	h.connect("edge-0")
-	second := dial()
-	if err := hello(second); err != nil {
-		t.Fatalf("second connection: %v", err)
+	// end closes st's sending side and waits for the sink's OK: the
+	// session's slot accounting is done before the sink sends its status.
+	end := func(st stream) {
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("stream after CloseSend: %v, want its end", err)
+		}
 	}
+	// anon opens a connection that counts: a probe session proves the
+	// sink accepted it, then ends, leaving it open with no identity.
+	anon := func() *grpc.ClientConn {
+		cc := dial()
+		st, _, err := open(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := hello(st, "probe"); err != nil {
+			t.Fatalf("a connection under the limit: %v", err)
+		}
+		end(st) // the connection is anonymous again
+		return cc
+	}
+	// The harness's connection stays unused (not connected).
+	first := anon()
+	_ = anon()
+	// Two anonymous connections: a third is refused.
 	third := dial()
-	if err := hello(third); status.Code(err) != codes.Unavailable {
-		t.Fatalf("third connection from one peer with a limit of 2: %v, want Unavailable", err)
+	if st, _, err := open(third); err == nil {
+		err = hello(st, "edge")
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("third connection from one peer with a limit of 2: %v, want Unavailable", err)
+		}
+	} else if status.Code(err) != codes.Unavailable {
+		t.Fatalf("third connection: %v, want Unavailable", err)
 	}
 	if got := metricValue(t, h, "sluice_sink_refused_total{reason=conns_per_peer}"); got < 1 {
 		t.Errorf("refused_total{conns_per_peer} = %v, want >= 1", got)
 	}
-	second.Close()
-	// The slot is free once the sink sees the close; a new connection
-	// gets it (retry: the close reaches the sink asynchronously).
+	// first proves its identity: it no longer counts, a new connection is
+	// served, and its session too.
+	st, _, err := open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hello(st, "edge-1"); err != nil {
+		t.Fatalf("Hello on a counted connection: %v", err)
+	}
+	if anon, _ := h.s.peers.counts("127.0.0.1"); anon != 1 {
+		t.Errorf("anonymous connections = %d after a Hello, want 1", anon)
+	}
+	fourth := dial()
+	st4, _, err := open(fourth)
+	if err == nil {
+		err = hello(st4, "edge-2")
+	}
+	if err != nil {
+		t.Fatalf("a connection after another one proved its identity: %v", err)
+	}
+	// first's session ends: it counts again (with fourth identified, two
+	// anonymous ones: the second and first).
+	end(st)
+	if a, _ := h.s.peers.counts("127.0.0.1"); a != 2 {
+		t.Fatalf("anonymous connections = %d after first's session ended, want 2", a)
+	}
+	if st, _, err := open(dial()); err == nil {
+		if err = hello(st, "edge"); status.Code(err) != codes.Unavailable {
+			t.Fatalf("a connection with two anonymous ones open: %v, want Unavailable", err)
+		}
+	}
 	deadline := time.Now().Add(wait)
+	// Closing one gives its slot back; a new connection gets it (retry:
+	// the close reaches the sink asynchronously).
+	first.Close()
 	for {
-		err := hello(dial())
+		st, _, err := open(dial())
+		if err == nil {
+			err = hello(st, "edge-3")
+		}
 		if err == nil {
 			break
 		}
@@ -343,5 +421,108 @@ func TestMaxConsumers(t *testing.T) {
 	}
 	if err := r.status(); err != nil {
 		t.Errorf("consumer admitted after one left: %v", err)
+	}
+}
+
+// TestFailedAuthStaysCounted (issue 23): a Hello that fails
+// authentication does not free its connection from MaxConnsPerPeer; the
+// same connection's accepted Hello does.
+func TestFailedAuthStaysCounted(t *testing.T) {
+	t.Run("token", func(t *testing.T) { failedAuthStaysCounted(t, tokenHarness(t, edgeToken)) })
+	t.Run("mtls", func(t *testing.T) {
+		// Over TLS the sink finds the connection of a session by the
+		// same remote address (stallCreds wraps the peerConn).
+		ca := testpki.NewCA(t)
+		failedAuthStaysCounted(t, mtlsHarness(t, ca, ca.Issue(t, "edge-1", x509.ExtKeyUsageClientAuth)))
+	})
+}
+
+func failedAuthStaysCounted(t *testing.T, h *harness) {
+	b := h.open()
+	b.send(helloReq("edge-2")) // the token is edge-1's
+	if err := b.status(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Hello as another agent: %v, want PermissionDenied", err)
+	}
+	if anon, open := h.s.peers.counts("127.0.0.1"); anon != 1 || open != 1 {
+		t.Errorf("after a refused Hello: %d anonymous of %d open, want 1 of 1", anon, open)
+	}
+	a := h.connect("edge-1")
+	if anon, open := h.s.peers.counts("127.0.0.1"); anon != 0 || open != 1 {
+		t.Errorf("after an accepted Hello: %d anonymous of %d open, want 0 of 1", anon, open)
+	}
+	_ = a
+}
+
+// TestMaxConns: Config.MaxConns caps every open connection, those past a
+// Hello included (they escape MaxConnsPerPeer); beyond it new ones are
+// closed at once, counted as refused_total{max_conns}.
+func TestMaxConns(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxConns = 2 })
+	addr := h.cc.Target()
+	hello := func(agent string) error {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		t.Cleanup(cancel)
+		st, err := sluicev1.NewSinkClient(cc).Send(ctx)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(helloReq(agent)); err != nil {
+			_, err = st.Recv()
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	for _, agent := range []string{"a", "b"} {
+		if err := hello(agent); err != nil {
+			t.Fatalf("agent %s: %v", agent, err)
+		}
+	}
+	if err := hello("c"); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a third connection with MaxConns 2: %v, want Unavailable", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_refused_total{reason=max_conns}"); got < 1 {
+		t.Errorf("refused_total{max_conns} = %v, want >= 1", got)
+	}
+}
+
+// addrConn is a net.Conn with given addresses (nothing else is used).
+type addrConn struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (c addrConn) LocalAddr() net.Addr  { return c.local }
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestIdentifiedNamesBothEnds: a session frees the connection named by
+// both its ends, not another connection from the same client address and
+// port to another listener of the sink (RSocket, a second gRPC one).
+func TestIdentifiedNamesBothEnds(t *testing.T) {
+	tab := newPeerTable(nil, 2, 10)
+	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40000}
+	grpcSide := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 7000}
+	other := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 7001}
+	if _, ok := tab.admit(addrConn{local: grpcSide, remote: remote}); !ok {
+		t.Fatal("first connection refused")
+	}
+	done := tab.identified(protocol.PeerInfo{Addr: remote.String(), Local: other.String()})
+	if anon, _ := tab.counts("10.0.0.7"); anon != 1 {
+		t.Errorf("a session on another listener freed the connection: %d anonymous, want 1", anon)
+	}
+	done()
+	done = tab.identified(protocol.PeerInfo{Addr: remote.String(), Local: grpcSide.String()})
+	if anon, _ := tab.counts("10.0.0.7"); anon != 0 {
+		t.Errorf("its own session: %d anonymous, want 0", anon)
+	}
+	done()
+	done() // once only
+	if anon, open := tab.counts("10.0.0.7"); anon != 1 || open != 1 {
+		t.Errorf("after the session: %d anonymous of %d open, want 1 of 1", anon, open)
 	}
 }

@@ -34,6 +34,9 @@ type agentSeen struct {
 	connected           int
 	records, duplicates uint64 // of its sessions that ended
 	lastSeen            time.Time
+	// replacedWarned: when the sink last logged one of its sessions
+	// replaced by a newer one (addSendStream), to log that once a minute.
+	replacedWarned time.Time
 }
 
 // seen returns the agent's entry, making it (and forgetting the agent

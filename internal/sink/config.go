@@ -55,6 +55,8 @@ const (
 	DefaultMaxConnsPerPeer   = defaults.MaxConnsPerPeer
 	DefaultMaxConsumers      = defaults.MaxConsumers
 	DefaultHelloTimeout      = defaults.HelloTimeout
+	// DefaultMaxConns: see Config.MaxConns.
+	DefaultMaxConns = defaults.MaxConns
 	// DefaultStallTimeout: see Config.StallTimeout.
 	DefaultStallTimeout = defaults.StallTimeout
 	// DefaultKafkaStartTimeout bounds how long New waits for the Kafka
@@ -143,9 +145,17 @@ type Config struct {
 	// Default 256 (RFC 9113 §5.1.2: no less than 100).
 	MaxStreamsPerConn int
 
-	// MaxConnsPerPeer caps the open connections from one IP address;
-	// further ones are closed at once. Default 64.
+	// MaxConnsPerPeer caps the open connections from one IP address that
+	// have not proven an identity (no Send session past its Hello and
+	// authentication); further ones are closed at once. A connection
+	// carrying such a session does not count: after the Hello the bound
+	// is one live session per agent id. Default 64.
 	MaxConnsPerPeer int
+
+	// MaxConns caps the open gRPC connections from all addresses
+	// together, identified or not; further ones are closed at once.
+	// Default DefaultMaxConns.
+	MaxConns int
 
 	// MaxConsumers caps the Read streams served at once; further ones end
 	// with ResourceExhausted. Default 256.
@@ -232,6 +242,9 @@ func (c *Config) setDefaults() {
 	if c.MaxConsumers == 0 {
 		c.MaxConsumers = DefaultMaxConsumers
 	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
 	if c.HelloTimeout == 0 {
 		c.HelloTimeout = DefaultHelloTimeout
 	}
@@ -259,6 +272,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxStreamsPerConn < 0 || c.MaxConnsPerPeer < 0 || c.MaxConsumers < 0 || c.HelloTimeout < 0 {
 		errs = append(errs, errors.New("negative stream, connection or consumer limit, or hello timeout"))
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, errors.New("negative MaxConns"))
 	}
 	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 || c.KafkaStartTimeout < 0 || c.StallTimeout < 0 {
 		errs = append(errs, errors.New("negative interval, size or timeout"))

@@ -277,9 +277,19 @@
 //     sink serves; what they hold is bounded by MaxConsumers and the
 //     shared read budget (64 MiB of read chunks over all Read streams,
 //     256 KiB each with 256), not by this;
-//   - Config.MaxConnsPerPeer (64): open connections per IP address; more
-//     are closed as soon as accepted (counted in sluice_sink_refused_total,
-//     logged once a minute per peer);
+//   - Config.MaxConnsPerPeer (64): open connections per IP address that
+//     have not proven an identity (no Send session past its Hello and
+//     authentication); more are closed as soon as accepted (counted in
+//     sluice_sink_refused_total, logged once a minute per peer). After
+//     the Hello the bound is per agent identity: one live Send session
+//     per agent id, a new Hello ending the older session with Aborted
+//     (limits.go, Sink.addSendStream), so a fleet behind one NAT address
+//     is served;
+//   - Config.MaxConns (16384): open gRPC connections from all addresses
+//     together, identified or not, closed at accept beyond it
+//     (refused_total{reason="max_conns"}): what bounds the sink's file
+//     descriptors when MaxConnsPerPeer does not (without authentication
+//     agent ids are whatever clients claim, so a Hello proves little);
 //   - the gRPC receive limit is the largest Request a well-behaved agent
 //     sends, max(MaxMessageBytes, a dictionary upload) + 64 KiB, so half a
 //     message buffers at most that; larger ones end the stream with

@@ -4,25 +4,172 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/protocol"
 )
 
-// peerLimitListener closes connections beyond max open ones per peer IP
-// as soon as they are accepted, so that one host cannot hold the sink's
-// memory through connections (each may buffer up to the HTTP/2 connection
-// window, and stream messages up to the message limit). A client over the
-// limit sees its connection closed and retries with backoff.
-type peerLimitListener struct {
-	net.Listener
+// peerTable bounds, per IP address, the open connections that have not
+// proven who they are: connections with no Send session past its Hello
+// and authentication (Config.MaxConnsPerPeer). Each such connection may
+// buffer up to the HTTP/2 connection window, and its streams up to the
+// message limit, so one host opening many of them could hold the sink's
+// memory; beyond the limit new connections are closed as soon as they
+// are accepted, and the client retries with backoff.
+//
+// A connection carrying a Send session whose Hello was accepted no
+// longer counts: from then on the bound is per agent identity (one live
+// session per agent id, see Sink.addSendStream), so a fleet behind one
+// NAT gateway, or a sink behind a load balancer that rewrites source
+// addresses, is not refused at its 65th agent. When the last session of
+// a connection ends it counts again (the count may then exceed the
+// limit for a while: the connection is not closed, but no new one from
+// that address is accepted until the count is below the limit).
+//
+// The table knows gRPC connections only (Serve's listener); sessions
+// over other transports (RSocket, memconn) find no entry and count
+// nothing.
+type peerTable struct {
 	s   *Sink
 	max int
+	// total caps every open connection, identified or not
+	// (Config.MaxConns): what bounds the sink's file descriptors when
+	// max does not.
+	total int
 
-	mu     sync.Mutex
-	open   map[string]int
+	mu sync.Mutex
+	// anonymous: per IP, open connections with no identified session.
+	anonymous map[string]int
+	// byAddr: every open connection, by connKey of its local and remote
+	// addresses (a session's protocol.PeerInfo.Local and Addr).
+	byAddr map[string]*peerConn
 	warned map[string]time.Time // last warning per peer, to keep the log quiet
+	// open counts every open connection; warnedTotal: the last warning
+	// about total.
+	open        int
+	warnedTotal time.Time
 }
 
-func newPeerLimitListener(s *Sink, l net.Listener, max int) *peerLimitListener {
-	return &peerLimitListener{Listener: l, s: s, max: max, open: make(map[string]int), warned: make(map[string]time.Time)}
+func newPeerTable(s *Sink, max, total int) *peerTable {
+	return &peerTable{s: s, max: max, total: total, anonymous: make(map[string]int),
+		byAddr: make(map[string]*peerConn), warned: make(map[string]time.Time)}
+}
+
+// admit counts c as an anonymous connection of its IP, or reports false
+// (logged, counted) when the IP holds the maximum already.
+func (t *peerTable) admit(c net.Conn) (*peerConn, bool) {
+	ip := peerIP(c.RemoteAddr())
+	t.mu.Lock()
+	if t.open >= t.total {
+		now := time.Now()
+		warn := now.Sub(t.warnedTotal) >= time.Minute
+		if warn {
+			t.warnedTotal = now
+		}
+		t.mu.Unlock()
+		t.s.m.refused.WithLabelValues(refusedConns).Inc()
+		t.s.noteError("%d connections open, the maximum (--max-conns); new ones closed", t.total)
+		if warn {
+			t.s.log.Warn("sink: too many connections open; closing the new ones (logged once a minute)", "max_conns", t.total)
+		}
+		return nil, false
+	}
+	if t.anonymous[ip] >= t.max {
+		now := time.Now()
+		warn := now.Sub(t.warned[ip]) >= time.Minute
+		if warn {
+			t.warned[ip] = now
+		}
+		t.mu.Unlock()
+		t.s.m.refused.WithLabelValues(refusedConnsPerPeer).Inc()
+		t.s.noteError("too many connections from %s not yet past a Hello (max %d per peer); new ones closed", ip, t.max)
+		if warn {
+			t.s.log.Warn("sink: too many connections from one peer that have not identified themselves; closing the new ones (logged once a minute per peer)",
+				"peer", ip, "max_conns_per_peer", t.max)
+		}
+		return nil, false
+	}
+	t.anonymous[ip]++
+	t.open++
+	pc := &peerConn{Conn: c, t: t, ip: ip, addr: connKey(c.LocalAddr().String(), c.RemoteAddr().String())}
+	if old := t.byAddr[pc.addr]; old == nil {
+		t.byAddr[pc.addr] = pc
+	}
+	t.mu.Unlock()
+	return pc, true
+}
+
+// closed gives c's slot back (once).
+func (t *peerTable) closed(c *peerConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	t.open--
+	if c.sessions == 0 {
+		t.dec(c.ip)
+	}
+	if t.byAddr[c.addr] == c {
+		delete(t.byAddr, c.addr)
+	}
+}
+
+func (t *peerTable) dec(ip string) {
+	if t.anonymous[ip]--; t.anonymous[ip] <= 0 {
+		delete(t.anonymous, ip)
+	}
+}
+
+// connKey names a connection by both its ends: a client may use one
+// source address and port towards two listeners of the sink (gRPC and
+// RSocket, or two gRPC ones).
+func connKey(local, remote string) string { return local + " " + remote }
+
+// identified records a session that proved its agent identity on the
+// connection peer describes; the returned func, called when the session
+// ends, undoes it. A connection with one such session or more does not
+// count against MaxConnsPerPeer.
+func (t *peerTable) identified(peer protocol.PeerInfo) (done func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.byAddr[connKey(peer.Local, peer.Addr)]
+	if c == nil || c.closed {
+		return func() {}
+	}
+	if c.sessions++; c.sessions == 1 {
+		t.dec(c.ip)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if c.sessions--; c.sessions == 0 && !c.closed {
+				t.anonymous[c.ip]++
+			}
+		})
+	}
+}
+
+// counts returns the anonymous connections of ip and every open
+// connection (tests).
+func (t *peerTable) counts(ip string) (anonymous, open int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.anonymous[ip], t.open
+}
+
+// peerLimitListener admits each accepted connection through the sink's
+// peerTable, closing the ones over the limit at once.
+type peerLimitListener struct {
+	net.Listener
+	s *Sink
+	t *peerTable
+}
+
+func newPeerLimitListener(s *Sink, l net.Listener) *peerLimitListener {
+	return &peerLimitListener{Listener: l, s: s, t: s.peers}
 }
 
 func (l *peerLimitListener) Accept() (net.Conn, error) {
@@ -31,42 +178,19 @@ func (l *peerLimitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := peerIP(c.RemoteAddr())
-		l.mu.Lock()
-		if l.open[ip] >= l.max {
-			now := time.Now()
-			warn := now.Sub(l.warned[ip]) >= time.Minute
-			if warn {
-				l.warned[ip] = now
-			}
-			l.mu.Unlock()
-			l.s.m.refused.WithLabelValues(refusedConnsPerPeer).Inc()
-			l.s.noteError("too many connections from %s (max %d per peer); new ones closed", ip, l.max)
-			if warn {
-				l.s.log.Warn("sink: too many connections from one peer; closing the new ones (logged once a minute per peer)",
-					"peer", ip, "max_conns_per_peer", l.max)
-			}
+		pc, ok := l.t.admit(c)
+		if !ok {
 			c.Close()
 			continue
 		}
-		l.open[ip]++
-		l.mu.Unlock()
-		var pc net.Conn = &peerConn{Conn: c, l: l, ip: ip}
+		var nc net.Conn = pc
 		if l.s.cfg.TLS == nil {
 			// Plaintext HTTP/2: the stall watch follows it here (with TLS,
 			// after the handshake: stallCreds).
-			pc = l.s.trackStalls(pc)
+			nc = l.s.trackStalls(pc)
 		}
-		return pc, nil
+		return nc, nil
 	}
-}
-
-func (l *peerLimitListener) release(ip string) {
-	l.mu.Lock()
-	if l.open[ip]--; l.open[ip] <= 0 {
-		delete(l.open, ip)
-	}
-	l.mu.Unlock()
 }
 
 // peerIP is the host part of addr: the key connections are counted by.
@@ -85,15 +209,20 @@ func peerIP(addr net.Addr) string {
 // onClose, if set, then).
 type peerConn struct {
 	net.Conn
-	l       *peerLimitListener
-	ip      string
-	once    sync.Once
-	onClose func()
+	t    *peerTable
+	ip   string
+	addr string
+	once sync.Once
+	// sessions (identified Send sessions open on it) and closed are
+	// guarded by t.mu.
+	sessions int
+	closed   bool
+	onClose  func()
 }
 
 func (c *peerConn) Close() error {
 	c.once.Do(func() {
-		c.l.release(c.ip)
+		c.t.closed(c)
 		if c.onClose != nil {
 			c.onClose()
 		}

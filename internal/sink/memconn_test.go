@@ -221,3 +221,32 @@ func TestCloseWaitsForMemconnSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacedAcrossTransports (issue 23): one live Send session per
+// agent id whatever carries it: a gRPC Hello replaces the agent's session
+// over another transport (memconn here, as RSocket), which ends with
+// StatusAborted, and the replaced agent's resend on gRPC is acked.
+func TestReplacedAcrossTransports(t *testing.T) {
+	h := newHarness(t, nil)
+	d := &memconn.Dialer{Service: h.s, Peer: protocol.PeerInfo{Addr: "mem"}}
+	c, w := memSend(t, d, "edge-1")
+	if w == nil {
+		t.Fatal("no Welcome over memconn")
+	}
+	a := h.connect("edge-1")
+	for {
+		_, err := c.Recv()
+		if err == nil {
+			continue
+		}
+		if protocol.StatusOf(err) != protocol.StatusAborted || !strings.Contains(err.Error(), "replaced by a newer session") {
+			t.Fatalf("the memconn session after a gRPC Hello of its agent: %v, want Aborted", err)
+		}
+		break
+	}
+	a.send(plainReq(1, "resent"))
+	a.collect(1)
+	if got := h.s.Agents(); len(got) != 1 || got[0].Connected != 1 {
+		t.Fatalf("agents %+v, want edge-1 with 1 session", got)
+	}
+}

@@ -68,6 +68,7 @@ type metrics struct {
 const (
 	refusedConnsPerPeer = "conns_per_peer"
 	refusedConsumers    = "max_consumers"
+	refusedConns        = "max_conns"
 )
 
 // Reasons of sluice_sink_streams_cut_total: a stream the sink ended because
@@ -75,6 +76,10 @@ const (
 const (
 	cutHelloTimeout = "hello_timeout"
 	cutOutOfWindow  = "out_of_window"
+	// cutReplaced: a Send session ended because a newer session of the
+	// same agent id replaced it (not misbehaviour by itself; repeated, two
+	// agents share one id).
+	cutReplaced = "replaced"
 )
 
 // newMetrics creates the sink's metrics and registers them in reg; the
@@ -143,10 +148,10 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	}
 	m.streams.WithLabelValues("send")
 	m.streams.WithLabelValues("read")
-	for _, r := range []string{refusedConnsPerPeer, refusedConsumers} {
+	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConns} {
 		m.refused.WithLabelValues(r)
 	}
-	for _, r := range []string{cutHelloTimeout, cutOutOfWindow} {
+	for _, r := range []string{cutHelloTimeout, cutOutOfWindow, cutReplaced} {
 		m.streamsCut.WithLabelValues(r)
 	}
 	reg.MustRegister(m.streams, m.queuedMsgs, m.queuedBytes, m.receivedMsgs, m.receivedBytes, m.decodedBytes,

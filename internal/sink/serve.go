@@ -82,7 +82,7 @@ func (s *Sink) Serve(lis net.Listener) error {
 			"(and have that agent's later messages dropped as duplicates) and read every record; "+
 			"configure tokens (--tokens) or mutual TLS (--client-ca)", "addr", lis.Addr().String())
 	}
-	err := s.srv.Serve(newPeerLimitListener(s, lis, s.cfg.MaxConnsPerPeer))
+	err := s.srv.Serve(newPeerLimitListener(s, lis))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

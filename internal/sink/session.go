@@ -142,6 +142,9 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	if err != nil {
 		return err
 	}
+	// The connection has proven an identity: it no longer counts against
+	// MaxConnsPerPeer while this session lasts (limits.go).
+	defer s.peers.identified(peer)()
 	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
 		QueueMsgs: s.cfg.QueueMessages, QueueBytes: s.cfg.QueueBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
 	})

@@ -52,6 +52,9 @@ type Sink struct {
 	statusDetail string
 	statusSince  time.Time
 	sendStreams  map[*session]struct{}
+	// live: the one Send session of each agent id that is served (a new
+	// Hello replaces the agent's older session: addSendStream).
+	live map[string]*session
 	// agentsSeen: every agent that opened a Send session (Agents).
 	agentsSeen map[string]*agentSeen
 	// lastErr and lastErrAt: the newest failure counted (noteError).
@@ -82,6 +85,10 @@ type Sink struct {
 	closeErr error
 
 	started time.Time
+
+	// peers bounds the connections of one IP address that have not
+	// proven an identity (Config.MaxConnsPerPeer, limits.go).
+	peers *peerTable
 
 	// stallConns are the open connections the stall watch follows
 	// (stall.go), under stallMu.
@@ -132,10 +139,12 @@ func New(cfg Config) (*Sink, error) {
 		available:   true,
 		statusSince: time.Now(),
 		sendStreams: make(map[*session]struct{}),
+		live:        make(map[string]*session),
 		agentsSeen:  make(map[string]*agentSeen),
 		lock:        lock,
 		stallConns:  make(map[*stallConn]struct{}),
 	}
+	s.peers = newPeerTable(s, cfg.MaxConnsPerPeer, cfg.MaxConns)
 	s.readDecoders.New = func() any { return &store.BodyDecoder{Dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {
@@ -293,21 +302,57 @@ func (s *Sink) setStoreStatus(available bool, detail string) {
 
 // addSendStream registers st for store status changes and, if the store
 // is unavailable now, tells it so.
+// addSendStream lists st, and makes it its agent's live session: an
+// older session of the same agent id is ended with StatusAborted
+// ("replaced by a newer session"). One agent id, one session: an agent
+// that reconnects over a new connection while its old one is still open
+// on the sink (a half-open TCP connection, a NAT rebinding) takes over at
+// once instead of waiting for keepalive to end the old one, and the
+// sink's streams are bounded by its agents, not by their connections.
+// The old session's messages are safe: what it handed to the writer is
+// stored and acked to the old session's own store.Acks (never to the new
+// session's), and the agent's resend on the new session is acked as a
+// duplicate by the writer's dedup by (agent id, message id).
 func (s *Sink) addSendStream(st *session) {
 	s.statusMu.Lock()
-	defer s.statusMu.Unlock()
+	old := s.live[st.agent]
+	s.live[st.agent] = st
 	s.sendStreams[st] = struct{}{}
 	a := s.seen(st.agent)
+	warn := false
+	if now := time.Now(); old != nil && now.Sub(a.replacedWarned) >= time.Minute {
+		a.replacedWarned, warn = now, true
+	}
 	a.connected++
 	a.vouched = st.vouched
 	if !s.available {
 		st.pushStatus(&protocol.StoreStatus{Available: false, Detail: s.statusDetail})
 	}
+	s.statusMu.Unlock()
+	if old != nil {
+		s.m.streamsCut.WithLabelValues(cutReplaced).Inc()
+		s.noteError("a session of agent %s replaced by a newer one (%s)", st.agent, st.conn.Peer().Addr)
+		if warn {
+			old.log.Warn("sink: a newer session of the same agent id replaced this one; ending it "+
+				"(if this repeats, two agents share one agent id; logged once a minute per agent, "+
+				"counted in sluice_sink_streams_cut_total{reason=\"replaced\"})", "new_session", st.session,
+				"new_peer", st.conn.Peer().Addr, "old_peer", old.conn.Peer().Addr)
+		}
+		old.conn.Close(errReplaced(st.agent, st.session))
+	}
+}
+
+// errReplaced ends a session replaced by a newer one of its agent.
+func errReplaced(agent, session string) error {
+	return protocol.Errorf(protocol.StatusAborted, "replaced by a newer session of agent %q (session %s)", agent, session)
 }
 
 func (s *Sink) removeSendStream(st *session) {
 	s.statusMu.Lock()
 	delete(s.sendStreams, st)
+	if s.live[st.agent] == st {
+		delete(s.live, st.agent)
+	}
 	a := s.seen(st.agent)
 	a.connected--
 	r, d := st.acks.Counts()

@@ -44,6 +44,13 @@ func classify(err error) failure {
 	switch st {
 	case protocol.StatusPermissionDenied, protocol.StatusUnauthenticated:
 		return failure{code: st.String(), permanent: true, hint: "check the agent's token (--token/--token-file) and the sink's token list"}
+	case protocol.StatusAborted:
+		// The sink keeps one session per agent id: a newer Hello with this
+		// id replaced ours. This agent had not given up on the stream, so
+		// another process uses the same id.
+		return failure{code: st.String(), permanent: true, hint: "a newer session with this agent id replaced this one on the sink: " +
+			"another agent uses the same --agent-id (give each its own; two agents with one id also lose each other's messages " +
+			"as duplicates); reconnecting after --reconnect-max"}
 	case protocol.StatusInvalid:
 		return failure{code: st.String(), permanent: true, hint: "the sink refuses this agent's requests: check that agent and sink versions match"}
 	case protocol.StatusUnknown:

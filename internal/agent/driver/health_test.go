@@ -29,6 +29,7 @@ func TestClassify(t *testing.T) {
 		{errors.New("memconn: session closed"), "Unavailable", false},
 		{protocol.Errorf(protocol.StatusResourceExhausted, "too many sessions"), "ResourceExhausted", false},
 		{protocol.Errorf(protocol.StatusCanceled, "context canceled"), "Canceled", false},
+		{protocol.Errorf(protocol.StatusAborted, `replaced by a newer session of agent "a"`), "Aborted", true},
 	} {
 		f := classify(tc.err)
 		if f.code != tc.code || f.permanent != tc.permanent {

@@ -297,6 +297,13 @@ func (l *loop) lose(addr string, err error, now int64) {
 	}
 	l.d.failed(addr, err)
 	l.gen++ // nothing more from this connection is relevant
+	if protocol.StatusOf(err) == protocol.StatusAborted {
+		// A newer session of this agent id took over on the sink: another
+		// agent with this id (see classify). Back off fully rather than
+		// take the id back at once.
+		l.step(delivery.Replaced(rand.Float64(), now))
+		return
+	}
 	l.step(delivery.Disconnected(rand.Float64(), now))
 }
 

@@ -243,6 +243,9 @@ func peerInfo(ctx context.Context) protocol.PeerInfo {
 		if p.Addr != nil {
 			pi.Addr = p.Addr.String()
 		}
+		if p.LocalAddr != nil {
+			pi.Local = p.LocalAddr.String()
+		}
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 			st := ti.State
 			pi.TLS = (*tls.ConnectionState)(&st)

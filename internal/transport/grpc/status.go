@@ -24,6 +24,9 @@ var toCode = map[protocol.Status]codes.Code{
 	protocol.StatusInternal:          codes.Internal,
 	// Additive: before it, FailedPrecondition read back as StatusInvalid.
 	protocol.StatusFailedPrecondition: codes.FailedPrecondition,
+	// Additive: before it, Aborted read back as StatusUnavailable (and no
+	// sink sent it).
+	protocol.StatusAborted: codes.Aborted,
 }
 
 var fromCode = func() map[codes.Code]protocol.Status {
@@ -32,7 +35,6 @@ var fromCode = func() map[codes.Code]protocol.Status {
 		m[c] = s
 	}
 	// gRPC codes with no protocol status of their own.
-	m[codes.Aborted] = protocol.StatusUnavailable
 	m[codes.DataLoss] = protocol.StatusInternal
 	return m
 }()

@@ -46,6 +46,8 @@ func (s *svc) ServeSend(c protocol.Conn) error {
 				return protocol.Errorf(protocol.StatusPermissionDenied, "agent %q", f.AgentID)
 			case "down":
 				return protocol.Errorf(protocol.StatusUnavailable, "store down")
+			case "replaced":
+				return protocol.Errorf(protocol.StatusAborted, "replaced by a newer session of agent %q", f.AgentID)
 			case "silent":
 				<-c.Context().Done()
 				return nil
@@ -226,7 +228,8 @@ func TestStatusCrossesTheWire(t *testing.T) {
 			agent     string
 			status    protocol.Status
 			retryable bool
-		}{{"bad", protocol.StatusPermissionDenied, false}, {"down", protocol.StatusUnavailable, true}} {
+		}{{"bad", protocol.StatusPermissionDenied, false}, {"down", protocol.StatusUnavailable, true},
+			{"replaced", protocol.StatusAborted, false}} {
 			c, err := d.Send(context.Background())
 			if err != nil {
 				t.Fatal(err)

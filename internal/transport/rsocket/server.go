@@ -68,7 +68,7 @@ func Serve(ctx context.Context, ln net.Listener, svc protocol.Service, opts ...O
 // serveConn runs one accepted connection: the TLS handshake first (so
 // the peer's certificate is known before any session), then RSocket.
 func serveConn(ctx context.Context, nc net.Conn, cfg *tls.Config, resume bool, r rsocket.Responder, ropts []rsocket.Option) {
-	pi := protocol.PeerInfo{Addr: nc.RemoteAddr().String()}
+	pi := protocol.PeerInfo{Addr: nc.RemoteAddr().String(), Local: nc.LocalAddr().String()}
 	if cfg != nil {
 		tc := tls.Server(nc, cfg)
 		hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)

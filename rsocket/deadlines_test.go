@@ -92,20 +92,14 @@ func awaitServerClose(t *testing.T, nc net.Conn) []byte {
 	return got.Bytes()
 }
 
-func rawSetupFrame(t *testing.T) []byte {
+// rawSetupFrame is a client's SETUP, length-prefixed, with the longest
+// keepalive lifetime: the server does not end the connection for silence
+// during a test.
+func rawSetupFrame(t testing.TB) []byte {
 	t.Helper()
-	f, err := frame.AppendSetup(nil, frame.Setup{MajorVersion: frame.ProtocolMajor, MinorVersion: frame.ProtocolMinor,
+	return rawFrame(frame.AppendSetup(nil, frame.Setup{MajorVersion: frame.ProtocolMajor, MinorVersion: frame.ProtocolMinor,
 		KeepaliveInterval: 1<<31 - 1, MaxLifetime: 1<<31 - 1,
-		MetadataMIME: []byte("application/octet-stream"), DataMIME: []byte("application/octet-stream")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return prefixed(f)
-}
-
-func prefixed(f []byte) []byte {
-	b, _ := frame.AppendLengthPrefix(nil, len(f))
-	return append(b, f...)
+		MetadataMIME: []byte("application/octet-stream"), DataMIME: []byte("application/octet-stream")}))
 }
 
 // A client that connects and sends nothing, or part of a length prefix,
@@ -168,7 +162,7 @@ func TestFrameStallTimeout(t *testing.T) {
 			name string
 			send []byte
 		}{
-			{"half a frame", prefixed(req)[:32<<10]},
+			{"half a frame", rawFrame(req, nil)[:32<<10]},
 			{"two prefix bytes", []byte{0, 1}},
 			{"huge length", append([]byte{0xff, 0xff, 0xff}, make([]byte, 13)...)},
 		} {
@@ -194,7 +188,7 @@ func TestFrameStallTimeout(t *testing.T) {
 	t.Run("resumable/half a frame", func(t *testing.T) {
 		u, _ := serveSmall(t, "tcp", WithFrameStallTimeout(100*time.Millisecond), WithServerResume(nil))
 		nc := dialRaw(t, u, nil)
-		if _, err := nc.Write(append(rawSetupFrame(t), prefixed(req)[:32<<10]...)); err != nil {
+		if _, err := nc.Write(append(rawSetupFrame(t), rawFrame(req, nil)[:32<<10]...)); err != nil {
 			t.Fatal(err)
 		}
 		awaitServerClose(t, nc)
@@ -216,7 +210,7 @@ func TestFrameStallTimeoutSpareSlowFrames(t *testing.T) {
 	time.Sleep(2 * stall) // idle between frames: not this timeout's business
 	data := bytes.Repeat([]byte("slow"), 64<<10)
 	req, _ := frame.AppendRequestResponse(nil, 1, 0, nil, data)
-	b := prefixed(req)
+	b := rawFrame(req, nil)
 	for piece := len(b)/32 + 1; len(b) > 0; {
 		n := min(piece, len(b))
 		if _, err := nc.Write(b[:n]); err != nil {

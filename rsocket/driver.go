@@ -115,7 +115,7 @@ type Conn struct {
 	// handler that pushes metadata back would wait for the reader, which
 	// waited for the handler: a connection wedged for good).
 	oneway     chan struct{}
-	onewayQ    []func()
+	onewayQ    []onewayJob
 	onewayFull atomic.Bool // onewayQ is not empty
 
 	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget).
@@ -142,6 +142,19 @@ type Conn struct {
 	rqbytes  atomic.Int64
 	rwait    atomic.Bool  // the reader waits (a test hook reads it)
 	swait    atomic.Int32 // senders waiting
+
+	// held is the bytes of the peer's requests handed to pooled
+	// request-response, fire-and-forget and metadata-push handlers that
+	// have not finished (hold, release): the reader stops on rq plus
+	// held, and the server's total counts them too. Without it the reader
+	// reads requests faster than slow handlers answer, and every waiting
+	// handler holds its request (and then its answer) outside the budget.
+	// Stream and channel handlers are not counted: they may wait for
+	// REQUEST_N or payloads that only the reader delivers. heldSeen
+	// (under mu) is held as account last saw it, to wake the reader when
+	// it shrank.
+	held     atomic.Int64
+	heldSeen int64
 
 	// The write-progress deadline (WithWriteTimeout): wtimer (made by the
 	// writer under mu, then used by it alone and by writeWatch) fires
@@ -231,21 +244,69 @@ const maxOneway = 1024
 // goOneway runs a fire-and-forget or metadata-push handler within the
 // oneway bound, or queues it for the reader to start once a slot frees
 // (startOneway). Under mu: it never waits.
-func (c *Conn) goOneway(f func()) {
+// The request it handles is held (hold) until f returns, or until the
+// connection closes with f still queued (dropOneway).
+func (c *Conn) goOneway(f func(), req Payload) {
+	j := onewayJob{run: f, held: heldSize(req)}
+	c.hold(j.held)
 	select {
 	case c.oneway <- struct{}{}:
-		c.runOneway(f)
+		c.runOneway(j)
 	default:
-		c.onewayQ = append(c.onewayQ, f)
+		c.onewayQ = append(c.onewayQ, j)
 		c.onewayFull.Store(true)
 	}
 }
 
-// runOneway runs f on a pooled goroutine in the slot its caller took.
-func (c *Conn) runOneway(f func()) {
+// onewayJob is a oneway handler and the bytes of its request it holds.
+type onewayJob struct {
+	run  func()
+	held int64
+}
+
+// dropOneway releases the handlers still queued when the connection
+// closes; they never run. Under mu.
+func (c *Conn) dropOneway() {
+	for _, j := range c.onewayQ {
+		c.releaseHeld(j.held)
+	}
+	c.onewayQ = nil
+	c.onewayFull.Store(false)
+}
+
+// heldSize is what a request held by its handler counts (hold): its
+// bytes, and a little for an empty one, so that a flood of empty requests
+// to slow handlers is bounded too.
+func heldSize(p Payload) int64 { return int64(len(p.Metadata)+len(p.Data)) + 64 }
+
+// hold counts n bytes of a request handed to a handler (held). Under mu.
+func (c *Conn) hold(n int64) {
+	c.held.Add(n)
+	if b := c.opts.sharedOut; b != nil {
+		b.total.Add(n)
+	}
+}
+
+// releaseHeld ends hold(n) once the handler is done, from its goroutine. A
+// reader waiting for room must see held shrink: account, run under mu
+// by the command posted here, wakes it (the reader sets rwait before it
+// checks readOver, so either it sees the new held or we see rwait).
+func (c *Conn) releaseHeld(n int64) {
+	c.held.Add(-n)
+	if b := c.opts.sharedOut; b != nil {
+		b.total.Add(-n)
+	}
+	if c.rwait.Load() {
+		c.post(noop)
+	}
+}
+
+// runOneway runs j on a pooled goroutine in the slot its caller took.
+func (c *Conn) runOneway(j onewayJob) {
 	goWork(funcRunner(func() {
 		defer func() { <-c.oneway }()
-		f()
+		defer c.releaseHeld(j.held)
+		j.run()
 	}))
 }
 
@@ -261,10 +322,10 @@ func (c *Conn) startOneway() bool {
 			return false
 		}
 		c.mu.Lock()
-		var f func()
+		var j onewayJob
 		if len(c.onewayQ) > 0 {
-			f = c.onewayQ[0]
-			c.onewayQ[0] = nil
+			j = c.onewayQ[0]
+			c.onewayQ[0] = onewayJob{}
 			c.onewayQ = c.onewayQ[1:]
 		}
 		if len(c.onewayQ) == 0 {
@@ -273,11 +334,11 @@ func (c *Conn) startOneway() bool {
 		}
 		c.mu.Unlock()
 		c.combine()
-		if f == nil {
+		if j.run == nil {
 			<-c.oneway
 			break
 		}
-		c.runOneway(f)
+		c.runOneway(j)
 	}
 	return true
 }
@@ -294,6 +355,13 @@ func (c *Conn) account() {
 	if c.rq != c.rqpub {
 		c.rqpub = c.rq
 		c.rqbytes.Store(int64(c.rq))
+	}
+	if h := c.held.Load(); h != c.heldSeen {
+		if h < c.heldSeen && c.bwait != nil {
+			close(c.bwait)
+			c.bwait = nil
+		}
+		c.heldSeen = h
 	}
 	if q == c.counted {
 		return
@@ -319,9 +387,10 @@ func (c *Conn) markRead() {
 }
 
 // readOver is overBudget for the reader: on the queue through the last
-// output the peer's frames caused (rq), not on our own requests.
+// output the peer's frames caused (rq), not on our own requests, plus the
+// requests its handlers hold (held).
 func (c *Conn) readOver() bool {
-	q := c.rqbytes.Load()
+	q := c.rqbytes.Load() + c.held.Load()
 	if q > c.opts.outBudget {
 		return true
 	}
@@ -1115,6 +1184,7 @@ func (c *Conn) drain() {
 		c.wakeWriter()
 		time.AfterFunc(5*time.Second, func() { _ = c.tr.Close() })
 		c.cancel()
+		c.dropOneway()
 		for id, st := range c.streams {
 			st.fail(c.closedErr())
 			delete(c.streams, id)
@@ -1219,7 +1289,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		delete(c.streams, st.id)
 	case conn.EventMetadataPush:
 		md := clone(ev.Metadata)
-		c.goOneway(func() { _ = guard(func() error { c.opts.responder.MetadataPush(c.ctx, md); return nil }) })
+		c.goOneway(func() { _ = guard(func() error { c.opts.responder.MetadataPush(c.ctx, md); return nil }) }, Payload{Metadata: md})
 	case conn.EventLease:
 		w := c.leaseWait
 		c.leaseWait = nil
@@ -1388,10 +1458,11 @@ func (c *Conn) request(ev *conn.Event) {
 	p := Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}
 	switch ev.Interaction {
 	case conn.FireAndForget:
-		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) })
+		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) }, p)
 	case conn.RequestResponse:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
 		st.c, st.req = c, p
+		c.hold(heldSize(p))
 		goWork(st) // runs respond
 	case conn.RequestStream:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
@@ -1417,12 +1488,16 @@ func (c *Conn) request(ev *conn.Event) {
 func (st *stream) run() {
 	c, p := st.c, st.req
 	st.req = Payload{}
+	n := heldSize(p)
 	var resp Payload
 	err := guard(func() (err error) { resp, err = c.opts.responder.RequestResponse(st.ctx, p); return })
 	if c.overBudget() {
 		c.waitOutbound(nil) // the answer waits for room (closed: runOps drops it)
 	}
 	c.submit(op{st: st, p: resp, err: err, answer: true})
+	// Held until its answer is queued, where rq counts it: a handler
+	// waiting for outbound room keeps the reader stopped.
+	c.releaseHeld(n)
 }
 
 // answer sends a request-response handler's answer. Under mu.

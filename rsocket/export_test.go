@@ -36,3 +36,6 @@ func (c *Conn) ReadingStopped() bool { return c.rwait.Load() }
 
 // SendersWaiting is how many Send calls and answers wait for outbound room.
 func (c *Conn) SendersWaiting() int { return int(c.swait.Load()) }
+
+// HeldRequests is the bytes of requests its pooled handlers hold.
+func (c *Conn) HeldRequests() int { return int(c.held.Load()) }

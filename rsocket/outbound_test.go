@@ -31,13 +31,10 @@ func rawFrame(f []byte, err error) []byte {
 	return append(out, f...)
 }
 
-// rawSetup writes a client's SETUP on nc (keepalive lifetime 60 s: the
-// server does not end the connection for silence during a test).
+// rawSetup writes a client's SETUP on nc.
 func rawSetup(t testing.TB, nc net.Conn) {
 	t.Helper()
-	setup := rawFrame(frame.AppendSetup(nil, frame.Setup{MajorVersion: frame.ProtocolMajor, MinorVersion: frame.ProtocolMinor,
-		KeepaliveInterval: 30000, MaxLifetime: 60000, MetadataMIME: []byte("application/octet-stream"), DataMIME: []byte("application/octet-stream")}))
-	if _, err := nc.Write(setup); err != nil {
+	if _, err := nc.Write(rawSetupFrame(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -666,4 +663,76 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// blockedOneway is a responder whose fire-and-forget and request-response
+// handlers wait for release: slow handlers.
+type blockedOneway struct {
+	UnimplementedResponder
+	release chan struct{}
+	ran     atomic.Int64
+}
+
+func (b *blockedOneway) FireAndForget(context.Context, Payload) { <-b.release; b.ran.Add(1) }
+func (b *blockedOneway) RequestResponse(_ context.Context, p Payload) (Payload, error) {
+	<-b.release
+	b.ran.Add(1)
+	return p, nil
+}
+
+// Requests whose handlers have not finished count against the budget the
+// reader stops on, on the connection and on the server: otherwise a peer
+// outruns slow handlers, each holding its request (and then its answer)
+// outside every budget. Before: with fire-and-forget handlers that wait,
+// the reader read all 4,096 requests of 4 KiB (16 MiB held; the pool
+// queues what it cannot start); with request-responses, the answers of
+// every handler that had passed the budget check before the queue filled
+// (up to 558 KB against a 320 KB bound, depending on the tests run
+// before). After the handlers finish and the connection closes, the
+// server's total is back at zero.
+func TestHeldRequestsCountAgainstBudget(t *testing.T) {
+	for _, model := range []string{"fnf", "rr"} {
+		t.Run(model, func(t *testing.T) {
+			ctx := tctx(t)
+			const budget, size, n = 64 << 10, 4 << 10, 4096
+			a, b := net.Pipe()
+			defer a.Close()
+			h := &blockedOneway{release: make(chan struct{})}
+			shared := newOutBudget(256 << 10)
+			srv, err := ServeConn(ctx, b, h, WithOutboundBudget(budget), withOutBudget(shared))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rawSetup(t, a)
+			data := make([]byte, size)
+			r := floodFrames(t, a, n, func(i int) []byte {
+				if model == "fnf" {
+					return rawFrame(frame.AppendRequestFNF(nil, uint32(2*i+1), 0, nil, data))
+				}
+				return rawFrame(frame.AppendRequestResponse(nil, uint32(2*i+1), 0, nil, data))
+			})
+			maxQ := 0
+			if !waitStopped(ctx, t, srv, r, &maxQ) {
+				t.Fatalf("the server read the whole flood (%d frames) for handlers that had not finished", r.written.Load())
+			}
+			// The budget plus the batch the reader held (64 KiB of frames).
+			if held, lim := srv.HeldRequests(), budget+(64<<10)+16*(size+64); held > lim {
+				t.Fatalf("handlers hold %d bytes of requests; want at most %d", held, lim)
+			}
+			close(h.release)
+			a.Close()
+			select {
+			case <-srv.Done():
+			case <-ctx.Done():
+				t.Fatal("the server connection did not close after the client went")
+			}
+			for shared.total.Load() != 0 || srv.HeldRequests() != 0 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("after the close the server's total is %d, held %d; want 0", shared.total.Load(), srv.HeldRequests())
+				case <-time.After(time.Millisecond):
+				}
+			}
+		})
+	}
 }

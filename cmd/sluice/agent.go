@@ -136,8 +136,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if err := parseDaemonFlags(fs, args, &c.configFile, defaults.Agent); err != nil {
 		return err
 	}
-	if c.sink == "" || c.spool == "" {
-		return &exitError{code: 2, msg: "--sink and --spool are required"}
+	if err := requireFlags(fs, "sink", c.sink, "spool", c.spool); err != nil {
+		return err
 	}
 	log := newLogger(stderr, c.logLevel)
 	cfg, err := c.af.config(c.sink, c.spool)

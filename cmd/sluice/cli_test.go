@@ -139,7 +139,7 @@ func TestStrayArguments(t *testing.T) {
 		}
 	}
 	// A bad flag is a usage error too, with the message on stderr.
-	if code, out, errOut := run("version", "--nosuch"); code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -nosuch") {
+	if code, out, errOut := run("version", "--nosuch"); code != 2 || out != "" || !strings.Contains(errOut, "unknown flag --nosuch") {
 		t.Errorf("sluice version --nosuch: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	// A bad value names the flag and what it wants, before anything starts.

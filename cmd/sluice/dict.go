@@ -25,8 +25,8 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlagsArgs(fs, args); err != nil {
 		return err
 	}
-	if *out == "" {
-		return &exitError{code: 2, msg: "--out is required"}
+	if err := requireFlags(fs, "out", *out); err != nil {
+		return err
 	}
 	inputs := []io.Reader{os.Stdin}
 	if fs.NArg() > 0 {

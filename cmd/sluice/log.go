@@ -55,8 +55,7 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return &exitError{code: 2}
+		return usageError(fs, "give one DIR: the log's directory, or the daemon's --data or --spool")
 	}
 	given := fs.Arg(0)
 	loc, err := findLog(given)

@@ -31,8 +31,8 @@ func runNetem(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	if *target == "" {
-		return &exitError{code: 2, msg: "--target is required"}
+	if err := requireFlags(fs, "target", *target); err != nil {
+		return err
 	}
 	l, err := netem.New(netem.Config{Target: *target, Rate: rate, Delay: *delay, Jitter: *jitter, QueueBytes: int64(queue)})
 	if err != nil {

@@ -89,7 +89,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return &exitError{code: 2, msg: "--write-timeout must not be negative (0: never)"}
 	}
 	if len(listen) == 0 {
-		return &exitError{code: 2, msg: "--listen is required"}
+		return requireFlags(fs, "listen", "")
 	}
 	if err := checkMaxPayload(maxPayload); err != nil {
 		return err
@@ -324,8 +324,8 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		hasData = hasData || f.Name == "data"
 		hasMetadata = hasMetadata || f.Name == "metadata"
 	})
-	if *url == "" {
-		return &exitError{code: 2, msg: "--url is required"}
+	if err := requireFlags(fs, "url", *url); err != nil {
+		return err
 	}
 	if err := checkMaxPayload(maxPayload); err != nil {
 		return err

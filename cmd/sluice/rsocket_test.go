@@ -180,7 +180,7 @@ func TestRSocketHostileCLI(t *testing.T) {
 		args []string
 		errs string
 	}{
-		{[]string{"--mode", "silent"}, "--url and --mode are required"},
+		{[]string{"--mode", "silent"}, "--url is required"},
 		{[]string{"--url", tcpURL, "--mode", "rude"}, `unknown mode "rude"`},
 		{[]string{"--url", tcpURL, "--mode", "silent", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--url", "udp://127.0.0.1:1", "--mode", "silent"}, "scheme must be tcp or ws"},

@@ -51,7 +51,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		addrs = append(addrs, a)
 	}
 	if len(addrs) == 0 {
-		return &exitError{code: 2, msg: "--backends is required"}
+		return requireFlags(fs, "backends", "")
 	}
 	log := newLogger(stderr, *logLevel)
 	p, err := rsproxy.New(rsproxy.Config{Backends: addrs, Affinity: *affinity, MaxTokens: *maxTokens, Logger: log})

@@ -37,8 +37,8 @@ func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *url == "" {
-		return &exitError{code: 2, msg: "--url is required"}
+	if err := requireFlags(fs, "url", *url); err != nil {
+		return err
 	}
 	cfg := tck.Config{URL: *url, Timeout: *timeout, Quiet: *quiet, DataMIME: *dataMIME, MetadataMIME: *metadataMIME}
 	if *only != "" {

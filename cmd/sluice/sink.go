@@ -75,8 +75,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case c.listen == "" || c.data == "":
-		fs.Usage()
-		return &exitError{code: 2, msg: "--listen and --data are required"}
+		return requireFlags(fs, "listen", c.listen, "data", c.data)
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return &exitError{code: 2, msg: "--tls-cert and --tls-key go together"}
 	case c.clientCA != "" && c.tlsCert == "":

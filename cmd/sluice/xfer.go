@@ -44,8 +44,8 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return &exitError{code: 2, msg: "--dir is required"}
+	if err := requireFlags(fs, "dir", *dir); err != nil {
+		return err
 	}
 	if *idle <= 0 {
 		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
@@ -161,10 +161,10 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rest = fs.Args()[1:]
 	}
 	if len(files) != 1 {
-		return &exitError{code: 2, msg: "give exactly one FILE (see sluice xfer send -h)"}
+		return usageError(fs, "give exactly one FILE")
 	}
-	if *to == "" {
-		return &exitError{code: 2, msg: "--to is required"}
+	if err := requireFlags(fs, "to", *to); err != nil {
+		return err
 	}
 	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
 	var bar *progressBar

@@ -224,3 +224,32 @@ func TestReadmeTestCommandIsCI(t *testing.T) {
 		t.Errorf("README.md and .ci/run should both run %q", cmd)
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{plural(0, "message"), "0 messages"},
+		{plural(1, "message"), "1 message"},
+		{plural(uint64(12282), "record"), "12282 records"},
+		{plural(int64(1), "byte"), "1 byte"},
+		{plural(2, "offset holds", "offsets hold"), "2 offsets hold"},
+		{plural(1, "offset holds", "offsets hold"), "1 offset holds"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestUnprefixed(t *testing.T) {
+	for _, c := range []struct{ name, msg, want string }{
+		{"sink", "sink: mkdir x: not a directory", "mkdir x: not a directory"},
+		{"agent", "agent: spool x is damaged", "spool x is damaged"},
+		{"log check", "log: no log in x", "no log in x"},
+		{"xfer send", "xfer: send: refused", "refused"},
+		{"sink", "sinking: x", "sinking: x"},
+	} {
+		if got := unprefixed(c.name, c.msg); got != c.want {
+			t.Errorf("unprefixed(%q, %q) = %q, want %q", c.name, c.msg, got, c.want)
+		}
+	}
+}

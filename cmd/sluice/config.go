@@ -137,7 +137,8 @@ func applyConfigFile(fs *flag.FlagSet, path, daemon string) error {
 		}
 		if err := fs.Set(name, value); err != nil {
 			want := ""
-			if e, ok := defaults.Lookup(daemon, name); ok {
+			var bad *badValueError
+			if e, ok := defaults.Lookup(daemon, name); ok && !errors.As(err, &bad) {
 				want = fmt.Sprintf(" (want a %s, e.g. %q)", e.Kind(), e.Default())
 			}
 			return fmt.Errorf("%s:%d: %s: %q: %v%s", path, v.Line, name, value, err, want)

@@ -83,10 +83,12 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d segments, %d records, %d bytes, offsets [%d, %d)\n",
-		loc.dir, rep.Segments, rep.Records, rep.Bytes, rep.First, rep.Next)
+	// A log record is one message (a batch of the records consume
+	// counts), so it is named a message here.
+	fmt.Fprintf(stdout, "%s: %s, %s, %s, offsets [%d, %d)\n",
+		loc.dir, plural(rep.Segments, "segment"), plural(rep.Records, "message"), plural(rep.Bytes, "byte"), rep.First, rep.Next)
 	if rep.Gaps > 0 {
-		fmt.Fprintf(stdout, "%d offsets hold no record (lost to damage)\n", rep.Gaps)
+		fmt.Fprintf(stdout, "%s no message (lost to damage)\n", plural(rep.Gaps, "offset holds", "offsets hold"))
 	}
 	torn := 0
 	for _, p := range rep.Problems {
@@ -103,8 +105,8 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "ok")
 		return nil
 	case *repair:
-		fmt.Fprintln(stdout, rep.Summary())
-		fmt.Fprintf(stdout, "repaired: %d problems; the log now holds offsets [%d, %d)\n", len(rep.Problems), rep.First, rep.Next)
+		fmt.Fprintln(stdout, summary(rep))
+		fmt.Fprintf(stdout, "repaired: %s; the log now holds offsets [%d, %d)\n", plural(len(rep.Problems), "problem"), rep.First, rep.Next)
 		return nil
 	case torn == len(rep.Problems):
 		// A torn final record is what a crash mid-append leaves (or, in a
@@ -112,9 +114,15 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "ok: only a torn final record, which the next open truncates")
 		return nil
 	default:
-		fmt.Fprintln(stdout, "repair would give:", rep.Summary())
-		return &exitError{code: 1, msg: fmt.Sprintf("%d problems found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", len(rep.Problems), given)}
+		fmt.Fprintln(stdout, "repair would give:", summary(rep))
+		return &exitError{code: 1, msg: fmt.Sprintf("%s found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", plural(len(rep.Problems), "problem"), given)}
 	}
+}
+
+// summary is rep.Summary() with the log's records named messages, as in
+// the check's first line.
+func summary(rep *seglog.Report) string {
+	return strings.Replace(rep.Summary(), fmt.Sprintf("kept %d records", rep.Records), "kept "+plural(rep.Records, "message"), 1)
 }
 
 // logLocation is a log directory found from what the user named, and the

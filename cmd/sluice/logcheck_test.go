@@ -73,14 +73,14 @@ func TestLogCheckCLI(t *testing.T) {
 		t.Fatalf("check of a damaged log: exit %d\n%s", code, out)
 	}
 	out, code = run("--repair", dir)
-	want := "kept 199 records, quarantined 32 bytes at offsets 00000000000000000000.seg:160-192 (record offsets [5, 6) lost)"
+	want := "kept 199 messages, quarantined 32 bytes at offsets 00000000000000000000.seg:160-192 (record offsets [5, 6) lost)"
 	if code != 0 || !strings.Contains(out, "quarantined:") || !strings.Contains(out, want) {
 		t.Fatalf("repair: exit %d, want %q in\n%s", code, want, out)
 	}
 	if q, _ := os.ReadDir(filepath.Join(dir, "quarantine")); len(q) == 0 {
 		t.Fatal("nothing in quarantine/")
 	}
-	if out, code = run(dir); code != 0 || !strings.Contains(out, "ok") || !strings.Contains(out, "199 records") {
+	if out, code = run(dir); code != 0 || !strings.Contains(out, "ok") || !strings.Contains(out, "199 messages") {
 		t.Fatalf("check after repair: exit %d\n%s", code, out)
 	}
 	l, err := seglog.Open(dir)
@@ -116,14 +116,14 @@ func TestLogCheckFindsTheLog(t *testing.T) {
 	os.MkdirAll(filepath.Join(empty, "log"), 0o755)
 
 	out, code := runLogCheck(t, spool)
-	if code != 0 || !strings.Contains(out, filepath.Join(spool, "log")) || !strings.Contains(out, "150 records") {
+	if code != 0 || !strings.Contains(out, filepath.Join(spool, "log")) || !strings.Contains(out, "150 messages") {
 		t.Fatalf("check of a spool dir: exit %d\n%s", code, out)
 	}
 	out, code = runLogCheck(t, data)
 	if code != 1 || !strings.Contains(out, filepath.Join(data, "store")) || !strings.Contains(out, "problem:") {
 		t.Fatalf("check of a damaged data dir: exit %d\n%s", code, out)
 	}
-	if out, code = runLogCheck(t, "--repair", data); code != 0 || !strings.Contains(out, "kept 149 records") {
+	if out, code = runLogCheck(t, "--repair", data); code != 0 || !strings.Contains(out, "kept 149 messages") {
 		t.Fatalf("repair of a data dir: exit %d\n%s", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(data, "store", "quarantine")); err != nil {
@@ -168,7 +168,7 @@ func TestLogCheckLock(t *testing.T) {
 		t.Fatal("a refused repair quarantined something")
 	}
 	lock.Release()
-	if out, code = runLogCheck(t, "--repair", logDir); code != 0 || !strings.Contains(out, "kept 149 records") {
+	if out, code = runLogCheck(t, "--repair", logDir); code != 0 || !strings.Contains(out, "kept 149 messages") {
 		t.Fatalf("repair after the daemon stopped: exit %d\n%s", code, out)
 	}
 	// The repair held the spool's lock, not one of its own in the log dir.

@@ -74,7 +74,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	return finish(name, commands[name].run(rest, stdout, stderr), stdout, stderr)
 }
 
-// finish turns a command's error into output and an exit status.
+// finish turns a command's error into output and an exit status. It is
+// the one place that puts "sluice NAME: " before a message; a message that
+// starts with a word of the name already ("sink: mkdir ...", from the
+// package doing the work) loses that word, so it does not read twice.
 func finish(name string, err error, stdout, stderr io.Writer) int {
 	var ee *exitError
 	var he *helpError
@@ -88,16 +91,47 @@ func finish(name string, err error, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ee):
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "sluice "+name+":", ee.msg)
+			fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, ee.msg))
 		}
 		return ee.code
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "sluice "+name+":", err)
+		fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, err.Error()))
 		return 2
 	default:
-		fmt.Fprintln(stderr, "sluice "+name+":", err)
+		fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, err.Error()))
 		return 1
 	}
+}
+
+// unprefixed drops from msg a leading "WORD: " where WORD is the command
+// name or one of its words (sink, log, xfer), repeatedly.
+func unprefixed(name, msg string) string {
+	for again := true; again; {
+		again = false
+		for _, w := range append([]string{name}, strings.Fields(name)...) {
+			if rest, ok := strings.CutPrefix(msg, w+": "); ok {
+				msg, again = rest, true
+			}
+		}
+	}
+	return msg
+}
+
+// integer is any integer type plural counts.
+type integer interface {
+	~int | ~int32 | ~int64 | ~uint | ~uint32 | ~uint64
+}
+
+// plural says n of a noun: "1 segment", "2 segments", "0 problems"; the
+// plural is noun+"s" unless given.
+func plural[N integer](n N, noun string, nouns ...string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	if len(nouns) > 0 {
+		return fmt.Sprintf("%d %s", n, nouns[0])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // help prints the usage of the command named by args (`sluice help log
@@ -271,7 +305,7 @@ func flagMessage(fs *flag.FlagSet, err error) string {
 		return fmt.Sprintf("--%s needs a value", m[1])
 	}
 	if m := reBadValue.FindStringSubmatch(msg); m != nil {
-		why := strings.TrimPrefix(m[3], "bad size "+m[1]+": ") // the value is named once
+		why := m[3]
 		if f := fs.Lookup(m[2]); f != nil {
 			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 				why = "want true or false"

@@ -327,6 +327,17 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if err := requireFlags(fs, "url", *url); err != nil {
 		return err
 	}
+	if err := checkClientURLs(fs, *url); err != nil {
+		return err
+	}
+	switch {
+	case model == "stream" && !hasData:
+		// The echo responder (sluice rsocket serve) reads a stream's data
+		// as its length; an empty one only earned its parse error.
+		return usageError(fs, "--data is required: the stream request's data (sluice rsocket serve streams that many elements, e.g. --data 10)")
+	case model == "push" && !hasMetadata && *route == "":
+		return usageError(fs, "--metadata is required: a metadata push carries only metadata (or --route)")
+	}
 	if err := checkMaxPayload(maxPayload); err != nil {
 		return err
 	}
@@ -392,10 +403,14 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		if err := c.FireAndForget(ctx, p); err != nil {
 			return err
 		}
+		// Nothing comes back: say it went out, on stderr (stdout is for
+		// what the server sends).
+		fmt.Fprintf(stderr, "sent: fire-and-forget, %s (no answer comes back)\n", payloadSize(p))
 	case "push":
 		if err := c.MetadataPush(ctx, md); err != nil {
 			return err
 		}
+		fmt.Fprintf(stderr, "sent: metadata push, %s (no answer comes back)\n", plural(len(md), "byte"))
 	case "stream":
 		s, err := c.RequestStream(ctx, p, n)
 		if err != nil {
@@ -422,6 +437,31 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 			ch.Complete()
 		}()
 		return drainStream(&ch.Stream, print, w, stderr)
+	}
+	return nil
+}
+
+// payloadSize says how large p is: "5 bytes of data, 3 of metadata".
+func payloadSize(p rsocket.Payload) string {
+	s := plural(len(p.Data), "byte") + " of data"
+	if p.Metadata != nil {
+		s += fmt.Sprintf(", %d of metadata", len(p.Metadata))
+	}
+	return s
+}
+
+// checkClientURLs refuses a --url entry that is not SCHEME://HOST:PORT...
+// before dialing: a bare HOST:PORT failed in url.Parse with "first path
+// segment in URL cannot contain colon".
+func checkClientURLs(fs *flag.FlagSet, urls string) error {
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(u, "://")
+		if !ok || rest == "" || strings.ContainsAny(scheme, ":/") {
+			return usageError(fs, "bad --url %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH (tls:// and wss:// with TLS)", u)
+		}
 	}
 	return nil
 }

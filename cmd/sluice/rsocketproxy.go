@@ -30,7 +30,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	backends := fs.String("backends", "", "the RSocket servers, comma-separated tcp://HOST:PORT (required)")
 	affinity := fs.Bool("affinity", true, "route each RESUME to the server that holds its session (rendezvous hashing of the resume token); false: round-robin, as a plain TCP balancer would (for comparison)")
 	maxTokens := fs.Int("max-tokens", rsproxy.DefaultMaxTokens, "resume tokens whose server is remembered; beyond, the oldest fall back to hashing")
-	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	metrics := fs.String("metrics", "", metricsHelp(false, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -79,14 +81,15 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		// A read-only check is safe beside the daemon; say what it may see.
 		fmt.Fprintf(stdout, "note: %s is in use by a running sluice process (pid %d); checking the live log read-only\n", loc.owner, pid)
 	}
-	rep, err := check(loc.dir)
+	var recs recordCounter
+	rep, err := check(loc.dir, seglog.WithCheckVisitor(recs.visit))
 	if err != nil {
 		return err
 	}
-	// A log record is one message (a batch of the records consume
-	// counts), so it is named a message here.
-	fmt.Fprintf(stdout, "%s: %s, %s, %s, offsets [%d, %d)\n",
-		loc.dir, plural(rep.Segments, "segment"), plural(rep.Records, "message"), plural(rep.Bytes, "byte"), rep.First, rep.Next)
+	// A log record is one message: a batch of the records consume counts,
+	// their number in the message's header.
+	fmt.Fprintf(stdout, "%s: %s, %s%s, %s, offsets [%d, %d)\n",
+		loc.dir, plural(rep.Segments, "segment"), plural(rep.Records, "message"), recs.String(), plural(rep.Bytes, "byte"), rep.First, rep.Next)
 	if rep.Gaps > 0 {
 		fmt.Fprintf(stdout, "%s no message (lost to damage)\n", plural(rep.Gaps, "offset holds", "offsets hold"))
 	}
@@ -117,6 +120,39 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "repair would give:", summary(rep))
 		return &exitError{code: 1, msg: fmt.Sprintf("%s found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", plural(len(rep.Problems), "problem"), given)}
 	}
+}
+
+// recordCounter adds up the records inside the messages log check reads:
+// a sink's store holds storedmsg records, an agent's spool spool records,
+// each with its record count in the header.
+type recordCounter struct {
+	records uint64
+	last    uint64
+	seen    bool
+	unknown bool // a message in neither format: the total is not known
+}
+
+func (c *recordCounter) visit(off uint64, body []byte) {
+	if c.seen && off <= c.last { // the check started over
+		*c = recordCounter{}
+	}
+	c.seen, c.last = true, off
+	if m, err := storedmsg.Decode(body); err == nil {
+		c.records += uint64(m.RecordCount)
+	} else if r, err := spool.Decode(body); err == nil {
+		c.records += uint64(r.Records)
+	} else {
+		c.unknown = true
+	}
+}
+
+// String is " (N records)", or nothing when a message was in neither
+// format or there were none.
+func (c *recordCounter) String() string {
+	if c.unknown || !c.seen {
+		return ""
+	}
+	return " (" + plural(c.records, "record") + ")"
 }
 
 // summary is rep.Summary() with the log's records named messages, as in

@@ -123,6 +123,9 @@ func applyConfigFile(fs *flag.FlagSet, path, daemon string) error {
 		seen[name] = k.Line
 		f := fs.Lookup(name)
 		if f == nil {
+			if near := nearestFlag(fs, name); near != "" {
+				return fmt.Errorf("%s: unknown key %q (did you mean %s?): not a flag of sluice %s (see sluice config defaults)", at, name, near, daemon)
+			}
 			return fmt.Errorf("%s: unknown key %q: not a flag of sluice %s (see sluice config defaults)", at, name, daemon)
 		}
 		if name == "config" {

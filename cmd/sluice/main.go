@@ -319,7 +319,8 @@ func flagMessage(fs *flag.FlagSet, err error) string {
 // nearestFlag returns the flag of fs closest to name by edit distance
 // (a swap of two letters counts one), if it is close enough to be the
 // one meant: at most 1 edit for names up to 4 letters, 2 beyond. A name
-// that starts exactly one flag (--spoo) names that flag.
+// of 3 letters or more that starts exactly one flag (--spool-q) names
+// that flag first.
 func nearestFlag(fs *flag.FlagSet, name string) string {
 	best, bestD := "", 0
 	var prefixed []string
@@ -336,10 +337,10 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 		limit = 1
 	}
 	switch {
-	case best != "" && bestD <= limit:
-		return best
 	case len(prefixed) == 1 && len(name) >= 3:
 		return prefixed[0]
+	case best != "" && bestD <= limit:
+		return best
 	}
 	return ""
 }

@@ -29,7 +29,7 @@ func runNetem(args []string, stdout, stderr io.Writer) error {
 	}
 	rate, err := parseRate(*rateFlag)
 	if err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+		return usageError(fs, "%v", err)
 	}
 	if err := requireFlags(fs, "target", *target); err != nil {
 		return err

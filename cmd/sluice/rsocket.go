@@ -83,10 +83,10 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if outBudget <= 0 || serverBudget <= 0 {
-		return &exitError{code: 2, msg: "--outbound-budget and --server-outbound-budget must be above 0"}
+		return usageError(fs, "--outbound-budget and --server-outbound-budget must be above 0")
 	}
 	if *writeTimeout < 0 {
-		return &exitError{code: 2, msg: "--write-timeout must not be negative (0: never)"}
+		return usageError(fs, "--write-timeout must not be negative (0: never)")
 	}
 	if len(listen) == 0 {
 		return requireFlags(fs, "listen", "")
@@ -95,23 +95,23 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if *setupTimeout <= 0 || *frameStall <= 0 {
-		return &exitError{code: 2, msg: "--setup-timeout and --frame-stall-timeout must be positive"}
+		return usageError(fs, "--setup-timeout and --frame-stall-timeout must be positive")
 	}
 	syncPolicy, err := seglog.ParseSyncPolicy(*resumeSync)
 	if err != nil || *resumeSync == "" {
-		return &exitError{code: 2, msg: fmt.Sprintf("--resume-sync %q: want none, always or a duration", *resumeSync)}
+		return usageError(fs, "--resume-sync %q: want none, always or a duration", *resumeSync)
 	}
 	var tlsCfg *tls.Config
 	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
 		cfg, err := auth.ServerTLS(*tlsCert, *tlsKey, *tlsClientCA)
 		if err != nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("--tls-cert/--tls-key/--tls-client-ca: %v", err)}
+			return usageError(fs, "--tls-cert/--tls-key/--tls-client-ca: %v", err)
 		}
 		tlsCfg = cfg
 	}
 	for _, u := range listen {
 		if (strings.HasPrefix(u, "tls://") || strings.HasPrefix(u, "wss://")) && tlsCfg == nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("--listen %s needs --tls-cert and --tls-key", u)}
+			return usageError(fs, "--listen %s needs --tls-cert and --tls-key", u)
 		}
 	}
 	log := newLogger(stderr, *logLevel)
@@ -342,7 +342,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		return err
 	}
 	if *requestN < 1 || *requestN > frame.MaxRequestN {
-		return &exitError{code: 2, msg: fmt.Sprintf("--request-n must be in 1..%d", frame.MaxRequestN)}
+		return usageError(fs, "--request-n must be in 1..%d", frame.MaxRequestN)
 	}
 	var md []byte
 	if hasMetadata {
@@ -351,7 +351,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *route != "" {
 		tags, err := extension.AppendRouting(nil, *route)
 		if err != nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("--route: %v", err)}
+			return usageError(fs, "--route: %v", err)
 		}
 		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
 		if err != nil {

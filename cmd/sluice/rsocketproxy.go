@@ -37,7 +37,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	host, ok := strings.CutPrefix(*listen, "tcp://")
 	if !ok || host == "" {
-		return &exitError{code: 2, msg: "--listen tcp://HOST:PORT is required (the proxy reads the first frame, so it cannot balance TLS)"}
+		return usageError(fs, "--listen tcp://HOST:PORT is required (the proxy reads the first frame, so it cannot balance TLS)")
 	}
 	var addrs []string
 	for _, b := range strings.Split(*backends, ",") {
@@ -46,7 +46,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		a, ok := strings.CutPrefix(b, "tcp://")
 		if !ok || a == "" {
-			return &exitError{code: 2, msg: fmt.Sprintf("--backends: %q is not tcp://HOST:PORT", b)}
+			return usageError(fs, "--backends: %q is not tcp://HOST:PORT", b)
 		}
 		addrs = append(addrs, a)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -48,7 +47,7 @@ func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		for _, id := range strings.Split(*only, ",") {
 			if !known[id] {
-				return &exitError{code: 2, msg: fmt.Sprintf("--only: unknown check %q", id)}
+				return usageError(fs, "--only: unknown check %q", id)
 			}
 			cfg.Only = append(cfg.Only, id)
 		}

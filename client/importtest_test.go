@@ -72,6 +72,13 @@ func TestImportFromAnotherModule(t *testing.T) {
 		t.Logf("go %s:\n%s", strings.Join(args, " "), out)
 	}
 	run("mod", "tidy", "-e")
+	// A user's module need not raise its go line to import the client:
+	// sluice's go line is the minimum its code and dependencies need
+	// (go 1.26.0; go 1.26.8 forced every importer to 1.26.8), so tidy
+	// leaves the importer's go 1.26.0 alone (issue 24).
+	if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !bytes.Contains(b, []byte("\ngo 1.26.0\n")) {
+		t.Errorf("go mod tidy raised the importing module's go line (want go 1.26.0): %v\n%s", err, b)
+	}
 	run("vet", "./...")
 	run("test", "-count=1", "./...")
 }

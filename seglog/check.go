@@ -176,6 +176,9 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 				continue
 			}
 			rep.Records += uint64(s.records)
+			if cfg.visit != nil {
+				visitSpan(data[s.pos:s.end], cfg.visit)
+			}
 			rep.Gaps += s.gaps
 			rep.Bytes += s.end - s.pos
 			rep.Next = s.next
@@ -200,6 +203,21 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// visitSpan calls visit with each data record of an intact span, which
+// salvage decoded already: every frame decodes.
+func visitSpan(b []byte, visit func(uint64, []byte)) {
+	for len(b) > 0 {
+		fr, err := decodeFrame(b, checkMaxBody)
+		if err != nil || fr.size <= 0 {
+			return
+		}
+		if fr.gap == 0 {
+			visit(fr.offset, fr.body)
+		}
+		b = b[fr.size:]
+	}
 }
 
 // repairSegment quarantines the damaged bytes of one segment and replaces

@@ -79,6 +79,7 @@ type config struct {
 	slowSync       time.Duration
 	onSync         func(time.Duration)
 	fs             FS
+	visit          func(offset uint64, body []byte)
 }
 
 func defaultConfig() config {
@@ -136,6 +137,17 @@ func WithSync(p SyncPolicy) Option { return optionFunc(func(c *config) { c.sync 
 // return. Default off: Open verifies every record of every segment, which
 // costs one sequential read of the log.
 func WithTrustSealedSegments() Option { return optionFunc(func(c *config) { c.trustSealed = true }) }
+
+// WithCheckVisitor makes Check and Repair call visit with each intact
+// data record they find (body aliases a buffer reused afterwards), so a
+// caller can look inside the records the check reads anyway, e.g. to count
+// what they hold. Offsets increase during one pass; a read-only check that
+// starts over (a segment removed under it by a running process) visits
+// again from its first record, at an offset no higher than the last seen.
+// Open ignores it.
+func WithCheckVisitor(visit func(offset uint64, body []byte)) Option {
+	return optionFunc(func(c *config) { c.visit = visit })
+}
 
 // WithLogger sets where recovery reports and slow syncs are logged. Default
 // slog.Default().

@@ -122,7 +122,7 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
-	d.String(&c.metricsAddr, "metrics", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9401)")
+	d.String(&c.metricsAddr, "metrics", metricsHelp(true, "127.0.0.1:9401", "--ingest-tokens"))
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	c.af.register(fs)
@@ -136,8 +136,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if err := parseDaemonFlags(fs, args, &c.configFile, defaults.Agent); err != nil {
 		return err
 	}
-	if c.sink == "" || c.spool == "" {
-		return &exitError{code: 2, msg: "--sink and --spool are required"}
+	if err := requireFlags(fs, "sink", c.sink, "spool", c.spool); err != nil {
+		return err
 	}
 	log := newLogger(stderr, c.logLevel)
 	cfg, err := c.af.config(c.sink, c.spool)

@@ -129,6 +129,9 @@ func TestAgentDamagedSpoolCLI(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), seg) {
 		t.Fatalf("agent on a damaged spool: %v\n%s\nwant the segment and %q", err, out, want)
 	}
+	if strings.Contains(string(out), "sluice agent: agent:") {
+		t.Errorf("the command's name twice (issue 24):\n%s", out)
+	}
 	if out, err := exec.Command(sluiceBin, "log", "check", "--repair", filepath.Join(spool, "log")).CombinedOutput(); err != nil {
 		t.Fatalf("repair: %v\n%s", err, out)
 	}

@@ -139,7 +139,7 @@ func TestStrayArguments(t *testing.T) {
 		}
 	}
 	// A bad flag is a usage error too, with the message on stderr.
-	if code, out, errOut := run("version", "--nosuch"); code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -nosuch") {
+	if code, out, errOut := run("version", "--nosuch"); code != 2 || out != "" || !strings.Contains(errOut, "unknown flag --nosuch") {
 		t.Errorf("sluice version --nosuch: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	// A bad value names the flag and what it wants, before anything starts.
@@ -222,5 +222,56 @@ func TestReadmeTestCommandIsCI(t *testing.T) {
 	const cmd = "go test -count=1 ./..."
 	if !strings.Contains(string(readme), cmd) || !regexp.MustCompile(`(?m)^go test -count=1 \./\.\.\.$`).Match(ci) {
 		t.Errorf("README.md and .ci/run should both run %q", cmd)
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{plural(0, "message"), "0 messages"},
+		{plural(1, "message"), "1 message"},
+		{plural(uint64(12282), "record"), "12282 records"},
+		{plural(int64(1), "byte"), "1 byte"},
+		{plural(2, "offset holds", "offsets hold"), "2 offsets hold"},
+		{plural(1, "offset holds", "offsets hold"), "1 offset holds"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestUnprefixed(t *testing.T) {
+	for _, c := range []struct{ name, msg, want string }{
+		{"sink", "sink: mkdir x: not a directory", "mkdir x: not a directory"},
+		{"agent", "agent: spool x is damaged", "spool x is damaged"},
+		{"log check", "log: no log in x", "no log in x"},
+		{"xfer send", "xfer: send: refused", "refused"},
+		{"sink", "sinking: x", "sinking: x"},
+	} {
+		if got := unprefixed(c.name, c.msg); got != c.want {
+			t.Errorf("unprefixed(%q, %q) = %q, want %q", c.name, c.msg, got, c.want)
+		}
+	}
+}
+
+// The did-you-mean of an unknown flag: a typo within the edit distance,
+// a swap counting one, a prefix of exactly one flag; nothing for a name
+// unlike any flag.
+func TestNearestFlag(t *testing.T) {
+	fs := newFlags("x", "", nil)
+	for _, n := range []string{"agent", "spool", "spool-quota", "sink", "data", "dict", "log-level"} {
+		fs.String(n, "", "")
+	}
+	for _, c := range []struct{ typo, want string }{
+		{"agnet", "agent"}, {"agen", "agent"}, {"spol", "spool"}, {"spool-qouta", "spool-quota"},
+		{"snik", "sink"}, {"dtaa", "data"}, {"log-lvl", "log-level"}, {"loglevel", "log-level"},
+		{"zzzz", ""}, {"x", ""}, {"verbose", ""}, {"spool-q", "spool-quota"},
+	} {
+		if got := nearestFlag(fs, c.typo); got != c.want {
+			t.Errorf("nearestFlag(%q) = %q, want %q", c.typo, got, c.want)
+		}
+	}
+	if d := editDistance("agnet", "agent"); d != 1 {
+		t.Errorf("editDistance(agnet, agent) = %d, want 1 (a swap)", d)
 	}
 }

@@ -123,6 +123,9 @@ func applyConfigFile(fs *flag.FlagSet, path, daemon string) error {
 		seen[name] = k.Line
 		f := fs.Lookup(name)
 		if f == nil {
+			if near := nearestFlag(fs, name); near != "" {
+				return fmt.Errorf("%s: unknown key %q (did you mean %s?): not a flag of sluice %s (see sluice config defaults)", at, name, near, daemon)
+			}
 			return fmt.Errorf("%s: unknown key %q: not a flag of sluice %s (see sluice config defaults)", at, name, daemon)
 		}
 		if name == "config" {
@@ -137,7 +140,8 @@ func applyConfigFile(fs *flag.FlagSet, path, daemon string) error {
 		}
 		if err := fs.Set(name, value); err != nil {
 			want := ""
-			if e, ok := defaults.Lookup(daemon, name); ok {
+			var bad *badValueError
+			if e, ok := defaults.Lookup(daemon, name); ok && !errors.As(err, &bad) {
 				want = fmt.Sprintf(" (want a %s, e.g. %q)", e.Kind(), e.Default())
 			}
 			return fmt.Errorf("%s:%d: %s: %q: %v%s", path, v.Line, name, value, err, want)

@@ -72,9 +72,8 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *addr == "" {
-		fs.Usage()
-		return &exitError{code: 2, msg: "--sink is required"}
+	if err := requireFlags(fs, "sink", *addr); err != nil {
+		return err
 	}
 	if *credits < 2 || *credits > 1<<20 {
 		return &exitError{code: 2, msg: "--credits must be between 2 and 1048576"}

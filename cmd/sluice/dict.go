@@ -25,8 +25,8 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlagsArgs(fs, args); err != nil {
 		return err
 	}
-	if *out == "" {
-		return &exitError{code: 2, msg: "--out is required"}
+	if err := requireFlags(fs, "out", *out); err != nil {
+		return err
 	}
 	inputs := []io.Reader{os.Stdin}
 	if fs.NArg() > 0 {
@@ -85,8 +85,8 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(*out, d.Data, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "dictionary %d (%d bytes) trained on %d sample messages of ≤ %s, written to %s\n",
-		d.ID, len(d.Data), len(train), bench.SizeName(int(msg)), *out)
+	fmt.Fprintf(stdout, "dictionary %d (%s) trained on %s of ≤ %s, written to %s\n",
+		d.ID, plural(len(d.Data), "byte"), plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
 	if len(test) > 0 {
 		zstd, dict, err := bench.CompareDictionary(d, test)
 		if err != nil {

@@ -19,25 +19,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // sluiceBin is the binary under test, built once by TestMain.
 var sluiceBin string
 
+// TestMain builds the binary for the end-to-end tests. Through
+// testscript.Main the test binary is also the `sluice` of the transcript
+// scripts (script_test.go): run under that name, it is runMain.
 func TestMain(m *testing.M) {
+	testscript.Main(buildingM{m}, map[string]func(){
+		"sluice": func() { os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+// buildingM builds sluiceBin around the tests.
+type buildingM struct{ m *testing.M }
+
+func (b buildingM) Run() int {
 	dir, err := os.MkdirTemp("", "sluice-e2e-bin-")
 	if err != nil {
 		panic(err)
 	}
+	defer os.RemoveAll(dir)
 	sluiceBin = filepath.Join(dir, "sluice")
 	if out, err := exec.Command("go", "build", "-o", sluiceBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building sluice: %v\n%s", err, out)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return b.m.Run()
 }
 
 // proc is a sluice process started by a test.

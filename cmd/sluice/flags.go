@@ -62,13 +62,20 @@ func parseByteSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("bad size %q: want e.g. 100B, 16KiB, 4MiB", s)
+		return 0, &badValueError{value: s, want: "want a size such as 100B, 16KiB or 4MiB"}
 	}
 	if n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return n * mult, nil
 }
+
+// badValueError is a flag value that does not parse: the flag package and
+// the config file name the value themselves, so Error says only what was
+// wanted, and the value is named once.
+type badValueError struct{ value, want string }
+
+func (e *badValueError) Error() string { return e.want }
 
 // sizeList is a comma-separated list of sizes.
 type sizeList []int

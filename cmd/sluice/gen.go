@@ -55,13 +55,13 @@ func genMetrics(args []string, stdout, stderr io.Writer) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case set["bytes"] && set["records"]:
-		return &exitError{code: 2, msg: "use --bytes or --records, not both"}
+		return usageError(fs, "use --bytes or --records, not both")
 	case *records < 0:
-		return &exitError{code: 2, msg: "--records must not be negative"}
+		return usageError(fs, "--records must not be negative")
 	case set["mean-message"] && !*messages:
-		return &exitError{code: 2, msg: "--mean-message needs --messages"}
+		return usageError(fs, "--mean-message needs --messages")
 	case int64(mean) > 1<<30:
-		return &exitError{code: 2, msg: "--mean-message is too large"}
+		return usageError(fs, "--mean-message is too large")
 	}
 	g, err := metricsgen.New(metricsgen.Config{Seed: *seed, Hosts: *hosts, MeanMessageBytes: int(mean)})
 	if err != nil {

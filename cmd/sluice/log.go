@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -55,8 +57,7 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return &exitError{code: 2}
+		return usageError(fs, "give one DIR: the log's directory, or the daemon's --data or --spool")
 	}
 	given := fs.Arg(0)
 	loc, err := findLog(given)
@@ -80,14 +81,17 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		// A read-only check is safe beside the daemon; say what it may see.
 		fmt.Fprintf(stdout, "note: %s is in use by a running sluice process (pid %d); checking the live log read-only\n", loc.owner, pid)
 	}
-	rep, err := check(loc.dir)
+	var recs recordCounter
+	rep, err := check(loc.dir, seglog.WithCheckVisitor(recs.visit))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d segments, %d records, %d bytes, offsets [%d, %d)\n",
-		loc.dir, rep.Segments, rep.Records, rep.Bytes, rep.First, rep.Next)
+	// A log record is one message: a batch of the records consume counts,
+	// their number in the message's header.
+	fmt.Fprintf(stdout, "%s: %s, %s%s, %s, offsets [%d, %d)\n",
+		loc.dir, plural(rep.Segments, "segment"), plural(rep.Records, "message"), recs.String(), plural(rep.Bytes, "byte"), rep.First, rep.Next)
 	if rep.Gaps > 0 {
-		fmt.Fprintf(stdout, "%d offsets hold no record (lost to damage)\n", rep.Gaps)
+		fmt.Fprintf(stdout, "%s no message (lost to damage)\n", plural(rep.Gaps, "offset holds", "offsets hold"))
 	}
 	torn := 0
 	for _, p := range rep.Problems {
@@ -104,8 +108,8 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "ok")
 		return nil
 	case *repair:
-		fmt.Fprintln(stdout, rep.Summary())
-		fmt.Fprintf(stdout, "repaired: %d problems; the log now holds offsets [%d, %d)\n", len(rep.Problems), rep.First, rep.Next)
+		fmt.Fprintln(stdout, summary(rep))
+		fmt.Fprintf(stdout, "repaired: %s; the log now holds offsets [%d, %d)\n", plural(len(rep.Problems), "problem"), rep.First, rep.Next)
 		return nil
 	case torn == len(rep.Problems):
 		// A torn final record is what a crash mid-append leaves (or, in a
@@ -113,9 +117,48 @@ func logCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "ok: only a torn final record, which the next open truncates")
 		return nil
 	default:
-		fmt.Fprintln(stdout, "repair would give:", rep.Summary())
-		return &exitError{code: 1, msg: fmt.Sprintf("%d problems found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", len(rep.Problems), given)}
+		fmt.Fprintln(stdout, "repair would give:", summary(rep))
+		return &exitError{code: 1, msg: fmt.Sprintf("%s found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", plural(len(rep.Problems), "problem"), given)}
 	}
+}
+
+// recordCounter adds up the records inside the messages log check reads:
+// a sink's store holds storedmsg records, an agent's spool spool records,
+// each with its record count in the header.
+type recordCounter struct {
+	records uint64
+	last    uint64
+	seen    bool
+	unknown bool // a message in neither format: the total is not known
+}
+
+func (c *recordCounter) visit(off uint64, body []byte) {
+	if c.seen && off <= c.last { // the check started over
+		*c = recordCounter{}
+	}
+	c.seen, c.last = true, off
+	if m, err := storedmsg.Decode(body); err == nil {
+		c.records += uint64(m.RecordCount)
+	} else if r, err := spool.Decode(body); err == nil {
+		c.records += uint64(r.Records)
+	} else {
+		c.unknown = true
+	}
+}
+
+// String is " (N records)", or nothing when a message was in neither
+// format or there were none.
+func (c *recordCounter) String() string {
+	if c.unknown || !c.seen {
+		return ""
+	}
+	return " (" + plural(c.records, "record") + ")"
+}
+
+// summary is rep.Summary() with the log's records named messages, as in
+// the check's first line.
+func summary(rep *seglog.Report) string {
+	return strings.Replace(rep.Summary(), fmt.Sprintf("kept %d records", rep.Records), "kept "+plural(rep.Records, "message"), 1)
 }
 
 // logLocation is a log directory found from what the user named, and the

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -73,14 +76,14 @@ func TestLogCheckCLI(t *testing.T) {
 		t.Fatalf("check of a damaged log: exit %d\n%s", code, out)
 	}
 	out, code = run("--repair", dir)
-	want := "kept 199 records, quarantined 32 bytes at offsets 00000000000000000000.seg:160-192 (record offsets [5, 6) lost)"
+	want := "kept 199 messages, quarantined 32 bytes at offsets 00000000000000000000.seg:160-192 (record offsets [5, 6) lost)"
 	if code != 0 || !strings.Contains(out, "quarantined:") || !strings.Contains(out, want) {
 		t.Fatalf("repair: exit %d, want %q in\n%s", code, want, out)
 	}
 	if q, _ := os.ReadDir(filepath.Join(dir, "quarantine")); len(q) == 0 {
 		t.Fatal("nothing in quarantine/")
 	}
-	if out, code = run(dir); code != 0 || !strings.Contains(out, "ok") || !strings.Contains(out, "199 records") {
+	if out, code = run(dir); code != 0 || !strings.Contains(out, "ok") || !strings.Contains(out, "199 messages") {
 		t.Fatalf("check after repair: exit %d\n%s", code, out)
 	}
 	l, err := seglog.Open(dir)
@@ -116,14 +119,14 @@ func TestLogCheckFindsTheLog(t *testing.T) {
 	os.MkdirAll(filepath.Join(empty, "log"), 0o755)
 
 	out, code := runLogCheck(t, spool)
-	if code != 0 || !strings.Contains(out, filepath.Join(spool, "log")) || !strings.Contains(out, "150 records") {
+	if code != 0 || !strings.Contains(out, filepath.Join(spool, "log")) || !strings.Contains(out, "150 messages") {
 		t.Fatalf("check of a spool dir: exit %d\n%s", code, out)
 	}
 	out, code = runLogCheck(t, data)
 	if code != 1 || !strings.Contains(out, filepath.Join(data, "store")) || !strings.Contains(out, "problem:") {
 		t.Fatalf("check of a damaged data dir: exit %d\n%s", code, out)
 	}
-	if out, code = runLogCheck(t, "--repair", data); code != 0 || !strings.Contains(out, "kept 149 records") {
+	if out, code = runLogCheck(t, "--repair", data); code != 0 || !strings.Contains(out, "kept 149 messages") {
 		t.Fatalf("repair of a data dir: exit %d\n%s", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(data, "store", "quarantine")); err != nil {
@@ -168,11 +171,54 @@ func TestLogCheckLock(t *testing.T) {
 		t.Fatal("a refused repair quarantined something")
 	}
 	lock.Release()
-	if out, code = runLogCheck(t, "--repair", logDir); code != 0 || !strings.Contains(out, "kept 149 records") {
+	if out, code = runLogCheck(t, "--repair", logDir); code != 0 || !strings.Contains(out, "kept 149 messages") {
 		t.Fatalf("repair after the daemon stopped: exit %d\n%s", code, out)
 	}
 	// The repair held the spool's lock, not one of its own in the log dir.
 	if _, err := os.Stat(filepath.Join(logDir, dirlock.FileName)); err == nil {
 		t.Fatal("repair locked the log dir instead of the spool")
+	}
+}
+
+// TestLogCheckCountsRecords: log check names the log's records messages
+// and adds up the records inside them from their headers, for a sink's
+// store (storedmsg) and an agent's spool (issue 24: it said "13 records"
+// where consume counted 12,282).
+func TestLogCheckCountsRecords(t *testing.T) {
+	write := func(dir string, bodies [][]byte) {
+		l, err := seglog.Open(dir, seglog.WithSegmentBytes(4096))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bodies {
+			if _, err := l.Append([][]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, sp := t.TempDir(), t.TempDir()
+	var stored, spooled [][]byte
+	for i := range 13 {
+		b, err := storedmsg.Append(nil, &storedmsg.Message{Codec: codec.Plain, MessageID: uint64(i + 1), RecordCount: 1000, AgentID: []byte("a"), Body: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, b)
+		spooled = append(spooled, spool.Append(nil, spool.Record{Kind: codec.Plain, Records: uint32(i + 1), Body: []byte("x")}))
+	}
+	stored = stored[:1] // one message of 1,000 records
+	write(filepath.Join(data, "store"), stored)
+	write(filepath.Join(sp, "log"), spooled)
+	for _, c := range []struct{ dir, want string }{
+		{data, ": 1 segment, 1 message (1000 records), "},
+		{sp, ": 1 segment, 13 messages (91 records), "},
+	} {
+		out, code := runLogCheck(t, c.dir)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("log check %s: exit %d, want %q in\n%s", c.dir, code, c.want, out)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -73,7 +74,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	return finish(name, commands[name].run(rest, stdout, stderr), stdout, stderr)
 }
 
-// finish turns a command's error into output and an exit status.
+// finish turns a command's error into output and an exit status. It is
+// the one place that puts "sluice NAME: " before a message; a message that
+// starts with a word of the name already ("sink: mkdir ...", from the
+// package doing the work) loses that word, so it does not read twice.
 func finish(name string, err error, stdout, stderr io.Writer) int {
 	var ee *exitError
 	var he *helpError
@@ -87,16 +91,47 @@ func finish(name string, err error, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ee):
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "sluice "+name+":", ee.msg)
+			fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, ee.msg))
 		}
 		return ee.code
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "sluice "+name+":", err)
+		fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, err.Error()))
 		return 2
 	default:
-		fmt.Fprintln(stderr, "sluice "+name+":", err)
+		fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, err.Error()))
 		return 1
 	}
+}
+
+// unprefixed drops from msg a leading "WORD: " where WORD is the command
+// name or one of its words (sink, log, xfer), repeatedly.
+func unprefixed(name, msg string) string {
+	for again := true; again; {
+		again = false
+		for _, w := range append([]string{name}, strings.Fields(name)...) {
+			if rest, ok := strings.CutPrefix(msg, w+": "); ok {
+				msg, again = rest, true
+			}
+		}
+	}
+	return msg
+}
+
+// integer is any integer type plural counts.
+type integer interface {
+	~int | ~int32 | ~int64 | ~uint | ~uint32 | ~uint64
+}
+
+// plural says n of a noun: "1 segment", "2 segments", "0 problems"; the
+// plural is noun+"s" unless given.
+func plural[N integer](n N, noun string, nouns ...string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	if len(nouns) > 0 {
+		return fmt.Sprintf("%d %s", n, nouns[0])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // help prints the usage of the command named by args (`sluice help log
@@ -192,14 +227,16 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return &exitError{code: 2, msg: fmt.Sprintf("unexpected argument %q: this command takes only flags (see %s -h)", fs.Arg(0), fs.Name())}
+		return usageError(fs, "unexpected argument %q: this command takes only flags", fs.Arg(0))
 	}
 	return nil
 }
 
 // parseFlagsArgs parses the flags of a command that takes positional
 // arguments (fs.Args()). On -h it returns a *helpError holding the usage
-// text, for runMain to print on stdout.
+// text, for runMain to print on stdout. A bad flag is a usage error that
+// names it (with a did-you-mean for a flag the command lacks) and points
+// at the help, instead of the flag package's line and the whole usage.
 func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
 	out := fs.Output()
 	var buf bytes.Buffer
@@ -212,7 +249,124 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
 	case errors.Is(err, flag.ErrHelp):
 		return &helpError{usage: buf.String()}
 	default:
-		out.Write(buf.Bytes()) // the flag package's message and the usage
-		return &exitError{code: 2}
+		return usageError(fs, "%s", flagMessage(fs, err))
 	}
+}
+
+// usageError is a usage mistake in the command whose flags are fs (exit
+// 2): the message, then one line pointing at the command's help. Several
+// lines of usage would scroll the message away.
+func usageError(fs *flag.FlagSet, format string, args ...any) error {
+	return &exitError{code: 2, msg: fmt.Sprintf(format, args...) + "\n" + helpLine(fs)}
+}
+
+// helpLine points at the help of the command whose flags are fs.
+func helpLine(fs *flag.FlagSet) string {
+	return fmt.Sprintf("Run 'sluice help %s' for its flags.", strings.TrimPrefix(fs.Name(), "sluice "))
+}
+
+// requireFlags returns the usage error naming the required flags left
+// empty, given as name, value pairs (the value after flags and config
+// file), or nil when every one is set.
+func requireFlags(fs *flag.FlagSet, nameValues ...string) error {
+	var missing []string
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		if nameValues[i+1] == "" {
+			missing = append(missing, "--"+nameValues[i])
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return usageError(fs, "%s is required", missing[0])
+	default:
+		return usageError(fs, "%s and %s are required", strings.Join(missing[:len(missing)-1], ", "), missing[len(missing)-1])
+	}
+}
+
+var (
+	reUndefined = regexp.MustCompile(`^flag provided but not defined: -(.*)$`)
+	reNoValue   = regexp.MustCompile(`^flag needs an argument: -(.*)$`)
+	reBadValue  = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]*): (.*)$`)
+)
+
+// flagMessage rewords an error of fs.Parse: flags spelled --name as in
+// the docs, and an unknown flag with the nearest of fs's flags.
+func flagMessage(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := reUndefined.FindStringSubmatch(msg); m != nil {
+		if near := nearestFlag(fs, m[1]); near != "" {
+			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", m[1], near)
+		}
+		return fmt.Sprintf("unknown flag --%s", m[1])
+	}
+	if m := reNoValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("--%s needs a value", m[1])
+	}
+	if m := reBadValue.FindStringSubmatch(msg); m != nil {
+		why := m[3]
+		if f := fs.Lookup(m[2]); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				why = "want true or false"
+			}
+		}
+		return fmt.Sprintf("--%s %s: %s", m[2], m[1], why)
+	}
+	return msg
+}
+
+// nearestFlag returns the flag of fs closest to name by edit distance
+// (a swap of two letters counts one), if it is close enough to be the
+// one meant: at most 1 edit for names up to 4 letters, 2 beyond. A name
+// of 3 letters or more that starts exactly one flag (--spool-q) names
+// that flag first.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 0
+	var prefixed []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, name) {
+			prefixed = append(prefixed, f.Name)
+		}
+		if d := editDistance(name, f.Name); best == "" || d < bestD || (d == bestD && f.Name < best) {
+			best, bestD = f.Name, d
+		}
+	})
+	limit := 2
+	if len(name) <= 4 {
+		limit = 1
+	}
+	switch {
+	case len(prefixed) == 1 && len(name) >= 3:
+		return prefixed[0]
+	case best != "" && bestD <= limit:
+		return best
+	}
+	return ""
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of adjacent letters.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

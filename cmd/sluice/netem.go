@@ -29,10 +29,10 @@ func runNetem(args []string, stdout, stderr io.Writer) error {
 	}
 	rate, err := parseRate(*rateFlag)
 	if err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+		return usageError(fs, "%v", err)
 	}
-	if *target == "" {
-		return &exitError{code: 2, msg: "--target is required"}
+	if err := requireFlags(fs, "target", *target); err != nil {
+		return err
 	}
 	l, err := netem.New(netem.Config{Target: *target, Rate: rate, Delay: *delay, Jitter: *jitter, QueueBytes: int64(queue)})
 	if err != nil {
@@ -51,7 +51,7 @@ func runNetem(args []string, stdout, stderr io.Writer) error {
 	if *statsJSON {
 		return json.NewEncoder(stdout).Encode(st)
 	}
-	fmt.Fprintf(stderr, "netem: %d connections, %s up, %s down\n", st.Accepted, humanSize(st.BytesUp), humanSize(st.BytesDown))
+	fmt.Fprintf(stderr, "netem: %s, %s up, %s down\n", plural(st.Accepted, "connection"), humanSize(st.BytesUp), humanSize(st.BytesDown))
 	return nil
 }
 

@@ -75,7 +75,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	serverBudget := byteSize(rsocket.DefaultServerOutboundBudget)
 	fs.Var(&serverBudget, "server-outbound-budget", "output all connections of one listener may queue together; past it connections with output queued stop reading")
 	writeTimeout := fs.Duration("write-timeout", rsocket.DefaultWriteTimeout, "close a connection whose peer accepted no output for this long; 0: never")
-	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	metrics := fs.String("metrics", "", metricsHelp(false, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	setupTimeout := fs.Duration("setup-timeout", 10*time.Second, "close a connection whose SETUP (or RESUME) has not come by then")
 	frameStall := fs.Duration("frame-stall-timeout", 30*time.Second, "close a connection whose started frame stops arriving for this long (silence within a frame, not its total time)")
@@ -83,35 +83,35 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if outBudget <= 0 || serverBudget <= 0 {
-		return &exitError{code: 2, msg: "--outbound-budget and --server-outbound-budget must be above 0"}
+		return usageError(fs, "--outbound-budget and --server-outbound-budget must be above 0")
 	}
 	if *writeTimeout < 0 {
-		return &exitError{code: 2, msg: "--write-timeout must not be negative (0: never)"}
+		return usageError(fs, "--write-timeout must not be negative (0: never)")
 	}
 	if len(listen) == 0 {
-		return &exitError{code: 2, msg: "--listen is required"}
+		return requireFlags(fs, "listen", "")
 	}
 	if err := checkMaxPayload(maxPayload); err != nil {
 		return err
 	}
 	if *setupTimeout <= 0 || *frameStall <= 0 {
-		return &exitError{code: 2, msg: "--setup-timeout and --frame-stall-timeout must be positive"}
+		return usageError(fs, "--setup-timeout and --frame-stall-timeout must be positive")
 	}
 	syncPolicy, err := seglog.ParseSyncPolicy(*resumeSync)
 	if err != nil || *resumeSync == "" {
-		return &exitError{code: 2, msg: fmt.Sprintf("--resume-sync %q: want none, always or a duration", *resumeSync)}
+		return usageError(fs, "--resume-sync %q: want none, always or a duration", *resumeSync)
 	}
 	var tlsCfg *tls.Config
 	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
 		cfg, err := auth.ServerTLS(*tlsCert, *tlsKey, *tlsClientCA)
 		if err != nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("--tls-cert/--tls-key/--tls-client-ca: %v", err)}
+			return usageError(fs, "--tls-cert/--tls-key/--tls-client-ca: %v", err)
 		}
 		tlsCfg = cfg
 	}
 	for _, u := range listen {
 		if (strings.HasPrefix(u, "tls://") || strings.HasPrefix(u, "wss://")) && tlsCfg == nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("--listen %s needs --tls-cert and --tls-key", u)}
+			return usageError(fs, "--listen %s needs --tls-cert and --tls-key", u)
 		}
 	}
 	log := newLogger(stderr, *logLevel)
@@ -324,14 +324,25 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		hasData = hasData || f.Name == "data"
 		hasMetadata = hasMetadata || f.Name == "metadata"
 	})
-	if *url == "" {
-		return &exitError{code: 2, msg: "--url is required"}
+	if err := requireFlags(fs, "url", *url); err != nil {
+		return err
+	}
+	if err := checkClientURLs(fs, *url); err != nil {
+		return err
+	}
+	switch {
+	case model == "stream" && !hasData:
+		// The echo responder (sluice rsocket serve) reads a stream's data
+		// as its length; an empty one only earned its parse error.
+		return usageError(fs, "--data is required: the stream request's data (sluice rsocket serve streams that many elements, e.g. --data 10)")
+	case model == "push" && !hasMetadata && *route == "":
+		return usageError(fs, "--metadata is required: a metadata push carries only metadata (or --route)")
 	}
 	if err := checkMaxPayload(maxPayload); err != nil {
 		return err
 	}
 	if *requestN < 1 || *requestN > frame.MaxRequestN {
-		return &exitError{code: 2, msg: fmt.Sprintf("--request-n must be in 1..%d", frame.MaxRequestN)}
+		return usageError(fs, "--request-n must be in 1..%d", frame.MaxRequestN)
 	}
 	var md []byte
 	if hasMetadata {
@@ -340,7 +351,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *route != "" {
 		tags, err := extension.AppendRouting(nil, *route)
 		if err != nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("--route: %v", err)}
+			return usageError(fs, "--route: %v", err)
 		}
 		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
 		if err != nil {
@@ -392,10 +403,14 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		if err := c.FireAndForget(ctx, p); err != nil {
 			return err
 		}
+		// Nothing comes back: say it went out, on stderr (stdout is for
+		// what the server sends).
+		fmt.Fprintf(stderr, "sent: fire-and-forget, %s (no answer comes back)\n", payloadSize(p))
 	case "push":
 		if err := c.MetadataPush(ctx, md); err != nil {
 			return err
 		}
+		fmt.Fprintf(stderr, "sent: metadata push, %s (no answer comes back)\n", plural(len(md), "byte"))
 	case "stream":
 		s, err := c.RequestStream(ctx, p, n)
 		if err != nil {
@@ -422,6 +437,31 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 			ch.Complete()
 		}()
 		return drainStream(&ch.Stream, print, w, stderr)
+	}
+	return nil
+}
+
+// payloadSize says how large p is: "5 bytes of data, 3 of metadata".
+func payloadSize(p rsocket.Payload) string {
+	s := plural(len(p.Data), "byte") + " of data"
+	if p.Metadata != nil {
+		s += fmt.Sprintf(", %d of metadata", len(p.Metadata))
+	}
+	return s
+}
+
+// checkClientURLs refuses a --url entry that is not SCHEME://HOST:PORT...
+// before dialing: a bare HOST:PORT failed in url.Parse with "first path
+// segment in URL cannot contain colon".
+func checkClientURLs(fs *flag.FlagSet, urls string) error {
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(u, "://")
+		if !ok || rest == "" || strings.ContainsAny(scheme, ":/") {
+			return usageError(fs, "bad --url %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH (tls:// and wss:// with TLS)", u)
+		}
 	}
 	return nil
 }

@@ -73,8 +73,8 @@ func TestRSocketCLI(t *testing.T) {
 			{args: []string{"stream", "--data", "5", "--request-n", "2"}, stdout: "0\n1\n2\n3\n4\n"},
 			{args: []string{"stream", "--data", "x"}, code: 1, errs: "stream data \"x\" is not a number of elements\n"},
 			{args: []string{"channel", "--request-n", "1"}, stdin: "a\nb\nc\n", stdout: "a\nb\nc\n"},
-			{args: []string{"fnf", "--data", "f"}},
-			{args: []string{"push", "--metadata", "p"}},
+			{args: []string{"fnf", "--data", "f"}, errs: "sent: fire-and-forget, 1 byte of data (no answer comes back)\n"},
+			{args: []string{"push", "--metadata", "p"}, errs: "sent: metadata push, 1 byte (no answer comes back)\n"},
 			{args: []string{"rr", "--data", "s", "--setup-data", "sd", "--data-mime", "text/plain", "--metadata-mime", "text/plain", "--keepalive", "1s", "--lifetime", "10s"}, stdout: "s\n"},
 		}
 		for _, tc := range cases {
@@ -149,7 +149,7 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 	}{
 		{[]string{"rsocket", "rr", "--data", "x"}, 2, "--url is required"},
 		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp, tls, ws or wss"},
-		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--request-n", "0"}, 2, "--request-n must be in"},
+		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--data", "1", "--request-n", "0"}, 2, "--request-n must be in"},
 		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
 		{[]string{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--frame-stall-timeout", "0s"}, 2, "must be positive"},
 		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp, tls, ws or wss"},
@@ -180,7 +180,7 @@ func TestRSocketHostileCLI(t *testing.T) {
 		args []string
 		errs string
 	}{
-		{[]string{"--mode", "silent"}, "--url and --mode are required"},
+		{[]string{"--mode", "silent"}, "--url is required"},
 		{[]string{"--url", tcpURL, "--mode", "rude"}, `unknown mode "rude"`},
 		{[]string{"--url", tcpURL, "--mode", "silent", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--url", "udp://127.0.0.1:1", "--mode", "silent"}, "scheme must be tcp or ws"},

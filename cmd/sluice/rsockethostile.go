@@ -29,8 +29,8 @@ func runRSocketHostile(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *url == "" || *mode == "" {
-		return &exitError{code: 2, msg: "--url and --mode are required"}
+	if err := requireFlags(fs, "url", *url, "mode", *mode); err != nil {
+		return err
 	}
 	m, err := rsockethostile.ParseMode(*mode)
 	if err != nil {

@@ -30,14 +30,14 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	backends := fs.String("backends", "", "the RSocket servers, comma-separated tcp://HOST:PORT (required)")
 	affinity := fs.Bool("affinity", true, "route each RESUME to the server that holds its session (rendezvous hashing of the resume token); false: round-robin, as a plain TCP balancer would (for comparison)")
 	maxTokens := fs.Int("max-tokens", rsproxy.DefaultMaxTokens, "resume tokens whose server is remembered; beyond, the oldest fall back to hashing")
-	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	metrics := fs.String("metrics", "", metricsHelp(false, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	host, ok := strings.CutPrefix(*listen, "tcp://")
 	if !ok || host == "" {
-		return &exitError{code: 2, msg: "--listen tcp://HOST:PORT is required (the proxy reads the first frame, so it cannot balance TLS)"}
+		return usageError(fs, "--listen tcp://HOST:PORT is required (the proxy reads the first frame, so it cannot balance TLS)")
 	}
 	var addrs []string
 	for _, b := range strings.Split(*backends, ",") {
@@ -46,12 +46,12 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		a, ok := strings.CutPrefix(b, "tcp://")
 		if !ok || a == "" {
-			return &exitError{code: 2, msg: fmt.Sprintf("--backends: %q is not tcp://HOST:PORT", b)}
+			return usageError(fs, "--backends: %q is not tcp://HOST:PORT", b)
 		}
 		addrs = append(addrs, a)
 	}
 	if len(addrs) == 0 {
-		return &exitError{code: 2, msg: "--backends is required"}
+		return requireFlags(fs, "backends", "")
 	}
 	log := newLogger(stderr, *logLevel)
 	p, err := rsproxy.New(rsproxy.Config{Backends: addrs, Affinity: *affinity, MaxTokens: *maxTokens, Logger: log})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -37,8 +36,8 @@ func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *url == "" {
-		return &exitError{code: 2, msg: "--url is required"}
+	if err := requireFlags(fs, "url", *url); err != nil {
+		return err
 	}
 	cfg := tck.Config{URL: *url, Timeout: *timeout, Quiet: *quiet, DataMIME: *dataMIME, MetadataMIME: *metadataMIME}
 	if *only != "" {
@@ -48,7 +47,7 @@ func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		for _, id := range strings.Split(*only, ",") {
 			if !known[id] {
-				return &exitError{code: 2, msg: fmt.Sprintf("--only: unknown check %q", id)}
+				return usageError(fs, "--only: unknown check %q", id)
 			}
 			cfg.Only = append(cfg.Only, id)
 		}

@@ -48,7 +48,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N]: one Kafka record per record,\n"+
 		"acked once Kafka (acks=all) has them; the topic is created if missing (partitions default 1,\n"+
 		"replication default min(3, brokers))")
-	d.String(&c.metrics, "metrics", "serve Prometheus metrics at http://ADDR/metrics")
+	d.String(&c.metrics, "metrics", metricsHelp(true, "127.0.0.1:9400", "--tokens"))
 	d.String(&c.tlsCert, "tls-cert", "serve TLS with this certificate (PEM); needs --tls-key")
 	d.String(&c.tlsKey, "tls-key", "key of --tls-cert (PEM)")
 	d.String(&c.clientCA, "client-ca", "require client certificates signed by these CAs (PEM): mutual TLS")
@@ -75,8 +75,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case c.listen == "" || c.data == "":
-		fs.Usage()
-		return &exitError{code: 2, msg: "--listen and --data are required"}
+		return requireFlags(fs, "listen", c.listen, "data", c.data)
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return &exitError{code: 2, msg: "--tls-cert and --tls-key go together"}
 	case c.clientCA != "" && c.tlsCert == "":

@@ -39,13 +39,13 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer, and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
 	idle := fs.Duration("idle-timeout", xfer.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
-	metrics := fs.String("metrics", "", "serve /metrics, /healthz, /readyz on HOST:PORT")
+	metrics := fs.String("metrics", "", metricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return &exitError{code: 2, msg: "--dir is required"}
+	if err := requireFlags(fs, "dir", *dir); err != nil {
+		return err
 	}
 	if *idle <= 0 {
 		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
@@ -132,6 +132,12 @@ func (c *chunkFlag) Set(s string) error {
 	return nil
 }
 
+// autoChunkHelp says what --chunk auto picks, from xfer's constants.
+func autoChunkHelp() string {
+	return fmt.Sprintf("auto: %s for gRPC, %s for RSocket, %s for tus",
+		humanSize(xfer.AutoChunk), humanSize(xfer.AutoRSocketChunk), humanSize(xfer.AutoTUSChunk))
+}
+
 func runXferSend(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -143,7 +149,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	to := fs.String("to", "", "server: grpc://HOST:PORT, tcp://HOST:PORT (RSocket) or http://HOST:PORT/files/ (tus)")
 	name := fs.String("name", "", "name on the server (default: FILE's base name)")
 	var chunk chunkFlag
-	fs.Var(&chunk, "chunk", "chunk size (tus: PATCH size), or auto: 1MiB for gRPC, 64KiB for RSocket, 16MiB for tus")
+	fs.Var(&chunk, "chunk", "chunk size (tus: PATCH size), or "+autoChunkHelp()+" (the default)")
 	var rate byteSize
 	fs.Var(&rate, "rate", "send at most this many bytes per second, e.g. 10MiB (0: no limit)")
 	attempts := fs.Int("attempts", 20, "how often to resume after a retryable failure before giving up")
@@ -161,10 +167,10 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rest = fs.Args()[1:]
 	}
 	if len(files) != 1 {
-		return &exitError{code: 2, msg: "give exactly one FILE (see sluice xfer send -h)"}
+		return usageError(fs, "give exactly one FILE")
 	}
-	if *to == "" {
-		return &exitError{code: 2, msg: "--to is required"}
+	if err := requireFlags(fs, "to", *to); err != nil {
+		return err
 	}
 	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
 	var bar *progressBar

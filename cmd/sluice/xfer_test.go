@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 func TestXferProgressBar(t *testing.T) {
@@ -40,6 +42,30 @@ func TestXferChunkFlag(t *testing.T) {
 	for _, bad := range []string{"0", "9MiB", "x"} {
 		if err := c.Set(bad); err == nil {
 			t.Errorf("--chunk %s accepted", bad)
+		}
+	}
+}
+
+// --chunk's help is made from the constants --chunk auto uses, and
+// docs/xfer.md says the same sizes (the help said 1MiB, 64KiB and 16MiB
+// while the code sent 512 KiB and 16 KiB; issue 24).
+func TestXferAutoChunkHelp(t *testing.T) {
+	want := "auto: 512 KiB for gRPC, 16 KiB for RSocket, 16 MiB for tus"
+	if got := autoChunkHelp(); got != want {
+		t.Errorf("autoChunkHelp() = %q, want %q", got, want)
+	}
+	doc, err := os.ReadFile("../../docs/xfer.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, s := range []string{
+		"sends " + humanSize(xfer.AutoChunk) + " messages over gRPC",
+		humanSize(xfer.AutoRSocketChunk) + " payloads over RSocket",
+		humanSize(xfer.AutoTUSChunk) + " PATCHes over tus",
+	} {
+		if !strings.Contains(text, s) {
+			t.Errorf("docs/xfer.md does not say %q", s)
 		}
 	}
 }

@@ -3,7 +3,7 @@
 // TestImportFromAnotherModule in the client package.
 module example.com/importtest
 
-go 1.26.8
+go 1.26.0
 
 require github.com/sluicehq/sluice v0.0.0
 

@@ -112,7 +112,8 @@ func AllowTokenWithoutTLS() Opt {
 }
 
 // Logger receives the client's logs (reconnections, the embedded agent's
-// delivery). Default: slog.Default().
+// delivery). Default: none, the client logs nothing; pass slog.Default()
+// to log where the application does.
 func Logger(l *slog.Logger) Opt {
 	return clientOpt{func(c *cfg) { c.logger = l }}
 }

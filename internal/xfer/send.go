@@ -64,6 +64,10 @@ type sender interface {
 	Close() error
 }
 
+// maxBackoff is the longest wait between Send's attempts, and bounds
+// gRPC's own connect back-off under them.
+const maxBackoff = 3 * time.Second
+
 // permanentError is a local failure that no retry fixes.
 type permanentError struct{ err error }
 
@@ -153,7 +157,7 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		backoff = min(2*backoff, 3*time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

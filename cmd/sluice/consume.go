@@ -83,14 +83,33 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	var failures int
+	var downSince time.Time
 	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)),
+		// Once per state change, not per attempt: a 65 s outage printed
+		// 665 lines before issue 24. The first failure says what broke,
+		// a second that the sink stays away.
 		client.OnReconnect(func(ev client.Reconnect) {
-			at := formatOffset(ev.From)
-			if ev.FromCommitted {
-				at = "the group's committed offset"
+			failures++
+			switch failures {
+			case 1:
+				at := formatOffset(ev.From)
+				if ev.FromCommitted {
+					at = "the group's committed offset"
+				}
+				fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting, resuming at offset %s\n",
+					ev.Addr, dialHint(ev.Err, "sink", ev.Addr, "--sink", "the sink's --listen address"), at)
+				downSince = time.Now()
+			case 2:
+				fmt.Fprintf(stderr, "consume: sink unreachable since %s; retrying every ≤%v\n",
+					downSince.Format(time.TimeOnly), client.ReconnectMax)
 			}
-			fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting in %s, resuming at offset %s\n",
-				ev.Addr, ev.Err, ev.Wait.Round(time.Millisecond), at)
+		}),
+		client.OnReconnected(func(addr string, d time.Duration) {
+			if failures > 0 {
+				fmt.Fprintf(stderr, "consume: sink at %s reachable again after %s\n", addr, d.Round(100*time.Millisecond))
+			}
+			failures = 0
 		}))
 	if *group != "" {
 		opts = append(opts, client.Group(*group))

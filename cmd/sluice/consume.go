@@ -162,7 +162,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		b, err := c.NextBatch(sig)
 		if err != nil {
 			if err != io.EOF && sig.Err() == nil {
-				rerr = err
+				rerr = dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
 			}
 			break
 		}

@@ -21,6 +21,7 @@ func dialHint(err error, what, addr, flag, listen string) error {
 	s := err.Error()
 	switch {
 	case strings.Contains(s, "frame header looked like an HTTP/1.1 header"),
+		strings.Contains(s, "error reading server preface: http2: frame too large"), // an HTTP/1.0 answer
 		strings.Contains(s, "malformed HTTP response"):
 		return &hinted{err, fmt.Sprintf("%s answers HTTP/1.1; %s takes %s", addr, flag, listen)}
 	case strings.Contains(s, "connection refused"):

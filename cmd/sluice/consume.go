@@ -152,6 +152,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 
 	out := bufio.NewWriterSize(stdout, 256<<10)
 	var rerr error
+	// The summary on stderr, as produce has: records and bytes printed
+	// (without newlines) and the store offset of the last message.
+	var nrec, nbytes int64
+	var lastOff uint64
+	var any bool
 	for {
 		if c.Buffered() == 0 {
 			// The next call may wait for the network: print what is here.
@@ -169,7 +174,10 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		for _, rec := range b.Records {
 			out.Write(rec)
 			out.WriteByte('\n')
+			nbytes += int64(len(rec))
 		}
+		nrec += int64(len(b.Records))
+		lastOff, any = b.Offset, true
 		if *group != "" {
 			// Commit only what is out of our hands.
 			if rerr = out.Flush(); rerr != nil {
@@ -189,9 +197,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "consume: %v\n", err)
 		}
 	}
-	if *progress {
-		report("done")
+	last := "none"
+	if any {
+		last = formatOffset(lastOff)
 	}
+	fmt.Fprintf(stderr, "consume: %d records, %d bytes, last offset %s\n", nrec, nbytes, last)
 	return rerr
 }
 

@@ -102,6 +102,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stderr, "produce: %d lines spooled in %s\n", lines, time.Since(start).Round(time.Millisecond))
+	if why := p.SinkDown(); why != "" {
+		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
+	}
 	return nil
 }
 

@@ -44,6 +44,11 @@ func fromStatus(err error) error {
 	if st.Code() != codes.Unavailable && st.Code() != codes.Canceled && ourMessage(st.Message()) {
 		return decodeRemote(st.Message())
 	}
+	switch st.Code() {
+	case codes.Unimplemented, codes.Unauthenticated, codes.PermissionDenied:
+		// Not an xfer server, or credentials: no retry helps.
+		return &permanentError{err}
+	}
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/protocol"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 	"github.com/sluicehq/sluice/internal/wire"
@@ -79,7 +80,7 @@ const (
 
 // ReconnectMax is the longest wait between a following Consumer's
 // reconnection attempts.
-const ReconnectMax = 5 * time.Second
+const ReconnectMax = defaults.ReconnectMax
 
 // Consumer reads a sink's store in order. Next, NextBatch, Records,
 // Commit, CommitAsync, Buffered and Close must not be called

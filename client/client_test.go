@@ -534,3 +534,57 @@ func TestProducerDurableWithoutSink(t *testing.T) {
 	}
 	sameMultiset(t, "store", readAll(t, newConsumer(t, client.SinkAddrs(addr))), want)
 }
+
+// TestConsumerBacksOffFailedDials: with nothing listening, every failed
+// dial doubles the wait (jittered ±20 %) up to 5 s, and the consumer
+// reports being back once a stream opens. Before issue 24 only a
+// stream's end grew the back-off: the waits stayed at 80–120 ms.
+func TestConsumerBacksOffFailedDials(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	var (
+		mu      sync.Mutex
+		waits   []time.Duration
+		back    []string
+		started = make(chan struct{})
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	var s *testSink
+	c := newConsumer(t, client.SinkAddrs(addr), client.Follow(true),
+		client.OnReconnect(func(ev client.Reconnect) {
+			mu.Lock()
+			defer mu.Unlock()
+			waits = append(waits, ev.Wait)
+			if len(waits) == 6 {
+				s = startSink(t.TempDir(), addr)
+				close(started)
+			}
+		}),
+		client.OnReconnected(func(a string, down time.Duration) {
+			mu.Lock()
+			back = append(back, a)
+			mu.Unlock()
+			cancel()
+		}))
+	if _, err := c.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next: %v, want the cancel of OnReconnected", err)
+	}
+	<-started
+	defer s.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, w := range waits {
+		lo := time.Duration(float64(min(100*time.Millisecond<<i, client.ReconnectMax)) * 0.8)
+		if w < lo {
+			t.Errorf("wait %d: %v, want at least %v (waits %v)", i, w, lo, waits)
+		}
+	}
+	if len(back) != 1 || back[0] != addr {
+		t.Fatalf("OnReconnected calls %q, want one for %s", back, addr)
+	}
+}

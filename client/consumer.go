@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/protocol"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 	"github.com/sluicehq/sluice/internal/wire"
@@ -73,9 +74,13 @@ const maxRecvBytes = 256<<20 + 1<<20
 // long Close waits for the sink to apply the last commits.
 const (
 	reconnectMin = 100 * time.Millisecond
-	reconnectMax = 5 * time.Second
+	reconnectMax = ReconnectMax
 	closeGrace   = 5 * time.Second
 )
+
+// ReconnectMax is the longest wait between a following Consumer's
+// reconnection attempts.
+const ReconnectMax = defaults.ReconnectMax
 
 // Consumer reads a sink's store in order. Next, NextBatch, Records,
 // Commit, CommitAsync, Buffered and Close must not be called
@@ -87,6 +92,9 @@ type Consumer struct {
 	dialers []protocol.Dialer
 	attempt int
 	backoff time.Duration
+	// downSince is when the first of the failures since the last stream
+	// opened happened (zero: none).
+	downSince time.Time
 
 	st *readStream
 	// stashed is the current stream's end, taken from it by Buffered.
@@ -156,6 +164,7 @@ func NewConsumer(opts ...ConsumerOpt) (*Consumer, error) {
 	}
 	o := c.transport()
 	o.MaxRecvBytes = maxRecvBytes
+	o.ReconnectMax = reconnectMax
 	if c.follow {
 		// A following consumer may wait a long time for records; pings
 		// tell a quiet sink from a frozen one, which then counts as lost.
@@ -410,7 +419,14 @@ func (c *Consumer) retry(ctx context.Context, err error, addr string) error {
 	if !c.cfg.follow || !protocol.IsRetryable(err) {
 		return fmt.Errorf("client: read from sink at %s: %w", addr, err)
 	}
+	// Every failure backs off, a failed dial as much as a lost stream
+	// (before issue 24 only a stream's end did: with the sink down the
+	// wait stayed at 80–120 ms); a stream that delivered starts afresh.
 	wait := time.Duration(float64(c.backoff) * (0.8 + 0.4*mrand.Float64()))
+	c.backoff = min(2*c.backoff, reconnectMax)
+	if c.downSince.IsZero() {
+		c.downSince = time.Now()
+	}
 	ev := Reconnect{Addr: addr, Err: err, Wait: wait}
 	ev.From, ev.FromCommitted = c.startAt()
 	if c.cfg.onReconnect != nil {
@@ -465,11 +481,25 @@ func (c *Consumer) connect(ctx context.Context) error {
 		c.mu.Unlock()
 	}
 	i := c.attempt % len(c.dialers)
+	if !c.downSince.IsZero() {
+		// Our back-off decides when to try: not gRPC's own, under it.
+		if r, ok := c.closers[i].(interface{ ResetConnectBackoff() }); ok {
+			r.ResetConnectBackoff()
+		}
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	pc, err := c.dialers[i].Read(sctx)
 	if err != nil {
 		cancel()
 		return err
+	}
+	if !c.downSince.IsZero() {
+		if c.cfg.onConnect != nil {
+			c.cfg.onConnect(c.addrs[i], time.Since(c.downSince))
+		} else {
+			c.cfg.log().Info("client: sink reachable again", "sink", c.addrs[i], "after", time.Since(c.downSince))
+		}
+		c.downSince = time.Time{}
 	}
 	// Streams always follow: without Follow the consumer stops at the end
 	// of log itself. A following stream ends cleanly once the consumer
@@ -511,8 +541,6 @@ func (c *Consumer) endStream(clean bool) {
 	c.st, c.stashed = nil, nil
 	if st.delivered {
 		c.backoff = reconnectMin // the stream delivered: start the back-off afresh
-	} else {
-		c.backoff = min(2*c.backoff, reconnectMax)
 	}
 	if clean {
 		for p, off := range c.sent {

@@ -91,6 +91,21 @@ func HTTPClient(hc *http.Client) HTTPOpt {
 	return httpOpt{func(h *httpCfg) { h.client = hc }}
 }
 
+// HeaderSinkDown is the agent's answer header, on a 200, saying that it
+// has no session with a sink, and why: the records are spooled and wait
+// there.
+const HeaderSinkDown = "Sluice-Sink-Down"
+
+// SinkDown is why the agent had no sink connection when it answered the
+// last successful call ("" when it had one, or says nothing: an agent
+// before issue 24). Records it accepted are durably spooled either way;
+// they reach the sink once the agent reconnects.
+func (p *HTTPProducer) SinkDown() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sinkDown
+}
+
 // OnRetryStatus is called, instead of logging, when calls start failing
 // (First), every 2 seconds while they keep failing or a request goes
 // unanswered, and when the agent answers again (Failing false), so an
@@ -135,6 +150,7 @@ type HTTPProducer struct {
 	// (zero: it is not) and why, when the current request started, and
 	// when the current call gives up.
 	mu                     sync.Mutex
+	sinkDown               string // the last 200's HeaderSinkDown
 	troubleSince, reqStart time.Time
 	cause                  string
 	deadline               time.Time
@@ -329,6 +345,11 @@ func (p *HTTPProducer) postOnce(ctx context.Context, producer string, seq uint64
 	}
 	defer resp.Body.Close()
 	msg, _ = io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode == http.StatusOK {
+		p.mu.Lock()
+		p.sinkDown = resp.Header.Get(HeaderSinkDown)
+		p.mu.Unlock()
+	}
 	return resp.StatusCode, bytes.TrimSpace(msg), nil
 }
 

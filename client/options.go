@@ -82,6 +82,7 @@ type cfg struct {
 	follow      bool
 	credits     uint32
 	onReconnect func(Reconnect)
+	onConnect   func(addr string, down time.Duration)
 }
 
 // SinkAddrs sets the sink's gRPC address, HOST:PORT (required). With
@@ -112,7 +113,8 @@ func AllowTokenWithoutTLS() Opt {
 }
 
 // Logger receives the client's logs (reconnections, the embedded agent's
-// delivery). Default: slog.Default().
+// delivery). Default: none, the client logs nothing; pass slog.Default()
+// to log where the application does.
 func Logger(l *slog.Logger) Opt {
 	return clientOpt{func(c *cfg) { c.logger = l }}
 }
@@ -220,4 +222,12 @@ func Credits(n int) ConsumerOpt {
 // Consumer lost its stream and is about to reconnect.
 func OnReconnect(fn func(Reconnect)) ConsumerOpt {
 	return consumerOpt{func(c *cfg) { c.onReconnect = fn }}
+}
+
+// OnReconnected is called, instead of logging, when a following Consumer
+// opens a stream again after failures (lost streams, failed dials), with
+// how long since the first of them: with OnReconnect, a caller can say
+// once that the sink went away and once that it is back.
+func OnReconnected(fn func(addr string, down time.Duration)) ConsumerOpt {
+	return consumerOpt{func(c *cfg) { c.onConnect = fn }}
 }

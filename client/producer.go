@@ -90,7 +90,7 @@ func (c *cfg) agentConfig() (agent.Config, error) {
 		MaxMessageBytes: c.maxMessage,
 		Linger:          c.linger,
 		GRPC:            c.transport(),
-		Logger:          c.logger,
+		Logger:          c.log(),
 		Registry:        c.registerer,
 	}
 	switch c.compression {
@@ -124,8 +124,12 @@ func (c *cfg) log() *slog.Logger {
 	if c.logger != nil {
 		return c.logger
 	}
-	return slog.Default()
+	// A library is quiet unless given a logger (issue 24: the embedded
+	// agent's INFO lines went to the application's stderr).
+	return quietLogger
 }
+
+var quietLogger = slog.New(slog.DiscardHandler)
 
 // Produce returns once every record is durably in the spool (fsynced);
 // the sink gets them later, in order, and exactly once per spooled

@@ -172,6 +172,20 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	}
 	reg := newRegistry()
 	cfg.Logger, cfg.Registry = log, reg
+	// Every listener first: a port in use ends the agent before it
+	// creates a spool and an agent id (issue 24).
+	lis, err := listenFlag("--ingest", c.ingest)
+	if err != nil {
+		return err
+	}
+	defer lis.Close()
+	var metricsLis net.Listener
+	if c.metricsAddr != "" {
+		if metricsLis, err = listenFlag("--metrics", c.metricsAddr); err != nil {
+			return err
+		}
+		defer metricsLis.Close()
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	a, err := agent.New(cfg)
@@ -183,15 +197,9 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if quota == 0 {
 		quota = defaults.SpoolQuota
 	}
-	if err := serveMetrics(ctx, c.metricsAddr, reg, log, a.Ready, a.Healthy, status.Config{Kind: status.KindAgent,
+	serveMetricsOn(ctx, metricsLis, reg, log, a.Ready, a.Healthy, status.Config{Kind: status.KindAgent,
 		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota),
-			status.LastError(a.LastError)}}); err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", c.ingest)
-	if err != nil {
-		return err
-	}
+			status.LastError(a.LastError)}})
 	if ingestTLS != nil {
 		lis = tls.NewListener(lis, ingestTLS)
 	}

@@ -82,14 +82,33 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	var failures int
+	var downSince time.Time
 	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)),
+		// Once per state change, not per attempt: a 65 s outage printed
+		// 665 lines before issue 24. The first failure says what broke,
+		// a second that the sink stays away.
 		client.OnReconnect(func(ev client.Reconnect) {
-			at := formatOffset(ev.From)
-			if ev.FromCommitted {
-				at = "the group's committed offset"
+			failures++
+			switch failures {
+			case 1:
+				at := formatOffset(ev.From)
+				if ev.FromCommitted {
+					at = "the group's committed offset"
+				}
+				fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting, resuming at offset %s\n",
+					ev.Addr, dialHint(ev.Err, "sink", ev.Addr, "--sink", "the sink's --listen address"), at)
+				downSince = time.Now()
+			case 2:
+				fmt.Fprintf(stderr, "consume: sink unreachable since %s; retrying every ≤%v\n",
+					downSince.Format(time.TimeOnly), client.ReconnectMax)
 			}
-			fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting in %s, resuming at offset %s\n",
-				ev.Addr, ev.Err, ev.Wait.Round(time.Millisecond), at)
+		}),
+		client.OnReconnected(func(addr string, d time.Duration) {
+			if failures > 0 {
+				fmt.Fprintf(stderr, "consume: sink at %s reachable again after %s\n", addr, d.Round(100*time.Millisecond))
+			}
+			failures = 0
 		}))
 	if *group != "" {
 		opts = append(opts, client.Group(*group))
@@ -132,6 +151,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 
 	out := bufio.NewWriterSize(stdout, 256<<10)
 	var rerr error
+	// The summary on stderr, as produce has: records and bytes printed
+	// (without newlines) and the store offset of the last message.
+	var nrec, nbytes int64
+	var lastOff uint64
+	var any bool
 	for {
 		if c.Buffered() == 0 {
 			// The next call may wait for the network: print what is here.
@@ -142,14 +166,17 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		b, err := c.NextBatch(sig)
 		if err != nil {
 			if err != io.EOF && sig.Err() == nil {
-				rerr = err
+				rerr = dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
 			}
 			break
 		}
 		for _, rec := range b.Records {
 			out.Write(rec)
 			out.WriteByte('\n')
+			nbytes += int64(len(rec))
 		}
+		nrec += int64(len(b.Records))
+		lastOff, any = b.Offset, true
 		if *group != "" {
 			// Commit only what is out of our hands.
 			if rerr = out.Flush(); rerr != nil {
@@ -169,9 +196,11 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "consume: %v\n", err)
 		}
 	}
-	if *progress {
-		report("done")
+	last := "none"
+	if any {
+		last = formatOffset(lastOff)
 	}
+	fmt.Fprintf(stderr, "consume: %d records, %d bytes, last offset %s\n", nrec, nbytes, last)
 	return rerr
 }
 

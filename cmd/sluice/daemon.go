@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -59,9 +60,35 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	if addr == "" {
 		return nil
 	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := listenFlag("--metrics", addr)
 	if err != nil {
 		return err
+	}
+	serveMetricsOn(ctx, lis, reg, log, ready, healthy, page...)
+	return nil
+}
+
+// listenFlag binds addr, the value of flag, and names both in the error:
+// "--ingest 127.0.0.1:7401: address already in use". Daemons bind every
+// listener before they create state (a spool, an agent id, a store), so
+// a port in use ends them before anything is on disk (issue 24).
+func listenFlag(flag, addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err == nil {
+		return lis, nil
+	}
+	cause := err
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		cause = se.Err
+	}
+	return nil, &exitError{code: 1, msg: fmt.Sprintf("%s %s: %v", flag, addr, cause)}
+}
+
+// serveMetricsOn is serveMetrics on a bound listener (nil: none).
+func serveMetricsOn(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log *slog.Logger, ready, healthy func() error, page ...status.Config) {
+	if lis == nil {
+		return
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -106,7 +133,6 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 		}
 	}()
 	log.Info("serving metrics", "addr", lis.Addr().String())
-	return nil
 }
 
 // metricsHelp is the help of a daemon's --metrics: what serveMetrics

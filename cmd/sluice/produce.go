@@ -51,7 +51,8 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			case !st.Failing:
 				fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
 			case st.First:
-				fmt.Fprintf(stderr, "produce: agent at %s: %s; retrying, giving up in %s (--timeout)\n", st.Agent, st.Cause, st.GiveUpIn.Round(time.Second))
+				fmt.Fprintf(stderr, "produce: agent at %s: %v; retrying, giving up in %s (--timeout)\n", st.Agent,
+					dialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
 			default:
 				fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); retrying, giving up in %s (--timeout)\n",
 					st.Agent, st.For.Round(time.Second), st.Cause, st.GiveUpIn.Round(time.Second))
@@ -67,7 +68,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			if errors.Is(err, client.ErrAgentUnavailable) {
 				err = fmt.Errorf("%w (--timeout)", err)
 			}
-			return fmt.Errorf("after %d lines: %w", sent, err)
+			return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
 		}
 		return nil
 	}
@@ -101,6 +102,9 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stderr, "produce: %d lines spooled in %s\n", lines, time.Since(start).Round(time.Millisecond))
+	if why := p.SinkDown(); why != "" {
+		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
+	}
 	return nil
 }
 

@@ -22,7 +22,9 @@ func dialRSocketClient(ctx context.Context, url string, opts ...rsocket.Option) 
 		}
 	}
 	if len(urls) == 1 {
-		return rsocket.Dial(ctx, urls[0], opts...)
+		c, err := rsocket.Dial(ctx, urls[0], opts...)
+		return c, dialHint(err, "server", urls[0], "--url", "the server's address")
 	}
-	return balance.Dial(ctx, urls, balance.WithConnOptions(opts...))
+	c, err := balance.Dial(ctx, urls, balance.WithConnOptions(opts...))
+	return c, dialHint(err, "server", url, "--url", "the server's address")
 }

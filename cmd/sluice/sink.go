@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
@@ -116,13 +117,39 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 			log.Warn("tokens without TLS travel in clear text; use --tls-cert and --tls-key beyond loopback tests")
 		}
 	}
-	s, err := sink.New(cfg)
+	// Every listener first: a port in use ends the sink before it opens
+	// (or creates) its store (issue 24).
+	lis, err := listenFlag("--listen", c.listen)
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", c.listen)
+	var metricsLis net.Listener
+	if c.metrics != "" {
+		if metricsLis, err = listenFlag("--metrics", c.metrics); err != nil {
+			lis.Close()
+			return err
+		}
+	}
+	if c.listenRSocket != "" {
+		// Checked only (serveRSocket binds it): in use now, in use later.
+		if u, perr := url.Parse(c.listenRSocket); perr == nil && u.Host != "" {
+			l, err := listenFlag("--listen-rsocket", u.Host)
+			if err != nil {
+				lis.Close()
+				if metricsLis != nil {
+					metricsLis.Close()
+				}
+				return err
+			}
+			l.Close()
+		}
+	}
+	s, err := sink.New(cfg)
 	if err != nil {
-		s.Close()
+		lis.Close()
+		if metricsLis != nil {
+			metricsLis.Close()
+		}
 		return err
 	}
 	ctx, stop := signalContext()
@@ -132,11 +159,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if st := s.Store(); st != nil {
 		page.Providers = append(page.Providers, status.StoreSize(st.Dir()))
 	}
-	if err := serveMetrics(ctx, c.metrics, cfg.Registry, log, s.Ready, nil, page); err != nil {
-		lis.Close()
-		s.Close()
-		return fmt.Errorf("--metrics: %w", err)
-	}
+	serveMetricsOn(ctx, metricsLis, cfg.Registry, log, s.Ready, nil, page)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
 	rsCtx, rsStop := context.WithCancel(context.Background())

@@ -53,6 +53,20 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *grpcAddr == "" && *rsAddr == "" && *tusAddr == "" {
 		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus"}
 	}
+	// Every address checked before the store opens (and creates --dir):
+	// a port in use ends it with nothing on disk (issue 24). xfer.Start
+	// binds them again, a moment later.
+	rsHost := strings.TrimPrefix(*rsAddr, "tcp://")
+	for _, l := range []struct{ flag, addr string }{{"--grpc", *grpcAddr}, {"--rsocket", rsHost}, {"--tus", *tusAddr}, {"--metrics", *metrics}} {
+		if l.addr == "" || strings.HasSuffix(l.addr, ":0") {
+			continue
+		}
+		lis, err := listenFlag(l.flag, l.addr)
+		if err != nil {
+			return err
+		}
+		lis.Close()
+	}
 	log := newLogger(stderr, *logLevel)
 	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
 	if err != nil {
@@ -62,7 +76,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	reg := newRegistry()
 	registerXferMetrics(reg, store)
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
-		return fmt.Errorf("--metrics: %w", err)
+		return err
 	}
 	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr})
 	if err != nil {

@@ -143,6 +143,7 @@ func New(cfg Config) (*Agent, error) {
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
 		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
 		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now, OnSpooled: a.driver.Spooled, BodyIdleTimeout: cfg.bodyIdle,
+		SinkDown: a.driver.Ready,
 	}, sp, m, sm)
 	if err != nil {
 		cancel()

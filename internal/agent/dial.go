@@ -44,6 +44,7 @@ func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 	}
 	o := cfg.GRPC
 	o.KeepaliveTime = KeepaliveTime
+	o.ReconnectMax = cfg.ReconnectMax
 	o.KeepaliveTimeout = orDefault(cfg.KeepaliveTimeout, DefaultKeepaliveTimeout)
 	if o.MaxRecvBytes == 0 {
 		o.MaxRecvBytes = maxRecvBytes

@@ -140,7 +140,7 @@ var Table = []Entry{
 	{Flag: "progress-timeout", Daemons: agentOnly, Value: time.Duration(ProgressTimeout), Meaning: "drop a stream with messages in flight and no ack for this long"},
 	{Flag: "queue-bytes", Daemons: sinkOnly, Value: Size(QueueBytes), Meaning: "payload bytes each agent stream may have queued for storage (its credit)"},
 	{Flag: "queue-messages", Daemons: sinkOnly, Value: QueueMessages, Meaning: "messages each agent stream may have queued for storage (its credit)"},
-	{Flag: "reconnect-max", Daemons: agentOnly, Value: time.Duration(ReconnectMax), Meaning: "longest wait between reconnection attempts (back-off from " + ReconnectMin.String() + ")"},
+	{Flag: "reconnect-max", Daemons: agentOnly, Value: time.Duration(ReconnectMax), Meaning: "longest wait between reconnection attempts (back-off from " + ReconnectMin.String() + "; bounds gRPC's own connect back-off too)"},
 	{Flag: "rsocket-resume", Daemons: both, Value: false, Meaning: "resumable RSocket connections: sessions survive a broken connection, nothing resent (agent and sink both need it)"},
 	{Flag: "sink", Daemons: agentOnly, Value: "", List: true, Meaning: "the sink's address, HOST:PORT; several to fail over between them (required)"},
 	{Flag: "spool", Daemons: agentOnly, Value: "", Meaning: "spool directory, created if missing (required)"},

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 )
 
 // MaxChunk is the largest chunk a client sends (and gRPC's message limit
@@ -42,6 +43,11 @@ func fromStatus(err error) error {
 	}
 	if st.Code() != codes.Unavailable && st.Code() != codes.Canceled && ourMessage(st.Message()) {
 		return decodeRemote(st.Message())
+	}
+	switch st.Code() {
+	case codes.Unimplemented, codes.Unauthenticated, codes.PermissionDenied:
+		// Not an xfer server, or credentials: no retry helps.
+		return &permanentError{err}
 	}
 	return err
 }
@@ -173,7 +179,8 @@ func (g *grpcSender) dial() error {
 	cc, err := grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxChunk+1<<16)),
 		grpc.WithInitialWindowSize(grpcWindow), grpc.WithInitialConnWindowSize(grpcWindow),
-		grpc.WithReadBufferSize(grpcIOBuf), grpc.WithWriteBufferSize(grpcIOBuf))
+		grpc.WithReadBufferSize(grpcIOBuf), grpc.WithWriteBufferSize(grpcIOBuf),
+		grpc.WithConnectParams(grpctransport.ConnectParams(maxBackoff)))
 	if err != nil {
 		return err
 	}

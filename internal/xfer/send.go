@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -63,6 +64,36 @@ type sender interface {
 	send(ctx context.Context, j *job) ([]byte, error)
 	Close() error
 }
+
+// maxRefusals is how many refused connections in a row end Send: with
+// the back-off, about 1.5 s for a server to come up.
+const maxRefusals = 5
+
+// refused tells a connection nothing accepted (on every transport: gRPC
+// carries it in its status text).
+func refused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused")
+}
+
+// mismatch tells an answer in another protocol than the one spoken (TLS
+// to plain text or back, HTTP/1 to gRPC): no retry changes it.
+func mismatch(err error) bool {
+	s := err.Error()
+	for _, m := range []string{
+		"server gave HTTP response to HTTPS client", "first record does not look like a TLS handshake",
+		"malformed HTTP response", "frame header looked like an HTTP/1.1 header", "error reading server preface: http2: frame too large",
+		"tls: ", "x509: ",
+	} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxBackoff is the longest wait between Send's attempts, and bounds
+// gRPC's own connect back-off under them.
+const maxBackoff = 3 * time.Second
 
 // permanentError is a local failure that no retry fixes.
 type permanentError struct{ err error }
@@ -132,6 +163,10 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 	}
 	defer snd.Close()
 	backoff := 100 * time.Millisecond
+	// reached: some attempt got past the connection. A server that
+	// refuses after that is restarting under an upload, which gets every
+	// attempt; one that never answered is most likely not there.
+	refusals, reached := 0, false
 	for attempt := 1; ; attempt++ {
 		sum, err := sendOnce(ctx, snd, src, size, what, &o)
 		if err == nil {
@@ -140,10 +175,30 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !retryable(err) || attempt >= o.Attempts {
+		if mismatch(err) {
+			// A TLS or protocol mismatch: the same answer every time.
+			return nil, &permanentError{fmt.Errorf("%w: %s does not speak this transport: is `sluice xfer serve` listening there for it?", err, to)}
+		}
+		if !retryable(err) {
 			return nil, err
 		}
-		o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
+		if !refused(err) {
+			reached = true
+		}
+		if refused(err) && !reached {
+			// Nothing was sent: no upload to resume. A server being
+			// (re)started gets a few tries; none at all is a mistake.
+			refusals++
+			hint := fmt.Errorf("%w: is `sluice xfer serve` running at %s?", err, to)
+			if refusals >= maxRefusals || attempt >= o.Attempts {
+				return nil, hint
+			}
+			o.Log.Warn("cannot connect; retrying", "attempt", attempt, "err", hint)
+		} else if attempt >= o.Attempts {
+			return nil, err
+		} else {
+			o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
+		}
 		var re *RemoteError
 		if r, ok := snd.(interface{ reset() }); ok && !errors.As(err, &re) {
 			r.reset() // a transport failure: start from a fresh connection
@@ -153,7 +208,7 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		backoff = min(2*backoff, 3*time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

@@ -69,6 +69,9 @@ func httpError(resp *http.Response, what string) error {
 		code = CodeNoSpace
 	case http.StatusLocked:
 		code = CodeBusy
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed:
+		// Credentials or an endpoint that is not tus's: no retry helps.
+		return &permanentError{fmt.Errorf("server: %s: %s %s", what, resp.Status, msg)}
 	case http.StatusBadRequest, http.StatusPreconditionFailed, http.StatusUnsupportedMediaType:
 		return &RemoteError{Code: CodeBadName, Msg: fmt.Sprintf("%s: %s %s", what, resp.Status, msg)}
 	}
@@ -136,6 +139,13 @@ func (t *tusSender) create(ctx context.Context, j *job) error {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		// No tus endpoint at this URL (not a vanished upload, which
+		// PATCH and HEAD see): the same answer every time.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return &permanentError{fmt.Errorf("server: POST %s: %s %s: no tus endpoint there; `sluice xfer serve` takes uploads at http://HOST:PORT/files/",
+			t.base, resp.Status, strings.TrimSpace(string(b)))}
+	}
 	if resp.StatusCode != http.StatusCreated {
 		return httpError(resp, "POST")
 	}

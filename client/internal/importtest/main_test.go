@@ -90,3 +90,26 @@ func TestConsumerReportsUnreachableSink(t *testing.T) {
 	}
 	t.Fatal("no error")
 }
+
+// A library is quiet unless given a logger: a Producer without Logger
+// writes nothing through slog.Default (before issue 24 it logged "agent
+// started" and every reconnection there, on the application's stderr).
+func TestProducerQuietByDefault(t *testing.T) {
+	var buf strings.Builder
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(old)
+	p, err := client.NewProducer(client.SinkAddrs(deadAddr(t)), client.SpoolDir(t.TempDir()), client.Compression(client.Plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Produce(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if buf.Len() != 0 {
+		t.Fatalf("a Producer without Logger logged through slog.Default:\n%s", buf.String())
+	}
+}

@@ -23,6 +23,9 @@ import (
 const (
 	HeaderProducer = "Sluice-Producer"
 	HeaderSequence = "Sluice-Sequence"
+	// HeaderSinkDown, on a 200, says why the agent has no session with a
+	// sink: the records are spooled and wait for one.
+	HeaderSinkDown = "Sluice-Sink-Down"
 )
 
 // MaxRequestBytes bounds one ingest HTTP request body.
@@ -94,6 +97,11 @@ func (g *Ingester) serveRecords(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if g.cfg.SinkDown != nil {
+		if err := g.cfg.SinkDown(); err != nil {
+			w.Header().Set(HeaderSinkDown, strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+	}
 	fmt.Fprintf(w, "{\"records\":%d,\"duplicate\":%t}\n", len(records), dup)
 }
 

@@ -61,6 +61,10 @@ type Config struct {
 	// of every message spooled; it takes the records (spool.Spooled.Rec).
 	// Required.
 	OnSpooled func([]spool.Spooled)
+	// SinkDown, when set, says why the agent has no session with a sink
+	// (nil: it has one); a 200 carries it in HeaderSinkDown, so that a
+	// producer can tell that its records wait in the spool.
+	SinkDown func() error
 }
 
 // Ingester accepts records into the spool. Create it with New, stop it

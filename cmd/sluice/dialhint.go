@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// dialHint says what a failure to reach a server most likely means, for
+// a person: the raw gRPC or transport text alone ("connection error: desc
+// = transport: Error while dialing: dial tcp …: connect: connection
+// refused", "http2: frame too large, note that the frame header looked
+// like an HTTP/1.1 header") left a new user guessing (issue 24). what
+// names the server ("sink", "agent", "server"), addr its address, flag
+// and listen the flag that took it and what that flag wants ("the
+// sink's --listen address"). An error it does not recognize is returned
+// as it is.
+func dialHint(err error, what, addr, flag, listen string) error {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "frame header looked like an HTTP/1.1 header"),
+		strings.Contains(s, "error reading server preface: http2: frame too large"), // an HTTP/1.0 answer
+		strings.Contains(s, "malformed HTTP response"):
+		return &hinted{err, fmt.Sprintf("%s answers HTTP/1.1; %s takes %s", addr, flag, listen)}
+	case strings.Contains(s, "connection refused"):
+		return &hinted{err, fmt.Sprintf("%v (is the %s running at %s?)", err, what, addr)}
+	}
+	return err
+}
+
+// hinted is an error with a message for a person, which still matches
+// its cause for errors.Is and errors.As.
+type hinted struct {
+	err error
+	msg string
+}
+
+func (h *hinted) Error() string { return h.msg }
+func (h *hinted) Unwrap() error { return h.err }

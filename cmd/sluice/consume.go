@@ -127,7 +127,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 
 	report := func(state string) {
 		st := c.Stats()
-		fmt.Fprintf(stderr, "consume: %s: %d messages, %d records, next offset %s\n", state, st.Messages, st.Records, formatOffset(st.Position))
+		fmt.Fprintf(stderr, "consume: %s: %s, %s, next offset %s\n", state, plural(st.Messages, "message"), plural(st.Records, "record"), formatOffset(st.Position))
 	}
 	if *progress {
 		done := make(chan struct{})
@@ -200,7 +200,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if any {
 		last = formatOffset(lastOff)
 	}
-	fmt.Fprintf(stderr, "consume: %d records, %d bytes, last offset %s\n", nrec, nbytes, last)
+	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", plural(nrec, "record"), plural(nbytes, "byte"), last)
 	return rerr
 }
 

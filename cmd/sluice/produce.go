@@ -90,7 +90,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		}
 		if *progress && time.Since(last) >= time.Second {
 			last = time.Now()
-			fmt.Fprintf(stderr, "produce: %d lines spooled\n", sent)
+			fmt.Fprintf(stderr, "produce: %s spooled\n", plural(sent, "line"))
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -101,7 +101,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "produce: %d lines spooled in %s\n", lines, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", plural(lines, "line"), time.Since(start).Round(time.Millisecond))
 	if why := p.SinkDown(); why != "" {
 		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
 	}

@@ -93,12 +93,17 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "listening tus http://"+a+"/files/")
 	}
 	log.Info("xfer serving", "dir", *dir, "max_size", int64(maxSize), "expire", *expire)
+	var err2 error
 	select {
 	case <-ctx.Done():
-		return nil
-	case err := <-srv.Err():
-		return err
+	case err2 = <-srv.Err():
 	}
+	// One line at the end, so that an operator sees what the run did and
+	// what it leaves for the next server on this directory.
+	log.Info("xfer serve stopping", "uploads_completed", store.Stats.UploadsCompleted.Load(),
+		"uploads_failed", store.Stats.UploadsFailed.Load(), "bytes_received", store.Stats.BytesReceived.Load(),
+		"partial_uploads_kept", store.Partials())
+	return err2
 }
 
 func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {

@@ -132,6 +132,9 @@ func TestXferResumeAfterClientKill(t *testing.T) {
 				t.Fatalf("resumed at %d, want at least 1 MiB", off)
 			}
 			checkXferLanded(t, dir, name, src, sum, out.String())
+			// A tus client's PATCH after the kill looks like its next
+			// chunk to the server; gRPC and RSocket begin again by name.
+			checkLandedLog(t, s.proc, name, sum, tr, strconv.FormatBool(tr != "tus"))
 		})
 	}
 }
@@ -173,8 +176,20 @@ func TestXferResumeAfterServerKill(t *testing.T) {
 				t.Fatalf("the send never saw the server die:\n%s", errb)
 			}
 			checkXferLanded(t, dir, name, src, sum, out.String())
+			// Resumed only if a checkpoint was durable before the kill
+			// (every 16 MiB or 1 s); else it began again from 0.
+			checkLandedLog(t, s.proc, name, sum, tr, "(true|false)")
 		})
 	}
+}
+
+// checkLandedLog checks xfer serve's line for a landed file (issue 24:
+// it logged nothing): name, size, SHA-256, transport, duration, resumed.
+func checkLandedLog(t *testing.T, p *proc, name, sum, via, resumed string) {
+	t.Helper()
+	re := regexp.MustCompile(`msg="file landed" name=` + regexp.QuoteMeta(name) + ` size=\d+ sha256=` + sum +
+		` via=` + via + ` duration=\S+ resumed=` + resumed)
+	waitFor(t, "the file-landed log line", 10*time.Second, func() bool { return re.MatchString(p.log.String()) })
 }
 
 // Refusals reach the user as a clear message and a non-zero exit.

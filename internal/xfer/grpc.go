@@ -143,7 +143,7 @@ func (g *GRPCService) Upload(stream xferv1.Xfer_UploadServer) error {
 			if len(x.Finish.GetSha256()) > 0 {
 				want = x.Finish.GetSha256()
 			}
-			sum, err := u.Finish(want)
+			sum, err := u.Finish(want, "grpc")
 			if err != nil {
 				return toStatus(err)
 			}

@@ -33,7 +33,7 @@ func PostHandler(s *Store) http.Handler {
 			http.Error(w, fmt.Sprintf("body: %d of %d bytes: %v", n, r.ContentLength, err), http.StatusBadRequest)
 			return
 		}
-		sum, err := u.Finish(nil)
+		sum, err := u.Finish(nil, "http")
 		if err != nil {
 			http.Error(w, encodeRemote(err), http.StatusInternalServerError)
 			return

@@ -111,7 +111,7 @@ func (r *RSocketResponder) RequestChannel(ctx context.Context, p rsocket.Payload
 			if len(m.Data) > 0 {
 				want = m.Data
 			}
-			sum, err := u.Finish(want)
+			sum, err := u.Finish(want, "rsocket")
 			if err != nil {
 				return rsError(err)
 			}

@@ -129,6 +129,14 @@ func Open(dir string, o Options) (*Store, error) {
 // Dir is the directory completed uploads land in.
 func (s *Store) Dir() string { return s.dir }
 
+// Partials is the number of unfinished uploads the store holds: what a
+// server started on the directory later resumes.
+func (s *Store) Partials() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}
+
 // MaxSize is the largest upload accepted (0: no limit).
 func (s *Store) MaxSize() int64 { return s.o.MaxSize }
 
@@ -210,6 +218,7 @@ func (s *Store) recover() error {
 			old.removeFiles()
 			delete(s.byID, old.rec.ID)
 		}
+		u.resumed = u.rec.Offset > 0 // it goes on after the restart
 		s.byID[id] = u
 		s.byName[u.rec.Name] = u
 	}
@@ -382,6 +391,7 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 				return nil, err
 			}
 			old.takeLocked()
+			old.resumed = old.resumed || old.rec.Offset > 0
 			return old, nil
 		}
 		s.log.Info("a new upload replaces an idle partial of the same name", "name", name, "old_offset", old.rec.Offset)
@@ -432,6 +442,9 @@ func (s *Store) Acquire(ctx context.Context, id string) (*Upload, error) {
 		}
 		s.log.Info("a new request for an upload interrupts its writer", "name", u.rec.Name, "id", id)
 		s.Stats.TakenOver.Add(1)
+		s.mu.Lock()
+		u.resumed = true
+		s.mu.Unlock()
 		interrupt()
 		t := time.NewTimer(takeoverWait)
 		select {

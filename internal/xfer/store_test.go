@@ -85,7 +85,7 @@ func TestCompleteUploadLandsAtomically(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "f.bin")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("DIR/NAME exists before Finish: %v", err)
 	}
-	sum, err := u.Finish(want[:])
+	sum, err := u.Finish(want[:], "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestEmptyUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.Finish(nil); err != nil {
+	if _, err := u.Finish(nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	u.Release()
@@ -155,7 +155,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	}
 	writeAll(t, u2, data, 20_000, 4096)
 	want := sha256.Sum256(data)
-	if _, err := u2.Finish(want[:]); err != nil {
+	if _, err := u2.Finish(want[:], "test"); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(filepath.Join(dir, "f"))
@@ -197,7 +197,7 @@ func TestChunkRefusals(t *testing.T) {
 	if _, err := u.Write(5, long, CRC32C(long)); !errors.Is(err, ErrOverSize) {
 		t.Fatalf("past the size: %v", err)
 	}
-	if _, err := u.Finish(nil); !errors.Is(err, ErrIncomplete) {
+	if _, err := u.Finish(nil, "test"); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("finish early: %v", err)
 	}
 }
@@ -268,7 +268,7 @@ func TestHashMismatchDiscards(t *testing.T) {
 	u, _ := s.Begin("f", 100, nil, "", false)
 	writeAll(t, u, data, 0, 100)
 	wrong := sha256.Sum256([]byte("other"))
-	if _, err := u.Finish(wrong[:]); !errors.Is(err, ErrChecksum) {
+	if _, err := u.Finish(wrong[:], "test"); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("%v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "f")); !errors.Is(err, os.ErrNotExist) {
@@ -370,7 +370,7 @@ func TestCorruptSidecarOnDisk(t *testing.T) {
 	u2, _ := s2.Begin("torn", int64(len(data)), nil, "", false)
 	writeAll(t, u2, data, 10_000, 3000)
 	want := sha256.Sum256(data)
-	if _, err := u2.Finish(want[:]); err != nil {
+	if _, err := u2.Finish(want[:], "test"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -415,7 +415,7 @@ func TestReadFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := sha256.Sum256(data)
-	if _, err := u.Finish(want[:]); err != nil {
+	if _, err := u.Finish(want[:], "test"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -182,7 +182,7 @@ func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
 	defer u.Release()
 	in := u.Info()
 	if size == 0 {
-		if _, err := u.Finish(nil); err != nil {
+		if _, err := u.Finish(nil, "tus"); err != nil {
 			tusStatus(w, err)
 			return
 		}
@@ -323,7 +323,7 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if n == in.Size {
-		s, err := u.Finish(nil)
+		s, err := u.Finish(nil, "tus")
 		if err != nil {
 			tusStatus(w, err)
 			return

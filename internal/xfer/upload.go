@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -39,6 +40,10 @@ type Upload struct {
 	sinceSync int64
 	done      bool // completed or removed
 	hp        hashPipe
+	// resumed: the upload went on from an offset it had reached before,
+	// after a server restart (recover), a new Begin of the same name or a
+	// takeover of a frozen writer. Guarded by s.mu.
+	resumed bool
 }
 
 // The receiving goroutine gathers chunks into blocks that end on
@@ -513,8 +518,9 @@ func (u *Upload) checkpointLocked() error {
 // SHA-256 must match the one given at Begin and clientSHA (each when not
 // nil); then the file is fsynced, renamed to DIR/NAME and DIR fsynced. A
 // hash mismatch discards the partial (no byte of it can be trusted). It
-// returns the SHA-256.
-func (u *Upload) Finish(clientSHA []byte) ([]byte, error) {
+// returns the SHA-256. via names the transport for the log line that says
+// the file landed.
+func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.done || u.data == nil {
@@ -552,8 +558,13 @@ func (u *Upload) Finish(clientSHA []byte) ([]byte, error) {
 	os.Remove(metaPath)
 	seglog.SyncDir(u.s.partial)
 	u.done = true
+	u.s.mu.Lock()
+	resumed := u.resumed
+	u.s.mu.Unlock()
 	u.s.forget(u)
 	u.s.Stats.UploadsCompleted.Add(1)
+	u.s.log.Info("file landed", "name", u.rec.Name, "size", u.rec.Size, "sha256", hex.EncodeToString(sum),
+		"via", via, "duration", u.s.o.Now().Sub(u.rec.Created).Round(time.Millisecond), "resumed", resumed)
 	return sum, nil
 }
 

@@ -139,6 +139,21 @@ func TestXferResumeAfterClientKill(t *testing.T) {
 	}
 }
 
+// xfer serve says at SIGTERM what the run did and what it leaves (issue
+// 24: it logged nothing at shutdown).
+func TestXferServeStoppingLine(t *testing.T) {
+	dir := t.TempDir()
+	s := startXferServer(t, dir)
+	src, _ := xferSource(t, 64<<10)
+	cmd, _, errb := sendCmd(t, t.TempDir(), src, "--to", s.url("grpc"), "--name", "one")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("send: %v\n%s", err, errb)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	re := regexp.MustCompile(`msg="xfer serve stopping" uploads_completed=1 uploads_failed=0 bytes_received=65536 partial_uploads_kept=0`)
+	waitFor(t, "the stopping line", 20*time.Second, func() bool { return re.MatchString(s.log.String()) })
+}
+
 // The server killed with SIGKILL mid-upload and started again on the same
 // directory: the running send retries, resumes and completes.
 func TestXferResumeAfterServerKill(t *testing.T) {

@@ -23,6 +23,7 @@ package hostile
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -53,9 +54,9 @@ const (
 	// (HTTP/2: the preface, SETTINGS and 5 bytes of a frame header),
 	// then nothing.
 	HeadersStall Mode = "headers-stall"
-	// HugeLength declares a huge body (HTTP/1.1: Content-Length 1 TiB;
-	// HTTP/2: a gRPC message of Target.MaxMessage bytes, the most the
-	// server takes) and sends 3 bytes of it, then nothing.
+	// HugeLength declares a huge body (HTTP/1.1: a Content-Length of
+	// Target.HugeBody; HTTP/2: a gRPC message of Target.MaxMessage bytes,
+	// the most the server takes) and sends 3 bytes of it, then nothing.
 	HugeLength Mode = "huge-length"
 	// Flood sends requests as fast as the server takes them and never
 	// reads: HTTP/1.1 pipelines Target.Flood; HTTP/2 opens streams
@@ -103,15 +104,20 @@ type Target struct {
 	Head string
 	// Flood is one complete request that Flood pipelines.
 	Flood string
+	// HugeBody is the Content-Length HugeLength declares (default 1 TiB;
+	// the file servers refuse an upload larger than their free space at
+	// once, so theirs is 1 GiB).
+	HugeBody int64
 	// TusCreate: before the body, POST /files/ with an Upload-Length of
 	// 1 GiB and send Head to the Location answered (a tus PATCH).
 	TusCreate bool
 	// gRPC: the method the modes open streams to, the largest message
-	// the server accepts (HugeLength declares it), and the messages
-	// NeverReads sends on each stream.
-	GRPCPath   string
-	MaxMessage int
-	GRPCAsk    [][]byte
+	// the server accepts (HugeLength declares it), and the method and
+	// messages of NeverReads's streams (GRPCAskPath "": GRPCPath).
+	GRPCPath    string
+	MaxMessage  int
+	GRPCAskPath string
+	GRPCAsk     [][]byte
 }
 
 func grpcMsg(m proto.Message) []byte {
@@ -124,7 +130,7 @@ func grpcMsg(m proto.Message) []byte {
 
 // Targets are the listeners of sluice's daemons.
 var Targets = []Target{
-	{Name: "sink", H2: true, GRPCPath: "/sluice.v1.Sink/Read", MaxMessage: 16 << 20,
+	{Name: "sink", H2: true, GRPCPath: "/sluice.v1.Sink/Send", MaxMessage: 16 << 20, GRPCAskPath: "/sluice.v1.Sink/Read",
 		// Every message from the start, following, with a credit of 2^32-1.
 		GRPCAsk: [][]byte{
 			grpcMsg(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}}),
@@ -134,9 +140,9 @@ var Targets = []Target{
 		Flood: "GET /v1/records HTTP/1.1\r\nHost: hostile\r\n\r\n"},
 	{Name: "xfer-grpc", H2: true, GRPCPath: "/xfer.v1.Xfer/Upload", MaxMessage: 4<<20 + 1<<16,
 		GRPCAsk: [][]byte{grpcMsg(&xferv1.OffsetRequest{Name: "hostile"})}},
-	{Name: "xfer-tus", TusCreate: true, Head: "PATCH %s HTTP/1.1\r\nHost: hostile\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\n",
+	{Name: "xfer-tus", TusCreate: true, HugeBody: 1 << 30, Head: "PATCH %s HTTP/1.1\r\nHost: hostile\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\n",
 		Flood: "OPTIONS /files/ HTTP/1.1\r\nHost: hostile\r\nTus-Resumable: 1.0.0\r\n\r\n"},
-	{Name: "xfer-http", Head: "POST /post/hostile-%d HTTP/1.1\r\nHost: hostile\r\n",
+	{Name: "xfer-http", HugeBody: 1 << 30, Head: "POST /post/hostile-%d HTTP/1.1\r\nHost: hostile\r\n",
 		Flood: "GET /post/ HTTP/1.1\r\nHost: hostile\r\n\r\n"},
 	{Name: "metrics", Head: "POST /metrics HTTP/1.1\r\nHost: hostile\r\n",
 		Flood: "GET /healthz HTTP/1.1\r\nHost: hostile\r\n\r\n"},
@@ -352,7 +358,7 @@ func (c *conn) http1(ctx context.Context, cfg Config, reqs *atomic.Int64) error 
 		}
 		return errAwait
 	case HugeLength:
-		h, err := c.head(cfg, 1<<40)
+		h, err := c.head(cfg, cmp.Or(cfg.Target.HugeBody, 1<<40))
 		if err != nil {
 			return err
 		}
@@ -418,7 +424,7 @@ func (c *conn) resets(ctx context.Context, cfg Config, dial func(context.Context
 		}
 		var b []byte
 		if cfg.Target.H2 {
-			b = append(b, h2Open(cfg.Target, 1, false)...)
+			b = append(b, h2Open(cfg.Target.GRPCPath, 1, false)...)
 			b = append(b, h2Data(1, grpcPrefix(size), make([]byte, size/2))...)
 		} else {
 			h, err := c.head(cfg, size)
@@ -466,11 +472,11 @@ func h2Preface(window uint32) []byte {
 	return buf.Bytes()
 }
 
-// h2Open is the HEADERS frame of a gRPC call to t.GRPCPath on stream id.
-func h2Open(t Target, id uint32, end bool) []byte {
+// h2Open is the HEADERS frame of a gRPC call to path on stream id.
+func h2Open(path string, id uint32, end bool) []byte {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", t.GRPCPath},
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", path},
 		{":authority", "hostile"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
@@ -502,14 +508,14 @@ func (c *conn) h2(ctx context.Context, cfg Config, reqs *atomic.Int64) error {
 		return errAwait
 	case HeadersStall:
 		b := h2Preface(0)
-		b = append(b, h2Open(t, 1, false)[:5]...)
+		b = append(b, h2Open(t.GRPCPath, 1, false)[:5]...)
 		if err := c.write(b); err != nil {
 			return err
 		}
 		return errAwait
 	case HugeLength:
 		b := h2Preface(0)
-		b = append(b, h2Open(t, 1, false)...)
+		b = append(b, h2Open(t.GRPCPath, 1, false)...)
 		b = append(b, h2Data(1, grpcPrefix(t.MaxMessage), []byte("abc"))...)
 		if err := c.write(b); err != nil {
 			return err
@@ -535,12 +541,12 @@ func (c *conn) h2(ctx context.Context, cfg Config, reqs *atomic.Int64) error {
 		n := 0
 		for ; i < cfg.MaxRequests && len(batch) < 32<<10; i++ {
 			if cfg.Mode == NeverReads {
-				batch = append(batch, h2Open(t, id, false)...)
+				batch = append(batch, h2Open(cmp.Or(t.GRPCAskPath, t.GRPCPath), id, false)...)
 				for _, m := range t.GRPCAsk {
 					batch = append(batch, h2Data(id, grpcPrefix(len(m)), m)...)
 				}
 			} else {
-				batch = append(batch, h2Open(t, id, false)...)
+				batch = append(batch, h2Open(t.GRPCPath, id, false)...)
 			}
 			id += 2
 			n++

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/hostile"
+)
+
+func init() {
+	register("hostile", "misbehave against a non-RSocket listener on purpose (silent, stalls, huge lengths, floods, resets): docs/reliability.md, Hostile clients on every listener", runHostile)
+}
+
+func runHostile(args []string, stdout, stderr io.Writer) error {
+	modes := make([]string, len(hostile.Modes))
+	for i, m := range hostile.Modes {
+		modes[i] = string(m)
+	}
+	targets := make([]string, len(hostile.Targets))
+	for i, t := range hostile.Targets {
+		targets[i] = t.Name
+	}
+	fs := newFlags("hostile", "--target "+strings.Join(targets, "|")+" --addr HOST:PORT --mode MODE [--conns N] [--duration D]", stderr)
+	target := fs.String("target", "", "listener kind: "+strings.Join(targets, ", "))
+	addr := fs.String("addr", "", "listener address, HOST:PORT")
+	mode := fs.String("mode", "", "misbehaviour: "+strings.Join(modes, ", ")+" (docs/reliability.md, Hostile clients on every listener)")
+	conns := fs.Int("conns", 100, "connections misbehaving at once")
+	duration := fs.Duration("duration", 35*time.Second, "each connection is closed by then, if the server has not closed it")
+	maxRequests := fs.Int("max-requests", 10000, "requests or streams a flood sends, and resets, per connection, at most")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *target == "" || *addr == "" || *mode == "" {
+		return &exitError{code: 2, msg: "--target, --addr and --mode are required"}
+	}
+	tg, err := hostile.ParseTarget(*target)
+	if err != nil {
+		return &exitError{code: 2, msg: "--target: " + err.Error()}
+	}
+	m, err := hostile.ParseMode(*mode)
+	if err != nil {
+		return &exitError{code: 2, msg: "--mode: " + err.Error()}
+	}
+	if *conns <= 0 || *duration <= 0 || *maxRequests <= 0 {
+		return &exitError{code: 2, msg: "--conns, --duration and --max-requests must be positive"}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	rep, err := hostile.Run(ctx, hostile.Config{Addr: *addr, Target: tg, Mode: m, Conns: *conns,
+		Duration: *duration, MaxRequests: *maxRequests})
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	closed := "none closed by the server"
+	if rep.Closed > 0 {
+		closed = fmt.Sprintf("%d closed by the server (the last after %v)", rep.Closed, rep.ClosedAfter.Round(time.Millisecond))
+	}
+	fmt.Fprintf(stdout, "%s %s: %d connections, %d failed, %s; %d requests, %s sent\n",
+		tg.Name, m, rep.Opened, rep.Failed, closed, rep.Requests, humanSize(rep.Bytes))
+	if rep.Opened == 0 {
+		return fmt.Errorf("no connection: %v", rep.FirstErr)
+	}
+	return nil
+}

@@ -14,10 +14,7 @@ func init() {
 }
 
 func runHostile(args []string, stdout, stderr io.Writer) error {
-	modes := make([]string, len(hostile.Modes))
-	for i, m := range hostile.Modes {
-		modes[i] = string(m)
-	}
+	modes := hostile.Names(hostile.Modes)
 	targets := make([]string, len(hostile.Targets))
 	for i, t := range hostile.Targets {
 		targets[i] = t.Name
@@ -53,12 +50,7 @@ func runHostile(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	closed := "none closed by the server"
-	if rep.Closed > 0 {
-		closed = fmt.Sprintf("%d closed by the server (the last after %v)", rep.Closed, rep.ClosedAfter.Round(time.Millisecond))
-	}
-	fmt.Fprintf(stdout, "%s %s: %d connections, %d failed, %s; %d requests, %s sent\n",
-		tg.Name, m, rep.Opened, rep.Failed, closed, rep.Requests, humanSize(rep.Bytes))
+	fmt.Fprintf(stdout, "%s %s: %s; %d requests, %s sent\n", tg.Name, m, rep.Summary(), rep.Requests, humanSize(rep.Bytes))
 	if rep.Opened == 0 {
 		return fmt.Errorf("no connection: %v", rep.FirstErr)
 	}

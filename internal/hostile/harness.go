@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,26 @@ type Counts struct {
 	Closed      int
 	ClosedAfter time.Duration
 	FirstErr    error
+}
+
+// Summary is a run's counts in the words of the hostile commands'
+// one-line reports, which the scripts read ("N closed by the server"):
+// "N connections, F failed, C closed by the server (the last after D)".
+func (c Counts) Summary() string {
+	closed := "none closed by the server"
+	if c.Closed > 0 {
+		closed = fmt.Sprintf("%d closed by the server (the last after %v)", c.Closed, c.ClosedAfter.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%d connections, %d failed, %s", c.Opened, c.Failed, closed)
+}
+
+// Names are xs as strings (modes, for flags' help and errors).
+func Names[T ~string](xs []T) []string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = string(x)
+	}
+	return s
 }
 
 // RunConns dials conns connections at once with dial and misbehaves on

@@ -84,15 +84,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("unknown mode %q (want %s)", s, strings.Join(names(Modes), ", "))
-}
-
-func names[T ~string](xs []T) []string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = string(x)
-	}
-	return s
+	return "", fmt.Errorf("unknown mode %q (want %s)", s, strings.Join(Names(Modes), ", "))
 }
 
 // Target is a kind of listener: how the modes speak to it.

@@ -73,11 +73,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	names := make([]string, len(Modes))
-	for i, m := range Modes {
-		names[i] = string(m)
-	}
-	return "", fmt.Errorf("unknown mode %q (want %s)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown mode %q (want %s)", s, strings.Join(hostile.Names(Modes), ", "))
 }
 
 // Config says what Run does.

@@ -25,6 +25,12 @@
 #   CONNS=20 DURATION=5s TARGETS="sink ingest" MODES="silent flood" scripts/hostile-listeners.sh
 #   PORT_BASE=27700 TARGETS=metrics scripts/hostile-listeners.sh   # several at once, apart
 #
+# The hostile connections come from SOURCE (default 127.0.0.2), the
+# well-behaved client from 127.0.0.1: the sink caps unidentified
+# connections per address (64), so that hostile clients sharing the
+# well-behaved one's address would have it refused by design
+# (SOURCE=127.0.0.1 shows that).
+#
 # Bounded: each flood connection sends at most MAX_REQUESTS requests or
 # streams, and resets at most as many times (default 2000); a daemon
 # whose RSS passes RSS_CAP_MB (default 3072) is killed (the row says so).
@@ -32,6 +38,7 @@
 # CI (too heavy); TestHostileListeners (internal/hostile) is.
 set -euo pipefail
 conns=${CONNS:-100} duration=${DURATION:-35s} max_requests=${MAX_REQUESTS:-2000} cap_mb=${RSS_CAP_MB:-3072}
+source=${SOURCE:-127.0.0.2}
 targets=${TARGETS:-sink ingest xfer-grpc xfer-tus xfer-http metrics}
 modes=${MODES:-silent headers-stall huge-length flood never-reads reset}
 base=${PORT_BASE:-27621}
@@ -85,7 +92,7 @@ good() {
   esac
 }
 
-echo "$conns connections per mode, $duration, at most $max_requests requests, streams or resets per connection ($(nproc) cores); daemons with their defaults"
+echo "$conns connections per mode from $source, $duration, at most $max_requests requests, streams or resets per connection ($(nproc) cores); daemons with their defaults"
 echo
 echo "| listener | mode | RSS before | RSS peak | RSS after they go | live heap peak | closed by the server | well-behaved client |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -98,7 +105,7 @@ for target in $targets; do
     # The well-behaved client once before, so that its first use is not counted.
     good "$target" 0 || true
     rss0=$(rss_mb $pid)
-    "$work/sluice" hostile --target "$target" --addr "$(addr_of "$target")" --mode "$mode" --conns "$conns" \
+    "$work/sluice" hostile --target "$target" --addr "$(addr_of "$target")" --mode "$mode" --conns "$conns" --source "$source" \
       --duration "$duration" --max-requests "$max_requests" >"$work/hostile.out" 2>&1 &
     hpid=$!
     (

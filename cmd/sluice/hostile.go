@@ -22,6 +22,7 @@ func runHostile(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("hostile", "--target "+strings.Join(targets, "|")+" --addr HOST:PORT --mode MODE [--conns N] [--duration D]", stderr)
 	target := fs.String("target", "", "listener kind: "+strings.Join(targets, ", "))
 	addr := fs.String("addr", "", "listener address, HOST:PORT")
+	source := fs.String("source", "", "local IP the connections come from, e.g. 127.0.0.2 (default: any)")
 	mode := fs.String("mode", "", "misbehaviour: "+strings.Join(modes, ", ")+" (docs/reliability.md, Hostile clients on every listener)")
 	conns := fs.Int("conns", 100, "connections misbehaving at once")
 	duration := fs.Duration("duration", 35*time.Second, "each connection is closed by then, if the server has not closed it")
@@ -45,7 +46,7 @@ func runHostile(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	rep, err := hostile.Run(ctx, hostile.Config{Addr: *addr, Target: tg, Mode: m, Conns: *conns,
+	rep, err := hostile.Run(ctx, hostile.Config{Addr: *addr, Source: *source, Target: tg, Mode: m, Conns: *conns,
 		Duration: *duration, MaxRequests: *maxRequests})
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}

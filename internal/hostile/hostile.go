@@ -155,6 +155,11 @@ func ParseTarget(s string) (Target, error) {
 // Config says what Run does.
 type Config struct {
 	Addr   string // HOST:PORT
+	// Source is the local IP the connections come from ("": any). The
+	// sink caps unidentified connections per address (64): from another
+	// loopback address (127.0.0.2) hostile clients do not take the
+	// well-behaved client's share.
+	Source string
 	Target Target
 	Mode   Mode
 	// Conns is how many connections misbehave at once (default 1).
@@ -197,8 +202,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rep := Report{Mode: cfg.Mode}
 	var reqs, nbytes atomic.Int64
+	var local net.Addr
+	if cfg.Source != "" {
+		ip := net.ParseIP(cfg.Source)
+		if ip == nil {
+			return Report{}, fmt.Errorf("source %q is not an IP address", cfg.Source)
+		}
+		local = &net.TCPAddr{IP: ip}
+	}
 	dial := func(ctx context.Context) (*conn, error) {
-		var d net.Dialer
+		d := net.Dialer{LocalAddr: local}
 		nc, err := d.DialContext(ctx, "tcp", cfg.Addr)
 		if err != nil {
 			return nil, err

@@ -88,7 +88,7 @@ good() {
   xfer-grpc) timeout 5 "$work/sluice" xfer send "$work/good.bin" --to "grpc://$p_main" --name "good-g-$2" --log-level error >/dev/null 2>&1 ;;
   xfer-tus) timeout 5 "$work/sluice" xfer send "$work/good.bin" --to "http://$p_tus/files/" --name "good-t-$2" --log-level error >/dev/null 2>&1 ;;
   xfer-http) timeout 5 curl -sf --max-time 5 --data-binary @"$work/good.bin" "http://$p_http/post/good-h-$2" >/dev/null ;;
-  metrics) timeout 5 curl -sf --max-time 5 "http://$p_metrics/metrics" | grep -q go_goroutines ;;
+  metrics) timeout 5 curl -sf --max-time 5 -o "$work/metrics.out" "http://$p_metrics/metrics" && grep -q go_goroutines "$work/metrics.out" ;;
   esac
 }
 

@@ -418,6 +418,7 @@ func (c *conn) http1(ctx context.Context, cfg Config, reqs *atomic.Int64) error 
 // another. It reports whether the server closed one first.
 func (c *conn) resets(ctx context.Context, cfg Config, dial func(context.Context) (*conn, error), reqs *atomic.Int64) bool {
 	const size = 1 << 20
+	half := zeros[:size/2]
 	for i := 0; i < cfg.MaxRequests && ctx.Err() == nil; i++ {
 		if i > 0 {
 			nc, err := dial(ctx)
@@ -430,16 +431,19 @@ func (c *conn) resets(ctx context.Context, cfg Config, dial func(context.Context
 		var b []byte
 		if cfg.Target.H2 {
 			b = append(b, h2Open(cfg.Target.GRPCPath, 1, false)...)
-			b = append(b, h2Data(1, grpcPrefix(size), make([]byte, size/2))...)
+			b = append(b, h2Data(1, grpcPrefix(size), half)...)
 		} else {
 			h, err := c.head(cfg, size)
 			if err != nil {
 				_ = c.nc.Close()
 				return false
 			}
-			b = append([]byte(h), make([]byte, size/2)...)
+			b = []byte(h)
 		}
 		err := c.write(b)
+		if err == nil && !cfg.Target.H2 {
+			err = c.write(half)
+		}
 		if tc, ok := c.nc.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
 		}
@@ -451,6 +455,9 @@ func (c *conn) resets(ctx context.Context, cfg Config, dial func(context.Context
 	}
 	return false
 }
+
+// zeros are the bodies Reset sends (never written to).
+var zeros = make([]byte, 1<<19)
 
 // HTTP/2
 

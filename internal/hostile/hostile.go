@@ -136,7 +136,7 @@ var Targets = []Target{
 		Flood: "OPTIONS /files/ HTTP/1.1\r\nHost: hostile\r\nTus-Resumable: 1.0.0\r\n\r\n"},
 	{Name: "xfer-http", HugeBody: 1 << 30, Head: "POST /post/hostile-%d HTTP/1.1\r\nHost: hostile\r\n",
 		Flood: "GET /post/ HTTP/1.1\r\nHost: hostile\r\n\r\n"},
-	{Name: "metrics", Head: "POST /metrics HTTP/1.1\r\nHost: hostile\r\n",
+	{Name: "metrics", Head: "GET /metrics HTTP/1.1\r\nHost: hostile\r\n",
 		Flood: "GET /healthz HTTP/1.1\r\nHost: hostile\r\n\r\n"},
 }
 

@@ -37,10 +37,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/protobuf/proto"
-
-	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 )
 
 // Mode is one misbehaviour.
@@ -112,26 +108,26 @@ type Target struct {
 	GRPCAsk     [][]byte
 }
 
-func grpcMsg(m proto.Message) []byte {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
+// The gRPC messages NeverReads sends, in protobuf by hand (only
+// internal/transport/grpc speaks the sink's API):
+var (
+	// sluice.v1.ReadRequest{start: ReadStart{follow: true}}: every
+	// message from the start, following.
+	readStartFollow = []byte{0x0a, 0x02, 0x18, 0x01}
+	// sluice.v1.ReadRequest{request_n: 2^32-1}.
+	readCredits = []byte{0x10, 0xff, 0xff, 0xff, 0xff, 0x0f}
+	// xfer.v1.OffsetRequest{name: "hostile"}.
+	offsetHostile = append([]byte{0x0a, 7}, "hostile"...)
+)
 
 // Targets are the listeners of sluice's daemons.
 var Targets = []Target{
 	{Name: "sink", H2: true, GRPCPath: "/sluice.v1.Sink/Send", MaxMessage: 16 << 20, GRPCAskPath: "/sluice.v1.Sink/Read",
-		// Every message from the start, following, with a credit of 2^32-1.
-		GRPCAsk: [][]byte{
-			grpcMsg(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}}),
-			grpcMsg(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1<<32 - 1}}),
-		}},
+		GRPCAsk: [][]byte{readStartFollow, readCredits}},
 	{Name: "ingest", Head: "POST /v1/records HTTP/1.1\r\nHost: hostile\r\nContent-Type: application/x-ndjson\r\n",
 		Flood: "GET /v1/records HTTP/1.1\r\nHost: hostile\r\n\r\n"},
 	{Name: "xfer-grpc", H2: true, GRPCPath: "/xfer.v1.Xfer/Upload", MaxMessage: 4<<20 + 1<<16,
-		GRPCAsk: [][]byte{grpcMsg(&xferv1.OffsetRequest{Name: "hostile"})}},
+		GRPCAsk: [][]byte{offsetHostile}},
 	{Name: "xfer-tus", TusCreate: true, HugeBody: 1 << 30, Head: "PATCH %s HTTP/1.1\r\nHost: hostile\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\n",
 		Flood: "OPTIONS /files/ HTTP/1.1\r\nHost: hostile\r\nTus-Resumable: 1.0.0\r\n\r\n"},
 	{Name: "xfer-http", HugeBody: 1 << 30, Head: "POST /post/hostile-%d HTTP/1.1\r\nHost: hostile\r\n",
@@ -154,7 +150,7 @@ func ParseTarget(s string) (Target, error) {
 
 // Config says what Run does.
 type Config struct {
-	Addr   string // HOST:PORT
+	Addr string // HOST:PORT
 	// Source is the local IP the connections come from ("": any). The
 	// sink caps unidentified connections per address (64): from another
 	// loopback address (127.0.0.2) hostile clients do not take the

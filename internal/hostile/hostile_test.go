@@ -1,6 +1,7 @@
 package hostile_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
@@ -294,5 +296,30 @@ func testHostile(t *testing.T, start func(*testing.T) listener, mode hostile.Mod
 	defer cancel()
 	if err := l.good(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("after the attack: %v", err)
+	}
+}
+
+// The hand-made protobuf of NeverReads's gRPC streams is what the
+// generated code makes.
+func TestAskMessages(t *testing.T) {
+	want := map[string][][]proto.Message{
+		"sink": {{&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}}},
+			{&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1<<32 - 1}}}},
+		"xfer-grpc": {{&xferv1.OffsetRequest{Name: "hostile"}}},
+	}
+	for name, msgs := range want {
+		tg := target(t, name)
+		if len(tg.GRPCAsk) != len(msgs) {
+			t.Fatalf("%s: %d messages, want %d", name, len(tg.GRPCAsk), len(msgs))
+		}
+		for i, m := range msgs {
+			b, err := proto.Marshal(m[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, tg.GRPCAsk[i]) {
+				t.Errorf("%s message %d: % x, want % x", name, i, tg.GRPCAsk[i], b)
+			}
+		}
 	}
 }

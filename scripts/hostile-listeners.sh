@@ -48,8 +48,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 (cd "$root" && go build -o "$work/sluice" ./cmd/sluice)
 head -c 65536 /dev/urandom >"$work/good.bin"
-
-rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || true; }
+# shellcheck source=lib/hostile.sh
+. "$root/scripts/lib/hostile.sh"
 
 # start TARGET: starts the daemon the target listens in; echoes the
 # hostile address.
@@ -108,18 +108,7 @@ for target in $targets; do
     "$work/sluice" hostile --target "$target" --addr "$(addr_of "$target")" --mode "$mode" --conns "$conns" --source "$source" \
       --duration "$duration" --max-requests "$max_requests" >"$work/hostile.out" 2>&1 &
     hpid=$!
-    (
-      sleep 1
-      ok=0 slow=0
-      for i in 1 2 3 4 5; do
-        t0=$(date +%s%N)
-        good "$target" "$i" && ok=$((ok + 1))
-        dt=$((($(date +%s%N) - t0) / 1000000))
-        [ "$dt" -gt "$slow" ] && slow=$dt
-        sleep 1
-      done
-      echo "$ok/5 answered, slowest $slow ms" >"$work/good.out"
-    ) &
+    good_loop "$work/good.out" good "$target" &
     gpid=$!
     rss1=$rss0 killed=
     while kill -0 $hpid 2>/dev/null || kill -0 $gpid 2>/dev/null; do
@@ -148,8 +137,8 @@ for target in $targets; do
     closed="${closed:-0} of $conns"
     [ -n "$killed" ] && closed="— (killed)"
     grep -q "no connection" "$work/hostile.out" && closed="$closed ($(tail -1 "$work/hostile.out"))"
-    live=$(sed -n 's/.* [0-9]*->[0-9]*->\([0-9]*\) MB.*/\1/p' "$log" | sort -n | tail -1)
-    echo "| $target | $mode | $rss0 MB | $rss1 MB$killed | ${rss2:-—} MB (within 10 %: $back) | ${live:-0} MB | $closed | $(cat "$work/good.out") |"
+    live=$(live_peak "$log")
+    echo "| $target | $mode | $rss0 MB | $rss1 MB$killed | ${rss2:-—} MB (within 10 %: $back) | $live MB | $closed | $(cat "$work/good.out") |"
     kill $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
   done

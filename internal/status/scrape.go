@@ -10,11 +10,13 @@ import (
 
 // MaxScrapesInFlight bounds the /metrics requests a daemon gathers for at
 // once; each gathers every metric and holds them until its response is
-// written. 100 clients reconnecting in a loop, each sending a request
-// and resetting the connection, kept the gathers piling up on the sink's
-// metrics listener: 903 MB RSS, 440 MB live heap (docs/reliability.md,
-// Hostile clients on every listener). Prometheus scrapes one target with
-// one request at a time.
+// written. Without it, 100 clients reconnecting in a loop, each sending a
+// request with part of a body and resetting the connection, took the
+// sink's metrics listener to 903 MB RSS and 440 MB of live heap
+// (docs/reliability.md, Hostile clients on every listener): requests
+// came faster than they were served, and a request whose body is unread
+// is not seen to go. Prometheus scrapes one target with one request at a
+// time.
 const MaxScrapesInFlight = 8
 
 // scrapeWait bounds how long a scrape waits for one of the

@@ -61,7 +61,9 @@ esac
 
 # A server too busy to answer /metrics within 2 s gives an empty sample.
 heap_mb() { { curl -s --max-time 2 "http://127.0.0.1:27612/metrics" || true; } | awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.0f", $2 / 1048576 }'; }
-rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || true; }
+# shellcheck source=lib/hostile.sh
+. "$root/scripts/lib/hostile.sh"
+rr() { timeout 5 "$work/sluice-new" rsocket rr --url "$url" --data ping 2>/dev/null | grep -qx ping; }
 
 echo "$conns connections per mode, $frame frames, $duration, over $scheme ($(nproc) cores)${serve_flags:+, serve $serve_flags}"
 echo
@@ -79,20 +81,7 @@ for v in "${bins[@]}"; do
       --duration "$duration" --max-frames "$max_frames" >"$work/hostile.out" 2>&1 &
     hpid=$!
     # The well-behaved client: 5 requests, 1 s apart, from 1 s in.
-    (
-      sleep 1
-      ok=0 slow=0
-      for _ in 1 2 3 4 5; do
-        t0=$(date +%s%N)
-        if timeout 5 "$work/sluice-new" rsocket rr --url "$url" --data ping 2>/dev/null | grep -qx ping; then
-          ok=$((ok + 1))
-        fi
-        dt=$((($(date +%s%N) - t0) / 1000000))
-        [ "$dt" -gt "$slow" ] && slow=$dt
-        sleep 1
-      done
-      echo "$ok/5 answered, slowest $slow ms" >"$work/good.out"
-    ) &
+    good_loop "$work/good.out" rr &
     gpid=$!
     rss1=$rss0 heap1=$heap0 killed=
     while kill -0 $hpid 2>/dev/null || kill -0 $gpid 2>/dev/null; do
@@ -112,8 +101,8 @@ for v in "${bins[@]}"; do
     closed="$closed of $conns"
     [ -n "$killed" ] && closed="— (killed)" # the kill closed them
     # gctrace: "gc N @Ts P%: ... A->B->C MB, ...": C is the heap live after it.
-    live=$(sed -n 's/.* [0-9]*->[0-9]*->\([0-9]*\) MB.*/\1/p' "$work/$v-$mode.log" | sort -n | tail -1)
-    echo "| $label | $mode | $rss0 MB | $rss1 MB$killed | $heap0 MB | $heap1 MB | ${live:-0} MB | $closed | $(cat "$work/good.out") |"
+    live=$(live_peak "$work/$v-$mode.log")
+    echo "| $label | $mode | $rss0 MB | $rss1 MB$killed | $heap0 MB | $heap1 MB | $live MB | $closed | $(cat "$work/good.out") |"
     kill $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
   done

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/status"
@@ -91,7 +90,7 @@ func serveMetricsOn(ctx context.Context, lis net.Listener, reg *prometheus.Regis
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", status.MetricsHandler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if healthy != nil {
 			if err := healthy(); err != nil {

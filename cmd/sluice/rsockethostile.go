@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/hostile"
 	"github.com/sluicehq/sluice/internal/rsockethostile"
 )
 
@@ -14,10 +15,7 @@ func init() {
 }
 
 func runRSocketHostile(args []string, stdout, stderr io.Writer) error {
-	names := make([]string, len(rsockethostile.Modes))
-	for i, m := range rsockethostile.Modes {
-		names[i] = string(m)
-	}
+	names := hostile.Names(rsockethostile.Modes)
 	fs := newFlags("rsocket hostile", "--url tcp://HOST:PORT|ws://HOST:PORT/PATH --mode MODE [--conns N] [--frame SIZE] [--duration D]", stderr)
 	url := fs.String("url", "", "server URL: tcp://HOST:PORT or ws://HOST:PORT/PATH")
 	mode := fs.String("mode", "", "misbehaviour: "+strings.Join(names, ", ")+" (docs/rsocket.md, Hostile clients)")
@@ -46,12 +44,7 @@ func runRSocketHostile(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	closed := "none closed by the server"
-	if rep.Closed > 0 {
-		closed = fmt.Sprintf("%d closed by the server (the last after %v)", rep.Closed, rep.ClosedAfter.Round(time.Millisecond))
-	}
-	fmt.Fprintf(stdout, "%s: %d connections, %d failed, %s; %d frames, %s sent\n",
-		m, rep.Opened, rep.Failed, closed, rep.Frames, humanSize(rep.Bytes))
+	fmt.Fprintf(stdout, "%s: %s; %d frames, %s sent\n", m, rep.Summary(), rep.Frames, humanSize(rep.Bytes))
 	if rep.Opened == 0 {
 		return fmt.Errorf("no connection: %v", rep.FirstErr)
 	}

@@ -35,6 +35,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	grpcAddr := fs.String("grpc", "", "serve the gRPC Xfer service on HOST:PORT")
 	rsAddr := fs.String("rsocket", "", "serve RSocket on tcp://HOST:PORT")
 	tusAddr := fs.String("tus", "", "serve tus 1.0.0 at http://HOST:PORT/files/")
+	httpAddr := fs.String("http", "", "serve a whole file per POST at http://HOST:PORT/post/NAME (no resume)")
 	var maxSize byteSize
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer, and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
@@ -50,8 +51,8 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *idle <= 0 {
 		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
 	}
-	if *grpcAddr == "" && *rsAddr == "" && *tusAddr == "" {
-		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus"}
+	if *grpcAddr == "" && *rsAddr == "" && *tusAddr == "" && *httpAddr == "" {
+		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus, --http"}
 	}
 	// Every address checked before the store opens (and creates --dir):
 	// a port in use ends it with nothing on disk (issue 24). xfer.Start
@@ -78,7 +79,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
 		return err
 	}
-	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr})
+	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
 	if err != nil {
 		return err
 	}
@@ -91,6 +92,9 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if a := srv.Addrs.TUS; a != "" {
 		fmt.Fprintln(stdout, "listening tus http://"+a+"/files/")
+	}
+	if a := srv.Addrs.HTTP; a != "" {
+		fmt.Fprintln(stdout, "listening http http://"+a+"/post/")
 	}
 	log.Info("xfer serving", "dir", *dir, "max_size", int64(maxSize), "expire", *expire)
 	var err2 error

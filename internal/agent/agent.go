@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/agent/driver"
@@ -142,7 +143,7 @@ func New(cfg Config) (*Agent, error) {
 	a.ingest, err = ingest.New(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
 		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,
-		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now, OnSpooled: a.driver.Spooled, BodyIdleTimeout: cfg.bodyIdle,
+		Tokens: cfg.IngestTokens, Logger: a.log, Now: a.now, OnSpooled: a.driver.Spooled, BodyIdleTimeout: cmp.Or(cfg.bodyIdle, cfg.IngestBodyIdleTimeout),
 		SinkDown: a.driver.Ready,
 	}, sp, m, sm)
 	if err != nil {

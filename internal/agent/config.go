@@ -109,7 +109,10 @@ type Config struct {
 
 	// segmentBytes overrides the spool's segment size (tests).
 	segmentBytes int64
-	// bodyIdle overrides defaults.IngestBodyIdleTimeout (tests).
+	// IngestBodyIdleTimeout ends an ingest request whose body sends
+	// nothing for this long (408). Default defaults.IngestBodyIdleTimeout.
+	IngestBodyIdleTimeout time.Duration
+	// bodyIdle overrides IngestBodyIdleTimeout (tests).
 	bodyIdle time.Duration
 }
 

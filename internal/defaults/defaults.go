@@ -120,6 +120,10 @@ const (
 	MaxConnsPerPeer   = 64
 	MaxConsumers      = 256
 	HelloTimeout      = 10 * time.Second
+	// ListenerHandshakeTimeout bounds a gRPC listener's handshake with a
+	// new connection (TLS, the HTTP/2 preface and SETTINGS): the sink's
+	// and xfer's. gRPC's default is 120 s.
+	ListenerHandshakeTimeout = 10 * time.Second
 	// StallTimeout and StallBytes put a deadline on a partial message: a
 	// connection with a stream holding at least StallBytes of an
 	// incomplete message that received less than StallBytes more of it in

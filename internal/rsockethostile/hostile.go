@@ -7,7 +7,9 @@
 //
 // It is the reproduction behind docs/rsocket.md's hostile-client table
 // (`sluice rsocket hostile`, scripts/hostile-rsocket.sh) and the raw-frame
-// tests that run in CI (hostile_test.go). Every connection is bounded in
+// tests that run in CI (hostile_test.go). What every hostile-client run
+// shares (counting connections, the heap sampler, the well-behaved
+// client's loop) is internal/hostile's. Every connection is bounded in
 // time (Config.Duration) and every flood in frames (Config.MaxFrames).
 package rsockethostile
 
@@ -23,10 +25,10 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/hostile"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -71,11 +73,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	names := make([]string, len(Modes))
-	for i, m := range Modes {
-		names[i] = string(m)
-	}
-	return "", fmt.Errorf("unknown mode %q (want %s)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown mode %q (want %s)", s, strings.Join(hostile.Names(Modes), ", "))
 }
 
 // Config says what Run does.
@@ -98,16 +96,12 @@ type Config struct {
 
 // Report is what Run saw.
 type Report struct {
-	Mode   Mode
-	Opened int // connections that got through the dial (and the WebSocket upgrade)
-	Failed int // connections that did not; FirstErr says why
-	// Closed is how many the server closed before Duration ended;
-	// ClosedAfter is when the last of those saw it, from its dial.
-	Closed      int
-	ClosedAfter time.Duration
-	Frames      int64 // frames written, all connections
-	Bytes       int64 // bytes written, all connections
-	FirstErr    error
+	Mode Mode
+	// Opened, Failed, Closed (by the server before Duration ended),
+	// ClosedAfter and FirstErr: the counts every hostile run keeps.
+	hostile.Counts
+	Frames int64 // frames written, all connections
+	Bytes  int64 // bytes written, all connections
 }
 
 func (c *Config) defaults() {
@@ -141,42 +135,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, fmt.Errorf("URL %q: scheme must be tcp or ws", cfg.URL)
 	}
 	rep := Report{Mode: cfg.Mode}
-	var (
-		mu             sync.Mutex
-		wg             sync.WaitGroup
-		frames, nbytes atomic.Int64
-	)
-	for range cfg.Conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-			defer cancel()
-			start := time.Now()
-			c, err := dial(cctx, u)
-			if err != nil {
-				mu.Lock()
-				rep.Failed++
-				if rep.FirstErr == nil {
-					rep.FirstErr = err
-				}
-				mu.Unlock()
-				return
-			}
-			mu.Lock()
-			rep.Opened++
-			mu.Unlock()
-			closed := c.misbehave(cctx, cfg, &frames, &nbytes)
-			_ = c.nc.Close()
-			if closed {
-				mu.Lock()
-				rep.Closed++
-				rep.ClosedAfter = max(rep.ClosedAfter, time.Since(start))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	var frames, nbytes atomic.Int64
+	rep.Counts = hostile.RunConns(ctx, cfg.Conns, cfg.Duration,
+		func(ctx context.Context) (*rawConn, error) { return dial(ctx, u) },
+		func(ctx context.Context, c *rawConn) bool {
+			defer func() { _ = c.nc.Close() }()
+			return c.misbehave(ctx, cfg, &frames, &nbytes)
+		})
 	rep.Frames, rep.Bytes = frames.Load(), nbytes.Load()
 	return rep, nil
 }

@@ -3,12 +3,10 @@ package rsockethostile_test
 import (
 	"context"
 	"net"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/hostile"
 	"github.com/sluicehq/sluice/internal/rsockethostile"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
@@ -59,8 +57,8 @@ func serve(t *testing.T, scheme string) string {
 }
 
 // goodClient sends request-responses to u, one at a time, until stop is
-// called (at most 10000, each bounded to 10 s); stop returns how many
-// were answered and the first failure.
+// called (hostile.Good); stop returns how many were answered and the
+// first failure.
 func goodClient(t *testing.T, u string) (stop func() (int, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -69,69 +67,18 @@ func goodClient(t *testing.T, u string) (stop func() (int, error)) {
 		cancel()
 		t.Fatal(err)
 	}
-	var (
-		done     atomic.Bool
-		answered int
-		first    error
-		wg       sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 10000 && !done.Load(); i++ {
-			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-			p, err := c.RequestResponse(rctx, rsocket.Payload{Data: []byte("still there?")})
-			rcancel()
-			if err == nil && string(p.Data) != "still there?" {
-				err = context.Canceled
-			}
-			if err != nil {
-				first = err
-				return
-			}
-			answered++
-			time.Sleep(10 * time.Millisecond) // pacing: a trickle, not a load
+	stopGood := hostile.Good(func(rctx context.Context) error {
+		p, err := c.RequestResponse(rctx, rsocket.Payload{Data: []byte("still there?")})
+		if err == nil && string(p.Data) != "still there?" {
+			err = context.Canceled
 		}
-	}()
+		return err
+	})
 	return func() (int, error) {
-		done.Store(true)
-		wg.Wait()
+		n, err := stopGood()
 		_ = c.Close()
 		cancel()
-		return answered, first
-	}
-}
-
-// heapPeak samples the heap in use every 10 ms until stop; stop returns
-// the largest growth over the heap at the start (after a GC).
-func heapPeak() (stop func() int64) {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	base := int64(ms.HeapInuse)
-	var peak atomic.Int64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			peak.Store(max(peak.Load(), int64(ms.HeapInuse)-base))
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() int64 {
-		close(done)
-		wg.Wait()
-		return peak.Load()
+		return n, err
 	}
 }
 
@@ -149,7 +96,7 @@ func TestHostileClients(t *testing.T) {
 				}
 				u := serve(t, scheme)
 				stopGood := goodClient(t, u)
-				peak := heapPeak()
+				peak := hostile.HeapPeak()
 				cfg := rsockethostile.Config{URL: u, Mode: mode, Conns: conns, FrameSize: 1 << 20, Duration: bound}
 				if flood {
 					cfg.Duration, cfg.MaxFrames = floodFor, 128

@@ -175,6 +175,18 @@ type Config struct {
 	// trickling it). Default 60s.
 	StallTimeout time.Duration
 
+	// HandshakeTimeout bounds a new connection's HTTP/2 handshake (and
+	// its TLS handshake): a client that connects and says nothing, or
+	// stops in the middle of its preface or first SETTINGS, is closed
+	// after it (gRPC's own default is 120 s). Default 10s.
+	HandshakeTimeout time.Duration
+
+	// KeepaliveTime and KeepaliveTimeout: a connection quiet for
+	// KeepaliveTime is pinged, and closed when the answer does not come
+	// within KeepaliveTimeout (a half-open agent, or a client that stopped
+	// in the middle of a frame and reads nothing). Defaults 30s and 10s.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+
 	// KafkaStartTimeout bounds how long New keeps trying to reach the
 	// Kafka brokers (and waits for the topic to be ready) before failing.
 	// Default 30s.
@@ -253,6 +265,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.StallTimeout == 0 {
 		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.KeepaliveTime == 0 {
+		c.KeepaliveTime = serverKeepalive.Time
+	}
+	if c.KeepaliveTimeout == 0 {
+		c.KeepaliveTimeout = serverKeepalive.Timeout
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = defaults.ListenerHandshakeTimeout
 	}
 }
 

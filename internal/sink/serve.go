@@ -36,7 +36,8 @@ func (s *Sink) newGRPCServer() *grpc.Server {
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConn)),
 		grpc.StatsHandler(&streamCapWatch{s: s, max: int64(cfg.MaxStreamsPerConn)}),
 		grpc.MaxSendMsgSize(MaxMessageBytesLimit + (1 << 20)),
-		grpc.KeepaliveParams(serverKeepalive),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),
 		grpc.WaitForHandlers(true),
 		experimental.BufferPool(grpctransport.ServerBufferPool()),
@@ -56,7 +57,8 @@ func (s *Sink) newGRPCServer() *grpc.Server {
 	return srv
 }
 
-// serverKeepalive makes the sink ping a connection that has been quiet for
+// serverKeepalive (the default of Config.KeepaliveTime and
+// KeepaliveTimeout) makes the sink ping a connection that has been quiet for
 // Time and close it when the ping is not answered within Timeout, so a
 // half-open agent (host gone, NAT entry dropped) is detected within about
 // 40 s and its stream ends instead of holding its queue forever.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+	"github.com/sluicehq/sluice/internal/defaults"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 )
 
@@ -65,11 +66,31 @@ func RegisterGRPC(srv *grpc.Server, s *Store) {
 
 // GRPCServerOptions are the options a server for this service needs.
 func GRPCServerOptions() []grpc.ServerOption {
+	return grpcServerOptions(DefaultIdleTimeout)
+}
+
+// grpcServerOptions: a connection that completes no HTTP/2 handshake
+// (silent, or stopped in its preface) is closed after the handshake
+// timeout, or idle if shorter (gRPC's default is 120 s); one that sends
+// nothing is pinged after grpcKeepalive.Time, or idle if shorter, and
+// closed when the answer does not come within grpcKeepalive.Timeout, or
+// idle if shorter. With the default idle (60 s) that is grpcKeepalive.
+func grpcServerOptions(idle time.Duration) []grpc.ServerOption {
+	ka := grpcKeepalive
+	ka.Time, ka.Timeout = min(ka.Time, idle), min(ka.Timeout, idle)
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxChunk + 1<<16),
 		grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf),
-		grpc.KeepaliveParams(grpcKeepalive)}
+		grpc.KeepaliveParams(ka),
+		grpc.ConnectionTimeout(min(defaults.ListenerHandshakeTimeout, idle)),
+		// Each stream is a handler waiting for its first chunk; gRPC's
+		// default is no limit at all.
+		grpc.MaxConcurrentStreams(grpcMaxStreams)}
 }
+
+// grpcMaxStreams bounds the streams (uploads, offset queries) one
+// connection has open at once.
+const grpcMaxStreams = 256
 
 // grpcKeepalive: the server pings a connection that sent nothing for
 // Time and drops it when no answer comes within Timeout. A client frozen

@@ -2,15 +2,20 @@ package xfer
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/idleread"
 )
 
 // PostHandler takes a whole file as one POST body at /post/NAME (with a
 // Content-Length) into the store: the same writes, SHA-256, fsyncs and
 // rename as an upload, without resume. It is the plain-HTTP baseline of
-// `sluice bench upload` (HTTP/1.1 and h2c); it answers the SHA-256 in hex.
+// `sluice bench upload` (HTTP/1.1 and h2c) and `sluice xfer serve --http`;
+// it answers the SHA-256 in hex. A body that sends nothing for the store's
+// IdleTimeout ends the request (408), and the partial upload is removed.
 func PostHandler(s *Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, ok := strings.CutPrefix(r.URL.Path, "/post/")
@@ -28,8 +33,14 @@ func PostHandler(s *Store) http.Handler {
 			return
 		}
 		defer u.Release()
-		if n, err := u.ReadFrom(0, r.Body, nil, nil); err != nil || n != r.ContentLength {
+		body := idleread.New(w, r, s.IdleTimeout())
+		if n, err := u.ReadFrom(0, body, nil, nil); err != nil || n != r.ContentLength {
 			u.Remove()
+			if errors.Is(body.Stopped(), idleread.ErrIdle) {
+				s.Stats.IdleTimeouts.Add(1)
+				http.Error(w, fmt.Sprintf("body: %d of %d bytes: %v", n, r.ContentLength, body.Stopped()), http.StatusRequestTimeout)
+				return
+			}
 			http.Error(w, fmt.Sprintf("body: %d of %d bytes: %v", n, r.ContentLength, err), http.StatusBadRequest)
 			return
 		}

@@ -15,9 +15,10 @@ import (
 )
 
 // Listen says where a server serves each transport ("" for none). RSocket
-// takes a URL (tcp://HOST:PORT), the others HOST:PORT.
+// takes a URL (tcp://HOST:PORT), the others HOST:PORT. HTTP is the plain
+// POST /post/NAME of PostHandler (no resume).
 type Listen struct {
-	GRPC, RSocket, TUS string
+	GRPC, RSocket, TUS, HTTP string
 }
 
 // Server serves a Store on the transports of a Listen.
@@ -29,12 +30,13 @@ type Server struct {
 	errs   chan error
 	grpc   *grpc.Server
 	http   *http.Server
+	post   *http.Server
 }
 
 // Start listens on every transport of l and serves s until Close.
 func Start(s *Store, l Listen) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{cancel: cancel, errs: make(chan error, 3)}
+	srv := &Server{cancel: cancel, errs: make(chan error, 4)}
 	fail := func(err error) (*Server, error) {
 		srv.Close()
 		return nil, err
@@ -45,7 +47,7 @@ func Start(s *Store, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--grpc: %w", err))
 		}
 		srv.Addrs.GRPC = ln.Addr().String()
-		srv.grpc = grpc.NewServer(GRPCServerOptions()...)
+		srv.grpc = grpc.NewServer(grpcServerOptions(s.IdleTimeout())...)
 		RegisterGRPC(srv.grpc, s)
 		srv.run(func() error { return srv.grpc.Serve(ln) })
 	}
@@ -72,11 +74,24 @@ func Start(s *Store, l Listen) (*Server, error) {
 		srv.Addrs.TUS = ln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("/files/", TUSHandler(s, "/files/"))
-		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: headerTimeout(s)}
 		srv.run(func() error { return srv.http.Serve(ln) })
+	}
+	if l.HTTP != "" {
+		ln, err := net.Listen("tcp", l.HTTP)
+		if err != nil {
+			return fail(fmt.Errorf("--http: %w", err))
+		}
+		srv.Addrs.HTTP = ln.Addr().String()
+		srv.post = &http.Server{Handler: PostHandler(s), ReadHeaderTimeout: headerTimeout(s)}
+		srv.run(func() error { return srv.post.Serve(ln) })
 	}
 	return srv, nil
 }
+
+// headerTimeout bounds how long a request's headers may take: 10 s, or
+// the store's IdleTimeout if shorter.
+func headerTimeout(s *Store) time.Duration { return min(10*time.Second, s.IdleTimeout()) }
 
 func (srv *Server) run(f func() error) {
 	srv.wg.Add(1)
@@ -99,6 +114,9 @@ func (srv *Server) Close() {
 	}
 	if srv.http != nil {
 		srv.http.Close()
+	}
+	if srv.post != nil {
+		srv.post.Close()
 	}
 	srv.wg.Wait()
 }

@@ -67,6 +67,29 @@ func crashChild(dir string) {
 // TestCrashKill SIGKILLs a child that appends with fsync per append at a
 // random instant, then checks that every offset the child was told is
 // durable is present and intact.
+// startCrashChild starts this test binary as a crash child with env added,
+// returns its stdout's lines, and SIGKILLs it 10-130 ms later: at a random
+// instant of its appends.
+func startCrashChild(t *testing.T, rng *rand.Rand, env ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.AfterFunc(time.Duration(10+rng.Intn(120))*time.Millisecond, func() { cmd.Process.Kill() })
+	return cmd, lines
+}
+
 func TestCrashKill(t *testing.T) {
 	rounds := 50
 	if s, err := strconv.Atoi(os.Getenv("SLUICE_CRASH_ROUNDS")); err == nil {
@@ -76,21 +99,7 @@ func TestCrashKill(t *testing.T) {
 	dir := t.TempDir()
 	durable := map[uint64][]byte{} // every record any round was told is durable
 	for round := 0; round < rounds; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "SEGLOG_CRASH_CHILD="+dir)
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		time.AfterFunc(time.Duration(10+rng.Intn(120))*time.Millisecond, func() { cmd.Process.Kill() })
+		cmd, lines := startCrashChild(t, rng, "SEGLOG_CRASH_CHILD="+dir)
 		for line := range lines {
 			if strings.HasPrefix(line, "ERR") {
 				t.Fatalf("round %d: child: %s", round, line)
@@ -182,24 +191,11 @@ func TestCrashKillRolls(t *testing.T) {
 	var consumed uint64 // every offset below was consumed by a finished RemoveBefore
 	var top uint64      // past every durable append
 	for round := 0; round < rounds; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "SEGLOG_CRASH_ROLL_CHILD="+dir)
+		env := []string{"SEGLOG_CRASH_ROLL_CHILD=" + dir}
 		if round%2 == 0 {
-			cmd.Env = append(cmd.Env, "SEGLOG_CRASH_ROLL_REUSE=1")
+			env = append(env, "SEGLOG_CRASH_ROLL_REUSE=1")
 		}
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		time.AfterFunc(time.Duration(10+rng.Intn(120))*time.Millisecond, func() { cmd.Process.Kill() })
+		cmd, lines := startCrashChild(t, rng, env...)
 		for line := range lines {
 			if strings.HasPrefix(line, "ERR") {
 				t.Fatalf("round %d: child: %s", round, line)

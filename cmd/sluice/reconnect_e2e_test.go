@@ -9,6 +9,28 @@ import (
 	"time"
 )
 
+// droppingListener listens on addr and closes every connection at once,
+// counting them: a sink that is not there yet, whose port still answers.
+func droppingListener(t *testing.T, addr string) (net.Listener, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			attempts.Add(1)
+			c.Close()
+		}
+	}()
+	return ln, attempts
+}
+
 // TestAgentReconnectBound: an agent with --reconnect-max 100ms keeps
 // dialing a sink that drops every connection at most that far apart, and
 // connects once the sink is back. Before issue 24 gRPC's own connect
@@ -18,22 +40,7 @@ import (
 func TestAgentReconnectBound(t *testing.T) {
 	dir := t.TempDir()
 	sinkAddr := freeAddr(t)
-	// A sink that is not there yet: its port accepts and closes at once.
-	down, err := net.Listen("tcp", sinkAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var attempts atomic.Int32
-	go func() {
-		for {
-			c, err := down.Accept()
-			if err != nil {
-				return
-			}
-			attempts.Add(1)
-			c.Close()
-		}
-	}()
+	down, attempts := droppingListener(t, sinkAddr)
 	ingest := freeAddr(t)
 	ag := start(t, "agent", "agent", "--sink", sinkAddr, "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingest, "--metrics", freeAddr(t), "--reconnect-max", "100ms")
@@ -52,21 +59,7 @@ func TestAgentReconnectBound(t *testing.T) {
 func TestConsumeFollowSinkDown(t *testing.T) {
 	dir := t.TempDir()
 	sinkAddr := freeAddr(t)
-	down, err := net.Listen("tcp", sinkAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var attempts atomic.Int32
-	go func() {
-		for {
-			c, err := down.Accept()
-			if err != nil {
-				return
-			}
-			attempts.Add(1)
-			c.Close()
-		}
-	}()
+	down, attempts := droppingListener(t, sinkAddr)
 	cons := start(t, "consume", "consume", "--sink", sinkAddr, "--follow")
 	waitFor(t, "6 connection attempts of consume", 60*time.Second, func() bool { return attempts.Load() >= 6 })
 	down.Close()

@@ -172,13 +172,7 @@ func TestFleetBehindOneAddress(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	n := 0
-	for err := range errs {
-		if n++; n <= 5 {
-			t.Error(err)
-		}
-	}
+	n := reportFirst(t, errs, 5)
 	if n > 0 {
 		t.Fatalf("%d of %d agents failed (refused: %v)", n, agents,
 			metricValue(t, h, "sluice_sink_refused_total{reason=conns_per_peer}"))
@@ -398,13 +392,7 @@ func TestFleetReconnectStorm(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	n := 0
-	for err := range errs {
-		if n++; n <= 5 {
-			t.Error(err)
-		}
-	}
+	n := reportFirst(t, errs, 5)
 	if n > 0 {
 		t.Fatalf("%d of %d agents not served within %d attempts each", n, agents, attempts)
 	}
@@ -412,4 +400,18 @@ func TestFleetReconnectStorm(t *testing.T) {
 		t.Errorf("live Send sessions = %d (%d agents), want %d", streams, live, agents)
 	}
 	t.Logf("connections refused on the way: %v", metricValue(t, h, "sluice_sink_refused_total{reason=conns_per_peer}"))
+}
+
+// reportFirst closes errs, reports its first max errors and returns how
+// many it held: a fleet's failures without a thousand lines of them.
+func reportFirst(t *testing.T, errs chan error, max int) int {
+	t.Helper()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= max {
+			t.Error(err)
+		}
+	}
+	return n
 }

@@ -42,14 +42,9 @@ modes=${MODES:-silent half-frame never-reads keepalive-flood request-flood fnf-f
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-(cd "$root" && go build -o "$work/sluice-new" ./cmd/sluice)
-bins=(new)
-if [ -n "$rev" ]; then
-  mkdir "$work/src"
-  git -C "$root" archive "$rev" | tar -x -C "$work/src"
-  (cd "$work/src" && go build -o "$work/sluice-old" ./cmd/sluice)
-  bins=(old new)
-fi
+# shellcheck source=lib/hostile.sh
+. "$root/scripts/lib/hostile.sh"
+build_bins "$root" "$work" "$rev"
 case $scheme in
 tcp) url=tcp://127.0.0.1:27611 ;;
 ws) url=ws://127.0.0.1:27611/rsocket ;;
@@ -61,8 +56,6 @@ esac
 
 # A server too busy to answer /metrics within 2 s gives an empty sample.
 heap_mb() { { curl -s --max-time 2 "http://127.0.0.1:27612/metrics" || true; } | awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.0f", $2 / 1048576 }'; }
-# shellcheck source=lib/hostile.sh
-. "$root/scripts/lib/hostile.sh"
 rr() { timeout 5 "$work/sluice-new" rsocket rr --url "$url" --data ping 2>/dev/null | grep -qx ping; }
 
 echo "$conns connections per mode, $frame frames, $duration, over $scheme ($(nproc) cores)${serve_flags:+, serve $serve_flags}"

@@ -24,14 +24,9 @@ rev=${2:-} n=${3:-40}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-(cd "$root" && go build -o "$work/sluice-new" ./cmd/sluice)
-bins=(new)
-if [ -n "$rev" ]; then
-  mkdir "$work/src"
-  git -C "$root" archive "$rev" | tar -x -C "$work/src"
-  (cd "$work/src" && go build -o "$work/sluice-old" ./cmd/sluice)
-  bins=(old new)
-fi
+# shellcheck source=lib/hostile.sh
+. "$root/scripts/lib/hostile.sh"
+build_bins "$root" "$work" "$rev"
 
 heap() { curl -s "http://127.0.0.1:27602/metrics" | awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.0f MB", $2 / 1e6 }'; }
 rss() { awk '/^VmRSS/ { printf "%.0f MB", $2 / 1024 }' "/proc/$1/status"; }

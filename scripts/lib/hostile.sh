@@ -1,6 +1,21 @@
 # shellcheck shell=bash
-# What scripts/hostile-rsocket.sh and scripts/hostile-listeners.sh share.
-# Sourced, not run.
+# What scripts/hostile-rsocket.sh, scripts/hostile-listeners.sh and
+# scripts/stalled-senders.sh share. Sourced, not run.
+
+# build_bins ROOT WORK [REV]: builds ROOT's working tree to WORK/sluice-new
+# and, with REV, that git revision to WORK/sluice-old (before/after), and
+# sets bins to the builds' names (old first).
+build_bins() {
+  local root=$1 work=$2 rev=${3:-}
+  (cd "$root" && go build -o "$work/sluice-new" ./cmd/sluice)
+  bins=(new)
+  if [ -n "$rev" ]; then
+    mkdir "$work/src"
+    git -C "$root" archive "$rev" | tar -x -C "$work/src"
+    (cd "$work/src" && go build -o "$work/sluice-old" ./cmd/sluice)
+    bins=(old new)
+  fi
+}
 
 # rss_mb PID: the process's VmRSS in MB ("" once it is gone).
 rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || true; }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/rsockethostile"
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/lab/rsockethostile"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 

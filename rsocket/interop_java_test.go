@@ -21,13 +21,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/peers"
+	"github.com/sluicehq/sluice/internal/testkit/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
 
-	"github.com/sluicehq/sluice/internal/testskip"
+	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
 // longMIME is a custom MIME type of 128 bytes, the most the length-1

@@ -23,12 +23,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/peers"
+	"github.com/sluicehq/sluice/internal/testkit/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/frame"
 
-	"github.com/sluicehq/sluice/internal/testskip"
+	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
 const largePayload = 20 << 20

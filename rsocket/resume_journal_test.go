@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
-	"github.com/sluicehq/sluice/internal/testtmpfs"
+	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 	"github.com/sluicehq/sluice/seglog"

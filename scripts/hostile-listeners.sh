@@ -35,7 +35,7 @@
 # streams, and resets at most as many times (default 2000); a daemon
 # whose RSS passes RSS_CAP_MB (default 3072) is killed (the row says so).
 # Loopback only, ports PORT_BASE..PORT_BASE+3 (default 27621). Not run in
-# CI (too heavy); TestHostileListeners (internal/hostile) is.
+# CI (too heavy); TestHostileListeners (internal/lab/hostile) is.
 set -euo pipefail
 conns=${CONNS:-100} duration=${DURATION:-35s} max_requests=${MAX_REQUESTS:-2000} cap_mb=${RSS_CAP_MB:-3072}
 source=${SOURCE:-127.0.0.2}

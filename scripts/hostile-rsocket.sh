@@ -33,7 +33,7 @@
 # 32), and a server whose RSS passes RSS_CAP_MB (default 3072) is killed
 # (the row says so) so that a server without budgets does not take the
 # machine down. Loopback only, ports 27611-27612. Not run in CI (too
-# heavy); the raw-frame tests in internal/rsockethostile are.
+# heavy); the raw-frame tests in internal/lab/rsockethostile are.
 set -euo pipefail
 rev=${1:-}
 conns=${CONNS:-100} frame=${FRAME:-1MiB} duration=${DURATION:-35s} serve_flags=${SERVE_FLAGS:-}

@@ -35,7 +35,7 @@
 #
 # Exit codes: 0 ok; 1 failure; 2 usage; 3 Kafka cannot run on this machine
 # (no Java/Maven and no way to install them, or Maven Central unreachable).
-# internal/kafkatest skips tests on 3 and fails them on anything else.
+# internal/testkit/kafkatest skips tests on 3 and fails them on anything else.
 #
 # Environment: KAFKA_HEAP_OPTS (default -Xmx512m -Xms64m), KAFKA_JVM_OPTS
 # (extra JVM flags), JAVA_HOME, SLUICE_KAFKA_VERSION, SLUICE_KAFKA_LIBS,

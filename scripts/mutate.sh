@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation runs: the simulation (internal/sim) must FAIL when each of these
+# Mutation runs: the simulation (internal/lab/sim) must FAIL when each of these
 # is removed from the code; this script fails if any mutation survives.
 #   mutation_notimeoutrequeue  delivery.Sender does not requeue on a resend timeout
 #   mutation_nodedup           the sink's storage writer skips the dedup check
@@ -27,7 +27,7 @@ for m in ${MUTATIONS:-mutation_notimeoutrequeue mutation_nodedup mutation_ackbef
 	# A shorter budget than the default: a healthy seed converges in well
 	# under a second alone (seconds on a loaded machine), and a mutant
 	# that lost a message never does.
-	out=$(timeout 600 go test -count=1 -tags "$m" ./internal/sim/ -run 'TestSimulation$' \
+	out=$(timeout 600 go test -count=1 -tags "$m" ./internal/lab/sim/ -run 'TestSimulation$' \
 		-sim.seeds="$seeds" -sim.failfast -sim.budget=10s -v 2>&1)
 	rc=$?
 	if [[ $rc -ne 0 ]] && grep -Eq "^    sim_test.go:[0-9]*: seed [0-9]*: .*(${expect[$m]:-.})" <<<"$out"; then

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/testfs"
-	"github.com/sluicehq/sluice/internal/testtmpfs"
+	"github.com/sluicehq/sluice/internal/testkit/testfs"
+	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -17,7 +17,7 @@ import (
 // put the log on it.
 type disk func(t *testing.T) (dir string, opts []seglog.Option)
 
-// onBudget is a 256 KiB byte budget (internal/testfs): runs anywhere.
+// onBudget is a 256 KiB byte budget (internal/testkit/testfs): runs anywhere.
 func onBudget(t *testing.T) (string, []seglog.Option) {
 	return t.TempDir(), []seglog.Option{seglog.WithFS(testfs.New(256 << 10))}
 }

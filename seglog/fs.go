@@ -9,7 +9,7 @@ import (
 // FS is the slice of the filesystem a Log uses (WithFS): the operating
 // system's by default (OSFS). Tests substitute one to inject failures at
 // exact points, or to give the log a small disk where no small filesystem
-// can be mounted (internal/testfs's byte budget). Paths are the operating
+// can be mounted (internal/testkit/testfs's byte budget). Paths are the operating
 // system's.
 type FS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)

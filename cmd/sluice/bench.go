@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
-	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/codec"
-	"github.com/sluicehq/sluice/internal/metricsgen"
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 	"github.com/sluicehq/sluice/seglog"
 )
 

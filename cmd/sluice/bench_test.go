@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )
 
 // TestBenchDeliveryReps runs `bench delivery` briefly with two reps: the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/rsocket/balance"
 )
 

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bench"
-	"github.com/sluicehq/sluice/internal/bench/rr"
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/bench/rr"
 )
 
 func init() {

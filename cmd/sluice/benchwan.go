@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/lab/bench"
 )
 
 func init() {

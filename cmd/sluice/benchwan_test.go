@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/lab/bench"
 )
 
 // TestBenchWANSmoke runs `sluice bench wan` on a few megabytes to check the

@@ -5,9 +5,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/defaults"
-	"github.com/sluicehq/sluice/internal/metricsgen"
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 )
 
 func init() {

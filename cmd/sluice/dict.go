@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/sluicehq/sluice/internal/batch"
-	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/lab/bench"
 )
 
 func init() {

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 )
 
 // sluiceBin is the binary under test, built once by TestMain.

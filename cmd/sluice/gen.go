@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicehq/sluice/internal/metricsgen"
+	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 )
 
 func init() {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/hostile"
+	"github.com/sluicehq/sluice/internal/lab/hostile"
 )
 
 func init() {

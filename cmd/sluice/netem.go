@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/netem"
+	"github.com/sluicehq/sluice/internal/lab/netem"
 )
 
 func init() {

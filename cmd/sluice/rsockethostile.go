@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/hostile"
-	"github.com/sluicehq/sluice/internal/rsockethostile"
+	"github.com/sluicehq/sluice/internal/lab/hostile"
+	"github.com/sluicehq/sluice/internal/lab/rsockethostile"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 
-	"github.com/sluicehq/sluice/internal/testskip"
+	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
 // TestRSocketServeDefaultMaxPayload: `sluice rsocket serve` with its

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/codec"
-	"github.com/sluicehq/sluice/internal/testtmpfs"
+	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
 

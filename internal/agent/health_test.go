@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
 	"github.com/sluicehq/sluice/seglog"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 func gzipped(t *testing.T, b []byte) []byte {

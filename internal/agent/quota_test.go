@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/testtmpfs"
+	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
 

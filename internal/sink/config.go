@@ -194,7 +194,7 @@ type Config struct {
 
 	// OnStoreSync, if set, is called after every fdatasync of the embedded
 	// store, on the storage writer's goroutine: the simulation
-	// (internal/sim) records what a crash would keep.
+	// (internal/lab/sim) records what a crash would keep.
 	OnStoreSync func()
 
 	// beforeCommit, if set, runs on the storage writer before each group

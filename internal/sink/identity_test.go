@@ -17,8 +17,8 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/syncbuf"
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 // mtlsHarness runs a sink requiring client certificates from ca, with a

@@ -1,6 +1,6 @@
 package sink
 
-// Tests of the Kafka store against a real broker (internal/kafkatest,
+// Tests of the Kafka store against a real broker (internal/testkit/kafkatest,
 // through scripts/kafka.sh). They skip when Kafka cannot run here, or with
 // SLUICE_KAFKA=skip. TestKafka shares one broker among its subtests;
 // TestKafkaOutage stops and restarts its own.
@@ -24,8 +24,8 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
-	"github.com/sluicehq/sluice/internal/kafkatest"
 	"github.com/sluicehq/sluice/internal/store/kafkastore"
+	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )
 
 // kafkaWait bounds the blocking steps of Kafka tests (a broker restart is

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/syncbuf"
-	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 // stallClock drives a sink's stall watch: tick makes it look once, at the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testtmpfs"
+	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 )
 
 // A disk that fills while an upload is being written (someone else filled

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testskip"
+	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
 func tusDir(t *testing.T, sub string) string {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/peers"
+	"github.com/sluicehq/sluice/internal/testkit/peers"
 )
 
 // TestConformanceRSocketJava: rsocket-java 1.1.5's echo server

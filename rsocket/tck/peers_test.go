@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/peers"
+	"github.com/sluicehq/sluice/internal/testkit/peers"
 
-	"github.com/sluicehq/sluice/internal/testskip"
+	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
 // The peers' conformance tests run each interop peer's echo server and

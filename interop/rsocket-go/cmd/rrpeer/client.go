@@ -16,7 +16,7 @@ import (
 	"github.com/rsocket/rsocket-go/payload"
 )
 
-// client drives rsocket-go's client the way sluice's internal/bench/rr
+// client drives rsocket-go's client the way sluice's internal/lab/bench/rr
 // drives the other contestants (that package is internal to sluice's
 // module, so its three loops are repeated here, small), and prints one
 // line: "result count=N errors=N elapsed_us=N p50_us=N p90_us=N p99_us=N

@@ -5,7 +5,7 @@
 //	rrpeer serve [--addr 127.0.0.1:0]
 //	rrpeer client --addr HOST:PORT [--mode burst|open|closed] [--inflight N] [--rate N] [--duration D] [--payload N]
 //
-// It speaks the split-process protocol of sluice's internal/bench/rr: it
+// It speaks the split-process protocol of sluice's internal/lab/bench/rr: it
 // prints "addr HOST:PORT" once it listens, answers each "cpu" line on stdin
 // with "cpu MICROSECONDS" (its user+system CPU time so far), and exits at
 // EOF on stdin.

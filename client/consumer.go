@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/protocol"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/codec"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 // Errors of Produce and ProduceIdempotent, to test with errors.Is.

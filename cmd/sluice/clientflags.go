@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 // clientFlags are the transport and credential flags of every command that

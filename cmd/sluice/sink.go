@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
-	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
+	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
 func init() {
@@ -195,17 +195,17 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 // ctx ends; it returns once listening, and a later failure of the
 // listener goes to failed, as gRPC's Serve does.
 func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.Config, resume bool, log *slog.Logger, failed chan<- error) error {
-	var opts []rstransport.Option
+	var opts []rsockettransport.Option
 	if tlsCfg != nil {
-		opts = append(opts, rstransport.WithTLS(tlsCfg))
+		opts = append(opts, rsockettransport.WithTLS(tlsCfg))
 	}
 	if resume {
-		opts = append(opts, rstransport.WithResume())
+		opts = append(opts, rsockettransport.WithResume())
 	}
 	ready := make(chan net.Addr, 1)
 	errc := make(chan error, 1)
 	go func() {
-		err := rstransport.ServeURL(ctx, rawURL, s, func(a net.Addr) { ready <- a }, opts...)
+		err := rsockettransport.ServeURL(ctx, rawURL, s, func(a net.Addr) { ready <- a }, opts...)
 		errc <- err
 		if err != nil {
 			select {

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/protocol"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
-	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
+	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
 // RSocketScheme prefixes a sink address reached over RSocket instead of
@@ -76,19 +76,19 @@ func sinkDialers(cfg Config) ([]protocol.Dialer, []string, []io.Closer, error) {
 }
 
 // rsocketDialer is the RSocket dialer for url with the client settings of o.
-func rsocketDialer(url string, o grpctransport.ClientOptions, resume bool) (*rstransport.Dialer, error) {
-	opts := []rstransport.Option{rstransport.WithKeepalive(o.KeepaliveTime, o.KeepaliveTime+o.KeepaliveTimeout)}
+func rsocketDialer(url string, o grpctransport.ClientOptions, resume bool) (*rsockettransport.Dialer, error) {
+	opts := []rsockettransport.Option{rsockettransport.WithKeepalive(o.KeepaliveTime, o.KeepaliveTime+o.KeepaliveTimeout)}
 	if resume {
-		opts = append(opts, rstransport.WithResume())
+		opts = append(opts, rsockettransport.WithResume())
 	}
 	if o.TLS != nil {
-		opts = append(opts, rstransport.WithTLS(o.TLS))
+		opts = append(opts, rsockettransport.WithTLS(o.TLS))
 	}
 	if o.Token != "" {
-		opts = append(opts, rstransport.WithToken(o.Token))
+		opts = append(opts, rsockettransport.WithToken(o.Token))
 	}
 	if o.AllowTokenWithoutTLS {
-		opts = append(opts, rstransport.AllowTokenWithoutTLS())
+		opts = append(opts, rsockettransport.AllowTokenWithoutTLS())
 	}
-	return rstransport.NewDialer(url, opts...)
+	return rsockettransport.NewDialer(url, opts...)
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/seglog"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 	"github.com/sluicehq/sluice/seglog"
 )

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
-	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
+	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
 // killListener remembers accepted connections so a test can cut them.
@@ -44,7 +44,7 @@ func (l *killListener) kill() {
 
 // serveRSocket serves svc over RSocket on loopback and returns the
 // agent's --sink for it.
-func serveRSocket(t *testing.T, svc protocol.Service, opts ...rstransport.Option) (string, *killListener) {
+func serveRSocket(t *testing.T, svc protocol.Service, opts ...rsockettransport.Option) (string, *killListener) {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +53,7 @@ func serveRSocket(t *testing.T, svc protocol.Service, opts ...rstransport.Option
 	ln := &killListener{Listener: raw}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); rstransport.Serve(ctx, ln, svc, opts...) }()
+	go func() { defer close(done); rsockettransport.Serve(ctx, ln, svc, opts...) }()
 	t.Cleanup(func() { cancel(); ln.kill(); <-done })
 	return RSocketScheme + "tcp://" + raw.Addr().String(), ln
 }
@@ -111,7 +111,7 @@ func TestResendsPerFlap(t *testing.T) {
 			case "rsocket":
 				addr, ln = serveRSocket(t, svc)
 			case "rsocket+resume":
-				addr, ln = serveRSocket(t, svc, rstransport.WithResume())
+				addr, ln = serveRSocket(t, svc, rsockettransport.WithResume())
 			default:
 				raw, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {

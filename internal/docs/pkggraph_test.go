@@ -212,10 +212,10 @@ func TestPackageGraph(t *testing.T) {
 // internal/protocol. A package that needs them must be named here.
 func TestOnlyTransportImportsProtobuf(t *testing.T) {
 	allowed := map[string]map[string]bool{
-		"api/sluice/v1": {"internal/transport/grpc": true},
+		"api/sluice/v1": {"internal/transport/grpctransport": true},
 		// Other gRPC services (file transfer) and the auth interceptors
 		// speak gRPC statuses themselves.
-		"google.golang.org/grpc/status": {"internal/transport/grpc": true, "internal/auth": true, "internal/xfer": true, "api/sluice/v1": true, "api/xfer/v1": true},
+		"google.golang.org/grpc/status": {"internal/transport/grpctransport": true, "internal/auth": true, "internal/xfer": true, "api/sluice/v1": true, "api/xfer/v1": true},
 	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
 	cmd.Dir = root

@@ -4,7 +4,7 @@
 // (ReadStart, ReadMore, Commit, Stored, EndOfLog), the error codes, and the
 // one rule that says which errors are worth retrying.
 //
-// Transports adapt these frames: internal/transport/grpc maps them to the
+// Transports adapt these frames: internal/transport/grpctransport maps them to the
 // generated protobuf types (and is the only package that imports them),
 // internal/transport/memconn passes them through channels for tests and
 // simulations, and RSocket can carry them later. Code above the transport

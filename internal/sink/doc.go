@@ -1,7 +1,7 @@
 // Package sink is sluice's receiving end: a protocol.Service (ServeSend,
 // ServeRead) that agents deliver batches to and consumers read from, and
 // the gRPC server that carries it (Serve; the Sink service of
-// api/sluice/v1, adapted by internal/transport/grpc, the only package that
+// api/sluice/v1, adapted by internal/transport/grpctransport, the only package that
 // knows the protobuf types). The sink validates batches, stores them
 // durably and only then acknowledges them. The store (Config.Store) is
 // either the sink's own (internal/store/seglogstore: a seglog in

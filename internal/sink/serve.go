@@ -11,14 +11,14 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/internal/codec"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // newGRPCServer builds the gRPC server that carries the sink's
 // protocol.Service: windows, limits, keepalive, TLS with the stall watch,
 // token authentication. The protocol itself (frames, statuses) is
-// internal/transport/grpc's; nothing else of the sink knows gRPC.
+// internal/transport/grpctransport's; nothing else of the sink knows gRPC.
 func (s *Sink) newGRPCServer() *grpc.Server {
 	cfg := &s.cfg
 	sopts := []grpc.ServerOption{

@@ -40,7 +40,7 @@ func TestDaemonsUseWindows(t *testing.T) {
 		"WithInitialWindowSize": InitialWindowSize, "InitialWindowSize": InitialWindowSize,
 		"WithInitialConnWindowSize": InitialConnWindowSize, "InitialConnWindowSize": InitialConnWindowSize,
 	}
-	for _, dir := range []string{"../transport/grpc", "../sink"} {
+	for _, dir := range []string{"../transport/grpctransport", "../sink"} {
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 		if err != nil {

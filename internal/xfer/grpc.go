@@ -14,7 +14,7 @@ import (
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/defaults"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 // MaxChunk is the largest chunk a client sends (and gRPC's message limit

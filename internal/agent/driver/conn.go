@@ -248,7 +248,7 @@ func (d *Driver) writeLoop(c *conn) {
 
 // ownedSender is a transport that can send a message whose payload aliases
 // rec without copying it, calling put(rec) when it no longer reads it
-// (transport/grpc: the payload goes to gRPC's writer as its own buffer).
+// (transport/grpctransport: the payload goes to gRPC's writer as its own buffer).
 type ownedSender interface {
 	SendOwned(m *protocol.Message, rec *[]byte, put func(*[]byte)) error
 }

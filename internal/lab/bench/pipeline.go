@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/sink"
-	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
+	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
 // Source produces the records of one Ingest call. Each generator goroutine
@@ -139,7 +139,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 		}
 		rctx, stopRS := context.WithCancel(context.Background())
 		defer stopRS() // runs after srv.Close: sessions end with their status first
-		go rstransport.Serve(rctx, rl, srv)
+		go rsockettransport.Serve(rctx, rl, srv)
 		acfg.SinkAddr = agent.RSocketScheme + "tcp://" + rl.Addr().String()
 	default:
 		return PipelineResult{}, fmt.Errorf("transport %q: want grpc or rsocket", cfg.Transport)

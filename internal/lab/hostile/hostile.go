@@ -109,7 +109,7 @@ type Target struct {
 }
 
 // The gRPC messages NeverReads sends, in protobuf by hand (only
-// internal/transport/grpc speaks the sink's API):
+// internal/transport/grpctransport speaks the sink's API):
 var (
 	// sluice.v1.ReadRequest{start: ReadStart{follow: true}}: every
 	// message from the start, following.

@@ -1,4 +1,4 @@
-package rsocket
+package rsockettransport
 
 import (
 	"bytes"

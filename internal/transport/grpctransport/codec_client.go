@@ -1,4 +1,4 @@
-package grpc
+package grpctransport
 
 import (
 	"google.golang.org/grpc/encoding"

@@ -1,4 +1,4 @@
-package rsocket_test
+package rsockettransport_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
-	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
+	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
 // svc is a scripted sink: it answers Hello with Welcome (or a status,
@@ -124,7 +124,7 @@ type server struct {
 }
 
 // serve runs svc over "tcp" or "ws" and returns its URL.
-func serve(t *testing.T, transport string, opts ...rstransport.Option) *server {
+func serve(t *testing.T, transport string, opts ...rsockettransport.Option) *server {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -137,9 +137,9 @@ func serve(t *testing.T, transport string, opts ...rstransport.Option) *server {
 	go func() {
 		defer close(done)
 		if transport == "ws" {
-			rstransport.ServeWebSocket(ctx, ln, "/sluice", s.svc, opts...)
+			rsockettransport.ServeWebSocket(ctx, ln, "/sluice", s.svc, opts...)
 		} else {
-			rstransport.Serve(ctx, ln, s.svc, opts...)
+			rsockettransport.Serve(ctx, ln, s.svc, opts...)
 		}
 	}()
 	t.Cleanup(func() { cancel(); ln.killAll(); <-done })
@@ -150,9 +150,9 @@ func serve(t *testing.T, transport string, opts ...rstransport.Option) *server {
 	return s
 }
 
-func dialer(t *testing.T, url string, opts ...rstransport.Option) *rstransport.Dialer {
+func dialer(t *testing.T, url string, opts ...rsockettransport.Option) *rsockettransport.Dialer {
 	t.Helper()
-	d, err := rstransport.NewDialer(url, opts...)
+	d, err := rsockettransport.NewDialer(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func hello(t *testing.T, c protocol.Conn, agent string) *protocol.Welcome {
 func TestSendSession(t *testing.T) {
 	each(t, func(t *testing.T, tr string) {
 		s := serve(t, tr)
-		c, err := dialer(t, s.url, rstransport.WithToken("tok"), rstransport.AllowTokenWithoutTLS()).Send(context.Background())
+		c, err := dialer(t, s.url, rsockettransport.WithToken("tok"), rsockettransport.AllowTokenWithoutTLS()).Send(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,8 +368,8 @@ func TestTLSPeer(t *testing.T) {
 	ca := testpki.NewCA(t)
 	srvCert := ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth)
 	cliCert := ca.Issue(t, "agent-1", x509.ExtKeyUsageClientAuth)
-	s := serve(t, "tcp", rstransport.WithTLS(&tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}))
-	d := dialer(t, s.url, rstransport.WithTLS(&tls.Config{Certificates: []tls.Certificate{cliCert}, RootCAs: ca.Pool()}), rstransport.WithToken("tok"))
+	s := serve(t, "tcp", rsockettransport.WithTLS(&tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}))
+	d := dialer(t, s.url, rsockettransport.WithTLS(&tls.Config{Certificates: []tls.Certificate{cliCert}, RootCAs: ca.Pool()}), rsockettransport.WithToken("tok"))
 	c, err := d.Send(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -386,11 +386,11 @@ func TestTLSPeer(t *testing.T) {
 }
 
 func TestTokenWithoutTLSRefused(t *testing.T) {
-	if _, err := rstransport.NewDialer("tcp://127.0.0.1:1", rstransport.WithToken("t")); !errors.Is(err, rstransport.ErrTokenWithoutTLS) {
+	if _, err := rsockettransport.NewDialer("tcp://127.0.0.1:1", rsockettransport.WithToken("t")); !errors.Is(err, rsockettransport.ErrTokenWithoutTLS) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"http://x:1", "tcp://", "::"} {
-		if _, err := rstransport.NewDialer(bad); err == nil {
+		if _, err := rsockettransport.NewDialer(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package rsocket carries sluice's delivery protocol (internal/protocol)
+// Package rsockettransport carries sluice's delivery protocol (internal/protocol)
 // over RSocket (the public rsocket package), as a second transport beside
 // gRPC: an agent dials tcp://HOST:PORT or ws://HOST:PORT/PATH with
 // NewDialer, a sink serves a protocol.Service with Serve, ServeWebSocket
@@ -53,4 +53,4 @@
 // session it opens (sessions are streams, so many sessions cost no more
 // connections), and dials again when it died; a session whose connection
 // dies fails its Recv with a retryable error and its Context ends.
-package rsocket
+package rsockettransport

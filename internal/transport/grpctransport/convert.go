@@ -1,8 +1,8 @@
-// Package grpc carries the delivery protocol (internal/protocol) over gRPC:
+// Package grpctransport carries the delivery protocol (internal/protocol) over gRPC:
 // the Sink service of api/sluice/v1. It is the only package that imports
 // the generated protobuf code; convert.go maps frames to messages and back,
 // and the client and server sides adapt gRPC streams to protocol.Conn.
-package grpc
+package grpctransport
 
 import (
 	"fmt"

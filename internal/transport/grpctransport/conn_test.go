@@ -1,4 +1,4 @@
-package grpc_test
+package grpctransport_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/protocol"
-	grpctransport "github.com/sluicehq/sluice/internal/transport/grpc"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 type svc struct{}

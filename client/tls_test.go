@@ -95,4 +95,7 @@ func TestTLSAndTokens(t *testing.T) {
 	if st := client.StatusOf(err); st != client.StatusPermissionDenied && st != client.StatusUnauthenticated {
 		t.Fatalf("reading with an agent's token: %v", err)
 	}
+	if client.IsRetryable(err) {
+		t.Fatalf("a refused token is called retryable: %v", err)
+	}
 }

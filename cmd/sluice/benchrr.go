@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register("bench rr", "request-response olympics: nine protocols, burst (the seed's harness), open and closed loop", runBenchRR)
+	register("bench rr", "nine request-response protocols compared as in \"Request-Response Olympics\": burst (its harness), open and closed loop", runBenchRR)
 	register("bench rr-server", "(internal) the echo server of one protocol for `bench rr --split`", runBenchRRServer)
 }
 
@@ -48,7 +48,7 @@ func runBenchRR(args []string, stdout, stderr io.Writer) error {
 	payload := byteSize(64)
 	fs.Var(&payload, "payload", "request (and reply) payload size")
 	split := fs.Bool("split", false, "run each server in its own process (`sluice bench rr-server`) and report its CPU separately")
-	burstSeconds := fs.Int("burst-seconds", 6, "burst: spread of the seed's random whole-second sleeps; 100 calls per second of spread (the seed: 60, i.e. 6,000 calls)")
+	burstSeconds := fs.Int("burst-seconds", 6, "burst: spread of the random whole-second sleeps before each call; 100 calls per second of spread (\"Request-Response Olympics\" used 60, i.e. 6,000 calls)")
 	svgPath := fs.String("svg", "", "write a chart (latency percentiles per protocol; throughput against requests in flight) to this SVG file")
 	rrpeer := fs.String("rrpeer", "", "rsocket-go echo server binary (default: build interop/rsocket-go/cmd/rrpeer)")
 	bf := addBenchFlags(fs)
@@ -184,7 +184,7 @@ func runRRStep(ctx context.Context, c rrConfig, s rrStep) (bench.Metrics, error)
 	}
 	// Pooled clients get one connection per request in flight, as their
 	// users would configure them; in burst mode they keep the library
-	// defaults, as the seed did.
+	// defaults, as the Olympics harness did.
 	conns := 0
 	switch c.mode {
 	case "closed":

@@ -13,12 +13,12 @@ import (
 )
 
 func init() {
-	register("bench wan", "sync vs async vs zstd vs dictionary over an emulated WAN (the seed's table)", runBenchWAN)
+	register("bench wan", "sync vs async vs zstd vs dictionary over an emulated WAN (the table of \"Asynchronous Messaging Over gRPC\")", runBenchWAN)
 }
 
 func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench wan", "[flags]", stderr)
-	scenarios := fs.String("scenarios", "seed,thin,lan", "scenarios to run: seed (1Gbit/s, RTT 150ms), thin (40Mbit/s, RTT 40ms), lan (no emulator)")
+	scenarios := fs.String("scenarios", "seed,thin,lan", "scenarios to run: seed (the WAN of \"Asynchronous Messaging Over gRPC\": 1Gbit/s, RTT 150ms), thin (its overloaded site: 40Mbit/s, RTT 40ms), lan (no emulator)")
 	modes := fs.String("modes", "sync,async,async+zstd,async+zstd+dict", "modes to compare")
 	conns := fs.Int("connections", 54, "connections of the sync mode (one message in flight each)")
 	window := fs.String("window", "auto", "window of the async modes: auto or a number of messages")

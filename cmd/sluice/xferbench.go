@@ -38,7 +38,9 @@ type uploadResult struct {
 	MBps      float64   `json:"mb_per_s"` // median rep, 1e6 bytes/s
 }
 
-var seedSweep = func() (l sizeList) {
+// guploadSweep is the chunk sizes of "Sending files via gRPC": every power
+// of two from 16 B to 2 MiB.
+var guploadSweep = func() (l sizeList) {
 	for s := 16; s <= 2<<20; s *= 2 {
 		l = append(l, s)
 	}
@@ -48,10 +50,10 @@ var seedSweep = func() (l sizeList) {
 func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench upload", "[--size 64MiB] [--chunks 16B,...,2MiB] [--transports grpc,rsocket,tus,http1,h2c] [--source memory,disk] [--reps 1] [--json FILE] [--svg FILE]", stderr)
 	size := byteSize(64 << 20)
-	fs.Var(&size, "size", "file size (the seed used 143MiB)")
+	fs.Var(&size, "size", "file size (\"Sending files via gRPC\" used 143MiB)")
 	perChunk := fs.Int("per-chunk", 0, "bound a cell's file to this many chunks (0: no bound), so that tiny chunks finish in seconds")
 	auto := fs.Bool("auto", true, "add a --chunk auto cell for gRPC, RSocket and tus")
-	chunks := append(sizeList(nil), seedSweep...)
+	chunks := append(sizeList(nil), guploadSweep...)
 	fs.Var(&chunks, "chunks", "chunk sizes (tus: PATCH size, below 64KiB skipped; POST: the body's read size)")
 	transports := fs.String("transports", "grpc,rsocket,tus,http1,h2c", "comma-separated: grpc, rsocket, tus, http1, h2c")
 	sources := fs.String("source", "memory,disk", "comma-separated: memory (a byte slice), disk (a file, from the page cache)")
@@ -406,7 +408,7 @@ func uploadSVG(rs []uploadResult, size int64) []byte {
 			fixed = append(fixed, x)
 		}
 	}
-	rs = append(fixed, seedRefs...)
+	rs = append(fixed, guploadRefs...)
 	minC, maxC, maxY := 1<<30, 1, 1.0
 	for _, x := range rs {
 		minC, maxC, maxY = min(minC, x.Chunk), max(maxC, x.Chunk), max(maxY, x.MBps)
@@ -475,7 +477,7 @@ func uploadSVG(rs []uploadResult, size int64) []byte {
 		if strings.HasSuffix(k, "disk") {
 			dash = ` stroke-dasharray="5,3"`
 		}
-		if strings.HasPrefix(k, "seed") {
+		if strings.HasPrefix(k, "gupload") {
 			col, dash = "#000", ` stroke-dasharray="1,3"`
 			if strings.Contains(k, "field") {
 				col = "#888"
@@ -488,25 +490,26 @@ func uploadSVG(rs []uploadResult, size int64) []byte {
 	return []byte(sb.String())
 }
 
-// seedRefs are the seed's figures, drawn beside ours: gupload's own
+// guploadRefs are the figures of "Sending files via gRPC" (ops.tips, the
+// gupload post), drawn beside ours: gupload's own
 // (143 MiB on a 2015 MacBook, timer stopped before the server's answer,
 // no checksum; only its 16-64 B times are given as numbers in the post:
 // 28.4-31.3 s, 15.9-16.6 s, 8.07-8.18 s) and its gRPC stream re-measured
 // on this machine kind with the timer fixed (CRC32C at the receiver, no
 // SHA-256, no disk; field notes §3).
-var seedRefs = func() (rs []uploadResult) {
-	const seedSize = 143 << 20
+var guploadRefs = func() (rs []uploadResult) {
+	const guploadSize = 143 << 20
 	for _, p := range []struct {
 		c int
 		s float64
 	}{{16, 30.4}, {32, 16.2}, {64, 8.1}} {
-		rs = append(rs, uploadResult{Transport: "seed gupload", Source: "(its post)", Chunk: p.c, Size: seedSize, MBps: seedSize / p.s / 1e6})
+		rs = append(rs, uploadResult{Transport: "gupload", Source: "(its post)", Chunk: p.c, Size: guploadSize, MBps: guploadSize / p.s / 1e6})
 	}
 	for _, p := range []struct {
 		c    int
 		mbps float64
 	}{{16, 25}, {256, 200}, {1 << 10, 617}, {4 << 10, 1050}, {16 << 10, 1570}, {64 << 10, 1730}, {256 << 10, 1960}, {1 << 20, 2140}, {2 << 20, 1900}} {
-		rs = append(rs, uploadResult{Transport: "seed gRPC", Source: "(field notes)", Chunk: p.c, Size: seedSize, MBps: p.mbps})
+		rs = append(rs, uploadResult{Transport: "gupload gRPC", Source: "(field notes)", Chunk: p.c, Size: guploadSize, MBps: p.mbps})
 	}
 	return rs
 }()

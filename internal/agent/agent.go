@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -311,6 +310,3 @@ func (a *Agent) Progress() Stats { return a.metrics.Snapshot(false) }
 func (a *Agent) SpoolWritable() error {
 	return a.spool.Writable(int64(a.cfg.MaxMessageBytes))
 }
-
-// SpoolDir returns the spool directory.
-func (a *Agent) SpoolDir() string { return filepath.Clean(a.cfg.SpoolDir) }

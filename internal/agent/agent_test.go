@@ -3,12 +3,12 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"log/slog"
-	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"

@@ -1,15 +1,11 @@
 package auth
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
-
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 )
 
 // ReaderCN is the Common Name of a reader certificate that carries no
@@ -67,23 +63,4 @@ func CertIdentity(cert *x509.Certificate) (Identity, error) {
 		return Identity{}, fmt.Errorf("certificate names no identity: no spiffe:// URI and Common Name %q is not an agent id", cn)
 	}
 	return Identity{AgentID: cn}, nil
-}
-
-// PeerIdentity returns the identity of the verified client certificate of
-// the connection ctx belongs to (see CertIdentity). It fails when the
-// connection has no verified client certificate.
-func PeerIdentity(ctx context.Context) (Identity, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return Identity{}, errors.New("no peer information")
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return Identity{}, errors.New("connection is not TLS")
-	}
-	chains := info.State.VerifiedChains
-	if len(chains) == 0 || len(chains[0]) == 0 {
-		return Identity{}, errors.New("no verified client certificate")
-	}
-	return CertIdentity(chains[0][0])
 }

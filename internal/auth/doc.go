@@ -34,7 +34,7 @@
 // With mutual TLS (MutualTLS: a client CA configured, certificates required
 // and verified) the client certificate also says who the client is, so
 // that a certificate cannot be used to pose as another agent
-// (CertIdentity, PeerIdentity):
+// (CertIdentity):
 //
 //   - URI SAN spiffe://TRUST-DOMAIN/agent/ID: agent ID;
 //   - URI SAN spiffe://TRUST-DOMAIN/reader: a reader (consumer);

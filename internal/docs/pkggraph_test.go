@@ -246,7 +246,7 @@ func TestPackageGraph(t *testing.T) {
 }
 
 // The delivery protocol's generated code and gRPC's status codes stay
-// inside the gRPC adapter (docs/architecture.md, "transport-neutral core"):
+// inside the gRPC adapter (docs/architecture.md, "Packages"):
 // the agent, the sink, the stores and the client see only
 // internal/protocol. A package that needs them must be named here.
 func TestOnlyTransportImportsProtobuf(t *testing.T) {

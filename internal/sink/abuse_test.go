@@ -101,10 +101,6 @@ func TestOutOfWindow(t *testing.T) {
 func TestStreamsPerConnection(t *testing.T) {
 	const limit, extra = 4, 3
 	h := newHarness(t, func(c *Config) { c.MaxStreamsPerConn = limit })
-	type opened struct {
-		a   *agentConn
-		err error
-	}
 	welcomed := make(chan *agentConn, limit+extra)
 	var wg sync.WaitGroup
 	for i := range limit + extra {

@@ -31,8 +31,9 @@ const (
 	// agent gets, so they must cover the bandwidth-delay product: 64 MiB
 	// is a 1 Gbit/s link at 500 ms RTT. The bytes bound memory; the count
 	// only guards against floods of tiny messages, and must not bind
-	// first: the seed's 16 KB messages on that link are 4,000 in flight
-	// (its fixed window of 100 was one of its limits).
+	// first: the 16 KB messages of "Asynchronous Messaging Over gRPC" are
+	// 4,000 in flight on that link (its fixed window of 100 was one of its
+	// limits).
 	DefaultQueueMessages = defaults.QueueMessages
 	DefaultQueueBytes    = defaults.QueueBytes
 	// DefaultMaxMessageBytes is the largest batch accepted, uncompressed

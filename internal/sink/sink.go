@@ -256,6 +256,7 @@ func (s *Sink) Ready() error {
 	defer s.statusMu.Unlock()
 	if s.kafka != nil {
 		if !s.available {
+			//lint:ignore ST1005 Kafka is a name, capitalized wherever it stands
 			return fmt.Errorf("Kafka store unavailable: %s", s.statusDetail)
 		}
 		return nil

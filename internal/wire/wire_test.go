@@ -6,7 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -42,57 +42,77 @@ func TestDaemonsUseWindows(t *testing.T) {
 	}
 	for _, dir := range []string{"../transport/grpctransport", "../sink"} {
 		fset := token.NewFileSet()
-		pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		files := parseNonTestFiles(t, fset, dir)
+		consts := map[string]ast.Expr{}
+		for _, f := range files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if vs, ok := n.(*ast.ValueSpec); ok {
+					for i, name := range vs.Names {
+						if i < len(vs.Values) {
+							consts[name.Name] = vs.Values[i]
+						}
+					}
+				}
+				return true
+			})
+		}
+		found := 0
+		for _, f := range files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) != 1 {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "grpc" {
+					return true
+				}
+				w, ok := want[sel.Sel.Name]
+				if !ok {
+					return true
+				}
+				found++
+				got, err := eval(call.Args[0], consts)
+				if err != nil {
+					t.Errorf("%s: %s: %v", fset.Position(call.Pos()), sel.Sel.Name, err)
+				} else if got != w {
+					t.Errorf("%s: grpc.%s(%d MiB), want %d MiB (internal/wire)", fset.Position(call.Pos()), sel.Sel.Name, got>>20, w>>20)
+				}
+				return true
+			})
+		}
+		if found != 2 {
+			t.Errorf("%s: %d HTTP/2 window options found, want 2 (stream and connection)", dir, found)
+		}
+	}
+}
+
+// parseNonTestFiles parses the package's Go files in dir, leaving out its
+// tests (parser.ParseDir did this, but is deprecated: it ignores build tags).
+func parseNonTestFiles(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, pkg := range pkgs {
-			consts := map[string]ast.Expr{}
-			for _, f := range pkg.Files {
-				ast.Inspect(f, func(n ast.Node) bool {
-					if vs, ok := n.(*ast.ValueSpec); ok {
-						for i, name := range vs.Names {
-							if i < len(vs.Values) {
-								consts[name.Name] = vs.Values[i]
-							}
-						}
-					}
-					return true
-				})
-			}
-			found := 0
-			for _, f := range pkg.Files {
-				ast.Inspect(f, func(n ast.Node) bool {
-					call, ok := n.(*ast.CallExpr)
-					if !ok || len(call.Args) != 1 {
-						return true
-					}
-					sel, ok := call.Fun.(*ast.SelectorExpr)
-					if !ok {
-						return true
-					}
-					if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "grpc" {
-						return true
-					}
-					w, ok := want[sel.Sel.Name]
-					if !ok {
-						return true
-					}
-					found++
-					got, err := eval(call.Args[0], consts)
-					if err != nil {
-						t.Errorf("%s: %s: %v", fset.Position(call.Pos()), sel.Sel.Name, err)
-					} else if got != w {
-						t.Errorf("%s: grpc.%s(%d MiB), want %d MiB (internal/wire)", fset.Position(call.Pos()), sel.Sel.Name, got>>20, w>>20)
-					}
-					return true
-				})
-			}
-			if found != 2 {
-				t.Errorf("%s: %d HTTP/2 window options found, want 2 (stream and connection)", dir, found)
-			}
-		}
+		files = append(files, f)
 	}
+	if len(files) == 0 {
+		t.Fatalf("%s: no Go files", dir)
+	}
+	return files
 }
 
 // eval evaluates an integer constant expression: literals, + - * <<,

@@ -64,11 +64,6 @@ func RegisterGRPC(srv *grpc.Server, s *Store) {
 	xferv1.RegisterXferServer(srv, &GRPCService{Store: s})
 }
 
-// GRPCServerOptions are the options a server for this service needs.
-func GRPCServerOptions() []grpc.ServerOption {
-	return grpcServerOptions(DefaultIdleTimeout)
-}
-
 // grpcServerOptions: a connection that completes no HTTP/2 handshake
 // (silent, or stopped in its preface) is closed after the handshake
 // timeout, or idle if shorter (gRPC's default is 120 s); one that sends

@@ -373,10 +373,10 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 		script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
 		e, url, c := start(t)
 		store := filepath.Join(t.TempDir(), "urls.json")
-		out := runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
+		runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
 		checkLanded(t, e.dir, "done.bin", data, sha256Of(data))
 		patches := c.count("PATCH")
-		out = runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
+		out := runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
 		if got := field(out, "start"); got != fmt.Sprint(len(data)) {
 			t.Errorf("second run started at %q, want %d (complete):\n%s", got, len(data), out)
 		}

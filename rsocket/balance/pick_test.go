@@ -190,11 +190,11 @@ func TestBackoffSchedule(t *testing.T) {
 func TestRetryBudget(t *testing.T) {
 	b := NewBudget(0.1, 2, 50)
 	// No requests: only the floor, 2 at once, then refilled by time.
-	if !b.Withdraw(0) || !b.Withdraw(0) || b.Withdraw(0) {
-		t.Fatal("floor at start: want exactly 2")
+	if got := [3]bool{b.Withdraw(0), b.Withdraw(0), b.Withdraw(0)}; got != [3]bool{true, true, false} {
+		t.Fatalf("floor at start: withdrawals %v, want exactly 2", got)
 	}
-	if !b.Withdraw(500*time.Millisecond) || b.Withdraw(500*time.Millisecond) {
-		t.Fatal("half a second refills one floor token")
+	if got := [2]bool{b.Withdraw(500 * time.Millisecond), b.Withdraw(500 * time.Millisecond)}; got != [2]bool{true, false} {
+		t.Fatalf("half a second refills one floor token: withdrawals %v", got)
 	}
 	// 100 requests buy 10 retries (plus the floor, empty now).
 	for range 100 {

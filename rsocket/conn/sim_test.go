@@ -96,14 +96,13 @@ var simStats struct {
 }
 
 type sim struct {
-	rng        *rand.Rand
-	now        time.Duration
-	c, s       *simApp
-	toS, toC   [][]byte
-	cut        bool
-	stalled    bool // server-to-client frames stay queued: a half-open connection
-	log        []string
-	checkBytes bool
+	rng      *rand.Rand
+	now      time.Duration
+	c, s     *simApp
+	toS, toC [][]byte
+	cut      bool
+	stalled  bool // server-to-client frames stay queued: a half-open connection
+	log      []string
 }
 
 func (x *sim) logf(format string, args ...any) {

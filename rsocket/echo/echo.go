@@ -1,5 +1,6 @@
 // Package echo is the responder of `sluice rsocket serve`, public so that
-// interoperability tests and users' own servers answer by the same rules:
+// interoperability tests and users' own servers answer by the same rules.
+// The rules:
 //
 //   - REQUEST_RESPONSE answers one PAYLOAD with the request's data and
 //     metadata;

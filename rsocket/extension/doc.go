@@ -1,5 +1,6 @@
 // Package extension encodes and decodes the metadata formats of the RSocket
-// extensions (github.com/rsocket/rsocket, Extensions/), without allocating:
+// extensions (github.com/rsocket/rsocket, Extensions/), without allocating.
+// The formats:
 //
 //   - composite metadata, message/x.rsocket.composite-metadata.v0: a list
 //     of (MIME type, metadata) entries, the type given by a well-known id

@@ -147,22 +147,16 @@ func (g *Ingester) Close() {
 	g.wg.Wait()
 }
 
-// Ingest accepts records and returns once they are durably in the spool
-// (under the configured SpoolSync). On error none or only some of the
-// records may be spooled, and a retry can duplicate them; IngestFrom makes
-// retries exact.
-func (g *Ingester) Ingest(ctx context.Context, records [][]byte) error {
-	_, err := g.IngestFrom(ctx, "", 0, records)
-	return err
-}
-
-// IngestFrom is Ingest for a producer that numbers its requests: seq must
-// grow with every new request of producer (an id of at most 64 bytes,
-// unique per producer run). A request whose seq is not above the newest
-// completed one is a retry of a request already spooled: it is answered
-// with duplicate=true and spooled again never, also across agent crashes,
-// because the completion mark is stored in the spool with the request's
-// last record. An empty producer disables this.
+// IngestFrom accepts records and returns once they are durably in the
+// spool (under the configured SpoolSync). With an empty producer, on error
+// none or only some of the records may be spooled, and a retry can
+// duplicate them. A producer that numbers its requests makes retries
+// exact: seq must grow with every new request of producer (an id of at
+// most 64 bytes, unique per producer run). A request whose seq is not
+// above the newest completed one is a retry of a request already spooled:
+// it is answered with duplicate=true and spooled again never, also across
+// agent crashes, because the completion mark is stored in the spool with
+// the request's last record.
 func (g *Ingester) IngestFrom(ctx context.Context, producer string, seq uint64, records [][]byte) (duplicate bool, err error) {
 	if len(producer) > spool.MaxProducerIDLen {
 		return false, fmt.Errorf("%w: producer id over %d bytes", ErrBadRequest, spool.MaxProducerIDLen)

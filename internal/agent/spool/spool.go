@@ -1,4 +1,4 @@
-// Package Spool is the agent's durable queue: a seglog of messages whose
+// Package spool is the agent's durable queue: a seglog of messages whose
 // offsets are their delivery ids, the agent's stable id, the acknowledged
 // watermark and the producers' progress marks (what makes ingest retries
 // exact), and the quota that bounds it on disk. It knows nothing of the

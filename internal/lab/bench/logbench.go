@@ -228,17 +228,6 @@ func fdatasync(f *os.File) error {
 	}
 }
 
-// PrintLogResults writes the results as a Markdown table.
-func PrintLogResults(w io.Writer, rs []LogResult) {
-	fmt.Fprintln(w, "| record | sync | writers | log MB/s | log records/s | log fsyncs/s | raw MB/s | raw fsyncs/s | log/raw | allocs/record |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.0f | %.0f | %.1f | %.0f | %.0f%% | %.3f |\n",
-			SizeName(r.RecordSize), r.Sync, r.Writers, r.Log.MBps(), r.Log.RecordsPs(), r.Log.FsyncsPs(),
-			r.Raw.MBps(), r.Raw.FsyncsPs(), 100*r.Ratio(), r.AllocsPerRecord())
-	}
-}
-
 // SizeName prints a byte count the way the docs do: 100 B, 16 KiB, 4 MiB.
 func SizeName(n int) string {
 	switch {
@@ -267,8 +256,8 @@ func (r LogResult) Params() map[string]any {
 	return map[string]any{"record_bytes": r.RecordSize, "sync": r.Sync, "writers": r.Writers}
 }
 
-// PrintLogRepsTable is PrintLogResults over several reps: medians, with
-// (min–max) for the throughputs and the ratio.
+// PrintLogRepsTable writes the results of several reps as a Markdown
+// table: medians, with (min–max) for the throughputs and the ratio.
 func PrintLogRepsTable(w io.Writer, rs Results) {
 	fmt.Fprintln(w, "| record | sync | writers | log MB/s | log records/s | log fsyncs/s | raw MB/s | raw fsyncs/s | log/raw | allocs/record |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -34,7 +34,9 @@ type Scenario struct {
 	Bytes int64         // uncompressed bytes each mode sends (unless WANConfig.Duration)
 }
 
-// Scenarios are the links of the seed article and its overloaded site.
+// Scenarios are the links of "Asynchronous Messaging Over gRPC" (pl-rants,
+// 2020): its WAN ("seed", the name the bench has always used) and its
+// overloaded site ("thin"), and loopback.
 var Scenarios = []Scenario{
 	{Name: "seed", Rate: 1e9 / 8, RTT: 150 * time.Millisecond, Bytes: 384 << 20},
 	{Name: "thin", Rate: 40e6 / 8, RTT: 40 * time.Millisecond, Bytes: 128 << 20},
@@ -49,7 +51,8 @@ type Mode struct {
 	Compression codec.Kind
 }
 
-// Modes are the four compared in the seed's table, plus dictionaries.
+// Modes are the four compared in the table of "Asynchronous Messaging Over
+// gRPC", plus dictionaries.
 func Modes(syncConns, window int) []Mode {
 	return []Mode{
 		{Name: "sync", Conns: syncConns, Window: 1, Compression: codec.Plain},
@@ -138,7 +141,7 @@ func (r WANResult) Compression() float64 {
 }
 
 // Dataset is the metrics every mode sends: messages of records, in the
-// seed's size distribution, generated once.
+// size distribution of "Asynchronous Messaging Over gRPC", generated once.
 type Dataset struct {
 	Msgs  [][][]byte
 	Raw   int64

@@ -531,6 +531,7 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 	wg.Wait()
 	k.env.Metrics.Produce.Observe(time.Since(start).Seconds())
 	if first != nil {
+		//lint:ignore ST1005 Kafka is a name, capitalized wherever it stands
 		return 0, fmt.Errorf("Kafka: %w", first)
 	}
 	k.env.Metrics.Records.Add(float64(nrecs))

@@ -50,7 +50,6 @@ type options struct {
 	allowTokenWithoutTLS bool
 	keepalive, lifetime  time.Duration
 	resume               bool
-	rs                   []rsocket.Option
 }
 
 // WithResume makes connections resumable (docs/rsocket-resume.md): on a
@@ -78,12 +77,6 @@ func AllowTokenWithoutTLS() Option { return func(o *options) { o.allowTokenWitho
 // a retryable error; the next session redials).
 func WithKeepalive(interval, lifetime time.Duration) Option {
 	return func(o *options) { o.keepalive, o.lifetime = interval, lifetime }
-}
-
-// WithRSocketOptions passes options to the RSocket connection (tests: a
-// logger, frame sizes).
-func WithRSocketOptions(opts ...rsocket.Option) Option {
-	return func(o *options) { o.rs = append(o.rs, opts...) }
 }
 
 func buildOptions(opts []Option) options {
@@ -172,7 +165,6 @@ func (d *Dialer) connect(ctx context.Context) (*rsocket.Conn, protocol.PeerInfo,
 	if d.o.keepalive > 0 {
 		opts = append(opts, rsocket.WithKeepalive(d.o.keepalive, d.o.lifetime))
 	}
-	opts = append(opts, d.o.rs...)
 	pi := protocol.PeerInfo{Addr: d.url.Host}
 	var c *rsocket.Conn
 	var err error

@@ -114,7 +114,7 @@ func ServeWebSocket(ctx context.Context, ln net.Listener, path string, svc proto
 }
 
 func serverOptions(o options) []rsocket.Option {
-	opts := append([]rsocket.Option{rsocket.WithChannelCredits(Window)}, o.rs...)
+	opts := []rsocket.Option{rsocket.WithChannelCredits(Window)}
 	if o.resume {
 		// One Option value for every connection of this Serve: they
 		// share its store of sessions.

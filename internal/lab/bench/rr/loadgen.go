@@ -1,7 +1,8 @@
 // Package rr is the load generator of `sluice bench rr`: request-response
 // protocols behind one small interface, driven open loop (a constant
 // intended rate, latency measured from the intended send time), closed loop
-// (N requests in flight) or in bursts (the seed harness's shape).
+// (N requests in flight) or in bursts (the shape of the harness of
+// "Request-Response Olympics").
 //
 // The pacing and recording logic takes a Clock so that its tests run on a
 // fake clock: no test here depends on how fast the machine is.
@@ -247,11 +248,11 @@ func Closed(ctx context.Context, clk Clock, inflight int, duration time.Duration
 	return Result{Latency: rec.Summary(), Sent: sent, Errors: errs, Elapsed: clk.Now() - start}
 }
 
-// Burst reproduces the seed's harness: calls goroutines each sleep a random
+// Burst reproduces the harness of "Request-Response Olympics": calls goroutines each sleep a random
 // whole number of seconds below seconds, then make one call, timed from
 // its own start. About calls/seconds requests therefore start together at
 // every second boundary; it is not a steady rate. sleep is time.Sleep in
-// real runs (the seed's goroutines slept, so timer overshoot is part of
+// real runs (the article's goroutines slept, so timer overshoot is part of
 // what it measured).
 func Burst(ctx context.Context, clk Clock, sleep func(time.Duration), rng *rand.Rand, calls, seconds int, call Call) Result {
 	rec := NewRecorder()

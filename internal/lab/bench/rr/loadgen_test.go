@@ -164,7 +164,7 @@ func TestClosedKeepsNInFlight(t *testing.T) {
 }
 
 func TestBurstShape(t *testing.T) {
-	// The seed's shape: every call starts at a whole second below the
+	// The shape of the Olympics harness: every call starts at a whole second below the
 	// spread, so about calls/seconds start together.
 	clk := &fakeClock{}
 	var mu sync.Mutex

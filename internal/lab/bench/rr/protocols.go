@@ -34,7 +34,8 @@ type Client interface {
 // DialOptions shape a client the way its users would for a load.
 type DialOptions struct {
 	// Conns bounds the connections of pooled protocols (http1, resp);
-	// 0 means the library's default (the seed's setup).
+	// 0 means the library's default (the setup of "Request-Response
+	// Olympics").
 	Conns int
 }
 
@@ -168,7 +169,8 @@ var grpcDesc = grpc.ServiceDesc{
 		return in, nil
 	}}},
 	// Stream echoes every message; the client matches replies by the
-	// request id in the first 8 bytes, as the seed's stream did.
+	// request id in the first 8 bytes, as the stream of "Request-Response
+	// Olympics" did.
 	Streams: []grpc.StreamDesc{{StreamName: "Stream", ServerStreams: true, ClientStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
 		for {
 			in := new(wrapperspb.BytesValue)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // PartialDir is the directory under DIR that holds partial uploads.
@@ -47,6 +49,13 @@ type Options struct {
 	// Now and FreeSpace replace the clock and statfs in tests.
 	Now       func() time.Time
 	FreeSpace func(dir string) (int64, error)
+	// FS is the filesystem every file of the store is created, written,
+	// synced, renamed, read and removed through: the operating system's
+	// by default (seglog.OSFS). Tests give a small disk anywhere
+	// (internal/testfs's byte budget) or inject failures; an object-store
+	// backend is another Backend, not another FS. DIR's lock
+	// (.partial/LOCK) is always the operating system's.
+	FS seglog.FS
 }
 
 // DefaultIdleTimeout is Options.IdleTimeout's default: tusd's network
@@ -105,8 +114,11 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
+	if o.FS == nil {
+		o.FS = seglog.OSFS()
+	}
 	partial := filepath.Join(dir, PartialDir)
-	if err := os.MkdirAll(partial, 0o755); err != nil {
+	if err := o.FS.MkdirAll(partial, 0o755); err != nil {
 		return nil, err
 	}
 	// The lock lives in .partial so that DIR's namespace is the uploads'.
@@ -177,7 +189,7 @@ func (s *Store) paths(id string) (data, meta string) {
 // sidecar without a valid record restarts its upload from zero, leftovers
 // of completed uploads are removed.
 func (s *Store) recover() error {
-	ents, err := os.ReadDir(s.partial)
+	ents, err := s.o.FS.ReadDir(s.partial)
 	if err != nil {
 		return err
 	}
@@ -190,14 +202,14 @@ func (s *Store) recover() error {
 			s.loadFinished(id)
 		}
 		if strings.HasSuffix(e.Name(), doneSuffix+".tmp") {
-			os.Remove(filepath.Join(s.partial, e.Name()))
+			s.o.FS.Remove(filepath.Join(s.partial, e.Name()))
 		}
 	}
 	for _, e := range ents {
 		n := e.Name()
 		if id, ok := strings.CutSuffix(n, ".part"); ok && !metas[id] {
 			s.log.Warn("removing partial data without a sidecar", "file", n)
-			os.Remove(filepath.Join(s.partial, n))
+			s.o.FS.Remove(filepath.Join(s.partial, n))
 		}
 	}
 	for id := range metas {
@@ -229,15 +241,15 @@ func (s *Store) recover() error {
 // returns nil. It fails only on I/O errors that leave the state unknown.
 func (s *Store) load(id string) (*Upload, error) {
 	dataPath, metaPath := s.paths(id)
-	b, err := os.ReadFile(metaPath)
+	b, err := s.readFile(metaPath)
 	if err != nil {
 		return nil, err
 	}
 	rec, bad, derr := decodeSidecar(b)
-	if _, err := os.Stat(dataPath); errors.Is(err, fs.ErrNotExist) {
+	if err := s.exists(dataPath); errors.Is(err, fs.ErrNotExist) {
 		// Renamed into place before the sidecar was removed, or lost:
 		// nothing to resume either way.
-		os.Remove(metaPath)
+		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
 	if derr != nil {
@@ -246,8 +258,8 @@ func (s *Store) load(id string) (*Upload, error) {
 		// so the partial cannot be kept for it.
 		s.log.Warn("partial upload's sidecar is unreadable; discarding it, the next upload of its name starts from zero", "id", id, "err", derr)
 		s.Stats.Salvaged.Add(1)
-		os.Remove(dataPath)
-		os.Remove(metaPath)
+		s.o.FS.Remove(dataPath)
+		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
 	if bad > 0 && rec.Seq > 0 {
@@ -256,23 +268,23 @@ func (s *Store) load(id string) (*Upload, error) {
 	}
 	if rec.ID != id || ValidateName(rec.Name) != nil {
 		s.log.Warn("partial upload's sidecar does not match its file; discarding", "id", id)
-		os.Remove(dataPath)
-		os.Remove(metaPath)
+		s.o.FS.Remove(dataPath)
+		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
 	u := &Upload{s: s, rec: *rec}
 	if err := u.openFiles(false); err != nil {
 		return nil, err
 	}
-	st, err := u.data.Stat()
+	size, err := u.data.Size()
 	if err != nil {
 		u.closeFiles()
 		return nil, err
 	}
-	if st.Size() < rec.Offset {
+	if size < rec.Offset {
 		// The sidecar only moves after an fsync of the data, so this is
 		// a file system that lost synced data: restart from zero.
-		s.log.Warn("partial upload's data is shorter than its sidecar says; restarting it", "name", rec.Name, "have", st.Size(), "want", rec.Offset)
+		s.log.Warn("partial upload's data is shorter than its sidecar says; restarting it", "name", rec.Name, "have", size, "want", rec.Offset)
 		s.Stats.Salvaged.Add(1)
 		if err := u.resetLocked(); err != nil {
 			u.closeFiles()
@@ -292,6 +304,34 @@ func (s *Store) load(id string) (*Upload, error) {
 	}
 	u.written = u.rec.Offset
 	return u, nil
+}
+
+// readFile reads the whole file name through the store's filesystem.
+func (s *Store) readFile(name string) ([]byte, error) {
+	f, err := s.o.FS.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	n, err := f.ReadAt(b, 0)
+	if err == io.EOF && int64(n) == size {
+		err = nil
+	}
+	return b[:n], err
+}
+
+// exists is nil when name exists (a fs.ErrNotExist error when not).
+func (s *Store) exists(name string) error {
+	f, err := s.o.FS.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Info describes an upload.
@@ -511,7 +551,7 @@ func (s *Store) Expire(now time.Time) int {
 	}
 	for _, f := range goneDone {
 		s.log.Info("finished upload's record expired", "name", f.Name, "id", f.ID, "finished", f.Finished)
-		os.Remove(s.donePath(f.ID))
+		s.o.FS.Remove(s.donePath(f.ID))
 	}
 	s.Stats.Expired.Add(int64(len(gone) + len(goneDone)))
 	return len(gone) + len(goneDone)

@@ -31,7 +31,7 @@ type Upload struct {
 
 	mu        sync.Mutex
 	rec       record // the durable state (what the sidecar holds)
-	data      *os.File
+	data      seglog.File
 	meta      sidecar
 	hash      hash.Hash // SHA-256 of data[:written] once the hasher is drained
 	written   int64     // bytes accepted (verified; the last ones maybe still in cur); >= rec.Offset
@@ -182,11 +182,11 @@ func (u *Upload) openFiles(create bool) error {
 	if create {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
-	d, err := os.OpenFile(dataPath, flag, 0o644)
+	d, err := u.s.o.FS.OpenFile(dataPath, flag, 0o644)
 	if err != nil {
 		return err
 	}
-	m, err := os.OpenFile(metaPath, flag, 0o644)
+	m, err := u.s.o.FS.OpenFile(metaPath, flag, 0o644)
 	if err != nil {
 		d.Close()
 		return err
@@ -211,8 +211,8 @@ func (u *Upload) closeFiles() {
 func (u *Upload) removeFiles() {
 	u.closeFiles()
 	dataPath, metaPath := u.s.paths(u.rec.ID)
-	os.Remove(metaPath) // first: a data file without a sidecar is cleaned at Open
-	os.Remove(dataPath)
+	u.s.o.FS.Remove(metaPath) // first: a data file without a sidecar is cleaned at Open
+	u.s.o.FS.Remove(dataPath)
 	u.done = true
 }
 
@@ -231,7 +231,7 @@ func (u *Upload) create() error {
 			r.Seq = 1
 			if err = u.meta.save(&r); err == nil {
 				u.rec.Seq = 1
-				err = seglog.SyncDir(u.s.partial)
+				err = u.s.o.FS.SyncDir(u.s.partial)
 			}
 		}
 	}
@@ -499,7 +499,7 @@ func (u *Upload) checkpointLocked() error {
 		r.Hash = st
 		// The data first: the sidecar must never claim bytes that are not
 		// on disk.
-		if err = u.data.Sync(); err == nil {
+		if err = u.data.Datasync(); err == nil {
 			err = u.meta.save(&r)
 		}
 	}
@@ -544,10 +544,10 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	}
 	dataPath, metaPath := u.s.paths(u.rec.ID)
 	final := filepath.Join(u.s.dir, u.rec.Name)
-	if err := os.Rename(dataPath, final); err != nil {
+	if err := u.s.o.FS.Rename(dataPath, final); err != nil {
 		return nil, fmt.Errorf("moving the upload into place: %w", err)
 	}
-	if err := seglog.SyncDir(u.s.dir); err != nil {
+	if err := u.s.o.FS.SyncDir(u.s.dir); err != nil {
 		return nil, fmt.Errorf("syncing %s: %w", u.s.dir, err)
 	}
 	u.closeFiles()
@@ -555,8 +555,8 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 		// Before the sidecar goes: a crash leaves one or the other.
 		u.s.keepFinished(&u.rec, sum)
 	}
-	os.Remove(metaPath)
-	seglog.SyncDir(u.s.partial)
+	u.s.o.FS.Remove(metaPath)
+	u.s.o.FS.SyncDir(u.s.partial)
 	u.done = true
 	u.s.mu.Lock()
 	resumed := u.resumed

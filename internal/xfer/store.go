@@ -155,6 +155,9 @@ func (s *Store) MaxSize() int64 { return s.o.MaxSize }
 // IdleTimeout is how long a writer's body may send nothing.
 func (s *Store) IdleTimeout() time.Duration { return s.o.IdleTimeout }
 
+// Counters are the store's Stats.
+func (s *Store) Counters() *Stats { return &s.Stats }
+
 // ExpireAfter is how long an idle partial upload is kept (0: forever).
 func (s *Store) ExpireAfter() time.Duration { return s.o.Expire }
 
@@ -385,16 +388,24 @@ func (s *Store) StatID(id string) (Info, error) {
 //
 // An empty name with fresh names the upload by its id (tus without a
 // filename).
-func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
-	return s.begin(name, size, sha, meta, fresh, false)
+func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error) {
+	return upload(s.begin(name, size, sha, meta, fresh, false))
 }
 
 // BeginKept is Begin for an upload whose description is kept once it is
 // finished, until it expires (StatID, FinishedID, RemoveFinished): tus
 // clients ask for an upload's offset again by its URL, and an upload
 // they find gone is sent again whole.
-func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
-	return s.begin(name, size, sha, meta, fresh, true)
+func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error) {
+	return upload(s.begin(name, size, sha, meta, fresh, true))
+}
+
+// upload is u as a BackendUpload: nil, not a nil *Upload, on error.
+func upload(u *Upload, err error) (BackendUpload, error) {
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, keep bool) (*Upload, error) {
@@ -462,7 +473,11 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 // client's earlier connection, frozen or gone without a FIN (tusd does
 // the same). A *BusyError when the writer cannot be interrupted or does
 // not let go in time, or ctx ends.
-func (s *Store) Acquire(ctx context.Context, id string) (*Upload, error) {
+func (s *Store) Acquire(ctx context.Context, id string) (BackendUpload, error) {
+	return upload(s.acquire(ctx, id))
+}
+
+func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		u := s.byID[id]

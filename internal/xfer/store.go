@@ -41,6 +41,11 @@ type Options struct {
 	SyncInterval time.Duration
 	// Reserve is free space kept on the disk beyond an upload's size.
 	Reserve int64
+	// BufferBytes bounds the memory of the blocks (1 MiB each) that all
+	// uploads of the store, over every transport, gather their bytes in
+	// before they are written and hashed; an upload that finds it spent
+	// waits for a block. Default DefaultBufferBytes.
+	BufferBytes int64
 	// IdleTimeout ends a tus PATCH whose body sends nothing for this long
 	// (a frozen or vanished client), so that its upload is free again.
 	// Default DefaultIdleTimeout.
@@ -72,6 +77,10 @@ type Stats struct {
 	// TakenOver counts writers interrupted by a newer request for their
 	// upload, IdleTimeouts writers ended because their body stalled.
 	TakenOver, IdleTimeouts atomic.Int64
+	// BufferBytes is the upload buffer memory in use now (blocks out of
+	// the budget, Options.BufferBytes), BufferPeak the most it was,
+	// BufferWaits how many times an upload waited for a block.
+	BufferBytes, BufferPeak, BufferWaits atomic.Int64
 }
 
 // Store keeps the uploads of one directory.
@@ -81,6 +90,7 @@ type Store struct {
 	lock         *dirlock.Lock
 	log          *slog.Logger
 	Stats        Stats
+	bufs         *bufferBudget
 
 	mu     sync.Mutex
 	byID   map[string]*Upload
@@ -117,6 +127,9 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.FS == nil {
 		o.FS = seglog.OSFS()
 	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = DefaultBufferBytes
+	}
 	partial := filepath.Join(dir, PartialDir)
 	if err := o.FS.MkdirAll(partial, 0o755); err != nil {
 		return nil, err
@@ -128,6 +141,7 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
 		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*finished{}, stopExp: make(chan struct{})}
+	s.bufs = newBufferBudget(o.BufferBytes, &s.Stats)
 	if err := s.recover(); err != nil {
 		lock.Release()
 		return nil, err

@@ -50,76 +50,77 @@ type Upload struct {
 // blockSize boundaries of the file, writes each with one pwrite and hands
 // it to a hashing goroutine: SHA-256 (about 1.5 GB/s here) would
 // otherwise bound the whole path, and on another core it runs alongside
-// the next block's receive, CRC32C and write. nBlocks bounds the memory
-// and how far the hasher may lag.
+// the next block's receive, CRC32C and write. nBlocks bounds how far the
+// hasher may lag, and so one upload's blocks; the store's buffer budget
+// (Options.BufferBytes) bounds the blocks of all its uploads together.
 const (
 	blockSize = 1 << 20
 	nBlocks   = 4
 )
 
-var blockPool = sync.Pool{New: func() any { return make([]byte, blockSize) }}
-
 // hashPipe is the hashing goroutine of one upload. Only the writer (who
 // holds u.mu) starts and drains it; u.hash is the hasher's while it runs.
 type hashPipe struct {
-	in    chan []byte   // written blocks to hash; nil when no hasher runs
-	done  chan struct{} // closed when the hasher has hashed all of in
-	free  chan []byte   // hashed blocks, ready for reuse
-	alloc int           // blocks taken from blockPool
+	in   chan []byte   // written blocks to hash; nil when no hasher runs
+	done chan struct{} // closed when the hasher has hashed all of in
+	// lag holds one token per block of this upload out (cur, a block
+	// being read into, blocks queued for or in the hasher): at most
+	// nBlocks. The hasher gives a block's token back once it hashed it.
+	lag chan struct{}
 }
 
-// block returns an empty block, waiting for the hasher to free one when
-// nBlocks are in flight.
-func (u *Upload) block() []byte {
+// block returns an empty block, taken from the store's budget: it waits
+// for the hasher to finish one when nBlocks are out, and for the budget
+// (without u.mu, which it takes again: Info and the status page do not
+// wait with it) when the store's uploads hold all of it. Caller holds
+// u.mu. ErrNotFound when the upload was closed meanwhile.
+func (u *Upload) block() ([]byte, error) {
 	hp := &u.hp
-	if hp.free == nil {
-		hp.free = make(chan []byte, nBlocks)
+	if hp.lag == nil {
+		hp.lag = make(chan struct{}, nBlocks)
 	}
-	select {
-	case b := <-hp.free:
-		return b[:0]
-	default:
+	hp.lag <- struct{}{} // at most nBlocks out; the hasher frees one
+	if b, ok := u.s.bufs.tryGet(); ok {
+		return b, nil
 	}
-	if hp.alloc < nBlocks {
-		hp.alloc++
-		return blockPool.Get().([]byte)[:0]
+	u.mu.Unlock()
+	b := u.s.bufs.get()
+	u.mu.Lock()
+	if u.done || u.data == nil {
+		u.putBlock(b)
+		return nil, ErrNotFound
 	}
-	if hp.in == nil {
-		// No hasher holds a block, so the caller does (it dropped one
-		// without recycling it): allocate rather than hang.
-		return make([]byte, 0, blockSize)
-	}
-	return (<-hp.free)[:0]
+	return b, nil
 }
 
-// recycle makes b available to block() again.
-func recycle(free chan<- []byte, b []byte) {
-	select {
-	case free <- b:
-	default: // more blocks than nBlocks (see block): let the GC have it
-	}
+// putBlock gives b, one of this upload's blocks, back to the budget.
+func (u *Upload) putBlock(b []byte) {
+	u.s.bufs.put(b)
+	<-u.hp.lag
 }
 
 // dropCur discards the accepted bytes not yet written.
 func (u *Upload) dropCur() {
 	if u.cur != nil {
-		recycle(u.hp.free, u.cur)
+		u.putBlock(u.cur)
 		u.cur = nil
 	}
 }
 
 // hashAsync hands a written block to the hasher, starting it if needed.
+// The hasher gives the block back to the budget once hashed.
 func (u *Upload) hashAsync(b []byte) {
 	hp := &u.hp
 	if hp.in == nil {
 		hp.in, hp.done = make(chan []byte, nBlocks), make(chan struct{})
-		go func(h hash.Hash, in <-chan []byte, free chan<- []byte, done chan<- struct{}) {
+		go func(h hash.Hash, in <-chan []byte, lag <-chan struct{}, bufs *bufferBudget, done chan<- struct{}) {
 			for b := range in {
 				h.Write(b)
-				recycle(free, b)
+				bufs.put(b)
+				<-lag
 			}
 			close(done)
-		}(u.hash, hp.in, hp.free, hp.done)
+		}(u.hash, hp.in, hp.lag, u.s.bufs, hp.done)
 	}
 	hp.in <- b
 }
@@ -135,22 +136,13 @@ func (u *Upload) drainHash() {
 	}
 }
 
-// putBlocks returns the upload's idle blocks to the pool (between
-// writers: a tus upload may idle for hours).
+// putBlocks gives back the upload's blocks between writers (a tus upload
+// may idle for hours): after a checkpoint only a removed upload still
+// has accepted bytes in cur.
 func (u *Upload) putBlocks() {
 	u.drainHash()
-	if len(u.cur) > 0 || u.hp.free == nil {
-		return
-	}
-	u.dropCur()
-	for {
-		select {
-		case b := <-u.hp.free:
-			blockPool.Put(b[:blockSize])
-		default:
-			u.hp.alloc = 0
-			return
-		}
+	if len(u.cur) == 0 || u.done {
+		u.dropCur()
 	}
 }
 
@@ -325,7 +317,11 @@ func (u *Upload) append(p []byte) error {
 	u.sinceSync += int64(len(p))
 	for len(p) > 0 {
 		if u.cur == nil {
-			u.cur = u.block()
+			b, err := u.block()
+			if err != nil {
+				return err
+			}
+			u.cur = b
 			u.curLim = blockSize - int(u.written%blockSize)
 		}
 		n := copy(u.cur[len(u.cur):u.curLim], p)
@@ -346,7 +342,7 @@ func (u *Upload) append(p []byte) error {
 func (u *Upload) appendBlock(b []byte) error {
 	if len(u.cur) > 0 {
 		err := u.append(b)
-		recycle(u.hp.free, b)
+		u.putBlock(b)
 		return err
 	}
 	u.dropCur()
@@ -423,7 +419,11 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			u.mu.Unlock()
 			return start, ErrNotFound
 		}
-		b := u.block()
+		b, err := u.block()
+		if err != nil {
+			u.mu.Unlock()
+			return start, err
+		}
 		lim := blockSize - int(u.written%blockSize)
 		u.mu.Unlock()
 		n, err := io.ReadFull(r, b[:lim])
@@ -433,7 +433,7 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			}
 			u.mu.Lock()
 			if err := u.check(u.written, int64(n)); err != nil {
-				recycle(u.hp.free, b)
+				u.putBlock(b)
 				rollback()
 				u.mu.Unlock()
 				return start, err
@@ -447,7 +447,7 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			u.mu.Unlock()
 		} else {
 			u.mu.Lock()
-			recycle(u.hp.free, b)
+			u.putBlock(b)
 			u.mu.Unlock()
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {

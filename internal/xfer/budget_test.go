@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestUploadBuffersWithinBudget: 16 uploads at once, four on each
@@ -62,7 +65,7 @@ func TestUploadBuffersWithinBudget(t *testing.T) {
 	if n := st.BufferBytes.Load(); n != 0 {
 		t.Errorf("%d bytes of upload buffers still out after every upload ended", n)
 	}
-	t.Logf("peak %d bytes, %d waits for a block", st.BufferPeak.Load(), st.BufferWaits.Load())
+	t.Logf("peak %d bytes, %d writes without a block", st.BufferPeak.Load(), st.BufferMisses.Load())
 }
 
 // postFile POSTs data to url (PostHandler) and returns the SHA-256 it
@@ -81,4 +84,66 @@ func postFile(url string, data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("POST: %s: %s", resp.Status, body)
 	}
 	return hex.DecodeString(strings.TrimSpace(string(body)))
+}
+
+// TestSpentBudgetDoesNotWait: clients whose bodies trickle (half a
+// block, then a byte at a time, as `sluice hostile --mode never-reads`
+// does) hold every block of the budget; a well-behaved upload does not
+// wait for them (for as long as they trickle, then the idle timeout): it
+// goes on without a block, each 64 KiB of its body written and hashed
+// before the next is read, and lands whole.
+func TestSpentBudgetDoesNotWait(t *testing.T) {
+	const tricklers = 3
+	e := startEnv(t, Options{BufferBytes: 2 * blockSize}) // fewer blocks than tricklers
+	addr := e.srv.Addrs.HTTP
+	stop := make(chan struct{})
+	var exhausted atomic.Int64 // tricklers that sent their last byte
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	for i := range tricklers {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		wg.Go(func() {
+			fmt.Fprintf(conn, "POST /post/trickle-%d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", i, 4<<20)
+			if _, err := conn.Write(make([]byte, blockSize/2)); err != nil {
+				return
+			}
+			// Bounded: at most 10,000 bytes, a byte every millisecond.
+			defer exhausted.Add(1)
+			for range 10_000 {
+				select {
+				case <-stop:
+					exhausted.Add(-1) // stopped by the test, not exhausted
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if _, err := conn.Write([]byte{'x'}); err != nil {
+					return
+				}
+			}
+		})
+	}
+	// The tricklers hold the budget's blocks.
+	for deadline := time.Now().Add(time.Minute); e.store.Stats.BufferBytes.Load() < 2*blockSize; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the trickling bodies never took the budget's blocks")
+		}
+	}
+	data := randBytes(3<<20+5, 31)
+	sum, err := postFile("http://"+addr+"/post/good", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(data); !bytes.Equal(sum, want[:]) {
+		t.Fatalf("sum %x, want %x", sum, want)
+	}
+	if got, err := os.ReadFile(filepath.Join(e.dir, "good")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("DIR/good differs (%v)", err)
+	}
+	if n := exhausted.Load(); n > 0 {
+		t.Fatalf("the upload completed only after %d of the %d trickling bodies had sent all they would", n, tricklers)
+	}
 }

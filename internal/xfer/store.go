@@ -44,7 +44,8 @@ type Options struct {
 	// BufferBytes bounds the memory of the blocks (1 MiB each) that all
 	// uploads of the store, over every transport, gather their bytes in
 	// before they are written and hashed; an upload that finds it spent
-	// waits for a block. Default DefaultBufferBytes.
+	// writes and hashes each chunk (or 64 KiB of a body) before it reads
+	// the next. Default DefaultBufferBytes.
 	BufferBytes int64
 	// IdleTimeout ends a tus PATCH whose body sends nothing for this long
 	// (a frozen or vanished client), so that its upload is free again.
@@ -79,8 +80,9 @@ type Stats struct {
 	TakenOver, IdleTimeouts atomic.Int64
 	// BufferBytes is the upload buffer memory in use now (blocks out of
 	// the budget, Options.BufferBytes), BufferPeak the most it was,
-	// BufferWaits how many times an upload waited for a block.
-	BufferBytes, BufferPeak, BufferWaits atomic.Int64
+	// BufferMisses how many writes found the budget spent and went to
+	// disk without a block.
+	BufferBytes, BufferPeak, BufferMisses atomic.Int64
 }
 
 // Store keeps the uploads of one directory.

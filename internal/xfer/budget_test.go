@@ -111,9 +111,9 @@ func TestSpentBudgetDoesNotWait(t *testing.T) {
 			if _, err := conn.Write(make([]byte, blockSize/2)); err != nil {
 				return
 			}
-			// Bounded: at most 10,000 bytes, a byte every millisecond.
+			// Bounded: at most 30,000 bytes, a byte every millisecond.
 			defer exhausted.Add(1)
-			for range 10_000 {
+			for range 30_000 {
 				select {
 				case <-stop:
 					exhausted.Add(-1) // stopped by the test, not exhausted

@@ -74,11 +74,11 @@ type hashPipe struct {
 // block returns an empty block from the store's budget, waiting for the
 // hasher to finish one when nBlocks are out; false when the budget is
 // spent (the caller writes unbuffered, see writeDirect). It never waits
-// for other uploads: a handler waiting for a block would not read its
-// body, so it would not see its client reset the connection, and every
-// reset client's next request would pile up another waiting handler
-// (100 such clients took `xfer serve --http` to 391 MB while blocks were
-// waited for). Caller holds u.mu.
+// for other uploads: a handler waiting for a block reads nothing, so its
+// body's idle deadline (set per read) does not run and it does not see
+// its client reset, and bodies that trickle would hold every block while
+// the other uploads waited (TestSpentBudgetDoesNotWait). Caller holds
+// u.mu.
 func (u *Upload) block() ([]byte, bool) {
 	hp := &u.hp
 	if hp.lag == nil {

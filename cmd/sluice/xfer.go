@@ -123,10 +123,14 @@ func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
 		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Stats.Salvaged.Load},
 		{"sluice_xfer_takeovers_total", "Writers interrupted by a newer request for their upload (a tus client back on a new connection).", s.Stats.TakenOver.Load},
 		{"sluice_xfer_idle_timeouts_total", "tus PATCHes ended because their body sent nothing for --idle-timeout.", s.Stats.IdleTimeouts.Load},
+		{"sluice_xfer_unbuffered_writes_total", "Writes that found the upload buffer budget spent and went to disk without a block.", s.Stats.BufferMisses.Load},
 	} {
 		v := c.v
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(v()) }))
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_xfer_upload_buffer_bytes",
+		Help: "Upload buffer memory in use, out of the budget all uploads share."},
+		func() float64 { return float64(s.Stats.BufferBytes.Load()) }))
 }
 
 // chunkFlag is --chunk: a size, or auto (0).

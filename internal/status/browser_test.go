@@ -286,7 +286,7 @@ func startXfer(t *testing.T, dir string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(name string, size, n int) *xfer.Upload {
+	write := func(name string, size, n int) xfer.BackendUpload {
 		u, err := st.Begin(name, int64(size), nil, "", false)
 		if err != nil {
 			t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/sluicehq/sluice/seglog"
 )
 
 // doneSuffix names the file, next to the partials, that keeps a finished
@@ -64,22 +62,22 @@ func (s *Store) writeFinished(f *finished) error {
 		return err
 	}
 	path := s.donePath(f.ID)
-	tmp, err := os.Create(path + ".tmp")
+	tmp, err := s.o.FS.OpenFile(path+".tmp", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(b)
+	_, err = tmp.WriteAt(b, 0)
 	if err == nil {
-		err = tmp.Sync()
+		err = tmp.Datasync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(path+".tmp", path)
+		err = s.o.FS.Rename(path+".tmp", path)
 	}
 	if err != nil {
-		os.Remove(path + ".tmp")
+		s.o.FS.Remove(path + ".tmp")
 	}
 	return err
 }
@@ -89,7 +87,7 @@ func (s *Store) writeFinished(f *finished) error {
 // before such records existed).
 func (s *Store) loadFinished(id string) {
 	path := s.donePath(id)
-	b, err := os.ReadFile(path)
+	b, err := s.readFile(path)
 	var f finished
 	if err == nil {
 		err = json.Unmarshal(b, &f)
@@ -99,7 +97,7 @@ func (s *Store) loadFinished(id string) {
 	}
 	if err != nil {
 		s.log.Warn("a finished upload's record is unreadable; removing it", "id", id, "err", err)
-		os.Remove(path)
+		s.o.FS.Remove(path)
 		return
 	}
 	s.done[id] = &f
@@ -115,7 +113,7 @@ func (s *Store) RemoveFinished(id string) bool {
 	if f == nil {
 		return false
 	}
-	os.Remove(s.donePath(id))
-	seglog.SyncDir(s.partial) // a terminated upload does not come back after a crash
+	s.o.FS.Remove(s.donePath(id))
+	s.o.FS.SyncDir(s.partial) // a terminated upload does not come back after a crash
 	return true
 }

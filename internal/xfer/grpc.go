@@ -53,14 +53,14 @@ func fromStatus(err error) error {
 	return err
 }
 
-// GRPCService serves a Store as the xfer.v1.Xfer gRPC service.
+// GRPCService serves a Backend as the xfer.v1.Xfer gRPC service.
 type GRPCService struct {
 	xferv1.UnimplementedXferServer
-	Store *Store
+	Store Backend
 }
 
 // RegisterGRPC registers the service on srv.
-func RegisterGRPC(srv *grpc.Server, s *Store) {
+func RegisterGRPC(srv *grpc.Server, s Backend) {
 	xferv1.RegisterXferServer(srv, &GRPCService{Store: s})
 }
 

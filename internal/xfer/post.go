@@ -11,12 +11,12 @@ import (
 )
 
 // PostHandler takes a whole file as one POST body at /post/NAME (with a
-// Content-Length) into the store: the same writes, SHA-256, fsyncs and
+// Content-Length) into the backend: the same writes, SHA-256, fsyncs and
 // rename as an upload, without resume. It is the plain-HTTP baseline of
 // `sluice bench upload` (HTTP/1.1 and h2c) and `sluice xfer serve --http`;
 // it answers the SHA-256 in hex. A body that sends nothing for the store's
 // IdleTimeout ends the request (408), and the partial upload is removed.
-func PostHandler(s *Store) http.Handler {
+func PostHandler(s Backend) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, ok := strings.CutPrefix(r.URL.Path, "/post/")
 		if !ok || r.Method != http.MethodPost {
@@ -37,7 +37,7 @@ func PostHandler(s *Store) http.Handler {
 		if n, err := u.ReadFrom(0, body, nil, nil); err != nil || n != r.ContentLength {
 			u.Remove()
 			if errors.Is(body.Stopped(), idleread.ErrIdle) {
-				s.Stats.IdleTimeouts.Add(1)
+				s.Counters().IdleTimeouts.Add(1)
 				http.Error(w, fmt.Sprintf("body: %d of %d bytes: %v", n, r.ContentLength, body.Stopped()), http.StatusRequestTimeout)
 				return
 			}

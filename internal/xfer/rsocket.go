@@ -29,10 +29,10 @@ const (
 	rsFinish     = 'f'
 )
 
-// RSocketResponder serves a Store over RSocket.
+// RSocketResponder serves a Backend over RSocket.
 type RSocketResponder struct {
 	rsocket.UnimplementedResponder
-	Store *Store
+	Store Backend
 }
 
 func rsError(err error) error { return rsocket.ApplicationError("%s", encodeRemote(err)) }

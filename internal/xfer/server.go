@@ -21,7 +21,7 @@ type Listen struct {
 	GRPC, RSocket, TUS, HTTP string
 }
 
-// Server serves a Store on the transports of a Listen.
+// Server serves a Backend on the transports of a Listen.
 type Server struct {
 	// Addrs are the bound addresses (an ephemeral port resolved).
 	Addrs  Listen
@@ -33,8 +33,9 @@ type Server struct {
 	post   *http.Server
 }
 
-// Start listens on every transport of l and serves s until Close.
-func Start(s *Store, l Listen) (*Server, error) {
+// Start listens on every transport of l and serves s until Close. tus
+// needs an IDBackend (the local-disk Store is one).
+func Start(s Backend, l Listen) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{cancel: cancel, errs: make(chan error, 4)}
 	fail := func(err error) (*Server, error) {
@@ -67,13 +68,17 @@ func Start(s *Store, l Listen) (*Server, error) {
 		})
 	}
 	if l.TUS != "" {
+		ids, ok := s.(IDBackend)
+		if !ok {
+			return fail(fmt.Errorf("--tus: the backend does not address uploads by id (%T)", s))
+		}
 		ln, err := net.Listen("tcp", l.TUS)
 		if err != nil {
 			return fail(fmt.Errorf("--tus: %w", err))
 		}
 		srv.Addrs.TUS = ln.Addr().String()
 		mux := http.NewServeMux()
-		mux.Handle("/files/", TUSHandler(s, "/files/"))
+		mux.Handle("/files/", TUSHandler(ids, "/files/"))
 		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: headerTimeout(s)}
 		srv.run(func() error { return srv.http.Serve(ln) })
 	}
@@ -91,7 +96,7 @@ func Start(s *Store, l Listen) (*Server, error) {
 
 // headerTimeout bounds how long a request's headers may take: 10 s, or
 // the store's IdleTimeout if shorter.
-func headerTimeout(s *Store) time.Duration { return min(10*time.Second, s.IdleTimeout()) }
+func headerTimeout(s Backend) time.Duration { return min(10*time.Second, s.IdleTimeout()) }
 
 func (srv *Server) run(f func() error) {
 	srv.wg.Add(1)

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"os"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // The sidecar file holds two fixed-size slots. Each save writes the slot
@@ -115,7 +116,7 @@ func decodeSidecar(b []byte) (*record, int, error) {
 
 // sidecar is an open ID.meta file.
 type sidecar struct {
-	f *os.File
+	f seglog.File
 }
 
 // save writes r into the slot its sequence number selects and fsyncs.
@@ -127,7 +128,9 @@ func (s *sidecar) save(r *record) error {
 	if _, err := s.f.WriteAt(b, int64(r.Seq%2)*slotSize); err != nil {
 		return err
 	}
-	return s.f.Sync()
+	// The file's two slots were written when it was created: a save
+	// changes data only, which fdatasync covers.
+	return s.f.Datasync()
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

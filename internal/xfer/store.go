@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // PartialDir is the directory under DIR that holds partial uploads.
@@ -39,6 +41,12 @@ type Options struct {
 	SyncInterval time.Duration
 	// Reserve is free space kept on the disk beyond an upload's size.
 	Reserve int64
+	// BufferBytes bounds the memory of the blocks (1 MiB each) that all
+	// uploads of the store, over every transport, gather their bytes in
+	// before they are written and hashed; an upload that finds it spent
+	// writes and hashes each chunk (or 64 KiB of a body) before it reads
+	// the next. Default DefaultBufferBytes.
+	BufferBytes int64
 	// IdleTimeout ends a tus PATCH whose body sends nothing for this long
 	// (a frozen or vanished client), so that its upload is free again.
 	// Default DefaultIdleTimeout.
@@ -47,6 +55,13 @@ type Options struct {
 	// Now and FreeSpace replace the clock and statfs in tests.
 	Now       func() time.Time
 	FreeSpace func(dir string) (int64, error)
+	// FS is the filesystem every file of the store is created, written,
+	// synced, renamed, read and removed through: the operating system's
+	// by default (seglog.OSFS). Tests give a small disk anywhere
+	// (internal/testkit/testfs's byte budget) or inject failures; an object-store
+	// backend is another Backend, not another FS. DIR's lock
+	// (.partial/LOCK) is always the operating system's.
+	FS seglog.FS
 }
 
 // DefaultIdleTimeout is Options.IdleTimeout's default: tusd's network
@@ -63,6 +78,11 @@ type Stats struct {
 	// TakenOver counts writers interrupted by a newer request for their
 	// upload, IdleTimeouts writers ended because their body stalled.
 	TakenOver, IdleTimeouts atomic.Int64
+	// BufferBytes is the upload buffer memory in use now (blocks out of
+	// the budget, Options.BufferBytes), BufferPeak the most it was,
+	// BufferMisses how many writes found the budget spent and went to
+	// disk without a block.
+	BufferBytes, BufferPeak, BufferMisses atomic.Int64
 }
 
 // Store keeps the uploads of one directory.
@@ -72,6 +92,7 @@ type Store struct {
 	lock         *dirlock.Lock
 	log          *slog.Logger
 	Stats        Stats
+	bufs         *bufferBudget
 
 	mu     sync.Mutex
 	byID   map[string]*Upload
@@ -105,8 +126,14 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
+	if o.FS == nil {
+		o.FS = seglog.OSFS()
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = DefaultBufferBytes
+	}
 	partial := filepath.Join(dir, PartialDir)
-	if err := os.MkdirAll(partial, 0o755); err != nil {
+	if err := o.FS.MkdirAll(partial, 0o755); err != nil {
 		return nil, err
 	}
 	// The lock lives in .partial so that DIR's namespace is the uploads'.
@@ -116,6 +143,7 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
 		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*finished{}, stopExp: make(chan struct{})}
+	s.bufs = newBufferBudget(o.BufferBytes, &s.Stats)
 	if err := s.recover(); err != nil {
 		lock.Release()
 		return nil, err
@@ -142,6 +170,9 @@ func (s *Store) MaxSize() int64 { return s.o.MaxSize }
 
 // IdleTimeout is how long a writer's body may send nothing.
 func (s *Store) IdleTimeout() time.Duration { return s.o.IdleTimeout }
+
+// Counters are the store's Stats.
+func (s *Store) Counters() *Stats { return &s.Stats }
 
 // ExpireAfter is how long an idle partial upload is kept (0: forever).
 func (s *Store) ExpireAfter() time.Duration { return s.o.Expire }
@@ -177,7 +208,7 @@ func (s *Store) paths(id string) (data, meta string) {
 // sidecar without a valid record restarts its upload from zero, leftovers
 // of completed uploads are removed.
 func (s *Store) recover() error {
-	ents, err := os.ReadDir(s.partial)
+	ents, err := s.o.FS.ReadDir(s.partial)
 	if err != nil {
 		return err
 	}
@@ -190,14 +221,14 @@ func (s *Store) recover() error {
 			s.loadFinished(id)
 		}
 		if strings.HasSuffix(e.Name(), doneSuffix+".tmp") {
-			os.Remove(filepath.Join(s.partial, e.Name()))
+			s.o.FS.Remove(filepath.Join(s.partial, e.Name()))
 		}
 	}
 	for _, e := range ents {
 		n := e.Name()
 		if id, ok := strings.CutSuffix(n, ".part"); ok && !metas[id] {
 			s.log.Warn("removing partial data without a sidecar", "file", n)
-			os.Remove(filepath.Join(s.partial, n))
+			s.o.FS.Remove(filepath.Join(s.partial, n))
 		}
 	}
 	for id := range metas {
@@ -229,15 +260,15 @@ func (s *Store) recover() error {
 // returns nil. It fails only on I/O errors that leave the state unknown.
 func (s *Store) load(id string) (*Upload, error) {
 	dataPath, metaPath := s.paths(id)
-	b, err := os.ReadFile(metaPath)
+	b, err := s.readFile(metaPath)
 	if err != nil {
 		return nil, err
 	}
 	rec, bad, derr := decodeSidecar(b)
-	if _, err := os.Stat(dataPath); errors.Is(err, fs.ErrNotExist) {
+	if err := s.exists(dataPath); errors.Is(err, fs.ErrNotExist) {
 		// Renamed into place before the sidecar was removed, or lost:
 		// nothing to resume either way.
-		os.Remove(metaPath)
+		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
 	if derr != nil {
@@ -246,8 +277,8 @@ func (s *Store) load(id string) (*Upload, error) {
 		// so the partial cannot be kept for it.
 		s.log.Warn("partial upload's sidecar is unreadable; discarding it, the next upload of its name starts from zero", "id", id, "err", derr)
 		s.Stats.Salvaged.Add(1)
-		os.Remove(dataPath)
-		os.Remove(metaPath)
+		s.o.FS.Remove(dataPath)
+		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
 	if bad > 0 && rec.Seq > 0 {
@@ -256,23 +287,23 @@ func (s *Store) load(id string) (*Upload, error) {
 	}
 	if rec.ID != id || ValidateName(rec.Name) != nil {
 		s.log.Warn("partial upload's sidecar does not match its file; discarding", "id", id)
-		os.Remove(dataPath)
-		os.Remove(metaPath)
+		s.o.FS.Remove(dataPath)
+		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
 	u := &Upload{s: s, rec: *rec}
 	if err := u.openFiles(false); err != nil {
 		return nil, err
 	}
-	st, err := u.data.Stat()
+	size, err := u.data.Size()
 	if err != nil {
 		u.closeFiles()
 		return nil, err
 	}
-	if st.Size() < rec.Offset {
+	if size < rec.Offset {
 		// The sidecar only moves after an fsync of the data, so this is
 		// a file system that lost synced data: restart from zero.
-		s.log.Warn("partial upload's data is shorter than its sidecar says; restarting it", "name", rec.Name, "have", st.Size(), "want", rec.Offset)
+		s.log.Warn("partial upload's data is shorter than its sidecar says; restarting it", "name", rec.Name, "have", size, "want", rec.Offset)
 		s.Stats.Salvaged.Add(1)
 		if err := u.resetLocked(); err != nil {
 			u.closeFiles()
@@ -292,6 +323,34 @@ func (s *Store) load(id string) (*Upload, error) {
 	}
 	u.written = u.rec.Offset
 	return u, nil
+}
+
+// readFile reads the whole file name through the store's filesystem.
+func (s *Store) readFile(name string) ([]byte, error) {
+	f, err := s.o.FS.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	n, err := f.ReadAt(b, 0)
+	if err == io.EOF && int64(n) == size {
+		err = nil
+	}
+	return b[:n], err
+}
+
+// exists is nil when name exists (a fs.ErrNotExist error when not).
+func (s *Store) exists(name string) error {
+	f, err := s.o.FS.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Info describes an upload.
@@ -345,16 +404,24 @@ func (s *Store) StatID(id string) (Info, error) {
 //
 // An empty name with fresh names the upload by its id (tus without a
 // filename).
-func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
-	return s.begin(name, size, sha, meta, fresh, false)
+func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error) {
+	return upload(s.begin(name, size, sha, meta, fresh, false))
 }
 
 // BeginKept is Begin for an upload whose description is kept once it is
 // finished, until it expires (StatID, FinishedID, RemoveFinished): tus
 // clients ask for an upload's offset again by its URL, and an upload
 // they find gone is sent again whole.
-func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (*Upload, error) {
-	return s.begin(name, size, sha, meta, fresh, true)
+func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error) {
+	return upload(s.begin(name, size, sha, meta, fresh, true))
+}
+
+// upload is u as a BackendUpload: nil, not a nil *Upload, on error.
+func upload(u *Upload, err error) (BackendUpload, error) {
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, keep bool) (*Upload, error) {
@@ -422,7 +489,11 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 // client's earlier connection, frozen or gone without a FIN (tusd does
 // the same). A *BusyError when the writer cannot be interrupted or does
 // not let go in time, or ctx ends.
-func (s *Store) Acquire(ctx context.Context, id string) (*Upload, error) {
+func (s *Store) Acquire(ctx context.Context, id string) (BackendUpload, error) {
+	return upload(s.acquire(ctx, id))
+}
+
+func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		u := s.byID[id]
@@ -511,7 +582,7 @@ func (s *Store) Expire(now time.Time) int {
 	}
 	for _, f := range goneDone {
 		s.log.Info("finished upload's record expired", "name", f.Name, "id", f.ID, "finished", f.Finished)
-		os.Remove(s.donePath(f.ID))
+		s.o.FS.Remove(s.donePath(f.ID))
 	}
 	s.Stats.Expired.Add(int64(len(gone) + len(goneDone)))
 	return len(gone) + len(goneDone)

@@ -35,7 +35,7 @@ func openT(t *testing.T, dir string, o Options) *Store {
 }
 
 // writeAll writes data[from:] in chunks of n.
-func writeAll(t *testing.T, u *Upload, data []byte, from, n int) {
+func writeAll(t *testing.T, u BackendUpload, data []byte, from, n int) {
 	t.Helper()
 	for off := from; off < len(data); off += n {
 		p := data[off:min(len(data), off+n)]
@@ -137,7 +137,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	writeAll(t, u, data[:25_000], 0, 1000) // checkpoints at 10k and 20k
 	// Crash: no Release; the data file also got bytes past the offset.
 	s.Close()
-	f, _ := os.OpenFile(filepath.Join(dir, PartialDir, u.rec.ID+".part"), os.O_WRONLY|os.O_APPEND, 0)
+	f, _ := os.OpenFile(filepath.Join(dir, PartialDir, u.Info().ID+".part"), os.O_WRONLY|os.O_APPEND, 0)
 	f.Write([]byte("garbage after a crash"))
 	f.Close()
 
@@ -223,11 +223,11 @@ func TestBeginRefusals(t *testing.T) {
 	if !errors.Is(err, ErrBusy) || err.Error() != "upload of same already in progress" {
 		t.Fatalf("second writer: %v", err)
 	}
-	if _, err := s.Acquire(context.Background(), u.rec.ID); !errors.Is(err, ErrBusy) {
+	if _, err := s.Acquire(context.Background(), u.Info().ID); !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire while busy: %v", err)
 	}
 	u.Release()
-	u2, err := s.Acquire(context.Background(), u.rec.ID)
+	u2, err := s.Acquire(context.Background(), u.Info().ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,15 +244,15 @@ func TestBeginReplacesOrResumes(t *testing.T) {
 	s := openT(t, dir, Options{})
 	u, _ := s.Begin("f", 100, nil, "", false)
 	writeAll(t, u, randBytes(50, 4), 0, 50)
-	id := u.rec.ID
+	id := u.Info().ID
 	u.Release()
 	u, _ = s.Begin("f", 100, nil, "", false)
-	if u.rec.ID != id || u.Offset() != 50 {
-		t.Fatalf("same size did not resume: %s %d", u.rec.ID, u.Offset())
+	if u.Info().ID != id || u.Offset() != 50 {
+		t.Fatalf("same size did not resume: %s %d", u.Info().ID, u.Offset())
 	}
 	u.Release()
 	u, _ = s.Begin("f", 200, nil, "", false)
-	if u.rec.ID == id || u.Offset() != 0 {
+	if u.Info().ID == id || u.Offset() != 0 {
 		t.Fatal("another size did not restart")
 	}
 	u.Release()
@@ -350,11 +350,11 @@ func TestCorruptSidecarOnDisk(t *testing.T) {
 	writeAll(t, u, data[:20_000], 0, 10_000) // checkpoints at 10k (seq 2) and 20k (seq 3)
 	v, _ := s.Begin("gone", 10, nil, "", false)
 	s.Close()
-	meta := filepath.Join(dir, PartialDir, u.rec.ID+".meta")
+	meta := filepath.Join(dir, PartialDir, u.Info().ID+".meta")
 	f, _ := os.OpenFile(meta, os.O_WRONLY, 0)
 	f.WriteAt([]byte("torn!"), slotSize+50) // seq 3 is in slot 1
 	f.Close()
-	os.WriteFile(filepath.Join(dir, PartialDir, v.rec.ID+".meta"), []byte("not a sidecar"), 0o644)
+	os.WriteFile(filepath.Join(dir, PartialDir, v.Info().ID+".meta"), []byte("not a sidecar"), 0o644)
 
 	s2 := openT(t, dir, Options{})
 	in, err := s2.Stat("torn")

@@ -33,7 +33,7 @@ func startEnv(t *testing.T, o Options) *env {
 	t.Helper()
 	dir := t.TempDir()
 	s := openT(t, dir, o)
-	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
+	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

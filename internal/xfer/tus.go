@@ -31,14 +31,15 @@ const (
 	headerSHA256 = "Sluice-Sha256"
 )
 
-// TUSHandler serves a Store as a tus 1.0.0 server whose upload URLs are
-// base + ID; base must end in "/" (e.g. "/files/").
-func TUSHandler(s *Store, base string) http.Handler {
+// TUSHandler serves a backend as a tus 1.0.0 server whose upload URLs are
+// base + ID; base must end in "/" (e.g. "/files/"). tus needs uploads
+// addressed by id, and kept once finished: an IDBackend.
+func TUSHandler(s IDBackend, base string) http.Handler {
 	return &tusServer{s: s, base: base}
 }
 
 type tusServer struct {
-	s    *Store
+	s    IDBackend
 	base string
 }
 
@@ -306,7 +307,7 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		// there, asks for the offset again. (Stopped after the whole
 		// body was read, the PATCH goes on as usual.)
 		if errors.Is(stopped, idleread.ErrIdle) {
-			t.s.Stats.IdleTimeouts.Add(1)
+			t.s.Counters().IdleTimeouts.Add(1)
 		}
 		w.Header().Set("Upload-Offset", strconv.FormatInt(n, 10))
 		tusError(w, http.StatusRequestTimeout, stopped.Error())

@@ -30,8 +30,10 @@ type tusT struct {
 	s   *Store
 }
 
-func newTUS(t *testing.T, o Options) *tusT {
-	dir := t.TempDir()
+func newTUS(t *testing.T, o Options) *tusT { return newTUSIn(t, t.TempDir(), o) }
+
+// newTUSIn serves a store on dir over tus.
+func newTUSIn(t *testing.T, dir string, o Options) *tusT {
 	s := openT(t, dir, o)
 	mux := http.NewServeMux()
 	mux.Handle("/files/", TUSHandler(s, "/files/"))

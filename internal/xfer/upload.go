@@ -31,7 +31,7 @@ type Upload struct {
 
 	mu        sync.Mutex
 	rec       record // the durable state (what the sidecar holds)
-	data      *os.File
+	data      seglog.File
 	meta      sidecar
 	hash      hash.Hash // SHA-256 of data[:written] once the hasher is drained
 	written   int64     // bytes accepted (verified; the last ones maybe still in cur); >= rec.Offset
@@ -50,76 +50,91 @@ type Upload struct {
 // blockSize boundaries of the file, writes each with one pwrite and hands
 // it to a hashing goroutine: SHA-256 (about 1.5 GB/s here) would
 // otherwise bound the whole path, and on another core it runs alongside
-// the next block's receive, CRC32C and write. nBlocks bounds the memory
-// and how far the hasher may lag.
+// the next block's receive, CRC32C and write. nBlocks bounds how far the
+// hasher may lag, and so one upload's blocks; the store's buffer budget
+// (Options.BufferBytes) bounds the blocks of all its uploads together.
+// An upload that finds the budget spent goes on without blocks: each
+// chunk (or 64 KiB of a body) written and hashed before the next is read.
 const (
 	blockSize = 1 << 20
 	nBlocks   = 4
 )
 
-var blockPool = sync.Pool{New: func() any { return make([]byte, blockSize) }}
-
 // hashPipe is the hashing goroutine of one upload. Only the writer (who
 // holds u.mu) starts and drains it; u.hash is the hasher's while it runs.
 type hashPipe struct {
-	in    chan []byte   // written blocks to hash; nil when no hasher runs
-	done  chan struct{} // closed when the hasher has hashed all of in
-	free  chan []byte   // hashed blocks, ready for reuse
-	alloc int           // blocks taken from blockPool
+	in   chan []byte   // written blocks to hash; nil when no hasher runs
+	done chan struct{} // closed when the hasher has hashed all of in
+	// lag holds one token per block of this upload out (cur, a block
+	// being read into, blocks queued for or in the hasher): at most
+	// nBlocks. The hasher gives a block's token back once it hashed it.
+	lag chan struct{}
 }
 
-// block returns an empty block, waiting for the hasher to free one when
-// nBlocks are in flight.
-func (u *Upload) block() []byte {
+// block returns an empty block from the store's budget, waiting for the
+// hasher to finish one when nBlocks are out; false when the budget is
+// spent (the caller writes unbuffered, see writeDirect). It never waits
+// for other uploads: a handler waiting for a block reads nothing, so its
+// body's idle deadline (set per read) does not run and it does not see
+// its client reset, and bodies that trickle would hold every block while
+// the other uploads waited (TestSpentBudgetDoesNotWait). Caller holds
+// u.mu.
+func (u *Upload) block() ([]byte, bool) {
 	hp := &u.hp
-	if hp.free == nil {
-		hp.free = make(chan []byte, nBlocks)
+	if hp.lag == nil {
+		hp.lag = make(chan struct{}, nBlocks)
 	}
-	select {
-	case b := <-hp.free:
-		return b[:0]
-	default:
+	hp.lag <- struct{}{} // at most nBlocks out; the hasher frees one
+	b, ok := u.s.bufs.tryGet()
+	if !ok {
+		<-hp.lag
 	}
-	if hp.alloc < nBlocks {
-		hp.alloc++
-		return blockPool.Get().([]byte)[:0]
-	}
-	if hp.in == nil {
-		// No hasher holds a block, so the caller does (it dropped one
-		// without recycling it): allocate rather than hang.
-		return make([]byte, 0, blockSize)
-	}
-	return (<-hp.free)[:0]
+	return b, ok
 }
 
-// recycle makes b available to block() again.
-func recycle(free chan<- []byte, b []byte) {
-	select {
-	case free <- b:
-	default: // more blocks than nBlocks (see block): let the GC have it
+// writeDirect writes p at written and hashes it, without a block (the
+// budget is spent): the hasher is drained first, so the hash stays in
+// file order. It does not count p in the Stats (the caller did). Caller
+// holds u.mu; cur is empty.
+func (u *Upload) writeDirect(p []byte) error {
+	u.drainHash()
+	if _, err := u.data.WriteAt(p, u.written); err != nil {
+		return u.failWrite(err)
 	}
+	u.hash.Write(p)
+	u.written += int64(len(p))
+	u.s.Stats.BufferMisses.Add(1)
+	return nil
+}
+
+// putBlock gives b, one of this upload's blocks, back to the budget.
+func (u *Upload) putBlock(b []byte) {
+	u.s.bufs.put(b)
+	<-u.hp.lag
 }
 
 // dropCur discards the accepted bytes not yet written.
 func (u *Upload) dropCur() {
 	if u.cur != nil {
-		recycle(u.hp.free, u.cur)
+		u.putBlock(u.cur)
 		u.cur = nil
 	}
 }
 
 // hashAsync hands a written block to the hasher, starting it if needed.
+// The hasher gives the block back to the budget once hashed.
 func (u *Upload) hashAsync(b []byte) {
 	hp := &u.hp
 	if hp.in == nil {
 		hp.in, hp.done = make(chan []byte, nBlocks), make(chan struct{})
-		go func(h hash.Hash, in <-chan []byte, free chan<- []byte, done chan<- struct{}) {
+		go func(h hash.Hash, in <-chan []byte, lag <-chan struct{}, bufs *bufferBudget, done chan<- struct{}) {
 			for b := range in {
 				h.Write(b)
-				recycle(free, b)
+				bufs.put(b)
+				<-lag
 			}
 			close(done)
-		}(u.hash, hp.in, hp.free, hp.done)
+		}(u.hash, hp.in, hp.lag, u.s.bufs, hp.done)
 	}
 	hp.in <- b
 }
@@ -135,23 +150,13 @@ func (u *Upload) drainHash() {
 	}
 }
 
-// putBlocks returns the upload's idle blocks to the pool (between
-// writers: a tus upload may idle for hours).
+// putBlocks gives back the upload's blocks between writers (a tus upload
+// may idle for hours): after a checkpoint only a removed upload still
+// has accepted bytes in cur.
 func (u *Upload) putBlocks() {
 	u.drainHash()
-	if len(u.cur) > 0 || u.hp.free == nil {
-		return
-	}
-	u.dropCur()
-	for {
-		select {
-		case b := <-u.hp.free:
-			//lint:ignore SA6002 one 24-byte slice header per 1 MiB block returned when an upload idles: not worth a *[]byte pool
-			blockPool.Put(b[:blockSize])
-		default:
-			u.hp.alloc = 0
-			return
-		}
+	if len(u.cur) == 0 || u.done {
+		u.dropCur()
 	}
 }
 
@@ -183,11 +188,11 @@ func (u *Upload) openFiles(create bool) error {
 	if create {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
-	d, err := os.OpenFile(dataPath, flag, 0o644)
+	d, err := u.s.o.FS.OpenFile(dataPath, flag, 0o644)
 	if err != nil {
 		return err
 	}
-	m, err := os.OpenFile(metaPath, flag, 0o644)
+	m, err := u.s.o.FS.OpenFile(metaPath, flag, 0o644)
 	if err != nil {
 		d.Close()
 		return err
@@ -212,8 +217,8 @@ func (u *Upload) closeFiles() {
 func (u *Upload) removeFiles() {
 	u.closeFiles()
 	dataPath, metaPath := u.s.paths(u.rec.ID)
-	os.Remove(metaPath) // first: a data file without a sidecar is cleaned at Open
-	os.Remove(dataPath)
+	u.s.o.FS.Remove(metaPath) // first: a data file without a sidecar is cleaned at Open
+	u.s.o.FS.Remove(dataPath)
 	u.done = true
 }
 
@@ -232,7 +237,7 @@ func (u *Upload) create() error {
 			r.Seq = 1
 			if err = u.meta.save(&r); err == nil {
 				u.rec.Seq = 1
-				err = seglog.SyncDir(u.s.partial)
+				err = u.s.o.FS.SyncDir(u.s.partial)
 			}
 		}
 	}
@@ -326,7 +331,11 @@ func (u *Upload) append(p []byte) error {
 	u.sinceSync += int64(len(p))
 	for len(p) > 0 {
 		if u.cur == nil {
-			u.cur = u.block()
+			b, ok := u.block()
+			if !ok {
+				return u.writeDirect(p)
+			}
+			u.cur = b
 			u.curLim = blockSize - int(u.written%blockSize)
 		}
 		n := copy(u.cur[len(u.cur):u.curLim], p)
@@ -347,7 +356,7 @@ func (u *Upload) append(p []byte) error {
 func (u *Upload) appendBlock(b []byte) error {
 	if len(u.cur) > 0 {
 		err := u.append(b)
-		recycle(u.hp.free, b)
+		u.putBlock(b)
 		return err
 	}
 	u.dropCur()
@@ -424,9 +433,17 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			u.mu.Unlock()
 			return start, ErrNotFound
 		}
-		b := u.block()
 		lim := blockSize - int(u.written%blockSize)
+		b, buffered := u.block()
 		u.mu.Unlock()
+		var stage *[]byte
+		if !buffered {
+			// The budget is spent: 64 KiB at a time, each written and
+			// hashed before the next is read.
+			stage = stagePool.Get().(*[]byte)
+			b = (*stage)[:min(len(*stage), lim)]
+			lim = len(b)
+		}
 		n, err := io.ReadFull(r, b[:lim])
 		if n > 0 {
 			if sum != nil {
@@ -434,21 +451,30 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			}
 			u.mu.Lock()
 			if err := u.check(u.written, int64(n)); err != nil {
-				recycle(u.hp.free, b)
+				u.release(b, stage)
 				rollback()
 				u.mu.Unlock()
 				return start, err
 			}
-			if err := u.appendBlock(b[:n]); err != nil {
-				// appendBlock went back to the last checkpoint
+			var werr error
+			if buffered {
+				werr = u.appendBlock(b[:n])
+			} else {
+				u.s.Stats.BytesReceived.Add(int64(n))
+				u.sinceSync += int64(n)
+				werr = u.writeDirect(b[:n])
+				stagePool.Put(stage)
+			}
+			if werr != nil {
+				// it went back to the last checkpoint
 				w := u.written
 				u.mu.Unlock()
-				return w, err
+				return w, werr
 			}
 			u.mu.Unlock()
 		} else {
 			u.mu.Lock()
-			recycle(u.hp.free, b)
+			u.release(b, stage)
 			u.mu.Unlock()
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -473,6 +499,20 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 		return u.written, err
 	}
 	return u.written, rerr
+}
+
+// stagePool holds the 64 KiB buffers a body is read into when the
+// budget has no block for it (ReadFrom).
+var stagePool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// release gives back what ReadFrom read into: a block (stage nil) or a
+// stage buffer. Caller holds u.mu.
+func (u *Upload) release(b []byte, stage *[]byte) {
+	if stage != nil {
+		stagePool.Put(stage)
+		return
+	}
+	u.putBlock(b)
 }
 
 // Checkpoint makes the bytes written so far durable and records them in
@@ -500,7 +540,7 @@ func (u *Upload) checkpointLocked() error {
 		r.Hash = st
 		// The data first: the sidecar must never claim bytes that are not
 		// on disk.
-		if err = u.data.Sync(); err == nil {
+		if err = u.data.Datasync(); err == nil {
 			err = u.meta.save(&r)
 		}
 	}
@@ -545,10 +585,10 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	}
 	dataPath, metaPath := u.s.paths(u.rec.ID)
 	final := filepath.Join(u.s.dir, u.rec.Name)
-	if err := os.Rename(dataPath, final); err != nil {
+	if err := u.s.o.FS.Rename(dataPath, final); err != nil {
 		return nil, fmt.Errorf("moving the upload into place: %w", err)
 	}
-	if err := seglog.SyncDir(u.s.dir); err != nil {
+	if err := u.s.o.FS.SyncDir(u.s.dir); err != nil {
 		return nil, fmt.Errorf("syncing %s: %w", u.s.dir, err)
 	}
 	u.closeFiles()
@@ -556,8 +596,8 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 		// Before the sidecar goes: a crash leaves one or the other.
 		u.s.keepFinished(&u.rec, sum)
 	}
-	os.Remove(metaPath)
-	seglog.SyncDir(u.s.partial)
+	u.s.o.FS.Remove(metaPath)
+	u.s.o.FS.SyncDir(u.s.partial)
 	u.done = true
 	u.s.mu.Lock()
 	resumed := u.resumed
@@ -601,6 +641,7 @@ func (u *Upload) Release() {
 	}
 	u.putBlocks()
 	u.mu.Unlock()
+	u.s.bufs.trim()
 	u.s.mu.Lock()
 	u.active, u.interrupt = false, nil
 	close(u.released)

@@ -1,0 +1,93 @@
+package xfer
+
+import (
+	"context"
+	"hash"
+	"io"
+	"time"
+)
+
+// Backend is the contract between the transports (gRPC, RSocket, tus,
+// HTTP POST: the server adapters) and where uploads are kept: begin an
+// upload, ask its offset, write at that offset, make it durable, verify
+// and commit it, expire what was left. The local-disk Store is one implementation; an
+// object store (S3: multipart parts, the sidecar as an object) is meant to
+// be another. Modelled on tusd's DataStore and Upload, with what only some
+// backends can do in optional interfaces (IDBackend), which an adapter
+// that needs them asks for.
+//
+// Every error a Backend returns is one of errors.go's (ErrNoSpace,
+// ErrChecksum, *OffsetError, *BusyError...), or wraps one, so that every
+// transport answers it with the same wire code.
+type Backend interface {
+	// Begin returns the upload of name, acquired for writing (Release
+	// it): the existing partial of that name when it has the same size
+	// (and expected SHA-256, when both have one), so the writer resumes
+	// at its Offset; else a new one. fresh always starts a new one.
+	Begin(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error)
+	// Stat describes the partial upload of name (ErrNotFound when none).
+	Stat(name string) (Info, error)
+	// Expire removes the uploads idle since before now minus
+	// ExpireAfter, and returns how many.
+	Expire(now time.Time) int
+	// MaxSize is the largest upload accepted (0: no limit).
+	MaxSize() int64
+	// IdleTimeout is how long a writer's body may send nothing.
+	IdleTimeout() time.Duration
+	// Counters are the counters the adapters add to (idle timeouts).
+	Counters() *Stats
+}
+
+// IDBackend is a Backend whose uploads are also addressed by the id it
+// gave them, and whose finished uploads' descriptions are kept until they
+// expire: what tus needs (its upload URLs are ids, and a client asks for
+// the offset of an upload it finished).
+type IDBackend interface {
+	Backend
+	// BeginKept is Begin for an upload whose description is kept once
+	// it is finished.
+	BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error)
+	// StatID describes the upload id, partial or finished (ErrNotFound).
+	StatID(id string) (Info, error)
+	// Acquire takes the upload id for writing, interrupting the writer
+	// that holds it (OnTakeover); a *BusyError when it cannot.
+	Acquire(ctx context.Context, id string) (BackendUpload, error)
+	// RemoveFinished forgets the finished upload id (false: none).
+	RemoveFinished(id string) bool
+}
+
+// BackendUpload is one upload, held by its writer from Begin or Acquire
+// until Release.
+type BackendUpload interface {
+	// Info describes the upload; its Offset is the durable offset.
+	Info() Info
+	// Offset is the next byte the writer must send (>= Info().Offset).
+	Offset() int64
+	// Write appends the chunk p, whose CRC32C is crc, at off (which must
+	// be Offset) and returns the new offset.
+	Write(off int64, p []byte, crc uint32) (int64, error)
+	// ReadFrom appends what r gives at off until EOF; with sum and want,
+	// a body whose hash is not want is refused whole. The new offset is
+	// durable on return.
+	ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (int64, error)
+	// Checkpoint makes the bytes written so far durable: Info().Offset
+	// and a restarted server then agree with Offset.
+	Checkpoint() error
+	// Finish verifies that all Size bytes are there and their SHA-256
+	// matches the expected ones (Begin's, clientSHA's), commits the file
+	// under its name, and returns the SHA-256. via names the transport.
+	Finish(clientSHA []byte, via string) ([]byte, error)
+	// Remove terminates the upload and deletes what it holds.
+	Remove()
+	// OnTakeover sets how a newer request for the upload stops this
+	// writer (f makes its reads fail soon).
+	OnTakeover(f func())
+	// Release ends this writer's hold, saving its progress first.
+	Release()
+}
+
+// The local-disk store is a Backend with every optional capability.
+var (
+	_ IDBackend     = (*Store)(nil)
+	_ BackendUpload = (*Upload)(nil)
+)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/lab/chart"
 )
 
 func init() {
@@ -159,7 +160,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer f.Close()
-		if err := bench.WriteWANSVG(f, "sluice bench wan: goodput by mode (uncompressed MB/s, durable at the sink)", medians); err != nil {
+		if err := chart.WAN(f, "sluice bench wan: goodput by mode (uncompressed MB/s, durable at the sink)", medians); err != nil {
 			return err
 		}
 	}

@@ -20,24 +20,8 @@ func (b *byteSize) String() string { return formatSize(int64(*b)) }
 // divides it: 4MiB, 1536KiB, 1000B. Set parses every result back.
 func formatSize(n int64) string { return defaults.FormatSize(n) }
 
-// humanSize prints n bytes for people, to three significant digits at
-// most: 384 MiB, 1.5 GiB, 12.3 KiB, 912 B.
-func humanSize(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.mult {
-			v := float64(n) / float64(u.mult)
-			prec := 1
-			if v >= 100 || n%u.mult == 0 {
-				prec = 0
-			}
-			return strconv.FormatFloat(v, 'f', prec, 64) + " " + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10) + " B"
-}
+// humanSize prints n bytes for people: 384 MiB, 1.5 GiB, 912 B.
+func humanSize(n int64) string { return defaults.HumanSize(n) }
 
 func (b *byteSize) Set(s string) error {
 	n, err := parseByteSize(s)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/netem"
 )
 
@@ -78,16 +79,4 @@ func parseRate(s string) (int64, error) {
 	return n, nil
 }
 
-func rateString(bytesPerSec int64) string {
-	if bytesPerSec == 0 {
-		return "unlimited"
-	}
-	bits := float64(bytesPerSec) * 8
-	switch {
-	case bits >= 1e9:
-		return fmt.Sprintf("%gGbit/s", bits/1e9)
-	case bits >= 1e6:
-		return fmt.Sprintf("%gMbit/s", bits/1e6)
-	}
-	return fmt.Sprintf("%gkbit/s", bits/1e3)
-}
+func rateString(bytesPerSec int64) string { return defaults.RateString(bytesPerSec) }

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/lab/logbench"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -44,10 +45,10 @@ func logBench(args []string, stdout, stderr io.Writer) error {
 	if *writers < 1 || *dur <= 0 {
 		return &exitError{code: 2, msg: "--writers and --duration must be positive"}
 	}
-	return runLogBenchReps(bench.LogConfig{
+	return logbench.Run(bench.LogConfig{
 		Dir: *dir, RecordSizes: sizes, Sync: pol, Writers: *writers,
 		Duration: *dur, MaxBytes: int64(maxBytes), Progress: stderr,
-	}, bf, args, stdout)
+	}, bf.report("log bench", args), stdout)
 }
 
 func logCheck(args []string, stdout, stderr io.Writer) error {

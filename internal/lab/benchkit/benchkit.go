@@ -7,6 +7,8 @@ package benchkit
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/bench"
@@ -105,4 +107,22 @@ func FixedSizeSource(size, message int) func(int) bench.Source {
 			return dst
 		}
 	}
+}
+
+// StartCPUProfile writes a CPU profile to path until the returned
+// function is called; an empty path profiles nothing. Runners call it
+// themselves so that the profile covers the runs, not the set-up.
+func StartCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

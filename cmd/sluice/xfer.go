@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
@@ -75,7 +73,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer store.Close()
 	reg := newRegistry()
-	registerXferMetrics(reg, store)
+	xfer.RegisterMetrics(reg, store)
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
 		return err
 	}
@@ -108,25 +106,6 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"uploads_failed", store.Stats.UploadsFailed.Load(), "bytes_received", store.Stats.BytesReceived.Load(),
 		"partial_uploads_kept", store.Partials())
 	return err2
-}
-
-func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
-	for _, c := range []struct {
-		name, help string
-		v          func() int64
-	}{
-		{"sluice_xfer_received_bytes_total", "Bytes written to partial uploads.", s.Stats.BytesReceived.Load},
-		{"sluice_xfer_uploads_completed_total", "Uploads verified and renamed into place.", s.Stats.UploadsCompleted.Load},
-		{"sluice_xfer_uploads_failed_total", "Uploads whose whole-file SHA-256 did not match (discarded).", s.Stats.UploadsFailed.Load},
-		{"sluice_xfer_chunks_rejected_total", "Chunks refused for a bad CRC32C or tus checksum.", s.Stats.ChunksRejected.Load},
-		{"sluice_xfer_expired_total", "Idle partial uploads, and records of finished tus uploads, removed at --expire.", s.Stats.Expired.Load},
-		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Stats.Salvaged.Load},
-		{"sluice_xfer_takeovers_total", "Writers interrupted by a newer request for their upload (a tus client back on a new connection).", s.Stats.TakenOver.Load},
-		{"sluice_xfer_idle_timeouts_total", "tus PATCHes ended because their body sent nothing for --idle-timeout.", s.Stats.IdleTimeouts.Load},
-	} {
-		v := c.v
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(v()) }))
-	}
 }
 
 // chunkFlag is --chunk: a size, or auto (0).

@@ -8,8 +8,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/dirlock"
-	"github.com/sluicehq/sluice/internal/logcheck"
 	"github.com/sluicehq/sluice/internal/lab/logbench"
+	"github.com/sluicehq/sluice/internal/logcheck"
 	"github.com/sluicehq/sluice/seglog"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/rsocketd"
 	"github.com/sluicehq/sluice/rsocket"
+	"github.com/sluicehq/sluice/rsocket/balance"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -190,25 +191,9 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *requestN < 1 || *requestN > frame.MaxRequestN {
 		return usageError(fs, "--request-n must be in 1..%d", frame.MaxRequestN)
 	}
-	var md []byte
-	if hasMetadata {
-		md = []byte(*metadata)
-	}
-	if *route != "" {
-		tags, err := extension.AppendRouting(nil, *route)
-		if err != nil {
-			return usageError(fs, "--route: %v", err)
-		}
-		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
-		if err != nil {
-			return err
-		}
-		if hasMetadata {
-			if comp, err = extension.AppendCompositeEntry(comp, "text/plain", md); err != nil {
-				return err
-			}
-		}
-		md = comp
+	md, err := requestMetadata(fs, *metadata, hasMetadata, *route)
+	if err != nil {
+		return err
 	}
 	opts := []rsocket.Option{
 		rsocket.WithMIME(*metadataMIME, *dataMIME),
@@ -233,11 +218,43 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		return err
 	}
 	defer c.Close()
-	p := rsocket.Payload{Metadata: md, Data: []byte(*data)}
+	return rsocketInteract(ctx, c, model, rsocket.Payload{Metadata: md, Data: []byte(*data)}, hasData, uint32(*requestN), stdout, stderr)
+}
+
+// requestMetadata is --metadata, or with --route composite metadata: the
+// route, then --metadata as a text/plain entry.
+func requestMetadata(fs *flag.FlagSet, metadata string, hasMetadata bool, route string) ([]byte, error) {
+	var md []byte
+	if hasMetadata {
+		md = []byte(metadata)
+	}
+	if route != "" {
+		tags, err := extension.AppendRouting(nil, route)
+		if err != nil {
+			return nil, usageError(fs, "--route: %v", err)
+		}
+		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
+		if err != nil {
+			return nil, err
+		}
+		if hasMetadata {
+			if comp, err = extension.AppendCompositeEntry(comp, "text/plain", md); err != nil {
+				return nil, err
+			}
+		}
+		md = comp
+	}
+	return md, nil
+}
+
+// rsocketInteract makes the request of model with p on c and prints what
+// comes back: data on stdout, one element per line; n is the stream and
+// channel credits; a channel sends stdin's lines after p (p's data is the
+// first line unless --data was given).
+func rsocketInteract(ctx context.Context, c balance.Requester, model string, p rsocket.Payload, hasData bool, n uint32, stdout, stderr io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	print := func(p rsocket.Payload) { w.Write(p.Data); w.WriteByte('\n') }
-	n := uint32(*requestN)
 	switch model {
 	case "rr":
 		r, err := c.RequestResponse(ctx, p)
@@ -253,10 +270,10 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		// what the server sends).
 		fmt.Fprintf(stderr, "sent: fire-and-forget, %s (no answer comes back)\n", payloadSize(p))
 	case "push":
-		if err := c.MetadataPush(ctx, md); err != nil {
+		if err := c.MetadataPush(ctx, p.Metadata); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "sent: metadata push, %s (no answer comes back)\n", plural(len(md), "byte"))
+		fmt.Fprintf(stderr, "sent: metadata push, %s (no answer comes back)\n", plural(len(p.Metadata), "byte"))
 	case "stream":
 		s, err := c.RequestStream(ctx, p, n)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/flagfile"
 )
 
 // byteSize is a flag value such as 256KiB, 4MiB, 100B or 1000.
@@ -46,20 +47,13 @@ func parseByteSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n < 0 {
-		return 0, &badValueError{value: s, want: "want a size such as 100B, 16KiB or 4MiB"}
+		return 0, &flagfile.ValueError{Value: s, Want: "want a size such as 100B, 16KiB or 4MiB"}
 	}
 	if n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
 	return n * mult, nil
 }
-
-// badValueError is a flag value that does not parse: the flag package and
-// the config file name the value themselves, so Error says only what was
-// wanted, and the value is named once.
-type badValueError struct{ value, want string }
-
-func (e *badValueError) Error() string { return e.want }
 
 // sizeList is a comma-separated list of sizes.
 type sizeList []int

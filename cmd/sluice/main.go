@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/flagfile"
 )
 
 // command is one subcommand. run gets the arguments after its name.
@@ -296,7 +298,7 @@ var (
 func flagMessage(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if m := reUndefined.FindStringSubmatch(msg); m != nil {
-		if near := nearestFlag(fs, m[1]); near != "" {
+		if near := flagfile.Nearest(fs, m[1]); near != "" {
 			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", m[1], near)
 		}
 		return fmt.Sprintf("unknown flag --%s", m[1])
@@ -314,59 +316,4 @@ func flagMessage(fs *flag.FlagSet, err error) string {
 		return fmt.Sprintf("--%s %s: %s", m[2], m[1], why)
 	}
 	return msg
-}
-
-// nearestFlag returns the flag of fs closest to name by edit distance
-// (a swap of two letters counts one), if it is close enough to be the
-// one meant: at most 1 edit for names up to 4 letters, 2 beyond. A name
-// of 3 letters or more that starts exactly one flag (--spool-q) names
-// that flag first.
-func nearestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", 0
-	var prefixed []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, name) {
-			prefixed = append(prefixed, f.Name)
-		}
-		if d := editDistance(name, f.Name); best == "" || d < bestD || (d == bestD && f.Name < best) {
-			best, bestD = f.Name, d
-		}
-	})
-	limit := 2
-	if len(name) <= 4 {
-		limit = 1
-	}
-	switch {
-	case len(prefixed) == 1 && len(name) >= 3:
-		return prefixed[0]
-	case best != "" && bestD <= limit:
-		return best
-	}
-	return ""
-}
-
-// editDistance is the optimal string alignment distance between a and b:
-// insertions, deletions, substitutions and swaps of adjacent letters.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

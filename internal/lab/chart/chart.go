@@ -21,7 +21,8 @@ import (
 // closed-loop rows, one line per protocol.
 func RR(rs bench.Results) string {
 	var b strings.Builder
-	const w, barH, left = 900, 14, 230
+	const barH, left = 14, 230
+	const w = rrWidth
 	rows := rs.Rows
 	h1 := 60 + len(rows)*(3*barH+8)
 	h2 := 380
@@ -61,48 +62,7 @@ func RR(rs bench.Results) string {
 		b.WriteString("</svg>\n")
 		return b.String()
 	}
-	// Throughput against in flight.
-	type pt struct{ n, rps float64 }
-	lines := map[string][]pt{}
-	var names []string
-	maxRPS, maxN := 1.0, 1.0
-	for _, r := range rows {
-		if r.Params["mode"] != "closed" {
-			continue
-		}
-		p := fmt.Sprint(r.Params["protocol"])
-		if _, ok := lines[p]; !ok {
-			names = append(names, p)
-		}
-		n := float64(r.Params["inflight"].(int))
-		v := r.Stat("rps").Median
-		lines[p] = append(lines[p], pt{n, v})
-		maxRPS, maxN = max(maxRPS, v), max(maxN, n)
-	}
-	top := h1 + 40
-	fmt.Fprintf(&b, `<text x="10" y="%d" font-size="15">Closed loop: requests/s (median) against requests in flight (log scale), one connection</text>`+"\n", top)
-	px := func(n float64) float64 { return 80 + (w-300)*log10(n)/max(log10(maxN), 1) }
-	py := func(v float64) float64 { return float64(top+h2-40) - float64(h2-80)*v/maxRPS }
-	fmt.Fprintf(&b, `<line x1="80" y1="%.1f" x2="%d" y2="%.1f" stroke="#333"/><line x1="80" y1="%d" x2="80" y2="%.1f" stroke="#333"/>`+"\n", py(0), w-220, py(0), top+20, py(0))
-	for k := 0; k <= 4; k++ {
-		v := maxRPS * float64(k) / 4
-		fmt.Fprintf(&b, `<text x="5" y="%.1f" fill="#555">%.0fk/s</text>`+"\n", py(v)+4, v/1000)
-	}
-	for n := 1.0; n <= maxN; n *= 4 {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">%.0f</text>`+"\n", px(n)-4, py(0)+15, n)
-	}
-	palette := []string{"#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"}
-	for i, p := range names {
-		pts := lines[p]
-		slices.SortFunc(pts, func(a, b pt) int { return int(a.n - b.n) })
-		var poly []string
-		for _, q := range pts {
-			poly = append(poly, fmt.Sprintf("%.1f,%.1f", px(q.n), py(q.rps)))
-		}
-		c := palette[i%len(palette)]
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(poly, " "))
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", w-200, top+30+i*18, c, w-182, top+40+i*18, esc(p))
-	}
+	rrThroughput(&b, rows, h1, h2)
 	b.WriteString("</svg>\n")
 	return b.String()
 }
@@ -122,6 +82,58 @@ func esc(s string) string {
 }
 
 func log10(v float64) float64 { return math.Log10(v) }
+
+// rrWidth is the width of the RR charts.
+const rrWidth = 900
+
+// rrThroughput draws requests/s against requests in flight for the
+// closed-loop rows, one line per protocol, below the latency chart
+// (h1 high); h2 is its own height.
+func rrThroughput(b *strings.Builder, rows []*bench.Row, h1, h2 int) {
+	const w = rrWidth
+	// Throughput against in flight.
+	type pt struct{ n, rps float64 }
+	lines := map[string][]pt{}
+	var names []string
+	maxRPS, maxN := 1.0, 1.0
+	for _, r := range rows {
+		if r.Params["mode"] != "closed" {
+			continue
+		}
+		p := fmt.Sprint(r.Params["protocol"])
+		if _, ok := lines[p]; !ok {
+			names = append(names, p)
+		}
+		n := float64(r.Params["inflight"].(int))
+		v := r.Stat("rps").Median
+		lines[p] = append(lines[p], pt{n, v})
+		maxRPS, maxN = max(maxRPS, v), max(maxN, n)
+	}
+	top := h1 + 40
+	fmt.Fprintf(b, `<text x="10" y="%d" font-size="15">Closed loop: requests/s (median) against requests in flight (log scale), one connection</text>`+"\n", top)
+	px := func(n float64) float64 { return 80 + (w-300)*log10(n)/max(log10(maxN), 1) }
+	py := func(v float64) float64 { return float64(top+h2-40) - float64(h2-80)*v/maxRPS }
+	fmt.Fprintf(b, `<line x1="80" y1="%.1f" x2="%d" y2="%.1f" stroke="#333"/><line x1="80" y1="%d" x2="80" y2="%.1f" stroke="#333"/>`+"\n", py(0), w-220, py(0), top+20, py(0))
+	for k := 0; k <= 4; k++ {
+		v := maxRPS * float64(k) / 4
+		fmt.Fprintf(b, `<text x="5" y="%.1f" fill="#555">%.0fk/s</text>`+"\n", py(v)+4, v/1000)
+	}
+	for n := 1.0; n <= maxN; n *= 4 {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="#555">%.0f</text>`+"\n", px(n)-4, py(0)+15, n)
+	}
+	palette := []string{"#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"}
+	for i, p := range names {
+		pts := lines[p]
+		slices.SortFunc(pts, func(a, b pt) int { return int(a.n - b.n) })
+		var poly []string
+		for _, q := range pts {
+			poly = append(poly, fmt.Sprintf("%.1f,%.1f", px(q.n), py(q.rps)))
+		}
+		c := palette[i%len(palette)]
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(poly, " "))
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", w-200, top+30+i*18, c, w-182, top+40+i*18, esc(p))
+	}
+}
 
 // UploadPoint is one cell of an upload sweep on the chart: a transport
 // and source (one line each; a Series starting "seed" is drawn as a
@@ -184,7 +196,6 @@ func Upload(rs []UploadPoint, size int64) []byte {
 		x := px(c)
 		fmt.Fprintf(&sb, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, x, t, h-b, x, h-b+16, defaults.FormatSize(int64(c)))
 	}
-	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 	var keys []string
 	lines := map[string][]UploadPoint{}
 	for _, x := range rs {
@@ -195,26 +206,33 @@ func Upload(rs []UploadPoint, size int64) []byte {
 		lines[k] = append(lines[k], x)
 	}
 	for i, k := range keys {
-		col := colors[i%len(colors)]
 		var pts []string
 		for _, x := range lines[k] {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(x.Chunk), py(x.MBps)))
 		}
-		dash := ""
-		if strings.HasSuffix(k, "disk") {
-			dash = ` stroke-dasharray="5,3"`
-		}
-		if strings.HasPrefix(k, "seed") {
-			col, dash = "#000", ` stroke-dasharray="1,3"`
-			if strings.Contains(k, "field") {
-				col = "#888"
-			}
-		}
+		col, dash := uploadStyle(i, k)
 		fmt.Fprintf(&sb, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, strings.Join(pts, " "))
 		fmt.Fprintf(&sb, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/><text x="%d" y="%d">%s</text>`+"\n", w-r+10, w-r+30, t+10+i*16, t+10+i*16, col, dash, w-r+34, t+14+i*16, k)
 	}
 	sb.WriteString("</svg>\n")
 	return []byte(sb.String())
+}
+
+// uploadStyle is the colour and dash of line i, key k: disk dashed, the
+// seed's references dotted in black and grey.
+func uploadStyle(i int, k string) (col, dash string) {
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+	col = colors[i%len(colors)]
+	if strings.HasSuffix(k, "disk") {
+		dash = ` stroke-dasharray="5,3"`
+	}
+	if strings.HasPrefix(k, "seed") {
+		col, dash = "#000", ` stroke-dasharray="1,3"`
+		if strings.Contains(k, "field") {
+			col = "#888"
+		}
+	}
+	return col, dash
 }
 
 func pow10(d float64) float64 {

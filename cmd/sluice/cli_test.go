@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -20,14 +19,7 @@ func run(args ...string) (code int, stdout, stderr string) {
 }
 
 // commandNames lists every registered command, sorted.
-func commandNames() []string {
-	var names []string
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func commandNames() []string { return app.Names() }
 
 // takesPositionals are the commands whose usage names arguments after the
 // flags; every other command takes flags only.
@@ -236,20 +228,6 @@ func TestPlural(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
-		}
-	}
-}
-
-func TestUnprefixed(t *testing.T) {
-	for _, c := range []struct{ name, msg, want string }{
-		{"sink", "sink: mkdir x: not a directory", "mkdir x: not a directory"},
-		{"agent", "agent: spool x is damaged", "spool x is damaged"},
-		{"log check", "log: no log in x", "no log in x"},
-		{"xfer send", "xfer: send: refused", "refused"},
-		{"sink", "sinking: x", "sinking: x"},
-	} {
-		if got := unprefixed(c.name, c.msg); got != c.want {
-			t.Errorf("unprefixed(%q, %q) = %q, want %q", c.name, c.msg, got, c.want)
 		}
 	}
 }

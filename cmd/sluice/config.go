@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/defaults"
-	"github.com/sluicehq/sluice/internal/flagfile"
+	"github.com/sluicehq/sluice/internal/cliflag"
 )
 
 func init() {
@@ -72,7 +72,7 @@ func parseDaemonFlags(fs *flag.FlagSet, args []string, configFile *string, daemo
 	if *configFile == "" {
 		return nil
 	}
-	if err := flagfile.Apply(fs, *configFile, daemon); err != nil {
+	if err := cliflag.Apply(fs, *configFile, daemon); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	return nil

@@ -9,11 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/flagfile"
+	"github.com/sluicehq/sluice/internal/cliflag"
 )
 
 // app is sluice's commands; each file registers its own.
@@ -100,7 +99,7 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
 	case errors.Is(err, flag.ErrHelp):
 		return &cli.HelpError{Usage: buf.String()}
 	default:
-		return usageError(fs, "%s", flagMessage(fs, err))
+		return usageError(fs, "%s", cliflag.Message(fs, err))
 	}
 }
 
@@ -134,35 +133,4 @@ func requireFlags(fs *flag.FlagSet, nameValues ...string) error {
 	default:
 		return usageError(fs, "%s and %s are required", strings.Join(missing[:len(missing)-1], ", "), missing[len(missing)-1])
 	}
-}
-
-var (
-	reUndefined = regexp.MustCompile(`^flag provided but not defined: -(.*)$`)
-	reNoValue   = regexp.MustCompile(`^flag needs an argument: -(.*)$`)
-	reBadValue  = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]*): (.*)$`)
-)
-
-// flagMessage rewords an error of fs.Parse: flags spelled --name as in
-// the docs, and an unknown flag with the nearest of fs's flags.
-func flagMessage(fs *flag.FlagSet, err error) string {
-	msg := err.Error()
-	if m := reUndefined.FindStringSubmatch(msg); m != nil {
-		if near := flagfile.Nearest(fs, m[1]); near != "" {
-			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", m[1], near)
-		}
-		return fmt.Sprintf("unknown flag --%s", m[1])
-	}
-	if m := reNoValue.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("--%s needs a value", m[1])
-	}
-	if m := reBadValue.FindStringSubmatch(msg); m != nil {
-		why := m[3]
-		if f := fs.Lookup(m[2]); f != nil {
-			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-				why = "want true or false"
-			}
-		}
-		return fmt.Sprintf("--%s %s: %s", m[2], m[1], why)
-	}
-	return msg
 }

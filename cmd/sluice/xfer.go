@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/progress"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
@@ -175,74 +175,18 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
-	var bar *progressBar
-	if isTerminal(stderr) {
-		bar = &progressBar{w: stderr, start: time.Now()}
-		o.Progress = bar.update
+	var bar *progress.Bar
+	if progress.IsTerminal(stderr) {
+		bar = progress.NewBar(stderr)
+		o.Progress = bar.Update
 	}
 	sum, err := xfer.Send(ctx, *to, files[0], o)
 	if bar != nil {
-		bar.finish()
+		bar.Finish()
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, hex.EncodeToString(sum))
 	return nil
-}
-
-// isTerminal tells whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// progressBar draws "[=====>    ]  42% 1.2 GiB/2.9 GiB  512 MiB/s  ETA 4s"
-// on one terminal line, at most 10 times a second.
-type progressBar struct {
-	w           io.Writer
-	start, last time.Time
-	base        int64 // bytes the server had already: not counted in the rate
-	seen        bool
-}
-
-func (b *progressBar) update(done, total int64) {
-	now := time.Now()
-	if !b.seen {
-		b.seen, b.base, b.start = true, done, now
-	}
-	if done < b.base {
-		b.base, b.start = done, now // restarted from a lower offset
-	}
-	if now.Sub(b.last) < 100*time.Millisecond && done < total {
-		return
-	}
-	b.last = now
-	const width = 30
-	frac := 1.0
-	if total > 0 {
-		frac = float64(done) / float64(total)
-	}
-	fill := int(frac * width)
-	bar := strings.Repeat("=", fill)
-	if fill < width {
-		bar += ">" + strings.Repeat(" ", width-fill-1)
-	}
-	el := now.Sub(b.start).Seconds()
-	rate, eta := 0.0, "?"
-	if el > 0 && done > b.base {
-		rate = float64(done-b.base) / el
-		eta = (time.Duration(float64(total-done)/rate) * time.Second / time.Second).Round(time.Second).String()
-	}
-	fmt.Fprintf(b.w, "\r[%s] %3.0f%% %s/%s  %s/s  ETA %s   ", bar, 100*frac, humanSize(done), humanSize(total), humanSize(int64(rate)), eta)
-}
-
-func (b *progressBar) finish() {
-	if b.seen {
-		fmt.Fprintln(b.w)
-	}
 }

@@ -1,8 +1,8 @@
-// Package flagfile is what sluice's flag sets share beyond package
-// flag: a daemon's --config file (YAML, flag name to value) applied to
-// the flags its command line did not set, and the did-you-mean of a
-// mistyped flag name, in a file and on the command line alike.
-package flagfile
+// Package cliflag is what sluice's flag sets share beyond package flag:
+// size values (64MiB, 1000B), the did-you-mean of a mistyped flag name
+// and flag errors reworded with it, and a daemon's --config file (YAML,
+// flag name to value) applied to the flags its command line did not set.
+package cliflag
 
 import (
 	"errors"

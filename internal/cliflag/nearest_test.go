@@ -1,4 +1,4 @@
-package flagfile
+package cliflag
 
 import (
 	"flag"

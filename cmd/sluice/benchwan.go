@@ -56,11 +56,15 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: newLogger(stderr, "error")}
 	if *sweep {
-		sw, err := parseSweep(*sweepRTTs, *sweepWindows, *sweepRate)
+		rate, err := parseRate(*sweepRate)
 		if err != nil {
-			return err
+			return &exitError{code: 2, msg: err.Error()}
 		}
-		sw.WAN, sw.Duration, sw.CSVPath, sw.Report = wan, *sweepDur, *csvPath, bf.report("bench wan", args)
+		rtts, wins, err := wanbench.ParseSweep(*sweepRTTs, *sweepWindows)
+		if err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+		sw := wanbench.Sweep{WAN: wan, RTTs: rtts, Windows: wins, Rate: rate, Duration: *sweepDur, CSVPath: *csvPath, Report: bf.report("bench wan", args)}
 		stopProfile, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
@@ -81,33 +85,4 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	return wanbench.Run(ctx, cfg, stdout, stderr)
-}
-
-// parseSweep reads the --sweep-* lists.
-func parseSweep(rttList, winList, rateFlag string) (wanbench.Sweep, error) {
-	var s wanbench.Sweep
-	rate, err := parseRate(rateFlag)
-	if err != nil {
-		return s, &exitError{code: 2, msg: err.Error()}
-	}
-	s.Rate = rate
-	for _, r := range strings.Split(rttList, ",") {
-		d, err := time.ParseDuration(r)
-		if err != nil {
-			return s, &exitError{code: 2, msg: "--sweep-rtts: " + err.Error()}
-		}
-		s.RTTs = append(s.RTTs, d)
-	}
-	for _, w := range strings.Split(winList, ",") {
-		if w == "auto" {
-			s.Windows = append(s.Windows, 0)
-			continue
-		}
-		n, err := strconv.Atoi(w)
-		if err != nil || n < 1 {
-			return s, &exitError{code: 2, msg: "--sweep-windows: auto or positive numbers"}
-		}
-		s.Windows = append(s.Windows, n)
-	}
-	return s, nil
 }

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,10 +17,6 @@ func init() {
 	register("consume", "print the records in a sink's store, one per line, in store order", runConsume)
 }
 
-// kafkaOffsetBits: with a Kafka-backed sink an offset is a partition and an
-// offset in it, packed as partition<<48 | offset (see internal/sink).
-const kafkaOffsetBits = wire.KafkaOffsetBits
-
 // storeOffset is the --from flag: OFFSET, or PARTITION:OFFSET for a
 // Kafka-backed sink (packed as the sink expects).
 type storeOffset uint64
@@ -30,32 +24,15 @@ type storeOffset uint64
 func (o *storeOffset) String() string { return formatOffset(uint64(*o)) }
 
 func (o *storeOffset) Set(s string) error {
-	ps, offs, ok := strings.Cut(s, ":")
-	if !ok {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("bad offset %q: want OFFSET or PARTITION:OFFSET", s)
-		}
+	n, err := wire.ParseOffset(s)
+	if err == nil {
 		*o = storeOffset(n)
-		return nil
 	}
-	p, err1 := strconv.ParseUint(ps, 10, 16)
-	n, err2 := strconv.ParseUint(offs, 10, 64)
-	if err1 != nil || err2 != nil || n >= 1<<kafkaOffsetBits {
-		return fmt.Errorf("bad offset %q: want PARTITION:OFFSET, partition < 65536, offset < 2^48", s)
-	}
-	*o = storeOffset(p<<kafkaOffsetBits | n)
-	return nil
+	return err
 }
 
-// formatOffset shows a packed Kafka offset of a partition other than 0 as
-// PARTITION:OFFSET, any other as a number.
-func formatOffset(v uint64) string {
-	if p := v >> kafkaOffsetBits; p != 0 {
-		return strconv.FormatUint(p, 10) + ":" + strconv.FormatUint(v&(1<<kafkaOffsetBits-1), 10)
-	}
-	return strconv.FormatUint(v, 10)
-}
+// formatOffset shows an offset as --from takes it (wire.FormatOffset).
+func formatOffset(v uint64) string { return wire.FormatOffset(v) }
 
 func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("consume", "--sink HOST:PORT [flags]", stderr)

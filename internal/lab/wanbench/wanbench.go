@@ -173,6 +173,30 @@ type Sweep struct {
 	Report   benchkit.Report
 }
 
+// ParseSweep reads the --sweep-rtts and --sweep-windows lists (a
+// window "auto" is 0), in the flags' words on error.
+func ParseSweep(rttList, winList string) (rtts []time.Duration, wins []int, err error) {
+	for _, r := range strings.Split(rttList, ",") {
+		d, err := time.ParseDuration(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--sweep-rtts: %w", err)
+		}
+		rtts = append(rtts, d)
+	}
+	for _, w := range strings.Split(winList, ",") {
+		if w == "auto" {
+			wins = append(wins, 0)
+			continue
+		}
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			return nil, nil, fmt.Errorf("--sweep-windows: auto or positive numbers")
+		}
+		wins = append(wins, n)
+	}
+	return rtts, wins, nil
+}
+
 // RunSweep runs the sweep and prints its table: goodput per RTT and
 // window, and auto over the best fixed window.
 func RunSweep(ctx context.Context, s Sweep, stdout, stderr io.Writer) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -14,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/rsocketcall"
 	"github.com/sluicehq/sluice/internal/rsocketd"
 	"github.com/sluicehq/sluice/rsocket"
-	"github.com/sluicehq/sluice/rsocket/balance"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -218,7 +217,8 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		return err
 	}
 	defer c.Close()
-	return rsocketInteract(ctx, c, model, rsocket.Payload{Metadata: md, Data: []byte(*data)}, hasData, uint32(*requestN), stdout, stderr)
+	call := rsocketcall.Call{Model: model, Payload: rsocket.Payload{Metadata: md, Data: []byte(*data)}, HasData: hasData, N: uint32(*requestN), Stdin: rsocketStdin}
+	return rsocketFailed(call.Do(ctx, c, stdout, stderr), stderr)
 }
 
 // requestMetadata is --metadata, or with --route composite metadata: the
@@ -247,72 +247,6 @@ func requestMetadata(fs *flag.FlagSet, metadata string, hasMetadata bool, route 
 	return md, nil
 }
 
-// rsocketInteract makes the request of model with p on c and prints what
-// comes back: data on stdout, one element per line; n is the stream and
-// channel credits; a channel sends stdin's lines after p (p's data is the
-// first line unless --data was given).
-func rsocketInteract(ctx context.Context, c balance.Requester, model string, p rsocket.Payload, hasData bool, n uint32, stdout, stderr io.Writer) error {
-	w := bufio.NewWriter(stdout)
-	defer w.Flush()
-	print := func(p rsocket.Payload) { w.Write(p.Data); w.WriteByte('\n') }
-	switch model {
-	case "rr":
-		r, err := c.RequestResponse(ctx, p)
-		if err != nil {
-			return rsocketFailed(err, stderr)
-		}
-		print(r)
-	case "fnf":
-		if err := c.FireAndForget(ctx, p); err != nil {
-			return err
-		}
-		// Nothing comes back: say it went out, on stderr (stdout is for
-		// what the server sends).
-		fmt.Fprintf(stderr, "sent: fire-and-forget, %s (no answer comes back)\n", payloadSize(p))
-	case "push":
-		if err := c.MetadataPush(ctx, p.Metadata); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "sent: metadata push, %s (no answer comes back)\n", plural(len(p.Metadata), "byte"))
-	case "stream":
-		s, err := c.RequestStream(ctx, p, n)
-		if err != nil {
-			return err
-		}
-		return drainStream(s, print, w, stderr)
-	case "channel":
-		lines := bufio.NewScanner(rsocketStdin)
-		lines.Buffer(make([]byte, 64<<10), frame.MaxFrameSize)
-		first := hasData
-		if !first && lines.Scan() {
-			p.Data, first = append([]byte(nil), lines.Bytes()...), true
-		}
-		ch, err := c.RequestChannel(ctx, p, n)
-		if err != nil {
-			return err
-		}
-		go func() {
-			for lines.Scan() {
-				if ch.Send(rsocket.Payload{Data: append([]byte(nil), lines.Bytes()...)}) != nil {
-					return
-				}
-			}
-			ch.Complete()
-		}()
-		return drainStream(&ch.Stream, print, w, stderr)
-	}
-	return nil
-}
-
-// payloadSize says how large p is: "5 bytes of data, 3 of metadata".
-func payloadSize(p rsocket.Payload) string {
-	s := plural(len(p.Data), "byte") + " of data"
-	if p.Metadata != nil {
-		s += fmt.Sprintf(", %d of metadata", len(p.Metadata))
-	}
-	return s
-}
-
 // checkClientURLs refuses a --url entry that is not SCHEME://HOST:PORT...
 // before dialing: a bare HOST:PORT failed in url.Parse with "first path
 // segment in URL cannot contain colon".
@@ -327,23 +261,6 @@ func checkClientURLs(fs *flag.FlagSet, urls string) error {
 		}
 	}
 	return nil
-}
-
-func drainStream(s *rsocket.Stream, print func(rsocket.Payload), w *bufio.Writer, stderr io.Writer) error {
-	for {
-		p, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			w.Flush()
-			return rsocketFailed(err, stderr)
-		}
-		print(p)
-		if w.Buffered() > 32<<10 {
-			w.Flush()
-		}
-	}
 }
 
 // rsocketTLSFlags are a client command's TLS flags: the server is
@@ -383,11 +300,11 @@ func (f *rsocketTLSFlags) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// rsocketFailed prints an ERROR's message alone on stderr (exit 1).
+// rsocketFailed prints the server's ERROR alone on stderr (exit 1).
 func rsocketFailed(err error, stderr io.Writer) error {
-	var re *rsocket.Error
-	if errors.As(err, &re) {
-		fmt.Fprintln(stderr, re.Message)
+	var se *rsocketcall.ServerError
+	if errors.As(err, &se) {
+		fmt.Fprintln(stderr, se.Err.Message)
 		return &exitError{code: 1}
 	}
 	return err

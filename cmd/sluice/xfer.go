@@ -82,17 +82,8 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer srv.Close()
-	if a := srv.Addrs.GRPC; a != "" {
-		fmt.Fprintln(stdout, "listening grpc grpc://"+a)
-	}
-	if a := srv.Addrs.RSocket; a != "" {
-		fmt.Fprintln(stdout, "listening rsocket "+a)
-	}
-	if a := srv.Addrs.TUS; a != "" {
-		fmt.Fprintln(stdout, "listening tus http://"+a+"/files/")
-	}
-	if a := srv.Addrs.HTTP; a != "" {
-		fmt.Fprintln(stdout, "listening http http://"+a+"/post/")
+	for _, u := range srv.Addrs.URLs() {
+		fmt.Fprintln(stdout, "listening", u)
 	}
 	log.Info("xfer serving", "dir", *dir, "max_size", int64(maxSize), "expire", *expire)
 	var err2 error

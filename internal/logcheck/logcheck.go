@@ -1,7 +1,7 @@
-// Package logcheck finds the log behind a directory a user names to
-// `sluice log check` (a log, an agent's spool, a sink's data directory),
-// with the directory whose lock its daemon holds, and counts the records
-// inside the messages a check reads.
+// Package logcheck is `sluice log check`: it finds the log behind a
+// directory a user names (a log, an agent's spool, a sink's data
+// directory) with the directory whose lock its daemon holds, checks or
+// repairs it, counts the records inside its messages, and reports.
 package logcheck
 
 import (

@@ -2,9 +2,7 @@
 // against (rsocket-java, built by interop/rsocket-java/setup.sh) and checks
 // that a build is of the sources in the tree, so that a stale peer is never
 // tested or published; it also starts rsocket-java's servers for the
-// interop and resume tests (StartRSocketJavaServer). `sluice bench rr` and
-// `sluice bench rsocket` find (and build) their rsocket-go peers here too
-// (RRPeer, RSGoBench).
+// interop and resume tests (StartRSocketJavaServer). Only tests import it.
 package peers
 
 import (

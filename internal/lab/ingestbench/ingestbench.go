@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/bench"
-	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/kafkatest/kafkash"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/sink"
 )
@@ -62,7 +62,7 @@ type runner struct {
 // report.
 func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if c.Kafka == "" {
-		addr, stopKafka, err := kafkatest.Launch(stderr)
+		addr, stopKafka, err := kafkash.Launch(stderr)
 		if err != nil {
 			return fmt.Errorf("starting Kafka (or pass --kafka): %w", err)
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/bench"
-	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/kafkatest/kafkash"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 )
 
@@ -20,7 +20,7 @@ import (
 // tools-env fetches them once) and writes the payload file: the metrics
 // lines the other runs send, one per line.
 func javaProducerSetup(stderr io.Writer, recSize int) (bench.JavaProducerConfig, error) {
-	script, err := kafkatest.Script()
+	script, err := kafkash.Script()
 	if err != nil {
 		return bench.JavaProducerConfig{}, err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/bench/rr"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/lab/chart"
-	"github.com/sluicehq/sluice/internal/peers"
+	"github.com/sluicehq/sluice/internal/peers/peerbuild"
 )
 
 // Config is one `sluice bench rr`.
@@ -75,7 +75,7 @@ func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []c
 	for _, name := range c.Protocols {
 		p, _ := rr.Lookup(strings.TrimSpace(name))
 		if p.Serve == nil {
-			path, err := peers.RRPeer(ctx, c.RRPeer, stderr)
+			path, err := peerbuild.RRPeer(ctx, c.RRPeer, stderr)
 			if err != nil {
 				msg := fmt.Sprintf("%s skipped: %v", p.Name, err)
 				fmt.Fprintln(stdout, msg)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
-	"github.com/sluicehq/sluice/internal/peers"
+	"github.com/sluicehq/sluice/internal/peers/peerbuild"
 )
 
 // Config is one `sluice bench rsocket`.
@@ -66,10 +66,10 @@ func (c Config) multiName(api string) string {
 // Run measures, prints the tables and notes, and writes the report.
 func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if c.RSGo == "" {
-		c.RSGo = peers.RSGoBench()
+		c.RSGo = peerbuild.RSGoBench()
 	}
 	if c.RSGo == "" {
-		fmt.Fprintf(stderr, "rsocket-go: skipped: build it with %s\n", peers.RSGoBenchBuildHint)
+		fmt.Fprintf(stderr, "rsocket-go: skipped: build it with %s\n", peerbuild.RSGoBenchBuildHint)
 	}
 	configs := append(c.rrConfigs(ctx), c.otherConfigs(ctx)...)
 	var rs bench.Results
@@ -214,7 +214,7 @@ func (c Config) notes(rs bench.Results) []string {
 		}
 	}
 	if c.RSGo == "" {
-		notes = append(notes, "rsocket-go: skipped: build it with "+peers.RSGoBenchBuildHint)
+		notes = append(notes, "rsocket-go: skipped: build it with "+peerbuild.RSGoBenchBuildHint)
 	}
 	return notes
 }

@@ -1,4 +1,8 @@
-package peers
+// Package peerbuild finds, and builds when need be, the rsocket-go peers
+// of `sluice bench rr` (rrpeer) and `sluice bench rsocket` (rsgo-bench).
+// It is apart from package peers, which only tests import, so that the
+// sluice binary does not link package testing.
+package peerbuild
 
 import (
 	"context"

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -140,35 +138,9 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(stderr, c.logLevel)
-	cfg, err := c.af.config(c.sink, c.spool)
+	cfg, ingestTLS, err := c.config(log)
 	if err != nil {
-		return &exitError{code: 2, msg: err.Error()}
-	}
-	if cfg.GRPC, err = c.cf.transport(); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
-	}
-	if cfg.AgentID, err = agentIDFor(cfg.AgentID, c.cf.certFile); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
-	}
-	if (c.ingestCert == "") != (c.ingestKey == "") {
-		return &exitError{code: 2, msg: "--ingest-tls-cert and --ingest-tls-key go together"}
-	}
-	var ingestTLS *tls.Config
-	if c.ingestCert != "" {
-		if ingestTLS, err = auth.ServerTLS(c.ingestCert, c.ingestKey, ""); err != nil {
-			return &exitError{code: 2, msg: err.Error()}
-		}
-	}
-	if c.ingestTokens != "" {
-		if cfg.IngestTokens, err = auth.LoadTokens(c.ingestTokens); err != nil {
-			return &exitError{code: 2, msg: err.Error()}
-		}
-		if ingestTLS == nil {
-			log.Warn("ingest tokens travel in clear text without --ingest-tls-cert; use this on loopback only")
-		}
-	}
-	if err := c.lf.apply(&cfg); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+		return err
 	}
 	reg := newRegistry()
 	cfg.Logger, cfg.Registry = log, reg
@@ -203,18 +175,47 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if ingestTLS != nil {
 		lis = tls.NewListener(lis, ingestTLS)
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: defaults.IngestReadHeaderTimeout}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), defaults.IngestShutdownTimeout)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
 	log.Info("ingest listening", "addr", lis.Addr().String(), "agent_id", a.ID(),
 		"tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := a.ServeIngest(ctx, lis); err != nil {
 		return err
 	}
 	log.Info("shutting down; unacknowledged messages stay in the spool")
 	return a.Close()
+}
+
+// config is the agent.Config the flags describe, with the ingest
+// listener's TLS, its tokens and the client credentials loaded (errors
+// exit 2).
+func (c *agentCmd) config(log *slog.Logger) (cfg agent.Config, ingestTLS *tls.Config, err error) {
+	cfg, err = c.af.config(c.sink, c.spool)
+	if err != nil {
+		return cfg, nil, &exitError{code: 2, msg: err.Error()}
+	}
+	if cfg.GRPC, err = c.cf.transport(); err != nil {
+		return cfg, nil, &exitError{code: 2, msg: err.Error()}
+	}
+	if cfg.AgentID, err = agentIDFor(cfg.AgentID, c.cf.certFile); err != nil {
+		return cfg, nil, &exitError{code: 2, msg: err.Error()}
+	}
+	if (c.ingestCert == "") != (c.ingestKey == "") {
+		return cfg, nil, &exitError{code: 2, msg: "--ingest-tls-cert and --ingest-tls-key go together"}
+	}
+	if c.ingestCert != "" {
+		if ingestTLS, err = auth.ServerTLS(c.ingestCert, c.ingestKey, ""); err != nil {
+			return cfg, nil, &exitError{code: 2, msg: err.Error()}
+		}
+	}
+	if c.ingestTokens != "" {
+		if cfg.IngestTokens, err = auth.LoadTokens(c.ingestTokens); err != nil {
+			return cfg, nil, &exitError{code: 2, msg: err.Error()}
+		}
+		if ingestTLS == nil {
+			log.Warn("ingest tokens travel in clear text without --ingest-tls-cert; use this on loopback only")
+		}
+	}
+	if err := c.lf.apply(&cfg); err != nil {
+		return cfg, nil, &exitError{code: 2, msg: err.Error()}
+	}
+	return cfg, ingestTLS, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/lbbench"
 	"github.com/sluicehq/sluice/rsocket/balance"
 )
 
@@ -54,64 +54,6 @@ func runBenchLB(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	params := map[string]any{"servers": *servers, "slowed": *slowed, "slow_s": slow.Seconds(),
-		"inflight": *inflight, "duration_s": dur.Seconds()}
-	var rs bench.Results
-	for _, step := range bench.RepOrder(bf.reps, len(pols)) {
-		pol := pols[step.Config]
-		fmt.Fprintf(stderr, "[rep %d/%d] %s: %s ...\n", step.Rep+1, bf.reps, pol, *dur)
-		res, err := bench.RunLB(ctx, bench.LBConfig{Policy: pol, Servers: *servers, Slowed: *slowed, Slow: *slow,
-			InFlight: *inflight, Duration: *dur, Seed: int64(step.Rep + 1)})
-		if err != nil {
-			return err
-		}
-		var total int64
-		for _, n := range res.PerServer {
-			total += n
-		}
-		m := bench.Metrics{
-			"requests_per_sec": float64(res.Requests) / res.Elapsed.Seconds(),
-			"errors":           float64(res.Errors),
-			"p50_s":            res.P50.Seconds(), "p90_s": res.P90.Seconds(),
-			"p99_s": res.P99.Seconds(), "p999_s": res.P999.Seconds(), "max_s": res.Max.Seconds(),
-		}
-		var slowN int64
-		for i, n := range res.PerServer {
-			m[fmt.Sprintf("share_server%d", i)] = float64(n) / float64(total)
-			if i < *slowed {
-				slowN += n
-			}
-		}
-		m["slow_share"] = float64(slowN) / float64(total)
-		rs.Add(pol.String(), map[string]any{"policy": pol.String()}, m)
-	}
-	fmt.Fprintf(stdout, "\n%s; %d echo servers (%d slowed by %s), %d in flight, %s per run\n\n", repsLine(bf.reps), *servers, *slowed, *slow, *inflight, *dur)
-	fmt.Fprint(stdout, "| policy | requests/s | share of slowed | share per server | p50 | p90 | p99 | p99.9 | errors |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
-	for _, pol := range pols {
-		r := rs.Row(pol.String())
-		shares := make([]string, *servers)
-		for i := range shares {
-			shares[i] = fmt.Sprintf("%.1f%%", 100*r.Stat(fmt.Sprintf("share_server%d", i)).Median)
-			if i < *slowed {
-				shares[i] += " (slow)"
-			}
-		}
-		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Stat("requests_per_sec").Format(0),
-			pct1(r.Stat("slow_share")), strings.Join(shares, " / "),
-			r.Stat("p50_s").FormatDuration(), r.Stat("p90_s").FormatDuration(), r.Stat("p99_s").FormatDuration(),
-			r.Stat("p999_s").FormatDuration(), r.Stat("errors").Format(0))
-	}
-	fmt.Fprintln(stdout, "\nLatency: request-response as the client saw it (HdrHistogram, µs resolution); shares: requests each server answered.")
-	return bf.write("bench lb", args, params, rs, nil)
-}
-
-// pct1 is pct with one decimal: the slowed server's share is a few percent.
-func pct1(s bench.Stat) string {
-	if s.N == 0 {
-		return ""
-	}
-	if s.N == 1 {
-		return fmt.Sprintf("%.1f%%", 100*s.Median)
-	}
-	return fmt.Sprintf("%.1f%% (%.1f–%.1f%%)", 100*s.Median, 100*s.Min, 100*s.Max)
+	return lbbench.Run(ctx, lbbench.Config{Duration: *dur, Slow: *slow, Servers: *servers, Slowed: *slowed,
+		InFlight: *inflight, Policies: pols, Report: bf.report("bench lb", args)}, stdout, stderr)
 }

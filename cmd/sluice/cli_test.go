@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -20,14 +19,7 @@ func run(args ...string) (code int, stdout, stderr string) {
 }
 
 // commandNames lists every registered command, sorted.
-func commandNames() []string {
-	var names []string
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func commandNames() []string { return app.Names() }
 
 // takesPositionals are the commands whose usage names arguments after the
 // flags; every other command takes flags only.
@@ -239,41 +231,5 @@ func TestPlural(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
-	}
-}
-
-func TestUnprefixed(t *testing.T) {
-	for _, c := range []struct{ name, msg, want string }{
-		{"sink", "sink: mkdir x: not a directory", "mkdir x: not a directory"},
-		{"agent", "agent: spool x is damaged", "spool x is damaged"},
-		{"log check", "log: no log in x", "no log in x"},
-		{"xfer send", "xfer: send: refused", "refused"},
-		{"sink", "sinking: x", "sinking: x"},
-	} {
-		if got := unprefixed(c.name, c.msg); got != c.want {
-			t.Errorf("unprefixed(%q, %q) = %q, want %q", c.name, c.msg, got, c.want)
-		}
-	}
-}
-
-// The did-you-mean of an unknown flag: a typo within the edit distance,
-// a swap counting one, a prefix of exactly one flag; nothing for a name
-// unlike any flag.
-func TestNearestFlag(t *testing.T) {
-	fs := newFlags("x", "", nil)
-	for _, n := range []string{"agent", "spool", "spool-quota", "sink", "data", "dict", "log-level"} {
-		fs.String(n, "", "")
-	}
-	for _, c := range []struct{ typo, want string }{
-		{"agnet", "agent"}, {"agen", "agent"}, {"spol", "spool"}, {"spool-qouta", "spool-quota"},
-		{"snik", "sink"}, {"dtaa", "data"}, {"log-lvl", "log-level"}, {"loglevel", "log-level"},
-		{"zzzz", ""}, {"x", ""}, {"verbose", ""}, {"spool-q", "spool-quota"},
-	} {
-		if got := nearestFlag(fs, c.typo); got != c.want {
-			t.Errorf("nearestFlag(%q) = %q, want %q", c.typo, got, c.want)
-		}
-	}
-	if d := editDistance("agnet", "agent"); d != 1 {
-		t.Errorf("editDistance(agnet, agent) = %d, want 1 (a swap)", d)
 	}
 }

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -79,20 +78,10 @@ func agentIDFor(flagID, certFile string) (string, error) {
 	if certFile == "" {
 		return flagID, nil
 	}
-	certPEM, err := os.ReadFile(certFile)
-	if err != nil {
-		return "", err
-	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return "", fmt.Errorf("--tls-cert %s: no PEM certificate", certFile)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return "", fmt.Errorf("--tls-cert %s: %w", certFile, err)
-	}
-	id, err := auth.CertIdentity(cert)
+	id, err := auth.CertFileIdentity(certFile)
 	switch {
+	case errors.As(err, new(*fs.PathError)):
+		return "", err
 	case err != nil:
 		return "", fmt.Errorf("--tls-cert %s: %w", certFile, err)
 	case id.AgentID == auth.ReaderID:

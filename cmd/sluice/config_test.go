@@ -71,11 +71,11 @@ func TestConfigDefaultsListsEveryFlag(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("sluice config defaults --json: exit %d, stderr %q", code, errOut)
 	}
-	var rs []configRow
+	var rs []defaults.Row
 	if err := json.Unmarshal([]byte(js), &rs); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, js)
 	}
-	inJSON := map[string]configRow{}
+	inJSON := map[string]defaults.Row{}
 	for _, r := range rs {
 		for _, d := range r.Daemons {
 			inJSON[r.Key+" "+d] = r
@@ -117,7 +117,7 @@ func TestConfigurationDocTable(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("%s: no %q ... %q section", path, strings.TrimSpace(begin), end)
 	}
-	if got, want := s[i+len(begin):j], markdownTable(rows("")); got != want {
+	if got, want := s[i+len(begin):j], defaults.Markdown(defaults.Rows("")); got != want {
 		t.Errorf("%s: the defaults table differs from the code; replace it with the output of\n"+
 			"  go run ./cmd/sluice config defaults --markdown\n--- got\n%s--- want\n%s", path, got, want)
 	}

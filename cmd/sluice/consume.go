@@ -2,11 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,10 +17,6 @@ func init() {
 	register("consume", "print the records in a sink's store, one per line, in store order", runConsume)
 }
 
-// kafkaOffsetBits: with a Kafka-backed sink an offset is a partition and an
-// offset in it, packed as partition<<48 | offset (see internal/sink).
-const kafkaOffsetBits = wire.KafkaOffsetBits
-
 // storeOffset is the --from flag: OFFSET, or PARTITION:OFFSET for a
 // Kafka-backed sink (packed as the sink expects).
 type storeOffset uint64
@@ -29,32 +24,15 @@ type storeOffset uint64
 func (o *storeOffset) String() string { return formatOffset(uint64(*o)) }
 
 func (o *storeOffset) Set(s string) error {
-	ps, offs, ok := strings.Cut(s, ":")
-	if !ok {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("bad offset %q: want OFFSET or PARTITION:OFFSET", s)
-		}
+	n, err := wire.ParseOffset(s)
+	if err == nil {
 		*o = storeOffset(n)
-		return nil
 	}
-	p, err1 := strconv.ParseUint(ps, 10, 16)
-	n, err2 := strconv.ParseUint(offs, 10, 64)
-	if err1 != nil || err2 != nil || n >= 1<<kafkaOffsetBits {
-		return fmt.Errorf("bad offset %q: want PARTITION:OFFSET, partition < 65536, offset < 2^48", s)
-	}
-	*o = storeOffset(p<<kafkaOffsetBits | n)
-	return nil
+	return err
 }
 
-// formatOffset shows a packed Kafka offset of a partition other than 0 as
-// PARTITION:OFFSET, any other as a number.
-func formatOffset(v uint64) string {
-	if p := v >> kafkaOffsetBits; p != 0 {
-		return strconv.FormatUint(p, 10) + ":" + strconv.FormatUint(v&(1<<kafkaOffsetBits-1), 10)
-	}
-	return strconv.FormatUint(v, 10)
-}
+// formatOffset shows an offset as --from takes it (wire.FormatOffset).
+func formatOffset(v uint64) string { return wire.FormatOffset(v) }
 
 func runConsume(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("consume", "--sink HOST:PORT [flags]", stderr)
@@ -82,12 +60,51 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
+	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)))
+	opts = append(opts, reconnectReporter(stderr)...)
+	if *group != "" {
+		opts = append(opts, client.Group(*group))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "from" {
+			opts = append(opts, client.From(uint64(from)))
+		}
+	})
+	c, err := client.NewConsumer(opts...)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	sig, stop := signalContext()
+	defer stop()
+
+	if *progress {
+		defer reportProgress(c, stderr)()
+	}
+	p, rerr := printRecords(sig, c, stdout, *group != "", *addr)
+	// Closing has the sink apply the last commits (waiting a few seconds).
+	if err := c.Close(); err != nil {
+		if rerr == nil && sig.Err() == nil {
+			rerr = err
+		} else {
+			fmt.Fprintf(stderr, "consume: %v\n", err)
+		}
+	}
+	last := "none"
+	if p.any {
+		last = formatOffset(p.lastOff)
+	}
+	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", plural(p.records, "record"), plural(p.bytes, "byte"), last)
+	return rerr
+}
+
+// reconnectReporter says on stderr when the sink goes away and comes
+// back: once per state change, not per attempt (a 65 s outage printed 665
+// lines before issue 24). The first failure says what broke, a second
+// that the sink stays away.
+func reconnectReporter(stderr io.Writer) []client.ConsumerOpt {
 	var failures int
 	var downSince time.Time
-	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)),
-		// Once per state change, not per attempt: a 65 s outage printed
-		// 665 lines before issue 24. The first failure says what broke,
-		// a second that the sink stays away.
+	return []client.ConsumerOpt{
 		client.OnReconnect(func(ev client.Reconnect) {
 			failures++
 			switch failures {
@@ -109,53 +126,49 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "consume: sink at %s reachable again after %s\n", addr, d.Round(100*time.Millisecond))
 			}
 			failures = 0
-		}))
-	if *group != "" {
-		opts = append(opts, client.Group(*group))
+		}),
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "from" {
-			opts = append(opts, client.From(uint64(from)))
-		}
-	})
-	c, err := client.NewConsumer(opts...)
-	if err != nil {
-		return &exitError{code: 2, msg: err.Error()}
-	}
-	sig, stop := signalContext()
-	defer stop()
+}
 
-	report := func(state string) {
-		st := c.Stats()
-		fmt.Fprintf(stderr, "consume: %s: %s, %s, next offset %s\n", state, plural(st.Messages, "message"), plural(st.Records, "record"), formatOffset(st.Position))
-	}
-	if *progress {
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					report("reading")
-				}
+// reportProgress says every second on stderr how far c has read, until
+// the returned function is called.
+func reportProgress(c *client.Consumer, stderr io.Writer) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				st := c.Stats()
+				fmt.Fprintf(stderr, "consume: reading: %s, %s, next offset %s\n", plural(st.Messages, "message"), plural(st.Records, "record"), formatOffset(st.Position))
 			}
-		}()
-		defer func() { close(done); wg.Wait() }()
-	}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
 
+// printed is the summary consume prints on stderr, as produce has:
+// records and bytes printed (without newlines) and the store offset of
+// the last message.
+type printed struct {
+	records, bytes int64
+	lastOff        uint64
+	any            bool
+}
+
+// printRecords prints c's records on stdout, one per line, until the end
+// of the store (or, following, until sig ends); with commit, it commits
+// after every message printed.
+func printRecords(sig context.Context, c *client.Consumer, stdout io.Writer, commit bool, addr string) (printed, error) {
 	out := bufio.NewWriterSize(stdout, 256<<10)
 	var rerr error
-	// The summary on stderr, as produce has: records and bytes printed
-	// (without newlines) and the store offset of the last message.
-	var nrec, nbytes int64
-	var lastOff uint64
-	var any bool
+	var p printed
 	for {
 		if c.Buffered() == 0 {
 			// The next call may wait for the network: print what is here.
@@ -166,18 +179,18 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		b, err := c.NextBatch(sig)
 		if err != nil {
 			if err != io.EOF && sig.Err() == nil {
-				rerr = dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
+				rerr = dialHint(err, "sink", addr, "--sink", "the sink's --listen address")
 			}
 			break
 		}
 		for _, rec := range b.Records {
 			out.Write(rec)
 			out.WriteByte('\n')
-			nbytes += int64(len(rec))
+			p.bytes += int64(len(rec))
 		}
-		nrec += int64(len(b.Records))
-		lastOff, any = b.Offset, true
-		if *group != "" {
+		p.records += int64(len(b.Records))
+		p.lastOff, p.any = b.Offset, true
+		if commit {
 			// Commit only what is out of our hands.
 			if rerr = out.Flush(); rerr != nil {
 				break
@@ -188,20 +201,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if err := out.Flush(); rerr == nil {
 		rerr = err
 	}
-	// Closing has the sink apply the last commits (waiting a few seconds).
-	if err := c.Close(); err != nil {
-		if rerr == nil && sig.Err() == nil {
-			rerr = err
-		} else {
-			fmt.Fprintf(stderr, "consume: %v\n", err)
-		}
-	}
-	last := "none"
-	if any {
-		last = formatOffset(lastOff)
-	}
-	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", plural(nrec, "record"), plural(nbytes, "byte"), last)
-	return rerr
+	return p, rerr
 }
 
 // clientOptions turns the transport and credential flags into client

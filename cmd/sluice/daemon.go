@@ -7,12 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -86,52 +84,7 @@ func listenFlag(flag, addr string) (net.Listener, error) {
 
 // serveMetricsOn is serveMetrics on a bound listener (nil: none).
 func serveMetricsOn(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log *slog.Logger, ready, healthy func() error, page ...status.Config) {
-	if lis == nil {
-		return
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", status.MetricsHandler(reg))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if healthy != nil {
-			if err := healthy(); err != nil {
-				http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if ready != nil {
-			if err := ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		io.WriteString(w, "ready\n")
-	})
-	for _, st := range page {
-		if st.Gatherer == nil {
-			st.Gatherer = reg
-		}
-		if st.Ready == nil {
-			st.Ready = ready
-		}
-		if st.Log == nil {
-			st.Log = log
-		}
-		mux.Handle("/", status.Handler(ctx, st))
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
-	log.Info("serving metrics", "addr", lis.Addr().String())
+	status.Serve(ctx, lis, reg, log, ready, healthy, page...)
 }
 
 // metricsHelp is the help of a daemon's --metrics: what serveMetrics

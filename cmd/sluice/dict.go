@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -40,35 +39,10 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 			inputs = append(inputs, f)
 		}
 	}
-	// Samples are message bodies exactly as the agent builds them: records
-	// packed with internal/batch framing up to the message size.
-	var samples [][]byte
-	var b batch.Builder
-	flush := func() {
-		if b.Count() > 0 {
-			samples = append(samples, append([]byte(nil), b.Bytes()...))
-			b.Reset()
-		}
+	samples, err := batch.Samples(inputs, int(msg))
+	if err != nil {
+		return err
 	}
-	for _, in := range inputs {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
-		for sc.Scan() {
-			if len(sc.Bytes()) == 0 {
-				continue
-			}
-			if b.Count() > 0 && b.LenWith(len(sc.Bytes())) > int(msg) {
-				flush()
-			}
-			if err := b.Add(sc.Bytes()); err != nil {
-				return err
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return err
-		}
-	}
-	flush()
 	// Hold back every tenth sample to measure the gain honestly.
 	var train, test [][]byte
 	for i, s := range samples {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -68,46 +67,5 @@ func genMetrics(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 
-	var written, lines int64
-	done := func() bool {
-		if set["records"] {
-			return lines >= *records
-		}
-		return written >= int64(limit)
-	}
-	w := bufio.NewWriterSize(stdout, 256<<10)
-	write := func(p []byte) error {
-		n, err := w.Write(p)
-		written += int64(n)
-		return err
-	}
-	if *messages {
-		var msg [][]byte
-		var line []byte
-		for first := true; !done(); first = false {
-			if !first {
-				if err := write([]byte{'\n'}); err != nil {
-					return err
-				}
-			}
-			msg = g.NextMessage(msg)
-			for _, r := range msg {
-				line = append(append(line[:0], r...), '\n')
-				if err := write(line); err != nil {
-					return err
-				}
-				lines++
-			}
-		}
-	} else {
-		var line []byte
-		for !done() {
-			line = append(g.AppendRecord(line[:0]), '\n')
-			if err := write(line); err != nil {
-				return err
-			}
-			lines++
-		}
-	}
-	return w.Flush()
+	return g.Write(stdout, metricsgen.Limit{Bytes: int64(limit), ByRecords: set["records"], Records: *records, Messages: *messages})
 }

@@ -9,26 +9,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"sort"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cliflag"
 )
 
-// command is one subcommand. run gets the arguments after its name.
-type command struct {
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) error
-}
-
-// commands maps "name" or "group name" to its command.
-var commands = map[string]command{}
+// app is sluice's commands; each file registers its own.
+var app = &cli.App{Name: "sluice", About: "sluice moves messages between services fast and without loss."}
 
 func register(name, summary string, run func(args []string, stdout, stderr io.Writer) error) {
-	commands[name] = command{summary: summary, run: run}
+	app.Register(name, summary, run)
 }
-
-// errUsage marks an error caused by how sluice was invoked (exit status 2).
-var errUsage = errors.New("usage")
 
 // exitError carries a specific exit status with its message.
 type exitError struct {
@@ -37,14 +29,7 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.msg }
-
-// helpError is what parseFlags returns for -h: the usage text, which runMain
-// prints on stdout (help that was asked for is output, not an error). It
-// matches flag.ErrHelp for errors.Is.
-type helpError struct{ usage string }
-
-func (e *helpError) Error() string        { return "help requested" }
-func (e *helpError) Is(target error) bool { return target == flag.ErrHelp }
+func (e *exitError) ExitCode() int { return e.code }
 
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
@@ -52,70 +37,7 @@ func main() {
 
 // runMain runs sluice with args (without the program name) and returns the
 // exit status: 0 success or help asked for, 1 failure, 2 bad invocation.
-func runMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stdout)
-		return 0
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		if len(args) == 1 {
-			usage(stdout)
-			return 0
-		}
-		return help(args[1:], stdout, stderr)
-	case "--version", "-version":
-		args = append([]string{"version"}, args[1:]...)
-	}
-	name, rest := lookup(args)
-	if name == "" {
-		return unknown(args, stderr)
-	}
-	return finish(name, commands[name].run(rest, stdout, stderr), stdout, stderr)
-}
-
-// finish turns a command's error into output and an exit status. It is
-// the one place that puts "sluice NAME: " before a message; a message that
-// starts with a word of the name already ("sink: mkdir ...", from the
-// package doing the work) loses that word, so it does not read twice.
-func finish(name string, err error, stdout, stderr io.Writer) int {
-	var ee *exitError
-	var he *helpError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &he):
-		io.WriteString(stdout, he.usage)
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ee):
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, ee.msg))
-		}
-		return ee.code
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, err.Error()))
-		return 2
-	default:
-		fmt.Fprintln(stderr, "sluice "+name+":", unprefixed(name, err.Error()))
-		return 1
-	}
-}
-
-// unprefixed drops from msg a leading "WORD: " where WORD is the command
-// name or one of its words (sink, log, xfer), repeatedly.
-func unprefixed(name, msg string) string {
-	for again := true; again; {
-		again = false
-		for _, w := range append([]string{name}, strings.Fields(name)...) {
-			if rest, ok := strings.CutPrefix(msg, w+": "); ok {
-				msg, again = rest, true
-			}
-		}
-	}
-	return msg
-}
+func runMain(args []string, stdout, stderr io.Writer) int { return app.Main(args, stdout, stderr) }
 
 // integer is any integer type plural counts.
 type integer interface {
@@ -132,78 +54,6 @@ func plural[N integer](n N, noun string, nouns ...string) string {
 		return fmt.Sprintf("%d %s", n, nouns[0])
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// help prints the usage of the command named by args (`sluice help log
-// check`), or the commands of a group (`sluice help bench`), on stdout.
-func help(args []string, stdout, stderr io.Writer) int {
-	name, rest := lookup(args)
-	if name == "" || len(rest) > 0 {
-		if sub := group(args[0]); len(args) == 1 && len(sub) > 0 {
-			fmt.Fprintf(stdout, "Commands of %q:\n", args[0])
-			listCommands(stdout, sub)
-			return 0
-		}
-		return unknown(args, stderr)
-	}
-	// Every command answers -h with its usage before doing anything else.
-	return finish(name, commands[name].run([]string{"-h"}, stdout, stderr), stdout, stderr)
-}
-
-// unknown reports a command name that is not registered, then the list.
-func unknown(args []string, stderr io.Writer) int {
-	if sub := group(args[0]); len(sub) > 0 && (len(args) == 1 || strings.HasPrefix(args[1], "-")) {
-		fmt.Fprintf(stderr, "sluice: %q needs a subcommand:\n", args[0])
-		listCommands(stderr, sub)
-		return 2
-	}
-	name := args[0]
-	if len(group(args[0])) > 0 && len(args) > 1 {
-		name += " " + args[1]
-	}
-	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
-	usage(stderr)
-	return 2
-}
-
-// lookup finds the longest registered command name at the start of args.
-func lookup(args []string) (string, []string) {
-	for n := min(2, len(args)); n > 0; n-- {
-		name := strings.Join(args[:n], " ")
-		if _, ok := commands[name]; ok {
-			return name, args[n:]
-		}
-	}
-	return "", args
-}
-
-// group returns the sorted commands "g X" of a command group g.
-func group(g string) []string {
-	var names []string
-	for n := range commands {
-		if strings.HasPrefix(n, g+" ") {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	return names
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "sluice moves messages between services fast and without loss.")
-	fmt.Fprintln(w, "\nUsage: sluice COMMAND [flags]   (sluice help COMMAND, or sluice COMMAND -h, for its flags)\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	listCommands(w, names)
-}
-
-func listCommands(w io.Writer, names []string) {
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-16s %s\n", n, commands[n].summary)
-	}
 }
 
 // newFlags returns a FlagSet that reports errors instead of exiting. Its
@@ -247,9 +97,9 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
-		return &helpError{usage: buf.String()}
+		return &cli.HelpError{Usage: buf.String()}
 	default:
-		return usageError(fs, "%s", flagMessage(fs, err))
+		return usageError(fs, "%s", cliflag.Message(fs, err))
 	}
 }
 
@@ -283,90 +133,4 @@ func requireFlags(fs *flag.FlagSet, nameValues ...string) error {
 	default:
 		return usageError(fs, "%s and %s are required", strings.Join(missing[:len(missing)-1], ", "), missing[len(missing)-1])
 	}
-}
-
-var (
-	reUndefined = regexp.MustCompile(`^flag provided but not defined: -(.*)$`)
-	reNoValue   = regexp.MustCompile(`^flag needs an argument: -(.*)$`)
-	reBadValue  = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]*): (.*)$`)
-)
-
-// flagMessage rewords an error of fs.Parse: flags spelled --name as in
-// the docs, and an unknown flag with the nearest of fs's flags.
-func flagMessage(fs *flag.FlagSet, err error) string {
-	msg := err.Error()
-	if m := reUndefined.FindStringSubmatch(msg); m != nil {
-		if near := nearestFlag(fs, m[1]); near != "" {
-			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", m[1], near)
-		}
-		return fmt.Sprintf("unknown flag --%s", m[1])
-	}
-	if m := reNoValue.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("--%s needs a value", m[1])
-	}
-	if m := reBadValue.FindStringSubmatch(msg); m != nil {
-		why := m[3]
-		if f := fs.Lookup(m[2]); f != nil {
-			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-				why = "want true or false"
-			}
-		}
-		return fmt.Sprintf("--%s %s: %s", m[2], m[1], why)
-	}
-	return msg
-}
-
-// nearestFlag returns the flag of fs closest to name by edit distance
-// (a swap of two letters counts one), if it is close enough to be the
-// one meant: at most 1 edit for names up to 4 letters, 2 beyond. A name
-// of 3 letters or more that starts exactly one flag (--spool-q) names
-// that flag first.
-func nearestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", 0
-	var prefixed []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, name) {
-			prefixed = append(prefixed, f.Name)
-		}
-		if d := editDistance(name, f.Name); best == "" || d < bestD || (d == bestD && f.Name < best) {
-			best, bestD = f.Name, d
-		}
-	})
-	limit := 2
-	if len(name) <= 4 {
-		limit = 1
-	}
-	switch {
-	case len(prefixed) == 1 && len(name) >= 3:
-		return prefixed[0]
-	case best != "" && bestD <= limit:
-		return best
-	}
-	return ""
-}
-
-// editDistance is the optimal string alignment distance between a and b:
-// insertions, deletions, substitutions and swaps of adjacent letters.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
+	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lab/netem"
 )
 
@@ -55,39 +55,7 @@ func runNetem(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// parseRate reads a link rate: bits with a "bit" suffix (1Gbit, 40Mbit,
-// 500kbit) or bytes with the byte-size suffixes (25MB, 3MiB, 1000).
-func parseRate(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	for _, u := range []struct {
-		suffix string
-		mult   float64
-	}{{"Gbit", 1e9}, {"Mbit", 1e6}, {"kbit", 1e3}, {"Kbit", 1e3}, {"bit", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			v, err := strconv.ParseFloat(strings.TrimSuffix(t, u.suffix), 64)
-			if err != nil || v < 0 {
-				return 0, fmt.Errorf("bad rate %q", s)
-			}
-			return int64(v * u.mult / 8), nil
-		}
-	}
-	n, err := parseByteSize(t)
-	if err != nil {
-		return 0, fmt.Errorf("bad rate %q: want e.g. 1Gbit, 40Mbit or 25MB", s)
-	}
-	return n, nil
-}
+// parseRate reads a link rate: 1Gbit, 40Mbit, 25MB (cliflag.ParseRate).
+func parseRate(s string) (int64, error) { return cliflag.ParseRate(s) }
 
-func rateString(bytesPerSec int64) string {
-	if bytesPerSec == 0 {
-		return "unlimited"
-	}
-	bits := float64(bytesPerSec) * 8
-	switch {
-	case bits >= 1e9:
-		return fmt.Sprintf("%gGbit/s", bits/1e9)
-	case bits >= 1e6:
-		return fmt.Sprintf("%gMbit/s", bits/1e6)
-	}
-	return fmt.Sprintf("%gkbit/s", bits/1e3)
-}
+func rateString(bytesPerSec int64) string { return defaults.RateString(bytesPerSec) }

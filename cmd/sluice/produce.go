@@ -46,29 +46,51 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	// twice; the client reports an unreachable agent at once and counts
 	// down while it retries, so it never looks like a hang.
 	p, err := client.NewHTTPProducer("http://"+*addr, client.RetryTimeout(*timeout),
-		client.ProducerID("produce-"+hex.EncodeToString(id[:])), client.OnRetryStatus(func(st client.RetryStatus) {
-			switch {
-			case !st.Failing:
-				fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
-			case st.First:
-				fmt.Fprintf(stderr, "produce: agent at %s: %v; retrying, giving up in %s (--timeout)\n", st.Agent,
-					dialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
-			default:
-				fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); retrying, giving up in %s (--timeout)\n",
-					st.Agent, st.For.Round(time.Second), st.Cause, st.GiveUpIn.Round(time.Second))
-			}
-		}))
+		client.ProducerID("produce-"+hex.EncodeToString(id[:])), client.OnRetryStatus(retryReporter(stderr)))
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	defer p.Close()
+	start := time.Now()
+	lines, err := sendLines(p, in, int(batchBytes), *addr, *progress, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", plural(lines, "line"), time.Since(start).Round(time.Millisecond))
+	if why := p.SinkDown(); why != "" {
+		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
+	}
+	return nil
+}
+
+// retryReporter says on stderr when the agent fails and when it answers
+// again, counting down to --timeout, so that a retry never looks like a
+// hang.
+func retryReporter(stderr io.Writer) func(client.RetryStatus) {
+	return func(st client.RetryStatus) {
+		switch {
+		case !st.Failing:
+			fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
+		case st.First:
+			fmt.Fprintf(stderr, "produce: agent at %s: %v; retrying, giving up in %s (--timeout)\n", st.Agent,
+				dialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
+		default:
+			fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); retrying, giving up in %s (--timeout)\n",
+				st.Agent, st.For.Round(time.Second), st.Cause, st.GiveUpIn.Round(time.Second))
+		}
+	}
+}
+
+// sendLines sends in's lines to the agent, batchBytes per request; it
+// returns how many lines it read.
+func sendLines(p *client.HTTPProducer, in io.Reader, batchBytes int, addr string, progress bool, stderr io.Writer) (int, error) {
 	var sent int
 	post := func(body []byte) error {
 		if err := p.Produce(context.Background(), splitRecords(body)...); err != nil {
 			if errors.Is(err, client.ErrAgentUnavailable) {
 				err = fmt.Errorf("%w (--timeout)", err)
 			}
-			return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
+			return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", addr, "--agent", "the agent's --ingest address"))
 		}
 		return nil
 	}
@@ -76,36 +98,32 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	sc.Buffer(make([]byte, 64<<10), 8<<20)
 	var buf bytes.Buffer
 	var lines int
-	start, last := time.Now(), time.Now()
+	last := time.Now()
 	for sc.Scan() {
 		buf.Write(sc.Bytes())
 		buf.WriteByte('\n')
 		lines++
-		if buf.Len() >= int(batchBytes) {
+		if buf.Len() >= batchBytes {
 			if err := post(buf.Bytes()); err != nil {
-				return err
+				return lines, err
 			}
 			sent = lines
 			buf.Reset()
 		}
-		if *progress && time.Since(last) >= time.Second {
+		if progress && time.Since(last) >= time.Second {
 			last = time.Now()
 			fmt.Fprintf(stderr, "produce: %s spooled\n", plural(sent, "line"))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading input: %w", err)
+		return lines, fmt.Errorf("reading input: %w", err)
 	}
 	if buf.Len() > 0 {
 		if err := post(buf.Bytes()); err != nil {
-			return err
+			return lines, err
 		}
 	}
-	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", plural(lines, "line"), time.Since(start).Round(time.Millisecond))
-	if why := p.SinkDown(); why != "" {
-		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
-	}
-	return nil
+	return lines, nil
 }
 
 // splitRecords returns the non-empty lines of body, aliasing it. The

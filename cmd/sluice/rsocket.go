@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -11,16 +10,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/rsocketcall"
+	"github.com/sluicehq/sluice/internal/rsocketd"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
-	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
 	"github.com/sluicehq/sluice/seglog"
@@ -116,169 +112,19 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	log := newLogger(stderr, *logLevel)
 	reg := newRegistry()
-	e := newEchoResponder(reg)
-	// Ready once every listener is bound: the metrics come up first, so
-	// that a long journal read is visible, and /readyz must not send
-	// clients to a port nobody listens on yet.
-	var listening atomic.Bool
-	ready := func() error {
-		if !listening.Load() {
-			return errors.New("starting: the resume journal is read and the listeners bound first")
-		}
-		return nil
-	}
-	if err := serveMetrics(ctx, *metrics, reg, log, ready, nil); err != nil {
-		return err
-	}
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload)),
 		rsocket.WithOutboundBudget(int(outBudget)), rsocket.WithServerOutboundBudget(int64(serverBudget)),
 		rsocket.WithWriteTimeout(*writeTimeout), rsocket.WithSetupTimeout(*setupTimeout), rsocket.WithFrameStallTimeout(*frameStall)}
 	if *lease {
 		opts = append(opts, rsocket.WithLease(10*time.Second, 1000))
 	}
-	if *resume || *resumeDir != "" {
-		rcfg := rsocket.ResumeConfig{BufferBytes: int(resumeBuffer), MaxRetainedBytes: int64(resumeMemory)}
-		if *resumeDir != "" {
-			store, err := rsocket.OpenDurableResumeStore(*resumeDir, rsocket.DurableResumeConfig{Sync: syncPolicy, Logger: log})
-			if err != nil {
-				return err
-			}
-			// After the listeners stop: the sessions stay in the journal
-			// for the next server on this directory.
-			defer store.Close()
-			registerResumeJournalMetrics(reg, store)
-			st := store.Stats()
-			log.Info("rsocket resume journal", "dir", *resumeDir, "sessions", st.Dormant, "repaired", st.Repaired, "dropped", st.Skipped)
-			rcfg.Store = store
-		}
-		opts = append(opts, rsocket.WithResume(rcfg))
-	}
-	opts = append(opts, rsocket.WithOnConnect(registerOversizeMetric(reg)))
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	errs := make(chan error, len(listen))
-	var wg sync.WaitGroup
-	for _, u := range listen {
-		ln, path, err := rsocket.Listen(u)
-		if err != nil {
-			return fmt.Errorf("listen %s: %w", u, err)
-		}
-		scheme, _, _ := strings.Cut(u, "://")
-		secure := scheme == "tls" || scheme == "wss"
-		shown := scheme + "://" + ln.Addr().String() + path
-		lopts := opts
-		if secure {
-			lopts = append(opts[:len(opts):len(opts)], rsocket.WithTLS(tlsCfg))
-		}
-		fmt.Fprintln(stdout, "listening", shown)
-		log.Info("rsocket serving", "url", shown)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if path != "" {
-				err = rsocket.ServeWebSocket(ctx, ln, path, e, lopts...)
-			} else {
-				err = rsocket.Serve(ctx, ln, e, lopts...)
-			}
-			if err != nil {
-				errs <- fmt.Errorf("serve %s: %w", shown, err)
-				stop()
-			}
-		}()
-	}
-	listening.Store(true)
-	<-ctx.Done()
-	wg.Wait()
-	select {
-	case err := <-errs:
+	srv := rsocketd.New(rsocketd.Config{Listen: listen, TLS: tlsCfg, Options: opts, Resume: *resume,
+		ResumeConfig: rsocket.ResumeConfig{BufferBytes: int(resumeBuffer), MaxRetainedBytes: int64(resumeMemory)},
+		ResumeDir:    *resumeDir, ResumeSync: syncPolicy, Registry: reg, Logger: log})
+	if err := serveMetrics(ctx, *metrics, reg, log, srv.Ready, nil); err != nil {
 		return err
-	default:
-		return nil
 	}
-}
-
-// registerOversizeMetric exports sluice_rsocket_fnf_oversize_dropped_total,
-// the fire-and-forget requests dropped for exceeding --max-payload, over
-// every connection the returned WithOnConnect hook saw: the live ones are
-// read at each scrape, a closed one's count is kept when it closes.
-func registerOversizeMetric(reg prometheus.Registerer) func(*rsocket.Conn) {
-	var mu sync.Mutex
-	var closed uint64
-	live := map[*rsocket.Conn]struct{}{}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "sluice_rsocket_fnf_oversize_dropped_total",
-		Help: "RSocket fire-and-forget requests dropped unanswered for exceeding --max-payload.",
-	}, func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		n := closed
-		for c := range live {
-			n += c.OversizeFNFDropped()
-		}
-		return float64(n)
-	}))
-	return func(c *rsocket.Conn) {
-		mu.Lock()
-		live[c] = struct{}{}
-		mu.Unlock()
-		go func() {
-			<-c.Done()
-			mu.Lock()
-			closed += c.OversizeFNFDropped()
-			delete(live, c)
-			mu.Unlock()
-		}()
-	}
-}
-
-// registerResumeJournalMetrics exports a resume journal's counters.
-func registerResumeJournalMetrics(reg prometheus.Registerer, store *rsocket.DurableResumeStore) {
-	counter := func(name, help string, v func(rsocket.DurableResumeStats) uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(store.Stats())) })
-	}
-	gauge := func(name, help string, v func(rsocket.DurableResumeStats) int) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v(store.Stats())) })
-	}
-	reg.MustRegister(
-		gauge("sluice_rsocket_resume_sessions", "Resumable sessions in the journal's store, live.", func(s rsocket.DurableResumeStats) int { return s.Sessions }),
-		gauge("sluice_rsocket_resume_dormant_sessions", "Sessions read back from the journal, waiting for their client's RESUME.", func(s rsocket.DurableResumeStats) int { return s.Dormant }),
-		counter("sluice_rsocket_resume_restored_total", "Sessions of an earlier server process resumed from the journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Restored }),
-		counter("sluice_rsocket_resume_expired_total", "Sessions read back from the journal whose client did not resume in time.", func(s rsocket.DurableResumeStats) uint64 { return s.Expired }),
-		counter("sluice_rsocket_resume_journal_records_total", "Records written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Records }),
-		counter("sluice_rsocket_resume_journal_bytes_total", "Bytes written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Bytes }),
-		counter("sluice_rsocket_resume_journal_syncs_total", "fdatasyncs of the resume journal (--resume-sync).", func(s rsocket.DurableResumeStats) uint64 { return s.Syncs }),
-		counter("sluice_rsocket_resume_journal_failures_total", "Resume journal records that could not be written (the session goes on, not restorable until written again).", func(s rsocket.DurableResumeStats) uint64 { return s.Failures }),
-		counter("sluice_rsocket_resume_journal_compactions_total", "Resume journal compactions.", func(s rsocket.DurableResumeStats) uint64 { return s.Compactions }),
-	)
-}
-
-// newEchoResponder is the default responder of `sluice rsocket serve`
-// (package rsocket/echo), with its counters registered in reg.
-func newEchoResponder(reg prometheus.Registerer) *echo.Responder {
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rsocket_requests_total", Help: "RSocket requests received, by interaction model."}, []string{"model"})
-	fnf := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_fnf_total", Help: "RSocket fire-and-forget requests received."})
-	push := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rsocket_metadata_push_total", Help: "RSocket METADATA_PUSH frames received."})
-	reg.MustRegister(requests, fnf, push)
-	// Resolved once: looking the label up per request hashed it each time
-	// (~5 % of the server's CPU at 16 connections × 128 in flight).
-	rr, rs, rc := requests.WithLabelValues(echo.RequestResponse), requests.WithLabelValues(echo.RequestStream), requests.WithLabelValues(echo.RequestChannel)
-	return &echo.Responder{Hooks: echo.Hooks{
-		Request: func(model string) {
-			switch model {
-			case echo.RequestResponse:
-				rr.Inc()
-			case echo.RequestStream:
-				rs.Inc()
-			case echo.RequestChannel:
-				rc.Inc()
-			default:
-				requests.WithLabelValues(model).Inc()
-			}
-		},
-		FireAndForget: func(rsocket.Payload) { fnf.Inc() },
-		MetadataPush:  func([]byte) { push.Inc() },
-	}}
+	return srv.Run(ctx, stdout)
 }
 
 // checkMaxPayload refuses a --max-payload that is not a positive size
@@ -344,25 +190,9 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *requestN < 1 || *requestN > frame.MaxRequestN {
 		return usageError(fs, "--request-n must be in 1..%d", frame.MaxRequestN)
 	}
-	var md []byte
-	if hasMetadata {
-		md = []byte(*metadata)
-	}
-	if *route != "" {
-		tags, err := extension.AppendRouting(nil, *route)
-		if err != nil {
-			return usageError(fs, "--route: %v", err)
-		}
-		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
-		if err != nil {
-			return err
-		}
-		if hasMetadata {
-			if comp, err = extension.AppendCompositeEntry(comp, "text/plain", md); err != nil {
-				return err
-			}
-		}
-		md = comp
+	md, err := requestMetadata(fs, *metadata, hasMetadata, *route)
+	if err != nil {
+		return err
 	}
 	opts := []rsocket.Option{
 		rsocket.WithMIME(*metadataMIME, *dataMIME),
@@ -387,67 +217,34 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 		return err
 	}
 	defer c.Close()
-	p := rsocket.Payload{Metadata: md, Data: []byte(*data)}
-	w := bufio.NewWriter(stdout)
-	defer w.Flush()
-	print := func(p rsocket.Payload) { w.Write(p.Data); w.WriteByte('\n') }
-	n := uint32(*requestN)
-	switch model {
-	case "rr":
-		r, err := c.RequestResponse(ctx, p)
-		if err != nil {
-			return rsocketFailed(err, stderr)
-		}
-		print(r)
-	case "fnf":
-		if err := c.FireAndForget(ctx, p); err != nil {
-			return err
-		}
-		// Nothing comes back: say it went out, on stderr (stdout is for
-		// what the server sends).
-		fmt.Fprintf(stderr, "sent: fire-and-forget, %s (no answer comes back)\n", payloadSize(p))
-	case "push":
-		if err := c.MetadataPush(ctx, md); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "sent: metadata push, %s (no answer comes back)\n", plural(len(md), "byte"))
-	case "stream":
-		s, err := c.RequestStream(ctx, p, n)
-		if err != nil {
-			return err
-		}
-		return drainStream(s, print, w, stderr)
-	case "channel":
-		lines := bufio.NewScanner(rsocketStdin)
-		lines.Buffer(make([]byte, 64<<10), frame.MaxFrameSize)
-		first := hasData
-		if !first && lines.Scan() {
-			p.Data, first = append([]byte(nil), lines.Bytes()...), true
-		}
-		ch, err := c.RequestChannel(ctx, p, n)
-		if err != nil {
-			return err
-		}
-		go func() {
-			for lines.Scan() {
-				if ch.Send(rsocket.Payload{Data: append([]byte(nil), lines.Bytes()...)}) != nil {
-					return
-				}
-			}
-			ch.Complete()
-		}()
-		return drainStream(&ch.Stream, print, w, stderr)
-	}
-	return nil
+	call := rsocketcall.Call{Model: model, Payload: rsocket.Payload{Metadata: md, Data: []byte(*data)}, HasData: hasData, N: uint32(*requestN), Stdin: rsocketStdin}
+	return rsocketFailed(call.Do(ctx, c, stdout, stderr), stderr)
 }
 
-// payloadSize says how large p is: "5 bytes of data, 3 of metadata".
-func payloadSize(p rsocket.Payload) string {
-	s := plural(len(p.Data), "byte") + " of data"
-	if p.Metadata != nil {
-		s += fmt.Sprintf(", %d of metadata", len(p.Metadata))
+// requestMetadata is --metadata, or with --route composite metadata: the
+// route, then --metadata as a text/plain entry.
+func requestMetadata(fs *flag.FlagSet, metadata string, hasMetadata bool, route string) ([]byte, error) {
+	var md []byte
+	if hasMetadata {
+		md = []byte(metadata)
 	}
-	return s
+	if route != "" {
+		tags, err := extension.AppendRouting(nil, route)
+		if err != nil {
+			return nil, usageError(fs, "--route: %v", err)
+		}
+		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
+		if err != nil {
+			return nil, err
+		}
+		if hasMetadata {
+			if comp, err = extension.AppendCompositeEntry(comp, "text/plain", md); err != nil {
+				return nil, err
+			}
+		}
+		md = comp
+	}
+	return md, nil
 }
 
 // checkClientURLs refuses a --url entry that is not SCHEME://HOST:PORT...
@@ -464,23 +261,6 @@ func checkClientURLs(fs *flag.FlagSet, urls string) error {
 		}
 	}
 	return nil
-}
-
-func drainStream(s *rsocket.Stream, print func(rsocket.Payload), w *bufio.Writer, stderr io.Writer) error {
-	for {
-		p, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			w.Flush()
-			return rsocketFailed(err, stderr)
-		}
-		print(p)
-		if w.Buffered() > 32<<10 {
-			w.Flush()
-		}
-	}
 }
 
 // rsocketTLSFlags are a client command's TLS flags: the server is
@@ -520,11 +300,11 @@ func (f *rsocketTLSFlags) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// rsocketFailed prints an ERROR's message alone on stderr (exit 1).
+// rsocketFailed prints the server's ERROR alone on stderr (exit 1).
 func rsocketFailed(err error, stderr io.Writer) error {
-	var re *rsocket.Error
-	if errors.As(err, &re) {
-		fmt.Fprintln(stderr, re.Message)
+	var se *rsocketcall.ServerError
+	if errors.As(err, &se) {
+		fmt.Fprintln(stderr, se.Err.Message)
 		return &exitError{code: 1}
 	}
 	return err

@@ -7,8 +7,6 @@ import (
 	"net"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/internal/rsproxy"
 )
 
@@ -59,7 +57,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	reg := newRegistry()
-	registerProxyMetrics(reg, p)
+	rsproxy.RegisterMetrics(reg, p)
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil); err != nil {
 		return err
 	}
@@ -71,17 +69,4 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout, "listening", shown)
 	log.Info("rsocket proxy serving", "url", shown, "backends", strings.Join(addrs, ","), "affinity", *affinity)
 	return p.Serve(ctx, ln)
-}
-
-// registerProxyMetrics exports the proxy's counters.
-func registerProxyMetrics(reg prometheus.Registerer, p *rsproxy.Proxy) {
-	counter := func(name, help string, v func(rsproxy.Stats) uint64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(v(p.Stats())) }))
-	}
-	counter("sluice_rsocket_proxy_setups_total", "SETUP frames routed (resumable or not).", func(s rsproxy.Stats) uint64 { return s.Setups })
-	counter("sluice_rsocket_proxy_resumes_total", "RESUME frames routed.", func(s rsproxy.Stats) uint64 { return s.Resumes })
-	counter("sluice_rsocket_proxy_resumes_remembered_total", "RESUMEs routed where the proxy remembered their SETUP went (the rest by hashing alone).", func(s rsproxy.Stats) uint64 { return s.ResumesRemembered })
-	counter("sluice_rsocket_proxy_refused_total", "Connections whose first frame was not SETUP or RESUME, malformed, too long or too late.", func(s rsproxy.Stats) uint64 { return s.Refused })
-	counter("sluice_rsocket_proxy_dial_failures_total", "Dials to a server that failed.", func(s rsproxy.Stats) uint64 { return s.DialFailures })
 }

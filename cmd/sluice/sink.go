@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -74,75 +73,19 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if err := parseDaemonFlags(fs, args, &c.configFile, defaults.Sink); err != nil {
 		return err
 	}
-	switch {
-	case c.listen == "" || c.data == "":
-		return requireFlags(fs, "listen", c.listen, "data", c.data)
-	case (c.tlsCert == "") != (c.tlsKey == ""):
-		return &exitError{code: 2, msg: "--tls-cert and --tls-key go together"}
-	case c.clientCA != "" && c.tlsCert == "":
-		return &exitError{code: 2, msg: "--client-ca needs --tls-cert and --tls-key"}
-	case c.queueMsgs < 1 || c.queueBytes < 1 || c.maxMessage < 1:
-		return &exitError{code: 2, msg: "--queue-messages, --queue-bytes and --max-message must be positive"}
-	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0 || c.stallTimeout <= 0:
-		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout, --stall-timeout and --kafka-start-timeout must be positive"}
-	}
-	if c.maxConnsTotal < 1 {
-		return &exitError{code: 2, msg: "--max-conns must be positive"}
-	}
-	if err := sink.CheckStore(c.store); err != nil {
-		return &exitError{code: 2, msg: "--store: " + err.Error()}
+	if err := c.check(fs); err != nil {
+		return err
 	}
 	log := newLogger(stderr, c.logLevel)
-	cfg := sink.Config{
-		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
-		Logger: log, Registry: newRegistry(),
-		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
-		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
-	}
-	cfg.MaxConns = c.maxConnsTotal
-	if c.tlsCert != "" {
-		t, err := auth.ServerTLS(c.tlsCert, c.tlsKey, c.clientCA)
-		if err != nil {
-			return err
-		}
-		cfg.TLS = t
-	}
-	if c.tokens != "" {
-		t, err := auth.LoadTokens(c.tokens)
-		if err != nil {
-			return err
-		}
-		cfg.Tokens = t
-		if cfg.TLS == nil {
-			log.Warn("tokens without TLS travel in clear text; use --tls-cert and --tls-key beyond loopback tests")
-		}
-	}
-	// Every listener first: a port in use ends the sink before it opens
-	// (or creates) its store (issue 24).
-	lis, err := listenFlag("--listen", c.listen)
+	cfg, err := c.config(log)
 	if err != nil {
 		return err
 	}
-	var metricsLis net.Listener
-	if c.metrics != "" {
-		if metricsLis, err = listenFlag("--metrics", c.metrics); err != nil {
-			lis.Close()
-			return err
-		}
-	}
-	if c.listenRSocket != "" {
-		// Checked only (serveRSocket binds it): in use now, in use later.
-		if u, perr := url.Parse(c.listenRSocket); perr == nil && u.Host != "" {
-			l, err := listenFlag("--listen-rsocket", u.Host)
-			if err != nil {
-				lis.Close()
-				if metricsLis != nil {
-					metricsLis.Close()
-				}
-				return err
-			}
-			l.Close()
-		}
+	// Every listener first: a port in use ends the sink before it opens
+	// (or creates) its store (issue 24).
+	lis, metricsLis, err := c.bind()
+	if err != nil {
+		return err
 	}
 	s, err := sink.New(cfg)
 	if err != nil {
@@ -165,13 +108,109 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	rsCtx, rsStop := context.WithCancel(context.Background())
 	defer rsStop()
 	if c.listenRSocket != "" {
-		if err := serveRSocket(rsCtx, c.listenRSocket, s, cfg.TLS, c.rsocketResume, log, served); err != nil {
+		var opts []rsockettransport.Option
+		if cfg.TLS != nil {
+			opts = append(opts, rsockettransport.WithTLS(cfg.TLS))
+		}
+		if c.rsocketResume {
+			opts = append(opts, rsockettransport.WithResume())
+		}
+		a, err := rsockettransport.Start(rsCtx, c.listenRSocket, s, served, opts...)
+		if err != nil {
 			s.Close()
 			return fmt.Errorf("--listen-rsocket: %w", err)
 		}
+		log.Info("sink listening for RSocket", "url", c.listenRSocket, "addr", a.String(), "tls", cfg.TLS != nil)
 	}
 	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
 		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
+	return waitSink(ctx, s, served, rsStop, log)
+}
+
+// check refuses flags that cannot work together (exit 2).
+func (c *sinkCmd) check(fs *flag.FlagSet) error {
+	switch {
+	case c.listen == "" || c.data == "":
+		return requireFlags(fs, "listen", c.listen, "data", c.data)
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return &exitError{code: 2, msg: "--tls-cert and --tls-key go together"}
+	case c.clientCA != "" && c.tlsCert == "":
+		return &exitError{code: 2, msg: "--client-ca needs --tls-cert and --tls-key"}
+	case c.queueMsgs < 1 || c.queueBytes < 1 || c.maxMessage < 1:
+		return &exitError{code: 2, msg: "--queue-messages, --queue-bytes and --max-message must be positive"}
+	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0 || c.stallTimeout <= 0:
+		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout, --stall-timeout and --kafka-start-timeout must be positive"}
+	}
+	if c.maxConnsTotal < 1 {
+		return &exitError{code: 2, msg: "--max-conns must be positive"}
+	}
+	if err := sink.CheckStore(c.store); err != nil {
+		return &exitError{code: 2, msg: "--store: " + err.Error()}
+	}
+	return nil
+}
+
+// config is the sink.Config the flags describe, with TLS and tokens loaded.
+func (c *sinkCmd) config(log *slog.Logger) (sink.Config, error) {
+	cfg := sink.Config{
+		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
+		Logger: log, Registry: newRegistry(),
+		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
+		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
+	}
+	cfg.MaxConns = c.maxConnsTotal
+	if c.tlsCert != "" {
+		t, err := auth.ServerTLS(c.tlsCert, c.tlsKey, c.clientCA)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.TLS = t
+	}
+	if c.tokens != "" {
+		t, err := auth.LoadTokens(c.tokens)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Tokens = t
+		if cfg.TLS == nil {
+			log.Warn("tokens without TLS travel in clear text; use --tls-cert and --tls-key beyond loopback tests")
+		}
+	}
+	return cfg, nil
+}
+
+// bind binds --listen and --metrics, and checks --listen-rsocket's port
+// (rsockettransport.Start binds it later: in use now, in use later).
+func (c *sinkCmd) bind() (lis, metricsLis net.Listener, err error) {
+	if lis, err = listenFlag("--listen", c.listen); err != nil {
+		return nil, nil, err
+	}
+	if c.metrics != "" {
+		if metricsLis, err = listenFlag("--metrics", c.metrics); err != nil {
+			lis.Close()
+			return nil, nil, err
+		}
+	}
+	if c.listenRSocket != "" {
+		if u, perr := url.Parse(c.listenRSocket); perr == nil && u.Host != "" {
+			l, err := listenFlag("--listen-rsocket", u.Host)
+			if err != nil {
+				lis.Close()
+				if metricsLis != nil {
+					metricsLis.Close()
+				}
+				return nil, nil, err
+			}
+			l.Close()
+		}
+	}
+	return lis, metricsLis, nil
+}
+
+// waitSink runs the sink until ctx ends or its listener fails, then
+// closes it: streams finished, the queue stored, then the RSocket
+// connections (rsStop) go.
+func waitSink(ctx context.Context, s *sink.Sink, served chan error, rsStop func(), log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing the streams, storing what is queued")
@@ -189,36 +228,4 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("sink stopped")
 	return nil
-}
-
-// serveRSocket serves s over RSocket at rawURL (tcp:// or ws://) until
-// ctx ends; it returns once listening, and a later failure of the
-// listener goes to failed, as gRPC's Serve does.
-func serveRSocket(ctx context.Context, rawURL string, s *sink.Sink, tlsCfg *tls.Config, resume bool, log *slog.Logger, failed chan<- error) error {
-	var opts []rsockettransport.Option
-	if tlsCfg != nil {
-		opts = append(opts, rsockettransport.WithTLS(tlsCfg))
-	}
-	if resume {
-		opts = append(opts, rsockettransport.WithResume())
-	}
-	ready := make(chan net.Addr, 1)
-	errc := make(chan error, 1)
-	go func() {
-		err := rsockettransport.ServeURL(ctx, rawURL, s, func(a net.Addr) { ready <- a }, opts...)
-		errc <- err
-		if err != nil {
-			select {
-			case failed <- err:
-			default:
-			}
-		}
-	}()
-	select {
-	case a := <-ready:
-		log.Info("sink listening for RSocket", "url", rawURL, "addr", a.String(), "tls", tlsCfg != nil)
-		return nil
-	case err := <-errc:
-		return err
-	}
 }

@@ -41,15 +41,5 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// buildInfoGauge is sluice_build_info{version,revision,goversion} = 1, so
-// dashboards can tell which build each process runs.
-func buildInfoGauge() prometheus.Gauge {
-	ver, rev, gov := buildVersion()
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "sluice_build_info",
-		Help:        "Always 1; the labels say which build of sluice this process runs.",
-		ConstLabels: prometheus.Labels{"version": ver, "revision": rev, "goversion": gov},
-	})
-	g.Set(1)
-	return g
-}
+// buildInfoGauge is sluice_build_info for this build.
+func buildInfoGauge() prometheus.Gauge { return buildinfo.Gauge(buildVersion()) }

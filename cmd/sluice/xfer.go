@@ -5,12 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/sluicehq/sluice/internal/progress"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
@@ -75,7 +73,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer store.Close()
 	reg := newRegistry()
-	registerXferMetrics(reg, store)
+	xfer.RegisterMetrics(reg, store)
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
 		return err
 	}
@@ -84,17 +82,8 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer srv.Close()
-	if a := srv.Addrs.GRPC; a != "" {
-		fmt.Fprintln(stdout, "listening grpc grpc://"+a)
-	}
-	if a := srv.Addrs.RSocket; a != "" {
-		fmt.Fprintln(stdout, "listening rsocket "+a)
-	}
-	if a := srv.Addrs.TUS; a != "" {
-		fmt.Fprintln(stdout, "listening tus http://"+a+"/files/")
-	}
-	if a := srv.Addrs.HTTP; a != "" {
-		fmt.Fprintln(stdout, "listening http http://"+a+"/post/")
+	for _, u := range srv.Addrs.URLs() {
+		fmt.Fprintln(stdout, "listening", u)
 	}
 	log.Info("xfer serving", "dir", *dir, "max_size", int64(maxSize), "expire", *expire)
 	var err2 error
@@ -108,29 +97,6 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"uploads_failed", store.Stats.UploadsFailed.Load(), "bytes_received", store.Stats.BytesReceived.Load(),
 		"partial_uploads_kept", store.Partials())
 	return err2
-}
-
-func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
-	for _, c := range []struct {
-		name, help string
-		v          func() int64
-	}{
-		{"sluice_xfer_received_bytes_total", "Bytes written to partial uploads.", s.Stats.BytesReceived.Load},
-		{"sluice_xfer_uploads_completed_total", "Uploads verified and renamed into place.", s.Stats.UploadsCompleted.Load},
-		{"sluice_xfer_uploads_failed_total", "Uploads whose whole-file SHA-256 did not match (discarded).", s.Stats.UploadsFailed.Load},
-		{"sluice_xfer_chunks_rejected_total", "Chunks refused for a bad CRC32C or tus checksum.", s.Stats.ChunksRejected.Load},
-		{"sluice_xfer_expired_total", "Idle partial uploads, and records of finished tus uploads, removed at --expire.", s.Stats.Expired.Load},
-		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Stats.Salvaged.Load},
-		{"sluice_xfer_takeovers_total", "Writers interrupted by a newer request for their upload (a tus client back on a new connection).", s.Stats.TakenOver.Load},
-		{"sluice_xfer_idle_timeouts_total", "tus PATCHes ended because their body sent nothing for --idle-timeout.", s.Stats.IdleTimeouts.Load},
-		{"sluice_xfer_unbuffered_writes_total", "Writes that found the upload buffer budget spent and went to disk without a block.", s.Stats.BufferMisses.Load},
-	} {
-		v := c.v
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, func() float64 { return float64(v()) }))
-	}
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_xfer_upload_buffer_bytes",
-		Help: "Upload buffer memory in use, out of the budget all uploads share."},
-		func() float64 { return float64(s.Stats.BufferBytes.Load()) }))
 }
 
 // chunkFlag is --chunk: a size, or auto (0).
@@ -200,74 +166,18 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
-	var bar *progressBar
-	if isTerminal(stderr) {
-		bar = &progressBar{w: stderr, start: time.Now()}
-		o.Progress = bar.update
+	var bar *progress.Bar
+	if progress.IsTerminal(stderr) {
+		bar = progress.NewBar(stderr)
+		o.Progress = bar.Update
 	}
 	sum, err := xfer.Send(ctx, *to, files[0], o)
 	if bar != nil {
-		bar.finish()
+		bar.Finish()
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, hex.EncodeToString(sum))
 	return nil
-}
-
-// isTerminal tells whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// progressBar draws "[=====>    ]  42% 1.2 GiB/2.9 GiB  512 MiB/s  ETA 4s"
-// on one terminal line, at most 10 times a second.
-type progressBar struct {
-	w           io.Writer
-	start, last time.Time
-	base        int64 // bytes the server had already: not counted in the rate
-	seen        bool
-}
-
-func (b *progressBar) update(done, total int64) {
-	now := time.Now()
-	if !b.seen {
-		b.seen, b.base, b.start = true, done, now
-	}
-	if done < b.base {
-		b.base, b.start = done, now // restarted from a lower offset
-	}
-	if now.Sub(b.last) < 100*time.Millisecond && done < total {
-		return
-	}
-	b.last = now
-	const width = 30
-	frac := 1.0
-	if total > 0 {
-		frac = float64(done) / float64(total)
-	}
-	fill := int(frac * width)
-	bar := strings.Repeat("=", fill)
-	if fill < width {
-		bar += ">" + strings.Repeat(" ", width-fill-1)
-	}
-	el := now.Sub(b.start).Seconds()
-	rate, eta := 0.0, "?"
-	if el > 0 && done > b.base {
-		rate = float64(done-b.base) / el
-		eta = (time.Duration(float64(total-done)/rate) * time.Second / time.Second).Round(time.Second).String()
-	}
-	fmt.Fprintf(b.w, "\r[%s] %3.0f%% %s/%s  %s/s  ETA %s   ", bar, 100*frac, humanSize(done), humanSize(total), humanSize(int64(rate)), eta)
-}
-
-func (b *progressBar) finish() {
-	if b.seen {
-		fmt.Fprintln(b.w)
-	}
 }

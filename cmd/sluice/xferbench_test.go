@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/lab/uploadbench"
 )
 
 // A tiny sweep runs every transport end to end and writes JSON and SVG.
@@ -18,7 +20,7 @@ func TestXferBenchUploadSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	var rs []uploadResult
+	var rs []uploadbench.Result
 	b, _ := os.ReadFile(js)
 	if err := json.Unmarshal(b, &rs); err != nil {
 		t.Fatal(err)

@@ -25,13 +25,13 @@ var packageLayers = []struct {
 	{"lab", []string{"internal/lab/..."}},
 	// What tests (and the lab) use: never linked into the daemons.
 	{"testkit", []string{"internal/testkit/..."}},
-	{"entry points", []string{"client", "internal/status"}},
-	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/xfer", "internal/rsproxy"}},
+	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/cliflag", "internal/logcheck", "internal/rsocketcall"}},
+	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/xfer", "internal/rsproxy", "internal/rsocketd"}},
 	{"transports and stores", []string{"internal/transport/...", "internal/store/..."}},
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},
 	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/codec", "internal/defaults", "internal/dirlock",
-		"internal/fields", "internal/idleread", "internal/logutil", "internal/netaccept", "internal/wire"}},
+		"internal/fields", "internal/idleread", "internal/logutil", "internal/netaccept", "internal/progress", "internal/wire"}},
 	{"generated protobuf", []string{"api/..."}},
 }
 

@@ -25,12 +25,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/kafkash"
 	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
@@ -197,37 +197,10 @@ func unavailable(t testing.TB, why string) {
 		"kafkatest: Kafka cannot run here, skipping (set SLUICE_KAFKA_BOOTSTRAP to use a running broker): "+why)
 }
 
-// repoRoot finds the module root holding scripts/kafka.sh: up from the
-// working directory (go test runs in the package's directory), else up from
-// this source file.
-func repoRoot() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, dir := range starts {
-		if root, ok := findRoot(dir); ok {
-			return root, nil
-		}
-	}
-	return "", fmt.Errorf("no directory with go.mod and scripts/kafka.sh above %q", starts)
-}
+// repoRoot finds the module root holding scripts/kafka.sh (kafkash.RepoRoot).
+func repoRoot() (string, error) { return kafkash.RepoRoot() }
 
-func findRoot(dir string) (string, bool) {
-	for {
-		if isFile(filepath.Join(dir, "go.mod")) && isFile(filepath.Join(dir, "scripts", "kafka.sh")) {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-}
+func findRoot(dir string) (string, bool) { return kafkash.FindRoot(dir) }
 
 func isFile(path string) bool {
 	fi, err := os.Stat(path)

@@ -1,0 +1,28 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/sluicehq/sluice/internal/defaults"
+)
+
+// ServeIngest serves the ingest endpoint (Handler) on lis until ctx
+// ends, then shuts it down gracefully: requests in flight get
+// defaults.IngestShutdownTimeout to finish (their lines spooled and
+// answered) before the connections close.
+func (a *Agent) ServeIngest(ctx context.Context, lis net.Listener) error {
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: defaults.IngestReadHeaderTimeout}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), defaults.IngestShutdownTimeout)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

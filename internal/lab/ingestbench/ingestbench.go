@@ -1,0 +1,233 @@
+// Package ingestbench is `sluice bench ingest`: agent → sink into the
+// embedded store and into Kafka, against franz-go's and Kafka's own Java
+// producer writing the same records to the same broker.
+package ingestbench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/agent"
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/benchkit"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/kafkash"
+)
+
+// Config is one `sluice bench ingest`.
+type Config struct {
+	Kafka       string // bootstrap address ("": start a broker with scripts/kafka.sh)
+	Duration    time.Duration
+	Feeders     int
+	RecordSize  int   // the same for every run
+	MessageSize int   // agent message size, also the producers' batch.size
+	Java        bool  // also run Kafka's Java producer, without and with zstd
+	JavaRecords int64 // records per Java run (0: sized to last about Duration)
+	Report      benchkit.Report
+}
+
+const (
+	nameEmbedded = "(a) agent → sink, embedded store, fsync before ack"
+	nameViaKafka = "(b) agent → sink → Kafka (acks=all)"
+	nameFranz    = "(c) franz-go producer → Kafka, acks=all, zstd"
+	nameJavaNone = "(d) Kafka Java producer, acks=all, no compression"
+	nameJavaZstd = "(e) Kafka Java producer, acks=all, zstd"
+)
+
+// config is one row of the table and how to measure it.
+type config struct {
+	name   string
+	params map[string]any
+	run    func() (bench.Metrics, error)
+}
+
+// runner holds what a run's measurements share.
+type runner struct {
+	Config
+	ctx    context.Context
+	stderr io.Writer
+	topic  string
+	jcfg   bench.JavaProducerConfig
+	rs     bench.Results
+}
+
+// Run starts Kafka if need be, measures, prints the table and writes the
+// report.
+func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
+	if c.Kafka == "" {
+		addr, stopKafka, err := kafkash.Launch(stderr)
+		if err != nil {
+			return fmt.Errorf("starting Kafka (or pass --kafka): %w", err)
+		}
+		defer stopKafka()
+		c.Kafka = addr
+	}
+	var suffix [4]byte
+	rand.Read(suffix[:])
+	r := &runner{Config: c, ctx: ctx, stderr: stderr, topic: "sluice-bench-" + hex.EncodeToString(suffix[:])}
+	if r.Java {
+		var err error
+		if r.jcfg, err = javaProducerSetup(stderr, c.RecordSize); err != nil {
+			fmt.Fprintf(stderr, "skipping the Java producer: %v\n", err)
+			r.Java = false
+		} else {
+			defer os.RemoveAll(filepath.Dir(r.jcfg.PayloadFile))
+		}
+	}
+	configs := r.configs()
+	for _, step := range bench.RepOrder(c.Report.Reps, len(configs)) {
+		cf := configs[step.Config]
+		fmt.Fprintf(stderr, "[rep %d/%d] %s: %s ...\n", step.Rep+1, c.Report.Reps, cf.name, c.Duration)
+		m, err := cf.run()
+		if err != nil {
+			return fmt.Errorf("%s: %w", cf.name, err)
+		}
+		r.rs.Add(cf.name, cf.params, m)
+	}
+	r.ratio(nameFranz, "vs_franz_go")
+	r.ratio(nameJavaZstd, "vs_java_zstd")
+	r.ratio(nameJavaNone, "vs_java_none")
+	notes := r.print(stdout, configs)
+	return c.Report.Write(map[string]any{"record_bytes": c.RecordSize, "message_bytes": c.MessageSize,
+		"duration_s": c.Duration.Seconds(), "feeders": c.Feeders, "linger_ms": 5}, r.rs, notes)
+}
+
+// source yields the same records for every run, Java's included: metrics
+// lines cut or padded to RecordSize.
+func (r *runner) source(i int) bench.Source {
+	return benchkit.FixedSizeSource(r.RecordSize, r.MessageSize)(i)
+}
+
+func (r *runner) configs() []config {
+	configs := []config{
+		{nameEmbedded, map[string]any{"store": "embedded", "compression": "zstd"}, r.pipe(sink.Config{})},
+		{nameViaKafka, map[string]any{"store": "kafka", "compression": "zstd"}, r.pipe(sink.Config{Store: "kafka://" + r.Kafka + "/" + r.topic + "-sink"})},
+		{nameFranz, map[string]any{"producer": "franz-go", "compression": "zstd"}, func() (bench.Metrics, error) {
+			p, err := bench.RunKafkaProducer(r.ctx, []string{r.Kafka}, r.topic+"-producer", r.Duration, r.Feeders, r.MessageSize, r.source, r.stderr)
+			return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "mb_per_sec": p.MBps(),
+				"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds()}, err
+		}},
+	}
+	if r.Java {
+		configs = append(configs,
+			config{nameJavaNone, map[string]any{"producer": "kafka-java", "compression": "none"}, r.javaRun(nameJavaNone, "none")},
+			config{nameJavaZstd, map[string]any{"producer": "kafka-java", "compression": "zstd"}, r.javaRun(nameJavaZstd, "zstd")})
+	}
+	return configs
+}
+
+func (r *runner) pipe(scfg sink.Config) func() (bench.Metrics, error) {
+	return func() (bench.Metrics, error) {
+		p, err := bench.RunPipeline(r.ctx, bench.PipelineConfig{Duration: r.Duration, Feeders: r.Feeders, NewSource: r.source,
+			Agent: agent.Config{MaxMessageBytes: r.MessageSize}, Sink: scfg, Progress: r.stderr, Drain: 2 * time.Minute})
+		if err == nil && !p.Drained {
+			err = errors.New("did not drain")
+		}
+		st := p.Agent
+		return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "mb_per_sec": float64(st.AckedRawBytes) / p.Elapsed.Seconds() / 1e6,
+			"producer_ack_p50_s": p.IngestP50.Seconds(), "producer_ack_p99_s": p.IngestP99.Seconds(),
+			"delivered_ack_p50_s": st.LatencyP50.Seconds(), "delivered_ack_p99_s": st.LatencyP99.Seconds()}, err
+	}
+}
+
+// javaRate sizes a Java run to last about Duration: its own last rate,
+// else franz-go's (rep 0 runs franz-go first), else a guess.
+func (r *runner) javaRate(name string) float64 {
+	for _, n := range []string{name, nameFranz} {
+		if row := r.rs.Row(n); row != nil {
+			return row.Reps[len(row.Reps)-1]["records_per_sec"]
+		}
+	}
+	return 200_000
+}
+
+func (r *runner) javaRun(name, compression string) func() (bench.Metrics, error) {
+	return func() (bench.Metrics, error) {
+		c := r.jcfg
+		c.Topic, c.Compression, c.BatchBytes, c.Brokers = r.topic+"-java-"+compression, compression, r.MessageSize, r.Kafka
+		c.Records = r.JavaRecords
+		if c.Records == 0 {
+			c.Records = min(max(int64(r.javaRate(name)*r.Duration.Seconds()), 10_000), 50_000_000)
+		}
+		c.Timeout = 10*r.Duration + 2*time.Minute
+		fmt.Fprintf(r.stderr, "  %d records\n", c.Records)
+		j, err := bench.RunJavaProducer(r.ctx, c)
+		return bench.Metrics{"records_per_sec": j.RecordsPerSec, "mb_per_sec": j.RecordsPerSec * float64(r.RecordSize) / 1e6,
+			"records": float64(j.Records), "producer_ack_avg_s": j.AvgLatency.Seconds(), "producer_ack_max_s": j.MaxLatency.Seconds(),
+			"producer_ack_p50_s": j.P50.Seconds(), "producer_ack_p99_s": j.P99.Seconds()}, err
+	}
+}
+
+// ratio pairs each rep with the baseline's run of the same rep.
+func (r *runner) ratio(base, key string) {
+	b := r.rs.Row(base)
+	if b == nil {
+		return
+	}
+	for _, row := range r.rs.Rows {
+		for i, m := range row.Reps {
+			m[key] = m["records_per_sec"] / b.Reps[i]["records_per_sec"]
+		}
+	}
+}
+
+// print prints the table and the notes under it; it returns the notes.
+func (r *runner) print(stdout io.Writer, configs []config) []string {
+	fmt.Fprintf(stdout, "\n%s; %s records, %s batches, %d feeders, %s per run\n\n", benchkit.RepsLine(r.Report.Reps), bench.SizeName(r.RecordSize), bench.SizeName(r.MessageSize), r.Feeders, r.Duration)
+	fmt.Fprint(stdout, "| run | records/s | MB/s | producer ack p50 | producer ack p99 | delivered ack p50 | delivered ack p99 | vs franz-go |")
+	if r.Java {
+		fmt.Fprint(stdout, " vs Java producer (zstd) |")
+	}
+	fmt.Fprint(stdout, "\n|---|---:|---:|---:|---:|---:|---:|---:|")
+	if r.Java {
+		fmt.Fprint(stdout, "---:|")
+	}
+	fmt.Fprintln(stdout)
+	for _, c := range configs {
+		row := r.rs.Row(c.name)
+		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %s |", row.Name, row.Stat("records_per_sec").Format(0), row.Stat("mb_per_sec").Format(1),
+			duration(row, "producer_ack_p50_s"), duration(row, "producer_ack_p99_s"), duration(row, "delivered_ack_p50_s"), duration(row, "delivered_ack_p99_s"), times(row, "vs_franz_go"))
+		if r.Java {
+			fmt.Fprintf(stdout, " %s |", times(row, "vs_java_zstd"))
+		}
+		fmt.Fprintln(stdout)
+	}
+	var notes []string
+	if r.Java {
+		for _, name := range []string{nameEmbedded, nameViaKafka} {
+			row := r.rs.Row(name)
+			notes = append(notes, fmt.Sprintf("sluice %s / Java producer: %.2f× of zstd, %.2f× of no compression (records/s, medians of per-rep ratios)",
+				name[:3], row.Stat("vs_java_zstd").Median, row.Stat("vs_java_none").Median))
+		}
+	}
+	fmt.Fprintln(stdout, "\nrecords/s: records durably stored (sink fsync, or Kafka acks=all) per second, end to end.")
+	fmt.Fprintln(stdout, "producer ack: how long a producer waits (agent: until its records are fsync'ed in the spool; franz-go: its batch's acks;")
+	fmt.Fprintln(stdout, "  Java: per record, send to ack, open loop, so it includes queueing in the producer's 32 MiB buffer).")
+	fmt.Fprintln(stdout, "delivered ack: from spooled to acknowledged by the sink (after its store's fsync or Kafka's acks).")
+	for _, n := range notes {
+		fmt.Fprintln(stdout, n)
+	}
+	return notes
+}
+
+func duration(r *bench.Row, k string) string {
+	if _, ok := r.Reps[0][k]; !ok {
+		return ""
+	}
+	return r.Stat(k).FormatDuration()
+}
+
+func times(r *bench.Row, k string) string {
+	s := r.Stat(k)
+	if s.N == 0 {
+		return ""
+	}
+	return s.FormatUnit(2, "×")
+}

@@ -141,7 +141,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestLeaseAfterResume(t *testing.T) {
 	addr, _ := resumeServer(t, "tcp", ResumeConfig{}, WithLease(time.Hour, 3))
 	p := newCutProxy(t, addr, 1, 0, 1, 1)
-	c, err := Dial(context.Background(), "tcp://"+p.addr(), WithLease(time.Hour, 3),
+	c, err := Dial(context.Background(), "tcp://"+p.Addr(), WithLease(time.Hour, 3),
 		WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestLeaseAfterResume(t *testing.T) {
 	if c.LeaseAvailable() {
 		t.Fatal("the lease of 3 allows a 4th request")
 	}
-	p.cutAll()
+	p.CutAll()
 	waitUntil(t, "resume", func() bool { return c.ResumeStats().Resumed >= 1 })
 	// Bounded well below the 30 min renewal: only a LEASE sent on resume
 	// lets it through.
@@ -230,7 +230,7 @@ func TestLeaseAfterRestoredResume(t *testing.T) {
 	lease := WithLease(time.Hour, 2)
 	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
 	p := newCutProxy(t, s1.addr, 9, 0, 0, 0)
-	c, err := Dial(context.Background(), "tcp://"+p.addr(), lease,
+	c, err := Dial(context.Background(), "tcp://"+p.Addr(), lease,
 		WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -243,9 +243,9 @@ func TestLeaseAfterRestoredResume(t *testing.T) {
 		}
 	}
 	s1.stop()
-	p.cutAll()
+	p.CutAll()
 	s2 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
-	p.set(func(p *cutProxy) { p.upstream = s2.addr })
+	p.SetUpstream(s2.addr)
 	waitUntil(t, "resume on the restarted server", func() bool { return c.ResumeStats().Resumed >= 1 })
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -64,134 +64,6 @@ func (p *bg) wait(t *testing.T, timeout time.Duration) error {
 	case <-time.After(timeout):
 		t.Fatalf("%v still running\nstderr:\n%s", p.cmd.Args, p.stderr)
 		return nil
-	}
-}
-
-// chaosProxy forwards TCP connections to a target and can break them the
-// ways a network does: reset every connection (RST both ways), or freeze
-// (stop forwarding in both directions, keep every connection open and
-// accept new ones without forwarding them), as a stuck middlebox or a
-// stopped process looks from outside.
-type chaosProxy struct {
-	t      *testing.T
-	target string
-	lis    net.Listener
-
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	frozen bool
-	thaw   chan struct{} // closed when the proxy unfreezes
-}
-
-func newChaosProxy(t *testing.T, target string) *chaosProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chaosProxy{t: t, target: target, lis: lis, conns: map[net.Conn]bool{}, thaw: make(chan struct{})}
-	close(p.thaw)
-	go p.accept()
-	t.Cleanup(func() { lis.Close(); p.reset() })
-	return p
-}
-
-func (p *chaosProxy) addr() string { return p.lis.Addr().String() }
-
-func (p *chaosProxy) accept() {
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		go p.serve(c)
-	}
-}
-
-func (p *chaosProxy) track(c net.Conn) {
-	p.mu.Lock()
-	p.conns[c] = true
-	p.mu.Unlock()
-}
-
-func (p *chaosProxy) serve(c net.Conn) {
-	p.track(c)
-	p.gate()
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		abort(c)
-		return
-	}
-	p.track(s)
-	go p.pipe(s, c)
-	p.pipe(c, s)
-}
-
-// gate blocks while the proxy is frozen.
-func (p *chaosProxy) gate() {
-	p.mu.Lock()
-	thaw := p.thaw
-	p.mu.Unlock()
-	<-thaw
-}
-
-// pipe copies src to dst, holding each chunk at the gate, so a freeze
-// stops the stream mid-flight and TCP back-pressure does the rest.
-func (p *chaosProxy) pipe(src, dst net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.gate()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				abort(src)
-				return
-			}
-		}
-		if err != nil {
-			if tc, ok := dst.(*net.TCPConn); ok && err == io.EOF {
-				tc.CloseWrite()
-				return
-			}
-			abort(dst)
-			return
-		}
-	}
-}
-
-// abort closes c with an RST.
-func abort(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	c.Close()
-}
-
-// reset sends an RST on every connection, both sides.
-func (p *chaosProxy) reset() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = map[net.Conn]bool{}
-	p.mu.Unlock()
-	for c := range conns {
-		abort(c)
-	}
-}
-
-func (p *chaosProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.frozen {
-		p.frozen, p.thaw = true, make(chan struct{})
-	}
-}
-
-func (p *chaosProxy) unfreeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen {
-		p.frozen = false
-		close(p.thaw)
 	}
 }
 
@@ -436,9 +308,9 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 	want := writeInput(t, filepath.Join(dir, "input.txt"), n, "chaos")
 	sk := newE2ESink(t, transport)
 	sinkAddr, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t)
-	toSink, toAgent := newChaosProxy(t, sk.deliveryAddr()), newChaosProxy(t, ingestAddr)
+	toSink, toAgent := faultproxy.New(t, sk.deliveryAddr()), faultproxy.New(t, ingestAddr)
 	sink := start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"))...)
-	ag := start(t, "agent", "agent", "--sink", sk.agentSink(toSink.addr()), "--spool", filepath.Join(dir, "spool"),
+	ag := start(t, "agent", "agent", "--sink", sk.agentSink(toSink.Addr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB", "--min-rto", "200ms",
 		"--reconnect-max", "200ms")
 	stopResets := make(chan struct{})
@@ -453,15 +325,15 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 				resetsDone <- resets
 				return
 			case <-tick.C:
-				toSink.reset()
-				toAgent.reset()
+				toSink.ResetAll()
+				toAgent.ResetAll()
 				resets++
 			}
 		}
 	}()
 	listening(t, sinkAddr)
 	listening(t, ingestAddr)
-	producer := startFeeder(t, "--agent", toAgent.addr(), "--batch-bytes", "16KiB")
+	producer := startFeeder(t, "--agent", toAgent.Addr(), "--batch-bytes", "16KiB")
 	// Seven parts: each kill comes after a part was fed and the restarted
 	// process acknowledged something, so it lands mid-delivery.
 	feed := parts(want, 7)
@@ -691,9 +563,9 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	want := writeInput(t, filepath.Join(dir, "in.txt"), n, "freeze")
 	sk := newE2ESink(t, transport)
 	sinkAddr, sinkMetrics, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t), freeAddr(t)
-	link := newChaosProxy(t, sk.deliveryAddr())
+	link := faultproxy.New(t, sk.deliveryAddr())
 	start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"), "--metrics", sinkMetrics)...)
-	start(t, "agent", "agent", "--sink", sk.agentSink(link.addr()), "--spool", filepath.Join(dir, "spool"),
+	start(t, "agent", "agent", "--sink", sk.agentSink(link.Addr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB",
 		"--handshake-timeout", "1s", "--progress-timeout", "1s", "--reconnect-max", "300ms")
 	listening(t, sinkAddr)
@@ -708,7 +580,7 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 		return metric(agentMetrics, "sluice_agent_reconnects_total") + metric(agentMetrics, "sluice_agent_connect_failures_total")
 	}
 	before := gaveUp()
-	link.freeze()
+	link.Freeze()
 	t.Logf("link frozen after %.0f records stored", metric(sinkMetrics, "sluice_sink_stored_records_total"))
 	producer.feed(t, half[1]) // spooled while the link is frozen
 	producer.w.Close()
@@ -720,7 +592,7 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	if code := readyz(agentMetrics); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz answers %d while the link is frozen, want 503", code)
 	}
-	link.unfreeze()
+	link.Unfreeze()
 	waitFor(t, "/readyz to answer 200 after the thaw", 60*time.Second, func() bool { return readyz(agentMetrics) == http.StatusOK })
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -102,7 +103,7 @@ func TestLeaseExpiredRequestWaits(t *testing.T) {
 	}
 	// Past the TTL: wait until the client itself says the lease is gone
 	// (its timer at the lease's expiry), plus the reproduction's 1.5 s.
-	waitUntil(t, "the lease to expire", func() bool { return !c.LeaseAvailable() })
+	testwait.For(t, "the lease to expire", func() bool { return !c.LeaseAvailable() })
 	time.Sleep(1200 * time.Millisecond)
 	sent := make(chan error, 1)
 	go func() { sent <- c.FireAndForget(ctx, Payload{Data: []byte("late")}) }()
@@ -117,16 +118,6 @@ func TestLeaseExpiredRequestWaits(t *testing.T) {
 	}
 	if err := <-sent; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitUntil polls cond (a hang is a failure, not a timing assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no %s after 30 s", what)
-		}
 	}
 }
 
@@ -157,7 +148,7 @@ func TestLeaseAfterResume(t *testing.T) {
 		t.Fatal("the lease of 3 allows a 4th request")
 	}
 	p.CutAll()
-	waitUntil(t, "resume", func() bool { return c.ResumeStats().Resumed >= 1 })
+	testwait.For(t, "resume", func() bool { return c.ResumeStats().Resumed >= 1 })
 	// Bounded well below the 30 min renewal: only a LEASE sent on resume
 	// lets it through.
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -246,7 +237,7 @@ func TestLeaseAfterRestoredResume(t *testing.T) {
 	p.CutAll()
 	s2 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
 	p.SetUpstream(s2.addr)
-	waitUntil(t, "resume on the restarted server", func() bool { return c.ResumeStats().Resumed >= 1 })
+	testwait.For(t, "resume on the restarted server", func() bool { return c.ResumeStats().Resumed >= 1 })
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	got, err := c.RequestResponse(rctx, Payload{Data: []byte("after restart")})

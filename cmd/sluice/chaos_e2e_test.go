@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -138,7 +139,7 @@ func exactMultiset(t *testing.T, what string, got, want []string) {
 // listening waits until something accepts connections on addr.
 func listening(t *testing.T, addr string) {
 	t.Helper()
-	waitFor(t, addr+" listening", 60*time.Second, func() bool {
+	testwait.For(t, addr+" listening", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -188,10 +189,10 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 	want := writeInput(t, filepath.Join(dir, "in.txt"), 1000, "late")
 	sinkAddr, ingestAddr := freeAddr(t), freeAddr(t)
 	p := startBG(t, nil, "produce", "--agent", ingestAddr, "--file", filepath.Join(dir, "in.txt"))
-	waitFor(t, "produce to report the unreachable agent", 30*time.Second, func() bool {
+	testwait.For(t, "produce to report the unreachable agent", func() bool {
 		return strings.Contains(p.stderr.String(), "cannot reach it")
 	})
-	waitFor(t, "a countdown line", 30*time.Second, func() bool {
+	testwait.For(t, "a countdown line", func() bool {
 		return strings.Contains(p.stderr.String(), "giving up in")
 	})
 	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"))
@@ -203,7 +204,7 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 		t.Errorf("produce did not say the agent came back:\n%s", p.stderr)
 	}
 	var got []string
-	waitFor(t, "the records in the store", 60*time.Second, func() bool {
+	testwait.For(t, "the records in the store", func() bool {
 		got = consumeAll(sinkAddr)
 		return len(got) >= len(want)
 	})
@@ -234,7 +235,7 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 		}
 	}()
 	r := startBG(t, strings.NewReader("x\n"), "produce", "--agent", lis.Addr().String(), "--timeout", "30s")
-	waitFor(t, "produce to report the silent agent", 30*time.Second, func() bool {
+	testwait.For(t, "produce to report the silent agent", func() bool {
 		return strings.Contains(r.stderr.String(), "no answer")
 	})
 }
@@ -265,13 +266,13 @@ func TestConsumeFollowSurvivesSinkRestart(t *testing.T) {
 				args = append(args, "--group", group)
 			}
 			c := startBG(t, nil, args...)
-			waitFor(t, "the first records printed", 60*time.Second, func() bool { return c.stdout.Lines() >= 3000 })
+			testwait.For(t, "the first records printed", func() bool { return c.stdout.Lines() >= 3000 })
 			sink.restart()
 			// Delivered while the consumer is cut off, and after it is back.
 			want = append(want, produce("during", 3000)...)
-			waitFor(t, "the consumer to reconnect", 60*time.Second, func() bool { return c.stdout.Lines() >= 6000 })
+			testwait.For(t, "the consumer to reconnect", func() bool { return c.stdout.Lines() >= 6000 })
 			want = append(want, produce("after", 1000)...)
-			waitFor(t, "every record printed", 60*time.Second, func() bool { return c.stdout.Lines() >= len(want) })
+			testwait.For(t, "every record printed", func() bool { return c.stdout.Lines() >= len(want) })
 			select {
 			case err := <-c.done:
 				c.done <- err
@@ -340,11 +341,11 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 	producer.feed(t, feed[0])
 	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
 	for round := 0; round < 3; round++ {
-		waitFor(t, fmt.Sprintf("round %d: acks", round), 60*time.Second, func() bool { return acked() > 0 })
+		testwait.For(t, fmt.Sprintf("round %d: acks", round), func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL agent after %.0f records acked by this agent process", round, acked())
 		ag.restart()
 		producer.feed(t, feed[1+2*round])
-		waitFor(t, fmt.Sprintf("round %d: acks after the agent restart", round), 60*time.Second, func() bool { return acked() > 0 })
+		testwait.For(t, fmt.Sprintf("round %d: acks after the agent restart", round), func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL sink after %.0f records acked by this agent process", round, acked())
 		sink.restart()
 		producer.feed(t, feed[2+2*round])
@@ -356,7 +357,7 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 	close(stopResets)
 	t.Logf("%d connection resets; produce: %s", <-resetsDone, lastLine(producer.stderr.String()))
 	var got []string
-	waitFor(t, "every record in the store", 2*time.Minute, func() bool {
+	testwait.For(t, "every record in the store", func() bool {
 		got = consumeAll(sinkAddr)
 		return len(got) >= n
 	})
@@ -474,7 +475,7 @@ func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 			t.Logf("agent log:\n%s\nsink A log:\n%s\nsink B log:\n%s", agentProc.log, sinkA.log, sinkB.log)
 		}
 	}()
-	waitFor(t, "sink A to store records", 60*time.Second, func() bool {
+	testwait.For(t, "sink A to store records", func() bool {
 		return metric(metricsA, "sluice_sink_stored_records_total") > 0
 	})
 	storedA := metric(metricsA, "sluice_sink_stored_records_total")
@@ -493,7 +494,7 @@ func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)
 	}
-	waitFor(t, "every record acknowledged with A frozen", 60*time.Second, func() bool { return acked() >= n1 })
+	testwait.For(t, "every record acknowledged with A frozen", func() bool { return acked() >= n1 })
 	if ms := metric(agentMetrics, "sluice_agent_reconnects_total") + metric(agentMetrics, "sluice_agent_connect_failures_total"); ms < 1 {
 		t.Fatalf("the agent never gave up on A (reconnects + connect failures = %v)", ms)
 	}
@@ -505,11 +506,11 @@ func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 	if out, err := exec.Command(sluiceBin, "produce", "--agent", ingestAddr, "--file", filepath.Join(dir, "in2.txt"), "--batch-bytes", "16KiB").CombinedOutput(); err != nil {
 		t.Fatalf("produce: %v\n%s", err, out)
 	}
-	waitFor(t, "every record acknowledged after failing back to A", 60*time.Second, func() bool { return acked() >= n1+n2 })
+	testwait.For(t, "every record acknowledged after failing back to A", func() bool { return acked() >= n1+n2 })
 	sinkB.start()
 
 	var inA, inB []string
-	waitFor(t, "both stores readable", 60*time.Second, func() bool {
+	testwait.For(t, "both stores readable", func() bool {
 		inA, inB = consumeAll(addrA), consumeAll(addrB)
 		return inA != nil && inB != nil
 	})
@@ -573,7 +574,7 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	producer := startFeeder(t, "--agent", ingestAddr, "--batch-bytes", "16KiB")
 	half := parts(want, 2)
 	producer.feed(t, half[0])
-	waitFor(t, "records stored", 60*time.Second, func() bool {
+	testwait.For(t, "records stored", func() bool {
 		return metric(sinkMetrics, "sluice_sink_stored_records_total") > 0
 	})
 	gaveUp := func() float64 {
@@ -585,7 +586,7 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	producer.feed(t, half[1]) // spooled while the link is frozen
 	producer.w.Close()
 	// Two: the frozen stream, and at least one frozen handshake after it.
-	waitFor(t, "the agent to give up on the frozen stream and retry", 60*time.Second, func() bool { return gaveUp() >= before+2 })
+	testwait.For(t, "the agent to give up on the frozen stream and retry", func() bool { return gaveUp() >= before+2 })
 	if v := metric(agentMetrics, "sluice_agent_sink_up"); v != 0 {
 		t.Errorf("sink_up = %v while the link is frozen", v)
 	}
@@ -593,12 +594,12 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 		t.Errorf("/readyz answers %d while the link is frozen, want 503", code)
 	}
 	link.Unfreeze()
-	waitFor(t, "/readyz to answer 200 after the thaw", 60*time.Second, func() bool { return readyz(agentMetrics) == http.StatusOK })
+	testwait.For(t, "/readyz to answer 200 after the thaw", func() bool { return readyz(agentMetrics) == http.StatusOK })
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)
 	}
 	var got []string
-	waitFor(t, "every record in the store", 60*time.Second, func() bool {
+	testwait.For(t, "every record in the store", func() bool {
 		got = consumeAll(sinkAddr)
 		return len(got) >= n
 	})

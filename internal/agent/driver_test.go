@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 )
 
@@ -343,7 +344,7 @@ func TestDriverRefusals(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			})
 			ingestN(t, a, "kept", 3)
-			waitCond(t, "several refused attempts", 30*time.Second, func() bool {
+			testwait.For(t, "several refused attempts", func() bool {
 				v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 				return v >= 3
 			})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -55,17 +56,6 @@ func neverAcks() protocol.Service {
 	svc := newFakeService()
 	svc.message = func(int, *protocol.Message, int) (protocol.Frame, error) { return skipReply, nil }
 	return svc
-}
-
-func waitCond(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // gather returns the registry's metric families by name.
@@ -194,7 +184,7 @@ func TestPermanentErrorIsReported(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			})
 			defer a.Close()
-			waitCond(t, "several refused attempts", 30*time.Second, func() bool {
+			testwait.For(t, "several refused attempts", func() bool {
 				v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 				return v >= 5
 			})
@@ -234,7 +224,7 @@ func TestReadyAndCounters(t *testing.T) {
 		c.Registry = reg
 	})
 	defer a.Close()
-	waitCond(t, "Ready", 30*time.Second, func() bool { return a.Ready() == nil })
+	testwait.For(t, "Ready", func() bool { return a.Ready() == nil })
 	if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 1 {
 		t.Fatalf("sink_up = %v while connected", v)
 	}
@@ -243,7 +233,7 @@ func TestReadyAndCounters(t *testing.T) {
 	}
 	waitAcked(t, a, 30*time.Second)
 	ts.stop()
-	waitCond(t, "failed attempts while the sink is down", 30*time.Second, func() bool {
+	testwait.For(t, "failed attempts while the sink is down", func() bool {
 		v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 		return v >= 3
 	})
@@ -262,7 +252,7 @@ func TestReadyAndCounters(t *testing.T) {
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("two")}); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, "an unacknowledged message to have an age", 30*time.Second, func() bool {
+	testwait.For(t, "an unacknowledged message to have an age", func() bool {
 		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
 		return v > 0
 	})
@@ -272,12 +262,12 @@ func TestReadyAndCounters(t *testing.T) {
 	}
 	ts.start()
 	defer ts.stop()
-	waitCond(t, "Ready again", 30*time.Second, func() bool { return a.Ready() == nil })
+	testwait.For(t, "Ready again", func() bool { return a.Ready() == nil })
 	if _, ok := value(t, reg, "sluice_agent_last_error", nil); ok {
 		t.Fatal("last_error still has a series while connected")
 	}
 	waitAcked(t, a, 30*time.Second)
-	waitCond(t, "no unacknowledged message", 30*time.Second, func() bool {
+	testwait.For(t, "no unacknowledged message", func() bool {
 		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
 		return v == 0
 	})
@@ -312,7 +302,7 @@ func TestBrokenSpoolIsUnhealthy(t *testing.T) {
 	defer ts.stop()
 	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) { c.SinkAddr = ts.addr })
 	defer a.Close()
-	waitCond(t, "Ready", 30*time.Second, func() bool { return a.Ready() == nil })
+	testwait.For(t, "Ready", func() bool { return a.Ready() == nil })
 	if err := a.Healthy(); err != nil {
 		t.Fatalf("Healthy() = %v on a working agent", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
@@ -141,7 +142,7 @@ func TestResendsPerFlap(t *testing.T) {
 				for k, v := range ingestN(t, a, fmt.Sprint("f", i), perFlap) {
 					want[k] = v
 				}
-				waitUntil(t, 30*time.Second, func() bool { return a.Progress().AckedMessages > before })
+				testwait.For(t, "more messages acknowledged", func() bool { return a.Progress().AckedMessages > before })
 				ln.kill()
 			}
 			waitAcked(t, a, 60*time.Second)
@@ -154,16 +155,5 @@ func TestResendsPerFlap(t *testing.T) {
 				t.Errorf("with resumption: %d resent, %d sessions; want nothing resent and the one session kept", st.Resent, sessions)
 			}
 		})
-	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

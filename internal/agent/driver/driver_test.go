@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -20,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/seglog"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // sink is a protocol.Service that records what it receives and
 // acknowledges each message unless drop says to lose that copy.

@@ -55,7 +55,7 @@ const (
 	budget = 256 << 20
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 type listener struct {
 	target hostile.Target

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // The tests below assert on the link's decisions as its tracer records
@@ -138,19 +140,6 @@ func openLink(tb testing.TB, cfg Config) (*Link, string, *tracer) {
 	}
 	tb.Cleanup(func() { l.Close() })
 	return l, addr, tr
-}
-
-// waitFor polls cond until it holds, failing the test after a minute: an
-// overall bound for a condition, not a timing assertion.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func dialN(tb testing.TB, addr string, n int) []net.Conn {
@@ -289,7 +278,7 @@ func TestRate(t *testing.T) {
 			// The link counts a chunk as delivered after its write to the
 			// server returns, which can be after the server has read it:
 			// wait for the counter rather than race it.
-			waitFor(t, "stats to count every byte", func() bool { return l.Stats().BytesUp >= c.total })
+			testwait.For(t, "stats to count every byte", func() bool { return l.Stats().BytesUp >= c.total })
 			if st := l.Stats(); st.BytesUp != c.total || st.BytesDown != 0 {
 				t.Errorf("stats %+v", st)
 			}
@@ -339,7 +328,7 @@ func TestFullDuplex(t *testing.T) {
 	if first, last := downRels[0].ready, upRels[len(upRels)-1].ready; first >= last {
 		t.Errorf("the first reply left at %v, after the last request byte (%v): the directions took turns", first, last)
 	}
-	waitFor(t, "stats to count every byte", func() bool { st := l.Stats(); return st.BytesUp >= n && st.BytesDown >= n })
+	testwait.For(t, "stats to count every byte", func() bool { st := l.Stats(); return st.BytesUp >= n && st.BytesDown >= n })
 	if st := l.Stats(); st.BytesUp != n || st.BytesDown != n {
 		t.Errorf("stats: up %d down %d, want %d each", st.BytesUp, st.BytesDown, int64(n))
 	}
@@ -463,7 +452,7 @@ func TestFairQueue(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "a full bottleneck queue", func() bool {
+	testwait.For(t, "a full bottleneck queue", func() bool {
 		l.up.mu.Lock()
 		defer l.up.mu.Unlock()
 		return l.up.queued >= l.up.queueCap
@@ -525,7 +514,7 @@ func TestBackpressure(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "a full bottleneck queue", func() bool {
+	testwait.For(t, "a full bottleneck queue", func() bool {
 		l.up.mu.Lock()
 		defer l.up.mu.Unlock()
 		return l.up.queued >= l.up.queueCap
@@ -751,7 +740,7 @@ func TestResetPropagates(t *testing.T) {
 	if rst != 1 {
 		t.Errorf("%d resets entered the delay line, want 1", rst)
 	}
-	waitFor(t, "the pair to be counted aborted", func() bool { return l.Stats().Aborted == 1 })
+	testwait.For(t, "the pair to be counted aborted", func() bool { return l.Stats().Aborted == 1 })
 	if st := l.Stats(); st.Aborted != 1 || st.Active != 0 {
 		t.Errorf("stats %+v, want 1 aborted, 0 active", st)
 	}
@@ -843,7 +832,7 @@ func TestCloseNoLeak(t *testing.T) {
 		}
 		// Wait (not sleep and hope) until all six are proxied and the busy
 		// ones have filled the bottleneck.
-		waitFor(t, "6 active connections and a full bottleneck", func() bool {
+		testwait.For(t, "6 active connections and a full bottleneck", func() bool {
 			l.up.mu.Lock()
 			full := l.up.queued >= l.up.queueCap
 			l.up.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/testkit/wait"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // echo is an upstream that sends greeting to each connection, then
@@ -129,7 +129,7 @@ func TestCutNextUpReset(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("the client's read after a reset cut: %v, want ECONNRESET", err)
 	}
-	wait.For(t, "the upstream to read what was forwarded", func() bool { return e.received.Load() >= 5 })
+	testwait.For(t, "the upstream to read what was forwarded", func() bool { return e.received.Load() >= 5 })
 	if n := e.received.Load(); n != 5 || p.Cuts() != 1 {
 		t.Fatalf("upstream received %d bytes, cuts %d; want 5, 1", n, p.Cuts())
 	}
@@ -235,7 +235,7 @@ func TestFreezeHoldsUntilUnfreeze(t *testing.T) {
 	}
 	late := dial(t, p)
 	gated := func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.gated }
-	wait.For(t, "the write and the new connection held at the freeze", func() bool { return gated() == 2 })
+	testwait.For(t, "the write and the new connection held at the freeze", func() bool { return gated() == 2 })
 	if e.received.Load() != int64(len("before")) || e.conns.Load() != 1 {
 		t.Fatalf("frozen, the upstream got %d bytes and %d connections; want only the %d bytes and 1 connection from before",
 			e.received.Load(), e.conns.Load(), len("before"))
@@ -258,7 +258,7 @@ func TestHole(t *testing.T) {
 	if _, err := c.Write([]byte("abc")); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, "the echo to fall in the hole", func() bool { return p.Holed() == 3 })
+	testwait.For(t, "the echo to fall in the hole", func() bool { return p.Holed() == 3 })
 	p.Hole(false)
 	roundTrip(t, c, "d")
 }

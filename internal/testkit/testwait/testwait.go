@@ -1,10 +1,10 @@
-// Package wait has For, the one way sluice's tests wait for something to
+// Package testwait has For, the one way sluice's tests wait for something to
 // become true: poll a condition, fail the test if it never holds. Tests
 // wait for outcomes, never for time (a sleep that is long enough on one
 // machine is too short on a loaded one), so the bound is generous and
 // only turns a hang into a failure with a message; it is not an assertion
 // about how long anything takes.
-package wait
+package testwait
 
 import (
 	"testing"

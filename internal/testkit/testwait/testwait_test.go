@@ -1,4 +1,4 @@
-package wait
+package testwait
 
 import (
 	"sync/atomic"

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -42,11 +44,11 @@ func postLines(t *testing.T, url string, recs [][]byte) int {
 func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	mnt := testtmpfs.Mount(t, "4m")
 	spoolDir := filepath.Join(mnt, "spool")
-	ts := startSink(t, filepath.Join(t.TempDir(), "sink"), "127.0.0.1:0")
-	defer ts.stop()
-	ts.stop() // down while the spool fills
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(t.TempDir(), "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	ts.Stop() // down while the spool fills
 	mod := func(c *Config) {
-		c.SinkAddr, c.SpoolQuota, c.Compression = ts.addr, 1<<30, codec.Plain // only the disk limits
+		c.SinkAddr, c.SpoolQuota, c.Compression = ts.Addr, 1<<30, codec.Plain // only the disk limits
 		c.segmentBytes = 64 << 20                                             // one segment, larger than the disk
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 	}
@@ -57,7 +59,7 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 
 	r := &fullDiskRun{t: t, a: a, url: srv.URL, accepted: map[string]bool{}}
 	r.fill()
-	ts.start()
+	ts.Restart()
 	waitAcked(t, a, 60*time.Second)
 	r.acceptsAgain("after the drain")
 	if err := a.SpoolWritable(); err != nil {
@@ -65,7 +67,7 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	}
 
 	// Again across a restart: the spool is full when the agent starts.
-	ts.stop()
+	ts.Stop()
 	r.fill()
 	srv.Close()
 	if err := a.Close(); err != nil {
@@ -74,7 +76,7 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	a = newTestAgent(t, spoolDir, mod)
 	srv = httptest.NewServer(a.Handler())
 	r.a, r.url = a, srv.URL
-	ts.start()
+	ts.Restart()
 	waitAcked(t, a, 60*time.Second)
 	r.acceptsAgain("after a restart on the full spool")
 	r.deliveredOnce(ts)
@@ -140,7 +142,7 @@ func (r *fullDiskRun) acceptsAgain(what string) {
 
 // deliveredOnce waits until everything is acknowledged and checks that
 // the sink stored every accepted record exactly once, and nothing else.
-func (r *fullDiskRun) deliveredOnce(ts *testSink) {
+func (r *fullDiskRun) deliveredOnce(ts *sinktest.Sink) {
 	r.t.Helper()
 	waitAcked(r.t, r.a, 60*time.Second)
 	got := storedRecords(r.t, ts)
@@ -161,11 +163,11 @@ func (r *fullDiskRun) deliveredOnce(ts *testSink) {
 // every accepted record is stored once.
 func TestSpoolSegmentsFitTheDisk(t *testing.T) {
 	mnt := testtmpfs.Mount(t, "8m")
-	ts := startSink(t, filepath.Join(t.TempDir(), "sink"), "127.0.0.1:0")
-	defer ts.stop()
-	ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(t.TempDir(), "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	ts.Stop()
 	a := newTestAgent(t, filepath.Join(mnt, "spool"), func(c *Config) {
-		c.SinkAddr, c.Compression = ts.addr, codec.Plain
+		c.SinkAddr, c.Compression = ts.Addr, codec.Plain
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 	})
 	defer a.Close()
@@ -183,7 +185,7 @@ func TestSpoolSegmentsFitTheDisk(t *testing.T) {
 	if len(segs) < 4 {
 		t.Fatalf("the full spool is %d segments, want at least 4", len(segs))
 	}
-	ts.start()
+	ts.Restart()
 	waitAcked(t, a, 60*time.Second)
 	r.acceptsAgain("after the drain")
 	r.deliveredOnce(ts)

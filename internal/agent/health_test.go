@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
@@ -118,11 +120,11 @@ func TestFrozenSinkFailover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			frozen := startFakeSink(t, tc.frozen())
-			ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-			defer ts.stop()
+			ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+			defer ts.Stop()
 			reg := prometheus.NewRegistry()
 			a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-				c.SinkAddr = frozen.addr + "," + ts.addr
+				c.SinkAddr = frozen.addr + "," + ts.Addr
 				c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 				c.HandshakeTimeout, c.ProgressTimeout = 200*time.Millisecond, 200*time.Millisecond
 				c.Registry = reg
@@ -216,10 +218,10 @@ func TestPermanentErrorIsReported(t *testing.T) {
 // Sender's cumulative counts are Prometheus counters named _total.
 func TestReadyAndCounters(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
 	reg := prometheus.NewRegistry()
 	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-		c.SinkAddr = ts.addr
+		c.SinkAddr = ts.Addr
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 20*time.Millisecond
 		c.Registry = reg
 	})
@@ -232,7 +234,7 @@ func TestReadyAndCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAcked(t, a, 30*time.Second)
-	ts.stop()
+	ts.Stop()
 	testwait.For(t, "failed attempts while the sink is down", func() bool {
 		v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 		return v >= 3
@@ -260,8 +262,8 @@ func TestReadyAndCounters(t *testing.T) {
 	if !strings.HasPrefix(st.LastError, "Unavailable: ") || st.LastErrorAt.IsZero() || st.OldestUnacked <= 0 {
 		t.Fatalf("stats while the sink is down: last error %q at %v, oldest unacknowledged %v", st.LastError, st.LastErrorAt, st.OldestUnacked)
 	}
-	ts.start()
-	defer ts.stop()
+	ts.Restart()
+	defer ts.Stop()
 	testwait.For(t, "Ready again", func() bool { return a.Ready() == nil })
 	if _, ok := value(t, reg, "sluice_agent_last_error", nil); ok {
 		t.Fatal("last_error still has a series while connected")
@@ -298,9 +300,9 @@ func TestReadyAndCounters(t *testing.T) {
 // it not ready.
 func TestBrokenSpoolIsUnhealthy(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
-	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) { c.SinkAddr = ts.addr })
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) { c.SinkAddr = ts.Addr })
 	defer a.Close()
 	testwait.For(t, "Ready", func() bool { return a.Ready() == nil })
 	if err := a.Healthy(); err != nil {

@@ -62,14 +62,15 @@ var refusals = []struct {
 // Svc is the scripted sink the suite runs against. A Send session:
 // Hello is answered with a Welcome (8 messages, 1 MiB of credit, the
 // agent id as session id) or, for the agent ids of refusals, with a
-// status; each Message with Credit, Error (over credit, retryable) and
+// status; agent "silent" is never answered (a sink gone quiet after the
+// Hello, for a transport's own tests of that). Each Message with Credit, Error (over credit, retryable) and
 // Ack of its id, after checking that every byte of its payload is
 // byte(ID) (a sender's later reuse of its buffer must not show). A Read
 // session: ReadStart from 10 or less gives Stored (two records), waits
 // for the Commit of that offset, then EndOfLog; from more, OutOfRange.
 type Svc struct {
 	// Started receives each Send session once welcomed, so that a test
-	// can watch the sink's end.
+	// can watch the sink's end (its context, the Peer it sees).
 	Started chan protocol.Conn
 }
 
@@ -87,6 +88,10 @@ func (s *Svc) ServeSend(c protocol.Conn) error {
 		}
 		switch f := f.(type) {
 		case *protocol.Hello:
+			if f.AgentID == "silent" {
+				<-c.Context().Done()
+				return nil
+			}
 			for _, r := range refusals {
 				if f.AgentID == r.agent {
 					return protocol.Errorf(r.status, "agent %q: refused by the script", f.AgentID)

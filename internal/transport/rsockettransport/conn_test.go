@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -14,90 +13,27 @@ import (
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/conntest"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
-// svc is a scripted sink for this transport's own tests: it answers
-// Hello with Welcome (8 messages of credit, the agent id as session id)
-// and reports the peer it saw, or, for agent "silent", never answers.
-// The behaviour all transports share is conntest's (TestConformance).
-type svc struct {
-	peers chan protocol.PeerInfo
-}
-
-func newSvc() *svc { return &svc{peers: make(chan protocol.PeerInfo, 256)} }
-
-func (s *svc) ServeSend(c protocol.Conn) error {
-	for {
-		f, err := c.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if h, ok := f.(*protocol.Hello); ok {
-			if h.AgentID == "silent" {
-				<-c.Context().Done()
-				return nil
-			}
-			s.peers <- c.Peer()
-			if err := c.Send(&protocol.Welcome{Version: protocol.Version, Credits: protocol.Credits{Messages: 8, Bytes: 1 << 20}, SessionID: h.AgentID}); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-func (s *svc) ServeRead(c protocol.Conn) error { return nil }
-
-// countingListener counts accepted connections and can kill them all.
-type countingListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-func (l *countingListener) accepted() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
-
-func (l *countingListener) killAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close()
-	}
-}
-
+// server is a transport server for svc, reached through a fault proxy
+// that counts the connections made to it and can cut them.
 type server struct {
-	url string
-	ln  *countingListener
+	url   string
+	proxy *faultproxy.Proxy
 }
 
 // serve runs svc over "tcp" or "ws" and returns its URL.
 func serve(t *testing.T, transport string, svc protocol.Service, opts ...rsockettransport.Option) *server {
 	t.Helper()
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &countingListener{Listener: raw}
+	p := faultproxy.New(t, ln.Addr().String())
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{ln: ln}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -107,10 +43,10 @@ func serve(t *testing.T, transport string, svc protocol.Service, opts ...rsocket
 			rsockettransport.Serve(ctx, ln, svc, opts...)
 		}
 	}()
-	t.Cleanup(func() { cancel(); ln.killAll(); <-done })
-	s.url = "tcp://" + raw.Addr().String()
+	t.Cleanup(func() { cancel(); p.CloseAll(); <-done })
+	s := &server{url: "tcp://" + p.Addr(), proxy: p}
 	if transport == "ws" {
-		s.url = "ws://" + raw.Addr().String() + "/sluice"
+		s.url = "ws://" + p.Addr() + "/sluice"
 	}
 	return s
 }
@@ -133,19 +69,6 @@ func each(t *testing.T, f func(t *testing.T, transport string)) {
 	}
 }
 
-func hello(t *testing.T, c protocol.Conn, agent string) *protocol.Welcome {
-	t.Helper()
-	if err := c.Send(&protocol.Hello{AgentID: agent, Version: protocol.Version, Codecs: []protocol.Codec{protocol.CodecZstd}}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := c.Recv()
-	w, ok := f.(*protocol.Welcome)
-	if err != nil || !ok || w.Credits.Messages != 8 || w.SessionID != agent {
-		t.Fatalf("welcome: %#v %v", f, err)
-	}
-	return w
-}
-
 // TestConformance runs the protocol.Conn suite over RSocket, on TCP and
 // on WebSocket.
 func TestConformance(t *testing.T) {
@@ -158,14 +81,14 @@ func TestConformance(t *testing.T) {
 // TLS state without TLS.
 func TestTokenReachesPeer(t *testing.T) {
 	each(t, func(t *testing.T, tr string) {
-		sv := newSvc()
+		sv := conntest.NewSvc()
 		c, err := dialer(t, serve(t, tr, sv).url, rsockettransport.WithToken("tok"), rsockettransport.AllowTokenWithoutTLS()).Send(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close(nil)
-		hello(t, c, "a")
-		if pi := <-sv.peers; pi.Token != "tok" || pi.Addr == "" || pi.TLS != nil {
+		conntest.Hello(t, c, "a")
+		if pi := (<-sv.Started).Peer(); pi.Token != "tok" || pi.Addr == "" || pi.TLS != nil {
 			t.Fatalf("peer %+v", pi)
 		}
 	})
@@ -188,7 +111,7 @@ func TestSessionsShareOneConnection(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if n := s.ln.accepted(); n != 1 {
+		if n := s.proxy.Accepted(); n != 1 {
 			t.Fatalf("%d connections, want 1", n)
 		}
 	})
@@ -198,14 +121,14 @@ func TestSessionsShareOneConnection(t *testing.T) {
 // retryable error and ends its context; the next session dials again.
 func TestConnectionKilled(t *testing.T) {
 	each(t, func(t *testing.T, tr string) {
-		s := serve(t, tr, newSvc())
+		s := serve(t, tr, conntest.NewSvc())
 		d := dialer(t, s.url)
 		c, err := d.Send(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		hello(t, c, "a")
-		s.ln.killAll()
+		conntest.Hello(t, c, "a")
+		s.proxy.CutAll()
 		_, err = c.Recv()
 		if err == nil || !protocol.IsRetryable(err) {
 			t.Fatalf("recv after kill: %v (status %v)", err, protocol.StatusOf(err))
@@ -220,8 +143,8 @@ func TestConnectionKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c2.Close(nil)
-		hello(t, c2, "b")
-		if n := s.ln.accepted(); n != 2 {
+		conntest.Hello(t, c2, "b")
+		if n := s.proxy.Accepted(); n != 2 {
 			t.Fatalf("%d connections, want 2 (one redial)", n)
 		}
 	})
@@ -232,7 +155,7 @@ func TestTLSPeer(t *testing.T) {
 	ca := testpki.NewCA(t)
 	srvCert := ca.Issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth)
 	cliCert := ca.Issue(t, "agent-1", x509.ExtKeyUsageClientAuth)
-	sv := newSvc()
+	sv := conntest.NewSvc()
 	s := serve(t, "tcp", sv, rsockettransport.WithTLS(&tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}))
 	d := dialer(t, s.url, rsockettransport.WithTLS(&tls.Config{Certificates: []tls.Certificate{cliCert}, RootCAs: ca.Pool()}), rsockettransport.WithToken("tok"))
 	c, err := d.Send(context.Background())
@@ -240,8 +163,8 @@ func TestTLSPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(nil)
-	hello(t, c, "a")
-	pi := <-sv.peers
+	conntest.Hello(t, c, "a")
+	pi := (<-sv.Started).Peer()
 	if pi.TLS == nil || len(pi.TLS.PeerCertificates) == 0 || pi.TLS.PeerCertificates[0].Subject.CommonName != "agent-1" || pi.Token != "tok" {
 		t.Fatalf("peer %+v", pi)
 	}
@@ -265,7 +188,7 @@ func TestTokenWithoutTLSRefused(t *testing.T) {
 // condemns its connection: the next session dials a new one instead of
 // trusting a connection that may be half-open.
 func TestSilentSessionRedials(t *testing.T) {
-	s := serve(t, "tcp", newSvc())
+	s := serve(t, "tcp", conntest.NewSvc())
 	d := dialer(t, s.url)
 	c, err := d.Send(context.Background())
 	if err != nil {
@@ -280,8 +203,8 @@ func TestSilentSessionRedials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close(nil)
-	hello(t, c2, "a")
-	if n := s.ln.accepted(); n != 2 {
+	conntest.Hello(t, c2, "a")
+	if n := s.proxy.Accepted(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
 	}
 	// A session that heard from the sink leaves the connection alone.
@@ -291,8 +214,8 @@ func TestSilentSessionRedials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c3.Close(nil)
-	hello(t, c3, "b")
-	if n := s.ln.accepted(); n != 2 {
+	conntest.Hello(t, c3, "b")
+	if n := s.proxy.Accepted(); n != 2 {
 		t.Fatalf("%d connections, want still 2", n)
 	}
 }

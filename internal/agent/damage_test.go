@@ -86,7 +86,7 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 	if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	got := storedRecords(t, ts)
 	if got["new record"] != 1 {
 		t.Fatalf("new record not delivered: %v", got)

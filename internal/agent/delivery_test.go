@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
@@ -53,18 +54,15 @@ func storedRecords(t *testing.T, ts *sinktest.Sink) map[string]int {
 	}
 }
 
-func waitAcked(t testing.TB, a *Agent, timeout time.Duration) {
+// waitAcked waits until a has delivered and the sink acknowledged
+// everything it spooled.
+func waitAcked(t testing.TB, a *Agent) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	if !testwait.Until(func() bool {
 		st := a.Stats()
-		if st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.AckedWatermark() == a.spool.Log().NextOffset() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not everything acknowledged: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.AckedWatermark() == a.spool.Log().NextOffset()
+	}) {
+		t.Fatalf("not everything acknowledged: %+v", a.Stats())
 	}
 }
 
@@ -105,7 +103,7 @@ func TestDeliveryAcrossRestarts(t *testing.T) {
 	a = newTestAgent(t, spool, cfg)
 	defer a.Close()
 	feed(a, 100)
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	ts.Stop()
 	ts.Restart() // dedup state must also survive a sink restart
 	defer ts.Stop()
@@ -134,7 +132,7 @@ func TestFailoverToNextSink(t *testing.T) {
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("via the second sink")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	if got := storedRecords(t, ts); got["via the second sink"] != 1 {
 		t.Fatalf("store: %v", got)
 	}

@@ -60,7 +60,7 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	r := &fullDiskRun{t: t, a: a, url: srv.URL, accepted: map[string]bool{}}
 	r.fill()
 	ts.Restart()
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	r.acceptsAgain("after the drain")
 	if err := a.SpoolWritable(); err != nil {
 		t.Fatalf("SpoolWritable after ingest succeeded: %v", err)
@@ -77,7 +77,7 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	srv = httptest.NewServer(a.Handler())
 	r.a, r.url = a, srv.URL
 	ts.Restart()
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	r.acceptsAgain("after a restart on the full spool")
 	r.deliveredOnce(ts)
 }
@@ -144,7 +144,7 @@ func (r *fullDiskRun) acceptsAgain(what string) {
 // the sink stored every accepted record exactly once, and nothing else.
 func (r *fullDiskRun) deliveredOnce(ts *sinktest.Sink) {
 	r.t.Helper()
-	waitAcked(r.t, r.a, 60*time.Second)
+	waitAcked(r.t, r.a)
 	got := storedRecords(r.t, ts)
 	if len(got) != len(r.accepted) {
 		r.t.Fatalf("store holds %d records, %d were accepted", len(got), len(r.accepted))
@@ -186,7 +186,7 @@ func TestSpoolSegmentsFitTheDisk(t *testing.T) {
 		t.Fatalf("the full spool is %d segments, want at least 4", len(segs))
 	}
 	ts.Restart()
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	r.acceptsAgain("after the drain")
 	r.deliveredOnce(ts)
 }

@@ -222,7 +222,7 @@ func TestDriverDelivers(t *testing.T) {
 			svc := newFakeService()
 			a, reg := newMemAgent(t, svc, func(c *Config) { c.Compression = k })
 			want := ingestN(t, a, "rec", 50)
-			waitAcked(t, a, 30*time.Second)
+			waitAcked(t, a)
 			sessions, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			if sessions != 1 {
@@ -257,7 +257,7 @@ func TestDriverRetryableRejection(t *testing.T) {
 	}
 	a, reg := newMemAgent(t, svc, func(c *Config) { c.MinRTO = 50 * time.Millisecond })
 	want := ingestN(t, a, "rej", 5)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	sessions, stored, copies := svc.snapshot()
 	sameCounts(t, stored, want)
 	for id, n := range copies {
@@ -287,7 +287,7 @@ func TestDriverReconnectsAndResends(t *testing.T) {
 	}
 	a, reg := newMemAgent(t, svc, nil)
 	want := ingestN(t, a, "re", 10)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	sessions, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	if sessions < 2 {
@@ -399,7 +399,7 @@ func TestDriverCredits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	_, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	mu.Lock()
@@ -424,7 +424,7 @@ func TestDriverProgressDeadline(t *testing.T) {
 		c.ProgressTimeout, c.MinRTO = 100*time.Millisecond, 30*time.Second
 	})
 	want := ingestN(t, a, "stuck", 4)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	_, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	if _, ok := value(t, reg, "sluice_agent_reconnects_total", nil); !ok {
@@ -462,7 +462,7 @@ func TestDriverDictionaryUpload(t *testing.T) {
 			}
 			a, _ := newMemAgent(t, svc, func(c *Config) { c.Dictionary = &dict })
 			want := ingestN(t, a, `{"host":"web-1","level":"info"}`, 5)
-			waitAcked(t, a, 30*time.Second)
+			waitAcked(t, a)
 			_, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			svc.mu.Lock()

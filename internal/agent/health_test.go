@@ -133,7 +133,7 @@ func TestFrozenSinkFailover(t *testing.T) {
 			if err := a.Ingest(context.Background(), [][]byte{[]byte("past the frozen sink")}); err != nil {
 				t.Fatal(err)
 			}
-			waitAcked(t, a, 30*time.Second)
+			waitAcked(t, a)
 			if got := storedRecords(t, ts); got["past the frozen sink"] != 1 {
 				t.Fatalf("store: %v", got)
 			}
@@ -233,7 +233,7 @@ func TestReadyAndCounters(t *testing.T) {
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("one")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	ts.Stop()
 	testwait.For(t, "failed attempts while the sink is down", func() bool {
 		v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
@@ -268,7 +268,7 @@ func TestReadyAndCounters(t *testing.T) {
 	if _, ok := value(t, reg, "sluice_agent_last_error", nil); ok {
 		t.Fatal("last_error still has a series while connected")
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	testwait.For(t, "no unacknowledged message", func() bool {
 		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
 		return v == 0

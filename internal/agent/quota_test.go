@@ -82,7 +82,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 		t.Fatal("the quota was never reached; the test proves nothing")
 	}
 	t.Logf("%d refusals with 507 on the way", fulls)
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, want %d", len(got), len(want))
@@ -257,7 +257,7 @@ func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, %d were accepted", len(got), len(want))

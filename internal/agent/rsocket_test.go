@@ -47,12 +47,12 @@ func TestDeliversOverRSocket(t *testing.T) {
 	})
 	defer a.Close()
 	want := ingestN(t, a, "first", 50)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	link.CutAll()
 	for k, v := range ingestN(t, a, "second", 50) {
 		want[k] = v
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	sessions, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	if sessions < 2 {
@@ -120,7 +120,7 @@ func TestResendsPerFlap(t *testing.T) {
 				testwait.For(t, "more messages acknowledged", func() bool { return a.Progress().AckedMessages > before })
 				link.CutAll()
 			}
-			waitAcked(t, a, 60*time.Second)
+			waitAcked(t, a)
 			_, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			st := a.Stats()

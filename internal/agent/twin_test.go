@@ -44,12 +44,12 @@ func TestTwoAgentsOneID(t *testing.T) {
 	a := newTestAgent(t, filepath.Join(dir, "a"), cfg)
 	defer a.Close()
 	wantA := feed(a, "A")
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	b := newTestAgent(t, filepath.Join(dir, "b"), cfg)
 	defer b.Close()
 	wantB := feed(b, "B")
-	waitAcked(t, b, 60*time.Second)
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, b)
+	waitAcked(t, a)
 
 	for _, ag := range ts.Agents() {
 		if ag.ID == "twin" && ag.Connected > 1 {

@@ -20,6 +20,7 @@ import (
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
@@ -325,11 +326,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 // the test's client sent has arrived).
 func waitReceived(t *testing.T, s *Store, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats.BytesReceived.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(func() bool { return s.Stats.BytesReceived.Load() >= n }) {
+		t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
 	}
 }

@@ -625,10 +625,7 @@ func TestHalfClose(t *testing.T) {
 	if !bytes.Equal(got, msg) {
 		t.Fatalf("got %d bytes back, want %d", len(got), len(msg))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for l.Stats().Active != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(func() bool { return l.Stats().Active == 0 })
 	if st := l.Stats(); st.Active != 0 || st.Accepted != 1 || st.Aborted != 0 {
 		t.Errorf("stats after a clean close: %+v", st)
 	}
@@ -764,10 +761,7 @@ func TestDialError(t *testing.T) {
 			t.Fatalf("read through a link to nowhere: %v, want a reset", err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for l.Stats().DialErrors != 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(func() bool { return l.Stats().DialErrors == 1 })
 	if st := l.Stats(); st.DialErrors != 1 {
 		t.Errorf("stats %+v, want 1 dial error", st)
 	}
@@ -847,12 +841,8 @@ func TestCloseNoLeak(t *testing.T) {
 		}
 		s.stop()
 	}()
-	deadline := time.Now().Add(30 * time.Second)
 	n := runtime.NumGoroutine()
-	for n > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		n = runtime.NumGoroutine()
-	}
+	testwait.Until(func() bool { n = runtime.NumGoroutine(); return n <= before })
 	if n > before {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]

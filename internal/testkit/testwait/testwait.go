@@ -30,6 +30,14 @@ func For(tb testing.TB, what string, cond func() bool) {
 	}
 }
 
+// Until polls cond like For and reports whether it held before Bound,
+// for a test whose failure message shows the state it waited on:
+//
+//	if !testwait.Until(func() bool { return s.Acked() >= n }) {
+//		t.Fatalf("acked %d, want %d", s.Acked(), n)
+//	}
+func Until(cond func() bool) bool { return poller(Bound, cond) }
+
 // poller polls cond until it holds (true) or bound has passed (false).
 func poller(bound time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(bound)

@@ -24,3 +24,11 @@ func TestPollerGivesUp(t *testing.T) {
 		t.Fatal("poller missed a condition that held at once")
 	}
 }
+
+// Until reports a condition that comes to hold.
+func TestUntilReportsTheCondition(t *testing.T) {
+	var calls atomic.Int32
+	if !Until(func() bool { return calls.Add(1) >= 2 }) {
+		t.Fatal("Until missed a condition that held on the second check")
+	}
+}

@@ -1,6 +1,10 @@
 package rsocket
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+)
 
 // Hooks for the external test package (rsocket_test), which holds the
 // interop tests and their table.
@@ -9,23 +13,17 @@ import "testing"
 // complete.
 var ReadStream = readStream
 
-// CutProxy is the cutting TCP proxy of the resume tests (cutProxy).
-type CutProxy struct{ p *cutProxy }
-
-// NewCutProxy is newCutProxy.
-func NewCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) CutProxy {
-	return CutProxy{newCutProxy(t, upstream, seed, n, maxUp, maxDown)}
+// NewCutProxy is newCutProxy for the interop resume tests, with every
+// connection's client→server cut at minUp bytes or more (0: anywhere):
+// past a WebSocket handshake and the RESUME, so that a cut breaks a
+// resumed session instead of failing a redial.
+func NewCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown, minUp int) *faultproxy.Proxy {
+	p := faultproxy.New(t, upstream)
+	plan := randomCuts(seed, n, maxUp, maxDown)
+	plan.MinUp = minUp
+	p.CutNext(plan)
+	return p
 }
-
-// Addr is the proxy's host:port.
-func (c CutProxy) Addr() string { return c.p.addr() }
-
-// Cuts is how many connections it cut; Accepted how many it took.
-func (c CutProxy) Cuts() int     { return int(c.p.cuts.Load()) }
-func (c CutProxy) Accepted() int { return int(c.p.accepted.Load()) }
-
-// SetMinUpAll sets cutProxy.minUpAll.
-func (c CutProxy) SetMinUpAll(n int) { c.p.set(func(p *cutProxy) { p.minUpAll = n }) }
 
 // QueuedOutbound is the output queued and not yet written (in flight
 // included): what the outbound budget bounds.

@@ -587,8 +587,7 @@ func TestInteropJSResume(t *testing.T) {
 			defer cancel()
 			addr, path, stop := serveResumableEcho(t, ctx, tr)
 			defer stop()
-			p := rsocket.NewCutProxy(t, addr, uint64(41+i), cuts, 4<<10, 200<<10)
-			p.SetMinUpAll(1024) // past a WebSocket handshake and the RESUME
+			p := rsocket.NewCutProxy(t, addr, uint64(41+i), cuts, 4<<10, 200<<10, 1024) // past a WebSocket handshake and the RESUME
 			url := "tcp://" + p.Addr()
 			if tr == "ws" {
 				url = "ws://" + p.Addr() + path
@@ -618,8 +617,7 @@ func TestInteropJSResume(t *testing.T) {
 			defer cancel()
 			cmd := jsCommand(ctx, node, modules, jsScript(t, "server.js"), tr, "resume")
 			port, _ := jsStartServerCmd(t, cmd)
-			p := rsocket.NewCutProxy(t, "127.0.0.1:"+strconv.Itoa(port), uint64(51+i), cuts, 4<<10, 200<<10)
-			p.SetMinUpAll(1024)
+			p := rsocket.NewCutProxy(t, "127.0.0.1:"+strconv.Itoa(port), uint64(51+i), cuts, 4<<10, 200<<10, 1024)
 			url := "tcp://" + p.Addr()
 			if tr == "ws" {
 				url = "ws://" + p.Addr() + "/rsocket"

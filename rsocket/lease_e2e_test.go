@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -102,7 +103,7 @@ func TestLeaseExpiredRequestWaits(t *testing.T) {
 	}
 	// Past the TTL: wait until the client itself says the lease is gone
 	// (its timer at the lease's expiry), plus the reproduction's 1.5 s.
-	waitUntil(t, "the lease to expire", func() bool { return !c.LeaseAvailable() })
+	testwait.For(t, "the lease to expire", func() bool { return !c.LeaseAvailable() })
 	time.Sleep(1200 * time.Millisecond)
 	sent := make(chan error, 1)
 	go func() { sent <- c.FireAndForget(ctx, Payload{Data: []byte("late")}) }()
@@ -120,16 +121,6 @@ func TestLeaseExpiredRequestWaits(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond (a hang is a failure, not a timing assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no %s after 30 s", what)
-		}
-	}
-}
-
 // TestLeaseAfterResume (issue 22 item 5): a resumable connection with
 // lease through a proxy that cuts it. The server's lease (3 requests, TTL
 // 1 h, so its renewal is 30 min away) is used up before the cut; after the
@@ -141,7 +132,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestLeaseAfterResume(t *testing.T) {
 	addr, _ := resumeServer(t, "tcp", ResumeConfig{}, WithLease(time.Hour, 3))
 	p := newCutProxy(t, addr, 1, 0, 1, 1)
-	c, err := Dial(context.Background(), "tcp://"+p.addr(), WithLease(time.Hour, 3),
+	c, err := Dial(context.Background(), "tcp://"+p.Addr(), WithLease(time.Hour, 3),
 		WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -156,8 +147,8 @@ func TestLeaseAfterResume(t *testing.T) {
 	if c.LeaseAvailable() {
 		t.Fatal("the lease of 3 allows a 4th request")
 	}
-	p.cutAll()
-	waitUntil(t, "resume", func() bool { return c.ResumeStats().Resumed >= 1 })
+	p.CutAll()
+	testwait.For(t, "resume", func() bool { return c.ResumeStats().Resumed >= 1 })
 	// Bounded well below the 30 min renewal: only a LEASE sent on resume
 	// lets it through.
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -230,7 +221,7 @@ func TestLeaseAfterRestoredResume(t *testing.T) {
 	lease := WithLease(time.Hour, 2)
 	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
 	p := newCutProxy(t, s1.addr, 9, 0, 0, 0)
-	c, err := Dial(context.Background(), "tcp://"+p.addr(), lease,
+	c, err := Dial(context.Background(), "tcp://"+p.Addr(), lease,
 		WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -243,10 +234,10 @@ func TestLeaseAfterRestoredResume(t *testing.T) {
 		}
 	}
 	s1.stop()
-	p.cutAll()
+	p.CutAll()
 	s2 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, lease)
-	p.set(func(p *cutProxy) { p.upstream = s2.addr })
-	waitUntil(t, "resume on the restarted server", func() bool { return c.ResumeStats().Resumed >= 1 })
+	p.SetUpstream(s2.addr)
+	testwait.For(t, "resume on the restarted server", func() bool { return c.ResumeStats().Resumed >= 1 })
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	got, err := c.RequestResponse(rctx, Payload{Data: []byte("after restart")})

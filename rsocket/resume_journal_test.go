@@ -85,7 +85,7 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	s1 := startJournalServer(t, dir, DurableResumeConfig{})
 	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
 	ctx := context.Background()
-	url := "tcp://" + p.addr()
+	url := "tcp://" + p.Addr()
 	c, idle := dialResume(t, url), dialResume(t, url)
 	if _, err := idle.RequestResponse(ctx, Payload{Data: []byte("before")}); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	}
 	// The crash: what the server sends from now on is lost on the way
 	// (here: the answer to a request), then the process is gone.
-	p.hole.Store(true)
+	p.Hole(true)
 	answered := make(chan error, 1)
 	go func() {
 		resp, err := c.RequestResponse(ctx, Payload{Data: []byte("lost in flight")})
@@ -112,20 +112,20 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 		answered <- err
 	}()
 	within(t, "the answer lost in the hole", func() {
-		for p.holed.Load() == 0 {
+		for p.Holed() == 0 {
 			time.Sleep(time.Millisecond)
 		}
 	})
 	s1.stop()
-	p.cutAll()
-	p.hole.Store(false)
-	holed := p.holed.Load()
+	p.CutAll()
+	p.Hole(false)
+	holed := p.Holed()
 
 	s2 := startJournalServer(t, dir, DurableResumeConfig{})
 	if st := s2.store.Stats(); st.Dormant != 2 || st.Loaded != 2 {
 		t.Fatalf("the restarted server read %+v from the journal, want 2 sessions", st)
 	}
-	p.set(func(p *cutProxy) { p.upstream = s2.addr })
+	p.SetUpstream(s2.addr)
 	var end error
 	within(t, "the stream after the restart", func() { end = r.read(items) })
 	if end == nil || !strings.Contains(end.Error(), "server restarted") {
@@ -154,13 +154,13 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	// nothing and the session ends.
 	mem, _ := resumeServer(t, "tcp", ResumeConfig{})
 	p2 := newCutProxy(t, mem, 8, 0, 0, 0)
-	c2 := dialResume(t, "tcp://"+p2.addr())
+	c2 := dialResume(t, "tcp://"+p2.Addr())
 	if _, err := c2.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	other, _ := resumeServer(t, "tcp", ResumeConfig{})
-	p2.set(func(p *cutProxy) { p.upstream = other })
-	p2.cutAll()
+	p2.SetUpstream(other)
+	p2.CutAll()
 	within(t, "the rejected resume", func() { <-c2.Done() })
 	if !errors.Is(c2.Err(), conn.ErrResumeRejected) {
 		t.Fatalf("without the journal: %v, want a rejected resume", c2.Err())
@@ -279,14 +279,14 @@ func TestResumeJournalFaults(t *testing.T) {
 	dir = t.TempDir()
 	s3 := startJournalServer(t, dir, DurableResumeConfig{})
 	p := newCutProxy(t, s3.addr, 9, 0, 0, 0)
-	c3 := dialResume(t, "tcp://"+p.addr())
+	c3 := dialResume(t, "tcp://"+p.Addr())
 	if _, err := c3.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	s3.stop()
 	s4 := startJournalServer(t, dir, DurableResumeConfig{SessionLifetime: time.Nanosecond})
-	p.set(func(p *cutProxy) { p.upstream = s4.addr })
-	p.cutAll()
+	p.SetUpstream(s4.addr)
+	p.CutAll()
 	within(t, "the expired session's resume", func() { <-c3.Done() })
 	if !errors.Is(c3.Err(), conn.ErrResumeRejected) {
 		t.Fatalf("resume after the session lifetime: %v, want rejected", c3.Err())
@@ -427,7 +427,7 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 	p := newCutProxy(t, s1.addr, 11, 0, 0, 0)
 	token := []byte("restore-in-progress")
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+p.addr(), WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
+	c, err := Dial(ctx, "tcp://"+p.Addr(), WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,9 +435,9 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	p.set(func(p *cutProxy) { p.refuse = true })
+	p.Refuse(true)
 	s1.stop()
-	p.closeAll()
+	p.CloseAll()
 	s2 := startJournalServer(t, dir, DurableResumeConfig{})
 	// Another connection is restoring it (held here by the test).
 	if live, d, busy := s2.store.resumeTarget(token); live != nil || d == nil || busy {
@@ -449,10 +449,11 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 	if err := s2.store.Add(token, &Conn{}); !errors.Is(err, ErrResumeTokenInUse) {
 		t.Fatalf("SETUP with the token of a session being restored: %v", err)
 	}
-	accepted := p.accepted.Load()
-	p.set(func(p *cutProxy) { p.upstream, p.refuse = s2.addr, false })
+	accepted := p.Accepted()
+	p.SetUpstream(s2.addr)
+	p.Refuse(false)
 	within(t, "redials closed without an answer", func() {
-		for p.accepted.Load() < accepted+3 {
+		for p.Accepted() < accepted+3 {
 			select {
 			case <-c.Done():
 				return // checked below
@@ -512,7 +513,7 @@ func TestResumeJournalLargeImage(t *testing.T) {
 	cfg := DurableResumeConfig{CompactBytes: 1 << 20, SegmentBytes: 1 << 20}
 	s := startJournalServerOn(t, "tcp", dir, cfg, rcfg)
 	p := newCutProxy(t, s.addr, 13, 0, 0, 0)
-	c := dialResume(t, "tcp://"+p.addr())
+	c := dialResume(t, "tcp://"+p.Addr())
 	ctx := context.Background()
 	big := Payload{Data: make([]byte, 1<<20)}
 	for i := range 40 {
@@ -533,11 +534,12 @@ func TestResumeJournalLargeImage(t *testing.T) {
 	if st := s.store.Stats(); st.Failures != 0 || st.Compactions == 0 {
 		t.Fatalf("compacting a session retaining 40 MiB: %+v", st)
 	}
-	p.set(func(p *cutProxy) { p.refuse = true })
+	p.Refuse(true)
 	s.stop()
-	p.closeAll()
+	p.CloseAll()
 	s = startJournalServerOn(t, "tcp", dir, cfg, rcfg)
-	p.set(func(p *cutProxy) { p.upstream, p.refuse = s.addr, false })
+	p.SetUpstream(s.addr)
+	p.Refuse(false)
 	var err error
 	within(t, "a request after the restart", func() { _, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
 	if err != nil || s.store.Stats().Restored != 1 {
@@ -617,7 +619,7 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	dir := filepath.Join(mnt, "behind")
 	s1 := startJournalServer(t, dir, cfg)
 	p := newCutProxy(t, s1.addr, 11, 0, 0, 0)
-	c := dialResume(t, "tcp://"+p.addr())
+	c := dialResume(t, "tcp://"+p.Addr())
 	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -631,8 +633,8 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	s1.stop()
 	_ = os.Remove(filler)
 	s2 := startJournalServer(t, dir, cfg)
-	p.set(func(p *cutProxy) { p.upstream = s2.addr })
-	p.cutAll()
+	p.SetUpstream(s2.addr)
+	p.CutAll()
 	within(t, "the resume of a session the journal is behind on", func() { <-c.Done() })
 	if !errors.Is(c.Err(), conn.ErrResumeRejected) {
 		t.Fatalf("resume with the journal behind: %v, want a rejected resume", c.Err())
@@ -645,7 +647,7 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	dir = filepath.Join(mnt, "healed")
 	s3 := startJournalServer(t, dir, cfg)
 	p = newCutProxy(t, s3.addr, 12, 0, 0, 0)
-	c = dialResume(t, "tcp://"+p.addr())
+	c = dialResume(t, "tcp://"+p.Addr())
 	fill(16 << 10)
 	stream(c)
 	failed := s3.store.Stats().Failures
@@ -666,8 +668,8 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	})
 	s3.stop()
 	s4 := startJournalServer(t, dir, cfg)
-	p.set(func(p *cutProxy) { p.upstream = s4.addr })
-	p.cutAll()
+	p.SetUpstream(s4.addr)
+	p.CutAll()
 	var resp Payload
 	var err error
 	within(t, "a request after the restart", func() { resp, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })

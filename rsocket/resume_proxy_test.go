@@ -1,209 +1,25 @@
 package rsocket
 
 import (
-	"io"
-	"math/rand/v2"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 )
 
-// cutProxy is a TCP proxy that cuts connections: each of the first n
-// connections gets a random byte offset per direction (seeded), and the
-// connection is cut (both sides closed) when either direction has
-// forwarded that many bytes. Bytes beyond the offset are lost, as the
-// bytes in flight of a real broken link are. Connections after the n-th
-// pass everything.
-type cutProxy struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	upstream string
-	// balance, when set, replaces upstream: each new connection goes to
-	// the next of these in turn (a round-robin TCP balancer), counted in
-	// landed.
-	balance []string
-	landed  map[string]int
-	rng     *rand.Rand
-	left    int // cuts still to hand out
-	minUp   int // the first connection's client→server offset is at least this (past SETUP)
-	// minUpAll: every connection's client→server offset is at least this
-	// (past a WebSocket handshake and the RESUME), so that every cut
-	// breaks a resumed session rather than a redial.
-	minUpAll int
-	maxUp    int // client→server offsets in [1, maxUp]
-	maxDown  int // server→client offsets in [1, maxDown]
-	// discard: at a server→client cut, read and drop this many more bytes
-	// from the server before closing, so the client is surely that far
-	// behind what the server sent.
-	discard int
-	refuse  bool // close new connections at once
-	// live are the cut functions of the connections being forwarded
-	// (cutAll); hole: drop server→client bytes instead of forwarding
-	// them, counting them in holed.
-	live  map[int32]func(bool)
-	hole  atomic.Bool
-	holed atomic.Int64
-
-	accepted atomic.Int32
-	cuts     atomic.Int32
-	cutCh    chan struct{} // one send per cut
-	wg       sync.WaitGroup
-}
-
-func newCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, upstream: upstream, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		left: n, minUp: 1024, maxUp: maxUp, maxDown: maxDown, cutCh: make(chan struct{}, n+64)}
-	go p.serve()
-	t.Cleanup(func() {
-		// Close what is still open first: after a failure the client may
-		// hold its connection forever, and the wait below would hang.
-		p.set(func(p *cutProxy) { p.refuse = true })
-		_ = ln.Close()
-		p.closeAll()
-		p.wg.Wait()
-	})
+// newCutProxy is a fault proxy to upstream whose first n connections are
+// cut at random (seeded) offsets: randomCuts.
+func newCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) *faultproxy.Proxy {
+	p := faultproxy.New(t, upstream)
+	p.CutNext(randomCuts(seed, n, maxUp, maxDown))
 	return p
 }
 
-func (p *cutProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *cutProxy) set(f func(p *cutProxy)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f(p)
-}
-
-func (p *cutProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		n := p.accepted.Add(1)
-		p.mu.Lock()
-		up, refuse := p.upstream, p.refuse
-		if len(p.balance) > 0 {
-			up = p.balance[int(n-1)%len(p.balance)]
-			if p.landed == nil {
-				p.landed = map[string]int{}
-			}
-			p.landed[up]++
-		}
-		upAt, downAt := -1, -1
-		if !refuse && p.left > 0 {
-			p.left--
-			lo := max(1, p.minUpAll)
-			if n == 1 {
-				lo = max(lo, p.minUp)
-			}
-			upAt = lo + p.rng.IntN(max(p.maxUp-lo, 1))
-			downAt = 1 + p.rng.IntN(p.maxDown)
-		}
-		discard := p.discard
-		p.mu.Unlock()
-		if refuse {
-			_ = c.Close()
-			continue
-		}
-		s, err := net.Dial("tcp", up)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		var once sync.Once
-		cut := func(counted bool) {
-			once.Do(func() {
-				_ = c.Close()
-				_ = s.Close()
-				p.mu.Lock()
-				delete(p.live, n)
-				p.mu.Unlock()
-				if counted {
-					p.cuts.Add(1)
-					p.cutCh <- struct{}{}
-				}
-			})
-		}
-		p.mu.Lock()
-		if p.live == nil {
-			p.live = map[int32]func(bool){}
-		}
-		p.live[n] = cut
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { defer p.wg.Done(); p.pipe(s, c, upAt, 0, false, cut) }()
-		go func() { defer p.wg.Done(); p.pipe(c, s, downAt, discard, true, cut) }()
-	}
-}
-
-// cutAll cuts every connection being forwarded now, as a broken link
-// would: a test's deterministic cut, at a point it chose.
-func (p *cutProxy) cutAll() { p.each(true) }
-
-// closeAll closes every connection being forwarded, not counted as cuts.
-func (p *cutProxy) closeAll() { p.each(false) }
-
-func (p *cutProxy) each(counted bool) {
-	p.mu.Lock()
-	cuts := make([]func(bool), 0, len(p.live))
-	for _, f := range p.live {
-		cuts = append(cuts, f)
-	}
-	p.mu.Unlock()
-	for _, f := range cuts {
-		f(counted)
-	}
-}
-
-// pipe copies src to dst; at is the cut offset (-1: never).
-// down: server → client.
-func (p *cutProxy) pipe(dst, src net.Conn, at, discard int, down bool, cut func(bool)) {
-	buf := make([]byte, 32<<10)
-	n := 0
-	for {
-		k, err := src.Read(buf)
-		if k > 0 && down && p.hole.Load() {
-			// Server→client while the hole is open: lost on the way.
-			p.holed.Add(int64(k))
-			k = 0
-		}
-		if k > 0 {
-			if at >= 0 && n+k >= at {
-				_, _ = dst.Write(buf[:at-n])
-				for d := n + k - at; d < discard; {
-					k, err := src.Read(buf)
-					d += k
-					if err != nil {
-						break
-					}
-				}
-				cut(true)
-				return
-			}
-			if _, werr := dst.Write(buf[:k]); werr != nil {
-				cut(false)
-				return
-			}
-			n += k
-		}
-		if err != nil {
-			if err != io.EOF {
-				cut(false)
-				return
-			}
-			// Half close: pass it on, the other direction may go on.
-			if tc, ok := dst.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
-			} else {
-				cut(false)
-			}
-			return
-		}
-	}
+// randomCuts cuts each of the next n connections when it has carried a
+// random number of bytes client→server in [1, maxUp) or server→client in
+// [1, maxDown], whichever first; the proxy's first connection's
+// client→server offset is past its SETUP (1024 bytes or more). Bytes
+// beyond the offset are lost, as the bytes in flight of a real broken
+// link are.
+func randomCuts(seed uint64, n, maxUp, maxDown int) faultproxy.Cuts {
+	return faultproxy.Cuts{Count: n, Seed: seed, MaxUp: maxUp, MaxDown: maxDown, FirstMinUp: 1024}
 }

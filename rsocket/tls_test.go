@@ -150,15 +150,14 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	const cuts = 3
-	p := newCutProxy(t, ln.Addr().String(), 7, cuts, 4<<10, 64<<10)
-	p.set(func(p *cutProxy) { p.left = 0 }) // no cuts until the thief has tried
-	c := pki.dialOwner(t, "tls://"+p.addr())
+	p := newCutProxy(t, ln.Addr().String(), 7, 0, 0, 0) // no cuts until the thief has tried
+	c := pki.dialOwner(t, "tls://"+p.Addr())
 
 	thiefResumes(t, ln.Addr().String(), pki.thief, pki.token)
 
 	// The owner's session is untouched, and it resumes as itself.
-	p.set(func(p *cutProxy) { p.left = cuts })
-	p.cutAll()
+	p.CutNext(randomCuts(7, cuts, 4<<10, 64<<10))
+	p.CutAll()
 	s, err := c.RequestStream(ctx, Payload{Data: []byte("20000")}, 256)
 	if err != nil {
 		t.Fatal(err)
@@ -253,12 +252,12 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, ResumeConfig{}, WithTLS(pki.server))
 	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
 	ctx := context.Background()
-	c := pki.dialOwner(t, "tls://"+p.addr())
+	c := pki.dialOwner(t, "tls://"+p.Addr())
 	// The restart; the owner cannot reach the new server until the
 	// thief has tried.
-	p.set(func(p *cutProxy) { p.refuse = true })
+	p.Refuse(true)
 	s1.stop()
-	p.closeAll()
+	p.CloseAll()
 	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, ResumeConfig{}, WithTLS(pki.server))
 	store2 := s2.store
 	if d := store2.Stats().Dormant; d != 1 {
@@ -268,7 +267,8 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
 		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
 	}
-	p.set(func(p *cutProxy) { p.upstream, p.refuse = s2.addr, false })
+	p.SetUpstream(s2.addr)
+	p.Refuse(false)
 	var (
 		r   Payload
 		err error

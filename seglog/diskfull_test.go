@@ -2,7 +2,6 @@ package seglog_test
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"syscall"
@@ -50,7 +49,7 @@ func TestDiskFullScenarios(t *testing.T) {
 // work again at once and that a reopen goes on at the right offset.
 func diskFullRecovers(t *testing.T, disk disk, segmentBytes int64) {
 	dir, opts := disk(t)
-	opts = append(opts, seglog.WithSegmentBytes(segmentBytes), seglog.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	opts = append(opts, seglog.WithSegmentBytes(segmentBytes), seglog.WithLogger(slog.New(slog.DiscardHandler)))
 	l, err := seglog.Open(dir, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,12 @@ package seglog
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 )
 
 // quiet discards the log's own reports in tests that provoke them.
-var quiet = WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+var quiet = WithLogger(slog.New(slog.DiscardHandler))
 
 func openT(t testing.TB, dir string, opts ...Option) *Log {
 	t.Helper()

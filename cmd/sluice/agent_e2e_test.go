@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // TestAgentSpoolLocked: a second `sluice agent` on a spool in use exits
@@ -24,7 +25,7 @@ func TestAgentSpoolLocked(t *testing.T) {
 	ingest := freeAddr(t)
 	first := start(t, "agent", "agent", "--sink", "127.0.0.1:1", "--spool", spool, "--ingest", ingest)
 	// Listening on ingest means the spool is open (and locked).
-	waitFor(t, "the first agent to start", 30*time.Second, func() bool {
+	testwait.For(t, "the first agent to start", func() bool {
 		c, err := net.Dial("tcp", ingest)
 		if err == nil {
 			c.Close()
@@ -76,7 +77,7 @@ func TestAgentIngestTLSAndTokens(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, "the agent to serve HTTPS", 30*time.Second, func() bool { return post("") != -1 })
+	testwait.For(t, "the agent to serve HTTPS", func() bool { return post("") != -1 })
 	if got := post(""); got != http.StatusUnauthorized {
 		t.Fatalf("without a token: %d, want 401", got)
 	}
@@ -100,7 +101,7 @@ func TestAgentDamagedSpoolCLI(t *testing.T) {
 	spool := filepath.Join(dir, "spool")
 	ingest := freeAddr(t)
 	ag := start(t, "agent", "agent", "--sink", "127.0.0.1:1", "--spool", spool, "--ingest", ingest, "--compression", "plain")
-	waitFor(t, "the agent to listen", 30*time.Second, func() bool {
+	testwait.For(t, "the agent to listen", func() bool {
 		c, err := net.Dial("tcp", ingest)
 		if err == nil {
 			c.Close()
@@ -136,7 +137,7 @@ func TestAgentDamagedSpoolCLI(t *testing.T) {
 		t.Fatalf("repair: %v\n%s", err, out)
 	}
 	start(t, "agent", args...)
-	waitFor(t, "the repaired agent to listen", 30*time.Second, func() bool {
+	testwait.For(t, "the repaired agent to listen", func() bool {
 		c, err := net.Dial("tcp", ingest)
 		if err == nil {
 			c.Close()

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +19,9 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -64,134 +65,6 @@ func (p *bg) wait(t *testing.T, timeout time.Duration) error {
 	case <-time.After(timeout):
 		t.Fatalf("%v still running\nstderr:\n%s", p.cmd.Args, p.stderr)
 		return nil
-	}
-}
-
-// chaosProxy forwards TCP connections to a target and can break them the
-// ways a network does: reset every connection (RST both ways), or freeze
-// (stop forwarding in both directions, keep every connection open and
-// accept new ones without forwarding them), as a stuck middlebox or a
-// stopped process looks from outside.
-type chaosProxy struct {
-	t      *testing.T
-	target string
-	lis    net.Listener
-
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	frozen bool
-	thaw   chan struct{} // closed when the proxy unfreezes
-}
-
-func newChaosProxy(t *testing.T, target string) *chaosProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chaosProxy{t: t, target: target, lis: lis, conns: map[net.Conn]bool{}, thaw: make(chan struct{})}
-	close(p.thaw)
-	go p.accept()
-	t.Cleanup(func() { lis.Close(); p.reset() })
-	return p
-}
-
-func (p *chaosProxy) addr() string { return p.lis.Addr().String() }
-
-func (p *chaosProxy) accept() {
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		go p.serve(c)
-	}
-}
-
-func (p *chaosProxy) track(c net.Conn) {
-	p.mu.Lock()
-	p.conns[c] = true
-	p.mu.Unlock()
-}
-
-func (p *chaosProxy) serve(c net.Conn) {
-	p.track(c)
-	p.gate()
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		abort(c)
-		return
-	}
-	p.track(s)
-	go p.pipe(s, c)
-	p.pipe(c, s)
-}
-
-// gate blocks while the proxy is frozen.
-func (p *chaosProxy) gate() {
-	p.mu.Lock()
-	thaw := p.thaw
-	p.mu.Unlock()
-	<-thaw
-}
-
-// pipe copies src to dst, holding each chunk at the gate, so a freeze
-// stops the stream mid-flight and TCP back-pressure does the rest.
-func (p *chaosProxy) pipe(src, dst net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.gate()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				abort(src)
-				return
-			}
-		}
-		if err != nil {
-			if tc, ok := dst.(*net.TCPConn); ok && err == io.EOF {
-				tc.CloseWrite()
-				return
-			}
-			abort(dst)
-			return
-		}
-	}
-}
-
-// abort closes c with an RST.
-func abort(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	c.Close()
-}
-
-// reset sends an RST on every connection, both sides.
-func (p *chaosProxy) reset() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = map[net.Conn]bool{}
-	p.mu.Unlock()
-	for c := range conns {
-		abort(c)
-	}
-}
-
-func (p *chaosProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.frozen {
-		p.frozen, p.thaw = true, make(chan struct{})
-	}
-}
-
-func (p *chaosProxy) unfreeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen {
-		p.frozen = false
-		close(p.thaw)
 	}
 }
 
@@ -266,7 +139,7 @@ func exactMultiset(t *testing.T, what string, got, want []string) {
 // listening waits until something accepts connections on addr.
 func listening(t *testing.T, addr string) {
 	t.Helper()
-	waitFor(t, addr+" listening", 60*time.Second, func() bool {
+	testwait.For(t, addr+" listening", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -316,10 +189,10 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 	want := writeInput(t, filepath.Join(dir, "in.txt"), 1000, "late")
 	sinkAddr, ingestAddr := freeAddr(t), freeAddr(t)
 	p := startBG(t, nil, "produce", "--agent", ingestAddr, "--file", filepath.Join(dir, "in.txt"))
-	waitFor(t, "produce to report the unreachable agent", 30*time.Second, func() bool {
+	testwait.For(t, "produce to report the unreachable agent", func() bool {
 		return strings.Contains(p.stderr.String(), "cannot reach it")
 	})
-	waitFor(t, "a countdown line", 30*time.Second, func() bool {
+	testwait.For(t, "a countdown line", func() bool {
 		return strings.Contains(p.stderr.String(), "giving up in")
 	})
 	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"))
@@ -331,7 +204,7 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 		t.Errorf("produce did not say the agent came back:\n%s", p.stderr)
 	}
 	var got []string
-	waitFor(t, "the records in the store", 60*time.Second, func() bool {
+	testwait.For(t, "the records in the store", func() bool {
 		got = consumeAll(sinkAddr)
 		return len(got) >= len(want)
 	})
@@ -362,7 +235,7 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 		}
 	}()
 	r := startBG(t, strings.NewReader("x\n"), "produce", "--agent", lis.Addr().String(), "--timeout", "30s")
-	waitFor(t, "produce to report the silent agent", 30*time.Second, func() bool {
+	testwait.For(t, "produce to report the silent agent", func() bool {
 		return strings.Contains(r.stderr.String(), "no answer")
 	})
 }
@@ -393,13 +266,13 @@ func TestConsumeFollowSurvivesSinkRestart(t *testing.T) {
 				args = append(args, "--group", group)
 			}
 			c := startBG(t, nil, args...)
-			waitFor(t, "the first records printed", 60*time.Second, func() bool { return c.stdout.Lines() >= 3000 })
+			testwait.For(t, "the first records printed", func() bool { return c.stdout.Lines() >= 3000 })
 			sink.restart()
 			// Delivered while the consumer is cut off, and after it is back.
 			want = append(want, produce("during", 3000)...)
-			waitFor(t, "the consumer to reconnect", 60*time.Second, func() bool { return c.stdout.Lines() >= 6000 })
+			testwait.For(t, "the consumer to reconnect", func() bool { return c.stdout.Lines() >= 6000 })
 			want = append(want, produce("after", 1000)...)
-			waitFor(t, "every record printed", 60*time.Second, func() bool { return c.stdout.Lines() >= len(want) })
+			testwait.For(t, "every record printed", func() bool { return c.stdout.Lines() >= len(want) })
 			select {
 			case err := <-c.done:
 				c.done <- err
@@ -436,9 +309,9 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 	want := writeInput(t, filepath.Join(dir, "input.txt"), n, "chaos")
 	sk := newE2ESink(t, transport)
 	sinkAddr, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t)
-	toSink, toAgent := newChaosProxy(t, sk.deliveryAddr()), newChaosProxy(t, ingestAddr)
+	toSink, toAgent := faultproxy.New(t, sk.deliveryAddr()), faultproxy.New(t, ingestAddr)
 	sink := start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"))...)
-	ag := start(t, "agent", "agent", "--sink", sk.agentSink(toSink.addr()), "--spool", filepath.Join(dir, "spool"),
+	ag := start(t, "agent", "agent", "--sink", sk.agentSink(toSink.Addr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB", "--min-rto", "200ms",
 		"--reconnect-max", "200ms")
 	stopResets := make(chan struct{})
@@ -453,26 +326,26 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 				resetsDone <- resets
 				return
 			case <-tick.C:
-				toSink.reset()
-				toAgent.reset()
+				toSink.ResetAll()
+				toAgent.ResetAll()
 				resets++
 			}
 		}
 	}()
 	listening(t, sinkAddr)
 	listening(t, ingestAddr)
-	producer := startFeeder(t, "--agent", toAgent.addr(), "--batch-bytes", "16KiB")
+	producer := startFeeder(t, "--agent", toAgent.Addr(), "--batch-bytes", "16KiB")
 	// Seven parts: each kill comes after a part was fed and the restarted
 	// process acknowledged something, so it lands mid-delivery.
 	feed := parts(want, 7)
 	producer.feed(t, feed[0])
 	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
 	for round := 0; round < 3; round++ {
-		waitFor(t, fmt.Sprintf("round %d: acks", round), 60*time.Second, func() bool { return acked() > 0 })
+		testwait.For(t, fmt.Sprintf("round %d: acks", round), func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL agent after %.0f records acked by this agent process", round, acked())
 		ag.restart()
 		producer.feed(t, feed[1+2*round])
-		waitFor(t, fmt.Sprintf("round %d: acks after the agent restart", round), 60*time.Second, func() bool { return acked() > 0 })
+		testwait.For(t, fmt.Sprintf("round %d: acks after the agent restart", round), func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL sink after %.0f records acked by this agent process", round, acked())
 		sink.restart()
 		producer.feed(t, feed[2+2*round])
@@ -484,7 +357,7 @@ func testChaosResetsAndKills(t *testing.T, transport string) {
 	close(stopResets)
 	t.Logf("%d connection resets; produce: %s", <-resetsDone, lastLine(producer.stderr.String()))
 	var got []string
-	waitFor(t, "every record in the store", 2*time.Minute, func() bool {
+	testwait.For(t, "every record in the store", func() bool {
 		got = consumeAll(sinkAddr)
 		return len(got) >= n
 	})
@@ -602,7 +475,7 @@ func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 			t.Logf("agent log:\n%s\nsink A log:\n%s\nsink B log:\n%s", agentProc.log, sinkA.log, sinkB.log)
 		}
 	}()
-	waitFor(t, "sink A to store records", 60*time.Second, func() bool {
+	testwait.For(t, "sink A to store records", func() bool {
 		return metric(metricsA, "sluice_sink_stored_records_total") > 0
 	})
 	storedA := metric(metricsA, "sluice_sink_stored_records_total")
@@ -621,7 +494,7 @@ func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)
 	}
-	waitFor(t, "every record acknowledged with A frozen", 60*time.Second, func() bool { return acked() >= n1 })
+	testwait.For(t, "every record acknowledged with A frozen", func() bool { return acked() >= n1 })
 	if ms := metric(agentMetrics, "sluice_agent_reconnects_total") + metric(agentMetrics, "sluice_agent_connect_failures_total"); ms < 1 {
 		t.Fatalf("the agent never gave up on A (reconnects + connect failures = %v)", ms)
 	}
@@ -633,11 +506,11 @@ func testChaosFrozenSinkFailover(t *testing.T, transport string) {
 	if out, err := exec.Command(sluiceBin, "produce", "--agent", ingestAddr, "--file", filepath.Join(dir, "in2.txt"), "--batch-bytes", "16KiB").CombinedOutput(); err != nil {
 		t.Fatalf("produce: %v\n%s", err, out)
 	}
-	waitFor(t, "every record acknowledged after failing back to A", 60*time.Second, func() bool { return acked() >= n1+n2 })
+	testwait.For(t, "every record acknowledged after failing back to A", func() bool { return acked() >= n1+n2 })
 	sinkB.start()
 
 	var inA, inB []string
-	waitFor(t, "both stores readable", 60*time.Second, func() bool {
+	testwait.For(t, "both stores readable", func() bool {
 		inA, inB = consumeAll(addrA), consumeAll(addrB)
 		return inA != nil && inB != nil
 	})
@@ -691,9 +564,9 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	want := writeInput(t, filepath.Join(dir, "in.txt"), n, "freeze")
 	sk := newE2ESink(t, transport)
 	sinkAddr, sinkMetrics, ingestAddr, agentMetrics := sk.grpc, freeAddr(t), freeAddr(t), freeAddr(t)
-	link := newChaosProxy(t, sk.deliveryAddr())
+	link := faultproxy.New(t, sk.deliveryAddr())
 	start(t, "sink", sk.sinkArgs("--data", filepath.Join(dir, "sink"), "--metrics", sinkMetrics)...)
-	start(t, "agent", "agent", "--sink", sk.agentSink(link.addr()), "--spool", filepath.Join(dir, "spool"),
+	start(t, "agent", "agent", "--sink", sk.agentSink(link.Addr()), "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingestAddr, "--metrics", agentMetrics, "--max-message", "16KiB",
 		"--handshake-timeout", "1s", "--progress-timeout", "1s", "--reconnect-max", "300ms")
 	listening(t, sinkAddr)
@@ -701,32 +574,32 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	producer := startFeeder(t, "--agent", ingestAddr, "--batch-bytes", "16KiB")
 	half := parts(want, 2)
 	producer.feed(t, half[0])
-	waitFor(t, "records stored", 60*time.Second, func() bool {
+	testwait.For(t, "records stored", func() bool {
 		return metric(sinkMetrics, "sluice_sink_stored_records_total") > 0
 	})
 	gaveUp := func() float64 {
 		return metric(agentMetrics, "sluice_agent_reconnects_total") + metric(agentMetrics, "sluice_agent_connect_failures_total")
 	}
 	before := gaveUp()
-	link.freeze()
+	link.Freeze()
 	t.Logf("link frozen after %.0f records stored", metric(sinkMetrics, "sluice_sink_stored_records_total"))
 	producer.feed(t, half[1]) // spooled while the link is frozen
 	producer.w.Close()
 	// Two: the frozen stream, and at least one frozen handshake after it.
-	waitFor(t, "the agent to give up on the frozen stream and retry", 60*time.Second, func() bool { return gaveUp() >= before+2 })
+	testwait.For(t, "the agent to give up on the frozen stream and retry", func() bool { return gaveUp() >= before+2 })
 	if v := metric(agentMetrics, "sluice_agent_sink_up"); v != 0 {
 		t.Errorf("sink_up = %v while the link is frozen", v)
 	}
 	if code := readyz(agentMetrics); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz answers %d while the link is frozen, want 503", code)
 	}
-	link.unfreeze()
-	waitFor(t, "/readyz to answer 200 after the thaw", 60*time.Second, func() bool { return readyz(agentMetrics) == http.StatusOK })
+	link.Unfreeze()
+	testwait.For(t, "/readyz to answer 200 after the thaw", func() bool { return readyz(agentMetrics) == http.StatusOK })
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)
 	}
 	var got []string
-	waitFor(t, "every record in the store", 60*time.Second, func() bool {
+	testwait.For(t, "every record in the store", func() bool {
 		got = consumeAll(sinkAddr)
 		return len(got) >= n
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // daemonFlagSets builds the FlagSet of every daemon the defaults table
@@ -268,7 +269,7 @@ func TestConfigFileDaemonsDeliver(t *testing.T) {
 	}
 	input := filepath.Join(dir, "input.txt")
 	os.WriteFile(input, []byte(strings.Join(want, "\n")+"\n"), 0o644)
-	waitFor(t, "the agent's ingest on the command line's address", 60*time.Second, func() bool {
+	testwait.For(t, "the agent's ingest on the command line's address", func() bool {
 		c, err := net.Dial("tcp", ingestAddr)
 		if err == nil {
 			c.Close()
@@ -279,7 +280,7 @@ func TestConfigFileDaemonsDeliver(t *testing.T) {
 		t.Fatalf("produce: %v\n%s\nagent log:\n%s", err, out, ag.log)
 	}
 	var got []string
-	waitFor(t, "the records in the store", 60*time.Second, func() bool {
+	testwait.For(t, "the records in the store", func() bool {
 		out, err := exec.Command(sluiceBin, "consume", "--sink", sinkAddr).Output()
 		got = strings.Fields(string(out))
 		return err == nil && len(got) >= len(want)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // sluiceBin is the binary under test, built once by TestMain.
@@ -167,17 +168,6 @@ func metric(addr, name string) float64 {
 	return v
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestEndToEndCrashes sends 100k records through `sluice produce` to a real
 // agent and sink, SIGKILLs the agent and the sink in turn, three times each,
 // while delivery is in progress (each kill waits for acks to flow), restarts
@@ -219,10 +209,10 @@ func testEndToEndCrashes(t *testing.T, transport string) {
 
 	acked := func() float64 { return metric(agentMetrics, "sluice_agent_acked_records_total") }
 	for round := 0; round < 3; round++ {
-		waitFor(t, "acks", 60*time.Second, func() bool { return acked() > 0 })
+		testwait.For(t, "acks", func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL agent after %.0f records acked by this agent process", round, acked())
 		ag.restart()
-		waitFor(t, "acks after the agent restart", 60*time.Second, func() bool { return acked() > 0 })
+		testwait.For(t, "acks after the agent restart", func() bool { return acked() > 0 })
 		t.Logf("round %d: SIGKILL sink after %.0f records acked by this agent process", round, acked())
 		sink.restart()
 	}
@@ -237,7 +227,7 @@ func testEndToEndCrashes(t *testing.T, transport string) {
 	t.Logf("produce: %s", strings.TrimSpace(produceLog.String()))
 
 	var got []string
-	waitFor(t, "every record in the store", 2*time.Minute, func() bool {
+	testwait.For(t, "every record in the store", func() bool {
 		out, err := exec.Command(sluiceBin, "consume", "--sink", sinkAddr).Output()
 		if err != nil {
 			return false

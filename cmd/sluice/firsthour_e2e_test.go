@@ -7,7 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // TestProduceSinkDownThenConsume: `produce` to an agent whose sink is
@@ -19,7 +20,7 @@ func TestProduceSinkDownThenConsume(t *testing.T) {
 	sinkAddr, ingest, agentMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
 	ag := start(t, "agent", "agent", "--sink", sinkAddr, "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingest, "--metrics", agentMetrics, "--reconnect-max", "100ms")
-	waitFor(t, "the agent's ingest", 60*time.Second, func() bool { return strings.Contains(ag.log.String(), "ingest listening") })
+	testwait.For(t, "the agent's ingest", func() bool { return strings.Contains(ag.log.String(), "ingest listening") })
 	in := filepath.Join(dir, "in")
 	if err := os.WriteFile(in, []byte("alpha\nbeta\ngamma\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func TestProduceSinkDownThenConsume(t *testing.T) {
 	}
 	t.Logf("produce said:\n%s", out)
 	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--metrics", freeAddr(t))
-	waitFor(t, "3 records acked", 60*time.Second, func() bool { return metric(agentMetrics, "sluice_agent_acked_records_total") >= 3 })
+	testwait.For(t, "3 records acked", func() bool { return metric(agentMetrics, "sluice_agent_acked_records_total") >= 3 })
 	cmd := exec.Command(sluiceBin, "consume", "--sink", sinkAddr)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // kafkaInput writes n unique lines to a file and returns them.
@@ -178,7 +179,7 @@ func (r *kafkaRun) acked() float64 { return metric(r.metrics, "sluice_agent_acke
 // are, so a crash injected next lands in the middle of the delivery.
 func (r *kafkaRun) midDelivery(t *testing.T, after float64) float64 {
 	t.Helper()
-	waitFor(t, "acks through Kafka", 2*time.Minute, func() bool { return r.acked() > after })
+	testwait.For(t, "acks through Kafka", func() bool { return r.acked() > after })
 	n := r.acked()
 	if n >= float64(len(r.want)) {
 		t.Fatalf("all %d records were delivered before the crash could be injected", len(r.want))
@@ -232,7 +233,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 	// The sink notices (a failed probe or a stalled commit) and withholds
 	// credits: wait for that signal rather than watching acks for a while.
 	avail := func() float64 { return metric(r.sinkMets[0], "sluice_sink_store_available") }
-	waitFor(t, "the sink to report Kafka unavailable", time.Minute, func() bool { return avail() == 0 })
+	testwait.For(t, "the sink to report Kafka unavailable", func() bool { return avail() == 0 })
 	// Ingest keeps working while Kafka is down: produce finishes.
 	if err := <-r.produced; err != nil {
 		t.Fatalf("produce during the outage: %v", err)
@@ -249,7 +250,7 @@ func TestKafkaBrokerRestart(t *testing.T) {
 		t.Errorf("all %.0f records acked while the broker was down", acked)
 	}
 	r.broker.Restart()
-	waitFor(t, "the sink to report Kafka available again", time.Minute, func() bool { return avail() == 1 })
+	testwait.For(t, "the sink to report Kafka available again", func() bool { return avail() == 1 })
 	if n := metric(r.sinkMets[0], "sluice_sink_store_outages_total"); n < 1 {
 		t.Errorf("store_outages_total %v after an outage", n)
 	}

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // droppingListener listens on addr and closes every connection at once,
@@ -44,10 +45,10 @@ func TestAgentReconnectBound(t *testing.T) {
 	ingest := freeAddr(t)
 	ag := start(t, "agent", "agent", "--sink", sinkAddr, "--spool", filepath.Join(dir, "spool"),
 		"--ingest", ingest, "--metrics", freeAddr(t), "--reconnect-max", "100ms")
-	waitFor(t, "12 connection attempts of the agent", 60*time.Second, func() bool { return attempts.Load() >= 12 })
+	testwait.For(t, "12 connection attempts of the agent", func() bool { return attempts.Load() >= 12 })
 	down.Close()
 	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--metrics", freeAddr(t))
-	waitFor(t, "the agent's \"connected to sink\"", 60*time.Second, func() bool {
+	testwait.For(t, "the agent's \"connected to sink\"", func() bool {
 		return strings.Contains(ag.log.String(), "connected to sink")
 	})
 }
@@ -61,14 +62,14 @@ func TestConsumeFollowSinkDown(t *testing.T) {
 	sinkAddr := freeAddr(t)
 	down, attempts := droppingListener(t, sinkAddr)
 	cons := start(t, "consume", "consume", "--sink", sinkAddr, "--follow")
-	waitFor(t, "6 connection attempts of consume", 60*time.Second, func() bool { return attempts.Load() >= 6 })
+	testwait.For(t, "6 connection attempts of consume", func() bool { return attempts.Load() >= 6 })
 	down.Close()
 	out := cons.log.String()
 	if n := strings.Count(out, "\n"); n != 2 || !strings.Contains(out, "; reconnecting, resuming at offset 0\n") || !strings.Contains(out, "consume: sink unreachable since ") || !strings.Contains(out, "retrying every ≤5s") {
 		t.Fatalf("after %d attempts, %d lines:\n%s\nwant 2: the error ('…; reconnecting, resuming at offset 0') and 'sink unreachable since …; retrying every ≤5s'", attempts.Load(), n, out)
 	}
 	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--metrics", freeAddr(t))
-	waitFor(t, "consume's \"reachable again\"", 60*time.Second, func() bool {
+	testwait.For(t, "consume's \"reachable again\"", func() bool {
 		return strings.Contains(cons.log.String(), "consume: sink at "+sinkAddr+" reachable again after ")
 	})
 	t.Logf("consume said:\n%s", cons.log.String())

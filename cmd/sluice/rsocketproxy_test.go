@@ -34,9 +34,9 @@ func TestRSocketProxyResume(t *testing.T) {
 	}
 	const clients, n, cuts = 4, 20_000, 12
 	proxy := startRSocketProxy(t, backends)
-	addr, cut := cuttingProxy(t, proxy, cuts, 10_000)
+	link := cuttingProxy(t, proxy, cuts, 10_000)
 	for c := range clients {
-		code, out, errs := run("rsocket", "stream", "--data", strconv.Itoa(n), "--resume", "--url", "tcp://"+addr)
+		code, out, errs := run("rsocket", "stream", "--data", strconv.Itoa(n), "--resume", "--url", "tcp://"+link.Addr())
 		if code != 0 || errs != "" {
 			t.Fatalf("client %d: exit %d, stderr %q", c, code, errs)
 		}
@@ -50,13 +50,13 @@ func TestRSocketProxyResume(t *testing.T) {
 			}
 		}
 	}
-	if got := cut.Load(); got != cuts {
+	if got := link.Cuts(); got != cuts {
 		t.Fatalf("the link broke %d times, want %d (the streams must outlast the cuts)", got, cuts)
 	}
 
 	rr := startRSocketProxy(t, backends, "--affinity=false")
-	addr, _ = cuttingProxy(t, rr, 1, 30_000)
-	code, _, errs := run("rsocket", "stream", "--data", strconv.Itoa(n), "--resume", "--url", "tcp://"+addr)
+	link = cuttingProxy(t, rr, 1, 30_000)
+	code, _, errs := run("rsocket", "stream", "--data", strconv.Itoa(n), "--resume", "--url", "tcp://"+link.Addr())
 	if code == 0 || !strings.Contains(errs, "resume rejected: unknown resume token") {
 		t.Fatalf("round-robin proxy: exit %d, stderr %q; want the resume rejected by a server without the session", code, errs)
 	}

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
 )
@@ -21,60 +19,10 @@ import (
 // cuttingProxy forwards TCP to upstream and cuts each of the first cuts
 // connections (both sides closed) once the server has sent after bytes
 // through it: a link that breaks mid-stream.
-func cuttingProxy(t *testing.T, upstream string, cuts, after int) (addr string, cut *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	cut = new(atomic.Int32)
-	var n atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			limit := -1
-			if n.Add(1) <= int32(cuts) {
-				limit = after
-			}
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(s, c); s.Close() }()
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				defer s.Close()
-				buf := make([]byte, 4096)
-				sent := 0
-				for {
-					k, err := s.Read(buf)
-					if limit >= 0 && sent+k >= limit {
-						c.Write(buf[:limit-sent])
-						cut.Add(1)
-						return
-					}
-					if k > 0 {
-						if _, err := c.Write(buf[:k]); err != nil {
-							return
-						}
-						sent += k
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), cut
+func cuttingProxy(t *testing.T, upstream string, cuts, after int) *faultproxy.Proxy {
+	p := faultproxy.New(t, upstream)
+	p.CutNext(faultproxy.Cuts{Count: cuts, Down: after})
+	return p
 }
 
 // TestRSocketCLIResume: `rsocket stream --resume` against `rsocket serve
@@ -85,8 +33,8 @@ func TestRSocketCLIResume(t *testing.T) {
 	const n = 20_000
 	streamThroughCuts(t, tcpURL, n)
 
-	addr, _ := cuttingProxy(t, strings.TrimPrefix(tcpURL, "tcp://"), 1, 30_000)
-	if code, _, _ := run("rsocket", "stream", "--data", strconv.Itoa(n), "--url", "tcp://"+addr); code == 0 {
+	p := cuttingProxy(t, strings.TrimPrefix(tcpURL, "tcp://"), 1, 30_000)
+	if code, _, _ := run("rsocket", "stream", "--data", strconv.Itoa(n), "--url", "tcp://"+p.Addr()); code == 0 {
 		t.Fatal("without --resume a broken connection went unnoticed")
 	}
 }
@@ -267,9 +215,9 @@ func TestRSocketCLIResumeByteCredits(t *testing.T) {
 // checks every element arrives once, in order, and the cuts happened.
 func streamThroughCuts(t *testing.T, tcpURL string, n int, extra ...string) {
 	t.Helper()
-	addr, cuts := cuttingProxy(t, strings.TrimPrefix(tcpURL, "tcp://"), 3, 30_000)
+	p := cuttingProxy(t, strings.TrimPrefix(tcpURL, "tcp://"), 3, 30_000)
 	args := append([]string{"rsocket", "stream", "--data", strconv.Itoa(n), "--resume"}, extra...)
-	code, out, errs := run(append(args, "--url", "tcp://"+addr)...)
+	code, out, errs := run(append(args, "--url", "tcp://"+p.Addr())...)
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
@@ -282,7 +230,7 @@ func streamThroughCuts(t *testing.T, tcpURL string, n int, extra ...string) {
 			t.Fatalf("element %d is %q: lost, reordered or duplicated", i, l)
 		}
 	}
-	if got := cuts.Load(); got != 3 {
+	if got := p.Cuts(); got != 3 {
 		t.Fatalf("the proxy cut %d times, want 3 (the stream must outlast the cuts)", got)
 	}
 }

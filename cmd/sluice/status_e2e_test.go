@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/status"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
@@ -37,7 +38,7 @@ func TestStatusPageOnDaemons(t *testing.T) {
 	defer cancel()
 	get := func(addr, path string) string {
 		var body string
-		waitFor(t, "GET "+addr+path, 20*time.Second, func() bool {
+		testwait.For(t, "GET "+addr+path, func() bool {
 			resp, err := http.Get("http://" + addr + path)
 			if err != nil {
 				return false

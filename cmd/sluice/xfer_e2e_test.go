@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // xferServer is a `sluice xfer serve` process on fixed ports, so that a
@@ -35,7 +37,7 @@ func startXferServer(t *testing.T, dir string, extra ...string) *xferServer {
 
 func (s *xferServer) waitListening() {
 	s.t.Helper()
-	waitFor(s.t, "xfer serve listening", 20*time.Second, func() bool {
+	testwait.For(s.t, "xfer serve listening", func() bool {
 		return strings.Count(s.log.String(), "listening ") == 3
 	})
 }
@@ -114,7 +116,7 @@ func TestXferResumeAfterClientKill(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "2 MiB received", 20*time.Second, func() bool { return partialBytes(dir) >= 2<<20 })
+			testwait.For(t, "2 MiB received", func() bool { return partialBytes(dir) >= 2<<20 })
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
@@ -151,7 +153,7 @@ func TestXferServeStoppingLine(t *testing.T) {
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	re := regexp.MustCompile(`msg="xfer serve stopping" uploads_completed=1 uploads_failed=0 bytes_received=65536 partial_uploads_kept=0`)
-	waitFor(t, "the stopping line", 20*time.Second, func() bool { return re.MatchString(s.log.String()) })
+	testwait.For(t, "the stopping line", func() bool { return re.MatchString(s.log.String()) })
 }
 
 // The server killed with SIGKILL mid-upload and started again on the same
@@ -168,7 +170,7 @@ func TestXferResumeAfterServerKill(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cmd.Process.Kill() })
-			waitFor(t, "2 MiB received", 20*time.Second, func() bool { return partialBytes(dir) >= 2<<20 })
+			testwait.For(t, "2 MiB received", func() bool { return partialBytes(dir) >= 2<<20 })
 			s.kill()
 			if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 				t.Fatalf("DIR/%s exists before the upload completed: %v", name, err)
@@ -204,7 +206,7 @@ func checkLandedLog(t *testing.T, p *proc, name, sum, via, resumed string) {
 	t.Helper()
 	re := regexp.MustCompile(`msg="file landed" name=` + regexp.QuoteMeta(name) + ` size=\d+ sha256=` + sum +
 		` via=` + via + ` duration=\S+ resumed=` + resumed)
-	waitFor(t, "the file-landed log line", 10*time.Second, func() bool { return re.MatchString(p.log.String()) })
+	testwait.For(t, "the file-landed log line", func() bool { return re.MatchString(p.log.String()) })
 }
 
 // Refusals reach the user as a clear message and a non-zero exit.
@@ -243,7 +245,7 @@ func TestXferConcurrentSameName(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.Process.Kill() })
-		waitFor(t, "the first upload to start", 20*time.Second, func() bool { return partialBytes(dir) > 0 })
+		testwait.For(t, "the first upload to start", func() bool { return partialBytes(dir) > 0 })
 		b, outB, errB := sendCmd(t, t.TempDir(), srcB, "--to", s.url(tr), "--name", name, "--attempts", "2")
 		if err := b.Run(); err == nil || !strings.Contains(errB.String(), "upload of "+name+" already in progress") || outB.Len() != 0 {
 			t.Fatalf("%s: second send: %v, stderr %q", tr, err, errB)

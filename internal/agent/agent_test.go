@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 )
 
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quietLog = slog.New(slog.DiscardHandler)
 
 // newTestAgent starts an agent whose sink address accepts no connections,
 // so everything stays in the spool.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -72,10 +74,10 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 	}
 	l.Close()
 
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
 	a = newTestAgent(t, spoolDir, func(c *Config) {
-		c.SinkAddr, c.ReconnectMin, c.ReconnectMax = ts.addr, 10*time.Millisecond, 100*time.Millisecond
+		c.SinkAddr, c.ReconnectMin, c.ReconnectMax = ts.Addr, 10*time.Millisecond, 100*time.Millisecond
 	})
 	defer a.Close()
 	if next := a.spool.Log().NextOffset(); next < 41 {
@@ -84,7 +86,7 @@ func TestDamagedSpoolRepairAndResume(t *testing.T) {
 	if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	got := storedRecords(t, ts)
 	if got["new record"] != 1 {
 		t.Fatalf("new record not delivered: %v", got)

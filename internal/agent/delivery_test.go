@@ -3,65 +3,23 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
-
-// testSink runs a real sink on a fixed loopback address so it can be
-// restarted where the agent expects it.
-type testSink struct {
-	t    *testing.T
-	dir  string
-	addr string
-	s    *sink.Sink
-}
-
-func startSink(t *testing.T, dir, addr string) *testSink {
-	t.Helper()
-	ts := &testSink{t: t, dir: dir, addr: addr}
-	ts.start()
-	return ts
-}
-
-func (ts *testSink) start() {
-	ts.t.Helper()
-	s, err := sink.New(sink.Config{DataDir: ts.dir, Logger: quietLog})
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	var lis net.Listener
-	for i := 0; ; i++ {
-		if lis, err = net.Listen("tcp", ts.addr); err == nil || i == 50 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	ts.addr = lis.Addr().String()
-	ts.s = s
-	go s.Serve(lis)
-}
-
-func (ts *testSink) stop() {
-	if err := ts.s.Close(); err != nil {
-		ts.t.Logf("sink close: %v", err)
-	}
-}
 
 // storedRecords reads every record in the sink's store back through a
 // Read session (the protocol, not the sink's internals), keyed by
 // content.
-func storedRecords(t *testing.T, ts *testSink) map[string]int {
+func storedRecords(t *testing.T, ts *sinktest.Sink) map[string]int {
 	t.Helper()
-	d, cc, err := grpctransport.Connect(ts.addr, grpctransport.ClientOptions{MaxRecvBytes: 64 << 20})
+	d, cc, err := grpctransport.Connect(ts.Addr, grpctransport.ClientOptions{MaxRecvBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,18 +54,15 @@ func storedRecords(t *testing.T, ts *testSink) map[string]int {
 	}
 }
 
-func waitAcked(t testing.TB, a *Agent, timeout time.Duration) {
+// waitAcked waits until a has delivered and the sink acknowledged
+// everything it spooled.
+func waitAcked(t testing.TB, a *Agent) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	if !testwait.Until(func() bool {
 		st := a.Stats()
-		if st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.AckedWatermark() == a.spool.Log().NextOffset() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not everything acknowledged: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return st.Unacked == 0 && st.InFlightMsgs == 0 && a.spool.AckedWatermark() == a.spool.Log().NextOffset()
+	}) {
+		t.Fatalf("not everything acknowledged: %+v", a.Stats())
 	}
 }
 
@@ -115,10 +70,10 @@ func waitAcked(t testing.TB, a *Agent, timeout time.Duration) {
 // while the agent restarts all end up in the store exactly once.
 func TestDeliveryAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
 	spool := filepath.Join(dir, "spool")
 	cfg := func(c *Config) {
-		c.SinkAddr, c.MaxMessageBytes, c.MinRTO = ts.addr, 8<<10, 100*time.Millisecond
+		c.SinkAddr, c.MaxMessageBytes, c.MinRTO = ts.Addr, 8<<10, 100*time.Millisecond
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
 	}
 	a := newTestAgent(t, spool, cfg)
@@ -140,18 +95,18 @@ func TestDeliveryAcrossRestarts(t *testing.T) {
 		}
 	}
 	feed(a, 100)
-	ts.stop() // the sink goes away mid-delivery; ingest keeps working
+	ts.Stop() // the sink goes away mid-delivery; ingest keeps working
 	feed(a, 100)
-	ts.start()
+	ts.Restart()
 	feed(a, 50)
 	a.Close() // and the agent restarts with messages unacknowledged
 	a = newTestAgent(t, spool, cfg)
 	defer a.Close()
 	feed(a, 100)
-	waitAcked(t, a, 60*time.Second)
-	ts.stop()
-	ts.start() // dedup state must also survive a sink restart
-	defer ts.stop()
+	waitAcked(t, a)
+	ts.Stop()
+	ts.Restart() // dedup state must also survive a sink restart
+	defer ts.Stop()
 	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d distinct records, want %d", len(got), len(want))
@@ -167,17 +122,17 @@ func TestDeliveryAcrossRestarts(t *testing.T) {
 // list and deliver through the second.
 func TestFailoverToNextSink(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
 	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-		c.SinkAddr = "127.0.0.1:1," + ts.addr // nothing listens on port 1
+		c.SinkAddr = "127.0.0.1:1," + ts.Addr // nothing listens on port 1
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 	})
 	defer a.Close()
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("via the second sink")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	if got := storedRecords(t, ts); got["via the second sink"] != 1 {
 		t.Fatalf("store: %v", got)
 	}

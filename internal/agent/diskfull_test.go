@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -42,11 +44,11 @@ func postLines(t *testing.T, url string, recs [][]byte) int {
 func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	mnt := testtmpfs.Mount(t, "4m")
 	spoolDir := filepath.Join(mnt, "spool")
-	ts := startSink(t, filepath.Join(t.TempDir(), "sink"), "127.0.0.1:0")
-	defer ts.stop()
-	ts.stop() // down while the spool fills
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(t.TempDir(), "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	ts.Stop() // down while the spool fills
 	mod := func(c *Config) {
-		c.SinkAddr, c.SpoolQuota, c.Compression = ts.addr, 1<<30, codec.Plain // only the disk limits
+		c.SinkAddr, c.SpoolQuota, c.Compression = ts.Addr, 1<<30, codec.Plain // only the disk limits
 		c.segmentBytes = 64 << 20                                             // one segment, larger than the disk
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 	}
@@ -57,15 +59,15 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 
 	r := &fullDiskRun{t: t, a: a, url: srv.URL, accepted: map[string]bool{}}
 	r.fill()
-	ts.start()
-	waitAcked(t, a, 60*time.Second)
+	ts.Restart()
+	waitAcked(t, a)
 	r.acceptsAgain("after the drain")
 	if err := a.SpoolWritable(); err != nil {
 		t.Fatalf("SpoolWritable after ingest succeeded: %v", err)
 	}
 
 	// Again across a restart: the spool is full when the agent starts.
-	ts.stop()
+	ts.Stop()
 	r.fill()
 	srv.Close()
 	if err := a.Close(); err != nil {
@@ -74,8 +76,8 @@ func TestFullDiskAckedActiveSegmentReleased(t *testing.T) {
 	a = newTestAgent(t, spoolDir, mod)
 	srv = httptest.NewServer(a.Handler())
 	r.a, r.url = a, srv.URL
-	ts.start()
-	waitAcked(t, a, 60*time.Second)
+	ts.Restart()
+	waitAcked(t, a)
 	r.acceptsAgain("after a restart on the full spool")
 	r.deliveredOnce(ts)
 }
@@ -140,9 +142,9 @@ func (r *fullDiskRun) acceptsAgain(what string) {
 
 // deliveredOnce waits until everything is acknowledged and checks that
 // the sink stored every accepted record exactly once, and nothing else.
-func (r *fullDiskRun) deliveredOnce(ts *testSink) {
+func (r *fullDiskRun) deliveredOnce(ts *sinktest.Sink) {
 	r.t.Helper()
-	waitAcked(r.t, r.a, 60*time.Second)
+	waitAcked(r.t, r.a)
 	got := storedRecords(r.t, ts)
 	if len(got) != len(r.accepted) {
 		r.t.Fatalf("store holds %d records, %d were accepted", len(got), len(r.accepted))
@@ -161,11 +163,11 @@ func (r *fullDiskRun) deliveredOnce(ts *testSink) {
 // every accepted record is stored once.
 func TestSpoolSegmentsFitTheDisk(t *testing.T) {
 	mnt := testtmpfs.Mount(t, "8m")
-	ts := startSink(t, filepath.Join(t.TempDir(), "sink"), "127.0.0.1:0")
-	defer ts.stop()
-	ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(t.TempDir(), "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	ts.Stop()
 	a := newTestAgent(t, filepath.Join(mnt, "spool"), func(c *Config) {
-		c.SinkAddr, c.Compression = ts.addr, codec.Plain
+		c.SinkAddr, c.Compression = ts.Addr, codec.Plain
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 	})
 	defer a.Close()
@@ -183,8 +185,8 @@ func TestSpoolSegmentsFitTheDisk(t *testing.T) {
 	if len(segs) < 4 {
 		t.Fatalf("the full spool is %d segments, want at least 4", len(segs))
 	}
-	ts.start()
-	waitAcked(t, a, 60*time.Second)
+	ts.Restart()
+	waitAcked(t, a)
 	r.acceptsAgain("after the drain")
 	r.deliveredOnce(ts)
 }

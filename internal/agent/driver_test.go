@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 )
 
@@ -221,7 +222,7 @@ func TestDriverDelivers(t *testing.T) {
 			svc := newFakeService()
 			a, reg := newMemAgent(t, svc, func(c *Config) { c.Compression = k })
 			want := ingestN(t, a, "rec", 50)
-			waitAcked(t, a, 30*time.Second)
+			waitAcked(t, a)
 			sessions, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			if sessions != 1 {
@@ -256,7 +257,7 @@ func TestDriverRetryableRejection(t *testing.T) {
 	}
 	a, reg := newMemAgent(t, svc, func(c *Config) { c.MinRTO = 50 * time.Millisecond })
 	want := ingestN(t, a, "rej", 5)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	sessions, stored, copies := svc.snapshot()
 	sameCounts(t, stored, want)
 	for id, n := range copies {
@@ -286,7 +287,7 @@ func TestDriverReconnectsAndResends(t *testing.T) {
 	}
 	a, reg := newMemAgent(t, svc, nil)
 	want := ingestN(t, a, "re", 10)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	sessions, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	if sessions < 2 {
@@ -343,7 +344,7 @@ func TestDriverRefusals(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			})
 			ingestN(t, a, "kept", 3)
-			waitCond(t, "several refused attempts", 30*time.Second, func() bool {
+			testwait.For(t, "several refused attempts", func() bool {
 				v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 				return v >= 3
 			})
@@ -398,7 +399,7 @@ func TestDriverCredits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	_, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	mu.Lock()
@@ -423,7 +424,7 @@ func TestDriverProgressDeadline(t *testing.T) {
 		c.ProgressTimeout, c.MinRTO = 100*time.Millisecond, 30*time.Second
 	})
 	want := ingestN(t, a, "stuck", 4)
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	_, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	if _, ok := value(t, reg, "sluice_agent_reconnects_total", nil); !ok {
@@ -461,7 +462,7 @@ func TestDriverDictionaryUpload(t *testing.T) {
 			}
 			a, _ := newMemAgent(t, svc, func(c *Config) { c.Dictionary = &dict })
 			want := ingestN(t, a, `{"host":"web-1","level":"info"}`, 5)
-			waitAcked(t, a, 30*time.Second)
+			waitAcked(t, a)
 			_, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			svc.mu.Lock()

@@ -16,7 +16,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -55,17 +58,6 @@ func neverAcks() protocol.Service {
 	svc := newFakeService()
 	svc.message = func(int, *protocol.Message, int) (protocol.Frame, error) { return skipReply, nil }
 	return svc
-}
-
-func waitCond(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // gather returns the registry's metric families by name.
@@ -128,11 +120,11 @@ func TestFrozenSinkFailover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			frozen := startFakeSink(t, tc.frozen())
-			ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-			defer ts.stop()
+			ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+			defer ts.Stop()
 			reg := prometheus.NewRegistry()
 			a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-				c.SinkAddr = frozen.addr + "," + ts.addr
+				c.SinkAddr = frozen.addr + "," + ts.Addr
 				c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 				c.HandshakeTimeout, c.ProgressTimeout = 200*time.Millisecond, 200*time.Millisecond
 				c.Registry = reg
@@ -141,7 +133,7 @@ func TestFrozenSinkFailover(t *testing.T) {
 			if err := a.Ingest(context.Background(), [][]byte{[]byte("past the frozen sink")}); err != nil {
 				t.Fatal(err)
 			}
-			waitAcked(t, a, 30*time.Second)
+			waitAcked(t, a)
 			if got := storedRecords(t, ts); got["past the frozen sink"] != 1 {
 				t.Fatalf("store: %v", got)
 			}
@@ -194,7 +186,7 @@ func TestPermanentErrorIsReported(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			})
 			defer a.Close()
-			waitCond(t, "several refused attempts", 30*time.Second, func() bool {
+			testwait.For(t, "several refused attempts", func() bool {
 				v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 				return v >= 5
 			})
@@ -226,24 +218,24 @@ func TestPermanentErrorIsReported(t *testing.T) {
 // Sender's cumulative counts are Prometheus counters named _total.
 func TestReadyAndCounters(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
 	reg := prometheus.NewRegistry()
 	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-		c.SinkAddr = ts.addr
+		c.SinkAddr = ts.Addr
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 20*time.Millisecond
 		c.Registry = reg
 	})
 	defer a.Close()
-	waitCond(t, "Ready", 30*time.Second, func() bool { return a.Ready() == nil })
+	testwait.For(t, "Ready", func() bool { return a.Ready() == nil })
 	if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 1 {
 		t.Fatalf("sink_up = %v while connected", v)
 	}
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("one")}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, a, 30*time.Second)
-	ts.stop()
-	waitCond(t, "failed attempts while the sink is down", 30*time.Second, func() bool {
+	waitAcked(t, a)
+	ts.Stop()
+	testwait.For(t, "failed attempts while the sink is down", func() bool {
 		v, _ := value(t, reg, "sluice_agent_connect_failures_total", nil)
 		return v >= 3
 	})
@@ -262,7 +254,7 @@ func TestReadyAndCounters(t *testing.T) {
 	if err := a.Ingest(context.Background(), [][]byte{[]byte("two")}); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, "an unacknowledged message to have an age", 30*time.Second, func() bool {
+	testwait.For(t, "an unacknowledged message to have an age", func() bool {
 		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
 		return v > 0
 	})
@@ -270,14 +262,14 @@ func TestReadyAndCounters(t *testing.T) {
 	if !strings.HasPrefix(st.LastError, "Unavailable: ") || st.LastErrorAt.IsZero() || st.OldestUnacked <= 0 {
 		t.Fatalf("stats while the sink is down: last error %q at %v, oldest unacknowledged %v", st.LastError, st.LastErrorAt, st.OldestUnacked)
 	}
-	ts.start()
-	defer ts.stop()
-	waitCond(t, "Ready again", 30*time.Second, func() bool { return a.Ready() == nil })
+	ts.Restart()
+	defer ts.Stop()
+	testwait.For(t, "Ready again", func() bool { return a.Ready() == nil })
 	if _, ok := value(t, reg, "sluice_agent_last_error", nil); ok {
 		t.Fatal("last_error still has a series while connected")
 	}
-	waitAcked(t, a, 30*time.Second)
-	waitCond(t, "no unacknowledged message", 30*time.Second, func() bool {
+	waitAcked(t, a)
+	testwait.For(t, "no unacknowledged message", func() bool {
 		v, _ := value(t, reg, "sluice_agent_oldest_unacked_seconds", nil)
 		return v == 0
 	})
@@ -308,11 +300,11 @@ func TestReadyAndCounters(t *testing.T) {
 // it not ready.
 func TestBrokenSpoolIsUnhealthy(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
-	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) { c.SinkAddr = ts.addr })
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) { c.SinkAddr = ts.Addr })
 	defer a.Close()
-	waitCond(t, "Ready", 30*time.Second, func() bool { return a.Ready() == nil })
+	testwait.For(t, "Ready", func() bool { return a.Ready() == nil })
 	if err := a.Healthy(); err != nil {
 		t.Fatalf("Healthy() = %v on a working agent", err)
 	}

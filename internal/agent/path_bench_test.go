@@ -106,7 +106,7 @@ func benchAgentPath(b *testing.B, transport string, k codec.Kind, body []byte) {
 		}
 	}
 	post() // connect and warm the pools
-	waitAcked(b, a, 30*time.Second)
+	waitAcked(b, a)
 	before := a.Stats().SpooledMessages
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -114,7 +114,7 @@ func benchAgentPath(b *testing.B, transport string, k codec.Kind, body []byte) {
 	for range b.N {
 		post()
 	}
-	waitAcked(b, a, 60*time.Second)
+	waitAcked(b, a)
 	b.StopTimer()
 	if msgs := a.Stats().SpooledMessages - before; msgs != uint64(b.N) {
 		b.Logf("%d requests made %d messages", b.N, msgs)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -40,11 +42,11 @@ func randomRecords(tag string, n, size int) [][]byte {
 // up in the store exactly once.
 func TestSmallQuotaKeepsFlowing(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
 	const quota = 4 << 20
 	a := newTestAgent(t, filepath.Join(dir, "spool"), func(c *Config) {
-		c.SinkAddr, c.SpoolQuota, c.SpoolSync = ts.addr, quota, seglog.SyncNone()
+		c.SinkAddr, c.SpoolQuota, c.SpoolSync = ts.Addr, quota, seglog.SyncNone()
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
 	})
 	defer a.Close()
@@ -80,7 +82,7 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 		t.Fatal("the quota was never reached; the test proves nothing")
 	}
 	t.Logf("%d refusals with 507 on the way", fulls)
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, want %d", len(got), len(want))
@@ -194,12 +196,12 @@ func joinLines(recs [][]byte) []byte {
 func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 	mnt := testtmpfs.Mount(t, "4m")
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
 	// The sink is down at first, so the spool fills the disk.
-	ts.stop()
+	ts.Stop()
 	a := newTestAgent(t, filepath.Join(mnt, "spool"), func(c *Config) {
-		c.SinkAddr, c.SpoolQuota = ts.addr, 1<<30 // only the disk limits
+		c.SinkAddr, c.SpoolQuota = ts.Addr, 1<<30 // only the disk limits
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
 	})
 	defer a.Close()
@@ -239,7 +241,7 @@ func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 		}
 	}
 	f.Close()
-	ts.start()
+	ts.Restart()
 	deadline := time.Now().Add(60 * time.Second)
 	for n := 0; n < 50; i++ {
 		err := ingest(i)
@@ -255,7 +257,7 @@ func TestSpoolFillsDiskRecoversByItself(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	got := storedRecords(t, ts)
 	if len(got) != len(want) {
 		t.Fatalf("store holds %d records, %d were accepted", len(got), len(want))

@@ -5,57 +5,33 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
-// killListener remembers accepted connections so a test can cut them.
-type killListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (l *killListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-func (l *killListener) kill() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
-}
-
 // serveRSocket serves svc over RSocket on loopback and returns the
-// agent's --sink for it.
-func serveRSocket(t *testing.T, svc protocol.Service, opts ...rsockettransport.Option) (string, *killListener) {
+// agent's --sink for it, through a fault proxy that can cut the agent's
+// connections.
+func serveRSocket(t *testing.T, svc protocol.Service, opts ...rsockettransport.Option) (string, *faultproxy.Proxy) {
 	t.Helper()
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &killListener{Listener: raw}
+	p := faultproxy.New(t, ln.Addr().String())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); rsockettransport.Serve(ctx, ln, svc, opts...) }()
-	t.Cleanup(func() { cancel(); ln.kill(); <-done })
-	return RSocketScheme + "tcp://" + raw.Addr().String(), ln
+	t.Cleanup(func() { cancel(); p.CloseAll(); <-done })
+	return RSocketScheme + "tcp://" + p.Addr(), p
 }
 
 // TestDeliversOverRSocket: --sink rsocket+tcp://… delivers every record
@@ -63,7 +39,7 @@ func serveRSocket(t *testing.T, svc protocol.Service, opts ...rsockettransport.O
 // again and resends what was not acknowledged; the sink deduplicates).
 func TestDeliversOverRSocket(t *testing.T) {
 	svc := newFakeService()
-	addr, ln := serveRSocket(t, svc)
+	addr, link := serveRSocket(t, svc)
 	a := newTestAgent(t, filepath.Join(t.TempDir(), "spool"), func(c *Config) {
 		c.SinkAddr = addr
 		c.ReconnectMin, c.ReconnectMax = time.Millisecond, 10*time.Millisecond
@@ -71,12 +47,12 @@ func TestDeliversOverRSocket(t *testing.T) {
 	})
 	defer a.Close()
 	want := ingestN(t, a, "first", 50)
-	waitAcked(t, a, 30*time.Second)
-	ln.kill()
+	waitAcked(t, a)
+	link.CutAll()
 	for k, v := range ingestN(t, a, "second", 50) {
 		want[k] = v
 	}
-	waitAcked(t, a, 30*time.Second)
+	waitAcked(t, a)
 	sessions, stored, _ := svc.snapshot()
 	sameCounts(t, stored, want)
 	if sessions < 2 {
@@ -106,23 +82,23 @@ func TestResendsPerFlap(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			svc := newFakeService()
 			var addr string
-			var ln *killListener
+			var link *faultproxy.Proxy
 			switch tr {
 			case "rsocket":
-				addr, ln = serveRSocket(t, svc)
+				addr, link = serveRSocket(t, svc)
 			case "rsocket+resume":
-				addr, ln = serveRSocket(t, svc, rsockettransport.WithResume())
+				addr, link = serveRSocket(t, svc, rsockettransport.WithResume())
 			default:
-				raw, err := net.Listen("tcp", "127.0.0.1:0")
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					t.Fatal(err)
 				}
-				ln = &killListener{Listener: raw}
+				link = faultproxy.New(t, ln.Addr().String())
 				s := grpc.NewServer()
 				grpctransport.Register(s, svc)
 				go s.Serve(ln)
 				t.Cleanup(s.Stop)
-				addr = raw.Addr().String()
+				addr = link.Addr()
 			}
 			a := newTestAgent(t, filepath.Join(t.TempDir(), "spool"), func(c *Config) {
 				c.SinkAddr = addr
@@ -141,10 +117,10 @@ func TestResendsPerFlap(t *testing.T) {
 				for k, v := range ingestN(t, a, fmt.Sprint("f", i), perFlap) {
 					want[k] = v
 				}
-				waitUntil(t, 30*time.Second, func() bool { return a.Progress().AckedMessages > before })
-				ln.kill()
+				testwait.For(t, "more messages acknowledged", func() bool { return a.Progress().AckedMessages > before })
+				link.CutAll()
 			}
-			waitAcked(t, a, 60*time.Second)
+			waitAcked(t, a)
 			_, stored, _ := svc.snapshot()
 			sameCounts(t, stored, want)
 			st := a.Stats()
@@ -154,16 +130,5 @@ func TestResendsPerFlap(t *testing.T) {
 				t.Errorf("with resumption: %d resent, %d sessions; want nothing resent and the one session kept", st.Resent, sessions)
 			}
 		})
-	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

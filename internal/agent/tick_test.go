@@ -37,7 +37,7 @@ func TestResendOnSameStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	_, _, copies := svc.snapshot()
 	for id, n := range copies {
 		if n != 2 {

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 )
 
 // TestTwoAgentsOneID documents what happens when two agents share one
@@ -20,10 +23,10 @@ import (
 // code Aborted on the agents).
 func TestTwoAgentsOneID(t *testing.T) {
 	dir := t.TempDir()
-	ts := startSink(t, filepath.Join(dir, "sink"), "127.0.0.1:0")
-	defer ts.stop()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
 	cfg := func(c *Config) {
-		c.SinkAddr, c.AgentID = ts.addr, "twin"
+		c.SinkAddr, c.AgentID = ts.Addr, "twin"
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 200*time.Millisecond
 	}
 	ctx := context.Background()
@@ -41,14 +44,14 @@ func TestTwoAgentsOneID(t *testing.T) {
 	a := newTestAgent(t, filepath.Join(dir, "a"), cfg)
 	defer a.Close()
 	wantA := feed(a, "A")
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, a)
 	b := newTestAgent(t, filepath.Join(dir, "b"), cfg)
 	defer b.Close()
 	wantB := feed(b, "B")
-	waitAcked(t, b, 60*time.Second)
-	waitAcked(t, a, 60*time.Second)
+	waitAcked(t, b)
+	waitAcked(t, a)
 
-	for _, ag := range ts.s.Agents() {
+	for _, ag := range ts.Agents() {
 		if ag.ID == "twin" && ag.Connected > 1 {
 			t.Errorf("agent twin has %d live sessions, want at most 1", ag.Connected)
 		}

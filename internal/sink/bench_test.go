@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -39,7 +38,7 @@ func BenchmarkSend(b *testing.B) {
 }
 
 func benchSend(b *testing.B, req *sluicev1.Request, size int) {
-	h := newHarness(b, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
+	h := newHarness(b, func(c *Config) { c.Logger = slog.New(slog.DiscardHandler) })
 	a := h.connect("bench")
 	limit := a.welcome.GetCredits().GetMessageLimit()
 	var sent, acked uint64

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -17,17 +16,15 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 )
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // TestDataDirLocked: a second sink on the same data directory is refused
 // with a clear error while the first runs, and may start once it closed.
 func TestDataDirLocked(t *testing.T) {
 	dir := t.TempDir()
-	first, err := New(Config{DataDir: dir, Logger: discardLogger()})
+	first, err := New(Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Config{DataDir: dir, Logger: discardLogger()})
+	_, err = New(Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	want := fmt.Sprintf("data %s is in use by another sluice process (pid %d)", dir, os.Getpid())
 	if err == nil || !strings.Contains(err.Error(), want) {
 		first.Close()
@@ -36,7 +33,7 @@ func TestDataDirLocked(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := New(Config{DataDir: dir, Logger: discardLogger()})
+	again, err := New(Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("after Close, the data directory should be free: %v", err)
 	}
@@ -162,7 +159,7 @@ func TestKafkaStartUnreachable(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close() // nothing listens there now
-	_, err = New(Config{DataDir: t.TempDir(), Logger: discardLogger(), Store: "kafka://" + addr + "/t",
+	_, err = New(Config{DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Store: "kafka://" + addr + "/t",
 		KafkaStartTimeout: 1500 * time.Millisecond})
 	if err == nil {
 		t.Fatal("New succeeded without a broker")

@@ -22,6 +22,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // stallClock drives a sink's stall watch: tick makes it look once, at the
@@ -163,16 +164,6 @@ func streamState(s *Sink, id uint32) (st stallStream, ok bool) {
 	return st, ok
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(wait); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // A client sends its Hello, then the first 200 KiB of a 2 MiB message,
 // and stops: the sink closes the connection once the stall timeout has
 // passed with nothing more, and not before; in plaintext and over TLS.
@@ -205,7 +196,7 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 	big := make([]byte, 5+200<<10)
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
 	r.data(1, big)
-	waitFor(t, "the sink to receive 200 KiB of the message", func() bool {
+	testwait.For(t, "the sink to receive 200 KiB of the message", func() bool {
 		st, _ := streamState(h.s, 1)
 		return st.held == int64(len(big))
 	})
@@ -229,7 +220,7 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 	if logs := h.logs.String(); !strings.Contains(logs, "stopped sending") || !strings.Contains(logs, "held_bytes=") {
 		t.Errorf("no warning naming the bytes held in the logs:\n%s", logs)
 	}
-	waitFor(t, "the watch to forget the connection", func() bool {
+	testwait.For(t, "the watch to forget the connection", func() bool {
 		h.s.stallMu.Lock()
 		defer h.s.stallMu.Unlock()
 		return len(h.s.stallConns) <= 1 // the harness's own client may be connected
@@ -253,12 +244,12 @@ func TestStallTrickle(t *testing.T) {
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
 	r.data(1, big)
 	fed := int64(len(big))
-	waitFor(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+	testwait.For(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
 	k.look(t) // mark
 	for i := 1; i <= 4; i++ {
 		r.data(1, make([]byte, 1<<10))
 		fed += 1 << 10
-		waitFor(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+		testwait.For(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
 		k.advance(h.s.cfg.StallTimeout / 4)
 		k.look(t)
 		want := 0.0
@@ -300,14 +291,14 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 		if end == len(msg) {
 			break
 		}
-		waitFor(t, "the sink to receive the frame", func() bool {
+		testwait.For(t, "the sink to receive the frame", func() bool {
 			st, _ := streamState(h.s, 1)
 			return st.prefixN == 5 && st.rest == int64(len(msg)-end)
 		})
 		k.advance(h.s.cfg.StallTimeout / 8)
 		k.look(t)
 	}
-	waitFor(t, "the message to be received whole", func() bool {
+	testwait.For(t, "the message to be received whole", func() bool {
 		st, ok := streamState(h.s, 1)
 		return ok && st.held == 0
 	})
@@ -341,7 +332,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	// Closed connections leave the watch.
 	r.c.Close()
 	h.cc.Close()
-	waitFor(t, "the watch to forget closed connections", func() bool {
+	testwait.For(t, "the watch to forget closed connections", func() bool {
 		h.s.stallMu.Lock()
 		defer h.s.stallMu.Unlock()
 		return len(h.s.stallConns) == 0

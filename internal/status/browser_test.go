@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
@@ -72,16 +73,11 @@ func (d *daemon) close() {
 func startSink(t *testing.T, dir, grpcAddr, httpAddr string) (*daemon, string) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s, err := sink.New(sink.Config{DataDir: dir, Registry: reg, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := listenRetry(t, grpcAddr)
-	go s.Serve(ln)
+	s := sinktest.Start(t, sink.Config{DataDir: dir, Registry: reg, Logger: quiet}, grpcAddr)
 	d := servePage(t, httpAddr, Config{Kind: KindSink, Gatherer: reg, Ready: s.Ready,
 		Providers: []Provider{StoreSize(s.Store().Dir()), AgentRows(s.Agents), LastError(s.LastError)}})
-	d.stop = func() { s.Close() }
-	return d, ln.Addr().String()
+	d.stop = s.Stop
+	return d, s.Addr
 }
 
 // consoleLog collects what the pages report as errors.

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
@@ -175,111 +176,6 @@ func TestSendRefusals(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP to target and breaks it as a network does: the
-// first cuts connections are reset (RST, as a dropped link or a killed
-// peer) once they carried limit bytes towards the server, and freeze
-// stops all forwarding both ways while every connection stays open, as a
-// client process that was stopped, or a link that went dark, looks from
-// the server.
-type proxy struct {
-	ln     net.Listener
-	target string
-	limit  int64
-	cuts   atomic.Int32
-	frozen chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, frozen: make(chan struct{})}
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-// newCutProxy is a proxy that resets its first cuts connections after
-// limit bytes towards the server.
-func newCutProxy(t *testing.T, target string, limit int64, cuts int32) *proxy {
-	p := newProxy(t, target)
-	p.limit = limit
-	p.cuts.Store(cuts)
-	return p
-}
-
-func (p *proxy) serve(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, c, s)
-	p.mu.Unlock()
-	go p.pipe(c, s, -1)
-	if p.cuts.Add(-1) >= 0 {
-		p.pipe(s, c, p.limit)
-		c.(*net.TCPConn).SetLinger(0)
-		c.Close()
-		s.Close()
-		return
-	}
-	p.pipe(s, c, -1)
-	c.Close()
-	s.Close()
-}
-
-func (p *proxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
-
-// pipe copies src to dst until either fails or limit bytes (-1: no
-// limit) went through; frozen, it holds what it read until the test ends.
-func (p *proxy) pipe(dst, src net.Conn, limit int64) {
-	buf := make([]byte, 32<<10)
-	for limit != 0 {
-		chunk := buf
-		if limit > 0 && limit < int64(len(buf)) {
-			chunk = buf[:limit]
-		}
-		n, err := src.Read(chunk)
-		select {
-		case <-p.frozen:
-			<-make(chan struct{})
-		default:
-		}
-		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-			if limit > 0 {
-				limit -= int64(n)
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 func TestConnectionResetResumes(t *testing.T) {
 	e := startEnv(t, Options{SyncEvery: 256 << 10})
 	data := randBytes(4<<20, 14)
@@ -292,13 +188,16 @@ func TestConnectionResetResumes(t *testing.T) {
 	servers := map[string]string{"grpc": e.srv.Addrs.GRPC, "rsocket": e.srv.Addrs.RSocket[len("tcp://"):], "tus": e.srv.Addrs.TUS}
 	for tr, mk := range targets {
 		t.Run(tr, func(t *testing.T) {
-			p := newCutProxy(t, servers[tr], 1500<<10, 2)
-			sum, err := Send(ctxT(t), mk(p.ln.Addr().String()), src, SendOptions{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
+			// The first 2 connections are reset (RST, as a dropped link
+			// or a killed peer) once they carried 1.5 MiB to the server.
+			p := faultproxy.New(t, servers[tr])
+			p.CutNext(faultproxy.Cuts{Count: 2, Up: 1500 << 10, Reset: true})
+			sum, err := Send(ctxT(t), mk(p.Addr()), src, SendOptions{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkLanded(t, e.dir, "x-"+tr, data, sum)
-			if p.cuts.Load() >= 0 {
+			if p.Accepted() <= 2 {
 				t.Fatal("the proxy never cut a connection")
 			}
 		})
@@ -362,8 +261,8 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 			received := e.store.Stats.BytesReceived.Load() + int64(len(chunk))
 			switch tr {
 			case "grpc":
-				p := newProxy(t, e.srv.Addrs.GRPC)
-				cc, err := grpc.NewClient(p.ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				p := faultproxy.New(t, e.srv.Addrs.GRPC)
+				cc, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -379,10 +278,10 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitReceived(t, e.store, received)
-				p.freeze()
+				p.Freeze()
 			case "rsocket":
-				p := newProxy(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
-				c, err := rsocket.Dial(ctx, "tcp://"+p.ln.Addr().String(), rsocket.WithKeepalive(100*time.Millisecond, time.Second))
+				p := faultproxy.New(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
+				c, err := rsocket.Dial(ctx, "tcp://"+p.Addr(), rsocket.WithKeepalive(100*time.Millisecond, time.Second))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -398,7 +297,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitReceived(t, e.store, received)
-				p.freeze()
+				p.Freeze()
 			}
 			if in, err := e.store.Stat(name); err != nil || !in.Active {
 				t.Fatalf("the frozen client's upload: %+v, %v; want it held", in, err)
@@ -427,11 +326,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 // the test's client sent has arrived).
 func waitReceived(t *testing.T, s *Store, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats.BytesReceived.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(func() bool { return s.Stats.BytesReceived.Load() >= n }) {
+		t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/balance"
 	"github.com/sluicehq/sluice/rsocket/echo"
@@ -158,18 +159,6 @@ func startLoad(c *balance.Client, workers int) *load {
 
 func (l *load) end() { close(l.stop); l.wg.Wait() }
 
-// waitFor polls cond every few milliseconds up to a generous timeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func dialAll(t *testing.T, ss []*server, opts ...balance.Option) *balance.Client {
 	urls := make([]string, len(ss))
 	for i, s := range ss {
@@ -187,7 +176,7 @@ func TestSlowServerGetsLittleTraffic(t *testing.T) {
 	ss := []*server{startServer(t, 0), startServer(t, 20*time.Millisecond), startServer(t, 0)}
 	c := dialAll(t, ss, balance.WithSeed(1))
 	l := startLoad(c, 16)
-	waitFor(t, "3000 responses", func() bool { return l.ok.Load() >= 3000 })
+	testwait.For(t, "3000 responses", func() bool { return l.ok.Load() >= 3000 })
 	l.end()
 	if f := l.failed.Load(); f > 0 {
 		t.Fatalf("%d requests failed: %v", f, l.firstErr.Load())
@@ -210,7 +199,7 @@ func TestServerWithoutLeaseIsSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Until the first LEASE arrives no server may take a request.
-	waitFor(t, "a server with a lease", func() bool {
+	testwait.For(t, "a server with a lease", func() bool {
 		_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")})
 		return err == nil
 	})
@@ -231,21 +220,21 @@ func TestKillAndRestartServer(t *testing.T) {
 	ss := []*server{startServer(t, 0), startServer(t, 0), startServer(t, 0)}
 	c := dialAll(t, ss, balance.WithSeed(2))
 	l := startLoad(c, 16)
-	waitFor(t, "traffic on every server", func() bool {
+	testwait.For(t, "traffic on every server", func() bool {
 		return ss[0].n.Load() > 100 && ss[1].n.Load() > 100 && ss[2].n.Load() > 100
 	})
 
 	ss[1].kill()
-	waitFor(t, "the balancer to mark the killed server down", func() bool { return !c.Stats()[1].Up })
+	testwait.For(t, "the balancer to mark the killed server down", func() bool { return !c.Stats()[1].Up })
 	after := l.ok.Load()
-	waitFor(t, "1000 responses without the killed server", func() bool { return l.ok.Load() >= after+1000 })
+	testwait.For(t, "1000 responses without the killed server", func() bool { return l.ok.Load() >= after+1000 })
 	if f := l.failed.Load(); f > 0 {
 		t.Fatalf("%d idempotent requests failed after a server died: %v", f, l.firstErr.Load())
 	}
 
 	before := ss[1].n.Load()
 	ss[1].start() // same address
-	waitFor(t, "the restarted server to get traffic", func() bool { return ss[1].n.Load() > before+100 })
+	testwait.For(t, "the restarted server to get traffic", func() bool { return ss[1].n.Load() > before+100 })
 	l.end()
 	if f := l.failed.Load(); f > 0 {
 		t.Fatalf("%d requests failed: %v", f, l.firstErr.Load())
@@ -261,7 +250,7 @@ func TestNotIdempotentIsNotRetried(t *testing.T) {
 		_, err := c.RequestResponse(context.Background(), rsocket.Payload{Data: []byte("x")})
 		errc <- err
 	}()
-	waitFor(t, "the request to reach the server", func() bool { return ss[0].n.Load() == 1 })
+	testwait.For(t, "the request to reach the server", func() bool { return ss[0].n.Load() == 1 })
 	ss[0].kill()
 	if err := <-errc; err == nil {
 		t.Fatal("request on a dead connection succeeded")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/balance"
 )
@@ -67,7 +68,7 @@ func TestClientOptions(t *testing.T) {
 				_, err := c.RequestResponse(context.Background(), rsocket.Payload{Data: []byte("x")})
 				errc <- err
 			}()
-			waitFor(t, "the request to reach the first server", func() bool { return ss[0].n.Load() == 1 })
+			testwait.For(t, "the request to reach the first server", func() bool { return ss[0].n.Load() == 1 })
 			ss[0].kill()
 			err := <-errc
 			if tc.retried {
@@ -79,7 +80,7 @@ func TestClientOptions(t *testing.T) {
 			}
 
 			var down slog.Record
-			waitFor(t, "the server-down log line", func() bool {
+			testwait.For(t, "the server-down log line", func() bool {
 				var ok bool
 				down, ok = log.find("rsocket balance: server down")
 				return ok

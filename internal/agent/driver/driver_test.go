@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -16,11 +15,12 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 	"github.com/sluicehq/sluice/seglog"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // sink is a protocol.Service that records what it receives and
 // acknowledges each message unless drop says to lose that copy.
@@ -153,12 +153,8 @@ func (r *rig) spool(t *testing.T, recs ...string) uint64 {
 // waitWatermark waits until the persisted watermark reaches w.
 func (r *rig) waitWatermark(t *testing.T, w uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for r.sp.AckedWatermark() < w {
-		if time.Now().After(deadline) {
-			t.Fatalf("watermark %d, want %d: %+v", r.sp.AckedWatermark(), w, r.m.Snapshot(false))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(func() bool { return r.sp.AckedWatermark() >= w }) {
+		t.Fatalf("watermark %d, want %d: %+v", r.sp.AckedWatermark(), w, r.m.Snapshot(false))
 	}
 }
 
@@ -233,13 +229,7 @@ func TestStopPersists(t *testing.T) {
 	svc := newSink()
 	r := newRig(t, svc, delivery.SenderConfig{})
 	r.spool(t, "one")
-	deadline := time.Now().Add(30 * time.Second)
-	for r.m.Snapshot(false).AckedMessages < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("no ack")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "an ack", func() bool { return r.m.Snapshot(false).AckedMessages >= 1 })
 	r.cancel()
 	<-r.d.Done()
 	if w := r.sp.AckedWatermark(); w != 1 {
@@ -295,12 +285,8 @@ func TestBacklogBeforeSpooled(t *testing.T) {
 		Logger: quiet, Now: func() int64 { return int64(time.Since(origin)) },
 	}, s, sp, m, backlog)
 	d.Spooled([]spool.Spooled{appendPlain(t, sp, "new")})
-	deadline := time.Now().Add(30 * time.Second) // a hang guard, not a timing
-	for sp.AckedWatermark() < 4 || m.Snapshot(false).AckedMessages < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("acked %d messages, watermark %d; want all 4", m.Snapshot(false).AckedMessages, sp.AckedWatermark())
-		}
-		time.Sleep(time.Millisecond)
+	if !testwait.Until(func() bool { return sp.AckedWatermark() >= 4 && m.Snapshot(false).AckedMessages >= 4 }) {
+		t.Fatalf("acked %d messages, watermark %d; want all 4", m.Snapshot(false).AckedMessages, sp.AckedWatermark())
 	}
 	cancel()
 	<-d.Done()

@@ -89,7 +89,7 @@ func (r PipelineResult) CompressionRatio() float64 {
 // RunPipeline starts a sink and an agent, feeds the agent, and reports.
 func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second

@@ -187,7 +187,7 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 	res := WANResult{Scenario: sc.Name, Mode: m.Name, Conns: m.Conns, Window: windowName(m.Window),
 		RateBits: sc.Rate * 8, RTT: sc.RTT}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "sluice-wan-")
 	if err != nil {

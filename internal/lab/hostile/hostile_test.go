@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/lab/hostile"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
@@ -55,7 +56,7 @@ const (
 	budget = 256 << 20
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 type listener struct {
 	target hostile.Target
@@ -83,19 +84,10 @@ func grpcClient(t *testing.T, addr string) *grpc.ClientConn {
 }
 
 func startSink(t *testing.T) listener {
-	s, err := sink.New(sink.Config{DataDir: t.TempDir(), Logger: quiet, HelloTimeout: stall,
-		StallTimeout: stall, HandshakeTimeout: stall, KeepaliveTime: stall, KeepaliveTimeout: stall})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	c := sluicev1.NewSinkClient(grpcClient(t, ln.Addr().String()))
-	return listener{target: target(t, "sink"), addr: ln.Addr().String(), good: func(ctx context.Context) error {
+	s := sinktest.Start(t, sink.Config{Logger: quiet, HelloTimeout: stall,
+		StallTimeout: stall, HandshakeTimeout: stall, KeepaliveTime: stall, KeepaliveTimeout: stall}, "127.0.0.1:0")
+	c := sluicev1.NewSinkClient(grpcClient(t, s.Addr))
+	return listener{target: target(t, "sink"), addr: s.Addr, good: func(ctx context.Context) error {
 		st, err := c.Read(ctx)
 		if err != nil {
 			return err

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // The tests below assert on the link's decisions as its tracer records
@@ -138,19 +140,6 @@ func openLink(tb testing.TB, cfg Config) (*Link, string, *tracer) {
 	}
 	tb.Cleanup(func() { l.Close() })
 	return l, addr, tr
-}
-
-// waitFor polls cond until it holds, failing the test after a minute: an
-// overall bound for a condition, not a timing assertion.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func dialN(tb testing.TB, addr string, n int) []net.Conn {
@@ -289,7 +278,7 @@ func TestRate(t *testing.T) {
 			// The link counts a chunk as delivered after its write to the
 			// server returns, which can be after the server has read it:
 			// wait for the counter rather than race it.
-			waitFor(t, "stats to count every byte", func() bool { return l.Stats().BytesUp >= c.total })
+			testwait.For(t, "stats to count every byte", func() bool { return l.Stats().BytesUp >= c.total })
 			if st := l.Stats(); st.BytesUp != c.total || st.BytesDown != 0 {
 				t.Errorf("stats %+v", st)
 			}
@@ -339,7 +328,7 @@ func TestFullDuplex(t *testing.T) {
 	if first, last := downRels[0].ready, upRels[len(upRels)-1].ready; first >= last {
 		t.Errorf("the first reply left at %v, after the last request byte (%v): the directions took turns", first, last)
 	}
-	waitFor(t, "stats to count every byte", func() bool { st := l.Stats(); return st.BytesUp >= n && st.BytesDown >= n })
+	testwait.For(t, "stats to count every byte", func() bool { st := l.Stats(); return st.BytesUp >= n && st.BytesDown >= n })
 	if st := l.Stats(); st.BytesUp != n || st.BytesDown != n {
 		t.Errorf("stats: up %d down %d, want %d each", st.BytesUp, st.BytesDown, int64(n))
 	}
@@ -463,7 +452,7 @@ func TestFairQueue(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "a full bottleneck queue", func() bool {
+	testwait.For(t, "a full bottleneck queue", func() bool {
 		l.up.mu.Lock()
 		defer l.up.mu.Unlock()
 		return l.up.queued >= l.up.queueCap
@@ -525,7 +514,7 @@ func TestBackpressure(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "a full bottleneck queue", func() bool {
+	testwait.For(t, "a full bottleneck queue", func() bool {
 		l.up.mu.Lock()
 		defer l.up.mu.Unlock()
 		return l.up.queued >= l.up.queueCap
@@ -636,10 +625,7 @@ func TestHalfClose(t *testing.T) {
 	if !bytes.Equal(got, msg) {
 		t.Fatalf("got %d bytes back, want %d", len(got), len(msg))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for l.Stats().Active != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(func() bool { return l.Stats().Active == 0 })
 	if st := l.Stats(); st.Active != 0 || st.Accepted != 1 || st.Aborted != 0 {
 		t.Errorf("stats after a clean close: %+v", st)
 	}
@@ -751,7 +737,7 @@ func TestResetPropagates(t *testing.T) {
 	if rst != 1 {
 		t.Errorf("%d resets entered the delay line, want 1", rst)
 	}
-	waitFor(t, "the pair to be counted aborted", func() bool { return l.Stats().Aborted == 1 })
+	testwait.For(t, "the pair to be counted aborted", func() bool { return l.Stats().Aborted == 1 })
 	if st := l.Stats(); st.Aborted != 1 || st.Active != 0 {
 		t.Errorf("stats %+v, want 1 aborted, 0 active", st)
 	}
@@ -775,10 +761,7 @@ func TestDialError(t *testing.T) {
 			t.Fatalf("read through a link to nowhere: %v, want a reset", err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for l.Stats().DialErrors != 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(func() bool { return l.Stats().DialErrors == 1 })
 	if st := l.Stats(); st.DialErrors != 1 {
 		t.Errorf("stats %+v, want 1 dial error", st)
 	}
@@ -843,7 +826,7 @@ func TestCloseNoLeak(t *testing.T) {
 		}
 		// Wait (not sleep and hope) until all six are proxied and the busy
 		// ones have filled the bottleneck.
-		waitFor(t, "6 active connections and a full bottleneck", func() bool {
+		testwait.For(t, "6 active connections and a full bottleneck", func() bool {
 			l.up.mu.Lock()
 			full := l.up.queued >= l.up.queueCap
 			l.up.mu.Unlock()
@@ -858,12 +841,8 @@ func TestCloseNoLeak(t *testing.T) {
 		}
 		s.stop()
 	}()
-	deadline := time.Now().Add(30 * time.Second)
 	n := runtime.NumGoroutine()
-	for n > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		n = runtime.NumGoroutine()
-	}
+	testwait.Until(func() bool { n = runtime.NumGoroutine(); return n <= before })
 	if n > before {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]

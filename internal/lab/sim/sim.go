@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -111,7 +110,7 @@ type world struct {
 func Run(seed uint64, opts Options) (res Result, err error) {
 	start := time.Now()
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Budget == 0 {
 		opts.Budget = 20 * time.Second

@@ -2,7 +2,6 @@ package seglogstore
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"testing"
 
@@ -16,7 +15,7 @@ import (
 // store (no checkpoint was written).
 func TestAppendReopen(t *testing.T) {
 	dir := t.TempDir()
-	o := Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
 	s, d, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +66,7 @@ func TestAppendReopen(t *testing.T) {
 // survive a reopen, and an iterator of a closed store says ErrClosed.
 func TestReader(t *testing.T) {
 	dir := t.TempDir()
-	o := Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
 	s, _, err := Open(o)
 	if err != nil {
 		t.Fatal(err)

@@ -72,5 +72,14 @@ func sessionError(err error) error {
 		}
 		return &protocol.SessionError{Status: protocol.StatusUnavailable, Msg: re.Error()}
 	}
+	// The caller's context ended the session: that is its own doing, not
+	// an unavailable sink to retry, and gRPC and memconn say Canceled (or
+	// DeadlineExceeded) too (conntest's ContextCancelEndsSession).
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &protocol.SessionError{Status: protocol.StatusCanceled, Msg: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &protocol.SessionError{Status: protocol.StatusDeadlineExceeded, Msg: err.Error()}
+	}
 	return &protocol.SessionError{Status: protocol.StatusUnavailable, Msg: err.Error()}
 }

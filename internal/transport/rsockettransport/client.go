@@ -273,7 +273,7 @@ func (d *Dialer) session(ctx context.Context, kind byte) (protocol.Conn, error) 
 			case <-sctx.Done():
 			}
 		}()
-		return &clientConn{ch: ch, ctx: sctx, cancel: cancel, peer: pi, d: d, conn: c}, nil
+		return &clientConn{ch: ch, ctx: sctx, parent: ctx, cancel: cancel, peer: pi, d: d, conn: c}, nil
 	}
 }
 
@@ -281,6 +281,7 @@ func (d *Dialer) session(ctx context.Context, kind byte) (protocol.Conn, error) 
 type clientConn struct {
 	ch     *rsocket.Channel
 	ctx    context.Context
+	parent context.Context // the caller's: only its end is a cancel
 	cancel context.CancelFunc
 	peer   protocol.PeerInfo
 	hdr    []byte                // reused: Send waits until the frame is encoded
@@ -306,9 +307,19 @@ func (c *clientConn) Send(f protocol.Frame) error {
 		if c.closed.Load() {
 			return context.Canceled
 		}
-		return sessionError(err)
+		return c.sessionError(err)
 	}
 	return nil
+}
+
+// sessionError is sessionError, except that the session's own context
+// ending because its connection died (session's watcher cancels it) is
+// Unavailable, which is retried, not the caller's Canceled.
+func (c *clientConn) sessionError(err error) error {
+	if c.parent.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return &protocol.SessionError{Status: protocol.StatusUnavailable, Msg: "connection lost: " + err.Error()}
+	}
+	return sessionError(err)
 }
 
 func (c *clientConn) Recv() (protocol.Frame, error) {
@@ -330,7 +341,7 @@ func (c *clientConn) Recv() (protocol.Frame, error) {
 		if errors.As(err, &re) {
 			c.heard.Store(true) // the sink ended it: the connection works
 		}
-		err = sessionError(err)
+		err = c.sessionError(err)
 		c.ended.Store(&err)
 		c.cancel()
 		return nil, err
@@ -347,7 +358,7 @@ func (c *clientConn) Recv() (protocol.Frame, error) {
 
 func (c *clientConn) CloseSend() error {
 	if err := c.ch.Complete(); err != nil {
-		return sessionError(err)
+		return c.sessionError(err)
 	}
 	return nil
 }

@@ -32,7 +32,8 @@ type sinkCmd struct {
 	queueMsgs, maxStreams, maxConns, maxConsumers      int
 	queueBytes, maxMessage                             byteSize
 	helloTimeout, kafkaStart, stallTimeout             time.Duration
-	maxConnsTotal                                      int
+	handshakeTimeout, keepaliveTime, keepaliveTimeout  time.Duration
+	maxConnsTotal, maxConsumersPerPeer                 int
 }
 
 // newSinkFlags registers every flag of `sluice sink`, with the defaults of
@@ -61,12 +62,29 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Int(&c.maxConnsTotal, "max-conns", "open gRPC connections from all addresses together; more are closed at once")
 	d.Int(&c.maxConns, "max-conns-per-peer", "connections from one IP address not yet past a Hello (after it, one session per agent id); more are closed at once")
 	d.Int(&c.maxConsumers, "max-consumers", "Read streams served at once; more are refused (ResourceExhausted)")
+	d.Int(&c.maxConsumersPerPeer, "max-consumers-per-peer", "Read streams served at once from one IP address, whatever its connections; more are refused (ResourceExhausted)")
+	d.Duration(&c.handshakeTimeout, "handshake-timeout", "close a connection that has not finished its TLS and HTTP/2 handshake within this time")
+	d.Duration(&c.keepaliveTime, "keepalive-time", "ping a connection that has been quiet this long")
+	d.Duration(&c.keepaliveTimeout, "keepalive-timeout", "close a connection whose keepalive ping is unanswered this long")
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
 	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
 	d.Duration(&c.kafkaStart, "kafka-start-timeout", "with a Kafka store, how long to keep trying to reach the brokers at startup")
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	return fs, c
+}
+
+// config is the sink.Config the flags say (TLS and tokens apart: they
+// need files read).
+func (c *sinkCmd) config(log *slog.Logger) sink.Config {
+	return sink.Config{
+		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
+		Logger: log, Registry: newRegistry(),
+		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConns: c.maxConnsTotal,
+		MaxConsumers: c.maxConsumers, MaxConsumersPerPeer: c.maxConsumersPerPeer,
+		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
+		HandshakeTimeout: c.handshakeTimeout, KeepaliveTime: c.keepaliveTime, KeepaliveTimeout: c.keepaliveTimeout,
+	}
 }
 
 func runSink(args []string, stdout, stderr io.Writer) error {
@@ -86,20 +104,14 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0 || c.stallTimeout <= 0:
 		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout, --stall-timeout and --kafka-start-timeout must be positive"}
 	}
-	if c.maxConnsTotal < 1 {
-		return &exitError{code: 2, msg: "--max-conns must be positive"}
+	if c.maxConnsTotal < 1 || c.maxConsumersPerPeer < 1 || c.handshakeTimeout <= 0 || c.keepaliveTime <= 0 || c.keepaliveTimeout <= 0 {
+		return &exitError{code: 2, msg: "--max-conns, --max-consumers-per-peer, --handshake-timeout, --keepalive-time and --keepalive-timeout must be positive"}
 	}
 	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
 	}
 	log := newLogger(stderr, c.logLevel)
-	cfg := sink.Config{
-		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
-		Logger: log, Registry: newRegistry(),
-		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
-		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
-	}
-	cfg.MaxConns = c.maxConnsTotal
+	cfg := c.config(log)
 	if c.tlsCert != "" {
 		t, err := auth.ServerTLS(c.tlsCert, c.tlsKey, c.clientCA)
 		if err != nil {

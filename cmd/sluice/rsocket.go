@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/echo"
@@ -115,6 +116,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	log := newLogger(stderr, *logLevel)
+	memrelease.Start(ctx, log)
 	reg := newRegistry()
 	e := newEchoResponder(reg)
 	// Ready once every listener is bound: the metrics come up first, so

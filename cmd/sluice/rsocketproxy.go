@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsproxy"
 )
 
@@ -54,6 +55,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return requireFlags(fs, "backends", "")
 	}
 	log := newLogger(stderr, *logLevel)
+	memrelease.Start(ctx, log)
 	p, err := rsproxy.New(rsproxy.Config{Backends: addrs, Affinity: *affinity, MaxTokens: *maxTokens, Logger: log})
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
 	rstransport "github.com/sluicehq/sluice/internal/transport/rsocket"
@@ -166,6 +167,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	memrelease.Start(ctx, log)
 	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead,
 		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError)}}
 	if st := s.Store(); st != nil {

@@ -12,13 +12,15 @@
 //
 // Watch samples the runtime every few seconds with runtime/metrics (cheap:
 // no stop-the-world, unlike runtime.ReadMemStats) and calls
-// debug.FreeOSMemory (a GC, then every free page back to the OS) when the
-// memory the runtime holds has grown well above where it last settled and
-// the allocation rate has stayed low for a while: the load went away. It
-// does not wait for the heap in use to drop, because without a GC it does
-// not: the allocation rate is what tells that the load ended. Releases are
-// at least MinInterval apart, and a busy daemon (allocating faster than
-// QuietRate) never releases, so it costs nothing under steady load.
+// debug.FreeOSMemory (a GC, then every free page back to the OS) once the
+// allocation rate has stayed low for a while (the load went away, or holds
+// still) and there is something to return: the memory held grew since the
+// last release, or goroutines went (connections closed: what they held is
+// garbage), or, every two minutes, the memory held is above the least it
+// has been. It does not wait for the heap in use to drop, because without
+// a GC it does not. Releases are at least MinInterval apart, and a busy
+// daemon (allocating faster than QuietRate) never releases, so it costs
+// nothing under steady load.
 //
 // The decision (Decider) is separate from the clock and the runtime, so
 // that tests feed it samples and times.
@@ -34,22 +36,35 @@ import (
 
 // Policy says when the memory is worth releasing.
 type Policy struct {
-	// MinExcess: the memory held must exceed the floor (the least held
-	// since the last release, or since the start) by at least this much.
-	MinExcess uint64
-	// QuietRate (bytes allocated per second) and Quiet: the allocation
-	// rate must have stayed at or below QuietRate for Quiet.
+	// QuietRate (bytes allocated per second) and Quiet: a release needs
+	// the allocation rate to have stayed at or below QuietRate for
+	// Quiet (the load went away, or holds still).
 	QuietRate float64
 	Quiet     time.Duration
 	// MinInterval is the least time between two releases.
 	MinInterval time.Duration
+	// MinExcess: a release is due when the memory held has grown by this
+	// much since the last release left it (new garbage, or growth).
+	MinExcess uint64
+	// GoroutineDrop: a release is due when the goroutines have dropped by
+	// at least this many, and by a quarter, from their peak since the
+	// last release: connections went, and what they held is garbage that
+	// no GC will free while the daemon is idle.
+	GoroutineDrop int
+	// Retry: a release is also due this long after the last one while
+	// the memory held is MinExcess above the least it has been (for
+	// memory freed without either sign; the runtime forces a GC every
+	// two minutes anyway, so this costs about as much).
+	Retry time.Duration
 }
 
-// DefaultPolicy: 4 MiB over the floor (a tenth of an idle daemon's
-// RSS: "back within 10 %" is the goal), allocating at most 1 MiB/s (an
-// idle daemon scraped for metrics allocates a few KiB/s; a loaded one,
-// MB/s) for 6 s, at most one release per 30 s.
-var DefaultPolicy = Policy{MinExcess: 4 << 20, QuietRate: 1 << 20, Quiet: 6 * time.Second, MinInterval: 30 * time.Second}
+// DefaultPolicy: allocating at most 1 MiB/s (an idle daemon scraped for
+// metrics allocates a few KiB/s; a loaded one, MB/s) for 6 s, at most one
+// release per 20 s; due at 4 MiB of growth (a tenth of an idle daemon's
+// RSS: "back within 10 %" is the goal), at 32 goroutines gone, or every
+// 2 minutes while above the least.
+var DefaultPolicy = Policy{QuietRate: 1 << 20, Quiet: 6 * time.Second, MinInterval: 20 * time.Second,
+	MinExcess: 4 << 20, GoroutineDrop: 32, Retry: 2 * time.Minute}
 
 // Sample is one look at the runtime.
 type Sample struct {
@@ -61,17 +76,25 @@ type Sample struct {
 	// mapped less what it returned (/memory/classes/total:bytes minus
 	// /memory/classes/heap/released:bytes), roughly its part of RSS.
 	Held uint64
+	// Goroutines is the count of live goroutines
+	// (/sched/goroutines:goroutines).
+	Goroutines int
 }
 
-// Decider decides from samples when to release. The zero value is not
-// ready: use NewDecider.
+// Decider decides from samples when to release. Use NewDecider.
 type Decider struct {
-	p           Policy
-	started     bool
-	prev        Sample
-	quietSince  time.Time // start of the current quiet stretch; zero while busy
-	floor       uint64
+	p          Policy
+	started    bool
+	prev       Sample
+	quietSince time.Time // start of the current quiet stretch; zero while busy
+	// lastRelease is when the last release was (the first sample's time
+	// before any); lastAfter what it left held; least the least held
+	// after any release (or at the first sample); peakG the most
+	// goroutines since the last release.
 	lastRelease time.Time
+	lastAfter   uint64
+	least       uint64
+	peakG       int
 }
 
 // NewDecider returns a Decider with policy p.
@@ -81,7 +104,8 @@ func NewDecider(p Policy) *Decider { return &Decider{p: p} }
 // to release now.
 func (d *Decider) Observe(s Sample) bool {
 	if !d.started {
-		d.started, d.prev, d.floor, d.quietSince = true, s, s.Held, s.At
+		d.started, d.prev, d.quietSince = true, s, s.At
+		d.lastRelease, d.lastAfter, d.least, d.peakG = s.At, s.Held, s.Held, s.Goroutines
 		return false
 	}
 	dt := s.At.Sub(d.prev.At)
@@ -95,17 +119,23 @@ func (d *Decider) Observe(s Sample) bool {
 	case d.quietSince.IsZero():
 		d.quietSince = d.prev.At // the interval since the last sample was quiet
 	}
-	d.floor = min(d.floor, s.Held)
 	d.prev = s
-	return !d.quietSince.IsZero() && s.At.Sub(d.quietSince) >= d.p.Quiet &&
-		s.Held >= d.floor+d.p.MinExcess &&
-		(d.lastRelease.IsZero() || s.At.Sub(d.lastRelease) >= d.p.MinInterval)
+	d.peakG = max(d.peakG, s.Goroutines)
+	since := s.At.Sub(d.lastRelease)
+	if d.quietSince.IsZero() || s.At.Sub(d.quietSince) < d.p.Quiet || since < d.p.MinInterval {
+		return false
+	}
+	drop := d.peakG - s.Goroutines
+	return s.Held >= d.lastAfter+d.p.MinExcess ||
+		drop >= d.p.GoroutineDrop && drop >= d.peakG/4 ||
+		since >= d.p.Retry && s.Held >= d.least+d.p.MinExcess
 }
 
-// Released records a release done at after.At, after which the runtime
-// held after.Held: the new floor.
+// Released records a release done at after.At, which left after.Held
+// held and after.Goroutines running.
 func (d *Decider) Released(after Sample) {
-	d.lastRelease, d.floor = after.At, after.Held
+	d.lastRelease, d.lastAfter, d.peakG = after.At, after.Held, after.Goroutines
+	d.least = min(d.least, after.Held)
 }
 
 // Interval is how often Start samples the runtime.
@@ -152,16 +182,17 @@ func Watch(ctx context.Context, ticks <-chan time.Time, d *Decider, released fun
 
 // The runtime/metrics names Read uses.
 const (
-	allocsMetric   = "/gc/heap/allocs:bytes"
-	totalMetric    = "/memory/classes/total:bytes"
-	releasedMetric = "/memory/classes/heap/released:bytes"
+	allocsMetric     = "/gc/heap/allocs:bytes"
+	totalMetric      = "/memory/classes/total:bytes"
+	releasedMetric   = "/memory/classes/heap/released:bytes"
+	goroutinesMetric = "/sched/goroutines:goroutines"
 )
 
 // Read samples this process's runtime, at time at.
 func Read(at time.Time) Sample {
-	m := []metrics.Sample{{Name: allocsMetric}, {Name: totalMetric}, {Name: releasedMetric}}
+	m := []metrics.Sample{{Name: allocsMetric}, {Name: totalMetric}, {Name: releasedMetric}, {Name: goroutinesMetric}}
 	metrics.Read(m)
-	s := Sample{At: at, Allocated: value(m[0])}
+	s := Sample{At: at, Allocated: value(m[0]), Goroutines: int(value(m[3]))}
 	if total, released := value(m[1]), value(m[2]); total > released {
 		s.Held = total - released
 	}

@@ -2,6 +2,7 @@ package memrelease
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -67,16 +68,17 @@ func TestDecider(t *testing.T) {
 		for i := range 10 {
 			if observe(4<<10, 230*mib) {
 				at = i + 1
-				d.Released(Sample{At: t0.Add(time.Duration(step-1) * 2 * time.Second), Held: 24 * mib})
+				d.Released(Sample{At: t0.Add(time.Duration(step-1) * 2 * time.Second), Held: 22 * mib})
 				break
 			}
 		}
 		if at*2 < int(DefaultPolicy.Quiet/time.Second) || at == 0 {
 			t.Fatalf("released after %d quiet samples (2 s apart), want once %v of quiet passed", at, DefaultPolicy.Quiet)
 		}
-		// Released: held stays where the release left it, no second one.
-		for range 100 {
-			if observe(4<<10, 24*mib) {
+		// Released: held stays where the release left it, near the
+		// start, no second one.
+		for range 200 {
+			if observe(4<<10, 22*mib) {
 				t.Fatal("released again with nothing new to release")
 			}
 		}
@@ -118,6 +120,45 @@ func TestDecider(t *testing.T) {
 			}
 			if d.Observe(Sample{At: t0.Add(time.Duration(i) * 2 * time.Second), Allocated: allocated, Held: held}) {
 				t.Fatalf("released at step %d, in a pause of %v", i, 2*time.Second)
+			}
+		}
+	})
+	t.Run("connections gone", func(t *testing.T) {
+		// Clients that hold memory and stay still: one release while
+		// they hold (it returns little), then none while nothing
+		// changes, until they go: the goroutines drop, held does not
+		// (no GC ran), and that is due at once (MinInterval after the
+		// last). Without the drop, the next is the Retry.
+		for _, leave := range []bool{true, false} {
+			d := NewDecider(DefaultPolicy)
+			at := t0
+			var releases []time.Duration
+			g, held := 10, uint64(100*mib)
+			d.Observe(Sample{At: at, Held: 20 * mib, Goroutines: g})
+			for i := 1; i <= 100; i++ {
+				at = at.Add(2 * time.Second)
+				if i == 5 {
+					g = 310 // they came
+				}
+				if i == 30 && leave {
+					g = 12 // they went
+				}
+				if d.Observe(Sample{At: at, Held: held, Goroutines: g}) {
+					releases = append(releases, at.Sub(t0))
+					if g < 100 {
+						held = 22 * mib // what they held went back
+					} else {
+						held -= 2 * mib
+					}
+					d.Released(Sample{At: at, Held: held, Goroutines: g})
+				}
+			}
+			want := []time.Duration{DefaultPolicy.MinInterval, 60 * time.Second}
+			if !leave {
+				want = []time.Duration{DefaultPolicy.MinInterval, DefaultPolicy.MinInterval + DefaultPolicy.Retry}
+			}
+			if !slices.Equal(releases, want) {
+				t.Errorf("clients leave %v: releases at %v, want %v", leave, releases, want)
 			}
 		}
 	})

@@ -146,10 +146,15 @@ const Interval = 2 * time.Second
 // releasing it as DefaultPolicy says (logged at Debug). Daemons call it
 // once.
 func Start(ctx context.Context, log *slog.Logger) {
+	d := NewDecider(DefaultPolicy)
+	// The first sample now, not at the first tick: a burst that comes
+	// and goes before it (a client ready when the daemon starts) would
+	// otherwise be the baseline, and nothing would be seen to go.
+	d.Observe(Read(time.Now()))
 	t := time.NewTicker(Interval)
 	go func() {
 		defer t.Stop()
-		Watch(ctx, t.C, NewDecider(DefaultPolicy), func(before, after Sample) {
+		Watch(ctx, t.C, d, func(before, after Sample) {
 			log.Debug("returned freed memory to the OS", "held_before", before.Held, "held_after", after.Held)
 		})
 	}()

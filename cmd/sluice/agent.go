@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -160,6 +161,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	memrelease.Start(ctx, log)
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"net"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
@@ -291,5 +294,46 @@ func TestConfigFileDaemonsDeliver(t *testing.T) {
 	if c, err := net.Dial("tcp", fileIngest); err == nil {
 		c.Close()
 		t.Errorf("the agent also listens on the file's ingest address %s, which the command line overrode", fileIngest)
+	}
+}
+
+// TestSinkConnectionFlags: --handshake-timeout, --keepalive-time,
+// --keepalive-timeout and --max-consumers-per-peer reach the sink's
+// config (they had no flag: the handshake and keepalive deadlines could
+// not be changed), their defaults are the sink's own, and zero is refused.
+func TestSinkConnectionFlags(t *testing.T) {
+	fs, s := newSinkFlags(io.Discard)
+	if err := parseDaemonFlags(fs, nil, &s.configFile, defaults.Sink); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HandshakeTimeout != defaults.ListenerHandshakeTimeout || cfg.KeepaliveTime != defaults.SinkKeepaliveTime ||
+		cfg.KeepaliveTimeout != defaults.SinkKeepaliveTimeout || cfg.MaxConsumersPerPeer != sink.DefaultMaxConsumersPerPeer ||
+		cfg.MaxConsumers != sink.DefaultMaxConsumers {
+		t.Errorf("defaults: handshake %v, keepalive %v/%v, consumers %d per peer of %d", cfg.HandshakeTimeout,
+			cfg.KeepaliveTime, cfg.KeepaliveTimeout, cfg.MaxConsumersPerPeer, cfg.MaxConsumers)
+	}
+	fs, s = newSinkFlags(io.Discard)
+	if err := parseDaemonFlags(fs, []string{"--handshake-timeout", "3s", "--keepalive-time", "7s", "--keepalive-timeout", "2s",
+		"--max-consumers-per-peer", "5"}, &s.configFile, defaults.Sink); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = s.config(nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HandshakeTimeout != 3*time.Second || cfg.KeepaliveTime != 7*time.Second || cfg.KeepaliveTimeout != 2*time.Second || cfg.MaxConsumersPerPeer != 5 {
+		t.Errorf("flags: handshake %v, keepalive %v/%v, consumers per peer %d; want 3s, 7s/2s, 5", cfg.HandshakeTimeout,
+			cfg.KeepaliveTime, cfg.KeepaliveTimeout, cfg.MaxConsumersPerPeer)
+	}
+	for _, flag := range []string{"--handshake-timeout", "--keepalive-time", "--keepalive-timeout", "--max-consumers-per-peer"} {
+		var out bytes.Buffer
+		err := runSink([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), flag, "0"}, &out, &out)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(ee.msg, flag) {
+			t.Errorf("%s 0: %v, want exit 2 naming it", flag, err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsocketcall"
 	"github.com/sluicehq/sluice/internal/rsocketd"
 	"github.com/sluicehq/sluice/rsocket"
@@ -111,6 +112,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	log := newLogger(stderr, *logLevel)
+	memrelease.Start(ctx, log)
 	reg := newRegistry()
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload)),
 		rsocket.WithOutboundBudget(int(outBudget)), rsocket.WithServerOutboundBudget(int64(serverBudget)),

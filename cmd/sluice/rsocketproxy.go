@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsproxy"
 )
 
@@ -52,6 +53,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return requireFlags(fs, "backends", "")
 	}
 	log := newLogger(stderr, *logLevel)
+	memrelease.Start(ctx, log)
 	p, err := rsproxy.New(rsproxy.Config{Backends: addrs, Affinity: *affinity, MaxTokens: *maxTokens, Logger: log})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
@@ -31,7 +32,8 @@ type sinkCmd struct {
 	queueMsgs, maxStreams, maxConns, maxConsumers      int
 	queueBytes, maxMessage                             byteSize
 	helloTimeout, kafkaStart, stallTimeout             time.Duration
-	maxConnsTotal                                      int
+	handshakeTimeout, keepaliveTime, keepaliveTimeout  time.Duration
+	maxConnsTotal, maxConsumersPerPeer                 int
 }
 
 // newSinkFlags registers every flag of `sluice sink`, with the defaults of
@@ -60,6 +62,10 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Int(&c.maxConnsTotal, "max-conns", "open gRPC connections from all addresses together; more are closed at once")
 	d.Int(&c.maxConns, "max-conns-per-peer", "connections from one IP address not yet past a Hello (after it, one session per agent id); more are closed at once")
 	d.Int(&c.maxConsumers, "max-consumers", "Read streams served at once; more are refused (ResourceExhausted)")
+	d.Int(&c.maxConsumersPerPeer, "max-consumers-per-peer", "Read streams served at once from one IP address, whatever its connections; more are refused (ResourceExhausted)")
+	d.Duration(&c.handshakeTimeout, "handshake-timeout", "close a connection that has not finished its TLS and HTTP/2 handshake within this time")
+	d.Duration(&c.keepaliveTime, "keepalive-time", "ping a connection that has been quiet this long")
+	d.Duration(&c.keepaliveTimeout, "keepalive-timeout", "close a connection whose keepalive ping is unanswered this long")
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
 	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
 	d.Duration(&c.kafkaStart, "kafka-start-timeout", "with a Kafka store, how long to keep trying to reach the brokers at startup")
@@ -97,6 +103,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	memrelease.Start(ctx, log)
 	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead,
 		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError)}}
 	if st := s.Store(); st != nil {
@@ -141,8 +148,8 @@ func (c *sinkCmd) check(fs *flag.FlagSet) error {
 	case c.maxStreams < 1 || c.maxConns < 1 || c.maxConsumers < 1 || c.helloTimeout <= 0 || c.kafkaStart <= 0 || c.stallTimeout <= 0:
 		return &exitError{code: 2, msg: "--max-streams-per-conn, --max-conns-per-peer, --max-consumers, --hello-timeout, --stall-timeout and --kafka-start-timeout must be positive"}
 	}
-	if c.maxConnsTotal < 1 {
-		return &exitError{code: 2, msg: "--max-conns must be positive"}
+	if c.maxConnsTotal < 1 || c.maxConsumersPerPeer < 1 || c.handshakeTimeout <= 0 || c.keepaliveTime <= 0 || c.keepaliveTimeout <= 0 {
+		return &exitError{code: 2, msg: "--max-conns, --max-consumers-per-peer, --handshake-timeout, --keepalive-time and --keepalive-timeout must be positive"}
 	}
 	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
@@ -155,8 +162,9 @@ func (c *sinkCmd) config(log *slog.Logger) (sink.Config, error) {
 	cfg := sink.Config{
 		DataDir: c.data, Store: c.store, QueueMessages: c.queueMsgs, QueueBytes: int64(c.queueBytes), MaxMessageBytes: int64(c.maxMessage),
 		Logger: log, Registry: newRegistry(),
-		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers,
+		MaxStreamsPerConn: c.maxStreams, MaxConnsPerPeer: c.maxConns, MaxConsumers: c.maxConsumers, MaxConsumersPerPeer: c.maxConsumersPerPeer,
 		HelloTimeout: c.helloTimeout, KafkaStartTimeout: c.kafkaStart, StallTimeout: c.stallTimeout,
+		HandshakeTimeout: c.handshakeTimeout, KeepaliveTime: c.keepaliveTime, KeepaliveTimeout: c.keepaliveTimeout,
 	}
 	cfg.MaxConns = c.maxConnsTotal
 	if c.tlsCert != "" {

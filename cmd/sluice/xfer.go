@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/progress"
+
+	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
@@ -67,6 +69,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		lis.Close()
 	}
 	log := newLogger(stderr, *logLevel)
+	memrelease.Start(ctx, log)
 	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
 	if err != nil {
 		return err

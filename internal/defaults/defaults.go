@@ -113,17 +113,27 @@ const (
 	// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: RFC 9113 §5.1.2 recommends
 	// no less than 100, and gRPC clients queue the streams beyond it
 	// without an error (with 16, the 17th follower on a channel waited
-	// forever). It is MaxConsumers, so one connection can carry every
-	// consumer the sink serves; their memory is bounded by MaxConsumers
-	// and the shared read budget, not by this.
-	MaxStreamsPerConn = 256
-	MaxConnsPerPeer   = 64
-	MaxConsumers      = 256
-	HelloTimeout      = 10 * time.Second
+	// forever). It is MaxConsumersPerPeer, so one connection can carry
+	// every consumer the sink serves one address; their memory is
+	// bounded by the shared read budget, not by this. MaxConsumers is
+	// four addresses' worth, so one client taking its whole share leaves
+	// the others three quarters (256 was the total before the share per
+	// address existed, and one client could take it all).
+	MaxStreamsPerConn   = 256
+	MaxConnsPerPeer     = 64
+	MaxConsumers        = 1024
+	MaxConsumersPerPeer = 256
+	HelloTimeout        = 10 * time.Second
 	// ListenerHandshakeTimeout bounds a gRPC listener's handshake with a
 	// new connection (TLS, the HTTP/2 preface and SETTINGS): the sink's
 	// and xfer's. gRPC's default is 120 s.
 	ListenerHandshakeTimeout = 10 * time.Second
+	// SinkKeepaliveTime and SinkKeepaliveTimeout: the sink pings a
+	// connection quiet for SinkKeepaliveTime and closes it when the ping
+	// is not answered within SinkKeepaliveTimeout, so a half-open agent
+	// (host gone, NAT entry dropped) is found within about 40 s.
+	SinkKeepaliveTime    = 30 * time.Second
+	SinkKeepaliveTimeout = 10 * time.Second
 	// StallTimeout and StallBytes put a deadline on a partial message: a
 	// connection with a stream holding at least StallBytes of an
 	// incomplete message that received less than StallBytes more of it in

@@ -55,7 +55,9 @@ const (
 	DefaultMaxStreamsPerConn = defaults.MaxStreamsPerConn
 	DefaultMaxConnsPerPeer   = defaults.MaxConnsPerPeer
 	DefaultMaxConsumers      = defaults.MaxConsumers
-	DefaultHelloTimeout      = defaults.HelloTimeout
+	// DefaultMaxConsumersPerPeer: see Config.MaxConsumersPerPeer.
+	DefaultMaxConsumersPerPeer = defaults.MaxConsumersPerPeer
+	DefaultHelloTimeout        = defaults.HelloTimeout
 	// DefaultMaxConns: see Config.MaxConns.
 	DefaultMaxConns = defaults.MaxConns
 	// DefaultStallTimeout: see Config.StallTimeout.
@@ -159,8 +161,21 @@ type Config struct {
 	MaxConns int
 
 	// MaxConsumers caps the Read streams served at once; further ones end
-	// with ResourceExhausted. Default 256.
+	// with ResourceExhausted. Default 1024. What they hold is bounded by
+	// the shared read budget (64 MiB of read chunks over all Read
+	// streams, 64 KiB each with 1024), not by the count.
 	MaxConsumers int
+
+	// MaxConsumersPerPeer caps the Read streams served at once from one IP
+	// address, whatever its connections; further ones end with
+	// ResourceExhausted. One client (or one address full of connections)
+	// then takes at most this share of MaxConsumers and cannot lock the
+	// other consumers out. Default 256: what MaxConsumers was before it
+	// existed, so that a fleet of consumers behind one NAT address that
+	// was served then still is, and at least the 200 followers one
+	// client may open over one connection. Read streams of in-memory
+	// transports, which have no IP address, share one count.
+	MaxConsumersPerPeer int
 
 	// HelloTimeout: a Send stream that has not sent its Hello (or a Read
 	// stream its ReadStart) within this time is ended with
@@ -185,7 +200,8 @@ type Config struct {
 	// KeepaliveTime and KeepaliveTimeout: a connection quiet for
 	// KeepaliveTime is pinged, and closed when the answer does not come
 	// within KeepaliveTimeout (a half-open agent, or a client that stopped
-	// in the middle of a frame and reads nothing). Defaults 30s and 10s.
+	// in the middle of a frame and reads nothing). Defaults 30s and 10s
+	// (defaults.SinkKeepaliveTime and SinkKeepaliveTimeout).
 	KeepaliveTime, KeepaliveTimeout time.Duration
 
 	// KafkaStartTimeout bounds how long New keeps trying to reach the
@@ -255,6 +271,9 @@ func (c *Config) setDefaults() {
 	if c.MaxConsumers == 0 {
 		c.MaxConsumers = DefaultMaxConsumers
 	}
+	if c.MaxConsumersPerPeer == 0 {
+		c.MaxConsumersPerPeer = DefaultMaxConsumersPerPeer
+	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
 	}
@@ -268,10 +287,10 @@ func (c *Config) setDefaults() {
 		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.KeepaliveTime == 0 {
-		c.KeepaliveTime = serverKeepalive.Time
+		c.KeepaliveTime = defaults.SinkKeepaliveTime
 	}
 	if c.KeepaliveTimeout == 0 {
-		c.KeepaliveTimeout = serverKeepalive.Timeout
+		c.KeepaliveTimeout = defaults.SinkKeepaliveTimeout
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = defaults.ListenerHandshakeTimeout
@@ -292,11 +311,14 @@ func (c *Config) validate() error {
 	if _, _, err := parseStore(c.Store); err != nil {
 		errs = append(errs, err)
 	}
-	if c.MaxStreamsPerConn < 0 || c.MaxConnsPerPeer < 0 || c.MaxConsumers < 0 || c.HelloTimeout < 0 {
+	if c.MaxStreamsPerConn < 0 || c.MaxConnsPerPeer < 0 || c.MaxConsumers < 0 || c.MaxConsumersPerPeer < 0 || c.HelloTimeout < 0 {
 		errs = append(errs, errors.New("negative stream, connection or consumer limit, or hello timeout"))
 	}
 	if c.MaxConns < 0 {
 		errs = append(errs, errors.New("negative MaxConns"))
+	}
+	if c.HandshakeTimeout < 0 || c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 {
+		errs = append(errs, errors.New("negative handshake or keepalive timeout"))
 	}
 	if c.CheckpointInterval < 0 || c.CheckpointBytes < 0 || c.WriteBatchBytes < 0 || c.ShutdownTimeout < 0 || c.SegmentBytes < 0 || c.KafkaStartTimeout < 0 || c.StallTimeout < 0 {
 		errs = append(errs, errors.New("negative interval, size or timeout"))

@@ -142,8 +142,10 @@
 // fileName). With tokens configured, Read needs a consumer ("*") token;
 // with mutual TLS, a reader certificate (URI SAN
 // spiffe://TRUST-DOMAIN/reader, or Common Name "reader"); agents may not
-// read. At most Config.MaxConsumers (256) Read streams are served at once;
-// more end with ResourceExhausted. A Read stream holds a store chunk only
+// read. At most Config.MaxConsumers (1024) Read streams are served at once,
+// and Config.MaxConsumersPerPeer (256) from one IP address, whatever its
+// connections, so that one client cannot take every slot; more end with
+// ResourceExhausted. A Read stream holds a store chunk only
 // while it has something to send: the chunk is 64 MiB divided among the
 // consumers (64 KiB to 1 MiB each), and is dropped while the consumer
 // waits for credit or for new records; zstd decoders and decompression
@@ -273,10 +275,14 @@
 //     for no less than 100). A gRPC client queues the streams it opens
 //     beyond it, silently: a connection reaching it is counted in
 //     sluice_sink_conn_stream_cap_total and logged at Warn once a minute.
-//     256 is MaxConsumers, so one connection can carry every consumer the
-//     sink serves; what they hold is bounded by MaxConsumers and the
-//     shared read budget (64 MiB of read chunks over all Read streams,
-//     256 KiB each with 256), not by this;
+//     256 is MaxConsumersPerPeer, so one connection can carry every
+//     consumer the sink serves one address; what they hold is bounded by
+//     the shared read budget (64 MiB of read chunks over all Read
+//     streams, 64 KiB each with 1024), not by this;
+//   - Config.MaxConsumersPerPeer (256) and MaxConsumers (1024): Read
+//     streams from one IP address, and in all (consumers.go); beyond,
+//     ResourceExhausted, refused_total{reason="consumers_per_peer"} or
+//     {reason="max_consumers"}, logged at Warn once a minute;
 //   - Config.MaxConnsPerPeer (64): open connections per IP address that
 //     have not proven an identity (no Send session past its Hello and
 //     authentication); more are closed as soon as accepted (counted in

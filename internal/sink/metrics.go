@@ -68,7 +68,9 @@ type metrics struct {
 const (
 	refusedConnsPerPeer = "conns_per_peer"
 	refusedConsumers    = "max_consumers"
-	refusedConns        = "max_conns"
+	// refusedConsumersPerPeer: Config.MaxConsumersPerPeer.
+	refusedConsumersPerPeer = "consumers_per_peer"
+	refusedConns            = "max_conns"
 )
 
 // Reasons of sluice_sink_streams_cut_total: a stream the sink ended because
@@ -148,7 +150,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	}
 	m.streams.WithLabelValues("send")
 	m.streams.WithLabelValues("read")
-	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConns} {
+	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConsumersPerPeer, refusedConns} {
 		m.refused.WithLabelValues(r)
 	}
 	for _, r := range []string{cutHelloTimeout, cutOutOfWindow, cutReplaced} {

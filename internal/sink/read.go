@@ -38,24 +38,6 @@ func (s *Sink) readChunk() int {
 	return min(max(readBufferBudget/n, minReadChunkBytes), readChunkBytes)
 }
 
-// admitConsumer counts a new Read stream, or refuses it with
-// ResourceExhausted when Config.MaxConsumers are being served. The caller
-// calls the returned function when the stream ends.
-func (s *Sink) admitConsumer(peer protocol.PeerInfo) (func(), error) {
-	if n := s.consumers.Add(1); n > int64(s.cfg.MaxConsumers) {
-		s.consumers.Add(-1)
-		s.m.refused.WithLabelValues(refusedConsumers).Inc()
-		s.noteError("too many consumers (max %d); a Read stream from %s refused", s.cfg.MaxConsumers, peer.Addr)
-		s.log.Warn("sink: too many consumers; Read stream refused", "max_consumers", s.cfg.MaxConsumers, "peer", peer.Addr)
-		return nil, protocol.Errorf(protocol.StatusResourceExhausted, "the sink serves at most %d consumers at once", s.cfg.MaxConsumers)
-	}
-	s.m.consumers.Inc()
-	return func() {
-		s.consumers.Add(-1)
-		s.m.consumers.Dec()
-	}, nil
-}
-
 // ServeRead serves one consumer's Read session (protocol.Service). See
 // the package documentation.
 func (s *Sink) ServeRead(c protocol.Conn) error {

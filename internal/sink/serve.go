@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -62,7 +63,7 @@ func (s *Sink) newGRPCServer() *grpc.Server {
 // Time and close it when the ping is not answered within Timeout, so a
 // half-open agent (host gone, NAT entry dropped) is detected within about
 // 40 s and its stream ends instead of holding its queue forever.
-var serverKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+var serverKeepalive = keepalive.ServerParameters{Time: defaults.SinkKeepaliveTime, Timeout: defaults.SinkKeepaliveTimeout}
 
 // serverKeepalivePolicy lets clients ping as often as every MinTime, with
 // or without a stream. gRPC clients cannot ping more often than every 10 s

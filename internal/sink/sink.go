@@ -64,8 +64,10 @@ type Sink struct {
 	// succeeded: what Ready reports for the embedded store.
 	writeErr error
 
-	// consumers counts the Read streams being served (admitConsumer).
+	// consumers counts the Read streams being served (admitConsumer),
+	// for the read chunk size; slots shares them out.
 	consumers atomic.Int64
+	slots     *consumerSlots
 	// readDecoders holds *store.BodyDecoder shared by the Read streams of the
 	// embedded store.
 	readDecoders sync.Pool
@@ -145,6 +147,7 @@ func New(cfg Config) (*Sink, error) {
 		stallConns:  make(map[*stallConn]struct{}),
 	}
 	s.peers = newPeerTable(s, cfg.MaxConnsPerPeer, cfg.MaxConns)
+	s.slots = newConsumerSlots(cfg.MaxConsumers, cfg.MaxConsumersPerPeer)
 	s.readDecoders.New = func() any { return &store.BodyDecoder{Dicts: s.dicts} }
 	m.storeAvailable.Set(1)
 	switch kind {

@@ -1,0 +1,131 @@
+package sink
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/protocol"
+)
+
+// consumerSlots shares the sink's Read streams out: at most
+// Config.MaxConsumers in all and Config.MaxConsumersPerPeer from one IP
+// address. Without the per-address share, Read streams from one client
+// (one connection carries 256) could take every slot and lock out every
+// other consumer (issue 23 item 6: a client opening Read streams it never
+// reads had a well-behaved consumer refused). The per-address share, not
+// a per-connection one, because one address can open many connections;
+// and no tighter by default than the old total, so that a fleet of
+// consumers behind one NAT address that was served before still is.
+// Memory does not grow with the count the way it would without a shared
+// bound: the read chunks of all Read streams share readBufferBudget.
+type consumerSlots struct {
+	total, perPeer int
+
+	mu     sync.Mutex
+	open   int                  // open Read streams
+	byPeer map[string]int       // open Read streams per IP address
+	warned map[string]time.Time // last warning per IP address (once a minute)
+	// warnedTotal is the last warning about the total.
+	warnedTotal time.Time
+}
+
+func newConsumerSlots(total, perPeer int) *consumerSlots {
+	return &consumerSlots{total: total, perPeer: perPeer, byPeer: make(map[string]int), warned: make(map[string]time.Time)}
+}
+
+// refusal says why take refused a slot.
+type refusal int
+
+const (
+	admitted refusal = iota
+	overTotal
+	overPeer
+)
+
+// take counts a Read stream from ip; it reports whether it was refused
+// and, if so, whether this refusal should be logged (once a minute per
+// address, and once a minute for the total).
+func (c *consumerSlots) take(ip string, now time.Time) (why refusal, warn bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.open >= c.total:
+		warn = now.Sub(c.warnedTotal) >= time.Minute
+		if warn {
+			c.warnedTotal = now
+		}
+		return overTotal, warn
+	case c.byPeer[ip] >= c.perPeer:
+		warn = now.Sub(c.warned[ip]) >= time.Minute
+		if warn {
+			if len(c.warned) >= 1024 {
+				// Addresses warned about over a minute ago would be
+				// warned about again anyway: keep the map small.
+				for p, at := range c.warned {
+					if now.Sub(at) >= time.Minute {
+						delete(c.warned, p)
+					}
+				}
+			}
+			c.warned[ip] = now
+		}
+		return overPeer, warn
+	}
+	c.open++
+	c.byPeer[ip]++
+	return admitted, false
+}
+
+// give returns a slot of ip.
+func (c *consumerSlots) give(ip string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open--
+	if c.byPeer[ip]--; c.byPeer[ip] <= 0 {
+		delete(c.byPeer, ip)
+	}
+}
+
+// addrIP is the host part of a peer address ("127.0.0.1:5000" →
+// "127.0.0.1"), or the address itself when it has no port (an in-memory
+// transport's name).
+func addrIP(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// admitConsumer counts a new Read stream, or refuses it with
+// ResourceExhausted when Config.MaxConsumers are being served, or
+// Config.MaxConsumersPerPeer from its IP address. The caller calls the
+// returned function when the stream ends.
+func (s *Sink) admitConsumer(peer protocol.PeerInfo) (func(), error) {
+	ip := addrIP(peer.Addr)
+	why, warn := s.slots.take(ip, time.Now())
+	switch why {
+	case overTotal:
+		s.m.refused.WithLabelValues(refusedConsumers).Inc()
+		s.noteError("too many consumers (max %d, --max-consumers); a Read stream from %s refused", s.cfg.MaxConsumers, peer.Addr)
+		if warn {
+			s.log.Warn("sink: too many consumers; Read streams refused (logged once a minute)", "max_consumers", s.cfg.MaxConsumers, "peer", peer.Addr)
+		}
+		return nil, protocol.Errorf(protocol.StatusResourceExhausted, "the sink serves at most %d consumers at once", s.cfg.MaxConsumers)
+	case overPeer:
+		s.m.refused.WithLabelValues(refusedConsumersPerPeer).Inc()
+		s.noteError("too many consumers from %s (max %d per address, --max-consumers-per-peer); a Read stream refused", ip, s.cfg.MaxConsumersPerPeer)
+		if warn {
+			s.log.Warn("sink: too many consumers from one address; Read streams refused (logged once a minute per address)",
+				"peer", ip, "max_consumers_per_peer", s.cfg.MaxConsumersPerPeer)
+		}
+		return nil, protocol.Errorf(protocol.StatusResourceExhausted, "the sink serves at most %d consumers from one address at once", s.cfg.MaxConsumersPerPeer)
+	}
+	s.consumers.Add(1)
+	s.m.consumers.Inc()
+	return func() {
+		s.consumers.Add(-1)
+		s.m.consumers.Dec()
+		s.slots.give(ip)
+	}, nil
+}

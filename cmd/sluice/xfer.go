@@ -13,6 +13,9 @@ import (
 
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/send"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 func init() {
@@ -39,7 +42,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var maxSize byteSize
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer, and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
-	idle := fs.Duration("idle-timeout", xfer.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
+	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
 	metrics := fs.String("metrics", "", metricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -55,7 +58,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus, --http"}
 	}
 	// Every address checked before the store opens (and creates --dir):
-	// a port in use ends it with nothing on disk (issue 24). xfer.Start
+	// a port in use ends it with nothing on disk (issue 24). serve.Start
 	// binds them again, a moment later.
 	rsHost := strings.TrimPrefix(*rsAddr, "tcp://")
 	for _, l := range []struct{ flag, addr string }{{"--grpc", *grpcAddr}, {"--rsocket", rsHost}, {"--tus", *tusAddr}, {"--metrics", *metrics}} {
@@ -69,7 +72,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		lis.Close()
 	}
 	log := newLogger(stderr, *logLevel)
-	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
+	store, err := diskstore.Open(*dir, diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
 	if err != nil {
 		return err
 	}
@@ -79,7 +82,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
 		return err
 	}
-	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
+	srv, err := serve.Start(store, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
 	if err != nil {
 		return err
 	}
@@ -110,7 +113,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return err2
 }
 
-func registerXferMetrics(reg *prometheus.Registry, s *xfer.Store) {
+func registerXferMetrics(reg *prometheus.Registry, s *diskstore.Store) {
 	for _, c := range []struct {
 		name, help string
 		v          func() int64
@@ -162,7 +165,7 @@ func (c *chunkFlag) Set(s string) error {
 // autoChunkHelp says what --chunk auto picks, from xfer's constants.
 func autoChunkHelp() string {
 	return fmt.Sprintf("auto: %s for gRPC, %s for RSocket, %s for tus",
-		humanSize(xfer.AutoChunk), humanSize(xfer.AutoRSocketChunk), humanSize(xfer.AutoTUSChunk))
+		humanSize(send.AutoChunk), humanSize(send.AutoRSocketChunk), humanSize(send.AutoTUSChunk))
 }
 
 func runXferSend(args []string, stdout, stderr io.Writer) error {
@@ -199,13 +202,13 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := requireFlags(fs, "to", *to); err != nil {
 		return err
 	}
-	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
+	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
 	var bar *progressBar
 	if isTerminal(stderr) {
 		bar = &progressBar{w: stderr, start: time.Now()}
 		o.Progress = bar.update
 	}
-	sum, err := xfer.Send(ctx, *to, files[0], o)
+	sum, err := send.File(ctx, *to, files[0], o)
 	if bar != nil {
 		bar.finish()
 	}

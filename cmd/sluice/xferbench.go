@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -22,6 +21,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/post"
+	"github.com/sluicehq/sluice/internal/xfer/send"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 func init() {
@@ -95,12 +98,12 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 		base = d
 	}
-	store, err := xfer.Open(filepath.Join(base, "server"), xfer.Options{})
+	store, err := diskstore.Open(filepath.Join(base, "server"), diskstore.Options{})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	srv, err := xfer.Start(store, xfer.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
+	srv, err := serve.Start(store, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
 	if err != nil {
 		return err
 	}
@@ -209,11 +212,11 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 				}
 				sum, err = postUpload(ctx, cl, urls[ce.tr]+name, ce.src, data, srcPath, ce.chunk)
 			default:
-				o := xfer.SendOptions{Name: name, Chunk: ce.chunk, StateDir: filepath.Join(base, "state")}
+				o := send.Options{Name: name, Chunk: ce.chunk, StateDir: filepath.Join(base, "state")}
 				if ce.src == "memory" {
-					sum, err = xfer.SendBytes(ctx, urls[ce.tr], data, o)
+					sum, err = send.Bytes(ctx, urls[ce.tr], data, o)
 				} else {
-					sum, err = xfer.Send(ctx, urls[ce.tr], srcPath, o)
+					sum, err = send.File(ctx, urls[ce.tr], srcPath, o)
 				}
 			}
 			el := time.Since(start).Seconds()
@@ -348,13 +351,13 @@ func chunkName(c int) string {
 	return formatSize(int64(c))
 }
 
-// servePost serves xfer.PostHandler over HTTP/1.1, or h2c only.
-func servePost(s *xfer.Store, h2c bool) (*http.Server, string, error) {
+// servePost serves post.Handler over HTTP/1.1, or h2c only.
+func servePost(s *diskstore.Store, h2c bool) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
 	}
-	hs := &http.Server{Handler: xfer.PostHandler(s), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: post.Handler(s), ReadHeaderTimeout: 10 * time.Second}
 	if h2c {
 		hs.Protocols = new(http.Protocols)
 		hs.Protocols.SetUnencryptedHTTP2(true)
@@ -381,21 +384,7 @@ func postUpload(ctx context.Context, cl *http.Client, url, src string, data []by
 		defer f.Close()
 		body = f
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, &chunkReader{r: body, n: chunk})
-	if err != nil {
-		return nil, err
-	}
-	req.ContentLength = int64(len(data))
-	resp, err := cl.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	return hex.DecodeString(strings.TrimSpace(string(b)))
+	return post.Upload(ctx, cl, url, &chunkReader{r: body, n: chunk}, int64(len(data)))
 }
 
 // uploadSVG draws MB/s (log scale) by chunk size (log2), one line per

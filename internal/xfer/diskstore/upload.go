@@ -1,4 +1,4 @@
-package xfer
+package diskstore
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -160,14 +161,14 @@ func (u *Upload) putBlocks() {
 	}
 }
 
-// Info describes the upload; Offset is the durable offset.
-func (u *Upload) Info() Info {
+// xfer.Info describes the upload; Offset is the durable offset.
+func (u *Upload) Info() xfer.Info {
 	u.s.mu.Lock()
 	active := u.active
 	u.s.mu.Unlock()
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	in := Info{ID: u.rec.ID, Name: u.rec.Name, Size: u.rec.Size, Offset: u.rec.Offset, Meta: u.rec.Meta,
+	in := xfer.Info{ID: u.rec.ID, Name: u.rec.Name, Size: u.rec.Size, Offset: u.rec.Offset, Meta: u.rec.Meta,
 		SHA256: u.rec.SHA256, Created: u.rec.Created, Updated: u.rec.Updated, Active: active}
 	if e := u.s.o.Expire; e > 0 {
 		in.Expires = u.rec.Updated.Add(e)
@@ -279,10 +280,10 @@ func (u *Upload) resetLocked() error {
 	return nil
 }
 
-// classify marks a full disk as ErrNoSpace.
+// classify marks a full disk as xfer.ErrNoSpace.
 func classify(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("%w: %v", ErrNoSpace, err)
+		return fmt.Errorf("%w: %v", xfer.ErrNoSpace, err)
 	}
 	return err
 }
@@ -296,9 +297,9 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 	if err := u.check(off, int64(len(p))); err != nil {
 		return u.written, err
 	}
-	if CRC32C(p) != crc {
+	if xfer.CRC32C(p) != crc {
 		u.s.Stats.ChunksRejected.Add(1)
-		return u.written, fmt.Errorf("%w: CRC32C of the %d-byte chunk at offset %d", ErrChecksum, len(p), off)
+		return u.written, fmt.Errorf("%w: CRC32C of the %d-byte chunk at offset %d", xfer.ErrChecksum, len(p), off)
 	}
 	if err := u.append(p); err != nil {
 		return u.written, err
@@ -313,13 +314,13 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 
 func (u *Upload) check(off, n int64) error {
 	if u.done || u.data == nil {
-		return ErrNotFound
+		return xfer.ErrNotFound
 	}
 	if off != u.written {
-		return &OffsetError{Want: off, Have: u.written}
+		return &xfer.OffsetError{Want: off, Have: u.written}
 	}
 	if u.written+n > u.rec.Size {
-		return fmt.Errorf("%w: %d bytes at offset %d, the size is %d", ErrOverSize, n, off, u.rec.Size)
+		return fmt.Errorf("%w: %d bytes at offset %d, the size is %d", xfer.ErrOverSize, n, off, u.rec.Size)
 	}
 	return nil
 }
@@ -431,7 +432,7 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 		u.mu.Lock()
 		if u.done || u.data == nil {
 			u.mu.Unlock()
-			return start, ErrNotFound
+			return start, xfer.ErrNotFound
 		}
 		lim := blockSize - int(u.written%blockSize)
 		b, buffered := u.block()
@@ -493,7 +494,7 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			return start, rerr
 		}
 		u.s.Stats.ChunksRejected.Add(1)
-		return start, fmt.Errorf("%w: the body of %d bytes at offset %d", ErrChecksum, u.written-start, start)
+		return start, fmt.Errorf("%w: the body of %d bytes at offset %d", xfer.ErrChecksum, u.written-start, start)
 	}
 	if err := u.checkpointLocked(); err != nil {
 		return u.written, err
@@ -565,10 +566,10 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.done || u.data == nil {
-		return nil, ErrNotFound
+		return nil, xfer.ErrNotFound
 	}
 	if u.written != u.rec.Size {
-		return nil, fmt.Errorf("%w: %d of %d bytes", ErrIncomplete, u.written, u.rec.Size)
+		return nil, fmt.Errorf("%w: %d of %d bytes", xfer.ErrIncomplete, u.written, u.rec.Size)
 	}
 	if err := u.checkpointLocked(); err != nil {
 		return nil, err
@@ -580,7 +581,7 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 			u.removeFiles()
 			u.s.forget(u)
 			return nil, fmt.Errorf("%w: SHA-256 of %s is %s, the client's is %s; the partial upload was discarded",
-				ErrChecksum, u.rec.Name, hex.EncodeToString(sum), hex.EncodeToString(want))
+				xfer.ErrChecksum, u.rec.Name, hex.EncodeToString(sum), hex.EncodeToString(want))
 		}
 	}
 	dataPath, metaPath := u.s.paths(u.rec.ID)

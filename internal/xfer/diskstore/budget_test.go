@@ -1,20 +1,20 @@
-package xfer
+package diskstore
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer/post"
+	"github.com/sluicehq/sluice/internal/xfer/send"
 )
 
 // TestUploadBuffersWithinBudget: 16 uploads at once, four on each
@@ -26,7 +26,7 @@ import (
 func TestUploadBuffersWithinBudget(t *testing.T) {
 	const budget = nBlocks * blockSize
 	e := startEnv(t, Options{BufferBytes: budget})
-	post := "http://" + e.srv.Addrs.HTTP + "/post/"
+	postURL := "http://" + e.srv.Addrs.HTTP + "/post/"
 	data := randBytes(4<<20+321, 30)
 	src := tempFile(t, data)
 	want := sha256.Sum256(data)
@@ -40,9 +40,9 @@ func TestUploadBuffersWithinBudget(t *testing.T) {
 			var sum []byte
 			var err error
 			if tr == "http" {
-				sum, err = postFile(post+name, data)
+				sum, err = post.Upload(ctxT(t), http.DefaultClient, postURL+name, bytes.NewReader(data), int64(len(data)))
 			} else {
-				sum, err = Send(ctxT(t), urls[tr], src, SendOptions{Name: name, StateDir: t.TempDir()})
+				sum, err = send.File(ctxT(t), urls[tr], src, send.Options{Name: name, StateDir: t.TempDir()})
 			}
 			if err != nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
@@ -66,24 +66,6 @@ func TestUploadBuffersWithinBudget(t *testing.T) {
 		t.Errorf("%d bytes of upload buffers still out after every upload ended", n)
 	}
 	t.Logf("peak %d bytes, %d writes without a block", st.BufferPeak.Load(), st.BufferMisses.Load())
-}
-
-// postFile POSTs data to url (PostHandler) and returns the SHA-256 it
-// answers.
-func postFile(url string, data []byte) ([]byte, error) {
-	resp, err := http.Post(url, "application/octet-stream", bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("POST: %s: %s", resp.Status, body)
-	}
-	return hex.DecodeString(strings.TrimSpace(string(body)))
 }
 
 // TestSpentBudgetDoesNotWait: clients whose bodies trickle (half a
@@ -133,7 +115,7 @@ func TestSpentBudgetDoesNotWait(t *testing.T) {
 		}
 	}
 	data := randBytes(3<<20+5, 31)
-	sum, err := postFile("http://"+addr+"/post/good", data)
+	sum, err := post.Upload(ctxT(t), http.DefaultClient, "http://"+addr+"/post/good", bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package xfer
+package diskstore
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 // doneSuffix names the file, next to the partials, that keeps a finished
@@ -28,8 +30,8 @@ type finished struct {
 	Finished time.Time `json:"finished"`
 }
 
-func (f *finished) info(expire time.Duration) Info {
-	in := Info{ID: f.ID, Name: f.Name, Size: f.Size, Offset: f.Size, Meta: f.Meta, SHA256: f.SHA256,
+func (f *finished) info(expire time.Duration) xfer.Info {
+	in := xfer.Info{ID: f.ID, Name: f.Name, Size: f.Size, Offset: f.Size, Meta: f.Meta, SHA256: f.SHA256,
 		Created: f.Created, Updated: f.Finished, Finished: true}
 	if expire > 0 {
 		in.Expires = f.Finished.Add(expire)
@@ -92,7 +94,7 @@ func (s *Store) loadFinished(id string) {
 	if err == nil {
 		err = json.Unmarshal(b, &f)
 	}
-	if err == nil && (f.ID != id || f.Size < 0 || ValidateName(f.Name) != nil) {
+	if err == nil && (f.ID != id || f.Size < 0 || xfer.ValidateName(f.Name) != nil) {
 		err = errBadFinished
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package xfer
+package tus_test
 
 import (
 	"bufio"
@@ -21,22 +21,25 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/tus"
 )
 
 type tusT struct {
 	t   *testing.T
 	url string
 	dir string
-	s   *Store
+	s   *diskstore.Store
 }
 
-func newTUS(t *testing.T, o Options) *tusT { return newTUSIn(t, t.TempDir(), o) }
+func newTUS(t *testing.T, o diskstore.Options) *tusT { return newTUSIn(t, t.TempDir(), o) }
 
 // newTUSIn serves a store on dir over tus.
-func newTUSIn(t *testing.T, dir string, o Options) *tusT {
+func newTUSIn(t *testing.T, dir string, o diskstore.Options) *tusT {
 	s := openT(t, dir, o)
 	mux := http.NewServeMux()
-	mux.Handle("/files/", TUSHandler(s, "/files/"))
+	mux.Handle("/files/", tus.Handler(s, "/files/"))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &tusT{t: t, url: srv.URL, dir: dir, s: s}
@@ -75,7 +78,7 @@ const octet = "application/offset+octet-stream"
 
 // Every answer of the core protocol and the four extensions.
 func TestTUSProtocol(t *testing.T) {
-	c := newTUS(t, Options{MaxSize: 1000, Expire: time.Hour})
+	c := newTUS(t, diskstore.Options{MaxSize: 1000, Expire: time.Hour})
 	r := c.do("OPTIONS", "/files/", nil, "Tus-Resumable", "")
 	c.want(r, 204)
 	for k, v := range map[string]string{"Tus-Version": "1.0.0", "Tus-Extension": "creation,checksum,termination,expiration",
@@ -172,7 +175,7 @@ func TestTUSProtocol(t *testing.T) {
 
 // Free space is checked at creation: 507.
 func TestTUSNoSpace(t *testing.T) {
-	c := newTUS(t, Options{FreeSpace: func(string) (int64, error) { return 100, nil }})
+	c := newTUS(t, diskstore.Options{FreeSpace: func(string) (int64, error) { return 100, nil }})
 	c.want(c.do("POST", "/files/", nil, "Upload-Length", "1000"), 507)
 }
 
@@ -200,7 +203,7 @@ func (c *tusT) stalledPATCH(loc string, size, sent int) net.Conn {
 // answering 423 Locked for as long as the dead connection lasts (before
 // the fix: forever). The upload completes.
 func TestTUSStalledPatchTakenOver(t *testing.T) {
-	c := newTUS(t, Options{})
+	c := newTUS(t, diskstore.Options{})
 	data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	r := c.do("POST", "/files/", nil, "Upload-Length", strconv.Itoa(len(data)), "Upload-Metadata", "filename "+b64([]byte("stall.bin")))
 	c.want(r, 201)
@@ -239,7 +242,7 @@ func TestTUSStalledPatchTakenOver(t *testing.T) {
 // idle timeout ends (408) and frees its upload, keeping what arrived, so
 // a client that comes back later (no takeover needed) resumes.
 func TestTUSIdlePatchReleased(t *testing.T) {
-	c := newTUS(t, Options{IdleTimeout: 50 * time.Millisecond})
+	c := newTUS(t, diskstore.Options{IdleTimeout: 50 * time.Millisecond})
 	r := c.do("POST", "/files/", nil, "Upload-Length", "1000000")
 	c.want(r, 201)
 	loc := r.Header.Get("Location")
@@ -271,10 +274,10 @@ func TestTUSIdlePatchReleased(t *testing.T) {
 func TestTUSFinishedUpload(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	o := Options{Expire: time.Hour, Now: func() time.Time { return now }}
+	o := diskstore.Options{Expire: time.Hour, Now: func() time.Time { return now }}
 	s := openT(t, dir, o)
 	var handler atomic.Pointer[http.Handler] // the store's, replaced at the restart
-	h := TUSHandler(s, "/files/")
+	h := tus.Handler(s, "/files/")
 	handler.Store(&h)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
@@ -317,7 +320,7 @@ func TestTUSFinishedUpload(t *testing.T) {
 	// A restart keeps it.
 	s.Close()
 	s = openT(t, dir, o)
-	h = TUSHandler(s, "/files/")
+	h = tus.Handler(s, "/files/")
 	c.s = s
 	handler.Store(&h)
 	head("after a restart")

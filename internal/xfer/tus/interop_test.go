@@ -1,4 +1,4 @@
-package xfer
+package tus_test
 
 // Interoperability of the tus server with the real clients users have:
 // tuspy 1.1.0 (PyPI) and tus-js-client 4.3.1 (npm, under Node), installed
@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/testskip"
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/tus"
 )
 
 func tusDir(t *testing.T, sub string) string {
@@ -61,7 +64,7 @@ func field(out, key string) string {
 }
 
 func interopEnv(t *testing.T) (*env, string, []byte, string) {
-	e := startEnv(t, Options{})
+	e := startEnv(t, diskstore.Options{})
 	data := randBytes(3<<20+17, 30)
 	return e, "http://" + e.srv.Addrs.TUS + "/files/", data, tempFile(t, data)
 }
@@ -69,7 +72,7 @@ func interopEnv(t *testing.T) (*env, string, []byte, string) {
 func TestInteropTuspy(t *testing.T) {
 	venv := tusDir(t, "venv/bin/python")
 	py := filepath.Join(venv, "python")
-	script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
+	script, _ := filepath.Abs("../../../interop/tus/tuspy_upload.py")
 	e, url, data, src := interopEnv(t)
 	store := filepath.Join(t.TempDir(), "urls.json")
 
@@ -100,7 +103,7 @@ func TestInteropTusJS(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
 	}
-	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+	script, _ := filepath.Abs("../../../interop/tus/tusjs_upload.js")
 	e, url, data, src := interopEnv(t)
 	node := func(args ...string) *exec.Cmd {
 		c := exec.Command("node", append([]string{script, url, src, "js.bin"}, args...)...)
@@ -145,8 +148,8 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // startGated serves the tus handler behind a gate at the n-th PATCH.
 func startGated(t *testing.T, n int32) (*env, string, *gate) {
 	e := &env{dir: t.TempDir()}
-	e.store = openT(t, e.dir, Options{})
-	g := &gate{h: TUSHandler(e.store, "/files/"), arrived: make(chan struct{}), release: make(chan struct{}), served: make(chan struct{})}
+	e.store = openT(t, e.dir, diskstore.Options{})
+	g := &gate{h: tus.Handler(e.store, "/files/"), arrived: make(chan struct{}), release: make(chan struct{}), served: make(chan struct{})}
 	g.n.Store(n)
 	mux := http.NewServeMux()
 	mux.Handle("/files/", g)
@@ -200,7 +203,7 @@ func TestInteropTusKilled(t *testing.T) {
 	src := tempFile(t, data)
 	t.Run("tuspy", func(t *testing.T) {
 		py := filepath.Join(tusDir(t, "venv/bin/python"), "python")
-		script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
+		script, _ := filepath.Abs("../../../interop/tus/tuspy_upload.py")
 		e, url, g := startGated(t, 4)
 		store := filepath.Join(t.TempDir(), "urls.json")
 		killDuringPatch(t, exec.Command(py, script, url, src, "k.bin", store), g)
@@ -216,7 +219,7 @@ func TestInteropTusKilled(t *testing.T) {
 	})
 	t.Run("tus-js-client", func(t *testing.T) {
 		nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
-		script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+		script, _ := filepath.Abs("../../../interop/tus/tusjs_upload.js")
 		e, url, g := startGated(t, 4)
 		node := func(args ...string) *exec.Cmd {
 			c := exec.Command("node", append([]string{script, url, src, "k.bin"}, args...)...)
@@ -249,7 +252,7 @@ func TestInteropTusKilled(t *testing.T) {
 // retries ran out.
 func TestInteropTusFrozen(t *testing.T) {
 	nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
-	script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+	script, _ := filepath.Abs("../../../interop/tus/tusjs_upload.js")
 	// The PATCH body must be more than the loopback connection can
 	// buffer (the sender's and the receiver's socket buffers at their
 	// largest), so that the client is blocked writing it when stopped.
@@ -281,7 +284,7 @@ func TestInteropTusFrozen(t *testing.T) {
 	// The client is blocked writing the body (see chunk) when stopped.
 	frozen.Process.Signal(syscall.SIGSTOP)
 	close(g.release)
-	var in Info
+	var in xfer.Info
 	for deadline := time.Now().Add(30 * time.Second); !in.Active; time.Sleep(5 * time.Millisecond) {
 		if in, err = e.store.Stat("f.bin"); err != nil || time.Now().After(deadline) {
 			t.Fatalf("the frozen client's PATCH never took its upload: %+v %v", in, err)
@@ -345,8 +348,8 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 	src := tempFile(t, data)
 	start := func(t *testing.T) (*env, string, *countingTUS) {
 		e := &env{dir: t.TempDir()}
-		e.store = openT(t, e.dir, Options{Expire: time.Hour})
-		c := &countingTUS{h: TUSHandler(e.store, "/files/"), counts: map[string]int{}}
+		e.store = openT(t, e.dir, diskstore.Options{Expire: time.Hour})
+		c := &countingTUS{h: tus.Handler(e.store, "/files/"), counts: map[string]int{}}
 		mux := http.NewServeMux()
 		mux.Handle("/files/", c)
 		srv := httptest.NewServer(mux)
@@ -370,7 +373,7 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 	}
 	t.Run("tuspy", func(t *testing.T) {
 		py := filepath.Join(tusDir(t, "venv/bin/python"), "python")
-		script, _ := filepath.Abs("../../interop/tus/tuspy_upload.py")
+		script, _ := filepath.Abs("../../../interop/tus/tuspy_upload.py")
 		e, url, c := start(t)
 		store := filepath.Join(t.TempDir(), "urls.json")
 		runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
@@ -390,7 +393,7 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 		if _, err := exec.LookPath("node"); err != nil {
 			testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
 		}
-		script, _ := filepath.Abs("../../interop/tus/tusjs_upload.js")
+		script, _ := filepath.Abs("../../../interop/tus/tusjs_upload.js")
 		e, url, c := start(t)
 		store := filepath.Join(t.TempDir(), "urls.json")
 		node := func() *exec.Cmd {

@@ -1,4 +1,7 @@
-package xfer
+// Package serve runs the server adapters of file transfer (gRPC,
+// RSocket, tus, HTTP POST) over one xfer.Backend, each on its own
+// listener: what `sluice xfer serve` starts.
+package serve
 
 import (
 	"context"
@@ -11,17 +14,22 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
+	"github.com/sluicehq/sluice/internal/xfer/post"
+	"github.com/sluicehq/sluice/internal/xfer/rsocketxfer"
+	"github.com/sluicehq/sluice/internal/xfer/tus"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
 // Listen says where a server serves each transport ("" for none). RSocket
 // takes a URL (tcp://HOST:PORT), the others HOST:PORT. HTTP is the plain
-// POST /post/NAME of PostHandler (no resume).
+// POST /post/NAME of post.Handler (no resume).
 type Listen struct {
 	GRPC, RSocket, TUS, HTTP string
 }
 
-// Server serves a Backend on the transports of a Listen.
+// Server serves an xfer.Backend on the transports of a Listen.
 type Server struct {
 	// Addrs are the bound addresses (an ephemeral port resolved).
 	Addrs  Listen
@@ -34,8 +42,8 @@ type Server struct {
 }
 
 // Start listens on every transport of l and serves s until Close. tus
-// needs an IDBackend (the local-disk Store is one).
-func Start(s Backend, l Listen) (*Server, error) {
+// needs an xfer.IDBackend (the local-disk diskstore.Store is one).
+func Start(s xfer.Backend, l Listen) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{cancel: cancel, errs: make(chan error, 4)}
 	fail := func(err error) (*Server, error) {
@@ -48,8 +56,8 @@ func Start(s Backend, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--grpc: %w", err))
 		}
 		srv.Addrs.GRPC = ln.Addr().String()
-		srv.grpc = grpc.NewServer(grpcServerOptions(s.IdleTimeout())...)
-		RegisterGRPC(srv.grpc, s)
+		srv.grpc = grpc.NewServer(grpcxfer.ServerOptions(s.IdleTimeout())...)
+		grpcxfer.Register(srv.grpc, s)
 		srv.run(func() error { return srv.grpc.Serve(ln) })
 	}
 	if l.RSocket != "" {
@@ -62,13 +70,13 @@ func Start(s Backend, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--rsocket: only tcp://HOST:PORT is supported"))
 		}
 		srv.Addrs.RSocket = "tcp://" + ln.Addr().String()
-		r := &RSocketResponder{Store: s}
+		r := &rsocketxfer.Responder{Store: s}
 		srv.run(func() error {
-			return rsocket.Serve(ctx, ln, r, rsocket.WithMaxPayloadSize(MaxChunk+1<<16))
+			return rsocket.Serve(ctx, ln, r, rsocket.WithMaxPayloadSize(rsocketxfer.MaxPayloadSize))
 		})
 	}
 	if l.TUS != "" {
-		ids, ok := s.(IDBackend)
+		ids, ok := s.(xfer.IDBackend)
 		if !ok {
 			return fail(fmt.Errorf("--tus: the backend does not address uploads by id (%T)", s))
 		}
@@ -78,7 +86,7 @@ func Start(s Backend, l Listen) (*Server, error) {
 		}
 		srv.Addrs.TUS = ln.Addr().String()
 		mux := http.NewServeMux()
-		mux.Handle("/files/", TUSHandler(ids, "/files/"))
+		mux.Handle("/files/", tus.Handler(ids, "/files/"))
 		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: headerTimeout(s)}
 		srv.run(func() error { return srv.http.Serve(ln) })
 	}
@@ -88,7 +96,7 @@ func Start(s Backend, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--http: %w", err))
 		}
 		srv.Addrs.HTTP = ln.Addr().String()
-		srv.post = &http.Server{Handler: PostHandler(s), ReadHeaderTimeout: headerTimeout(s)}
+		srv.post = &http.Server{Handler: post.Handler(s), ReadHeaderTimeout: headerTimeout(s)}
 		srv.run(func() error { return srv.post.Serve(ln) })
 	}
 	return srv, nil
@@ -96,7 +104,7 @@ func Start(s Backend, l Listen) (*Server, error) {
 
 // headerTimeout bounds how long a request's headers may take: 10 s, or
 // the store's IdleTimeout if shorter.
-func headerTimeout(s Backend) time.Duration { return min(10*time.Second, s.IdleTimeout()) }
+func headerTimeout(s xfer.Backend) time.Duration { return min(10*time.Second, s.IdleTimeout()) }
 
 func (srv *Server) run(f func() error) {
 	srv.wg.Add(1)

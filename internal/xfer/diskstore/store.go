@@ -1,4 +1,4 @@
-package xfer
+package diskstore
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -59,7 +59,7 @@ type Options struct {
 	// synced, renamed, read and removed through: the operating system's
 	// by default (seglog.OSFS). Tests give a small disk anywhere
 	// (internal/testkit/testfs's byte budget) or inject failures; an object-store
-	// backend is another Backend, not another FS. DIR's lock
+	// backend is another xfer.Backend, not another FS. DIR's lock
 	// (.partial/LOCK) is always the operating system's.
 	FS seglog.FS
 }
@@ -72,26 +72,13 @@ const DefaultIdleTimeout = 60 * time.Second
 // interrupted to let go of the upload.
 const takeoverWait = 10 * time.Second
 
-// Stats are the store's counters since Open.
-type Stats struct {
-	BytesReceived, UploadsCompleted, UploadsFailed, ChunksRejected, Expired, Salvaged atomic.Int64
-	// TakenOver counts writers interrupted by a newer request for their
-	// upload, IdleTimeouts writers ended because their body stalled.
-	TakenOver, IdleTimeouts atomic.Int64
-	// BufferBytes is the upload buffer memory in use now (blocks out of
-	// the budget, Options.BufferBytes), BufferPeak the most it was,
-	// BufferMisses how many writes found the budget spent and went to
-	// disk without a block.
-	BufferBytes, BufferPeak, BufferMisses atomic.Int64
-}
-
 // Store keeps the uploads of one directory.
 type Store struct {
 	dir, partial string
 	o            Options
 	lock         *dirlock.Lock
 	log          *slog.Logger
-	Stats        Stats
+	Stats        xfer.Stats
 	bufs         *bufferBudget
 
 	mu     sync.Mutex
@@ -171,8 +158,8 @@ func (s *Store) MaxSize() int64 { return s.o.MaxSize }
 // IdleTimeout is how long a writer's body may send nothing.
 func (s *Store) IdleTimeout() time.Duration { return s.o.IdleTimeout }
 
-// Counters are the store's Stats.
-func (s *Store) Counters() *Stats { return &s.Stats }
+// Counters are the store's xfer.Stats.
+func (s *Store) Counters() *xfer.Stats { return &s.Stats }
 
 // ExpireAfter is how long an idle partial upload is kept (0: forever).
 func (s *Store) ExpireAfter() time.Duration { return s.o.Expire }
@@ -285,7 +272,7 @@ func (s *Store) load(id string) (*Upload, error) {
 		s.log.Info("partial upload's sidecar had a torn slot; resuming from the previous record", "id", id, "offset", rec.Offset)
 		s.Stats.Salvaged.Add(1)
 	}
-	if rec.ID != id || ValidateName(rec.Name) != nil {
+	if rec.ID != id || xfer.ValidateName(rec.Name) != nil {
 		s.log.Warn("partial upload's sidecar does not match its file; discarding", "id", id)
 		s.o.FS.Remove(dataPath)
 		s.o.FS.Remove(metaPath)
@@ -353,36 +340,21 @@ func (s *Store) exists(name string) error {
 	return f.Close()
 }
 
-// Info describes an upload.
-type Info struct {
-	ID, Name     string
-	Size, Offset int64
-	Meta         string
-	SHA256       []byte
-	Created      time.Time
-	Updated      time.Time
-	Expires      time.Time // zero when uploads do not expire
-	Active       bool      // a writer holds it
-	// Finished: the upload completed (Offset == Size) and is kept until it
-	// expires (BeginKept); SHA256 is then the file's.
-	Finished bool
-}
-
-// Stat describes the partial upload of name (ErrNotFound when none).
-func (s *Store) Stat(name string) (Info, error) {
+// Stat describes the partial upload of name (xfer.ErrNotFound when none).
+func (s *Store) Stat(name string) (xfer.Info, error) {
 	s.mu.Lock()
 	u := s.byName[name]
 	s.mu.Unlock()
 	if u == nil {
-		return Info{}, ErrNotFound
+		return xfer.Info{}, xfer.ErrNotFound
 	}
 	return u.Info(), nil
 }
 
 // StatID describes the upload with this id: a partial one, or a
-// finished one begun with BeginKept that has not expired (Info.Finished).
-// ErrNotFound when none.
-func (s *Store) StatID(id string) (Info, error) {
+// finished one begun with BeginKept that has not expired (xfer.Info.Finished).
+// xfer.ErrNotFound when none.
+func (s *Store) StatID(id string) (xfer.Info, error) {
 	s.mu.Lock()
 	u := s.byID[id]
 	f := s.done[id]
@@ -393,18 +365,18 @@ func (s *Store) StatID(id string) (Info, error) {
 	if f != nil {
 		return f.info(s.o.Expire), nil
 	}
-	return Info{}, ErrNotFound
+	return xfer.Info{}, xfer.ErrNotFound
 }
 
 // Begin returns the upload of name, acquired for writing (Release it):
 // the existing partial when it has the same size (and the same expected
 // SHA-256 when both have one) so the writer resumes at its Offset, else a
 // new one that replaces an idle partial of that name. fresh always starts
-// a new upload. A name being written by someone else gives a *BusyError.
+// a new upload. A name being written by someone else gives a *xfer.BusyError.
 //
 // An empty name with fresh names the upload by its id (tus without a
 // filename).
-func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error) {
+func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
 	return upload(s.begin(name, size, sha, meta, fresh, false))
 }
 
@@ -412,12 +384,12 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 // finished, until it expires (StatID, FinishedID, RemoveFinished): tus
 // clients ask for an upload's offset again by its URL, and an upload
 // they find gone is sent again whole.
-func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (BackendUpload, error) {
+func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
 	return upload(s.begin(name, size, sha, meta, fresh, true))
 }
 
-// upload is u as a BackendUpload: nil, not a nil *Upload, on error.
-func upload(u *Upload, err error) (BackendUpload, error) {
+// upload is u as an xfer.BackendUpload: nil, not a nil *Upload, on error.
+func upload(u *Upload, err error) (xfer.BackendUpload, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -429,14 +401,14 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 	if name == "" && fresh {
 		name = id
 	}
-	if err := ValidateName(name); err != nil {
+	if err := xfer.ValidateName(name); err != nil {
 		return nil, err
 	}
 	if size < 0 {
 		return nil, fmt.Errorf("negative size %d", size)
 	}
 	if s.o.MaxSize > 0 && size > s.o.MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, size, s.o.MaxSize)
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", xfer.ErrTooLarge, size, s.o.MaxSize)
 	}
 	if len(meta) > maxMeta {
 		return nil, fmt.Errorf("metadata of %d bytes is longer than %d", len(meta), maxMeta)
@@ -447,11 +419,11 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosedStore
+		return nil, xfer.ErrClosedStore
 	}
 	if old := s.byName[name]; old != nil {
 		if old.active {
-			return nil, &BusyError{Name: name}
+			return nil, &xfer.BusyError{Name: name}
 		}
 		if !fresh && old.rec.Size == size && (sha == nil || old.rec.SHA256 == nil || string(sha) == string(old.rec.SHA256)) {
 			if err := s.checkSpace(size - old.rec.Offset); err != nil {
@@ -487,9 +459,9 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 // Acquire waits for it to let go: a request for an upload by its id comes
 // from the client that created it, so the writer still holding it is that
 // client's earlier connection, frozen or gone without a FIN (tusd does
-// the same). A *BusyError when the writer cannot be interrupted or does
+// the same). A *xfer.BusyError when the writer cannot be interrupted or does
 // not let go in time, or ctx ends.
-func (s *Store) Acquire(ctx context.Context, id string) (BackendUpload, error) {
+func (s *Store) Acquire(ctx context.Context, id string) (xfer.BackendUpload, error) {
 	return upload(s.acquire(ctx, id))
 }
 
@@ -499,7 +471,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 		u := s.byID[id]
 		if u == nil {
 			s.mu.Unlock()
-			return nil, ErrNotFound
+			return nil, xfer.ErrNotFound
 		}
 		if !u.active {
 			u.takeLocked()
@@ -509,7 +481,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 		interrupt, released := u.interrupt, u.released
 		s.mu.Unlock()
 		if interrupt == nil || attempt == 2 {
-			return nil, &BusyError{Name: u.rec.Name}
+			return nil, &xfer.BusyError{Name: u.rec.Name}
 		}
 		s.log.Info("a new request for an upload interrupts its writer", "name", u.rec.Name, "id", id)
 		s.Stats.TakenOver.Add(1)
@@ -522,10 +494,10 @@ func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 		case <-released:
 			t.Stop()
 		case <-t.C:
-			return nil, &BusyError{Name: u.rec.Name}
+			return nil, &xfer.BusyError{Name: u.rec.Name}
 		case <-ctx.Done():
 			t.Stop()
-			return nil, &BusyError{Name: u.rec.Name}
+			return nil, &xfer.BusyError{Name: u.rec.Name}
 		}
 	}
 }
@@ -537,7 +509,7 @@ func (s *Store) checkSpace(need int64) error {
 		return nil // an unknown free space is found out by the writes
 	}
 	if free < need+s.o.Reserve {
-		return fmt.Errorf("%w: %d bytes needed, %d free in %s", ErrNoSpace, need, free, s.dir)
+		return fmt.Errorf("%w: %d bytes needed, %d free in %s", xfer.ErrNoSpace, need, free, s.dir)
 	}
 	return nil
 }

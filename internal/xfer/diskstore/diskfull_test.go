@@ -1,17 +1,18 @@
-package xfer
+package diskstore
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/testfs"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/send"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 // smallDisk is an 8 MiB disk for one scenario: the upload directory, the
@@ -58,7 +59,7 @@ var smallDisks = []struct {
 }{{"budget", onBudget}, {"tmpfs", onTmpfs}}
 
 // A disk that fills while an upload is being written (someone else filled
-// it after the free-space check): the writer gets ErrNoSpace and the
+// it after the free-space check): the writer gets xfer.ErrNoSpace and the
 // client a clear no_space refusal; nothing is at DIR/NAME; the partial is
 // kept at its last good offset and, once space is freed, the same send
 // resumes and completes. On a byte budget and on a real tmpfs.
@@ -73,16 +74,17 @@ func diskFullMidUpload(t *testing.T, disk smallDisk) {
 	o := disk.o
 	o.SyncEvery = 256 << 10
 	s := openT(t, dir, o)
-	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0"})
+	srv, err := serve.Start(s, serve.Listen{GRPC: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	data := randBytes(5<<20, 20)
 	src := tempFile(t, data)
-	// Accepted (5 MiB of 8 free), then the disk fills at about 2 MiB.
+	// Accepted (5 MiB of 8 free), then the disk fills at about 2 MiB:
+	// once 2 MiB are sent, before the chunk at 2 MiB is.
 	var once bool
-	so := SendOptions{Name: "big", Chunk: 256 << 10, corrupt: func(off int64) bool {
+	so := send.Options{Name: "big", Chunk: 256 << 10, Progress: func(off, _ int64) {
 		if off >= 2<<20 && !once {
 			once = true
 			// The client runs ahead of the server by up to the gRPC
@@ -97,10 +99,9 @@ func diskFullMidUpload(t *testing.T, disk smallDisk) {
 			}
 			disk.fill(t)
 		}
-		return false
 	}}
-	_, err = Send(ctxT(t), "grpc://"+srv.Addrs.GRPC, src, so)
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "not enough free space") {
+	_, err = send.File(ctxT(t), "grpc://"+srv.Addrs.GRPC, src, so)
+	if !errors.Is(err, xfer.ErrNoSpace) || !strings.Contains(err.Error(), "not enough free space") {
 		t.Fatalf("send on a full disk: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "big")); !os.IsNotExist(err) {
@@ -111,46 +112,10 @@ func diskFullMidUpload(t *testing.T, disk smallDisk) {
 		t.Fatalf("partial after ENOSPC: %+v %v", in, err)
 	}
 	disk.free(t)
-	so.corrupt = nil
-	sum, err := Send(ctxT(t), "grpc://"+srv.Addrs.GRPC, src, so)
+	so.Progress = nil
+	sum, err := send.File(ctxT(t), "grpc://"+srv.Addrs.GRPC, src, so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkLanded(t, dir, "big", data, sum)
-}
-
-// A disk that fills during a tus PATCH (the body path, ReadFrom, and the
-// sidecar's save): 507 Insufficient Storage, the upload kept at the offset
-// of the PATCH before (its body is dropped: which of its bytes reached
-// the disk is unknown), HEAD says so; once space is freed the client's
-// PATCH from there completes the file. On a byte budget and on a real
-// tmpfs.
-func TestDiskFullTusPatch(t *testing.T) {
-	for _, d := range smallDisks {
-		t.Run(d.name, func(t *testing.T) {
-			disk := d.disk(t)
-			c := newTUSIn(t, disk.dir, disk.o)
-			data := randBytes(5<<20, 21)
-			r := c.do("POST", "/files/", nil, "Upload-Length", strconv.Itoa(len(data)), "Upload-Metadata", "filename "+b64([]byte("full.bin")))
-			c.want(r, 201)
-			loc := r.Header.Get("Location")
-			c.want(c.do("PATCH", loc, data[:1<<20], "Content-Type", octet, "Upload-Offset", "0"), 204)
-			disk.fill(t) // 3 MiB of the 8 left: less than the 4 MiB to come
-			c.want(c.do("PATCH", loc, data[1<<20:], "Content-Type", octet, "Upload-Offset", strconv.Itoa(1<<20)), 507)
-			if _, err := os.Stat(filepath.Join(disk.dir, "full.bin")); !os.IsNotExist(err) {
-				t.Fatalf("DIR/full.bin exists after ENOSPC: %v", err)
-			}
-			head := c.do("HEAD", loc, nil)
-			c.want(head, 200)
-			if got := head.Header.Get("Upload-Offset"); got != strconv.Itoa(1<<20) {
-				t.Fatalf("offset after ENOSPC: %s, want %d", got, 1<<20)
-			}
-			disk.free(t)
-			c.want(c.do("PATCH", loc, data[1<<20:], "Content-Type", octet, "Upload-Offset", strconv.Itoa(1<<20)), 204)
-			got, err := os.ReadFile(filepath.Join(disk.dir, "full.bin"))
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("DIR/full.bin differs from what was sent (%v)", err)
-			}
-		})
-	}
 }

@@ -1,14 +1,12 @@
-package xfer
+package diskstore
 
 import (
-	"encoding/base64"
 	"encoding/binary"
-	"maps"
 	"reflect"
-	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 // FuzzSidecar: a sidecar file's bytes, however damaged, decode to a
@@ -54,7 +52,7 @@ func FuzzSidecar(f *testing.F) {
 			s := make([]byte, slotSize)
 			binary.BigEndian.PutUint32(s[0:], slotMagic)
 			binary.BigEndian.PutUint32(s[4:], uint32(len(b)))
-			binary.BigEndian.PutUint32(s[8:], CRC32C(b))
+			binary.BigEndian.PutUint32(s[8:], xfer.CRC32C(b))
 			copy(s[slotHeader:], b)
 			if got, err := decodeSlot(s); err == nil {
 				check(got)
@@ -72,30 +70,4 @@ func normal(r *record) record {
 	}
 	c.Created, c.Updated = c.Created.Round(0), c.Updated.Round(0)
 	return c
-}
-
-// FuzzTusMetadata: any Upload-Metadata header parses to pairs or an
-// error, never a panic; pairs written back in the header's form parse
-// to the same pairs.
-func FuzzTusMetadata(f *testing.F) {
-	for _, s := range []string{"", " ", "filename YS5iaW4=", "filename YS5iaW4=,is_confidential", "a ,b", "k !!!", ",", "k  YQ==", "a YQ==,a Yg=="} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		m, err := parseMetadata(s)
-		if err != nil {
-			return
-		}
-		var pairs []string
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if strings.ContainsAny(k, " ,") || k == "" {
-				t.Fatalf("parsed a key a header cannot carry: %q", k)
-			}
-			pairs = append(pairs, k+" "+base64.StdEncoding.EncodeToString([]byte(m[k])))
-		}
-		back, err := parseMetadata(strings.Join(pairs, ","))
-		if err != nil || !maps.Equal(back, m) {
-			t.Fatalf("%q parsed to %v; written back it parses to %v, %v", s, m, back, err)
-		}
-	})
 }

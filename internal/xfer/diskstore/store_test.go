@@ -1,4 +1,4 @@
-package xfer
+package diskstore
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 func randBytes(n int, seed int64) []byte {
@@ -35,11 +36,11 @@ func openT(t *testing.T, dir string, o Options) *Store {
 }
 
 // writeAll writes data[from:] in chunks of n.
-func writeAll(t *testing.T, u BackendUpload, data []byte, from, n int) {
+func writeAll(t *testing.T, u xfer.BackendUpload, data []byte, from, n int) {
 	t.Helper()
 	for off := from; off < len(data); off += n {
 		p := data[off:min(len(data), off+n)]
-		if _, err := u.Write(int64(off), p, CRC32C(p)); err != nil {
+		if _, err := u.Write(int64(off), p, xfer.CRC32C(p)); err != nil {
 			t.Fatalf("write at %d: %v", off, err)
 		}
 	}
@@ -57,19 +58,6 @@ func partialFiles(t *testing.T, dir string) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func TestValidateName(t *testing.T) {
-	for _, bad := range []string{"", ".", "..", "../x", "a/b", `a\b`, "x..y", ".hidden", "a\x00b", "a\nb", "bad\xffutf8", strings.Repeat("x", 201)} {
-		if err := ValidateName(bad); !errors.Is(err, ErrBadName) {
-			t.Errorf("ValidateName(%q) = %v, want ErrBadName", bad, err)
-		}
-	}
-	for _, ok := range []string{"a", "file.tar.gz", "a b", "ünïcode", "x.y"} {
-		if err := ValidateName(ok); err != nil {
-			t.Errorf("ValidateName(%q) = %v", ok, err)
-		}
-	}
 }
 
 func TestCompleteUploadLandsAtomically(t *testing.T) {
@@ -100,7 +88,7 @@ func TestCompleteUploadLandsAtomically(t *testing.T) {
 	if p := partialFiles(t, dir); len(p) != 0 {
 		t.Fatalf("partial files left: %v", p)
 	}
-	if _, err := s.Stat("f.bin"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Stat("f.bin"); !errors.Is(err, xfer.ErrNotFound) {
 		t.Fatalf("Stat after completion: %v", err)
 	}
 }
@@ -180,24 +168,24 @@ func TestChunkRefusals(t *testing.T) {
 	s := openT(t, t.TempDir(), Options{})
 	u, _ := s.Begin("f", 10, nil, "", false)
 	p := []byte("hello")
-	if _, err := u.Write(0, p, CRC32C(p)^1); !errors.Is(err, ErrChecksum) {
+	if _, err := u.Write(0, p, xfer.CRC32C(p)^1); !errors.Is(err, xfer.ErrChecksum) {
 		t.Fatalf("bad crc: %v", err)
 	}
 	if u.Offset() != 0 || s.Stats.ChunksRejected.Load() != 1 {
 		t.Fatalf("offset %d after a refused chunk", u.Offset())
 	}
-	if _, err := u.Write(0, p, CRC32C(p)); err != nil {
+	if _, err := u.Write(0, p, xfer.CRC32C(p)); err != nil {
 		t.Fatal(err)
 	}
-	var oe *OffsetError
-	if _, err := u.Write(0, p, CRC32C(p)); !errors.As(err, &oe) || oe.Have != 5 {
+	var oe *xfer.OffsetError
+	if _, err := u.Write(0, p, xfer.CRC32C(p)); !errors.As(err, &oe) || oe.Have != 5 {
 		t.Fatalf("replayed chunk: %v", err)
 	}
 	long := []byte("world!")
-	if _, err := u.Write(5, long, CRC32C(long)); !errors.Is(err, ErrOverSize) {
+	if _, err := u.Write(5, long, xfer.CRC32C(long)); !errors.Is(err, xfer.ErrOverSize) {
 		t.Fatalf("past the size: %v", err)
 	}
-	if _, err := u.Finish(nil, "test"); !errors.Is(err, ErrIncomplete) {
+	if _, err := u.Finish(nil, "test"); !errors.Is(err, xfer.ErrIncomplete) {
 		t.Fatalf("finish early: %v", err)
 	}
 }
@@ -206,13 +194,13 @@ func TestBeginRefusals(t *testing.T) {
 	dir := t.TempDir()
 	free := int64(1 << 20)
 	s := openT(t, dir, Options{MaxSize: 100 << 20, FreeSpace: func(string) (int64, error) { return free, nil }})
-	if _, err := s.Begin("../etc/passwd", 1, nil, "", false); !errors.Is(err, ErrBadName) {
+	if _, err := s.Begin("../etc/passwd", 1, nil, "", false); !errors.Is(err, xfer.ErrBadName) {
 		t.Fatalf("traversal: %v", err)
 	}
-	if _, err := s.Begin("big", 200<<20, nil, "", false); !errors.Is(err, ErrTooLarge) {
+	if _, err := s.Begin("big", 200<<20, nil, "", false); !errors.Is(err, xfer.ErrTooLarge) {
 		t.Fatalf("max size: %v", err)
 	}
-	if _, err := s.Begin("big", 2<<20, nil, "", false); !errors.Is(err, ErrNoSpace) {
+	if _, err := s.Begin("big", 2<<20, nil, "", false); !errors.Is(err, xfer.ErrNoSpace) {
 		t.Fatalf("free space: %v", err)
 	}
 	u, err := s.Begin("same", 10, nil, "", false)
@@ -220,10 +208,10 @@ func TestBeginRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Begin("same", 10, nil, "", false)
-	if !errors.Is(err, ErrBusy) || err.Error() != "upload of same already in progress" {
+	if !errors.Is(err, xfer.ErrBusy) || err.Error() != "upload of same already in progress" {
 		t.Fatalf("second writer: %v", err)
 	}
-	if _, err := s.Acquire(context.Background(), u.Info().ID); !errors.Is(err, ErrBusy) {
+	if _, err := s.Acquire(context.Background(), u.Info().ID); !errors.Is(err, xfer.ErrBusy) {
 		t.Fatalf("acquire while busy: %v", err)
 	}
 	u.Release()
@@ -268,7 +256,7 @@ func TestHashMismatchDiscards(t *testing.T) {
 	u, _ := s.Begin("f", 100, nil, "", false)
 	writeAll(t, u, data, 0, 100)
 	wrong := sha256.Sum256([]byte("other"))
-	if _, err := u.Finish(wrong[:], "test"); !errors.Is(err, ErrChecksum) {
+	if _, err := u.Finish(wrong[:], "test"); !errors.Is(err, xfer.ErrChecksum) {
 		t.Fatalf("%v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "f")); !errors.Is(err, os.ErrNotExist) {
@@ -292,7 +280,7 @@ func TestExpire(t *testing.T) {
 	if n := s.Expire(now.Add(2 * time.Hour)); n != 1 {
 		t.Fatalf("expired %d, want 1 (the busy one stays)", n)
 	}
-	if _, err := s.Stat("idle"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Stat("idle"); !errors.Is(err, xfer.ErrNotFound) {
 		t.Fatal("idle partial still there")
 	}
 	busy.Release()
@@ -361,7 +349,7 @@ func TestCorruptSidecarOnDisk(t *testing.T) {
 	if err != nil || in.Offset != 10_000 {
 		t.Fatalf("torn sidecar: %+v %v, want offset 10000", in, err)
 	}
-	if _, err := s2.Stat("gone"); !errors.Is(err, ErrNotFound) {
+	if _, err := s2.Stat("gone"); !errors.Is(err, xfer.ErrNotFound) {
 		t.Fatalf("unreadable sidecar kept: %v", err)
 	}
 	if s2.Stats.Salvaged.Load() != 2 {
@@ -394,7 +382,7 @@ func TestReadFrom(t *testing.T) {
 	u, _ := s.Begin("f", 1000, nil, "", false)
 	h := sha1.New()
 	bad := sha1.Sum([]byte("x"))
-	if n, err := u.ReadFrom(0, bytes.NewReader(data[:400]), h, bad[:]); !errors.Is(err, ErrChecksum) || n != 0 {
+	if n, err := u.ReadFrom(0, bytes.NewReader(data[:400]), h, bad[:]); !errors.Is(err, xfer.ErrChecksum) || n != 0 {
 		t.Fatalf("bad checksum: %d %v", n, err)
 	}
 	if u.Offset() != 0 {
@@ -408,7 +396,7 @@ func TestReadFrom(t *testing.T) {
 	if n, err := u.ReadFrom(400, &failingReader{bytes.NewReader(data[400:700]), io.ErrClosedPipe}, nil, nil); !errors.Is(err, io.ErrClosedPipe) || n != 700 {
 		t.Fatalf("cut body: %d %v", n, err)
 	}
-	if n, err := u.ReadFrom(700, bytes.NewReader(append(data[700:], 'x')), nil, nil); !errors.Is(err, ErrOverSize) || n != 700 {
+	if n, err := u.ReadFrom(700, bytes.NewReader(append(data[700:], 'x')), nil, nil); !errors.Is(err, xfer.ErrOverSize) || n != 700 {
 		t.Fatalf("over size: %d %v", n, err)
 	}
 	if _, err := u.ReadFrom(700, bytes.NewReader(data[700:]), nil, nil); err != nil {
@@ -424,7 +412,7 @@ func TestReadFrom(t *testing.T) {
 // JSON would escape.
 func TestLongMetadataFits(t *testing.T) {
 	s := openT(t, t.TempDir(), Options{})
-	u, err := s.Begin(strings.Repeat("n", maxNameLen), 1, nil, strings.Repeat("<&>", maxMeta/3), false)
+	u, err := s.Begin(strings.Repeat("n", xfer.MaxNameLen), 1, nil, strings.Repeat("<&>", maxMeta/3), false)
 	if err != nil {
 		t.Fatal(err)
 	}

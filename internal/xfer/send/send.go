@@ -1,9 +1,15 @@
-package xfer
+// Package send is the sending side of file transfer: one upload loop
+// (ask the server's offset, send chunks from there, verify the server's
+// SHA-256, resume after a failure) over the client of any transport
+// (an xfer.Transport: gRPC, RSocket, tus).
+package send
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -16,6 +22,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
+	"github.com/sluicehq/sluice/internal/xfer/rsocketxfer"
+	"github.com/sluicehq/sluice/internal/xfer/tus"
 )
 
 // Chunk sizes --chunk auto picks, from the measured sweeps
@@ -31,8 +42,8 @@ const (
 	AutoTUSChunk     = 16 << 20
 )
 
-// SendOptions configure Send.
-type SendOptions struct {
+// Options configure File and Bytes.
+type Options struct {
 	// Name on the server (default: the file's base name).
 	Name string
 	// Chunk is the chunk (tus: PATCH) size; 0 picks it per transport.
@@ -41,7 +52,7 @@ type SendOptions struct {
 	// included) after each chunk.
 	Progress func(done, total int64)
 	Log      *slog.Logger
-	// Attempts bounds how often Send starts again from the server's
+	// Attempts bounds how often an upload starts again from the server's
 	// offset after a retryable failure (default 20).
 	Attempts int
 	// Rate caps the sending rate in bytes per second (0: no cap).
@@ -55,17 +66,7 @@ type SendOptions struct {
 	corrupt func(off int64) bool
 }
 
-// sender is one transport's client.
-type sender interface {
-	// offset is the server's durable offset and size for name.
-	offset(ctx context.Context, name string) (off, size int64, exists bool, err error)
-	// send streams j and returns the server's SHA-256 once it has the
-	// file in place.
-	send(ctx context.Context, j *job) ([]byte, error)
-	Close() error
-}
-
-// maxRefusals is how many refused connections in a row end Send: with
+// maxRefusals is how many refused connections in a row end an upload: with
 // the back-off, about 1.5 s for a server to come up.
 const maxRefusals = 5
 
@@ -91,30 +92,17 @@ func mismatch(err error) bool {
 	return false
 }
 
-// maxBackoff is the longest wait between Send's attempts, and bounds
-// gRPC's own connect back-off under them.
-const maxBackoff = 3 * time.Second
-
-// permanentError is a local failure that no retry fixes.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-func (e *permanentError) Is(t error) bool {
-	return t == errPermanent
-}
-
-// Send uploads the file at path to the server at `to` (grpc://HOST:PORT,
+// File uploads the file at path to the server at `to` (grpc://HOST:PORT,
 // tcp://HOST:PORT for RSocket, http://HOST:PORT/files/ for tus), continuing
 // from the server's offset, and returns the file's SHA-256 once the server
 // verified it and put it in place. Retryable failures (a refused chunk, a
 // dropped connection, a restarted server) start again from the server's
 // offset, up to Attempts times.
-func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
+func File(ctx context.Context, to, path string, o Options) ([]byte, error) {
 	if o.Name == "" {
 		o.Name = filepath.Base(path)
 	}
-	if err := ValidateName(o.Name); err != nil {
+	if err := xfer.ValidateName(o.Name); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(path)
@@ -131,25 +119,25 @@ func Send(ctx context.Context, to, path string, o SendOptions) ([]byte, error) {
 	}
 	abs, _ := filepath.Abs(path)
 	fp := strings.Join([]string{abs, strconv.FormatInt(st.Size(), 10), strconv.FormatInt(st.ModTime().UnixNano(), 10)}, "\x00")
-	return send(ctx, to, f, st.Size(), path, fp, o)
+	return run(ctx, to, f, st.Size(), path, fp, o)
 }
 
-// SendBytes uploads data as o.Name (which must be set) like Send.
-func SendBytes(ctx context.Context, to string, data []byte, o SendOptions) ([]byte, error) {
+// Bytes uploads data as o.Name (which must be set) like File.
+func Bytes(ctx context.Context, to string, data []byte, o Options) ([]byte, error) {
 	if o.Name == "" {
-		return nil, fmt.Errorf("SendBytes needs a name")
+		return nil, fmt.Errorf("send.Bytes needs a name")
 	}
-	return send(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+newID(), o)
+	return run(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+memoryID(), o)
 }
 
-// send uploads size bytes of src; what names src in messages, fp
+// run uploads size bytes of src; what names src in messages, fp
 // fingerprints it for the tus client's URL memory.
-func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o SendOptions) ([]byte, error) {
-	if err := ValidateName(o.Name); err != nil {
+func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o Options) ([]byte, error) {
+	if err := xfer.ValidateName(o.Name); err != nil {
 		return nil, err
 	}
-	if o.Chunk < 0 || o.Chunk > MaxChunk {
-		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, MaxChunk>>20)
+	if o.Chunk < 0 || o.Chunk > xfer.MaxChunk {
+		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, xfer.MaxChunk>>20)
 	}
 	if o.Attempts <= 0 {
 		o.Attempts = 20
@@ -157,18 +145,18 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	snd, err := newSender(to, fp, &o)
+	tr, err := newTransport(to, fp, &o)
 	if err != nil {
 		return nil, err
 	}
-	defer snd.Close()
+	defer tr.Close()
 	backoff := 100 * time.Millisecond
 	// reached: some attempt got past the connection. A server that
 	// refuses after that is restarting under an upload, which gets every
 	// attempt; one that never answered is most likely not there.
 	refusals, reached := 0, false
 	for attempt := 1; ; attempt++ {
-		sum, err := sendOnce(ctx, snd, src, size, what, &o)
+		sum, err := uploadOnce(ctx, tr, src, size, what, &o)
 		if err == nil {
 			return sum, nil
 		}
@@ -177,9 +165,9 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 		}
 		if mismatch(err) {
 			// A TLS or protocol mismatch: the same answer every time.
-			return nil, &permanentError{fmt.Errorf("%w: %s does not speak this transport: is `sluice xfer serve` listening there for it?", err, to)}
+			return nil, xfer.Permanent(fmt.Errorf("%w: %s does not speak this transport: is `sluice xfer serve` listening there for it?", err, to))
 		}
-		if !retryable(err) {
+		if !xfer.Retryable(err) {
 			return nil, err
 		}
 		if !refused(err) {
@@ -199,20 +187,20 @@ func send(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp 
 		} else {
 			o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
 		}
-		var re *RemoteError
-		if r, ok := snd.(interface{ reset() }); ok && !errors.As(err, &re) {
-			r.reset() // a transport failure: start from a fresh connection
+		var re *xfer.RemoteError
+		if !errors.As(err, &re) {
+			tr.Reset() // a transport failure: start from a fresh connection
 		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = min(2*backoff, xfer.MaxBackoff)
 	}
 }
 
-func newSender(to, fp string, o *SendOptions) (sender, error) {
+func newTransport(to, fp string, o *Options) (xfer.Transport, error) {
 	u, err := url.Parse(to)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("bad --to %q: want grpc://HOST:PORT, tcp://HOST:PORT or http://HOST:PORT/files/", to)
@@ -222,23 +210,26 @@ func newSender(to, fp string, o *SendOptions) (sender, error) {
 		if o.Chunk == 0 {
 			o.Chunk = AutoChunk
 		}
-		return dialGRPC(u.Host)
+		return grpcxfer.Dial(u.Host)
 	case "tcp":
 		if o.Chunk == 0 {
 			o.Chunk = AutoRSocketChunk
 		}
-		return newRSocketSender(to), nil
+		return rsocketxfer.NewClient(to), nil
 	case "http", "https":
 		if o.Chunk == 0 {
 			o.Chunk = AutoTUSChunk
 		}
-		return newTUSSender(to, fp, o)
+		return tus.NewClient(to, fp, o.Name, o.StateDir)
 	}
 	return nil, fmt.Errorf("bad --to %q: unknown scheme %q (grpc, tcp or http)", to, u.Scheme)
 }
 
-func sendOnce(ctx context.Context, snd sender, src io.ReaderAt, size int64, what string, o *SendOptions) ([]byte, error) {
-	off, ssize, exists, err := snd.offset(ctx, o.Name)
+// uploadOnce is one pass of the upload loop: ask the server's offset, begin
+// from it (from zero when the server has no upload of this size), send
+// the chunks, finish, and check the server's SHA-256 against ours.
+func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size int64, what string, o *Options) ([]byte, error) {
+	off, ssize, exists, err := tr.Offset(ctx, o.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +237,7 @@ func sendOnce(ctx context.Context, snd sender, src io.ReaderAt, size int64, what
 	if exists && ssize == size && off <= size {
 		from = off
 	}
-	j := &job{src: src, what: what, name: o.Name, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
+	j := &job{src: src, what: what, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
 	if err := j.hashPrefix(); err != nil {
 		return nil, err
 	}
@@ -256,12 +247,25 @@ func sendOnce(ctx context.Context, snd sender, src io.ReaderAt, size int64, what
 	if o.Progress != nil {
 		o.Progress(from, size)
 	}
-	sum, err := snd.send(ctx, j)
+	st, err := tr.Begin(ctx, xfer.Outgoing{Name: o.Name, Size: size, From: from, SHA256: j.wholeSHA256})
 	if err != nil {
 		return nil, err
 	}
-	if mine := j.sum(); string(sum) != string(mine) {
-		return nil, &permanentError{fmt.Errorf("the server's SHA-256 %x differs from ours %x", sum, mine)}
+	defer st.Close()
+	if err := j.chunks(st.Chunk); err != nil {
+		var pe *xfer.PermanentError
+		if errors.As(err, &pe) {
+			return nil, err // ours, not the server's
+		}
+		return nil, st.Cause(err)
+	}
+	mine := j.sum()
+	sum, err := st.Finish(mine)
+	if err != nil {
+		return nil, err
+	}
+	if string(sum) != string(mine) {
+		return nil, xfer.Permanent(fmt.Errorf("the server's SHA-256 %x differs from ours %x", sum, mine))
 	}
 	return sum, nil
 }
@@ -270,21 +274,19 @@ func sendOnce(ctx context.Context, snd sender, src io.ReaderAt, size int64, what
 type job struct {
 	src        io.ReaderAt
 	what       string // names src in messages
-	name       string
 	size, from int64
 	chunk      int
 	h          hash.Hash // SHA-256 of the file up to what was read
-	o          *SendOptions
+	o          *Options
 	bufs       [][]byte
 	start      time.Time // of the first chunk, for Rate
-	flipped    bool      // the chunk being sent was corrupted by the test hook
 }
 
 // hashPrefix hashes what the server already has, so that the SHA-256
 // covers the whole file when the upload resumes.
 func (j *job) hashPrefix() error {
 	if _, err := io.Copy(j.h, io.NewSectionReader(j.src, 0, j.from)); err != nil {
-		return &permanentError{fmt.Errorf("reading %s: %w", j.what, err)}
+		return xfer.Permanent(fmt.Errorf("reading %s: %w", j.what, err))
 	}
 	return nil
 }
@@ -298,7 +300,7 @@ const hashBlock = 1 << 20
 // would otherwise bound the rate (about 1.5 GB/s here against 2 GB/s for
 // the transports). The file is read in blocks of whole chunks; a block is
 // reused once both the hasher and fn are done with it.
-func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
+func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 	per := max(1, hashBlock/j.chunk)
 	bsize := per * j.chunk
 	const nblocks = 3
@@ -333,23 +335,23 @@ func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
 			if errors.Is(err, io.EOF) {
 				err = fmt.Errorf("%s shrank while being sent", j.what)
 			}
-			return &permanentError{err}
+			return xfer.Permanent(err)
 		}
 		toHash <- blk
 		inFlight++
 		for len(blk) > 0 {
 			p := blk[:min(j.chunk, len(blk))]
 			blk = blk[len(p):]
-			crc := CRC32C(p)
-			j.flipped = j.o.corrupt != nil && j.o.corrupt(off)
-			if j.flipped {
+			crc := xfer.CRC32C(p)
+			c := xfer.Chunk{Off: off, Data: p, CRC32C: crc, Orig: p}
+			if j.o.corrupt != nil && j.o.corrupt(off) {
 				// A bit flipped after the CRC, as a bad link or NIC does;
 				// on a copy, the hasher reads the block.
 				scratch = append(scratch[:0], p...)
 				scratch[0] ^= 1
-				p = scratch
+				c.Data = scratch
 			}
-			if err := fn(off, p, crc); err != nil {
+			if err := fn(c); err != nil {
 				return err
 			}
 			off += int64(len(p))
@@ -362,7 +364,7 @@ func (j *job) chunks(fn func(off int64, p []byte, crc uint32) error) error {
 	return nil
 }
 
-// pace sleeps to keep to SendOptions.Rate.
+// pace sleeps to keep to Options.Rate.
 func (j *job) pace(off int64) {
 	r := j.o.Rate
 	if r <= 0 {
@@ -378,3 +380,20 @@ func (j *job) pace(off int64) {
 }
 
 func (j *job) sum() []byte { return j.h.Sum(nil) }
+
+// wholeSHA256 hashes the whole file, apart from the running hash.
+func (j *job) wholeSHA256() ([]byte, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(j.src, 0, j.size)); err != nil {
+		return nil, xfer.Permanent(err)
+	}
+	return h.Sum(nil), nil
+}
+
+// memoryID tells apart the uploads of Bytes in the tus client's URL
+// memory.
+func memoryID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,4 +1,4 @@
-package xfer
+package diskstore
 
 import (
 	"bytes"
@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -22,11 +22,6 @@ const (
 	slotMagic  = 0x58464552 // "XFER"
 	maxMeta    = 2048       // tus Upload-Metadata kept in the sidecar
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC32C is the Castagnoli CRC of p, the per-chunk check of every transport.
-func CRC32C(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
 
 // record is one sidecar slot's content.
 type record struct {
@@ -59,7 +54,7 @@ func (r *record) encode() ([]byte, error) {
 	b := make([]byte, slotSize)
 	binary.BigEndian.PutUint32(b[0:], slotMagic)
 	binary.BigEndian.PutUint32(b[4:], uint32(len(body)))
-	binary.BigEndian.PutUint32(b[8:], CRC32C(body))
+	binary.BigEndian.PutUint32(b[8:], xfer.CRC32C(body))
 	copy(b[slotHeader:], body)
 	return b, nil
 }
@@ -75,7 +70,7 @@ func decodeSlot(b []byte) (*record, error) {
 		return nil, errBadSlot
 	}
 	body := b[slotHeader : slotHeader+n]
-	if CRC32C(body) != binary.BigEndian.Uint32(b[8:]) {
+	if xfer.CRC32C(body) != binary.BigEndian.Uint32(b[8:]) {
 		return nil, errBadSlot
 	}
 	var r record

@@ -1,4 +1,6 @@
-package xfer
+package diskstore
+
+import "github.com/sluicehq/sluice/internal/xfer"
 
 // DefaultBufferBytes is Options.BufferBytes's default: 32 blocks of
 // blockSize, so 8 uploads at full speed (each pipelines nBlocks blocks
@@ -24,10 +26,10 @@ const DefaultBufferBytes = 32 << 20
 type bufferBudget struct {
 	tokens chan struct{} // one per block out; its capacity is the budget
 	free   chan []byte   // idle blocks
-	stats  *Stats
+	stats  *xfer.Stats
 }
 
-func newBufferBudget(bytes int64, stats *Stats) *bufferBudget {
+func newBufferBudget(bytes int64, stats *xfer.Stats) *bufferBudget {
 	n := max(bytes/blockSize, 1)
 	return &bufferBudget{tokens: make(chan struct{}, n), free: make(chan []byte, n), stats: stats}
 }

@@ -1,4 +1,7 @@
-package xfer
+// Package tus is file transfer over tus 1.0.0: its server adapter over an
+// xfer.IDBackend (uploads addressed by id), and its client for the upload
+// loop of internal/xfer/send.
+package tus
 
 import (
 	"crypto/md5"
@@ -15,12 +18,13 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/idleread"
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 // tus 1.0.0 (https://tus.io/protocols/resumable-upload) with the creation,
 // checksum, termination and expiration extensions.
 const (
-	TUSVersion    = "1.0.0"
+	Version       = "1.0.0"
 	tusExtensions = "creation,checksum,termination,expiration"
 	tusAlgorithms = "sha1,sha256,md5"
 	// StatusChecksumMismatch is tus's 460 Checksum Mismatch.
@@ -31,23 +35,23 @@ const (
 	headerSHA256 = "Sluice-Sha256"
 )
 
-// TUSHandler serves a backend as a tus 1.0.0 server whose upload URLs are
+// Handler serves a backend as a tus 1.0.0 server whose upload URLs are
 // base + ID; base must end in "/" (e.g. "/files/"). tus needs uploads
-// addressed by id, and kept once finished: an IDBackend.
-func TUSHandler(s IDBackend, base string) http.Handler {
+// addressed by id, and kept once finished: an xfer.IDBackend.
+func Handler(s xfer.IDBackend, base string) http.Handler {
 	return &tusServer{s: s, base: base}
 }
 
 type tusServer struct {
-	s    IDBackend
+	s    xfer.IDBackend
 	base string
 }
 
 func (t *tusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Tus-Resumable", TUSVersion)
+	h.Set("Tus-Resumable", Version)
 	if r.Method == http.MethodOptions {
-		h.Set("Tus-Version", TUSVersion)
+		h.Set("Tus-Version", Version)
 		h.Set("Tus-Extension", tusExtensions)
 		h.Set("Tus-Checksum-Algorithm", tusAlgorithms)
 		if m := t.s.MaxSize(); m > 0 {
@@ -56,9 +60,9 @@ func (t *tusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if v := r.Header.Get("Tus-Resumable"); v != TUSVersion {
-		h.Set("Tus-Version", TUSVersion)
-		tusError(w, http.StatusPreconditionFailed, fmt.Sprintf("Tus-Resumable %q is not supported, want %s", v, TUSVersion))
+	if v := r.Header.Get("Tus-Resumable"); v != Version {
+		h.Set("Tus-Version", Version)
+		tusError(w, http.StatusPreconditionFailed, fmt.Sprintf("Tus-Resumable %q is not supported, want %s", v, Version))
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, t.base)
@@ -93,29 +97,29 @@ func tusError(w http.ResponseWriter, code int, msg string) {
 // wire code so our client recovers it.
 func tusStatus(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
-	switch CodeOf(err) {
-	case CodeBadName, CodeOverSize:
+	switch xfer.CodeOf(err) {
+	case xfer.CodeBadName, xfer.CodeOverSize:
 		code = http.StatusBadRequest
-		if errors.Is(err, ErrOverSize) {
+		if errors.Is(err, xfer.ErrOverSize) {
 			code = http.StatusRequestEntityTooLarge
 		}
-	case CodeTooLarge:
+	case xfer.CodeTooLarge:
 		code = http.StatusRequestEntityTooLarge
-	case CodeNoSpace:
+	case xfer.CodeNoSpace:
 		code = http.StatusInsufficientStorage
-	case CodeOffset:
+	case xfer.CodeOffset:
 		code = http.StatusConflict
-	case CodeChecksum:
+	case xfer.CodeChecksum:
 		code = StatusChecksumMismatch
-	case CodeNotFound:
+	case xfer.CodeNotFound:
 		code = http.StatusNotFound
-	case CodeBusy:
+	case xfer.CodeBusy:
 		code = http.StatusLocked // tus-js-client retries a 423
 	}
-	tusError(w, code, encodeRemote(err))
+	tusError(w, code, xfer.EncodeRemote(err))
 }
 
-func (t *tusServer) expires(w http.ResponseWriter, in Info) {
+func (t *tusServer) expires(w http.ResponseWriter, in xfer.Info) {
 	if !in.Expires.IsZero() {
 		w.Header().Set("Upload-Expires", in.Expires.UTC().Format(http.TimeFormat))
 	}
@@ -155,7 +159,7 @@ func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m := t.s.MaxSize(); m > 0 && size > m {
-		tusStatus(w, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, size, m))
+		tusStatus(w, fmt.Errorf("%w: %d bytes, the limit is %d", xfer.ErrTooLarge, size, m))
 		return
 	}
 	raw := r.Header.Get("Upload-Metadata")
@@ -173,8 +177,8 @@ func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := t.s.BeginKept(meta["filename"], size, sha, raw, true)
 	if err != nil {
-		if errors.Is(err, ErrBusy) {
-			tusError(w, http.StatusConflict, encodeRemote(err))
+		if errors.Is(err, xfer.ErrBusy) {
+			tusError(w, http.StatusConflict, xfer.EncodeRemote(err))
 			return
 		}
 		tusStatus(w, err)
@@ -224,11 +228,11 @@ func (t *tusServer) finishedPatch(w http.ResponseWriter, r *http.Request, id str
 		return false
 	}
 	if off != in.Size {
-		tusStatus(w, &OffsetError{Want: off, Have: in.Size})
+		tusStatus(w, &xfer.OffsetError{Want: off, Have: in.Size})
 		return true
 	}
 	if r.ContentLength > 0 || r.ContentLength < 0 && readsAny(r.Body) {
-		tusStatus(w, fmt.Errorf("%w: the upload is complete (%d bytes)", ErrOverSize, in.Size))
+		tusStatus(w, fmt.Errorf("%w: the upload is complete (%d bytes)", xfer.ErrOverSize, in.Size))
 		return true
 	}
 	w.Header().Set("Upload-Offset", strconv.FormatInt(in.Size, 10))
@@ -281,7 +285,7 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		}
 	}
 	u, err := t.s.Acquire(r.Context(), id)
-	if errors.Is(err, ErrNotFound) && t.finishedPatch(w, r, id, off) {
+	if errors.Is(err, xfer.ErrNotFound) && t.finishedPatch(w, r, id, off) {
 		return
 	}
 	if err != nil {
@@ -293,11 +297,11 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 	u.OnTakeover(func() { body.Interrupt(errTakeover) })
 	in := u.Info()
 	if off != u.Offset() {
-		tusStatus(w, &OffsetError{Want: off, Have: u.Offset()})
+		tusStatus(w, &xfer.OffsetError{Want: off, Have: u.Offset()})
 		return
 	}
 	if r.ContentLength > in.Size-off {
-		tusStatus(w, fmt.Errorf("%w: %d bytes at offset %d, the size is %d", ErrOverSize, r.ContentLength, off, in.Size))
+		tusStatus(w, fmt.Errorf("%w: %d bytes at offset %d, the size is %d", xfer.ErrOverSize, r.ContentLength, off, in.Size))
 		return
 	}
 	n, err := u.ReadFrom(off, body, sum, want)
@@ -338,7 +342,7 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 
 func (t *tusServer) delete(w http.ResponseWriter, r *http.Request, id string) {
 	u, err := t.s.Acquire(r.Context(), id)
-	if errors.Is(err, ErrNotFound) && t.s.RemoveFinished(id) {
+	if errors.Is(err, xfer.ErrNotFound) && t.s.RemoveFinished(id) {
 		// A finished upload: its record goes (HEAD, PATCH and DELETE
 		// answer 404 from now on); the file it landed stays.
 		w.WriteHeader(http.StatusNoContent)

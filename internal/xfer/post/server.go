@@ -1,4 +1,6 @@
-package xfer
+// Package post is the plain HTTP upload of a whole file in one POST body,
+// without resume: its server adapter over an xfer.Backend and its client.
+package post
 
 import (
 	"encoding/hex"
@@ -8,15 +10,16 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/idleread"
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
-// PostHandler takes a whole file as one POST body at /post/NAME (with a
+// Handler takes a whole file as one POST body at /post/NAME (with a
 // Content-Length) into the backend: the same writes, SHA-256, fsyncs and
 // rename as an upload, without resume. It is the plain-HTTP baseline of
 // `sluice bench upload` (HTTP/1.1 and h2c) and `sluice xfer serve --http`;
 // it answers the SHA-256 in hex. A body that sends nothing for the store's
 // IdleTimeout ends the request (408), and the partial upload is removed.
-func PostHandler(s Backend) http.Handler {
+func Handler(s xfer.Backend) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, ok := strings.CutPrefix(r.URL.Path, "/post/")
 		if !ok || r.Method != http.MethodPost {
@@ -29,7 +32,7 @@ func PostHandler(s Backend) http.Handler {
 		}
 		u, err := s.Begin(name, r.ContentLength, nil, "", true)
 		if err != nil {
-			http.Error(w, encodeRemote(err), http.StatusBadRequest)
+			http.Error(w, xfer.EncodeRemote(err), http.StatusBadRequest)
 			return
 		}
 		defer u.Release()
@@ -46,7 +49,7 @@ func PostHandler(s Backend) http.Handler {
 		}
 		sum, err := u.Finish(nil, "http")
 		if err != nil {
-			http.Error(w, encodeRemote(err), http.StatusInternalServerError)
+			http.Error(w, xfer.EncodeRemote(err), http.StatusInternalServerError)
 			return
 		}
 		fmt.Fprintln(w, hex.EncodeToString(sum))

@@ -1,9 +1,12 @@
-package xfer
+package send
 
 import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 // BenchmarkSend sends a 64 MiB file from the page cache over each
@@ -11,12 +14,12 @@ import (
 // answer). Noisy on a shared machine: compare side by side.
 func BenchmarkSend(b *testing.B) {
 	dir := b.TempDir()
-	s, err := Open(dir, Options{})
+	s, err := diskstore.Open(dir, diskstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
+	srv, err := serve.Start(s, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func BenchmarkSend(b *testing.B) {
 		b.Run(tr.name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for i := 0; i < b.N; i++ {
-				if _, err := Send(context.Background(), tr.url, src, SendOptions{Name: fmt.Sprint("b", i), StateDir: b.TempDir()}); err != nil {
+				if _, err := File(context.Background(), tr.url, src, Options{Name: fmt.Sprint("b", i), StateDir: b.TempDir()}); err != nil {
 					b.Fatal(err)
 				}
 			}

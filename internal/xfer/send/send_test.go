@@ -1,4 +1,4 @@
-package xfer
+package send
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"math/rand"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,20 +21,46 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
-type env struct {
-	dir   string
-	store *Store
-	srv   *Server
+// The RSocket wire's upload metadata and chunk kind
+// (internal/xfer/rsocketxfer), for a client that freezes mid-upload.
+const (
+	rsMetaUpload = "upload"
+	rsChunk      = 'c'
+)
+
+func randBytes(n int, seed int64) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
 }
 
-func startEnv(t *testing.T, o Options) *env {
+func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Store {
+	t.Helper()
+	s, err := diskstore.Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+type env struct {
+	dir   string
+	store *diskstore.Store
+	srv   *serve.Server
+}
+
+func startEnv(t *testing.T, o diskstore.Options) *env {
 	t.Helper()
 	dir := t.TempDir()
 	s := openT(t, dir, o)
-	srv, err := Start(s, Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	srv, err := serve.Start(s, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +104,12 @@ func checkLanded(t *testing.T, dir, name string, data []byte, sum []byte) {
 }
 
 func TestSendEachTransport(t *testing.T) {
-	e := startEnv(t, Options{SyncEvery: 1 << 20})
+	e := startEnv(t, diskstore.Options{SyncEvery: 1 << 20})
 	data := randBytes(3<<20+123, 10)
 	src := tempFile(t, data)
 	for tr, to := range e.urls() {
 		t.Run(tr, func(t *testing.T) {
-			sum, err := Send(ctxT(t), to, src, SendOptions{Name: "f-" + tr, Chunk: 256 << 10, StateDir: t.TempDir()})
+			sum, err := File(ctxT(t), to, src, Options{Name: "f-" + tr, Chunk: 256 << 10, StateDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,10 +119,10 @@ func TestSendEachTransport(t *testing.T) {
 }
 
 func TestSendEmptyFile(t *testing.T) {
-	e := startEnv(t, Options{})
+	e := startEnv(t, diskstore.Options{})
 	src := tempFile(t, nil)
 	for tr, to := range e.urls() {
-		sum, err := Send(ctxT(t), to, src, SendOptions{Name: "e-" + tr, StateDir: t.TempDir()})
+		sum, err := File(ctxT(t), to, src, Options{Name: "e-" + tr, StateDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("%s: %v", tr, err)
 		}
@@ -106,7 +133,7 @@ func TestSendEmptyFile(t *testing.T) {
 // A chunk whose bits flip on the way is refused (CRC32C, or tus's
 // Upload-Checksum) and sent again; the file lands intact.
 func TestBadChunkRefusedAndResent(t *testing.T) {
-	e := startEnv(t, Options{})
+	e := startEnv(t, diskstore.Options{})
 	data := randBytes(1<<20, 11)
 	src := tempFile(t, data)
 	for tr, to := range e.urls() {
@@ -119,7 +146,7 @@ func TestBadChunkRefusedAndResent(t *testing.T) {
 				}
 				return hit
 			}
-			sum, err := Send(ctxT(t), to, src, SendOptions{Name: "c-" + tr, Chunk: 128 << 10, StateDir: t.TempDir(), corrupt: corrupt})
+			sum, err := File(ctxT(t), to, src, Options{Name: "c-" + tr, Chunk: 128 << 10, StateDir: t.TempDir(), corrupt: corrupt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +160,7 @@ func TestBadChunkRefusedAndResent(t *testing.T) {
 
 // Send continues from what the server holds.
 func TestSendResumesFromServerOffset(t *testing.T) {
-	e := startEnv(t, Options{})
+	e := startEnv(t, diskstore.Options{})
 	data := randBytes(1<<20, 12)
 	src := tempFile(t, data)
 	for _, tr := range []string{"grpc", "rsocket"} {
@@ -145,7 +172,7 @@ func TestSendResumesFromServerOffset(t *testing.T) {
 		u.Release()
 		var first atomic.Int64
 		first.Store(-1)
-		sum, err := Send(ctxT(t), e.urls()[tr], src, SendOptions{Name: "r-" + tr, Progress: func(done, total int64) {
+		sum, err := File(ctxT(t), e.urls()[tr], src, Options{Name: "r-" + tr, Progress: func(done, total int64) {
 			first.CompareAndSwap(-1, done)
 		}})
 		if err != nil {
@@ -159,14 +186,14 @@ func TestSendResumesFromServerOffset(t *testing.T) {
 }
 
 func TestSendRefusals(t *testing.T) {
-	e := startEnv(t, Options{MaxSize: 1000})
+	e := startEnv(t, diskstore.Options{MaxSize: 1000})
 	src := tempFile(t, randBytes(2000, 13))
 	for tr, to := range e.urls() {
-		_, err := Send(ctxT(t), to, src, SendOptions{Name: "big", StateDir: t.TempDir()})
-		if !errors.Is(err, ErrTooLarge) {
+		_, err := File(ctxT(t), to, src, Options{Name: "big", StateDir: t.TempDir()})
+		if !errors.Is(err, xfer.ErrTooLarge) {
 			t.Errorf("%s: oversize: %v", tr, err)
 		}
-		if _, err := Send(ctxT(t), to, src, SendOptions{Name: "../x"}); !errors.Is(err, ErrBadName) {
+		if _, err := File(ctxT(t), to, src, Options{Name: "../x"}); !errors.Is(err, xfer.ErrBadName) {
 			t.Errorf("%s: traversal: %v", tr, err)
 		}
 	}
@@ -281,7 +308,7 @@ func (p *proxy) pipe(dst, src net.Conn, limit int64) {
 }
 
 func TestConnectionResetResumes(t *testing.T) {
-	e := startEnv(t, Options{SyncEvery: 256 << 10})
+	e := startEnv(t, diskstore.Options{SyncEvery: 256 << 10})
 	data := randBytes(4<<20, 14)
 	src := tempFile(t, data)
 	targets := map[string]func(addr string) string{
@@ -293,7 +320,7 @@ func TestConnectionResetResumes(t *testing.T) {
 	for tr, mk := range targets {
 		t.Run(tr, func(t *testing.T) {
 			p := newCutProxy(t, servers[tr], 1500<<10, 2)
-			sum, err := Send(ctxT(t), mk(p.ln.Addr().String()), src, SendOptions{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
+			sum, err := File(ctxT(t), mk(p.ln.Addr().String()), src, Options{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +335,7 @@ func TestConnectionResetResumes(t *testing.T) {
 // Two uploads of one name at once: the second is refused while the first
 // writes, and DIR/NAME is one of them whole.
 func TestConcurrentSameName(t *testing.T) {
-	e := startEnv(t, Options{})
+	e := startEnv(t, diskstore.Options{})
 	u, err := e.store.Begin("same", 100, nil, "", false)
 	if err != nil {
 		t.Fatal(err)
@@ -318,8 +345,8 @@ func TestConcurrentSameName(t *testing.T) {
 		if tr == "tus" {
 			continue // tus names uploads by id: a PATCH to a held id takes it over (TestTUSStalledPatchTakenOver)
 		}
-		_, err := Send(ctxT(t), to, src, SendOptions{Name: "same", Attempts: 2})
-		if !errors.Is(err, ErrBusy) || !bytes.Contains([]byte(err.Error()), []byte("upload of same already in progress")) {
+		_, err := File(ctxT(t), to, src, Options{Name: "same", Attempts: 2})
+		if !errors.Is(err, xfer.ErrBusy) || !bytes.Contains([]byte(err.Error()), []byte("upload of same already in progress")) {
 			t.Errorf("%s: %v", tr, err)
 		}
 	}
@@ -348,10 +375,10 @@ func tempFileB(b *testing.B, data []byte) string {
 // name stayed "already in progress" for as long as the kernel kept the
 // dead connection.
 func TestFrozenClientReleasesUpload(t *testing.T) {
-	old := grpcKeepalive
-	grpcKeepalive.Time, grpcKeepalive.Timeout = time.Second, 200*time.Millisecond // the least grpc-go allows
-	t.Cleanup(func() { grpcKeepalive = old })
-	e := startEnv(t, Options{})
+	// The server's keepalive pings go after the idle timeout when it is
+	// shorter than their 30 s (internal/xfer/grpcxfer): 1 s, the least
+	// grpc-go allows, and an answer due within 1 s.
+	e := startEnv(t, diskstore.Options{IdleTimeout: time.Second})
 	data := randBytes(1<<20, 21)
 	chunk := data[:256<<10]
 	for _, tr := range []string{"grpc", "rsocket"} {
@@ -375,7 +402,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Begin{Begin: begin}}); err != nil {
 					t.Fatal(err)
 				}
-				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: &xferv1.Chunk{Data: chunk, Crc32C: CRC32C(chunk)}}}); err != nil {
+				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: &xferv1.Chunk{Data: chunk, Crc32C: xfer.CRC32C(chunk)}}}); err != nil {
 					t.Fatal(err)
 				}
 				waitReceived(t, e.store, received)
@@ -393,7 +420,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 					t.Fatal(err)
 				}
 				meta := []byte{rsChunk, 0, 0, 0, 0}
-				binary.BigEndian.PutUint32(meta[1:], CRC32C(chunk))
+				binary.BigEndian.PutUint32(meta[1:], xfer.CRC32C(chunk))
 				if err := ch.Send(rsocket.Payload{Metadata: meta, Data: chunk}); err != nil {
 					t.Fatal(err)
 				}
@@ -414,7 +441,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			sum, err := Send(ctx, e.urls()[tr], tempFile(t, data), SendOptions{Name: name})
+			sum, err := File(ctx, e.urls()[tr], tempFile(t, data), Options{Name: name})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -425,7 +452,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 
 // waitReceived waits until the store has received n bytes in all (what
 // the test's client sent has arrived).
-func waitReceived(t *testing.T, s *Store, n int64) {
+func waitReceived(t *testing.T, s *diskstore.Store, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for s.Stats.BytesReceived.Load() < n {
@@ -433,5 +460,16 @@ func waitReceived(t *testing.T, s *Store, n int64) {
 			t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// writeAll writes data[from:] in chunks of n.
+func writeAll(t *testing.T, u xfer.BackendUpload, data []byte, from, n int) {
+	t.Helper()
+	for off := from; off < len(data); off += n {
+		p := data[off:min(len(data), off+n)]
+		if _, err := u.Write(int64(off), p, xfer.CRC32C(p)); err != nil {
+			t.Fatalf("write at %d: %v", off, err)
+		}
 	}
 }

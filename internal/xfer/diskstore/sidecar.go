@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -127,5 +126,3 @@ func (s *sidecar) save(r *record) error {
 	// changes data only, which fdatasync covers.
 	return s.f.Datasync()
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -353,11 +353,6 @@ func TestConcurrentSameName(t *testing.T) {
 	u.Release()
 }
 
-func sha256Of(b []byte) []byte {
-	s := sha256.Sum256(b)
-	return s[:]
-}
-
 func tempFileB(b *testing.B, data []byte) string {
 	p := filepath.Join(b.TempDir(), "src.bin")
 	if err := os.WriteFile(p, data, 0o644); err != nil {

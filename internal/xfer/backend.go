@@ -11,9 +11,9 @@ import (
 // Backend is the contract between the transports (gRPC, RSocket, tus,
 // HTTP POST: the server adapters) and where uploads are kept: begin an
 // upload, ask its offset, write at that offset, make it durable, verify
-// and commit it, expire what was left. The local-disk store (internal/xfer/diskstore) is one implementation; an
-// object store (S3: multipart parts, the sidecar as an object) is meant to
-// be another. Modelled on tusd's DataStore and Upload, with what only some
+// and commit it, expire what was left. The local-disk store
+// (internal/xfer/diskstore) is one implementation; an object store (S3:
+// multipart parts, the sidecar as an object) is meant to be another. Modelled on tusd's DataStore and Upload, with what only some
 // backends can do in optional interfaces (IDBackend), which an adapter
 // that needs them asks for.
 //

@@ -45,11 +45,12 @@ func Register(srv *grpc.Server, s xfer.Backend) {
 }
 
 // ServerOptions are a server's options for the service: a connection
-// that completes no HTTP/2 handshake (silent, or stopped in its preface) is closed after the handshake
-// timeout, or idle if shorter (gRPC's default is 120 s); one that sends
-// nothing is pinged after grpcKeepalive.Time, or idle if shorter, and
-// closed when the answer does not come within grpcKeepalive.Timeout, or
-// idle if shorter. With the default idle (60 s) that is grpcKeepalive.
+// that completes no HTTP/2 handshake (silent, or stopped in its
+// preface) is closed after the handshake timeout, or idle if shorter
+// (gRPC's default is 120 s); one that sends nothing is pinged after
+// grpcKeepalive.Time, or idle if shorter, and closed when the answer
+// does not come within grpcKeepalive.Timeout, or idle if shorter. With
+// the default idle (60 s) that is grpcKeepalive.
 func ServerOptions(idle time.Duration) []grpc.ServerOption {
 	ka := grpcKeepalive
 	ka.Time, ka.Timeout = min(ka.Time, idle), min(ka.Timeout, idle)

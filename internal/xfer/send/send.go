@@ -342,8 +342,7 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 		for len(blk) > 0 {
 			p := blk[:min(j.chunk, len(blk))]
 			blk = blk[len(p):]
-			crc := xfer.CRC32C(p)
-			c := xfer.Chunk{Off: off, Data: p, CRC32C: crc, Orig: p}
+			c := xfer.Chunk{Off: off, Data: p, CRC32C: xfer.CRC32C(p), Orig: p}
 			if j.o.corrupt != nil && j.o.corrupt(off) {
 				// A bit flipped after the CRC, as a bad link or NIC does;
 				// on a copy, the hasher reads the block.

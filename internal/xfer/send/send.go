@@ -148,13 +148,19 @@ func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp s
 		return nil, err
 	}
 	defer tr.Close()
+	return retry(ctx, tr, to, src, size, what, &o)
+}
+
+// retry runs the upload loop over tr until it succeeds, fails for good,
+// or has made o.Attempts attempts; to names the server in messages.
+func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, size int64, what string, o *Options) ([]byte, error) {
 	backoff := 100 * time.Millisecond
 	// reached: some attempt got past the connection. A server that
 	// refuses after that is restarting under an upload, which gets every
 	// attempt; one that never answered is most likely not there.
 	refusals, reached := 0, false
 	for attempt := 1; ; attempt++ {
-		sum, err := uploadOnce(ctx, tr, src, size, what, &o)
+		sum, err := uploadOnce(ctx, tr, src, size, what, o)
 		if err == nil {
 			return sum, nil
 		}

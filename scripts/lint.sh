@@ -9,7 +9,7 @@
 #
 # A staticcheck finding that is right to keep gets a
 # `//lint:ignore CHECK reason` line at the spot, saying why (see
-# internal/xfer/upload.go), never a disabled check.
+# internal/xfer/diskstore/upload.go), never a disabled check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

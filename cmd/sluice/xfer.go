@@ -13,6 +13,9 @@ import (
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/send"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 func init() {
@@ -39,7 +42,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var maxSize byteSize
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer, and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
-	idle := fs.Duration("idle-timeout", xfer.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
+	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
 	metrics := fs.String("metrics", "", metricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -55,7 +58,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus, --http"}
 	}
 	// Every address checked before the store opens (and creates --dir):
-	// a port in use ends it with nothing on disk (issue 24). xfer.Start
+	// a port in use ends it with nothing on disk (issue 24). serve.Start
 	// binds them again, a moment later.
 	rsHost := strings.TrimPrefix(*rsAddr, "tcp://")
 	for _, l := range []struct{ flag, addr string }{{"--grpc", *grpcAddr}, {"--rsocket", rsHost}, {"--tus", *tusAddr}, {"--metrics", *metrics}} {
@@ -70,17 +73,17 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := newLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
-	store, err := xfer.Open(*dir, xfer.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
+	store, err := diskstore.Open(*dir, diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	reg := newRegistry()
-	xfer.RegisterMetrics(reg, store)
+	diskstore.RegisterMetrics(reg, store)
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
 		return err
 	}
-	srv, err := xfer.Start(store, xfer.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
+	srv, err := serve.Start(store, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
 	if err != nil {
 		return err
 	}
@@ -131,7 +134,7 @@ func (c *chunkFlag) Set(s string) error {
 // autoChunkHelp says what --chunk auto picks, from xfer's constants.
 func autoChunkHelp() string {
 	return fmt.Sprintf("auto: %s for gRPC, %s for RSocket, %s for tus",
-		humanSize(xfer.AutoChunk), humanSize(xfer.AutoRSocketChunk), humanSize(xfer.AutoTUSChunk))
+		humanSize(send.AutoChunk), humanSize(send.AutoRSocketChunk), humanSize(send.AutoTUSChunk))
 }
 
 func runXferSend(args []string, stdout, stderr io.Writer) error {
@@ -168,13 +171,13 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := requireFlags(fs, "to", *to); err != nil {
 		return err
 	}
-	o := xfer.SendOptions{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
+	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
 	var bar *progress.Bar
 	if progress.IsTerminal(stderr) {
 		bar = progress.NewBar(stderr)
 		o.Progress = bar.Update
 	}
-	sum, err := xfer.Send(ctx, *to, files[0], o)
+	sum, err := send.File(ctx, *to, files[0], o)
 	if bar != nil {
 		bar.Finish()
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/send"
 )
 
 func TestXferChunkFlag(t *testing.T) {
@@ -36,9 +36,9 @@ func TestXferAutoChunkHelp(t *testing.T) {
 	}
 	text := strings.Join(strings.Fields(string(doc)), " ")
 	for _, s := range []string{
-		"sends " + humanSize(xfer.AutoChunk) + " messages over gRPC",
-		humanSize(xfer.AutoRSocketChunk) + " payloads over RSocket",
-		humanSize(xfer.AutoTUSChunk) + " PATCHes over tus",
+		"sends " + humanSize(send.AutoChunk) + " messages over gRPC",
+		humanSize(send.AutoRSocketChunk) + " payloads over RSocket",
+		humanSize(send.AutoTUSChunk) + " PATCHes over tus",
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("docs/xfer.md does not say %q", s)

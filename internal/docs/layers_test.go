@@ -26,8 +26,11 @@ var packageLayers = []struct {
 	// What tests (and the lab) use: never linked into the daemons.
 	{"testkit", []string{"internal/testkit/..."}},
 	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/cliflag", "internal/logcheck", "internal/rsocketcall"}},
-	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/xfer", "internal/rsproxy", "internal/rsocketd"}},
-	{"transports and stores", []string{"internal/transport/...", "internal/store/..."}},
+	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/rsproxy", "internal/rsocketd", "internal/xfer/serve", "internal/xfer/send"}},
+	// File transfer's contract, its store and its transport adapters:
+	// serve and send, above, put them together.
+	{"transports and stores", []string{"internal/transport/...", "internal/store/...", "internal/xfer", "internal/xfer/diskstore",
+		"internal/xfer/grpcxfer", "internal/xfer/rsocketxfer", "internal/xfer/tus", "internal/xfer/post"}},
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},
 	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/codec", "internal/defaults", "internal/dirlock",

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
 )
 
 // listenRetry listens on addr, retrying while a just-closed listener of a
@@ -278,7 +279,7 @@ func TestBrowserStatusPage(t *testing.T) {
 // 40% written and still held by its writer, small.bin 10% and released.
 func startXfer(t *testing.T, dir string) *daemon {
 	t.Helper()
-	st, err := xfer.Open(dir, xfer.Options{Log: quiet})
+	st, err := diskstore.Open(dir, diskstore.Options{Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
 )
 
 // Snapshot is one element of status.stream, sent as JSON. Rates are per
@@ -320,7 +321,7 @@ func StoreSize(dir string) Provider {
 // Uploads lists the partial uploads of an xfer store with their progress.
 // The store has no list call; its partial directory names them (ID.meta)
 // and StatID describes each.
-func Uploads(st *xfer.Store) Provider {
+func Uploads(st *diskstore.Store) Provider {
 	return func(s *Snapshot) {
 		if s.Xfer == nil {
 			return
@@ -329,9 +330,9 @@ func Uploads(st *xfer.Store) Provider {
 	}
 }
 
-func listUploads(st *xfer.Store) []Upload {
+func listUploads(st *diskstore.Store) []Upload {
 	out := []Upload{}
-	ents, err := os.ReadDir(filepath.Join(st.Dir(), xfer.PartialDir))
+	ents, err := os.ReadDir(filepath.Join(st.Dir(), diskstore.PartialDir))
 	if err != nil {
 		return out
 	}

@@ -4,15 +4,16 @@ import (
 	"context"
 	"hash"
 	"io"
+	"sync/atomic"
 	"time"
 )
 
 // Backend is the contract between the transports (gRPC, RSocket, tus,
 // HTTP POST: the server adapters) and where uploads are kept: begin an
 // upload, ask its offset, write at that offset, make it durable, verify
-// and commit it, expire what was left. The local-disk Store is one implementation; an
-// object store (S3: multipart parts, the sidecar as an object) is meant to
-// be another. Modelled on tusd's DataStore and Upload, with what only some
+// and commit it, expire what was left. The local-disk store
+// (internal/xfer/diskstore) is one implementation; an object store (S3:
+// multipart parts, the sidecar as an object) is meant to be another. Modelled on tusd's DataStore and Upload, with what only some
 // backends can do in optional interfaces (IDBackend), which an adapter
 // that needs them asks for.
 //
@@ -86,8 +87,31 @@ type BackendUpload interface {
 	Release()
 }
 
-// The local-disk store is a Backend with every optional capability.
-var (
-	_ IDBackend     = (*Store)(nil)
-	_ BackendUpload = (*Upload)(nil)
-)
+// Info describes an upload.
+type Info struct {
+	ID, Name     string
+	Size, Offset int64
+	Meta         string
+	SHA256       []byte
+	Created      time.Time
+	Updated      time.Time
+	Expires      time.Time // zero when uploads do not expire
+	Active       bool      // a writer holds it
+	// Finished: the upload completed (Offset == Size) and is kept until it
+	// expires (BeginKept); SHA256 is then the file's.
+	Finished bool
+}
+
+// Stats are a backend's counters since it was opened; the adapters add
+// to IdleTimeouts.
+type Stats struct {
+	BytesReceived, UploadsCompleted, UploadsFailed, ChunksRejected, Expired, Salvaged atomic.Int64
+	// TakenOver counts writers interrupted by a newer request for their
+	// upload, IdleTimeouts writers ended because their body stalled.
+	TakenOver, IdleTimeouts atomic.Int64
+	// BufferBytes is the upload buffer memory in use now (blocks out of
+	// the budget, diskstore.Options.BufferBytes), BufferPeak the most it was,
+	// BufferMisses how many writes found the budget spent and went to
+	// disk without a block.
+	BufferBytes, BufferPeak, BufferMisses atomic.Int64
+}

@@ -1,19 +1,13 @@
-// Package xfer is sluice's bulk file transfer: a server-side upload store
-// that makes every upload resumable, checksummed and atomic, and the
-// transports that feed it (gRPC, RSocket, tus 1.0.0) with their clients.
+// Package xfer is the contract of sluice's resumable, checksummed, atomic
+// file transfer: what a store of uploads does (Backend), what a
+// transport's client does for the upload loop (Transport), and the
+// errors, wire codes, names and checksums every part shares.
 //
-// A partial upload lives under DIR/.partial/ as two files: ID.part, the
-// bytes received so far, and ID.meta, a sidecar with two checksummed slots
-// written alternately (offset, size, name, the running SHA-256 state,
-// created and updated times). The sidecar's offset only moves after the
-// data up to it was fsynced, so after a crash the data file is cut back to
-// the sidecar's offset and the upload resumes from there; a torn slot falls
-// back to the other one, and a sidecar with no valid slot restarts the
-// upload from zero instead of wedging it. A complete upload is verified
-// (size, SHA-256), fsynced and renamed to DIR/NAME, then DIR is fsynced:
-// DIR/NAME is either absent or whole and verified.
-//
-// One writer per name: a second upload of a name that is being written is
-// refused with ErrBusy. DIR is locked (internal/dirlock) so that two
-// servers never share it.
+// The parts, each a package under internal/xfer: diskstore, the
+// local-disk store (one Backend); grpcxfer, rsocketxfer, tus and post,
+// one per transport, each a server adapter over a Backend and its client
+// in a file apart; serve, every adapter of a `sluice xfer serve`; send,
+// the sending side, one upload loop over any Transport. Protobuf stays in
+// the gRPC and RSocket adapters, whose wire it is. docs/xfer.md describes
+// the design.
 package xfer

@@ -1,6 +1,9 @@
 package xfer
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Errors a transport maps to its own answers (gRPC code, tus status).
 var (
@@ -20,7 +23,7 @@ var (
 type OffsetError struct{ Want, Have int64 }
 
 func (e *OffsetError) Error() string {
-	return "offset mismatch: chunk at " + itoa(e.Want) + ", server has " + itoa(e.Have)
+	return "offset mismatch: chunk at " + strconv.FormatInt(e.Want, 10) + ", server has " + strconv.FormatInt(e.Have, 10)
 }
 func (e *OffsetError) Is(target error) bool { return target == ErrOffset }
 

@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// maxNameLen bounds a name well below common file-system limits (255).
-const maxNameLen = 200
+// MaxNameLen bounds a name well below common file-system limits (255).
+const MaxNameLen = 200
 
 // ValidateName refuses a name that could land anywhere but directly in
 // DIR: empty, ".", "..", containing "/", "\", "..", NUL or other control
@@ -16,8 +16,8 @@ func ValidateName(name string) error {
 	switch {
 	case name == "":
 		return &NameError{Name: name, Why: "empty"}
-	case len(name) > maxNameLen:
-		return &NameError{Name: name[:32] + "...", Why: fmt.Sprintf("longer than %d bytes", maxNameLen)}
+	case len(name) > MaxNameLen:
+		return &NameError{Name: name[:32] + "...", Why: fmt.Sprintf("longer than %d bytes", MaxNameLen)}
 	case strings.ContainsAny(name, "/\\"):
 		return &NameError{Name: name, Why: `contains "/" or "\"`}
 	case strings.Contains(name, ".."):

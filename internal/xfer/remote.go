@@ -59,12 +59,13 @@ func (e *RemoteError) Is(target error) bool {
 	return false
 }
 
-// encodeRemote and decodeRemote carry a code in a plain message
-// ("code: message"), for transports without codes of their own (RSocket).
-func encodeRemote(err error) string { return string(CodeOf(err)) + ": " + err.Error() }
+// EncodeRemote and DecodeRemote carry a code in a plain message
+// ("code: message"), for transports without codes of their own (RSocket,
+// HTTP bodies).
+func EncodeRemote(err error) string { return string(CodeOf(err)) + ": " + err.Error() }
 
-// ourMessage tells whether s starts with one of our codes.
-func ourMessage(s string) bool {
+// OurMessage tells whether s starts with one of our codes.
+func OurMessage(s string) bool {
 	code, _, ok := strings.Cut(s, ": ")
 	if !ok {
 		return false
@@ -80,7 +81,8 @@ func ourMessage(s string) bool {
 	return false
 }
 
-func decodeRemote(s string) *RemoteError {
+// DecodeRemote is the refusal EncodeRemote wrote as s.
+func DecodeRemote(s string) *RemoteError {
 	code, msg, ok := strings.Cut(s, ": ")
 	if !ok {
 		return &RemoteError{Code: CodeInternal, Msg: s}
@@ -88,10 +90,10 @@ func decodeRemote(s string) *RemoteError {
 	return &RemoteError{Code: Code(code), Msg: msg}
 }
 
-// retryable tells whether sending again (after asking the offset) can
+// Retryable tells whether sending again (after asking the offset) can
 // succeed: a refused chunk, a wrong offset, a busy name that may be a
 // previous connection of ours not yet noticed dead, or a transport failure.
-func retryable(err error) bool {
+func Retryable(err error) bool {
 	var re *RemoteError
 	if errors.As(err, &re) {
 		switch re.Code {
@@ -100,8 +102,16 @@ func retryable(err error) bool {
 		}
 		return false
 	}
-	return !errors.Is(err, errPermanent)
+	var pe *PermanentError
+	return !errors.As(err, &pe)
 }
 
-// errPermanent marks local failures no retry can fix (the file changed).
-var errPermanent = errors.New("permanent")
+// PermanentError is a failure no retry fixes: the local file changed, or
+// the server is not an xfer server or refuses our credentials.
+type PermanentError struct{ Err error }
+
+// Permanent marks err as one no retry fixes.
+func Permanent(err error) error { return &PermanentError{err} }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }

@@ -27,7 +27,8 @@ import (
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
-	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 // docs/reliability.md's "Hostile clients on every listener", small
@@ -176,12 +177,12 @@ func startMetrics(t *testing.T) listener {
 }
 
 func startXfer(t *testing.T, name string) listener {
-	store, err := xfer.Open(t.TempDir(), xfer.Options{IdleTimeout: stall, Log: quiet})
+	store, err := diskstore.Open(t.TempDir(), diskstore.Options{IdleTimeout: stall, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	srv, err := xfer.Start(store, xfer.Listen{GRPC: "127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	srv, err := serve.Start(store, serve.Listen{GRPC: "127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

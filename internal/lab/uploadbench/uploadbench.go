@@ -24,6 +24,10 @@ import (
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lab/chart"
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/post"
+	"github.com/sluicehq/sluice/internal/xfer/send"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
 
 // Result is one (transport, source, chunk) cell of the sweep.
@@ -98,20 +102,20 @@ func (e *endpoints) Close() {
 	}
 }
 
-func startEndpoints(store *xfer.Store) (*endpoints, error) {
+func startEndpoints(store *diskstore.Store) (*endpoints, error) {
 	e := &endpoints{h1c: &http.Client{}}
-	srv, err := xfer.Start(store, xfer.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
+	srv, err := serve.Start(store, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
 	if err != nil {
 		return nil, err
 	}
 	e.closers = append(e.closers, func() { srv.Close() })
-	h1, h1Addr, err := xfer.ServePost(store, false)
+	h1, h1Addr, err := post.ServePost(store, false)
 	if err != nil {
 		e.Close()
 		return nil, err
 	}
 	e.closers = append(e.closers, func() { h1.Close() })
-	h2, h2Addr, err := xfer.ServePost(store, true)
+	h2, h2Addr, err := post.ServePost(store, true)
 	if err != nil {
 		e.Close()
 		return nil, err
@@ -154,7 +158,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 		base = d
 	}
-	store, err := xfer.Open(filepath.Join(base, "server"), xfer.Options{})
+	store, err := diskstore.Open(filepath.Join(base, "server"), diskstore.Options{})
 	if err != nil {
 		return err
 	}
@@ -266,13 +270,13 @@ func (e *endpoints) send(ctx context.Context, ce cell, name string, data []byte,
 		if ce.src == "disk" {
 			path = ce.so.path
 		}
-		return xfer.PostFile(ctx, cl, e.urls[ce.tr]+name, data, path, ce.chunk)
+		return post.PostFile(ctx, cl, e.urls[ce.tr]+name, data, path, ce.chunk)
 	}
-	o := xfer.SendOptions{Name: name, Chunk: ce.chunk, StateDir: stateDir}
+	o := send.Options{Name: name, Chunk: ce.chunk, StateDir: stateDir}
 	if ce.src == "memory" {
-		return xfer.SendBytes(ctx, e.urls[ce.tr], data, o)
+		return send.Bytes(ctx, e.urls[ce.tr], data, o)
 	}
-	return xfer.Send(ctx, e.urls[ce.tr], ce.so.path, o)
+	return send.File(ctx, e.urls[ce.tr], ce.so.path, o)
 }
 
 // report prints a line per cell (the median rep, and the spread) and

@@ -1,0 +1,121 @@
+package diskstore
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
+)
+
+// doneSuffix names the file, next to the partials, that keeps a finished
+// upload's description (BeginKept) until it expires: .partial/ID.done.
+const doneSuffix = ".done"
+
+var errBadFinished = errors.New("not a finished upload's record")
+
+// finished describes an upload that completed: what tus HEAD answers for
+// it (Upload-Offset = Upload-Length, its metadata, the SHA-256 the server
+// computed) until it expires, so that a client that stored the upload's
+// URL finds it complete instead of gone and does not send it again.
+type finished struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Size     int64     `json:"size"`
+	Meta     string    `json:"meta,omitempty"`
+	SHA256   []byte    `json:"sha256"`
+	Created  time.Time `json:"created"`
+	Finished time.Time `json:"finished"`
+}
+
+func (f *finished) info(expire time.Duration) xfer.Info {
+	in := xfer.Info{ID: f.ID, Name: f.Name, Size: f.Size, Offset: f.Size, Meta: f.Meta, SHA256: f.SHA256,
+		Created: f.Created, Updated: f.Finished, Finished: true}
+	if expire > 0 {
+		in.Expires = f.Finished.Add(expire)
+	}
+	return in
+}
+
+func (s *Store) donePath(id string) string { return filepath.Join(s.partial, id+doneSuffix) }
+
+// keepFinished records the finished upload rec (sum is its SHA-256), on
+// disk and in s.done. A failure to write it is logged: the upload landed
+// anyway, and a client asking for it later finds it gone (and sends it
+// again), as before such records existed.
+func (s *Store) keepFinished(rec *record, sum []byte) {
+	f := &finished{ID: rec.ID, Name: rec.Name, Size: rec.Size, Meta: rec.Meta, SHA256: sum,
+		Created: rec.Created, Finished: s.o.Now()}
+	if err := s.writeFinished(f); err != nil {
+		s.log.Warn("keeping a finished upload's record failed; a client asking for it will find it gone", "name", rec.Name, "id", rec.ID, "err", err)
+	}
+	s.mu.Lock()
+	s.done[f.ID] = f
+	s.mu.Unlock()
+}
+
+// writeFinished writes f's file whole (a temporary file, fsynced, renamed;
+// the caller syncs the directory).
+func (s *Store) writeFinished(f *finished) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	path := s.donePath(f.ID)
+	tmp, err := s.o.FS.OpenFile(path+".tmp", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = tmp.WriteAt(b, 0)
+	if err == nil {
+		err = tmp.Datasync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.o.FS.Rename(path+".tmp", path)
+	}
+	if err != nil {
+		s.o.FS.Remove(path + ".tmp")
+	}
+	return err
+}
+
+// loadFinished reads the record of the finished upload id at Open; an
+// unreadable one is removed (the upload is then unknown, as it was
+// before such records existed).
+func (s *Store) loadFinished(id string) {
+	path := s.donePath(id)
+	b, err := s.readFile(path)
+	var f finished
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
+	if err == nil && (f.ID != id || f.Size < 0 || xfer.ValidateName(f.Name) != nil) {
+		err = errBadFinished
+	}
+	if err != nil {
+		s.log.Warn("a finished upload's record is unreadable; removing it", "id", id, "err", err)
+		s.o.FS.Remove(path)
+		return
+	}
+	s.done[id] = &f
+}
+
+// RemoveFinished forgets the finished upload id (tus termination of a
+// finished upload): the file it landed stays. False when there is none.
+func (s *Store) RemoveFinished(id string) bool {
+	s.mu.Lock()
+	f := s.done[id]
+	delete(s.done, id)
+	s.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	s.o.FS.Remove(s.donePath(id))
+	s.o.FS.SyncDir(s.partial) // a terminated upload does not come back after a crash
+	return true
+}

@@ -1,0 +1,238 @@
+// Package send is the sending side of file transfer: one upload loop
+// (ask the server's offset, send chunks from there, verify the server's
+// SHA-256, resume after a failure) over the client of any transport
+// (an xfer.Transport: gRPC, RSocket, tus).
+package send
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
+	"github.com/sluicehq/sluice/internal/xfer/rsocketxfer"
+	"github.com/sluicehq/sluice/internal/xfer/tus"
+)
+
+// Chunk sizes --chunk auto picks, from the measured sweeps
+// (docs/benchmarks.md, "File transfer", 2026-11-24 on an idle machine, 5
+// alternating reps): gRPC runs at a plateau from 256 KiB to 1 MiB messages
+// (512 KiB the best median from memory, within 1 % of 256 KiB from disk);
+// our RSocket peaks at 8-16 KiB payloads and loses a quarter by 1 MiB (not
+// profiled yet); a tus PATCH costs
+// one fsync and one HTTP round trip, so it carries more.
+const (
+	AutoChunk        = 512 << 10
+	AutoRSocketChunk = 16 << 10
+	AutoTUSChunk     = 16 << 20
+)
+
+// Options configure File and Bytes.
+type Options struct {
+	// Name on the server (default: the file's base name).
+	Name string
+	// Chunk is the chunk (tus: PATCH) size; 0 picks it per transport.
+	Chunk int
+	// Progress is called with the bytes the server has (resumed ones
+	// included) after each chunk.
+	Progress func(done, total int64)
+	Log      *slog.Logger
+	// Attempts bounds how often an upload starts again from the server's
+	// offset after a retryable failure (default 20).
+	Attempts int
+	// Rate caps the sending rate in bytes per second (0: no cap).
+	Rate int64
+	// StateDir keeps tus upload URLs between runs, so that a send that
+	// was killed resumes (default ~/.cache/sluice/xfer).
+	StateDir string
+
+	// corrupt, in tests, flips a bit of the chunk at off before it is
+	// sent, once per offset it returns true for.
+	corrupt func(off int64) bool
+}
+
+// maxRefusals is how many refused connections in a row end an upload: with
+// the back-off, about 1.5 s for a server to come up.
+const maxRefusals = 5
+
+// refused tells a connection nothing accepted (on every transport: gRPC
+// carries it in its status text).
+func refused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused")
+}
+
+// mismatch tells an answer in another protocol than the one spoken (TLS
+// to plain text or back, HTTP/1 to gRPC): no retry changes it.
+func mismatch(err error) bool {
+	s := err.Error()
+	for _, m := range []string{
+		"server gave HTTP response to HTTPS client", "first record does not look like a TLS handshake",
+		"malformed HTTP response", "frame header looked like an HTTP/1.1 header", "error reading server preface: http2: frame too large",
+		"tls: ", "x509: ",
+	} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// File uploads the file at path to the server at `to` (grpc://HOST:PORT,
+// tcp://HOST:PORT for RSocket, http://HOST:PORT/files/ for tus), continuing
+// from the server's offset, and returns the file's SHA-256 once the server
+// verified it and put it in place. Retryable failures (a refused chunk, a
+// dropped connection, a restarted server) start again from the server's
+// offset, up to Attempts times.
+func File(ctx context.Context, to, path string, o Options) ([]byte, error) {
+	if o.Name == "" {
+		o.Name = filepath.Base(path)
+	}
+	if err := xfer.ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	abs, _ := filepath.Abs(path)
+	fp := strings.Join([]string{abs, strconv.FormatInt(st.Size(), 10), strconv.FormatInt(st.ModTime().UnixNano(), 10)}, "\x00")
+	return run(ctx, to, f, st.Size(), path, fp, o)
+}
+
+// Bytes uploads data as o.Name (which must be set) like File.
+func Bytes(ctx context.Context, to string, data []byte, o Options) ([]byte, error) {
+	if o.Name == "" {
+		return nil, fmt.Errorf("send.Bytes needs a name")
+	}
+	return run(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+memoryID(), o)
+}
+
+// run uploads size bytes of src; what names src in messages, fp
+// fingerprints it for the tus client's URL memory.
+func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o Options) ([]byte, error) {
+	if err := xfer.ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	if o.Chunk < 0 || o.Chunk > xfer.MaxChunk {
+		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, xfer.MaxChunk>>20)
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 20
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	tr, err := newTransport(to, fp, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	return retry(ctx, tr, to, src, size, what, &o)
+}
+
+// retry runs the upload loop over tr until it succeeds, fails for good,
+// or has made o.Attempts attempts; to names the server in messages.
+func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, size int64, what string, o *Options) ([]byte, error) {
+	backoff := 100 * time.Millisecond
+	// reached: some attempt got past the connection. A server that
+	// refuses after that is restarting under an upload, which gets every
+	// attempt; one that never answered is most likely not there.
+	refusals, reached := 0, false
+	for attempt := 1; ; attempt++ {
+		sum, err := uploadOnce(ctx, tr, src, size, what, o)
+		if err == nil {
+			return sum, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if mismatch(err) {
+			// A TLS or protocol mismatch: the same answer every time.
+			return nil, xfer.Permanent(fmt.Errorf("%w: %s does not speak this transport: is `sluice xfer serve` listening there for it?", err, to))
+		}
+		if !xfer.Retryable(err) {
+			return nil, err
+		}
+		if !refused(err) {
+			reached = true
+		}
+		if refused(err) && !reached {
+			// Nothing was sent: no upload to resume. A server being
+			// (re)started gets a few tries; none at all is a mistake.
+			refusals++
+			hint := fmt.Errorf("%w: is `sluice xfer serve` running at %s?", err, to)
+			if refusals >= maxRefusals || attempt >= o.Attempts {
+				return nil, hint
+			}
+			o.Log.Warn("cannot connect; retrying", "attempt", attempt, "err", hint)
+		} else if attempt >= o.Attempts {
+			return nil, err
+		} else {
+			o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
+		}
+		var re *xfer.RemoteError
+		if !errors.As(err, &re) {
+			tr.Reset() // a transport failure: start from a fresh connection
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, xfer.MaxBackoff)
+	}
+}
+
+func newTransport(to, fp string, o *Options) (xfer.Transport, error) {
+	u, err := url.Parse(to)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("bad --to %q: want grpc://HOST:PORT, tcp://HOST:PORT or http://HOST:PORT/files/", to)
+	}
+	switch u.Scheme {
+	case "grpc":
+		if o.Chunk == 0 {
+			o.Chunk = AutoChunk
+		}
+		return grpcxfer.Dial(u.Host)
+	case "tcp":
+		if o.Chunk == 0 {
+			o.Chunk = AutoRSocketChunk
+		}
+		return rsocketxfer.NewClient(to), nil
+	case "http", "https":
+		if o.Chunk == 0 {
+			o.Chunk = AutoTUSChunk
+		}
+		return tus.NewClient(to, fp, o.Name, o.StateDir)
+	}
+	return nil, fmt.Errorf("bad --to %q: unknown scheme %q (grpc, tcp or http)", to, u.Scheme)
+}
+
+// memoryID tells apart the uploads of Bytes in the tus client's URL
+// memory.
+func memoryID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

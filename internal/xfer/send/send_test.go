@@ -1,0 +1,365 @@
+package send
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
+	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/serve"
+	"github.com/sluicehq/sluice/rsocket"
+)
+
+// The RSocket wire's upload metadata and chunk kind
+// (internal/xfer/rsocketxfer), for a client that freezes mid-upload.
+const (
+	rsMetaUpload = "upload"
+	rsChunk      = 'c'
+)
+
+func randBytes(n int, seed int64) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Store {
+	t.Helper()
+	s, err := diskstore.Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+type env struct {
+	dir   string
+	store *diskstore.Store
+	srv   *serve.Server
+}
+
+func startEnv(t *testing.T, o diskstore.Options) *env {
+	t.Helper()
+	dir := t.TempDir()
+	s := openT(t, dir, o)
+	srv, err := serve.Start(s, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return &env{dir: dir, store: s, srv: srv}
+}
+
+func (e *env) urls() map[string]string {
+	return map[string]string{
+		"grpc":    "grpc://" + e.srv.Addrs.GRPC,
+		"rsocket": e.srv.Addrs.RSocket,
+		"tus":     "http://" + e.srv.Addrs.TUS + "/files/",
+	}
+}
+
+func tempFile(t *testing.T, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func checkLanded(t *testing.T, dir, name string, data []byte, sum []byte) {
+	t.Helper()
+	want := sha256.Sum256(data)
+	if !bytes.Equal(sum, want[:]) {
+		t.Fatalf("sum %x, want %x", sum, want)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("DIR/%s differs from the source (%v)", name, err)
+	}
+}
+
+func TestSendEachTransport(t *testing.T) {
+	e := startEnv(t, diskstore.Options{SyncEvery: 1 << 20})
+	data := randBytes(3<<20+123, 10)
+	src := tempFile(t, data)
+	for tr, to := range e.urls() {
+		t.Run(tr, func(t *testing.T) {
+			sum, err := File(ctxT(t), to, src, Options{Name: "f-" + tr, Chunk: 256 << 10, StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, "f-"+tr, data, sum)
+		})
+	}
+}
+
+func TestSendEmptyFile(t *testing.T) {
+	e := startEnv(t, diskstore.Options{})
+	src := tempFile(t, nil)
+	for tr, to := range e.urls() {
+		sum, err := File(ctxT(t), to, src, Options{Name: "e-" + tr, StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("%s: %v", tr, err)
+		}
+		checkLanded(t, e.dir, "e-"+tr, nil, sum)
+	}
+}
+
+// A chunk whose bits flip on the way is refused (CRC32C, or tus's
+// Upload-Checksum) and sent again; the file lands intact.
+func TestBadChunkRefusedAndResent(t *testing.T) {
+	e := startEnv(t, diskstore.Options{})
+	data := randBytes(1<<20, 11)
+	src := tempFile(t, data)
+	for tr, to := range e.urls() {
+		t.Run(tr, func(t *testing.T) {
+			before := e.store.Stats.ChunksRejected.Load()
+			var once sync.Once
+			corrupt := func(off int64) (hit bool) {
+				if off == 512<<10 {
+					once.Do(func() { hit = true })
+				}
+				return hit
+			}
+			sum, err := File(ctxT(t), to, src, Options{Name: "c-" + tr, Chunk: 128 << 10, StateDir: t.TempDir(), corrupt: corrupt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, "c-"+tr, data, sum)
+			if n := e.store.Stats.ChunksRejected.Load() - before; n != 1 {
+				t.Fatalf("%d chunks rejected, want 1", n)
+			}
+		})
+	}
+}
+
+// Send continues from what the server holds.
+func TestSendResumesFromServerOffset(t *testing.T) {
+	e := startEnv(t, diskstore.Options{})
+	data := randBytes(1<<20, 12)
+	src := tempFile(t, data)
+	for _, tr := range []string{"grpc", "rsocket"} {
+		u, err := e.store.Begin("r-"+tr, int64(len(data)), nil, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, u, data[:300_000], 0, 100_000)
+		u.Release()
+		var first atomic.Int64
+		first.Store(-1)
+		sum, err := File(ctxT(t), e.urls()[tr], src, Options{Name: "r-" + tr, Progress: func(done, total int64) {
+			first.CompareAndSwap(-1, done)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Load() != 300_000 {
+			t.Fatalf("%s started at %d, want 300000", tr, first.Load())
+		}
+		checkLanded(t, e.dir, "r-"+tr, data, sum)
+	}
+}
+
+func TestSendRefusals(t *testing.T) {
+	e := startEnv(t, diskstore.Options{MaxSize: 1000})
+	src := tempFile(t, randBytes(2000, 13))
+	for tr, to := range e.urls() {
+		_, err := File(ctxT(t), to, src, Options{Name: "big", StateDir: t.TempDir()})
+		if !errors.Is(err, xfer.ErrTooLarge) {
+			t.Errorf("%s: oversize: %v", tr, err)
+		}
+		if _, err := File(ctxT(t), to, src, Options{Name: "../x"}); !errors.Is(err, xfer.ErrBadName) {
+			t.Errorf("%s: traversal: %v", tr, err)
+		}
+	}
+	if ents, _ := os.ReadDir(e.dir); len(ents) != 1 {
+		t.Fatalf("DIR holds %d entries, want only .partial", len(ents))
+	}
+}
+
+func TestConnectionResetResumes(t *testing.T) {
+	e := startEnv(t, diskstore.Options{SyncEvery: 256 << 10})
+	data := randBytes(4<<20, 14)
+	src := tempFile(t, data)
+	targets := map[string]func(addr string) string{
+		"grpc":    func(a string) string { return "grpc://" + a },
+		"rsocket": func(a string) string { return "tcp://" + a },
+		"tus":     func(a string) string { return "http://" + a + "/files/" },
+	}
+	servers := map[string]string{"grpc": e.srv.Addrs.GRPC, "rsocket": e.srv.Addrs.RSocket[len("tcp://"):], "tus": e.srv.Addrs.TUS}
+	for tr, mk := range targets {
+		t.Run(tr, func(t *testing.T) {
+			// The first 2 connections are reset (RST, as a dropped link
+			// or a killed peer) once they carried 1.5 MiB to the server.
+			p := faultproxy.New(t, servers[tr])
+			p.CutNext(faultproxy.Cuts{Count: 2, Up: 1500 << 10, Reset: true})
+			sum, err := File(ctxT(t), mk(p.Addr()), src, Options{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, "x-"+tr, data, sum)
+			if p.Accepted() <= 2 {
+				t.Fatal("the proxy never cut a connection")
+			}
+		})
+	}
+}
+
+// Two uploads of one name at once: the second is refused while the first
+// writes, and DIR/NAME is one of them whole.
+func TestConcurrentSameName(t *testing.T) {
+	e := startEnv(t, diskstore.Options{})
+	u, err := e.store.Begin("same", 100, nil, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := tempFile(t, randBytes(100, 15))
+	for tr, to := range e.urls() {
+		if tr == "tus" {
+			continue // tus names uploads by id: a PATCH to a held id takes it over (TestTUSStalledPatchTakenOver)
+		}
+		_, err := File(ctxT(t), to, src, Options{Name: "same", Attempts: 2})
+		if !errors.Is(err, xfer.ErrBusy) || !bytes.Contains([]byte(err.Error()), []byte("upload of same already in progress")) {
+			t.Errorf("%s: %v", tr, err)
+		}
+	}
+	u.Release()
+}
+
+func tempFileB(b *testing.B, data []byte) string {
+	p := filepath.Join(b.TempDir(), "src.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// TestFrozenClientReleasesUpload: a client starts an upload over gRPC or
+// RSocket, sends a chunk, and freezes (its connection neither closes nor
+// carries anything). The server notices through keepalive (gRPC: its
+// pings go unanswered; RSocket: the client's KEEPALIVEs stop) and drops
+// the connection, which releases the upload: the same name resumes from
+// a new connection and lands whole. Before gRPC had server keepalive the
+// name stayed "already in progress" for as long as the kernel kept the
+// dead connection.
+func TestFrozenClientReleasesUpload(t *testing.T) {
+	// The server's keepalive pings go after the idle timeout when it is
+	// shorter than their 30 s (internal/xfer/grpcxfer): 1 s, the least
+	// grpc-go allows, and an answer due within 1 s.
+	e := startEnv(t, diskstore.Options{IdleTimeout: time.Second})
+	data := randBytes(1<<20, 21)
+	chunk := data[:256<<10]
+	for _, tr := range []string{"grpc", "rsocket"} {
+		t.Run(tr, func(t *testing.T) {
+			name := "frozen-" + tr
+			ctx := ctxT(t)
+			begin := &xferv1.Begin{Name: name, Size: int64(len(data))}
+			received := e.store.Stats.BytesReceived.Load() + int64(len(chunk))
+			switch tr {
+			case "grpc":
+				p := faultproxy.New(t, e.srv.Addrs.GRPC)
+				cc, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cc.Close()
+				st, err := xferv1.NewXferClient(cc).Upload(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Begin{Begin: begin}}); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: &xferv1.Chunk{Data: chunk, Crc32C: xfer.CRC32C(chunk)}}}); err != nil {
+					t.Fatal(err)
+				}
+				waitReceived(t, e.store, received)
+				p.Freeze()
+			case "rsocket":
+				p := faultproxy.New(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
+				c, err := rsocket.Dial(ctx, "tcp://"+p.Addr(), rsocket.WithKeepalive(100*time.Millisecond, time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				b, _ := proto.Marshal(begin)
+				ch, err := c.RequestChannel(ctx, rsocket.Payload{Metadata: []byte(rsMetaUpload), Data: b}, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				meta := []byte{rsChunk, 0, 0, 0, 0}
+				binary.BigEndian.PutUint32(meta[1:], xfer.CRC32C(chunk))
+				if err := ch.Send(rsocket.Payload{Metadata: meta, Data: chunk}); err != nil {
+					t.Fatal(err)
+				}
+				waitReceived(t, e.store, received)
+				p.Freeze()
+			}
+			if in, err := e.store.Stat(name); err != nil || !in.Active {
+				t.Fatalf("the frozen client's upload: %+v, %v; want it held", in, err)
+			}
+			deadline := time.Now().Add(45 * time.Second)
+			for {
+				in, err := e.store.Stat(name)
+				if err == nil && !in.Active {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the frozen client still holds its upload: %+v, %v", in, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			sum, err := File(ctx, e.urls()[tr], tempFile(t, data), Options{Name: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLanded(t, e.dir, name, data, sum)
+		})
+	}
+}
+
+// waitReceived waits until the store has received n bytes in all (what
+// the test's client sent has arrived).
+func waitReceived(t *testing.T, s *diskstore.Store, n int64) {
+	t.Helper()
+	if !testwait.Until(func() bool { return s.Stats.BytesReceived.Load() >= n }) {
+		t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)
+	}
+}
+
+// writeAll writes data[from:] in chunks of n.
+func writeAll(t *testing.T, u xfer.BackendUpload, data []byte, from, n int) {
+	t.Helper()
+	for off := from; off < len(data); off += n {
+		p := data[off:min(len(data), off+n)]
+		if _, err := u.Write(int64(off), p, xfer.CRC32C(p)); err != nil {
+			t.Fatalf("write at %d: %v", off, err)
+		}
+	}
+}

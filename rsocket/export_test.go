@@ -1,6 +1,10 @@
 package rsocket
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testkit/cutproxy"
+)
 
 // Hooks for the external test package (rsocket_test), which holds the
 // interop tests and their table.
@@ -9,23 +13,23 @@ import "testing"
 // complete.
 var ReadStream = readStream
 
-// CutProxy is the cutting TCP proxy of the resume tests (cutProxy).
-type CutProxy struct{ p *cutProxy }
+// CutProxy is the cutting TCP proxy of the resume tests (cutproxy.Proxy).
+type CutProxy struct{ p *cutproxy.Proxy }
 
-// NewCutProxy is newCutProxy.
+// NewCutProxy is cutproxy.New.
 func NewCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) CutProxy {
-	return CutProxy{newCutProxy(t, upstream, seed, n, maxUp, maxDown)}
+	return CutProxy{cutproxy.New(t, upstream, seed, n, maxUp, maxDown)}
 }
 
 // Addr is the proxy's host:port.
-func (c CutProxy) Addr() string { return c.p.addr() }
+func (c CutProxy) Addr() string { return c.p.Addr() }
 
 // Cuts is how many connections it cut; Accepted how many it took.
-func (c CutProxy) Cuts() int     { return int(c.p.cuts.Load()) }
-func (c CutProxy) Accepted() int { return int(c.p.accepted.Load()) }
+func (c CutProxy) Cuts() int     { return int(c.p.Cuts.Load()) }
+func (c CutProxy) Accepted() int { return int(c.p.Accepted.Load()) }
 
-// SetMinUpAll sets cutProxy.minUpAll.
-func (c CutProxy) SetMinUpAll(n int) { c.p.set(func(p *cutProxy) { p.minUpAll = n }) }
+// SetMinUpAll sets cutproxy.Proxy.MinUpAll.
+func (c CutProxy) SetMinUpAll(n int) { c.p.Set(func(p *cutproxy.Proxy) { p.MinUpAll = n }) }
 
 // QueuedOutbound is the output queued and not yet written (in flight
 // included): what the outbound budget bounds.

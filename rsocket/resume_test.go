@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/cutproxy"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -137,9 +138,9 @@ func cuttingProxyRun(t *testing.T, scheme string, opts ...Option) {
 	// Each cut connection carries at most maxDown bytes to the
 	// client and the stream alone is ~3.5 MB: every cut happens
 	// before the stream completes.
-	p := newCutProxy(t, addr, 14, cuts, 16<<10, 200<<10)
+	p := cutproxy.New(t, addr, 14, cuts, 16<<10, 200<<10)
 	ctx := context.Background()
-	c, err := Dial(ctx, scheme+"://"+p.addr()+path, append([]Option{WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
+	c, err := Dial(ctx, scheme+"://"+p.Addr()+path, append([]Option{WithResume(ResumeConfig{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}),
 		WithKeepalive(50*time.Millisecond, 30*time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -197,13 +198,13 @@ func cuttingProxyRun(t *testing.T, scheme string, opts ...Option) {
 		}
 	}
 	st := c.ResumeStats()
-	if got := int(p.cuts.Load()); got != cuts {
+	if got := int(p.Cuts.Load()); got != cuts {
 		t.Errorf("proxy cut %d times, want %d", got, cuts)
 	}
 	if st.Lost != cuts || st.Resumed < 1 {
 		t.Errorf("client lost %d transports and resumed %d times; want %d lost", st.Lost, st.Resumed, cuts)
 	}
-	t.Logf("%s: %d cuts, %d resumes, %d connections", scheme, p.cuts.Load(), st.Resumed, p.accepted.Load())
+	t.Logf("%s: %d cuts, %d resumes, %d connections", scheme, p.Cuts.Load(), st.Resumed, p.Accepted.Load())
 }
 
 // rejectedStream opens a 1,000,000-item stream through p and reads it.
@@ -211,7 +212,7 @@ func cuttingProxyRun(t *testing.T, scheme string, opts ...Option) {
 // (cutProxy.cutAll: at a point the test chose, not at a random offset
 // the stream may never reach), runs afterCut, and returns the stream's
 // error once the connection is gone.
-func rejectedStream(t *testing.T, c *Conn, p *cutProxy, beforeCut, afterCut func()) error {
+func rejectedStream(t *testing.T, c *Conn, p *cutproxy.Proxy, beforeCut, afterCut func()) error {
 	t.Helper()
 	s, err := c.RequestStream(context.Background(), Payload{Data: []byte("1000000")}, 1024)
 	if err != nil {
@@ -237,7 +238,7 @@ func rejectedStream(t *testing.T, c *Conn, p *cutProxy, beforeCut, afterCut func
 	if beforeCut != nil {
 		beforeCut()
 	}
-	p.cutAll()
+	p.CutAll()
 	if afterCut != nil {
 		afterCut()
 	}
@@ -253,64 +254,64 @@ func TestResumeRejected(t *testing.T) {
 	ckeep := WithKeepalive(time.Hour, time.Hour) // no keepalive trims the server's buffer
 	t.Run("buffer too small", func(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{BufferBytes: 1024})
-		p := newCutProxy(t, addr, 1, 0, 1, 1)
-		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
+		p := cutproxy.New(t, addr, 1, 0, 1, 1)
+		c, err := Dial(context.Background(), "tcp://"+p.Addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The server's frames stop reaching the client: it falls further
 		// behind than the 1 KiB the server retains.
 		err = rejectedStream(t, c, p, func() {
-			p.hole.Store(true)
+			p.Hole.Store(true)
 			within(t, "4 KiB lost", func() {
-				for p.holed.Load() < 4096 {
+				for p.Holed.Load() < 4096 {
 					time.Sleep(time.Millisecond)
 				}
 			})
-			p.hole.Store(false)
+			p.Hole.Store(false)
 		}, nil)
 		checkRejected(t, c, err, "outside the retained")
-		if n := p.accepted.Load(); n != 2 {
+		if n := p.Accepted.Load(); n != 2 {
 			t.Errorf("%d connections, want 2 (one resume attempt, not retried)", n)
 		}
 	})
 	t.Run("unknown token", func(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{})
 		other, _ := resumeServer(t, "tcp", ResumeConfig{}) // a server that never saw the session
-		p := newCutProxy(t, addr, 2, 0, 1, 1)
-		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
+		p := cutproxy.New(t, addr, 2, 0, 1, 1)
+		c, err := Dial(context.Background(), "tcp://"+p.Addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = rejectedStream(t, c, p, func() { p.set(func(p *cutProxy) { p.upstream = other }) }, nil)
+		err = rejectedStream(t, c, p, func() { p.Set(func(p *cutproxy.Proxy) { p.Upstream = other }) }, nil)
 		checkRejected(t, c, err, "unknown resume token")
 	})
 	t.Run("server session expired", func(t *testing.T) {
 		store := NewMemoryResumeStore(0).(*memoryStore)
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{Store: store, SessionLifetime: 100 * time.Millisecond})
-		p := newCutProxy(t, addr, 3, 0, 1, 1)
-		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
+		p := cutproxy.New(t, addr, 3, 0, 1, 1)
+		c, err := Dial(context.Background(), "tcp://"+p.Addr(), WithResume(ResumeConfig{MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = rejectedStream(t, c, p, func() { p.set(func(p *cutProxy) { p.refuse = true }) }, func() {
+		err = rejectedStream(t, c, p, func() { p.Set(func(p *cutproxy.Proxy) { p.Refuse = true }) }, func() {
 			within(t, "the server to expire the session", func() {
 				for store.Len() > 0 {
 					time.Sleep(5 * time.Millisecond)
 				}
 			})
-			p.set(func(p *cutProxy) { p.refuse = false })
+			p.Set(func(p *cutproxy.Proxy) { p.Refuse = false })
 		})
 		checkRejected(t, c, err, "unknown resume token")
 	})
 	t.Run("client session expired", func(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{})
-		p := newCutProxy(t, addr, 4, 0, 1, 1)
-		c, err := Dial(context.Background(), "tcp://"+p.addr(), WithResume(ResumeConfig{SessionLifetime: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}), ckeep)
+		p := cutproxy.New(t, addr, 4, 0, 1, 1)
+		c, err := Dial(context.Background(), "tcp://"+p.Addr(), WithResume(ResumeConfig{SessionLifetime: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}), ckeep)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = rejectedStream(t, c, p, func() { p.set(func(p *cutProxy) { p.refuse = true }) }, nil)
+		err = rejectedStream(t, c, p, func() { p.Set(func(p *cutproxy.Proxy) { p.Refuse = true }) }, nil)
 		if !errors.Is(c.Err(), conn.ErrResumeExpired) || err == nil || !strings.Contains(err.Error(), "expired") {
 			t.Errorf("stream error %v, connection error %v; want the session expired", err, c.Err())
 		}
@@ -399,13 +400,13 @@ func TestResumeBehindBalancer(t *testing.T) {
 		addr, _ := resumeServer(t, "tcp", ResumeConfig{Store: store})
 		backends = append(backends, addr)
 	}
-	p := newCutProxy(t, backends[0], 31, cuts, 16<<10, 200<<10)
-	p.set(func(p *cutProxy) { p.balance = backends })
+	p := cutproxy.New(t, backends[0], 31, cuts, 16<<10, 200<<10)
+	p.Set(func(p *cutproxy.Proxy) { p.Balance = backends })
 	resumedStream(t, p, items, cuts)
-	p.set(func(p *cutProxy) {
+	p.Set(func(p *cutproxy.Proxy) {
 		for _, b := range backends {
-			if p.landed[b] < 3 {
-				t.Errorf("connections per server %v: want every server to have taken resumes", p.landed)
+			if p.Landed[b] < 3 {
+				t.Errorf("connections per server %v: want every server to have taken resumes", p.Landed)
 			}
 		}
 	})
@@ -414,13 +415,13 @@ func TestResumeBehindBalancer(t *testing.T) {
 // resumedStream reads a request-stream of items elements through p with
 // resumption on and checks that it arrives complete, in order, once, and
 // that the client resumed after each of p's cuts.
-func resumedStream(t *testing.T, p *cutProxy, items, cuts int) {
+func resumedStream(t *testing.T, p *cutproxy.Proxy, items, cuts int) {
 	t.Helper()
-	resumedStreamAt(t, p, "tcp://"+p.addr(), items, cuts)
+	resumedStreamAt(t, p, "tcp://"+p.Addr(), items, cuts)
 }
 
 // resumedStreamAt is resumedStream dialling url (through p).
-func resumedStreamAt(t *testing.T, p *cutProxy, url string, items, cuts int) {
+func resumedStreamAt(t *testing.T, p *cutproxy.Proxy, url string, items, cuts int) {
 	t.Helper()
 	ctx := context.Background()
 	c := dialResume(t, url)
@@ -432,7 +433,7 @@ func resumedStreamAt(t *testing.T, p *cutProxy, url string, items, cuts int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, st := int(p.cuts.Load()), c.ResumeStats(); got != cuts || st.Resumed != cuts {
+	if got, st := int(p.Cuts.Load()), c.ResumeStats(); got != cuts || st.Resumed != cuts {
 		t.Errorf("the proxy cut %d times and the client resumed %d times, want %d each", got, st.Resumed, cuts)
 	}
 }
@@ -497,5 +498,44 @@ func TestResumeBudgetShared(t *testing.T) {
 	}
 	if limit, _ := serverSide(tokens[0]); limit != budget {
 		t.Fatalf("alone, the session's limit is %d, want the whole budget %d (below BufferBytes)", limit, budget)
+	}
+}
+
+// TestNoResumeOnAStoppingServer: a connection that reaches a server
+// whose context has ended (it is stopping: SIGTERM drops its sessions'
+// transports, and their clients redial before the listener is closed)
+// is closed without an answer, so its client resumes on the next server
+// instead of on this one, which would drop it again. Before, the dying
+// server resumed it (a client counted two resumes for one restart).
+// The sessions are in memory here: the server decides before it asks
+// its store, so a journal (rsocket/resumejournal) changes nothing.
+func TestNoResumeOnAStoppingServer(t *testing.T) {
+	store := NewMemoryResumeStore(0)
+	var err error
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, first := range []string{"RESUME", "SETUP"} {
+		srv, cli := net.Pipe()
+		go serveResumableConn(ctx, srv, newEcho(), []Option{WithResume(ResumeConfig{Store: store})})
+		var f []byte
+		if first == "RESUME" {
+			f, err = frame.AppendResume(nil, 1, 0, []byte("token"), 0, 0)
+		} else {
+			f, err = frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 1000, MaxLifetime: 10000,
+				MetadataMIME: []byte("a/b"), DataMIME: []byte("a/b"), ResumeToken: []byte("token")})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			b, _ := frame.AppendLengthPrefix(nil, len(f))
+			_, _ = cli.Write(append(b, f...))
+		}()
+		var answer []byte
+		within(t, "the stopping server's answer", func() { answer, err = io.ReadAll(cli) })
+		if len(answer) != 0 {
+			t.Fatalf("%s to a stopping server: answered %d bytes (%x); want the connection closed without an answer", first, len(answer), answer)
+		}
+		cli.Close()
 	}
 }

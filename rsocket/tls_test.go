@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/cutproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
@@ -150,15 +151,15 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	const cuts = 3
-	p := newCutProxy(t, ln.Addr().String(), 7, cuts, 4<<10, 64<<10)
-	p.set(func(p *cutProxy) { p.left = 0 }) // no cuts until the thief has tried
-	c := pki.dialOwner(t, "tls://"+p.addr())
+	p := cutproxy.New(t, ln.Addr().String(), 7, cuts, 4<<10, 64<<10)
+	p.Set(func(p *cutproxy.Proxy) { p.Left = 0 }) // no cuts until the thief has tried
+	c := pki.dialOwner(t, "tls://"+p.Addr())
 
 	thiefResumes(t, ln.Addr().String(), pki.thief, pki.token)
 
 	// The owner's session is untouched, and it resumes as itself.
-	p.set(func(p *cutProxy) { p.left = cuts })
-	p.cutAll()
+	p.Set(func(p *cutproxy.Proxy) { p.Left = cuts })
+	p.CutAll()
 	s, err := c.RequestStream(ctx, Payload{Data: []byte("20000")}, 256)
 	if err != nil {
 		t.Fatal(err)
@@ -240,44 +241,5 @@ func thiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte) {
 	ef, err := frame.ParseError(in)
 	if err != nil || ef.Code != frame.ErrorCodeRejectedResume || ef.Message() != "resume from another client identity" {
 		t.Fatalf("thief's RESUME answered %+v (%v); want REJECTED_RESUME \"resume from another client identity\"", ef, err)
-	}
-}
-
-// TestResumeJournalBindsTLSIdentity: the client identity of a journaled
-// session survives the server's restart: after it, a RESUME with the
-// token from another client certificate is refused and the session
-// stays in the journal for its owner, who then resumes it.
-func TestResumeJournalBindsTLSIdentity(t *testing.T) {
-	pki := newMTLSResume(t)
-	dir := t.TempDir()
-	s1 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, ResumeConfig{}, WithTLS(pki.server))
-	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
-	ctx := context.Background()
-	c := pki.dialOwner(t, "tls://"+p.addr())
-	// The restart; the owner cannot reach the new server until the
-	// thief has tried.
-	p.set(func(p *cutProxy) { p.refuse = true })
-	s1.stop()
-	p.closeAll()
-	s2 := startJournalServerOn(t, "tls", dir, DurableResumeConfig{}, ResumeConfig{}, WithTLS(pki.server))
-	store2 := s2.store
-	if d := store2.Stats().Dormant; d != 1 {
-		t.Fatalf("%d sessions read back, want 1", d)
-	}
-	thiefResumes(t, s2.addr, pki.thief, pki.token)
-	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
-		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
-	}
-	p.set(func(p *cutProxy) { p.upstream, p.refuse = s2.addr, false })
-	var (
-		r   Payload
-		err error
-	)
-	within(t, "the owner's request after the restart", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("still mine")}) })
-	if err != nil || string(r.Data) != "still mine" {
-		t.Fatalf("owner after the restart: %q %v", r.Data, err)
-	}
-	if st := store2.Stats(); st.Restored != 1 || c.ResumeStats().Resumed != 1 {
-		t.Fatalf("store %+v, client %+v: want the owner's session restored and resumed once", st, c.ResumeStats())
 	}
 }

@@ -1,4 +1,7 @@
-package rsocket
+// Package cutproxy is a TCP proxy for resumption tests that cuts
+// connections at seeded random byte offsets, or all at once when a test
+// says, as a broken link would.
+package cutproxy
 
 import (
 	"io"
@@ -9,96 +12,102 @@ import (
 	"testing"
 )
 
-// cutProxy is a TCP proxy that cuts connections: each of the first n
+// Proxy is a TCP proxy that cuts connections: each of the first n
 // connections gets a random byte offset per direction (seeded), and the
 // connection is cut (both sides closed) when either direction has
 // forwarded that many bytes. Bytes beyond the offset are lost, as the
 // bytes in flight of a real broken link are. Connections after the n-th
-// pass everything.
-type cutProxy struct {
+// pass everything. Its plain fields are changed only inside Set (under
+// its lock); the atomic ones are read at any time.
+type Proxy struct {
 	ln       net.Listener
 	mu       sync.Mutex
-	upstream string
-	// balance, when set, replaces upstream: each new connection goes to
+	Upstream string
+	// Balance, when set, replaces Upstream: each new connection goes to
 	// the next of these in turn (a round-robin TCP balancer), counted in
-	// landed.
-	balance []string
-	landed  map[string]int
+	// Landed.
+	Balance []string
+	Landed  map[string]int
 	rng     *rand.Rand
-	left    int // cuts still to hand out
+	Left    int // cuts still to hand out
 	minUp   int // the first connection's client→server offset is at least this (past SETUP)
-	// minUpAll: every connection's client→server offset is at least this
+	// MinUpAll: every connection's client→server offset is at least this
 	// (past a WebSocket handshake and the RESUME), so that every cut
 	// breaks a resumed session rather than a redial.
-	minUpAll int
+	MinUpAll int
 	maxUp    int // client→server offsets in [1, maxUp]
 	maxDown  int // server→client offsets in [1, maxDown]
 	// discard: at a server→client cut, read and drop this many more bytes
 	// from the server before closing, so the client is surely that far
 	// behind what the server sent.
 	discard int
-	refuse  bool // close new connections at once
+	Refuse  bool // close new connections at once
 	// live are the cut functions of the connections being forwarded
-	// (cutAll); hole: drop server→client bytes instead of forwarding
-	// them, counting them in holed.
+	// (CutAll); Hole: drop server→client bytes instead of forwarding
+	// them, counting them in Holed.
 	live  map[int32]func(bool)
-	hole  atomic.Bool
-	holed atomic.Int64
+	Hole  atomic.Bool
+	Holed atomic.Int64
 
-	accepted atomic.Int32
-	cuts     atomic.Int32
-	cutCh    chan struct{} // one send per cut
+	Accepted atomic.Int32
+	Cuts     atomic.Int32
+	CutCh    chan struct{} // one send per cut
 	wg       sync.WaitGroup
 }
 
-func newCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) *cutProxy {
+// New starts a proxy to upstream on a loopback port; the first n
+// connections are cut at offsets drawn from seed (client→server in
+// [1, maxUp], server→client in [1, maxDown]). It stops with the test.
+func New(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown int) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, upstream: upstream, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		left: n, minUp: 1024, maxUp: maxUp, maxDown: maxDown, cutCh: make(chan struct{}, n+64)}
+	p := &Proxy{ln: ln, Upstream: upstream, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		Left: n, minUp: 1024, maxUp: maxUp, maxDown: maxDown, CutCh: make(chan struct{}, n+64)}
 	go p.serve()
 	t.Cleanup(func() {
 		// Close what is still open first: after a failure the client may
 		// hold its connection forever, and the wait below would hang.
-		p.set(func(p *cutProxy) { p.refuse = true })
+		p.Set(func(p *Proxy) { p.Refuse = true })
 		_ = ln.Close()
-		p.closeAll()
+		p.CloseAll()
 		p.wg.Wait()
 	})
 	return p
 }
 
-func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *cutProxy) set(f func(p *cutProxy)) {
+// Set changes the proxy's settings under its lock.
+func (p *Proxy) Set(f func(p *Proxy)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f(p)
 }
 
-func (p *cutProxy) serve() {
+func (p *Proxy) serve() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
 		}
-		n := p.accepted.Add(1)
+		n := p.Accepted.Add(1)
 		p.mu.Lock()
-		up, refuse := p.upstream, p.refuse
-		if len(p.balance) > 0 {
-			up = p.balance[int(n-1)%len(p.balance)]
-			if p.landed == nil {
-				p.landed = map[string]int{}
+		up, refuse := p.Upstream, p.Refuse
+		if len(p.Balance) > 0 {
+			up = p.Balance[int(n-1)%len(p.Balance)]
+			if p.Landed == nil {
+				p.Landed = map[string]int{}
 			}
-			p.landed[up]++
+			p.Landed[up]++
 		}
 		upAt, downAt := -1, -1
-		if !refuse && p.left > 0 {
-			p.left--
-			lo := max(1, p.minUpAll)
+		if !refuse && p.Left > 0 {
+			p.Left--
+			lo := max(1, p.MinUpAll)
 			if n == 1 {
 				lo = max(lo, p.minUp)
 			}
@@ -125,8 +134,8 @@ func (p *cutProxy) serve() {
 				delete(p.live, n)
 				p.mu.Unlock()
 				if counted {
-					p.cuts.Add(1)
-					p.cutCh <- struct{}{}
+					p.Cuts.Add(1)
+					p.CutCh <- struct{}{}
 				}
 			})
 		}
@@ -142,14 +151,14 @@ func (p *cutProxy) serve() {
 	}
 }
 
-// cutAll cuts every connection being forwarded now, as a broken link
+// CutAll cuts every connection being forwarded now, as a broken link
 // would: a test's deterministic cut, at a point it chose.
-func (p *cutProxy) cutAll() { p.each(true) }
+func (p *Proxy) CutAll() { p.each(true) }
 
-// closeAll closes every connection being forwarded, not counted as cuts.
-func (p *cutProxy) closeAll() { p.each(false) }
+// CloseAll closes every connection being forwarded, not counted as cuts.
+func (p *Proxy) CloseAll() { p.each(false) }
 
-func (p *cutProxy) each(counted bool) {
+func (p *Proxy) each(counted bool) {
 	p.mu.Lock()
 	cuts := make([]func(bool), 0, len(p.live))
 	for _, f := range p.live {
@@ -163,14 +172,14 @@ func (p *cutProxy) each(counted bool) {
 
 // pipe copies src to dst; at is the cut offset (-1: never).
 // down: server → client.
-func (p *cutProxy) pipe(dst, src net.Conn, at, discard int, down bool, cut func(bool)) {
+func (p *Proxy) pipe(dst, src net.Conn, at, discard int, down bool, cut func(bool)) {
 	buf := make([]byte, 32<<10)
 	n := 0
 	for {
 		k, err := src.Read(buf)
-		if k > 0 && down && p.hole.Load() {
+		if k > 0 && down && p.Hole.Load() {
 			// Server→client while the hole is open: lost on the way.
-			p.holed.Add(int64(k))
+			p.Holed.Add(int64(k))
 			k = 0
 		}
 		if k > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,18 @@ func (s streamer) RequestStream(_ context.Context, p rsocket.Payload, out *rsock
 		n -= k
 	}
 	return nil
+}
+
+// rrEcho answers a request-response with the request, in a handler
+// goroutine: package rsocket's test echo, which the benchmark's
+// request-responses measured before the journal had a package of its own
+// (echo.Responder answers inline, NonBlocking, which batches
+// differently).
+type rrEcho struct{ rsocket.UnimplementedResponder }
+
+func (rrEcho) RequestResponse(_ context.Context, p rsocket.Payload) (rsocket.Payload, error) {
+	if m, ok := strings.CutPrefix(string(p.Data), "error:"); ok {
+		return rsocket.Payload{}, rsocket.ApplicationError("%s", m)
+	}
+	return p, nil
 }

@@ -368,7 +368,7 @@ func BenchmarkResumeJournal(b *testing.B) {
 					defer close(done)
 					var r rsocket.Responder = streamer{elem: make([]byte, 64)}
 					if model == "rr128" {
-						r = &echo.Responder{}
+						r = rrEcho{}
 					}
 					_ = rsocket.Serve(ctx, ln, r, rsocket.WithResume(cfg))
 				}()

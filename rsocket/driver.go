@@ -655,7 +655,7 @@ func (c *Conn) runCalls() {
 }
 
 // pending reports whether output waits to be written; it is called
-// right before takeOut. A journaled session (resume_journal.go) writes
+// right before takeOut. A journaled session (SessionJournal, resume.go) writes
 // its journal record first: the journal before the socket. With the
 // journal's store closed the server is stopping, and the output is
 // dropped (the session lives on in the journal as it was). Under mu.

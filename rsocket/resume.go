@@ -62,8 +62,10 @@ type ResumeConfig struct {
 	// DialTimeout bounds one redial (default 10 s).
 	DialTimeout time.Duration
 	// Store (server) keeps the sessions by token; nil: an in-memory store
-	// of DefaultMaxResumeSessions. A DurableResumeStore also journals
-	// them, so that a server restarted on its directory resumes them.
+	// of DefaultMaxResumeSessions. A store with the optional
+	// capabilities JournalingResumeStore and RestoringResumeStore (package
+	// rsocket/resumejournal) also journals them, so that a server
+	// restarted on its directory resumes them.
 	Store ResumeStore
 	// PeerIdentity (server) names the credential a connection's client
 	// proved in its TLS handshake; a RESUME is accepted only from a
@@ -193,6 +195,82 @@ var (
 	ErrTooManyResumeSession = errors.New("rsocket: too many resumable sessions")
 )
 
+// Optional capabilities of a ResumeStore. The driver checks for them
+// with interface assertions, never for a concrete store, so that a
+// store that keeps sessions across a server restart lives in a package
+// of its own (rsocket/resumejournal) and another can replace it.
+
+// JournalingResumeStore is a ResumeStore that writes every live
+// session's state down as it changes, so that a server restarted on the
+// store can resume the session (RestoringResumeStore).
+type JournalingResumeStore interface {
+	ResumeStore
+	// StartJournal begins the journal of the live session just
+	// registered under token, set up by a client of identity peer
+	// (ResumeConfig.PeerIdentity). rewrite, which the store may call from
+	// any goroutine (to compact), makes the session write a full image
+	// of itself now (SessionJournal.RecordImage) and send what waits;
+	// it fails when the image could not be written. nil: the session is
+	// not journaled.
+	StartJournal(token []byte, peer string, rewrite func() error) SessionJournal
+}
+
+// SessionJournal writes one live session down. The driver calls it
+// under the session's lock, so one call at a time.
+type SessionJournal interface {
+	// Record writes what changed in m's session since the last record.
+	// The driver calls it before each batch of output goes to the
+	// transport, so the journal is never behind what the client saw.
+	// ErrJournalClosed: the store is closed (the server is stopping, and
+	// the session lives on in the journal as it was): nothing more may
+	// be sent. ErrNotJournaled: the session cannot be journaled (it is
+	// not restorable); the driver stops calling. Any other failure to
+	// write is the journal's to count and retry: it returns nil, and the
+	// session goes on.
+	Record(m *conn.Machine) error
+	// RecordImage writes a full image of m's session now; an error when
+	// it could not (ErrJournalClosed and ErrNotJournaled as for Record).
+	RecordImage(m *conn.Machine) error
+	// End records that the session ended for good.
+	End()
+}
+
+// Errors a SessionJournal returns to the driver.
+var (
+	ErrJournalClosed = errors.New("rsocket: resume journal closed")
+	ErrNotJournaled  = errors.New("rsocket: session cannot be journaled")
+)
+
+// RestoringResumeStore is a ResumeStore that also holds dormant
+// sessions: sessions of an earlier server process, read back from its
+// journal, waiting for their client's RESUME.
+type RestoringResumeStore interface {
+	ResumeStore
+	// ResumeTarget finds what a RESUME for token resumes, in one step,
+	// so that a session moving from dormant to live is never missed: the
+	// live session, or the dormant one (then reserved for the caller,
+	// which restores it with Adopt or gives it back with Release or
+	// Drop), or busy when another connection is restoring it.
+	ResumeTarget(token []byte) (live *Conn, dormant *DormantSession, busy bool)
+	// Adopt makes c, restored from the dormant session of token, the
+	// live session of token.
+	Adopt(token []byte, c *Conn) error
+	// Release gives back a dormant session ResumeTarget reserved and
+	// that was not restored (a RESUME from another client identity, or
+	// a restore that failed on its connection).
+	Release(token []byte)
+	// Drop forgets a dormant session that cannot be restored.
+	Drop(token []byte)
+}
+
+// DormantSession is a session a RestoringResumeStore holds for its
+// client: what conn.Restore rebuilds it from, and the identity of the
+// client that set it up (a RESUME must come with the same).
+type DormantSession struct {
+	Image conn.ResumeImage
+	Peer  string
+}
+
 // NewMemoryResumeStore returns an in-memory ResumeStore of at most max
 // sessions (max <= 0: DefaultMaxResumeSessions).
 func NewMemoryResumeStore(max int) ResumeStore {
@@ -225,17 +303,6 @@ func (s *memoryStore) Lookup(token []byte) *Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[string(token)]
-}
-
-// all returns the sessions (for compaction).
-func (s *memoryStore) all() []*Conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs := make([]*Conn, 0, len(s.m))
-	for _, c := range s.m {
-		cs = append(cs, c)
-	}
-	return cs
 }
 
 func (s *memoryStore) Remove(token []byte, c *Conn) {
@@ -292,9 +359,9 @@ type resumeConn struct {
 	// retained bytes; limit is the bound last applied to the machine.
 	budget *retainBudget
 	limit  int
-	// j (server, with a DurableResumeStore): the session's journal
-	// writer (resume_journal.go).
-	j *sessionJournal
+	// j (server, with a JournalingResumeStore): the session's journal
+	// writer; nil when the session is not journaled.
+	j SessionJournal
 }
 
 // applyRetainLimit lowers or raises the machine's bound on retained
@@ -469,31 +536,63 @@ func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Op
 }
 
 // register adds the server session c under tok with add (the store's
-// Add; a DurableResumeStore's adopt for a session restored from its
+// Add; a RestoringResumeStore's Adopt for a session restored from its
 // journal), shares the retained-frames budget with it and, with a
-// DurableResumeStore, starts its journal. When the session ends it is
-// forgotten.
+// JournalingResumeStore, starts its journal. When the session ends it
+// is forgotten.
 func (c *Conn) register(ro *resumeOptions, tok []byte, add func([]byte, *Conn) error) error {
 	if err := add(tok, c); err != nil {
 		return err
 	}
 	store := ro.cfg.Store
-	ds, durable := store.(*DurableResumeStore)
 	tok = clone(tok)
 	budget := ro.budget
 	budget.sessions.Add(1)
 	c.rsm.budget = budget
-	if durable {
-		c.rsm.j = &sessionJournal{store: ds, token: tok, peer: c.rsm.peer, full: true}
+	var j SessionJournal
+	if js, ok := store.(JournalingResumeStore); ok {
+		j = js.StartJournal(tok, c.rsm.peer, c.rewriteJournal)
+		c.rsm.j = j
 	}
 	context.AfterFunc(c.ctx, func() {
 		c.opts.log.Debug("rsocket: session closed, forgotten", "err", c.Err())
 		store.Remove(tok, c)
 		budget.sessions.Add(-1)
-		if durable {
-			ds.end(tok)
+		if j != nil {
+			j.End()
 		}
 	})
+	return nil
+}
+
+// persist writes the session's journal record before its output goes
+// to the transport (pending). false: the journal's store is closed, and
+// nothing more may be sent. Under mu, with c.rsm.j set.
+func (c *Conn) persist() bool {
+	switch err := c.rsm.j.Record(c.m); {
+	case errors.Is(err, ErrJournalClosed):
+		return false
+	case errors.Is(err, ErrNotJournaled):
+		c.rsm.j = nil
+	}
+	return true
+}
+
+// rewriteJournal is the rewrite of StartJournal: a full image of the
+// session in its journal now, then its waiting output sent.
+func (c *Conn) rewriteJournal() error {
+	c.mu.Lock()
+	var err error
+	if !c.closed && c.rsm != nil && c.rsm.j != nil {
+		if err = c.rsm.j.RecordImage(c.m); errors.Is(err, ErrNotJournaled) {
+			c.rsm.j, err = nil, nil
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.combine()
 	return nil
 }
 
@@ -532,14 +631,14 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 	token, err := conn.ResumeToken(f)
 	var (
 		c       *Conn
-		dormant *dormantSession // a session of a DurableResumeStore's journal
+		dormant *DormantSession // a session of a restarted server's journal
 		busy    bool            // ...that another connection is restoring
 	)
-	ds, durable := o.resume.cfg.Store.(*DurableResumeStore)
+	rs, restoring := o.resume.cfg.Store.(RestoringResumeStore)
 	switch {
 	case err != nil:
-	case durable:
-		c, dormant, busy = ds.resumeTarget(token)
+	case restoring:
+		c, dormant, busy = rs.ResumeTarget(token)
 	default:
 		c = o.resume.cfg.Store.Lookup(token)
 	}
@@ -553,16 +652,16 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		// live (a REJECTED_RESUME would end it).
 		_ = tr.Close()
 		return
-	case dormant != nil && dormant.peer != peer || c != nil && c.rsm != nil && c.rsm.peer != peer:
+	case dormant != nil && dormant.Peer != peer || c != nil && c.rsm != nil && c.rsm.peer != peer:
 		// Not the client that set the session up: refuse this
 		// connection, and leave the session to its owner.
 		if dormant != nil {
-			ds.release(token)
+			rs.Release(token)
 		}
 		o.log.Warn("rsocket: RESUME refused: the client's TLS identity differs from its SETUP's")
 		msg = "resume from another client identity"
 	case dormant != nil:
-		if restoreSession(ctx, tr, f, dormant, ds, r, opts) {
+		if restoreSession(ctx, tr, f, dormant, rs, r, opts) {
 			return
 		}
 		msg = "session could not be restored"
@@ -605,26 +704,26 @@ func (c *Conn) acceptResume(tr transport, f []byte) bool {
 // restoreSession rebuilds the dormant session d of a restarted server
 // (conn.Restore) over tr, whose first frame was the RESUME f, and
 // resumes it. false: it could not be restored (tr is not used).
-func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSession, ds *DurableResumeStore, r Responder, opts []Option) bool {
+func restoreSession(ctx context.Context, tr transport, f []byte, d *DormantSession, rs RestoringResumeStore, r Responder, opts []Option) bool {
 	o := buildOptions(conn.Server, append([]Option{WithResponder(r)}, opts...))
-	m, err := conn.Restore(o.cfg, d.img, 0)
+	m, err := conn.Restore(o.cfg, d.Image, 0)
 	if err != nil {
 		o.log.Warn("rsocket: journal session not restorable", "err", err)
-		ds.drop(d.img.Token)
+		rs.Drop(d.Image.Token)
 		return false
 	}
-	if d.img.Lease && !o.lease {
+	if d.Image.Lease && !o.lease {
 		o.log.Warn("rsocket: journal session used leases, this server has none")
-		ds.drop(d.img.Token)
+		rs.Drop(d.Image.Token)
 		return false
 	}
 	var regErr error
 	_, err = startConn(ctx, tr, conn.Server, o, func(c *Conn) {
 		c.m = m
-		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.peer}
+		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.Peer}
 		c.mu.Lock()
-		// The dormant session becomes this one (adopt, not Add).
-		if regErr = c.register(o.resume, d.img.Token, ds.adopt); regErr != nil {
+		// The dormant session becomes this one (Adopt, not Add).
+		if regErr = c.register(o.resume, d.Image.Token, rs.Adopt); regErr != nil {
 			_ = c.m.Close(frame.ErrorCodeRejectedResume, regErr.Error())
 			c.release()
 			return
@@ -637,10 +736,9 @@ func restoreSession(ctx context.Context, tr transport, f []byte, d *dormantSessi
 	})
 	if err != nil || regErr != nil {
 		o.log.Warn("rsocket: cannot serve a restored session", "err", cmp.Or(err, regErr))
-		ds.release(d.img.Token) // the next RESUME may try again
-		return err == nil       // a registration failure was answered on tr
+		rs.Release(d.Image.Token) // the next RESUME may try again
+		return err == nil         // a registration failure was answered on tr
 	}
-	ds.restored.Add(1)
 	o.log.Info("rsocket: session restored from the resume journal")
 	return true
 }

@@ -499,3 +499,42 @@ func TestResumeBudgetShared(t *testing.T) {
 		t.Fatalf("alone, the session's limit is %d, want the whole budget %d (below BufferBytes)", limit, budget)
 	}
 }
+
+// TestNoResumeOnAStoppingServer: a connection that reaches a server
+// whose context has ended (it is stopping: SIGTERM drops its sessions'
+// transports, and their clients redial before the listener is closed)
+// is closed without an answer, so its client resumes on the next server
+// instead of on this one, which would drop it again. Before, the dying
+// server resumed it (a client counted two resumes for one restart).
+// The sessions are in memory here: the server decides before it asks
+// its store, so a journal (rsocket/resumejournal) changes nothing.
+func TestNoResumeOnAStoppingServer(t *testing.T) {
+	store := NewMemoryResumeStore(0)
+	var err error
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, first := range []string{"RESUME", "SETUP"} {
+		srv, cli := net.Pipe()
+		go serveResumableConn(ctx, srv, newEcho(), []Option{WithResume(ResumeConfig{Store: store})})
+		var f []byte
+		if first == "RESUME" {
+			f, err = frame.AppendResume(nil, 1, 0, []byte("token"), 0, 0)
+		} else {
+			f, err = frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 1000, MaxLifetime: 10000,
+				MetadataMIME: []byte("a/b"), DataMIME: []byte("a/b"), ResumeToken: []byte("token")})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			b, _ := frame.AppendLengthPrefix(nil, len(f))
+			_, _ = cli.Write(append(b, f...))
+		}()
+		var answer []byte
+		within(t, "the stopping server's answer", func() { answer, err = io.ReadAll(cli) })
+		if len(answer) != 0 {
+			t.Fatalf("%s to a stopping server: answered %d bytes (%x); want the connection closed without an answer", first, len(answer), answer)
+		}
+		cli.Close()
+	}
+}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sluicehq/sluice/internal/netaccept"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/rsocket/netaccept"
 )
 
 // streamTransport is a byte stream (TCP, net.Pipe) with 24-bit
@@ -193,7 +193,7 @@ func startConn(ctx context.Context, tr transport, role conn.Role, o options, set
 	stop := context.AfterFunc(ctx, func() {
 		_ = c.do(func() error {
 			if c.rsm != nil && c.rsm.j != nil {
-				// A session in a DurableResumeStore outlives the server:
+				// A journaled session outlives the server:
 				// drop the transport without ending the session, so that
 				// the client resumes with the next server on the journal.
 				c.m.TransportClosed(errServerStopped)

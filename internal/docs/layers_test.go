@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ var packageLayers = []struct {
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},
 	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/codec", "internal/defaults", "internal/dirlock",
-		"internal/fields", "internal/idleread", "internal/logutil", "internal/memrelease", "internal/netaccept", "internal/progress", "internal/wire"}},
+		"internal/fields", "internal/idleread", "internal/logutil", "internal/memrelease", "internal/progress", "internal/wire"}},
 	{"generated protobuf", []string{"api/..."}},
 }
 
@@ -110,6 +111,42 @@ func TestProductImportsNoLabOrTestkit(t *testing.T) {
 				t.Errorf("%s imports %s: only cmd/ and the lab itself may import internal/lab", p, d)
 			case under(d, "internal/testkit") && !under(p, "internal/testkit") && !under(p, "internal/lab"):
 				t.Errorf("%s imports %s outside its tests: only tests, the test kit and the lab may import internal/testkit", p, d)
+			}
+		}
+	}
+}
+
+// publicInternalImports lists what a public package (one outside
+// internal/, cmd/ and api/) may import under internal/. The RSocket
+// library (rsocket/...) and seglog are meant to be used, and moved, apart
+// from sluice's internals, so they import none, with one exception: the
+// durable resume journal uses two foundations (the directory lock and
+// the record field codec). client is sluice's own delivery client, built
+// on the agent: every internal package it needs is allowed ("*").
+var publicInternalImports = map[string][]string{
+	"client":                {"*"},
+	"rsocket/resumejournal": {"internal/dirlock", "internal/fields"},
+}
+
+// TestPublicPackagesImportNoInternal: a public package imports under
+// internal/ only what publicInternalImports allows it, and package
+// rsocket imports neither internal/ nor seglog: the resume journal, the
+// one part that stores, is rsocket/resumejournal behind ResumeStore and
+// its optional interfaces (issue 25).
+func TestPublicPackagesImportNoInternal(t *testing.T) {
+	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	for p, deps := range modulePackages(t) {
+		if under(p, "internal") || under(p, "cmd") || under(p, "api") {
+			continue
+		}
+		allowed := publicInternalImports[p]
+		for _, d := range deps {
+			switch {
+			case p == "rsocket" && d == "seglog":
+				t.Errorf("rsocket imports seglog: the resume journal belongs in rsocket/resumejournal")
+			case !under(d, "internal") || slices.Contains(allowed, "*") || slices.Contains(allowed, d):
+			default:
+				t.Errorf("public package %s imports %s: only publicInternalImports (internal/docs/layers_test.go) may allow it", p, d)
 			}
 		}
 	}

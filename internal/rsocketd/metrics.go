@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/resumejournal"
 )
 
 // The collectors live here, not in package rsocket: the public library
@@ -47,23 +48,23 @@ func oversizeMetric(reg prometheus.Registerer) func(*rsocket.Conn) {
 }
 
 // resumeJournalMetrics exports a resume journal's counters.
-func resumeJournalMetrics(reg prometheus.Registerer, store *rsocket.DurableResumeStore) {
-	counter := func(name, help string, v func(rsocket.DurableResumeStats) uint64) prometheus.Collector {
+func resumeJournalMetrics(reg prometheus.Registerer, store *resumejournal.Store) {
+	counter := func(name, help string, v func(resumejournal.Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(store.Stats())) })
 	}
-	gauge := func(name, help string, v func(rsocket.DurableResumeStats) int) prometheus.Collector {
+	gauge := func(name, help string, v func(resumejournal.Stats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v(store.Stats())) })
 	}
 	reg.MustRegister(
-		gauge("sluice_rsocket_resume_sessions", "Resumable sessions in the journal's store, live.", func(s rsocket.DurableResumeStats) int { return s.Sessions }),
-		gauge("sluice_rsocket_resume_dormant_sessions", "Sessions read back from the journal, waiting for their client's RESUME.", func(s rsocket.DurableResumeStats) int { return s.Dormant }),
-		counter("sluice_rsocket_resume_restored_total", "Sessions of an earlier server process resumed from the journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Restored }),
-		counter("sluice_rsocket_resume_expired_total", "Sessions read back from the journal whose client did not resume in time.", func(s rsocket.DurableResumeStats) uint64 { return s.Expired }),
-		counter("sluice_rsocket_resume_journal_records_total", "Records written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Records }),
-		counter("sluice_rsocket_resume_journal_bytes_total", "Bytes written to the resume journal.", func(s rsocket.DurableResumeStats) uint64 { return s.Bytes }),
-		counter("sluice_rsocket_resume_journal_syncs_total", "fdatasyncs of the resume journal (--resume-sync).", func(s rsocket.DurableResumeStats) uint64 { return s.Syncs }),
-		counter("sluice_rsocket_resume_journal_failures_total", "Resume journal records that could not be written (the session goes on, not restorable until written again).", func(s rsocket.DurableResumeStats) uint64 { return s.Failures }),
-		counter("sluice_rsocket_resume_journal_compactions_total", "Resume journal compactions.", func(s rsocket.DurableResumeStats) uint64 { return s.Compactions }),
+		gauge("sluice_rsocket_resume_sessions", "Resumable sessions in the journal's store, live.", func(s resumejournal.Stats) int { return s.Sessions }),
+		gauge("sluice_rsocket_resume_dormant_sessions", "Sessions read back from the journal, waiting for their client's RESUME.", func(s resumejournal.Stats) int { return s.Dormant }),
+		counter("sluice_rsocket_resume_restored_total", "Sessions of an earlier server process resumed from the journal.", func(s resumejournal.Stats) uint64 { return s.Restored }),
+		counter("sluice_rsocket_resume_expired_total", "Sessions read back from the journal whose client did not resume in time.", func(s resumejournal.Stats) uint64 { return s.Expired }),
+		counter("sluice_rsocket_resume_journal_records_total", "Records written to the resume journal.", func(s resumejournal.Stats) uint64 { return s.Records }),
+		counter("sluice_rsocket_resume_journal_bytes_total", "Bytes written to the resume journal.", func(s resumejournal.Stats) uint64 { return s.Bytes }),
+		counter("sluice_rsocket_resume_journal_syncs_total", "fdatasyncs of the resume journal (--resume-sync).", func(s resumejournal.Stats) uint64 { return s.Syncs }),
+		counter("sluice_rsocket_resume_journal_failures_total", "Resume journal records that could not be written (the session goes on, not restorable until written again).", func(s resumejournal.Stats) uint64 { return s.Failures }),
+		counter("sluice_rsocket_resume_journal_compactions_total", "Resume journal compactions.", func(s resumejournal.Stats) uint64 { return s.Compactions }),
 	)
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/resumejournal"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -67,7 +68,7 @@ func (s *Server) Run(ctx context.Context, stdout io.Writer) error {
 	if s.cfg.Resume || s.cfg.ResumeDir != "" {
 		rcfg := s.cfg.ResumeConfig
 		if s.cfg.ResumeDir != "" {
-			store, err := rsocket.OpenDurableResumeStore(s.cfg.ResumeDir, rsocket.DurableResumeConfig{Sync: s.cfg.ResumeSync, Logger: s.cfg.Logger})
+			store, err := resumejournal.Open(s.cfg.ResumeDir, resumejournal.Config{Sync: s.cfg.ResumeSync, Logger: s.cfg.Logger})
 			if err != nil {
 				return err
 			}

@@ -45,8 +45,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/netaccept"
 	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/rsocket/netaccept"
 )
 
 // Config configures a Proxy.

@@ -11,10 +11,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/netaccept"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/extension"
+	"github.com/sluicehq/sluice/rsocket/netaccept"
 )
 
 // handshakeTimeout bounds a TLS handshake on an accepted connection.

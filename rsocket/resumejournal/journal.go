@@ -1,4 +1,12 @@
-package rsocket
+// Package resumejournal is an RSocket resume store that survives the
+// server process: sessions journaled in a seglog, resumed by the next
+// server on the same directory (docs/rsocket-resume.md).
+//
+// Open a Store once per directory and pass it as
+// rsocket.ResumeConfig.Store; the driver uses it through
+// rsocket.ResumeStore and the optional rsocket.JournalingResumeStore and
+// rsocket.RestoringResumeStore.
+package resumejournal
 
 import (
 	"errors"
@@ -10,13 +18,14 @@ import (
 
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/internal/fields"
+	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
 	"github.com/sluicehq/sluice/seglog"
 )
 
-// Resume across a server restart (docs/rsocket-resume.md). A
-// DurableResumeStore keeps every resumable session's state in a seglog
+// Resume across a server restart. A Store keeps every resumable
+// session's state in a seglog
 // journal: a full image (conn.ResumeImage) when the session starts, then,
 // before each batch of output goes to the socket, one record of what
 // changed (positions, the frames sent since the last record, the open
@@ -31,10 +40,10 @@ import (
 // restored session reject the RESUME cleanly, never replay a gap or a
 // duplicate.
 
-// DurableResumeConfig configures OpenDurableResumeStore.
-type DurableResumeConfig struct {
+// Config configures Open.
+type Config struct {
 	// MaxSessions bounds live and restored sessions together (default
-	// DefaultMaxResumeSessions).
+	// rsocket.DefaultMaxResumeSessions).
 	MaxSessions int
 	// Sync: when a record is durable. The zero value is seglog's
 	// default, SyncAlways: fdatasync before the batch it describes goes
@@ -43,7 +52,7 @@ type DurableResumeConfig struct {
 	// machine crash, for the cost of a write; SyncInterval is between.
 	Sync seglog.SyncPolicy
 	// SessionLifetime: a restored session whose client does not resume
-	// within it is forgotten (default 60 s, as ResumeConfig's).
+	// within it is forgotten (default 60 s, as rsocket.ResumeConfig's).
 	SessionLifetime time.Duration
 	// CompactBytes: after this many bytes of records the journal is
 	// rewritten as one image per session and older segments removed
@@ -56,8 +65,8 @@ type DurableResumeConfig struct {
 	Logger *slog.Logger
 }
 
-// DurableResumeStats counts a DurableResumeStore's work.
-type DurableResumeStats struct {
+// Stats counts a Store's work.
+type Stats struct {
 	Sessions    int    // live sessions
 	Dormant     int    // restored from the journal, waiting for their RESUME
 	Loaded      uint64 // sessions read back at Open
@@ -72,18 +81,21 @@ type DurableResumeStats struct {
 	Repaired    bool // the journal was damaged and salvaged at Open
 }
 
-// DurableResumeStore is a ResumeStore that survives the server process.
+// Store is an rsocket.ResumeStore that survives the server process.
 // Open it once per directory (a second process gets an error naming the
-// holder), pass it as ResumeConfig.Store, Close it on shutdown.
-type DurableResumeStore struct {
-	cfg  DurableResumeConfig
+// holder), pass it as rsocket.ResumeConfig.Store, Close it on shutdown.
+type Store struct {
+	cfg  Config
 	lock *dirlock.Lock
 	log  *seglog.Log
-	live *memoryStore
 
-	mu      sync.Mutex
-	dormant map[string]*dormantSession
-	expiry  *time.Timer
+	mu sync.Mutex
+	// live: the sessions of this process; journals: the writers of
+	// those that are journaled (compaction rewrites them).
+	live     map[string]*rsocket.Conn
+	journals map[string]*sessionJournal
+	dormant  map[string]*dormantSession
+	expiry   *time.Timer
 
 	// sinceCompact counts the bytes written since the last compaction,
 	// lastCompact what that compaction wrote: the next one starts when
@@ -100,20 +112,25 @@ type DurableResumeStore struct {
 	repaired                                                           bool
 }
 
+// The driver checks for these capabilities of a store.
+var (
+	_ rsocket.JournalingResumeStore = (*Store)(nil)
+	_ rsocket.RestoringResumeStore  = (*Store)(nil)
+)
+
 type dormantSession struct {
-	img   conn.ResumeImage
-	peer  string
+	rsocket.DormantSession
 	until time.Time
-	// restoring: a connection is rebuilding the session (resumeTarget);
+	// restoring: a connection is rebuilding the session (ResumeTarget);
 	// under the store's mu.
 	restoring bool
 }
 
-// OpenDurableResumeStore opens (creating it if needed) the journal in dir
-// and reads back the sessions of the previous process.
-func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResumeStore, error) {
+// Open opens (creating it if needed) the journal in dir and reads back
+// the sessions of the previous process.
+func Open(dir string, cfg Config) (*Store, error) {
 	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = DefaultMaxResumeSessions
+		cfg.MaxSessions = rsocket.DefaultMaxResumeSessions
 	}
 	if cfg.SessionLifetime <= 0 {
 		cfg.SessionLifetime = conn.DefaultResumeSessionLifetime
@@ -131,7 +148,7 @@ func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResume
 	if err != nil {
 		return nil, err
 	}
-	s := &DurableResumeStore{cfg: cfg, lock: lock, live: &memoryStore{max: cfg.MaxSessions, m: map[string]*Conn{}},
+	s := &Store{cfg: cfg, lock: lock, live: map[string]*rsocket.Conn{}, journals: map[string]*sessionJournal{},
 		dormant: map[string]*dormantSession{}}
 	// An image holds a session's retained frames, as many as its
 	// ResumeConfig.BufferBytes allows: beyond seglog's default record
@@ -144,17 +161,17 @@ func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResume
 	if _, bad := seglog.IsCorrupt(err); bad {
 		// Salvage: every intact record stays; a session whose records
 		// were damaged is dropped below (its sequence has a hole).
-		cfg.Logger.Warn("rsocket: resume journal damaged, salvaging", "dir", dir, "err", err)
+		cfg.Logger.Warn("resumejournal: resume journal damaged, salvaging", "dir", dir, "err", err)
 		if _, rerr := seglog.Repair(dir, seglog.WithLogger(cfg.Logger)); rerr != nil {
 			lock.Release()
-			return nil, fmt.Errorf("rsocket: repair resume journal %s: %w", dir, rerr)
+			return nil, fmt.Errorf("resumejournal: repair resume journal %s: %w", dir, rerr)
 		}
 		s.repaired = true
 		s.log, err = seglog.Open(dir, opts...)
 	}
 	if err != nil {
 		lock.Release()
-		return nil, fmt.Errorf("rsocket: open resume journal %s: %w", dir, err)
+		return nil, fmt.Errorf("resumejournal: open resume journal %s: %w", dir, err)
 	}
 	if err := s.load(); err != nil {
 		s.log.Close()
@@ -168,7 +185,7 @@ func OpenDurableResumeStore(dir string, cfg DurableResumeConfig) (*DurableResume
 }
 
 // load reads the journal back into dormant sessions.
-func (s *DurableResumeStore) load() error {
+func (s *Store) load() error {
 	type building struct {
 		img  conn.ResumeImage
 		peer string
@@ -182,7 +199,7 @@ func (s *DurableResumeStore) load() error {
 		if err != nil {
 			// A record that passed seglog's checksum but does not parse:
 			// written by another version. Its session cannot be trusted.
-			s.cfg.Logger.Warn("rsocket: resume journal record not understood", "offset", it.Offset(), "err", err)
+			s.cfg.Logger.Warn("resumejournal: resume journal record not understood", "offset", it.Offset(), "err", err)
 			if r.token != nil {
 				bad[string(r.token)] = true
 				delete(sessions, string(r.token))
@@ -205,7 +222,7 @@ func (s *DurableResumeStore) load() error {
 				continue
 			}
 			if err := applyDelta(&b.img, &r, b.seq); err != nil {
-				s.cfg.Logger.Warn("rsocket: resume journal: session dropped", "err", err)
+				s.cfg.Logger.Warn("resumejournal: resume journal: session dropped", "err", err)
 				delete(sessions, key)
 				bad[key] = true
 				continue
@@ -214,7 +231,7 @@ func (s *DurableResumeStore) load() error {
 		}
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("rsocket: read resume journal: %w", err)
+		return fmt.Errorf("resumejournal: read resume journal: %w", err)
 	}
 	s.skipped.Add(uint64(len(bad)))
 	until := time.Now().Add(s.cfg.SessionLifetime)
@@ -223,11 +240,11 @@ func (s *DurableResumeStore) load() error {
 			s.skipped.Add(1)
 			continue
 		}
-		s.dormant[key] = &dormantSession{img: b.img, peer: b.peer, until: until}
+		s.dormant[key] = &dormantSession{DormantSession: rsocket.DormantSession{Image: b.img, Peer: b.peer}, until: until}
 	}
 	s.loaded.Store(uint64(len(s.dormant)))
 	if len(s.dormant) > 0 || len(bad) > 0 {
-		s.cfg.Logger.Info("rsocket: resume journal read", "sessions", len(s.dormant), "dropped", len(bad))
+		s.cfg.Logger.Info("resumejournal: resume journal read", "sessions", len(s.dormant), "dropped", len(bad))
 	}
 	return nil
 }
@@ -343,7 +360,7 @@ func appendJournalHead(b []byte, r *journalRecord) []byte {
 	return fields.AppendUvarint(b, r.tailStart)
 }
 
-var errJournalRecord = errors.New("rsocket: malformed resume journal record")
+var errJournalRecord = errors.New("resumejournal: malformed resume journal record")
 
 // parseJournalRecord parses a record; the result aliases b. A malformed
 // record is an error (with the token when it could be read), never a
@@ -393,65 +410,90 @@ func parseJournalRecord(b []byte) (journalRecord, error) {
 
 // The ResumeStore side: live sessions, and dormant ones from the journal.
 
-func (s *DurableResumeStore) Add(token []byte, c *Conn) error {
+// Add registers the new session c under token (rsocket.ResumeStore).
+func (s *Store) Add(token []byte, c *rsocket.Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dormant := s.dormant[string(token)]; dormant {
-		return ErrResumeTokenInUse
+		return rsocket.ErrResumeTokenInUse
 	}
-	if s.live.Len()+len(s.dormant) >= s.cfg.MaxSessions {
-		return fmt.Errorf("%w (%d)", ErrTooManyResumeSession, s.cfg.MaxSessions)
-	}
-	return s.live.Add(token, c)
+	return s.addLocked(token, c)
 }
 
-func (s *DurableResumeStore) Lookup(token []byte) *Conn { return s.live.Lookup(token) }
+// addLocked registers c under token as a live session. Under mu.
+func (s *Store) addLocked(token []byte, c *rsocket.Conn) error {
+	if _, ok := s.live[string(token)]; ok {
+		return rsocket.ErrResumeTokenInUse
+	}
+	if len(s.live)+len(s.dormant) >= s.cfg.MaxSessions {
+		return fmt.Errorf("%w (%d)", rsocket.ErrTooManyResumeSession, s.cfg.MaxSessions)
+	}
+	s.live[string(token)] = c
+	return nil
+}
 
-func (s *DurableResumeStore) Remove(token []byte, c *Conn) { s.live.Remove(token, c) }
-
-// resumeTarget finds what a RESUME for token resumes, in one step, so
-// that a session moving from dormant to live is never missed: the live
-// session c, or the dormant session d (now marked restoring: the caller
-// restores it, or gives it back with release or drop), or busy when
-// another connection is restoring it.
-func (s *DurableResumeStore) resumeTarget(token []byte) (c *Conn, d *dormantSession, busy bool) {
+// Lookup returns the live session of token, or nil (rsocket.ResumeStore).
+func (s *Store) Lookup(token []byte) *rsocket.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c = s.live.Lookup(token); c != nil {
+	return s.live[string(token)]
+}
+
+// Remove forgets token if it still belongs to c (rsocket.ResumeStore).
+func (s *Store) Remove(token []byte, c *rsocket.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live[string(token)] == c {
+		delete(s.live, string(token))
+	}
+}
+
+// ResumeTarget finds what a RESUME for token resumes
+// (rsocket.RestoringResumeStore): the live session c, or the dormant
+// session d (now marked restoring), or busy when another connection is
+// restoring it.
+func (s *Store) ResumeTarget(token []byte) (c *rsocket.Conn, d *rsocket.DormantSession, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c = s.live[string(token)]; c != nil {
 		return c, nil, false
 	}
-	d = s.dormant[string(token)]
+	ds := s.dormant[string(token)]
 	switch {
-	case d == nil:
+	case ds == nil:
 		return nil, nil, false
-	case d.restoring:
+	case ds.restoring:
 		return nil, nil, true
-	case time.Now().After(d.until):
+	case time.Now().After(ds.until):
 		delete(s.dormant, string(token))
 		s.expired.Add(1)
 		s.endLocked(token)
 		return nil, nil, false
 	}
-	d.restoring = true
-	return nil, d, false
+	ds.restoring = true
+	return nil, &ds.DormantSession, false
 }
 
-// adopt makes c, restored from the dormant session of token, the live
-// session of token.
-func (s *DurableResumeStore) adopt(token []byte, c *Conn) error {
+// Adopt makes c, restored from the dormant session of token, the live
+// session of token (rsocket.RestoringResumeStore).
+func (s *Store) Adopt(token []byte, c *rsocket.Conn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.dormant[string(token)]
 	if !ok || !d.restoring {
-		return ErrResumeTokenInUse
+		return rsocket.ErrResumeTokenInUse
 	}
 	delete(s.dormant, string(token))
-	return s.live.Add(token, c)
+	if err := s.addLocked(token, c); err != nil {
+		return err
+	}
+	s.restored.Add(1)
+	return nil
 }
 
-// release gives back a dormant session resumeTarget handed out and that
-// was not resumed (a RESUME from another client identity).
-func (s *DurableResumeStore) release(token []byte) {
+// Release gives back a dormant session ResumeTarget handed out and that
+// was not restored (rsocket.RestoringResumeStore).
+func (s *Store) Release(token []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d, ok := s.dormant[string(token)]; ok {
@@ -459,8 +501,9 @@ func (s *DurableResumeStore) release(token []byte) {
 	}
 }
 
-// drop forgets a dormant session that cannot be restored.
-func (s *DurableResumeStore) drop(token []byte) {
+// Drop forgets a dormant session that cannot be restored
+// (rsocket.RestoringResumeStore).
+func (s *Store) Drop(token []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.dormant, string(token))
@@ -468,7 +511,7 @@ func (s *DurableResumeStore) drop(token []byte) {
 }
 
 // expireDormant forgets the dormant sessions whose lifetime passed.
-func (s *DurableResumeStore) expireDormant() {
+func (s *Store) expireDormant() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
@@ -488,7 +531,7 @@ func (s *DurableResumeStore) expireDormant() {
 }
 
 // endLocked writes the end of token's session. Under mu.
-func (s *DurableResumeStore) endLocked(token []byte) {
+func (s *Store) endLocked(token []byte) {
 	if s.closed.Load() {
 		return
 	}
@@ -498,16 +541,20 @@ func (s *DurableResumeStore) endLocked(token []byte) {
 	}
 }
 
-// end writes the end of a live session (it closed for good).
-func (s *DurableResumeStore) end(token []byte) {
+// end writes the end of the live session of j (it closed for good, or
+// cannot be journaled) and forgets j.
+func (s *Store) end(j *sessionJournal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.endLocked(token)
+	if s.journals[string(j.token)] == j {
+		delete(s.journals, string(j.token))
+	}
+	s.endLocked(j.token)
 }
 
 // Close stops writing and releases the directory. Live sessions are not
 // ended: a server that restarts on the same directory resumes them.
-func (s *DurableResumeStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed.Swap(true) {
 		s.mu.Unlock()
@@ -524,21 +571,33 @@ func (s *DurableResumeStore) Close() error {
 }
 
 // Stats returns the store's counters.
-func (s *DurableResumeStore) Stats() DurableResumeStats {
+func (s *Store) Stats() Stats {
 	s.mu.Lock()
-	dormant := len(s.dormant)
+	live, dormant := len(s.live), len(s.dormant)
 	s.mu.Unlock()
 	ls := s.log.Stats()
-	return DurableResumeStats{Sessions: s.live.Len(), Dormant: dormant, Loaded: s.loaded.Load(), Restored: s.restored.Load(),
+	return Stats{Sessions: live, Dormant: dormant, Loaded: s.loaded.Load(), Restored: s.restored.Load(),
 		Expired: s.expired.Load(), Records: s.records.Load(), Bytes: ls.Bytes, Syncs: ls.Syncs, Failures: s.failures.Load(), Skipped: s.skipped.Load(),
 		Compactions: s.compactions.Load(), Repaired: s.repaired}
 }
 
-// sessionJournal is one live session's writer; under its Conn's mu.
+// StartJournal begins the journal of the live session of token
+// (rsocket.JournalingResumeStore): its first record is a full image.
+func (s *Store) StartJournal(token []byte, peer string, rewrite func() error) rsocket.SessionJournal {
+	j := &sessionJournal{store: s, token: token, peer: peer, rewrite: rewrite, full: true}
+	s.mu.Lock()
+	s.journals[string(token)] = j
+	s.mu.Unlock()
+	return j
+}
+
+// sessionJournal is one live session's writer (rsocket.SessionJournal);
+// its methods run under the session's lock.
 type sessionJournal struct {
-	store   *DurableResumeStore
+	store   *Store
 	token   []byte
 	peer    string
+	rewrite func() error // the session's image now (compaction)
 	cur     conn.ResumeCursor
 	seq     uint64
 	full    bool      // the next record is an image
@@ -548,43 +607,55 @@ type sessionJournal struct {
 	streams []conn.ImageStream
 }
 
-// persist writes what changed in c's session since its last record,
-// before the output that changed it goes to the transport (takeOut).
-// false: the store is closed (the server is stopping, and the session
-// lives on in the journal as it was): nothing more may be sent, or the
-// journal would be behind the client. Under mu.
-func (c *Conn) persist() bool {
-	j := c.rsm.j
-	if j.store.closed.Load() {
-		return false
+var errImageNotWritten = errors.New("resumejournal: a session's image could not be written")
+
+// RecordImage writes an image of m's session now.
+func (j *sessionJournal) RecordImage(m *conn.Machine) error {
+	j.full = true
+	if err := j.Record(m); err != nil {
+		return err
 	}
-	now := c.m.ResumeCursor()
+	if j.full {
+		return errImageNotWritten // the write failed
+	}
+	return nil
+}
+
+// End writes the end of the session.
+func (j *sessionJournal) End() { j.store.end(j) }
+
+// Record writes what changed in m's session since its last record,
+// before the output that changed it goes to the transport.
+func (j *sessionJournal) Record(m *conn.Machine) error {
+	if j.store.closed.Load() {
+		return rsocket.ErrJournalClosed
+	}
+	now := m.ResumeCursor()
 	if !j.full && now == j.cur {
-		return true
+		return nil
 	}
 	if !j.retryAt.IsZero() && time.Now().Before(j.retryAt) {
-		return true
+		return nil
 	}
 	var (
 		r    journalRecord
 		tail []byte
 	)
 	if j.full {
-		img, err := c.m.ResumeImage()
+		img, err := m.ResumeImage()
 		if err != nil {
 			// Not restorable (the byte-credits extension), or no longer
 			// open (closing): stop writing the session.
-			j.store.end(j.token)
-			c.rsm.j = nil
-			return true
+			j.store.end(j)
+			return rsocket.ErrNotJournaled
 		}
 		r, tail = imageRecord(&img, j.peer), img.Retained
 	} else {
 		r = journalRecord{kind: recordDelta, token: j.token, seq: j.seq + 1, sent: now.SentPos, recv: now.RecvPos,
 			retStart: now.RetainedStart, nextID: now.NextID}
-		r.tailStart, tail = c.m.ResumeTail(j.cur)
+		r.tailStart, tail = m.ResumeTail(j.cur)
 		if now.StreamsVersion != j.cur.StreamsVersion {
-			j.streams = c.m.OpenStreams(j.streams[:0])
+			j.streams = m.OpenStreams(j.streams[:0])
 			r.hasStreams, r.streams = true, j.streams
 		}
 	}
@@ -599,9 +670,9 @@ func (c *Conn) persist() bool {
 		j.store.failures.Add(1)
 		j.full, j.retryAt = true, time.Now().Add(time.Second)
 		if !errors.Is(err, seglog.ErrClosed) {
-			c.opts.log.Warn("rsocket: resume journal write failed", "err", err)
+			j.store.cfg.Logger.Warn("resumejournal: resume journal write failed", "err", err)
 		}
-		return true
+		return nil
 	}
 	j.store.records.Add(1)
 	j.cur, j.seq, j.full, j.retryAt = now, r.seq, false, time.Time{}
@@ -612,12 +683,12 @@ func (c *Conn) persist() bool {
 	if cap(j.head) > 1<<20 {
 		j.head = nil // an image's stream list was long: do not keep it
 	}
-	return true
+	return nil
 }
 
 // startCompaction rewrites the journal as one image per session in the
 // background, then removes the segments before it.
-func (s *DurableResumeStore) startCompaction() {
+func (s *Store) startCompaction() {
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
@@ -630,7 +701,7 @@ func (s *DurableResumeStore) startCompaction() {
 		defer s.compactWG.Done()
 		defer s.compacting.Store(false)
 		if err := s.compact(); err != nil {
-			s.cfg.Logger.Warn("rsocket: resume journal compaction failed", "err", err)
+			s.cfg.Logger.Warn("resumejournal: resume journal compaction failed", "err", err)
 		}
 	}()
 }
@@ -638,7 +709,7 @@ func (s *DurableResumeStore) startCompaction() {
 // compact writes an image of every session, live and dormant, after
 // offset from, then removes the segments before from: every record
 // before it is superseded.
-func (s *DurableResumeStore) compact() error {
+func (s *Store) compact() error {
 	from, before := s.log.NextOffset(), s.log.Stats().Bytes
 	defer func() {
 		s.lastCompact.Store(int64(s.log.Stats().Bytes - before))
@@ -646,27 +717,22 @@ func (s *DurableResumeStore) compact() error {
 	}()
 	s.mu.Lock()
 	for _, d := range s.dormant {
-		r := imageRecord(&d.img, d.peer)
-		if _, err := s.log.AppendParts([][]byte{appendJournalHead(nil, &r)}, [][]byte{d.img.Retained}); err != nil {
+		r := imageRecord(&d.Image, d.Peer)
+		if _, err := s.log.AppendParts([][]byte{appendJournalHead(nil, &r)}, [][]byte{d.Image.Retained}); err != nil {
 			s.mu.Unlock()
 			return err
 		}
 	}
+	journals := make([]*sessionJournal, 0, len(s.journals))
+	for _, j := range s.journals {
+		journals = append(journals, j)
+	}
 	s.mu.Unlock()
-	for _, c := range s.live.all() {
-		c.mu.Lock()
-		if !c.closed && c.rsm != nil && c.rsm.j != nil {
-			c.rsm.j.full = true
-			_ = c.persist()
-			// Still full: the write failed (j is nil for a session that
-			// stopped being journaled).
-			if c.rsm.j != nil && c.rsm.j.full {
-				c.mu.Unlock()
-				return errors.New("a session's image could not be written")
-			}
+	// Outside mu: a session's lock is taken before the store's.
+	for _, j := range journals {
+		if err := j.rewrite(); err != nil {
+			return err
 		}
-		c.mu.Unlock()
-		c.combine()
 	}
 	if _, err := s.log.RemoveBefore(from); err != nil {
 		return err

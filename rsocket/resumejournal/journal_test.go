@@ -1,9 +1,8 @@
-package rsocket
+package resumejournal
 
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,46 +15,48 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
+	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
-	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/rsocket/echo"
 	"github.com/sluicehq/sluice/seglog"
 )
 
 // journalServer serves newEcho with resumption backed by a
-// DurableResumeStore on dir. stop ends the server the way a crash
+// Store on dir. stop ends the server the way a crash
 // does, for the session's client: its transports drop without an ERROR,
 // and the store is closed without ending any session.
 type journalServer struct {
 	addr  string
-	store *DurableResumeStore
+	store *Store
 	stop  func()
 }
 
-func startJournalServer(t *testing.T, dir string, cfg DurableResumeConfig) *journalServer {
+func startJournalServer(t *testing.T, dir string, cfg Config) *journalServer {
 	t.Helper()
-	return startJournalServerOn(t, "tcp", dir, cfg, ResumeConfig{})
+	return startJournalServerOn(t, "tcp", dir, cfg, rsocket.ResumeConfig{})
 }
 
 // startJournalServerOn is startJournalServer on a tcp:// or tls://
 // listener, with rcfg (its Store set here) and opts.
-func startJournalServerOn(t *testing.T, scheme, dir string, cfg DurableResumeConfig, rcfg ResumeConfig, opts ...Option) *journalServer {
+func startJournalServerOn(t *testing.T, scheme, dir string, cfg Config, rcfg rsocket.ResumeConfig, opts ...rsocket.Option) *journalServer {
 	t.Helper()
-	store, err := OpenDurableResumeStore(dir, cfg)
+	store, err := Open(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, _, err := Listen(scheme + "://127.0.0.1:0")
+	ln, _, err := rsocket.Listen(scheme + "://127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	rcfg.Store = store
-	opts = append(opts[:len(opts):len(opts)], WithResume(rcfg))
+	opts = append(opts[:len(opts):len(opts)], rsocket.WithResume(rcfg))
 	go func() {
 		defer close(done)
-		_ = Serve(ctx, ln, newEcho(), opts...)
+		_ = rsocket.Serve(ctx, ln, &echo.Responder{}, opts...)
 	}()
 	s := &journalServer{addr: ln.Addr().String(), store: store}
 	var stopped bool
@@ -82,16 +83,16 @@ func startJournalServerOn(t *testing.T, scheme, dir string, cfg DurableResumeCon
 // too. Without the journal (a memory store) the RESUME is rejected.
 func TestResumeAcrossServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	s1 := startJournalServer(t, dir, DurableResumeConfig{})
-	p := newCutProxy(t, s1.addr, 7, 0, 0, 0)
+	s1 := startJournalServer(t, dir, Config{})
+	p := faultproxy.New(t, s1.addr)
 	ctx := context.Background()
 	url := "tcp://" + p.Addr()
 	c, idle := dialResume(t, url), dialResume(t, url)
-	if _, err := idle.RequestResponse(ctx, Payload{Data: []byte("before")}); err != nil {
+	if _, err := idle.RequestResponse(ctx, rsocket.Payload{Data: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
 	const items = 200_000
-	s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+	s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	p.Hole(true)
 	answered := make(chan error, 1)
 	go func() {
-		resp, err := c.RequestResponse(ctx, Payload{Data: []byte("lost in flight")})
+		resp, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("lost in flight")})
 		if err == nil && string(resp.Data) != "lost in flight" {
 			err = errors.New("wrong answer " + string(resp.Data))
 		}
@@ -121,7 +122,7 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	p.Hole(false)
 	holed := p.Holed()
 
-	s2 := startJournalServer(t, dir, DurableResumeConfig{})
+	s2 := startJournalServer(t, dir, Config{})
 	if st := s2.store.Stats(); st.Dormant != 2 || st.Loaded != 2 {
 		t.Fatalf("the restarted server read %+v from the journal, want 2 sessions", st)
 	}
@@ -136,9 +137,9 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 		t.Fatalf("the answer lost in flight at the crash, replayed from the journal: %v", err)
 	}
 	t.Logf("%d stream items in order, then \"server restarted\"; %d bytes lost in flight at the crash, replayed from the journal", r.next, holed)
-	for _, cl := range []*Conn{c, idle} {
-		var resp Payload
-		within(t, "a request after the restart", func() { resp, err = cl.RequestResponse(ctx, Payload{Data: []byte("again")}) })
+	for _, cl := range []*rsocket.Conn{c, idle} {
+		var resp rsocket.Payload
+		within(t, "a request after the restart", func() { resp, err = cl.RequestResponse(ctx, rsocket.Payload{Data: []byte("again")}) })
 		if err != nil || string(resp.Data) != "again" {
 			t.Fatalf("request after the restart: %q, %v", resp.Data, err)
 		}
@@ -152,13 +153,13 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 
 	// The same crash with sessions only in memory: the RESUME finds
 	// nothing and the session ends.
-	mem, _ := resumeServer(t, "tcp", ResumeConfig{})
-	p2 := newCutProxy(t, mem, 8, 0, 0, 0)
+	mem := resumeServer(t, rsocket.ResumeConfig{})
+	p2 := faultproxy.New(t, mem)
 	c2 := dialResume(t, "tcp://"+p2.Addr())
-	if _, err := c2.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+	if _, err := c2.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	other, _ := resumeServer(t, "tcp", ResumeConfig{})
+	other := resumeServer(t, rsocket.ResumeConfig{})
 	p2.SetUpstream(other)
 	p2.CutAll()
 	within(t, "the rejected resume", func() { <-c2.Done() })
@@ -172,12 +173,12 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 // still restores after the compactions.
 func TestResumeJournalCompaction(t *testing.T) {
 	dir := t.TempDir()
-	cfg := DurableResumeConfig{CompactBytes: 256 << 10, SegmentBytes: 256 << 10}
+	cfg := Config{CompactBytes: 256 << 10, SegmentBytes: 256 << 10}
 	s1 := startJournalServer(t, dir, cfg)
 	ctx := context.Background()
 	c := dialResume(t, "tcp://"+s1.addr)
 	const items = 100_000
-	st, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(items))}, 256)
+	st, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(items))}, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +188,7 @@ func TestResumeJournalCompaction(t *testing.T) {
 	}
 	stats := s1.store.Stats()
 	size := dirSize(t, dir)
-	_, retained := s1.store.live.all()[0].m.RetainedBytes()
-	t.Logf("journal after %d items: %d records, %d bytes written, %d compactions, %d bytes on disk (%d retained)", items, stats.Records, stats.Bytes, stats.Compactions, size, retained)
+	t.Logf("journal after %d items: %d records, %d bytes written, %d compactions, %d bytes on disk", items, stats.Records, stats.Bytes, stats.Compactions, size)
 	if stats.Compactions == 0 {
 		t.Fatalf("no compaction: %+v", stats)
 	}
@@ -221,18 +221,18 @@ func dirSize(t *testing.T, dir string) int64 {
 // a panic or a wedge.
 func TestResumeJournalFaults(t *testing.T) {
 	dir := t.TempDir()
-	s1 := startJournalServer(t, dir, DurableResumeConfig{})
-	if _, err := OpenDurableResumeStore(dir, DurableResumeConfig{}); !errors.Is(err, dirlock.ErrBusy) {
+	s1 := startJournalServer(t, dir, Config{})
+	if _, err := Open(dir, Config{}); !errors.Is(err, dirlock.ErrBusy) {
 		t.Fatalf("second store on one directory: %v, want ErrBusy", err)
 	}
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+s1.addr, WithByteCredits(64<<10), WithResume(ResumeConfig{}))
+	c, err := rsocket.Dial(ctx, "tcp://"+s1.addr, rsocket.WithByteCredits(64<<10), rsocket.WithResume(rsocket.ResumeConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	for i := range 50 {
-		if _, err := c.RequestResponse(ctx, Payload{Data: []byte("payload " + strconv.Itoa(i))}); err != nil {
+		if _, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("payload " + strconv.Itoa(i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +240,7 @@ func TestResumeJournalFaults(t *testing.T) {
 	// as after an I/O error) costs durability, not the session.
 	_ = s1.store.log.Close()
 	for i := range 10 {
-		if _, err := c.RequestResponse(ctx, Payload{Data: []byte("after " + strconv.Itoa(i))}); err != nil {
+		if _, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("after " + strconv.Itoa(i))}); err != nil {
 			t.Fatalf("request with the journal failing: %v", err)
 		}
 	}
@@ -263,7 +263,7 @@ func TestResumeJournalFaults(t *testing.T) {
 	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenDurableResumeStore(dir, DurableResumeConfig{})
+	s2, err := Open(dir, Config{})
 	if err != nil {
 		t.Fatalf("damaged journal: %v", err)
 	}
@@ -277,14 +277,14 @@ func TestResumeJournalFaults(t *testing.T) {
 	// A restarted server whose client comes back after the session
 	// lifetime: the RESUME is rejected, the session forgotten.
 	dir = t.TempDir()
-	s3 := startJournalServer(t, dir, DurableResumeConfig{})
-	p := newCutProxy(t, s3.addr, 9, 0, 0, 0)
+	s3 := startJournalServer(t, dir, Config{})
+	p := faultproxy.New(t, s3.addr)
 	c3 := dialResume(t, "tcp://"+p.Addr())
-	if _, err := c3.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+	if _, err := c3.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	s3.stop()
-	s4 := startJournalServer(t, dir, DurableResumeConfig{SessionLifetime: time.Nanosecond})
+	s4 := startJournalServer(t, dir, Config{SessionLifetime: time.Nanosecond})
 	p.SetUpstream(s4.addr)
 	p.CutAll()
 	within(t, "the expired session's resume", func() { <-c3.Done() })
@@ -338,13 +338,13 @@ func BenchmarkResumeJournal(b *testing.B) {
 	for _, store := range []string{"memory", "journal/sync=none", "journal/sync=always"} {
 		for _, model := range []string{"rr128", "stream"} {
 			b.Run("store="+store+"/"+model, func(b *testing.B) {
-				cfg := ResumeConfig{}
+				cfg := rsocket.ResumeConfig{}
 				if store != "memory" {
 					sync := seglog.SyncNone()
 					if store == "journal/sync=always" {
 						sync = seglog.SyncAlways()
 					}
-					st, err := OpenDurableResumeStore(b.TempDir(), DurableResumeConfig{Sync: sync})
+					st, err := Open(b.TempDir(), Config{Sync: sync})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -366,14 +366,14 @@ func BenchmarkResumeJournal(b *testing.B) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					var r Responder = streamer{elem: make([]byte, 64), batch: true}
+					var r rsocket.Responder = streamer{elem: make([]byte, 64)}
 					if model == "rr128" {
-						r = newEcho()
+						r = rrEcho{}
 					}
-					_ = Serve(ctx, ln, r, WithResume(cfg))
+					_ = rsocket.Serve(ctx, ln, r, rsocket.WithResume(cfg))
 				}()
 				defer func() { cancel(); <-done }()
-				c, err := Dial(ctx, "tcp://"+ln.Addr().String(), WithResume(ResumeConfig{}))
+				c, err := rsocket.Dial(ctx, "tcp://"+ln.Addr().String(), rsocket.WithResume(rsocket.ResumeConfig{}))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -382,7 +382,7 @@ func BenchmarkResumeJournal(b *testing.B) {
 				b.ResetTimer()
 				start := time.Now()
 				if model == "stream" {
-					s, err := c.RequestStream(ctx, Payload{Data: []byte(strconv.Itoa(b.N))}, 256)
+					s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte(strconv.Itoa(b.N))}, 256)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -396,7 +396,7 @@ func BenchmarkResumeJournal(b *testing.B) {
 				}
 				var next atomic.Int64
 				var wg sync.WaitGroup
-				p := Payload{Data: make([]byte, 64)}
+				p := rsocket.Payload{Data: make([]byte, 64)}
 				for range 128 {
 					wg.Add(1)
 					go func() {
@@ -423,30 +423,30 @@ func BenchmarkResumeJournal(b *testing.B) {
 // token meanwhile is refused.
 func TestResumeJournalRestoreInProgress(t *testing.T) {
 	dir := t.TempDir()
-	s1 := startJournalServer(t, dir, DurableResumeConfig{})
-	p := newCutProxy(t, s1.addr, 11, 0, 0, 0)
+	s1 := startJournalServer(t, dir, Config{})
+	p := faultproxy.New(t, s1.addr)
 	token := []byte("restore-in-progress")
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+p.Addr(), WithResume(ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
+	c, err := rsocket.Dial(ctx, "tcp://"+p.Addr(), rsocket.WithResume(rsocket.ResumeConfig{Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+	if _, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	p.Refuse(true)
 	s1.stop()
 	p.CloseAll()
-	s2 := startJournalServer(t, dir, DurableResumeConfig{})
+	s2 := startJournalServer(t, dir, Config{})
 	// Another connection is restoring it (held here by the test).
-	if live, d, busy := s2.store.resumeTarget(token); live != nil || d == nil || busy {
+	if live, d, busy := s2.store.ResumeTarget(token); live != nil || d == nil || busy {
 		t.Fatalf("resumeTarget: live %v, dormant %v, busy %v", live != nil, d != nil, busy)
 	}
-	if _, _, busy := s2.store.resumeTarget(token); !busy {
+	if _, _, busy := s2.store.ResumeTarget(token); !busy {
 		t.Fatal("a second resumeTarget during the restore is not busy")
 	}
-	if err := s2.store.Add(token, &Conn{}); !errors.Is(err, ErrResumeTokenInUse) {
+	if err := s2.store.Add(token, &rsocket.Conn{}); !errors.Is(err, rsocket.ErrResumeTokenInUse) {
 		t.Fatalf("SETUP with the token of a session being restored: %v", err)
 	}
 	accepted := p.Accepted()
@@ -466,9 +466,9 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 		t.Fatalf("the session ended while another connection restored it: %v", c.Err())
 	default:
 	}
-	s2.store.release(token) // that restore gave up: the client's next RESUME restores it
-	var r Payload
-	within(t, "the request after the restore", func() { r, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
+	s2.store.Release(token) // that restore gave up: the client's next RESUME restores it
+	var r rsocket.Payload
+	within(t, "the request after the restore", func() { r, err = c.RequestResponse(ctx, rsocket.Payload{Data: []byte("after")}) })
 	if err != nil || string(r.Data) != "after" || c.ResumeStats().Resumed != 1 {
 		t.Fatalf("after the restore: %q %v, %+v", r.Data, err, c.ResumeStats())
 	}
@@ -480,14 +480,14 @@ func TestResumeJournalRestoreInProgress(t *testing.T) {
 // ended in the journal, and a restarted server does not hold it.
 func TestResumeJournalByteCreditsNotRestorable(t *testing.T) {
 	dir := t.TempDir()
-	s1 := startJournalServerOn(t, "tcp", dir, DurableResumeConfig{}, ResumeConfig{}, WithByteCredits(64<<10))
+	s1 := startJournalServerOn(t, "tcp", dir, Config{}, rsocket.ResumeConfig{}, rsocket.WithByteCredits(64<<10))
 	ctx := context.Background()
-	c, err := Dial(ctx, "tcp://"+s1.addr, WithByteCredits(64<<10), WithResume(ResumeConfig{}))
+	c, err := rsocket.Dial(ctx, "tcp://"+s1.addr, rsocket.WithByteCredits(64<<10), rsocket.WithResume(rsocket.ResumeConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	st, err := c.RequestStream(ctx, Payload{Data: []byte("1000")}, 256)
+	st, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("1000")}, 256)
 	if err == nil {
 		err = readStream(st, 1000)
 	}
@@ -495,7 +495,7 @@ func TestResumeJournalByteCreditsNotRestorable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s1.stop()
-	s2 := startJournalServer(t, dir, DurableResumeConfig{})
+	s2 := startJournalServer(t, dir, Config{})
 	if st := s2.store.Stats(); st.Dormant != 0 {
 		t.Fatalf("a byte-credits session read back from the journal: %+v", st)
 	}
@@ -509,13 +509,13 @@ func TestResumeJournalByteCreditsNotRestorable(t *testing.T) {
 // grow without bound): Failures counted, no compaction done.
 func TestResumeJournalLargeImage(t *testing.T) {
 	dir := t.TempDir()
-	rcfg := ResumeConfig{BufferBytes: 64 << 20}
-	cfg := DurableResumeConfig{CompactBytes: 1 << 20, SegmentBytes: 1 << 20}
+	rcfg := rsocket.ResumeConfig{BufferBytes: 64 << 20}
+	cfg := Config{CompactBytes: 1 << 20, SegmentBytes: 1 << 20}
 	s := startJournalServerOn(t, "tcp", dir, cfg, rcfg)
-	p := newCutProxy(t, s.addr, 13, 0, 0, 0)
+	p := faultproxy.New(t, s.addr)
 	c := dialResume(t, "tcp://"+p.Addr())
 	ctx := context.Background()
-	big := Payload{Data: make([]byte, 1<<20)}
+	big := rsocket.Payload{Data: make([]byte, 1<<20)}
 	for i := range 40 {
 		if r, err := c.RequestResponse(ctx, big); err != nil || len(r.Data) != len(big.Data) {
 			t.Fatalf("request %d: %d bytes, %v", i, len(r.Data), err)
@@ -541,7 +541,7 @@ func TestResumeJournalLargeImage(t *testing.T) {
 	p.SetUpstream(s.addr)
 	p.Refuse(false)
 	var err error
-	within(t, "a request after the restart", func() { _, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
+	within(t, "a request after the restart", func() { _, err = c.RequestResponse(ctx, rsocket.Payload{Data: []byte("after")}) })
 	if err != nil || s.store.Stats().Restored != 1 {
 		t.Fatalf("after the restart: %v, store %+v", err, s.store.Stats())
 	}
@@ -556,10 +556,10 @@ func TestResumeJournalSyncPolicy(t *testing.T) {
 		name string
 		sync seglog.SyncPolicy
 	}{{"zero value", seglog.SyncPolicy{}}, {"always", seglog.SyncAlways()}, {"none", seglog.SyncNone()}} {
-		s := startJournalServer(t, t.TempDir(), DurableResumeConfig{Sync: c.sync})
+		s := startJournalServer(t, t.TempDir(), Config{Sync: c.sync})
 		cl := dialResume(t, "tcp://"+s.addr)
 		for range 20 {
-			if _, err := cl.RequestResponse(context.Background(), Payload{Data: []byte("x")}); err != nil {
+			if _, err := cl.RequestResponse(context.Background(), rsocket.Payload{Data: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -582,7 +582,7 @@ func TestResumeJournalSyncPolicy(t *testing.T) {
 func TestResumeJournalRealDiskFull(t *testing.T) {
 	mnt := testtmpfs.Mount(t, "2m")
 	ctx := context.Background()
-	cfg := DurableResumeConfig{SegmentBytes: 64 << 10, Sync: seglog.SyncNone()}
+	cfg := Config{SegmentBytes: 64 << 10, Sync: seglog.SyncNone()}
 	// fill leaves about free bytes on the tmpfs.
 	filler := filepath.Join(mnt, "filler")
 	fill := func(free int64) {
@@ -603,9 +603,9 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	}
 	// stream runs a 50,000-item stream (about 700 KB of frames) to its
 	// end on c.
-	stream := func(c *Conn) {
+	stream := func(c *rsocket.Conn) {
 		t.Helper()
-		s, err := c.RequestStream(ctx, Payload{Data: []byte("50000")}, 256)
+		s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("50000")}, 256)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -618,9 +618,9 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	// A journal behind the client after the crash: rejected cleanly.
 	dir := filepath.Join(mnt, "behind")
 	s1 := startJournalServer(t, dir, cfg)
-	p := newCutProxy(t, s1.addr, 11, 0, 0, 0)
+	p := faultproxy.New(t, s1.addr)
 	c := dialResume(t, "tcp://"+p.Addr())
-	if _, err := c.RequestResponse(ctx, Payload{Data: []byte("x")}); err != nil {
+	if _, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	fill(16 << 10)
@@ -646,7 +646,7 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	// resumes after it.
 	dir = filepath.Join(mnt, "healed")
 	s3 := startJournalServer(t, dir, cfg)
-	p = newCutProxy(t, s3.addr, 12, 0, 0, 0)
+	p = faultproxy.New(t, s3.addr)
 	c = dialResume(t, "tcp://"+p.Addr())
 	fill(16 << 10)
 	stream(c)
@@ -659,7 +659,7 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	// give it batches to ride on.
 	within(t, "a journal record once space is back", func() {
 		for recs := s3.store.Stats().Records; s3.store.Stats().Records == recs; {
-			if _, err := c.RequestResponse(ctx, Payload{Data: []byte("again")}); err != nil {
+			if _, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("again")}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -670,53 +670,13 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 	s4 := startJournalServer(t, dir, cfg)
 	p.SetUpstream(s4.addr)
 	p.CutAll()
-	var resp Payload
+	var resp rsocket.Payload
 	var err error
-	within(t, "a request after the restart", func() { resp, err = c.RequestResponse(ctx, Payload{Data: []byte("after")}) })
+	within(t, "a request after the restart", func() { resp, err = c.RequestResponse(ctx, rsocket.Payload{Data: []byte("after")}) })
 	if err != nil || string(resp.Data) != "after" {
 		t.Fatalf("request after space came back and the server restarted: %q, %v", resp.Data, err)
 	}
 	if st := s4.store.Stats(); st.Restored != 1 {
 		t.Fatalf("store after the restart: %+v, want the session restored", st)
-	}
-}
-
-// TestNoResumeOnAStoppingServer: a connection that reaches a server
-// whose context has ended (it is stopping: SIGTERM drops its sessions'
-// transports, and their clients redial before the listener is closed)
-// is closed without an answer, so its client resumes on the next server
-// instead of on this one, which would drop it again. Before, the dying
-// server resumed it (a client counted two resumes for one restart).
-func TestNoResumeOnAStoppingServer(t *testing.T) {
-	store, err := OpenDurableResumeStore(t.TempDir(), DurableResumeConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, first := range []string{"RESUME", "SETUP"} {
-		srv, cli := net.Pipe()
-		go serveResumableConn(ctx, srv, newEcho(), []Option{WithResume(ResumeConfig{Store: store})})
-		var f []byte
-		if first == "RESUME" {
-			f, err = frame.AppendResume(nil, 1, 0, []byte("token"), 0, 0)
-		} else {
-			f, err = frame.AppendSetup(nil, frame.Setup{MajorVersion: 1, KeepaliveInterval: 1000, MaxLifetime: 10000,
-				MetadataMIME: []byte("a/b"), DataMIME: []byte("a/b"), ResumeToken: []byte("token")})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			b, _ := frame.AppendLengthPrefix(nil, len(f))
-			_, _ = cli.Write(append(b, f...))
-		}()
-		var answer []byte
-		within(t, "the stopping server's answer", func() { answer, err = io.ReadAll(cli) })
-		if len(answer) != 0 {
-			t.Fatalf("%s to a stopping server: answered %d bytes (%x); want the connection closed without an answer", first, len(answer), answer)
-		}
-		cli.Close()
 	}
 }

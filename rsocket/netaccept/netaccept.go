@@ -1,4 +1,5 @@
-// Package netaccept is the accept loop every sluice server shares: a
+// Package netaccept is the accept loop every sluice RSocket server
+// shares (rsocket.Serve, the delivery RSocket listener, rsocket proxy): a
 // transient Accept error (EMFILE and the like, which report Timeout)
 // backs off, doubling from 5 ms to 1 s, instead of ending the server or
 // spinning on the error; the end of the server's context ends the loop

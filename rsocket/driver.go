@@ -165,6 +165,8 @@ type Conn struct {
 	warmed   atomic.Bool  // wtimer is armed
 	wprogAt  atomic.Int64 // c.now() of the last progress
 	wstalled atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
+
+	budgetWaits atomic.Int32 // readers waiting for the server's budget before a large frame (readbudget.go)
 }
 
 // stream is the driver's side of one stream, either role.
@@ -283,7 +285,7 @@ func heldSize(p Payload) int64 { return int64(len(p.Metadata)+len(p.Data)) + 64 
 func (c *Conn) hold(n int64) {
 	c.held.Add(n)
 	if b := c.opts.sharedOut; b != nil {
-		b.total.Add(n)
+		b.add(n)
 	}
 }
 
@@ -294,7 +296,7 @@ func (c *Conn) hold(n int64) {
 func (c *Conn) releaseHeld(n int64) {
 	c.held.Add(-n)
 	if b := c.opts.sharedOut; b != nil {
-		b.total.Add(-n)
+		b.add(-n)
 	}
 	if c.rwait.Load() {
 		c.post(noop)
@@ -367,7 +369,7 @@ func (c *Conn) account() {
 		return
 	}
 	if b := c.opts.sharedOut; b != nil {
-		b.total.Add(q - c.counted)
+		b.add(q - c.counted)
 	}
 	shrank := q < c.counted
 	c.counted = q
@@ -876,6 +878,12 @@ func (c *Conn) tick() {
 func (c *Conn) readLoop(tr transport) {
 	var buf []byte
 	st, _ := tr.(*streamTransport)
+	// The frame being read counts against the server's budget and its
+	// buffer is pooled (readbudget.go); this reader's own, since a
+	// resumed session's new reader may start before the old one ends.
+	rb := &readBudget{c: c}
+	setReadBudget(tr, rb)
+	defer rb.done()
 	for {
 		f, err := tr.readFrame(buf)
 		c.mu.Lock()
@@ -919,8 +927,13 @@ func (c *Conn) readLoop(tr transport) {
 				c.markRead()
 			}
 		}
+		rb.release() // before unlock publishes the frames' output
 		c.unlock(true)
 		c.combineDirect()
+		// Processed: the machine and the handlers' copies keep nothing of
+		// a large frame's pooled buffer, which goes back (its output and
+		// held requests count instead).
+		rb.done()
 		// Back-pressure, without mu: handlers waiting for a oneway
 		// slot, or output the peer caused over the budget (readOver),
 		// stop reading until they are through. Why that bounds the
@@ -942,7 +955,7 @@ func (c *Conn) readLoop(tr transport) {
 			return
 		}
 		buf = f[:0]
-		if cap(buf) > 1<<20 {
+		if cap(buf) > largeRead { // a pooled frame buffer, given back by rb.done
 			buf = nil
 		}
 	}
@@ -971,6 +984,10 @@ type frameReader struct {
 	last  int // bytes the last Read returned
 	small [smallRead]byte
 	stall stallDeadline // deadlines.go: set while a frame is partial
+	// budget reserves frames larger than largeRead against the server's
+	// budget and lends their buffers (readbudget.go); nil (a resumable
+	// listener's first frame): plain allocations.
+	budget *readBudget
 }
 
 const (
@@ -1085,16 +1102,42 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 // that declares 16 MiB frames and sends nothing more would otherwise cost
 // 16 MiB per connection (the agent's HTTP ingest had the same flaw with
 // Content-Length). So a dst too small starts at hugeStep and doubles.
+//
+// With a budget, each buffer is pooled and reserved against the server's
+// budget before it is read into: the reader waits, reading nothing, until
+// it fits (the stall deadline is off meanwhile: the wait is ours, not the
+// peer's). A frame up to twice hugeStep is taken whole at once: growing
+// it would copy it and take two buffers.
 func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
 	have := f.buf[f.r+frame.LengthPrefixSize : f.w]
-	if cap(dst) < n {
-		dst = make([]byte, 0, max(len(have), min(n, hugeStep)))
+	first := min(n, hugeStep)
+	if n <= 2*hugeStep {
+		first = n
+	}
+	grow := func(b []byte, size int) ([]byte, error) {
+		if f.budget == nil {
+			return slices.Grow(b, size-len(b)), nil
+		}
+		f.stall.arm(false)
+		b, ok := f.budget.grow(b, size)
+		if !ok {
+			return nil, errReadBudgetClosed
+		}
+		return b, nil
+	}
+	var err error
+	if f.budget != nil || cap(dst) < n {
+		if dst, err = grow(dst[:0], max(len(have), first)); err != nil {
+			return nil, err
+		}
 	}
 	dst = append(dst[:0], have...)
 	f.r, f.w = 0, 0
 	for len(dst) < n {
 		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, min(n, 2*cap(dst))-len(dst))
+			if dst, err = grow(dst, min(n, 2*cap(dst))); err != nil {
+				return nil, err
+			}
 		}
 		f.stall.arm(true)
 		k, err := f.c.Read(dst[len(dst):min(cap(dst), n)])

@@ -591,7 +591,12 @@ func (c *Conn) unlock(direct bool) {
 		c.mu.Lock()
 		if err == nil && n < len(buf) {
 			// The socket is full: the rest goes first, by the writer.
-			c.out = append(append(make([]byte, 0, len(buf)-n+len(c.out)), buf[n:]...), c.out...)
+			rest := len(buf) - n + len(c.out)
+			var b []byte
+			if rest <= 1<<20 {
+				b = make([]byte, 0, rest)
+			}
+			c.out = append(append(growOut(b, rest), buf[n:]...), c.out...)
 		}
 		c.rq = max(c.rq-n, 0)
 		c.wrote(buf, err)
@@ -696,6 +701,8 @@ func (c *Conn) wrote(buf []byte, err error) {
 	}
 	if cap(buf) <= 1<<20 { // do not keep a huge buffer after a big payload
 		c.spare = buf[:0]
+	} else {
+		frame.PutBuf(buf) // written: nothing refers to it
 	}
 	if err != nil && !c.wfailed {
 		c.wfailed = true
@@ -1191,7 +1198,7 @@ func (c *Conn) drain() {
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
 		if !c.wfailed {
-			c.out = append(c.out, rd.Out...)
+			c.out = append(growOut(c.out, len(rd.Out)), rd.Out...)
 		}
 		for i := range rd.Events {
 			if c.event(&rd.Events[i]) {
@@ -1203,7 +1210,7 @@ func (c *Conn) drain() {
 		// since Advance also releases the arena) before advancing.
 		rd = c.m.Ready()
 		if !c.wfailed {
-			c.out = append(c.out, rd.Out[nOut:]...)
+			c.out = append(growOut(c.out, len(rd.Out)-nOut), rd.Out[nOut:]...)
 		}
 		later = later[:0]
 		for _, ev := range rd.Events[nEv:] {
@@ -1247,6 +1254,21 @@ func (c *Conn) drain() {
 }
 
 func noop() {}
+
+// growOut makes room for n more bytes in the output queue b, as append
+// would, but once b outgrows 1 MiB in a pooled frame buffer
+// (frame.GetBuf), which wrote gives back when it is written: a flood of
+// large answers otherwise leaves a fresh buffer per write to the
+// collector. The old b goes back to the pool: nothing else refers to the
+// queue.
+func growOut(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n || len(b)+n <= 1<<20 {
+		return b
+	}
+	nb := append(frame.GetBuf(len(b)+n), b...)
+	frame.PutBuf(b)
+	return nb
+}
 
 // copy copies inbound bytes for the application. Small ones are carved
 // from a shared slab: one allocation per many payloads instead of one

@@ -801,7 +801,7 @@ func TestServerBudgetCountsFramesBeingRead(t *testing.T) {
 		t.Fatalf("the well-behaved client got %q, %v during the floods", p.Data, err)
 	}
 	maxTotal = max(maxTotal, shared.total.Load())
-	_, frameClass := sizeClass(size + 64)
+	_, frameClass := frame.BufClass(size + 64)
 	if lim := int64(limit + frameClass + k*(80<<10)); maxTotal > lim {
 		t.Fatalf("the server's total reached %d bytes; budget %d, want at most %d (budget, one frame, 80 KiB a connection)", maxTotal, limit, lim)
 	}

@@ -2,8 +2,8 @@ package rsocket
 
 import (
 	"errors"
-	"math/bits"
-	"sync"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
 // The frame being read counts against the server's budget (issue 22).
@@ -17,7 +17,7 @@ import (
 // against the server's total before its body is read into a buffer: a
 // reader waits, without reading, until the total plus the frame fits the
 // server's budget. The peer's bytes stay in the kernel and TCP pushes
-// back on it. Its buffer comes from a pool by size class (frameBufs) and
+// back on it. Its buffer comes from a pool by size class (frame.GetBuf) and
 // goes back once the frame is processed: the machine and the driver copy
 // what they keep (conn.Machine.Receive, Conn.copy), so nothing aliases
 // it then.
@@ -43,9 +43,9 @@ var errReadBudgetClosed = errors.New("rsocket: connection closed while its next 
 // for the frame it is reading and that frame's pooled buffer.
 type readBudget struct {
 	c        *Conn
-	reserved int64   // bytes counted in the server's total for this frame
-	buf      *[]byte // the frame's pooled buffer; nil: none
-	overdraw bool    // this reader holds the server's overdraw slot
+	reserved int64  // bytes counted in the server's total for this frame
+	buf      []byte // the frame's pooled buffer (frame.GetBuf); nil: none
+	overdraw bool   // this reader holds the server's overdraw slot
 }
 
 // setReadBudget gives tr's reader the reservation rb.
@@ -66,24 +66,20 @@ func setReadBudget(tr transport, rb *readBudget) {
 // buffer. b is the frame so far: the reader's own small buffer or the
 // last grow's. It returns false when the connection closed meanwhile.
 func (r *readBudget) grow(b []byte, size int) ([]byte, bool) {
-	cls, csize := sizeClass(size)
+	cls, csize := frame.BufClass(size)
 	if cls < 0 {
 		return append(make([]byte, 0, size), b...), true // beyond any frame: the transports never ask
 	}
 	if !r.reserve(int64(csize)) {
 		return nil, false
 	}
-	nb := frameBufs[cls].Get().(*[]byte)
-	if *nb == nil {
-		*nb = make([]byte, csize)
-	}
-	out := append((*nb)[:0], b...)
-	if old := r.buf; old != nil {
-		r.unreserve(int64(cap(*old)))
-		frameBufs[classOf(cap(*old))].Put(old)
+	nb := append(frame.GetBuf(csize), b...)
+	if r.buf != nil {
+		r.unreserve(int64(cap(r.buf)))
+		frame.PutBuf(r.buf)
 	}
 	r.buf = nb
-	return out, true
+	return nb, true
 }
 
 // done ends the frame: its buffer goes back to the pool, its reservation
@@ -91,7 +87,7 @@ func (r *readBudget) grow(b []byte, size int) ([]byte, bool) {
 // was processed (and whenever it stops).
 func (r *readBudget) done() {
 	if r.buf != nil {
-		frameBufs[classOf(cap(*r.buf))].Put(r.buf)
+		frame.PutBuf(r.buf)
 		r.buf = nil
 	}
 	r.release()
@@ -211,38 +207,3 @@ func (b *outBudget) wake() {
 	}
 	b.mu.Unlock()
 }
-
-// Size classes of the pooled frame buffers: from 64 KiB (largeRead) to
-// 16 MiB (a frame's limit), eight a doubling, so a buffer wastes at most
-// an eighth of itself (a 1 MiB payload's frame takes 1.125 MiB).
-const (
-	minClassShift = 16 // 64 KiB
-	maxClassShift = 24 // 16 MiB
-	classesPerDbl = 8
-	numClasses    = (maxClassShift-minClassShift)*classesPerDbl + 1
-)
-
-var frameBufs = func() (p [numClasses]sync.Pool) {
-	for i := range p {
-		p[i].New = func() any { return new([]byte) } // sized by grow on first use
-	}
-	return
-}()
-
-// sizeClass returns the class of the smallest pooled buffer holding n
-// bytes and its size; -1 beyond the largest.
-func sizeClass(n int) (int, int) {
-	if n <= 1<<minClassShift {
-		return 0, 1 << minClassShift
-	}
-	if n > 1<<maxClassShift {
-		return -1, 0
-	}
-	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
-	step := 1 << (k - 3)
-	i := (n - 1<<k + step - 1) / step // 1..8
-	return (k-minClassShift)*classesPerDbl + i, 1<<k + i*step
-}
-
-// classOf is the class of a buffer of exactly a class's size.
-func classOf(size int) int { c, _ := sizeClass(size); return c }

@@ -1262,16 +1262,19 @@ func noop() {}
 const keepOut = frame.MinPooledBuf
 
 // growOut makes room for n more bytes in the output queue b, as append
-// would, but once b outgrows keepOut in a pooled frame buffer
+// would, but for more than keepOut at once in a pooled frame buffer
 // (frame.GetBuf), which wrote gives back when it is written: a flood of
 // large answers otherwise leaves a fresh buffer per write to the
 // collector. The old b goes back to the pool: nothing else refers to the
 // queue.
 func growOut(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n || len(b)+n <= keepOut {
+	// Only for large output at once: a queue growing by small frames
+	// grows as append does, its old arrays left to the collector (in the
+	// pool they would stay reachable until two collections passed).
+	if cap(b)-len(b) >= n || len(b)+n <= keepOut || n <= keepOut {
 		return b
 	}
-	nb := append(frame.GetBuf(len(b)+n), b...)
+	nb := append(frame.GetBuf(max(len(b)+n, cap(b)+cap(b)/4)), b...)
 	frame.PutBuf(b)
 	return nb
 }

@@ -185,13 +185,15 @@ func resetBuf(b []byte, keep int) []byte {
 }
 
 // growBuf makes room for n more bytes in b, taking a pooled buffer when
-// b would outgrow keepBuf. The old b is left to the collector: events or
+// more than keepBuf come at once. The old b is left to the collector: events or
 // a Ready of this batch may still refer to it.
 func growBuf(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n || len(b)+n <= keepBuf {
+	// Only for a large payload: a buffer growing by small frames grows as
+	// append does (see growOut in the driver).
+	if cap(b)-len(b) >= n || len(b)+n <= keepBuf || n <= keepBuf {
 		return b
 	}
-	return append(frame.GetBuf(len(b)+n), b...)
+	return append(frame.GetBuf(max(len(b)+n, cap(b)+cap(b)/4)), b...) // a quarter more, as append
 }
 
 // Closed reports whether the connection is closed, and why.

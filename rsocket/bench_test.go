@@ -209,3 +209,29 @@ func BenchmarkIdleConn(b *testing.B) {
 	}
 	b.ReportMetric(per, "bytes/conn")
 }
+
+// BenchmarkRequestResponseLarge: request-responses of 1 MiB over one
+// loopback TCP connection, 4 in flight: large frames, whose read buffers
+// are pooled (readbudget.go) instead of allocated per frame.
+func BenchmarkRequestResponseLarge(b *testing.B) {
+	c, _ := pair(b, "tcp")
+	ctx := context.Background()
+	p := Payload{Data: make([]byte, 1<<20)}
+	var next atomic.Int64
+	b.SetBytes(2 << 20) // there and back
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.RequestResponse(ctx, p); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

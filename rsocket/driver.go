@@ -165,6 +165,8 @@ type Conn struct {
 	warmed   atomic.Bool  // wtimer is armed
 	wprogAt  atomic.Int64 // c.now() of the last progress
 	wstalled atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
+
+	budgetWaits atomic.Int32 // readers waiting for the server's budget before a large frame (readbudget.go)
 }
 
 // stream is the driver's side of one stream, either role.
@@ -283,7 +285,7 @@ func heldSize(p Payload) int64 { return int64(len(p.Metadata)+len(p.Data)) + 64 
 func (c *Conn) hold(n int64) {
 	c.held.Add(n)
 	if b := c.opts.sharedOut; b != nil {
-		b.total.Add(n)
+		b.add(n)
 	}
 }
 
@@ -294,7 +296,7 @@ func (c *Conn) hold(n int64) {
 func (c *Conn) releaseHeld(n int64) {
 	c.held.Add(-n)
 	if b := c.opts.sharedOut; b != nil {
-		b.total.Add(-n)
+		b.add(-n)
 	}
 	if c.rwait.Load() {
 		c.post(noop)
@@ -367,7 +369,7 @@ func (c *Conn) account() {
 		return
 	}
 	if b := c.opts.sharedOut; b != nil {
-		b.total.Add(q - c.counted)
+		b.add(q - c.counted)
 	}
 	shrank := q < c.counted
 	c.counted = q
@@ -589,7 +591,12 @@ func (c *Conn) unlock(direct bool) {
 		c.mu.Lock()
 		if err == nil && n < len(buf) {
 			// The socket is full: the rest goes first, by the writer.
-			c.out = append(append(make([]byte, 0, len(buf)-n+len(c.out)), buf[n:]...), c.out...)
+			rest := len(buf) - n + len(c.out)
+			var b []byte
+			if rest <= keepOut {
+				b = make([]byte, 0, rest)
+			}
+			c.out = append(append(growOut(b, rest), buf[n:]...), c.out...)
 		}
 		c.rq = max(c.rq-n, 0)
 		c.wrote(buf, err)
@@ -692,8 +699,10 @@ func (c *Conn) wrote(buf []byte, err error) {
 		close(c.idleWait)
 		c.idleWait = nil
 	}
-	if cap(buf) <= 1<<20 { // do not keep a huge buffer after a big payload
+	if cap(buf) <= keepOut { // a large one goes back to the pool: a connection keeps little
 		c.spare = buf[:0]
+	} else {
+		frame.PutBuf(buf) // written: nothing refers to it
 	}
 	if err != nil && !c.wfailed {
 		c.wfailed = true
@@ -876,6 +885,12 @@ func (c *Conn) tick() {
 func (c *Conn) readLoop(tr transport) {
 	var buf []byte
 	st, _ := tr.(*streamTransport)
+	// The frame being read counts against the server's budget and its
+	// buffer is pooled (readbudget.go); this reader's own, since a
+	// resumed session's new reader may start before the old one ends.
+	rb := &readBudget{c: c}
+	setReadBudget(tr, rb)
+	defer rb.done()
 	for {
 		f, err := tr.readFrame(buf)
 		c.mu.Lock()
@@ -919,8 +934,13 @@ func (c *Conn) readLoop(tr transport) {
 				c.markRead()
 			}
 		}
+		rb.release() // before unlock publishes the frames' output
 		c.unlock(true)
 		c.combineDirect()
+		// Processed: the machine and the handlers' copies keep nothing of
+		// a large frame's pooled buffer, which goes back (its output and
+		// held requests count instead).
+		rb.done()
 		// Back-pressure, without mu: handlers waiting for a oneway
 		// slot, or output the peer caused over the budget (readOver),
 		// stop reading until they are through. Why that bounds the
@@ -942,7 +962,7 @@ func (c *Conn) readLoop(tr transport) {
 			return
 		}
 		buf = f[:0]
-		if cap(buf) > 1<<20 {
+		if cap(buf) > largeRead { // a pooled frame buffer, given back by rb.done
 			buf = nil
 		}
 	}
@@ -971,6 +991,10 @@ type frameReader struct {
 	last  int // bytes the last Read returned
 	small [smallRead]byte
 	stall stallDeadline // deadlines.go: set while a frame is partial
+	// budget reserves frames larger than largeRead against the server's
+	// budget and lends their buffers (readbudget.go); nil (a resumable
+	// listener's first frame): plain allocations.
+	budget *readBudget
 }
 
 const (
@@ -1085,16 +1109,42 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 // that declares 16 MiB frames and sends nothing more would otherwise cost
 // 16 MiB per connection (the agent's HTTP ingest had the same flaw with
 // Content-Length). So a dst too small starts at hugeStep and doubles.
+//
+// With a budget, each buffer is pooled and reserved against the server's
+// budget before it is read into: the reader waits, reading nothing, until
+// it fits (the stall deadline is off meanwhile: the wait is ours, not the
+// peer's). A frame up to twice hugeStep is taken whole at once: growing
+// it would copy it and take two buffers.
 func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
 	have := f.buf[f.r+frame.LengthPrefixSize : f.w]
-	if cap(dst) < n {
-		dst = make([]byte, 0, max(len(have), min(n, hugeStep)))
+	first := min(n, hugeStep)
+	if n <= 2*hugeStep {
+		first = n
+	}
+	grow := func(b []byte, size int) ([]byte, error) {
+		if f.budget == nil {
+			return slices.Grow(b, size-len(b)), nil
+		}
+		f.stall.arm(false)
+		b, ok := f.budget.grow(b, size)
+		if !ok {
+			return nil, errReadBudgetClosed
+		}
+		return b, nil
+	}
+	var err error
+	if f.budget != nil || cap(dst) < n {
+		if dst, err = grow(dst[:0], max(len(have), first)); err != nil {
+			return nil, err
+		}
 	}
 	dst = append(dst[:0], have...)
 	f.r, f.w = 0, 0
 	for len(dst) < n {
 		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, min(n, 2*cap(dst))-len(dst))
+			if dst, err = grow(dst, min(n, 2*cap(dst))); err != nil {
+				return nil, err
+			}
 		}
 		f.stall.arm(true)
 		k, err := f.c.Read(dst[len(dst):min(cap(dst), n)])
@@ -1148,7 +1198,7 @@ func (c *Conn) drain() {
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
 		if !c.wfailed {
-			c.out = append(c.out, rd.Out...)
+			c.out = append(growOut(c.out, len(rd.Out)), rd.Out...)
 		}
 		for i := range rd.Events {
 			if c.event(&rd.Events[i]) {
@@ -1160,7 +1210,7 @@ func (c *Conn) drain() {
 		// since Advance also releases the arena) before advancing.
 		rd = c.m.Ready()
 		if !c.wfailed {
-			c.out = append(c.out, rd.Out[nOut:]...)
+			c.out = append(growOut(c.out, len(rd.Out)-nOut), rd.Out[nOut:]...)
 		}
 		later = later[:0]
 		for _, ev := range rd.Events[nEv:] {
@@ -1204,6 +1254,30 @@ func (c *Conn) drain() {
 }
 
 func noop() {}
+
+// keepOut is the largest output buffer a connection keeps for reuse
+// (spare); larger ones are pooled (growOut). It was 1 MiB, without the
+// pool: 100 connections that each once answered 1 MiB kept 100 MiB no
+// budget saw.
+const keepOut = frame.MinPooledBuf
+
+// growOut makes room for n more bytes in the output queue b, as append
+// would, but for more than keepOut at once in a pooled frame buffer
+// (frame.GetBuf), which wrote gives back when it is written: a flood of
+// large answers otherwise leaves a fresh buffer per write to the
+// collector. The old b goes back to the pool: nothing else refers to the
+// queue.
+func growOut(b []byte, n int) []byte {
+	// Only for large output at once: a queue growing by small frames
+	// grows as append does, its old arrays left to the collector (in the
+	// pool they would stay reachable until two collections passed).
+	if cap(b)-len(b) >= n || len(b)+n <= keepOut || n <= keepOut {
+		return b
+	}
+	nb := append(frame.GetBuf(max(len(b)+n, cap(b)+cap(b)/4)), b...)
+	frame.PutBuf(b)
+	return nb
+}
 
 // copy copies inbound bytes for the application. Small ones are carved
 // from a shared slab: one allocation per many payloads instead of one

@@ -37,3 +37,7 @@ func (c *Conn) SendersWaiting() int { return int(c.swait.Load()) }
 
 // HeldRequests is the bytes of requests its pooled handlers hold.
 func (c *Conn) HeldRequests() int { return int(c.held.Load()) }
+
+// WaitingForServerBudget reports whether a reader of the connection waits
+// for room in the server's budget before reading a large frame.
+func (c *Conn) WaitingForServerBudget() bool { return c.budgetWaits.Load() > 0 }

@@ -736,3 +736,173 @@ func TestHeldRequestsCountAgainstBudget(t *testing.T) {
 		})
 	}
 }
+
+// The frame each connection is reading counts against the server's
+// budget, before its body is read: connections flooding large frames
+// together hold at most the server budget plus one frame (the overdraw
+// slot, readbudget.go) plus a floor each, and a well-behaved client is
+// answered meanwhile. Before, each connection read one frame past the
+// budget before it stopped: 16 connections of 256 KiB KEEPALIVEs queued
+// 16 echoes (4.2 MB) against a 1 MiB budget.
+func TestServerBudgetCountsFramesBeingRead(t *testing.T) {
+	ctx := tctx(t)
+	const limit, size, n, k = 1 << 20, 256 << 10, 64, 16
+	shared := newOutBudget(limit)
+	var srvs []*Conn
+	var floods []*neverReader
+	for range k {
+		a, b := net.Pipe()
+		defer a.Close()
+		srv, err := ServeConn(ctx, b, newEcho(), withOutBudget(shared))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srvs = append(srvs, srv)
+		rawSetup(t, a)
+		ka := rawFrame(frame.AppendKeepalive(nil, true, 0, make([]byte, size)))
+		floods = append(floods, floodFrames(t, a, n, func(int) []byte { return ka }))
+	}
+	maxTotal := int64(0)
+	for {
+		maxTotal = max(maxTotal, shared.total.Load())
+		stopped := 0
+		for _, srv := range srvs {
+			if srv.ReadingStopped() || srv.WaitingForServerBudget() {
+				stopped++
+			}
+		}
+		if stopped == k {
+			break
+		}
+		for _, f := range floods {
+			if f.written.Load() >= n {
+				t.Fatalf("a connection read its whole flood; the server's total is %d", shared.total.Load())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d of %d connections stopped reading", stopped, k)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// A well-behaved client on the same server: its small request is read
+	// (the floor) and answered while the floods wait.
+	a, b := net.Pipe()
+	defer a.Close()
+	if _, err := ServeConn(ctx, b, newEcho(), withOutBudget(shared)); err != nil {
+		t.Fatal(err)
+	}
+	good, err := ClientConn(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	if p, err := good.RequestResponse(ctx, Payload{Data: []byte("ping")}); err != nil || string(p.Data) != "ping" {
+		t.Fatalf("the well-behaved client got %q, %v during the floods", p.Data, err)
+	}
+	maxTotal = max(maxTotal, shared.total.Load())
+	_, frameClass := frame.BufClass(size + 64)
+	if lim := int64(limit + frameClass + k*(80<<10)); maxTotal > lim {
+		t.Fatalf("the server's total reached %d bytes; budget %d, want at most %d (budget, one frame, 80 KiB a connection)", maxTotal, limit, lim)
+	}
+}
+
+// A large frame that does not fit what is left of the server's budget
+// waits, unread, and is read and answered once the budget frees; a
+// small request on another connection is answered meanwhile; a frame
+// larger than the whole budget is read (alone) rather than waiting for
+// ever. Over TCP and WebSocket, whose message length is not known ahead
+// (the reservation grows with the message).
+func TestLargeFrameWaitsForServerBudget(t *testing.T) {
+	for _, scheme := range []string{"tcp", "ws"} {
+		t.Run(scheme, func(t *testing.T) {
+			ctx := tctx(t)
+			const limit, size = 1 << 20, 512 << 10
+			conns := make(chan *Conn, 4)
+			u := startBudgetServer(ctx, t, scheme, limit, conns)
+			big, err := Dial(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer big.Close()
+			srv := <-conns
+			shared := srv.opts.sharedOut
+			others := int64(limit - 64<<10) // stands for other connections' queued output
+			shared.add(others)
+			data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+			answered := make(chan error, 1)
+			go func() {
+				p, err := big.RequestResponse(ctx, Payload{Data: data})
+				if err == nil && !bytes.Equal(p.Data, data) {
+					err = fmt.Errorf("answer of %d bytes differs from the request", len(p.Data))
+				}
+				answered <- err
+			}()
+			for !srv.WaitingForServerBudget() {
+				select {
+				case err := <-answered:
+					t.Fatalf("the large request was read and answered (%v) while the server's budget was full", err)
+				case <-ctx.Done():
+					t.Fatal("the reader never waited for the server's budget")
+				case <-time.After(time.Millisecond):
+				}
+			}
+			small, err := Dial(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer small.Close()
+			if p, err := small.RequestResponse(ctx, Payload{Data: []byte("ping")}); err != nil || string(p.Data) != "ping" {
+				t.Fatalf("a small request got %q, %v while a large frame waited", p.Data, err)
+			}
+			select {
+			case err := <-answered:
+				t.Fatalf("the large request was answered (%v) while the server's budget was full", err)
+			default:
+			}
+			shared.add(-others)
+			select {
+			case err := <-answered:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the large request was not read once the budget freed")
+			}
+			// Larger than the whole budget: read through the overdraw slot.
+			huge := bytes.Repeat([]byte{7}, 2*limit)
+			if p, err := big.RequestResponse(ctx, Payload{Data: huge}); err != nil || !bytes.Equal(p.Data, huge) {
+				t.Fatalf("a frame larger than the server's budget: %d bytes back, %v", len(p.Data), err)
+			}
+			for shared.total.Load() != 0 || shared.overdraw.Load() {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("after the answers the server's total is %d (overdraw %v); want 0", shared.total.Load(), shared.overdraw.Load())
+				case <-time.After(time.Millisecond):
+				}
+			}
+		})
+	}
+}
+
+// startBudgetServer serves the echo responder over scheme (tcp or ws) on
+// loopback with a server budget of limit, sending each connection to
+// conns, and returns the URL to dial.
+func startBudgetServer(ctx context.Context, t *testing.T, scheme string, limit int, conns chan<- *Conn) string {
+	t.Helper()
+	u := "tcp://127.0.0.1:0"
+	if scheme == "ws" {
+		u = "ws://127.0.0.1:0/rs"
+	}
+	ln, path, err := Listen(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []Option{WithServerOutboundBudget(int64(limit)), WithOnConnect(func(c *Conn) { conns <- c })}
+	if scheme == "ws" {
+		go ServeWebSocket(ctx, ln, path, newEcho(), opts...)
+		return "ws://" + ln.Addr().String() + path
+	}
+	go Serve(ctx, ln, newEcho(), opts...)
+	return "tcp://" + ln.Addr().String()
+}

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -287,7 +288,15 @@ var ErrWriteTimeout = errors.New("rsocket: peer accepted no output for the write
 // have queued together (each adds its changes, account).
 type outBudget struct {
 	limit int64
-	total atomic.Int64
+	total atomic.Int64 // queued output, held requests and frames being read (readbudget.go); change it with add
+	// Readers waiting for room for a large frame (readBudget.reserve):
+	// freed, under mu, is closed when the total falls below the limit
+	// while some wait; overdraw is the slot of the one reader that may
+	// read its frame to the end over the limit.
+	waiting  atomic.Int32
+	mu       sync.Mutex
+	freed    chan struct{}
+	overdraw atomic.Bool
 }
 
 func newOutBudget(limit int64) *outBudget { return &outBudget{limit: limit} }

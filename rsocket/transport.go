@@ -59,6 +59,12 @@ type wsTransport struct {
 	ctx    context.Context
 	stallD time.Duration
 	stall  *time.Timer
+	// budget reserves messages larger than largeRead against the server's
+	// budget and lends their buffers (readbudget.go); nil: plain
+	// allocations. A message's length is not known before its end (the
+	// library does not tell it), so the reservation grows with the
+	// message.
+	budget *readBudget
 }
 
 func newWSTransport(c *websocket.Conn) *wsTransport {
@@ -83,7 +89,16 @@ func (t *wsTransport) readFrame(buf []byte) ([]byte, error) {
 		b := buf[:0]
 		for {
 			if len(b) == cap(b) {
-				b = slices.Grow(b, max(smallRead, cap(b)))
+				if t.budget != nil && cap(b) >= largeRead {
+					t.stall.Stop() // waiting for room is ours, not the peer's
+					var ok bool
+					if b, ok = t.budget.grow(b, min(2*cap(b), frame.MaxFrameSize)); !ok {
+						return nil, errReadBudgetClosed
+					}
+					t.stall.Reset(t.stallD)
+				} else {
+					b = slices.Grow(b, max(smallRead, cap(b)))
+				}
 			}
 			n, err := r.Read(b[len(b):cap(b)])
 			b = b[:len(b)+n]
@@ -101,6 +116,9 @@ func (t *wsTransport) readFrame(buf []byte) ([]byte, error) {
 		t.stall.Stop()
 		if typ == websocket.MessageBinary && len(b) > 0 {
 			return b, nil
+		}
+		if t.budget != nil {
+			t.budget.done() // b is dropped: its pooled buffer and reservation with it
 		}
 		// A text message is not an RSocket frame: the spec's WebSocket
 		// transport uses binary messages only; drop it. Neither is an

@@ -23,6 +23,7 @@
 #   SERVE_FLAGS="--setup-timeout 2s --frame-stall-timeout 2s" DURATION=5s scripts/hostile-rsocket.sh
 #       (SERVE_FLAGS go to every build's server: an old REV may not know them)
 #   GOMEMLIMIT=600MiB scripts/hostile-rsocket.sh   # the Go runtime's soft memory limit, in the server's environment
+#   SERVE_FLAGS="--memory-limit 0" scripts/hostile-rsocket.sh   # without serve's default limit (auto: the budgets plus 128MiB)
 #
 # "live peak" is the largest heap that survived a garbage collection (the
 # server runs with GODEBUG=gctrace=1): what the server really holds. The

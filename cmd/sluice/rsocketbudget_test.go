@@ -63,3 +63,52 @@ func TestRSocketServeOutboundFlags(t *testing.T) {
 		t.Fatal("the server neither dropped the client nor read on")
 	}
 }
+
+// TestRSocketServeMemoryLimitFlag: --memory-limit takes auto, 0 or a size
+// as the other size flags do; auto derives the limit from the listeners'
+// server budgets (plus the resume buffers) unless GOMEMLIMIT is set, 0
+// sets none, a size sets that; a bad value is a usage error; and serve
+// runs with each.
+func TestRSocketServeMemoryLimitFlag(t *testing.T) {
+	for _, c := range []struct {
+		arg       string
+		envSet    bool
+		want      int64
+		wantLimit bool
+	}{
+		{"", false, 2*(256<<20) + 64<<20 + autoMemoryHeadroom, true},
+		{"auto", false, 2*(256<<20) + 64<<20 + autoMemoryHeadroom, true},
+		{"", true, 0, false},
+		{"0", false, 0, false},
+		{"0", true, 0, false},
+		{"512MiB", false, 512 << 20, true},
+		{"1GB", true, 1e9, true},
+	} {
+		var m memoryLimitFlag
+		if c.arg != "" {
+			if err := m.Set(c.arg); err != nil {
+				t.Fatalf("Set(%q): %v", c.arg, err)
+			}
+		}
+		got, ok := m.limit(c.envSet, 2, 256<<20, 64<<20)
+		if got != c.want || ok != c.wantLimit {
+			t.Errorf("--memory-limit %q, GOMEMLIMIT set %v: limit %d, %v; want %d, %v", c.arg, c.envSet, got, ok, c.want, c.wantLimit)
+		}
+	}
+	var m memoryLimitFlag
+	if m.String() != "auto" {
+		t.Errorf("the default prints as %q, want auto", m.String())
+	}
+	if err := m.Set("512MiB"); err != nil || m.String() != "512MiB" {
+		t.Errorf("512MiB prints back as %q (%v)", m.String(), err)
+	}
+	if code, _, errs := run("rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--memory-limit", "lots"); code != 2 || !strings.Contains(errs, "memory-limit") {
+		t.Fatalf("--memory-limit lots: exit %d, stderr %q; want 2 and the flag named", code, errs)
+	}
+	for _, arg := range []string{"auto", "0", "512MiB"} {
+		u, _ := startRSocketServe(t, "--memory-limit", arg)
+		if u == "" {
+			t.Fatalf("--memory-limit %s: serve did not listen", arg)
+		}
+	}
+}

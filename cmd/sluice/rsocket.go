@@ -102,18 +102,9 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil || *resumeSync == "" {
 		return usageError(fs, "--resume-sync %q: want none, always or a duration", *resumeSync)
 	}
-	var tlsCfg *tls.Config
-	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
-		cfg, err := auth.ServerTLS(*tlsCert, *tlsKey, *tlsClientCA)
-		if err != nil {
-			return usageError(fs, "--tls-cert/--tls-key/--tls-client-ca: %v", err)
-		}
-		tlsCfg = cfg
-	}
-	for _, u := range listen {
-		if (strings.HasPrefix(u, "tls://") || strings.HasPrefix(u, "wss://")) && tlsCfg == nil {
-			return usageError(fs, "--listen %s needs --tls-cert and --tls-key", u)
-		}
+	tlsCfg, err := listenerTLS(fs, listen, *tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		return err
 	}
 	log := newLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
@@ -136,6 +127,25 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	return srv.Run(ctx, stdout)
+}
+
+// listenerTLS is the server TLS the flags ask for (nil: none), refusing a
+// tls:// or wss:// listener without it (exit 2).
+func listenerTLS(fs *flag.FlagSet, listen []string, cert, key, clientCA string) (*tls.Config, error) {
+	var tlsCfg *tls.Config
+	if cert != "" || key != "" || clientCA != "" {
+		cfg, err := auth.ServerTLS(cert, key, clientCA)
+		if err != nil {
+			return nil, usageError(fs, "--tls-cert/--tls-key/--tls-client-ca: %v", err)
+		}
+		tlsCfg = cfg
+	}
+	for _, u := range listen {
+		if (strings.HasPrefix(u, "tls://") || strings.HasPrefix(u, "wss://")) && tlsCfg == nil {
+			return nil, usageError(fs, "--listen %s needs --tls-cert and --tls-key", u)
+		}
+	}
+	return tlsCfg, nil
 }
 
 // setMemoryLimit sets the runtime's soft memory limit that --memory-limit

@@ -9,12 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsocketcall"
 	"github.com/sluicehq/sluice/internal/rsocketd"
@@ -78,7 +76,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	setupTimeout := fs.Duration("setup-timeout", 10*time.Second, "close a connection whose SETUP (or RESUME) has not come by then")
 	frameStall := fs.Duration("frame-stall-timeout", 30*time.Second, "close a connection whose started frame stops arriving for this long (silence within a frame, not its total time)")
-	var memLimit memoryLimitFlag
+	var memLimit rsocketd.MemoryLimit
 	fs.Var(&memLimit, "memory-limit", "the Go runtime's soft memory limit: a size, 0 (none), or auto: unless GOMEMLIMIT is set, the listeners' server budgets (and --resume-memory) plus 128MiB, so that the collector's headroom does not double what the budgets hold (docs/rsocket.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -112,7 +110,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *resume || *resumeDir != "" {
 		retained = int64(resumeMemory)
 	}
-	defer setMemoryLimit(memLimit, len(listen), int64(serverBudget), retained, log)()
+	defer memLimit.Apply(len(listen), int64(serverBudget), retained, log)()
 	reg := newRegistry()
 	opts := []rsocket.Option{rsocket.WithLogger(log), rsocket.WithByteCredits(uint32(min(*byteCredits, frame.MaxRequestN))), rsocket.WithMaxPayloadSize(int(maxPayload)),
 		rsocket.WithOutboundBudget(int(outBudget)), rsocket.WithServerOutboundBudget(int64(serverBudget)),
@@ -146,20 +144,6 @@ func listenerTLS(fs *flag.FlagSet, listen []string, cert, key, clientCA string) 
 		}
 	}
 	return tlsCfg, nil
-}
-
-// setMemoryLimit sets the runtime's soft memory limit that --memory-limit
-// asks for (see memoryLimitFlag.limit) and returns what restores the old
-// one: the limit is process-wide, and the tests run serve in their own
-// process.
-func setMemoryLimit(m memoryLimitFlag, listeners int, serverBudget, retained int64, log *slog.Logger) (restore func()) {
-	limit, ok := m.limit(os.Getenv("GOMEMLIMIT") != "", listeners, serverBudget, retained)
-	if !ok {
-		return func() {}
-	}
-	old := debug.SetMemoryLimit(limit)
-	log.Info("rsocket memory limit", "bytes", limit)
-	return func() { debug.SetMemoryLimit(old) }
 }
 
 // checkMaxPayload refuses a --max-payload that is not a positive size
@@ -343,58 +327,4 @@ func rsocketFailed(err error, stderr io.Writer) error {
 		return &exitError{code: 1}
 	}
 	return err
-}
-
-// memoryLimitFlag is serve's --memory-limit: auto (the default), 0 (no
-// limit of ours) or a size.
-//
-// The budgets bound what the server holds for its peers, not the heap:
-// the collector lets garbage grow to GOGC (100 %) above the live heap
-// before it runs, and under a flood of large frames the garbage (copies
-// the machine and the handlers made, answers written) is as large as what
-// is held, so without a limit RSS runs to about twice the budgets
-// (docs/rsocket.md, "Hostile clients"). A soft limit makes the collector
-// run sooner near it instead; it never fails an allocation.
-type memoryLimitFlag struct {
-	set  bool  // a size was given (0 included)
-	size int64 // the size; 0: none
-}
-
-func (m *memoryLimitFlag) String() string {
-	if m == nil || !m.set {
-		return "auto"
-	}
-	return formatSize(m.size)
-}
-
-func (m *memoryLimitFlag) Set(s string) error {
-	if strings.TrimSpace(s) == "auto" {
-		*m = memoryLimitFlag{}
-		return nil
-	}
-	n, err := parseByteSize(s)
-	if err != nil {
-		return &cliflag.ValueError{Value: s, Want: "want auto, 0 or a size such as 512MiB"}
-	}
-	*m = memoryLimitFlag{set: true, size: n}
-	return nil
-}
-
-// autoMemoryHeadroom is what auto adds to the budgets for the rest of the
-// process: handlers, streams, idle connections, the metrics.
-const autoMemoryHeadroom = 128 << 20
-
-// limit returns the soft memory limit serve sets, if any: the size given,
-// none for 0, and for auto none when GOMEMLIMIT is set (the runtime
-// applied it already), else the server budget of each listener plus the
-// resume buffers (retained) plus autoMemoryHeadroom.
-func (m memoryLimitFlag) limit(envSet bool, listeners int, serverBudget, retained int64) (int64, bool) {
-	switch {
-	case m.set:
-		return m.size, m.size > 0
-	case envSet:
-		return 0, false
-	default:
-		return int64(listeners)*serverBudget + retained + autoMemoryHeadroom, true
-	}
 }

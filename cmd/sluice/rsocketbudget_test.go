@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rsocketd"
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
@@ -76,26 +77,26 @@ func TestRSocketServeMemoryLimitFlag(t *testing.T) {
 		want      int64
 		wantLimit bool
 	}{
-		{"", false, 2*(256<<20) + 64<<20 + autoMemoryHeadroom, true},
-		{"auto", false, 2*(256<<20) + 64<<20 + autoMemoryHeadroom, true},
+		{"", false, 2*(256<<20) + 64<<20 + rsocketd.AutoMemoryHeadroom, true},
+		{"auto", false, 2*(256<<20) + 64<<20 + rsocketd.AutoMemoryHeadroom, true},
 		{"", true, 0, false},
 		{"0", false, 0, false},
 		{"0", true, 0, false},
 		{"512MiB", false, 512 << 20, true},
 		{"1GB", true, 1e9, true},
 	} {
-		var m memoryLimitFlag
+		var m rsocketd.MemoryLimit
 		if c.arg != "" {
 			if err := m.Set(c.arg); err != nil {
 				t.Fatalf("Set(%q): %v", c.arg, err)
 			}
 		}
-		got, ok := m.limit(c.envSet, 2, 256<<20, 64<<20)
+		got, ok := m.Limit(c.envSet, 2, 256<<20, 64<<20)
 		if got != c.want || ok != c.wantLimit {
 			t.Errorf("--memory-limit %q, GOMEMLIMIT set %v: limit %d, %v; want %d, %v", c.arg, c.envSet, got, ok, c.want, c.wantLimit)
 		}
 	}
-	var m memoryLimitFlag
+	var m rsocketd.MemoryLimit
 	if m.String() != "auto" {
 		t.Errorf("the default prints as %q, want auto", m.String())
 	}

@@ -26,7 +26,7 @@ var packageLayers = []struct {
 	{"lab", []string{"internal/lab/..."}},
 	// What tests (and the lab) use: never linked into the daemons.
 	{"testkit", []string{"internal/testkit/..."}},
-	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/cliflag", "internal/logcheck", "internal/rsocketcall"}},
+	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/logcheck", "internal/rsocketcall"}},
 	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/rsproxy", "internal/rsocketd", "internal/xfer/serve", "internal/xfer/send"}},
 	// File transfer's contract, its store and its transport adapters:
 	// serve and send, above, put them together.
@@ -34,7 +34,7 @@ var packageLayers = []struct {
 		"internal/xfer/grpcxfer", "internal/xfer/rsocketxfer", "internal/xfer/tus", "internal/xfer/post"}},
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},
-	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/codec", "internal/defaults", "internal/dirlock",
+	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/cliflag", "internal/codec", "internal/defaults", "internal/dirlock",
 		"internal/fields", "internal/idleread", "internal/logutil", "internal/memrelease", "internal/progress", "internal/wire"}},
 	{"generated protobuf", []string{"api/..."}},
 }

@@ -104,7 +104,10 @@ func TestSimulation(t *testing.T) {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)
 			break
 		}
-		t.Errorf("seed %d: %v\n  (%d messages, %d agent and %d sink crashes, faults %+v)\n  replay: go test ./internal/lab/sim/ -run TestSimulation -sim.seed=%d -v",
-			r.Seed, errs[r.Seed], r.Messages, r.AgentCrashes, r.SinkCrashes, r.Faults, r.Seed)
+		// The line starts with the error's category ("INVARIANT
+		// duplicated:", "BUDGET exceeded:", see sim.Violation), which
+		// scripts/mutate.sh greps for.
+		t.Errorf("%v\n  seed %d (%d messages, %d agent and %d sink crashes, faults %+v)\n  replay: go test ./internal/lab/sim/ -run TestSimulation -sim.seed=%d -v",
+			errs[r.Seed], r.Seed, r.Messages, r.AgentCrashes, r.SinkCrashes, r.Faults, r.Seed)
 	}
 }

@@ -1,46 +1,111 @@
 #!/usr/bin/env bash
-# Mutation runs: the simulation (internal/lab/sim) must FAIL when each of these
-# is removed from the code; this script fails if any mutation survives.
-#   mutation_notimeoutrequeue  delivery.Sender does not requeue on a resend timeout
-#   mutation_nodedup           the sink's storage writer skips the dedup check
-#   mutation_ackbeforefsync    the embedded store does not fdatasync before Append returns
-# Each is a build tag flipping a constant (mutation_on.go / mutation_off.go
-# beside the code); real builds never set them.
-#   scripts/mutate.sh          200 seeds each (what CI runs)
-#   scripts/mutate.sh 1000     more seeds each
+# Mutation runs: each mutant removes one guarantee (a build tag flipping a
+# constant in mutation_off.go / mutation_on*.go beside the code; real
+# builds never set them), and a named test must then FAIL on the invariant
+# that guarantee protects. The script fails if any mutant survives or if
+# any control fails.
+#
+# A kill counts only when the failure names the mutant's invariant: every
+# killing test reports with a line that starts "INVARIANT <category>:".
+# The simulation (internal/lab/sim) reports a seed that did not converge
+# in time as "BUDGET exceeded:", which never counts: a healthy seed on a
+# loaded machine can be slow, it never breaks an invariant.
+#
+# Controls: each killing command also runs without the tag first and must
+# pass. If a control fails, the test, the budget or the machine is the
+# problem, not a mutant, and the script fails without judging the mutants.
+#
+# docs/simulation.md has the same table; internal/docs checks that it lists
+# exactly these mutants and that every tag in the code is one of them.
+#
+#   scripts/mutate.sh          200 simulation seeds (what CI runs)
+#   scripts/mutate.sh 1000     more seeds for the simulation's mutants
+#   MUTATIONS="mutation_nodedup mutation_crcskip" scripts/mutate.sh
+#                              only these (an unknown tag fails)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seeds="${1:-200}"
-survived=()
-# What each mutation must make the simulation report: a failure of another
-# kind (a healthy seed slowed past the budget on a loaded machine, a
-# crash) does not count as killing it.
-declare -A expect=(
-	[mutation_notimeoutrequeue]='accepted records missing|unacknowledged after'
-	[mutation_nodedup]='stored twice'
-	[mutation_ackbeforefsync]='accepted records missing'
+# The simulation's budget for a seed to converge once the faults stop
+# (SIM_BUDGET overrides it; SIM_BUDGET=20ms shows the control failing): a
+# healthy seed takes well under 2 s even on a loaded machine, and a seed
+# that runs out of it counts for nothing either way.
+budget="${SIM_BUDGET:-10s}"
+
+# tag | package | killing test | invariant the test must report
+mutants=(
+	"mutation_notimeoutrequeue|./internal/delivery/|TestTimeoutResendsLostMessage|lost"
+	"mutation_windowoverrun|./internal/delivery/|TestSenderStaysWithinWindow|window-exceeded"
+	"mutation_nodedup|./internal/lab/sim/|TestSimulation|duplicated"
+	"mutation_ackbeforefsync|./internal/lab/sim/|TestSimulation|acked-before-durable"
+	"mutation_watermarkahead|./internal/agent/spool/|TestWatermarkPersistedIsTheAcked|lost"
+	"mutation_crcskip|./seglog/|TestDamagedRecordIsNeverReturned|corrupted"
+	"mutation_keeptorntail|./seglog/|TestTornTailTruncatedBeforeAppend|torn-tail"
+	"mutation_ignorerequestn|./rsocket/conn/|TestCreditsSaturateButCount|request-n"
+	"mutation_resumeoffbyone|./rsocket/conn/|TestResumeSimEveryBoundary|duplicated"
+	"mutation_ignorelease|./rsocket/conn/|TestLease|lease"
+	"mutation_renamebeforefsync|./internal/xfer/diskstore/|TestFinishSyncsBeforeRename|rename-before-fsync"
+	"mutation_skipsha256|./internal/xfer/diskstore/|TestHashMismatchDiscards|checksum"
 )
-# MUTATIONS overrides the list (a tag that changes nothing must survive,
-# which shows that this script fails then).
-for m in ${MUTATIONS:-mutation_notimeoutrequeue mutation_nodedup mutation_ackbeforefsync}; do
-	echo "== $m ($seeds seeds, stops at the first failing seed)"
-	# A shorter budget than the default: a healthy seed converges in well
-	# under a second alone (seconds on a loaded machine), and a mutant
-	# that lost a message never does.
-	out=$(timeout 600 go test -count=1 -tags "$m" ./internal/lab/sim/ -run 'TestSimulation$' \
-		-sim.seeds="$seeds" -sim.failfast -sim.budget=10s -v 2>&1)
-	rc=$?
-	if [[ $rc -ne 0 ]] && grep -Eq "^    sim_test.go:[0-9]*: seed [0-9]*: .*(${expect[$m]:-.})" <<<"$out"; then
-		grep -m1 -A1 '^    sim_test.go:[0-9]*: seed [0-9]*:' <<<"$out" | cut -c1-240
-		echo "   killed: the simulation failed, as it must"
-	else
-		echo "$out" | tail -5
-		echo "   SURVIVED: the simulation did not notice $m (rc=$rc)"
-		survived+=("$m")
+
+# run TAGS PKG TEST: the killing command, with TAGS ("" for the control).
+run() {
+	local extra=()
+	if [[ $2 == ./internal/lab/sim/ ]]; then
+		extra=(-sim.seeds="$seeds" -sim.failfast -sim.budget="$budget")
+	fi
+	timeout 600 go test -count=1 -tags "$1" "$2" -run "^$3\$" "${extra[@]}" -v 2>&1
+}
+
+selected=()
+for m in "${mutants[@]}"; do
+	tag=${m%%|*}
+	if [[ -z ${MUTATIONS:-} || " $MUTATIONS " == *" $tag "* ]]; then
+		selected+=("$m")
 	fi
 done
+for t in ${MUTATIONS:-}; do
+	if ! printf '%s\n' "${mutants[@]}" | grep -q "^$t|"; then
+		echo "unknown mutant $t: it has no killing test in scripts/mutate.sh"
+		exit 1
+	fi
+done
+
+start=$SECONDS
+echo "== controls: every killing command without its tag must pass"
+declare -A controlled=()
+for m in "${selected[@]}"; do
+	IFS='|' read -r tag pkg test inv <<<"$m"
+	key="$pkg $test"
+	[[ -n ${controlled[$key]:-} ]] && continue
+	controlled[$key]=1
+	out=$(run "" "$pkg" "$test")
+	rc=$?
+	if [[ $rc -ne 0 ]] || ! grep -q -- "^--- PASS: $test " <<<"$out"; then
+		echo "$out" | grep -E '^\s+\S+_test\.go:[0-9]+: |^(--- FAIL|FAIL|ok)' | head -8 | cut -c1-240
+		echo "CONTROL FAILED: $pkg $test fails (rc=$rc) or did not run without any mutation;"
+		echo "the mutants cannot be judged (with the simulation: is -sim.budget=$budget too short for this machine?)"
+		exit 1
+	fi
+	echo "   ok  $pkg $test"
+done
+
+echo "== mutants: each must fail its killing test on its own invariant"
+survived=()
+for m in "${selected[@]}"; do
+	IFS='|' read -r tag pkg test inv <<<"$m"
+	out=$(run "$tag" "$pkg" "$test")
+	rc=$?
+	line=$(grep -m1 -E "^\s+\S+_test\.go:[0-9]+: INVARIANT $inv:" <<<"$out")
+	if [[ $rc -ne 0 && -n $line ]]; then
+		echo "   killed   $tag by $test: $(sed -E 's/^\s+//' <<<"$line" | cut -c1-160)"
+	else
+		echo "$out" | grep -E '^\s+\S+_test\.go:[0-9]+: |^(--- FAIL|FAIL|ok)' | head -5 | cut -c1-240
+		echo "   SURVIVED $tag: $test did not report \"INVARIANT $inv\" (rc=$rc)"
+		survived+=("$tag")
+	fi
+done
+echo "== $((${#selected[@]} - ${#survived[@]})) of ${#selected[@]} mutants killed in $((SECONDS - start))s"
 if [[ ${#survived[@]} -gt 0 ]]; then
-	echo "mutations that survived: ${survived[*]}"
+	echo "mutants that survived: ${survived[*]}"
 	exit 1
 fi
-echo "all mutations killed"

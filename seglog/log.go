@@ -267,7 +267,11 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 	// the whole segment holds records below its base: RemoveBefore renamed
 	// a consumed active segment and crashed before emptying it
 	// (reuseActive), so they were consumed.
-	if err := f.Truncate(r.size); err != nil {
+	truncate := f.Truncate
+	if mutationKeepTornTail {
+		truncate = func(int64) error { return nil }
+	}
+	if err := truncate(r.size); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: truncate torn tail of %s: %w", path, err)
 	}

@@ -176,7 +176,7 @@ func decodeFrame(buf []byte, maxBody int) (frame, error) {
 	body := buf[headerSize : headerSize+int(n)]
 	crc := crc32.Update(0, castagnoli, buf[0:16])
 	crc = crc32.Update(crc, castagnoli, body)
-	if crc != binary.LittleEndian.Uint32(buf[16:20]) {
+	if crc != binary.LittleEndian.Uint32(buf[16:20]) && !mutationSkipCRC {
 		return frame{}, errChecksum
 	}
 	if !allZero(buf[headerSize+int(n) : size]) {

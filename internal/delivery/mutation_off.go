@@ -1,10 +1,12 @@
-//go:build !mutation_notimeoutrequeue
+//go:build !mutation_notimeoutrequeue && !mutation_windowoverrun
 
 package delivery
 
-// mutationNoTimeoutRequeue is false in every real build; scripts/mutate.sh
-// flips it with -tags mutation_notimeoutrequeue to show that the
-// simulation (internal/lab/sim) notices when the Sender does not requeue a
-// message whose resend timeout fired. A constant, so the mutated branch
-// compiles away.
-const mutationNoTimeoutRequeue = false
+// The mutation constants are false in every real build; scripts/mutate.sh
+// flips one at a time with its build tag (mutation_on_*.go) to show that a
+// named test notices the guarantee gone. Constants, so the mutated
+// branches compile away.
+const (
+	mutationNoTimeoutRequeue = false
+	mutationWindowOverrun    = false
+)

@@ -450,7 +450,7 @@ func (s *Sender) peek() (uint64, *slot, bool) {
 // here); the message is then Rejected as retryable and sent again, which
 // costs a round trip but loses nothing.
 func (s *Sender) fits(size int64) bool {
-	if s.sentMsgs >= s.creditMsgs || s.win.msgs > 0 && s.inflightMsgs >= s.win.msgs {
+	if s.sentMsgs >= s.creditMsgs || s.win.msgs > 0 && s.inflightMsgs >= s.win.msgs && !mutationWindowOverrun {
 		return false
 	}
 	if s.inflightMsgs == 0 {

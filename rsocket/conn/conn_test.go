@@ -354,7 +354,7 @@ func TestCreditsSaturateButCount(t *testing.T) {
 	p.c.streams[sid].recvCredits = 1
 	ok(t, p.s.SendPayload(sid, nil, []byte("last"), true, false))
 	if err := p.s.SendPayload(sid, nil, []byte("over"), true, false); !errors.Is(err, ErrNoCredits) {
-		t.Fatalf("beyond credits: %v", err)
+		t.Fatalf("INVARIANT request-n: SendPayload beyond the peer's REQUEST_N credits returned %v, want ErrNoCredits", err)
 	}
 	p.pump()
 	ok(t, p.c.RequestN(sid, 1))
@@ -652,7 +652,7 @@ func TestLease(t *testing.T) {
 	m.Receive(0, must(frame.AppendRequestResponse(nil, 1, 0, nil, nil)))
 	fs, evs := drain(t, m)
 	if describe(fs) != "ERROR(1,REJECTED)" || len(evs) != 0 || m.NumStreams() != 0 {
-		t.Fatalf("request without lease: sent %s events %v", describe(fs), evs)
+		t.Fatalf("INVARIANT lease: the responder admitted a request without a lease: sent %s events %v", describe(fs), evs)
 	}
 	ok(t, m.SendLease(0, time.Second, 2))
 	m.Receive(10, must(frame.AppendRequestResponse(nil, 3, frame.FlagFollows, nil, []byte("a"))))

@@ -130,7 +130,7 @@ func (m *Machine) takeLease() bool {
 // admitLeased spends one request of the lease we sent; false: the peer
 // requested beyond it.
 func (m *Machine) admitLeased(now time.Duration) bool {
-	if !m.lease.enabled || mutation.ignoreLease {
+	if !m.lease.enabled || mutation.ignoreLease || mutationIgnoreLease {
 		return true
 	}
 	if m.lease.sentLeft == 0 || now >= m.lease.sentExpires {

@@ -257,7 +257,11 @@ func (m *Machine) AcceptResume(now time.Duration, b []byte) (ok bool) {
 	m.out = out
 	_ = frame.SetLengthPrefix(m.out, at)
 	m.lastReceived = now
-	m.replay(r.LastReceivedServerPosition)
+	from := r.LastReceivedServerPosition
+	if mutationResumeOffByOne && from > 0 {
+		from--
+	}
+	m.replay(from)
 	m.endOrphans()
 	m.events = append(m.events, Event{Kind: EventResumed})
 	return true

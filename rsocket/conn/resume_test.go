@@ -169,6 +169,15 @@ func TestResumeSimEveryBoundary(t *testing.T) {
 	for cut := 1; cut <= 40; cut++ {
 		for _, size := range []int{128, 1 << 10} {
 			got, err := resumeRun(t, n, cut, size)
+			seen := map[uint32]bool{}
+			for _, v := range got {
+				if seen[v] {
+					// Checked first: a replay from the wrong position
+					// delivers a frame twice and then fails the next resume.
+					t.Fatalf("INVARIANT duplicated: cut every %d frames, frame size %d: item %d delivered twice after a resume", cut, size, v)
+				}
+				seen[v] = true
+			}
 			if err != nil {
 				t.Fatalf("cut every %d frames, frame size %d: %v (got %d items)", cut, size, err, len(got))
 			}

@@ -235,7 +235,7 @@ func (m *Machine) SendPayload(id uint32, metadata, data []byte, next, complete b
 	if !next && (metadata != nil || len(data) > 0) {
 		return fmt.Errorf("%w: a PAYLOAD without next carries no element", ErrInvalidArgument)
 	}
-	if next && s.sendCredits == 0 && !mutation.skipSendCredits {
+	if next && s.sendCredits == 0 && !mutation.skipSendCredits && !mutationIgnoreRequestN {
 		return fmt.Errorf("%w: stream %d", ErrNoCredits, id)
 	}
 	if next && s.governed && s.sendBytes <= 0 && !mutation.skipByteCredits {

@@ -434,7 +434,11 @@ func (s *Spool) Acknowledge(w uint64) error {
 		s.mu.Unlock()
 		return nil
 	}
-	state := encodeState(w, s.producers)
+	persisted := w
+	if mutationWatermarkAhead {
+		persisted++
+	}
+	state := encodeState(persisted, s.producers)
 	s.mu.Unlock()
 	if err := seglog.WriteMeta(s.dir, stateFile, state); err != nil {
 		if IsNoSpace(err) {

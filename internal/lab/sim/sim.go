@@ -105,8 +105,55 @@ type world struct {
 	dec      *codec.Decoder
 }
 
+// The categories of a broken invariant. A failing seed's error is a
+// *Violation (its text starts "INVARIANT <category>:") or a
+// *BudgetExceeded (it starts "BUDGET exceeded:"): scripts/mutate.sh counts a
+// mutant killed only on its own category, never on a budget, because a
+// healthy seed on a loaded machine can be slow but never breaks one.
+const (
+	// InvariantDuplicated: a record, or an (agent id, message id), is
+	// stored twice.
+	InvariantDuplicated = "duplicated"
+	// InvariantCorrupted: the store holds a record nobody accepted, or one
+	// whose content or codec differs from what was accepted.
+	InvariantCorrupted = "corrupted"
+	// InvariantAckedBeforeDurable: the agent holds every message as
+	// acknowledged (its persisted watermark, which never leads the acks,
+	// reached the end of its spool), yet accepted records are missing from
+	// the store: the sink acknowledged what it then lost, and nothing will
+	// ever resend it. No waiting decides this, so it is never a budget.
+	InvariantAckedBeforeDurable = "acked-before-durable"
+)
+
+// Violation is an invariant a seed broke.
+type Violation struct {
+	Category string // one of the Invariant* constants
+	Detail   string
+}
+
+func (v *Violation) Error() string { return "INVARIANT " + v.Category + ": " + v.Detail }
+
+func violation(category, format string, args ...any) error {
+	return &Violation{Category: category, Detail: fmt.Sprintf(format, args...)}
+}
+
+// BudgetExceeded is a seed that did not converge within Options.Budget
+// after the faults stopped, without breaking an invariant: the agent still
+// holds unacknowledged messages. A lost resend timer looks like this, and
+// so does a healthy seed on a machine too loaded for the budget, so it
+// never counts as a mutant's kill.
+type BudgetExceeded struct {
+	Budget time.Duration
+	Detail string
+}
+
+func (b *BudgetExceeded) Error() string {
+	return fmt.Sprintf("BUDGET exceeded: no convergence within %v after the faults stopped: %s", b.Budget, b.Detail)
+}
+
 // Run runs one seed and returns an error describing the first invariant
-// it broke.
+// it broke (a *Violation), a *BudgetExceeded, or another error (the run
+// itself failed: a sink that would not start, an ingest refused).
 func Run(seed uint64, opts Options) (res Result, err error) {
 	start := time.Now()
 	if opts.Logger == nil {
@@ -177,35 +224,48 @@ func Run(seed uint64, opts Options) (res Result, err error) {
 	return w.res, w.settle()
 }
 
-// settle waits until the store holds every accepted record and the agent
-// has nothing unacknowledged, then checks the store.
+// settle waits until the agent holds every message as acknowledged, then
+// checks the store.
 func (w *world) settle() error {
 	deadline := time.Now().Add(w.opts.Budget)
-	var last error
+	next := w.agent.SpoolNext() // ingest is over: fixed from here on
 	for {
-		var complete bool
-		complete, last = w.check(false)
-		if last != nil {
-			return last // a duplicate or a stray record: no need to wait
+		// The watermark first, the store after: everything acknowledged
+		// by the time of the read is stored (the sink acks after Append
+		// returned), so the store read later holds it.
+		acked := w.agent.AckedWatermark() >= next
+		complete, err := w.check(false)
+		if err != nil {
+			return err // a duplicate or a stray record: no need to wait
 		}
-		if complete {
-			st := w.agent.Progress()
-			if st.Unacked == 0 && st.InFlightMsgs == 0 {
-				_, err := w.check(true)
-				return err
+		if acked {
+			_, err := w.check(true)
+			if m := (*missingError)(nil); errors.As(err, &m) {
+				return violation(InvariantAckedBeforeDurable, "every message is acknowledged, but %v", err)
 			}
+			return err
 		}
 		if time.Now().After(deadline) {
-			_, err := w.check(true)
-			if err == nil {
-				st := w.agent.Progress()
-				err = fmt.Errorf("everything is stored, but the agent still has %d unacknowledged after %v (state %s)", st.Unacked, w.opts.Budget, st.State)
+			st := w.agent.Progress()
+			detail := fmt.Sprintf("the agent still has %d unacknowledged (acknowledged up to %d of %d, state %s)",
+				st.Unacked, w.agent.AckedWatermark(), next, st.State)
+			if !complete {
+				if _, err := w.check(true); err != nil {
+					detail += "; " + err.Error()
+				}
 			}
-			return fmt.Errorf("no convergence within %v after the faults stopped: %w", w.opts.Budget, err)
+			return &BudgetExceeded{Budget: w.opts.Budget, Detail: detail}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// missingError is check's report of accepted records not in the store:
+// whether that breaks an invariant depends on whether the agent still
+// holds them (settle decides).
+type missingError struct{ msg string }
+
+func (e *missingError) Error() string { return e.msg }
 
 // check reads the whole store. It returns an error for a record stored
 // twice, a (agent, id) stored twice, a record nobody produced or one whose
@@ -224,30 +284,30 @@ func (w *world) check(final bool) (complete bool, err error) {
 		off := it.Offset()
 		m, err := storedmsg.Decode(it.Value())
 		if err != nil {
-			return false, fmt.Errorf("store offset %d: %w", off, err)
+			return false, violation(InvariantCorrupted, "store offset %d: %v", off, err)
 		}
 		k := key{string(m.AgentID), m.MessageID}
 		if prev, ok := ids[k]; ok {
-			return false, fmt.Errorf("message %s/%d stored twice, at offsets %d and %d", k.agent, k.id, prev, off)
+			return false, violation(InvariantDuplicated, "message %s/%d stored twice, at offsets %d and %d", k.agent, k.id, prev, off)
 		}
 		ids[k] = off
 		if m.Codec != codec.Plain && m.Codec != w.plan.compression {
-			return false, fmt.Errorf("store offset %d: codec %v, the agent compresses with %v", off, m.Codec, w.plan.compression)
+			return false, violation(InvariantCorrupted, "store offset %d: codec %v, the agent compresses with %v", off, m.Codec, w.plan.compression)
 		}
 		if m.Codec != codec.Plain {
 			compressed++
 		}
 		body, err := w.dec.Decode(nil, m.Body, m.Codec, m.DictID)
 		if err != nil {
-			return false, fmt.Errorf("store offset %d: %w", off, err)
+			return false, violation(InvariantCorrupted, "store offset %d: %v", off, err)
 		}
 		err = batch.Decode(body, func(rec []byte) error {
 			r := string(rec)
 			if _, ok := w.produced[r]; !ok {
-				return fmt.Errorf("store offset %d holds a record never accepted: %.60q", off, r)
+				return violation(InvariantCorrupted, "store offset %d holds a record never accepted: %.60q", off, r)
 			}
 			if prev, ok := seen[r]; ok {
-				return fmt.Errorf("record %.40q stored twice, at offsets %d and %d", r, prev, off)
+				return violation(InvariantDuplicated, "record %.40q stored twice, at offsets %d and %d", r, prev, off)
 			}
 			seen[r] = off
 			return nil
@@ -266,8 +326,8 @@ func (w *world) check(final bool) (complete bool, err error) {
 	if final {
 		for r, i := range w.produced {
 			if _, ok := seen[r]; !ok {
-				return false, fmt.Errorf("%d of %d accepted records missing from the store, e.g. %.40q of message %d",
-					len(w.produced)-len(seen), len(w.produced), r, i)
+				return false, &missingError{fmt.Sprintf("%d of %d accepted records missing from the store, e.g. %.40q of message %d",
+					len(w.produced)-len(seen), len(w.produced), r, i)}
 			}
 		}
 	}

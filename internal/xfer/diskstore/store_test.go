@@ -257,7 +257,7 @@ func TestHashMismatchDiscards(t *testing.T) {
 	writeAll(t, u, data, 0, 100)
 	wrong := sha256.Sum256([]byte("other"))
 	if _, err := u.Finish(wrong[:], "test"); !errors.Is(err, xfer.ErrChecksum) {
-		t.Fatalf("%v", err)
+		t.Fatalf("INVARIANT checksum: Finish with a SHA-256 that does not match the bytes returned %v, want ErrChecksum", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "f")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a mismatching upload landed")

@@ -1,6 +1,0 @@
-//go:build mutation_notimeoutrequeue
-
-package delivery
-
-// Mutated build (scripts/mutate.sh): the Sender does not requeue a message whose resend timeout fired.
-const mutationNoTimeoutRequeue = true

@@ -1,0 +1,12 @@
+//go:build !mutation_renamebeforefsync && !mutation_skipsha256
+
+package diskstore
+
+// The mutation constants are false in every real build; scripts/mutate.sh
+// flips one at a time with its build tag (mutation_on_*.go) to show that a
+// named test notices the guarantee gone. Constants, so the mutated
+// branches compile away.
+const (
+	mutationRenameBeforeFsync = false
+	mutationSkipSHA256        = false
+)

@@ -222,13 +222,6 @@ type Config struct {
 	// message; tests use it to know the handler is there.
 	helloWait func()
 
-	// stallTick and stallNow, if set, drive the stall watch instead of a
-	// ticker and the monotonic clock; stallChecked runs after each look.
-	// Tests use them to need no sleeps.
-	stallTick    <-chan time.Time
-	stallNow     func() time.Time
-	stallChecked func()
-
 	// tailHold, if set, holds the Kafka tailer until it is closed; tests
 	// use it to show that writes wait for the tailer.
 	tailHold <-chan struct{}

@@ -1,8 +1,9 @@
 // Package sink is sluice's receiving end: a protocol.Service (ServeSend,
-// ServeRead) that agents deliver batches to and consumers read from, and
-// the gRPC server that carries it (Serve; the Sink service of
-// api/sluice/v1, adapted by internal/transport/grpctransport, the only package that
-// knows the protobuf types). The sink validates batches, stores them
+// ServeRead) that agents deliver batches to and consumers read from. It
+// knows no transport: internal/transport/grpctransport/grpcserve serves it
+// over gRPC (the Sink service of api/sluice/v1, whose protobuf types only
+// internal/transport/grpctransport knows), rsockettransport over RSocket,
+// each given what it needs by Sink.Serving. The sink validates batches, stores them
 // durably and only then acknowledges them. The store (Config.Store) is
 // either the sink's own (internal/store/seglogstore: a seglog in
 // DATA/store opened with SyncAlways, one record per message, the payload
@@ -305,7 +306,7 @@
 //   - Config.StallTimeout (60s) puts a deadline on a partial message: a
 //     connection with a stream holding 64 KiB or more of an incomplete
 //     message, free to send (its flow-control windows open) and sending
-//     less than 64 KiB more of it in that time, is closed (stall.go;
+//     less than 64 KiB more of it in that time, is closed (grpcserve's stall watch;
 //     counted in sluice_sink_stalled_conns_total, logged at Warn with the
 //     bytes held);
 //   - keepalive: the sink pings a connection quiet for 30s and closes it
@@ -313,7 +314,7 @@
 //     clients ping every 5s or more.
 //
 // Without tokens or mutual TLS, anyone reaching the port may send as any
-// agent and read everything: Serve logs a Warn saying so when it listens
+// agent and read everything: grpcserve.Serve logs a Warn saying so when it listens
 // on a non-loopback address.
 //
 // # Metrics

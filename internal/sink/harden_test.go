@@ -42,20 +42,6 @@ func TestDataDirLocked(t *testing.T) {
 	}
 }
 
-// TestServerKeepalive: the sink detects a half-open agent within 40 s
-// (ping after 30 s of silence, 10 s to answer), and lets agents ping every
-// 10 s, gRPC's shortest client keepalive, without being cut for
-// too_many_pings: the enforcement minimum must be well below it.
-func TestServerKeepalive(t *testing.T) {
-	const agentPing = 10 * time.Second
-	if ka := serverKeepalive; ka.Time == 0 || ka.Time > 30*time.Second || ka.Timeout == 0 || ka.Timeout > 10*time.Second {
-		t.Errorf("server keepalive %+v: want Time in (0, 30s] and Timeout in (0, 10s]", ka)
-	}
-	if p := serverKeepalivePolicy; p.MinTime > agentPing/2 || !p.PermitWithoutStream {
-		t.Errorf("enforcement policy %+v: want MinTime <= %v and PermitWithoutStream", p, agentPing/2)
-	}
-}
-
 // TestReadyEmbedded: Ready is nil while the embedded store takes appends,
 // says why once a group commit fails (a full disk), and is nil again once a
 // commit succeeds.

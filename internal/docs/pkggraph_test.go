@@ -276,3 +276,32 @@ func TestOnlyTransportImportsProtobuf(t *testing.T) {
 		}
 	}
 }
+
+// gRPC itself stays in the transports: the sink and the agent are
+// services over internal/protocol that a transport carries
+// (docs/architecture.md, "Packages"), so neither may import a
+// google.golang.org/grpc package. Those that may are the transports, the
+// generated code, the auth interceptors, file transfer's gRPC adapter and
+// the daemon assembling it, and the lab.
+func TestOnlyTransportsImportGRPC(t *testing.T) {
+	allowed := []string{"api/...", "internal/auth", "internal/transport/...", "internal/xfer/grpcxfer", "internal/xfer/serve", "internal/lab/..."}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		ok := false
+		for _, p := range allowed {
+			ok = ok || inPattern(pkg, p)
+		}
+		for _, imp := range f[1:] {
+			if !ok && (imp == "google.golang.org/grpc" || strings.HasPrefix(imp, "google.golang.org/grpc/")) {
+				t.Errorf("%s imports %s; only %v may", pkg, imp, allowed)
+			}
+		}
+	}
+}

@@ -92,8 +92,8 @@ type Config struct {
 	// own seglog in DataDir/store. "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
 	// (optionally followed by ?partitions=N&replication=N, used when the
 	// sink creates the topic): one Kafka record per record of each
-	// message, acked once Kafka acknowledged them all (see the package
-	// documentation, "Kafka store").
+	// message, acked once Kafka acknowledged them all (see
+	// docs/architecture.md, "Kafka store").
 	Store string
 
 	// QueueMessages and QueueBytes bound each Send stream's queue of

@@ -46,10 +46,19 @@ type harness struct {
 
 func newHarness(t testing.TB, hostMod func(*serving.Host)) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, hostMod)
+}
+
+// newHarnessWith is newHarness with the sink's Config changed by cfgMod.
+func newHarnessWith(t testing.TB, cfgMod func(*sink.Config), hostMod func(*serving.Host)) *harness {
+	t.Helper()
 	h := &harness{t: t, logs: &syncbuf.Buffer{}, hostMod: hostMod}
 	h.cfg = sink.Config{
 		DataDir: t.TempDir(),
 		Logger:  slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	if cfgMod != nil {
+		cfgMod(&h.cfg)
 	}
 	h.start()
 	t.Cleanup(h.stop)

@@ -2,7 +2,6 @@ package grpcserve
 
 import (
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
-	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 )
 
 // TestServerKeepalive: the sink detects a half-open agent within 40 s
@@ -34,10 +32,7 @@ func TestServerKeepalive(t *testing.T) {
 // buffered whole.
 func TestRequestSizeLimit(t *testing.T) {
 	const maxMsg = 64 << 10
-	h := &harness{t: t, logs: &syncbuf.Buffer{}}
-	h.cfg = sink.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)), MaxMessageBytes: maxMsg}
-	h.start()
-	t.Cleanup(h.stop)
+	h := newHarnessWith(t, func(c *sink.Config) { c.MaxMessageBytes = maxMsg }, nil)
 	a := h.connect("edge-1")
 	limit := maxRequestBytes(maxMsg)
 	a.send(&sluicev1.Request{Version: 1, MessageId: 1, RecordCount: 1,

@@ -74,8 +74,8 @@ func New(h serving.Host) *Server {
 		sopts = append(sopts, grpc.Creds(stallCreds{TransportCredentials: credentials.NewTLS(h.TLS), s: s}))
 	}
 	if h.Tokens != nil {
-		sopts = append(sopts, grpc.ChainStreamInterceptor(h.Tokens.StreamInterceptor()),
-			grpc.ChainUnaryInterceptor(h.Tokens.UnaryInterceptor()))
+		sopts = append(sopts, grpc.ChainStreamInterceptor(grpctransport.TokenStreamInterceptor(h.Tokens)),
+			grpc.ChainUnaryInterceptor(grpctransport.TokenUnaryInterceptor(h.Tokens)))
 	}
 	s.srv = grpc.NewServer(sopts...)
 	grpctransport.Register(s.srv, h.Service)

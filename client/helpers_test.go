@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 // quiet drops the logs of the in-process sinks and agents, so examples
@@ -32,7 +33,7 @@ func startSink(dir, addr string) *testSink {
 		panic(err)
 	}
 	ts := &testSink{s: s, addr: lis.Addr().String(), dir: dir, served: make(chan error, 1)}
-	go func() { ts.served <- s.Serve(lis) }()
+	go func() { ts.served <- grpcserve.Serve(s.Serving(), lis) }()
 	return ts
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool that
@@ -66,7 +67,7 @@ func TestTLSAndTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(lis) }()
+	go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
 	defer func() { s.Close(); <-served }()
 	addr := lis.Addr().String()
 	clientTLS := client.TLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
@@ -111,7 +112,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	serveMetricsOn(ctx, metricsLis, cfg.Registry, log, s.Ready, nil, page)
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(lis) }()
+	go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
 	rsCtx, rsStop := context.WithCancel(context.Background())
 	defer rsStop()
 	if c.listenRSocket != "" {

@@ -1,12 +1,9 @@
 package auth
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-
-	"google.golang.org/grpc/credentials"
 )
 
 // ClientTLS returns the TLS configuration of a client. caFile is the CA
@@ -35,28 +32,3 @@ func ClientTLS(caFile, certFile, keyFile, serverName string) (*tls.Config, error
 	}
 	return cfg, nil
 }
-
-// Bearer is a credentials.PerRPCCredentials sending "authorization: Bearer
-// TOKEN" with every call.
-type Bearer struct {
-	token         string
-	allowInsecure bool
-}
-
-// NewBearer returns credentials sending token. Unless allowInsecure is set,
-// gRPC refuses to send them over a connection without TLS (see the package
-// documentation: allowInsecure is for loopback tests only).
-func NewBearer(token string, allowInsecure bool) Bearer {
-	return Bearer{token: token, allowInsecure: allowInsecure}
-}
-
-var _ credentials.PerRPCCredentials = Bearer{}
-
-// GetRequestMetadata implements credentials.PerRPCCredentials.
-func (b Bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-// RequireTransportSecurity implements credentials.PerRPCCredentials: true
-// unless the Bearer was made with allowInsecure.
-func (b Bearer) RequireTransportSecurity() bool { return !b.allowInsecure }

@@ -1,5 +1,8 @@
-// Package auth secures the sink's gRPC service and its clients: TLS (with
-// optional mutual TLS) for the transport, and bearer tokens for identity.
+// Package auth secures the sink and its clients, whatever the transport:
+// TLS (with optional mutual TLS) for the connection, and bearer tokens for
+// identity. It knows no gRPC: internal/transport/grpctransport carries
+// tokens over gRPC (its interceptors and Bearer), rsockettransport over
+// RSocket.
 //
 // # Server side
 //
@@ -20,11 +23,12 @@
 // Tokens and agent ids are whitespace-free; a token must be at least
 // MinTokenLen bytes, an agent id at most 255.
 //
-// Tokens.StreamInterceptor (and UnaryInterceptor) require the metadata
-// "authorization: Bearer TOKEN" on every call, fail it with
-// codes.Unauthenticated when the header is missing, malformed or names an
-// unknown token, and otherwise put the Identity in the call's context
-// (FromContext). Which identity may do what is checked by the service
+// Over gRPC, grpctransport.TokenStreamInterceptor (and
+// TokenUnaryInterceptor) require the metadata "authorization: Bearer
+// TOKEN" on every call, fail it with codes.Unauthenticated when the header
+// is missing, malformed or names an unknown token (Tokens.Lookup), and
+// otherwise put the Identity in the call's context (NewContext,
+// FromContext). Which identity may do what is checked by the service
 // (codes.PermissionDenied), since only it knows the agent id of a stream.
 // Tokens are compared through their SHA-256 digests, so a lookup's timing
 // reveals nothing about how much of a guess was right.
@@ -51,8 +55,9 @@
 // # Client side
 //
 // ClientTLS builds the client's TLS configuration (CA bundle, optional
-// client certificate for mTLS, server name), and Bearer is the
-// credentials.PerRPCCredentials that sends the token. A Bearer refuses,
+// client certificate for mTLS, server name); over gRPC,
+// grpctransport.Bearer is the credentials.PerRPCCredentials that sends the
+// token. A Bearer refuses,
 // through gRPC's RequireTransportSecurity, to travel over a connection
 // without TLS unless it was created with allowInsecure — the
 // --insecure-token flag of the CLI — which is meant for loopback tests

@@ -12,11 +12,6 @@ import (
 	"os"
 	"strings"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
 	"github.com/sluicehq/sluice/internal/defaults"
 )
 
@@ -162,55 +157,3 @@ func (t *Tokens) Lookup(token string) (Identity, bool) {
 	id, ok := t.byDigest[sha256.Sum256([]byte(token))]
 	return id, ok
 }
-
-// Authenticate checks the bearer token in ctx's incoming metadata and
-// returns ctx carrying the identity, or a codes.Unauthenticated status.
-func (t *Tokens) Authenticate(ctx context.Context) (context.Context, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return nil, status.Error(codes.Unauthenticated, "missing authorization metadata: send \"authorization: Bearer TOKEN\"")
-	}
-	if len(vals) > 1 {
-		return nil, status.Error(codes.Unauthenticated, "more than one authorization header")
-	}
-	scheme, token, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
-		return nil, status.Error(codes.Unauthenticated, "malformed authorization metadata: want \"Bearer TOKEN\"")
-	}
-	id, ok := t.Lookup(strings.TrimSpace(token))
-	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "unknown token")
-	}
-	return NewContext(ctx, id), nil
-}
-
-// StreamInterceptor authenticates every streaming call (see Authenticate).
-func (t *Tokens) StreamInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := t.Authenticate(ss.Context())
-		if err != nil {
-			return err
-		}
-		return handler(srv, &identityStream{ServerStream: ss, ctx: ctx})
-	}
-}
-
-// UnaryInterceptor authenticates every unary call (see Authenticate).
-func (t *Tokens) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, err := t.Authenticate(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-}
-
-// identityStream is a ServerStream whose context carries the identity.
-type identityStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *identityStream) Context() context.Context { return s.ctx }

@@ -252,9 +252,9 @@ func TestPackageGraph(t *testing.T) {
 func TestOnlyTransportImportsProtobuf(t *testing.T) {
 	allowed := map[string]map[string]bool{
 		"api/sluice/v1": {"internal/transport/grpctransport": true},
-		// Other gRPC services (file transfer) and the auth interceptors
-		// speak gRPC statuses themselves.
-		"google.golang.org/grpc/status": {"internal/transport/grpctransport": true, "internal/auth": true, "internal/xfer/grpcxfer": true, "api/sluice/v1": true, "api/xfer/v1": true},
+		// Other gRPC services (file transfer) speak gRPC statuses
+		// themselves.
+		"google.golang.org/grpc/status": {"internal/transport/grpctransport": true, "internal/xfer/grpcxfer": true, "api/sluice/v1": true, "api/xfer/v1": true},
 	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
 	cmd.Dir = root
@@ -272,6 +272,37 @@ func TestOnlyTransportImportsProtobuf(t *testing.T) {
 			}
 			if ok, restricted := allowed[key]; restricted && !ok[pkg] && pkg != key {
 				t.Errorf("%s imports %s; only %v may", pkg, imp, ok)
+			}
+		}
+	}
+}
+
+// gRPC itself stays in the transports: the sink and the agent are
+// services over internal/protocol that a transport carries
+// (docs/architecture.md, "Packages"), so neither may import a
+// google.golang.org/grpc package. Those that may are the transports, the
+// generated code, file transfer's gRPC adapter and the daemon assembling
+// it, and the lab. (The token interceptors were internal/auth's, which
+// put gRPC under every package holding an auth.Tokens, the sink's
+// Config among them.)
+func TestOnlyTransportsImportGRPC(t *testing.T) {
+	allowed := []string{"api/...", "internal/transport/...", "internal/xfer/grpcxfer", "internal/xfer/serve", "internal/lab/..."}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		ok := false
+		for _, p := range allowed {
+			ok = ok || inPattern(pkg, p)
+		}
+		for _, imp := range f[1:] {
+			if !ok && (imp == "google.golang.org/grpc" || strings.HasPrefix(imp, "google.golang.org/grpc/")) {
+				t.Errorf("%s imports %s; only %v may", pkg, imp, allowed)
 			}
 		}
 	}

@@ -340,24 +340,6 @@ func TestEmptyBatch(t *testing.T) {
 	}
 }
 
-// TestRequestSizeLimit: a Request larger than the largest a well-behaved
-// agent sends (max message plus framing) ends the stream before it is
-// buffered whole.
-func TestRequestSizeLimit(t *testing.T) {
-	const maxMsg = 64 << 10
-	h := newHarness(t, func(c *Config) { c.MaxMessageBytes = maxMsg })
-	a := h.connect("edge-1")
-	limit := maxRequestBytes(maxMsg)
-	a.send(&sluicev1.Request{Version: 1, MessageId: 1, RecordCount: 1,
-		Payload: &sluicev1.Request_Plain{Plain: make([]byte, limit+1)}})
-	if err := a.status(); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("Request of %d bytes: %v, want ResourceExhausted", limit+1, err)
-	}
-	if limit > 2<<20 {
-		t.Errorf("receive limit %d for a max message of %d: want it tight", limit, maxMsg)
-	}
-}
-
 // TestMaxConsumers: Read streams beyond Config.MaxConsumers are refused
 // with ResourceExhausted; the consumers gauge counts the others; a
 // following consumer that caught up holds no read buffer.

@@ -9,12 +9,6 @@ import (
 	"github.com/sluicehq/sluice/internal/protocol"
 )
 
-// authEnabled reports whether the sink knows who its clients are: tokens,
-// or mutual TLS (a client certificate binds an identity, see
-// auth.CertIdentity). Without either, anyone reaching the port may send as
-// any agent and read everything.
-func (s *Sink) authEnabled() bool { return s.cfg.Tokens != nil || auth.MutualTLS(s.cfg.TLS) }
-
 // tokenIdentity is the identity of the session's bearer token: the one
 // the transport's authentication put in ctx (the gRPC interceptor, which
 // also refused unknown tokens), else the token the transport reports.

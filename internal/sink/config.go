@@ -92,8 +92,8 @@ type Config struct {
 	// own seglog in DataDir/store. "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
 	// (optionally followed by ?partitions=N&replication=N, used when the
 	// sink creates the topic): one Kafka record per record of each
-	// message, acked once Kafka acknowledged them all (see the package
-	// documentation, "Kafka store").
+	// message, acked once Kafka acknowledged them all (see
+	// docs/architecture.md, "Kafka store").
 	Store string
 
 	// QueueMessages and QueueBytes bound each Send stream's queue of
@@ -221,13 +221,6 @@ type Config struct {
 	// helloWait, if set, runs when a stream starts waiting for its first
 	// message; tests use it to know the handler is there.
 	helloWait func()
-
-	// stallTick and stallNow, if set, drive the stall watch instead of a
-	// ticker and the monotonic clock; stallChecked runs after each look.
-	// Tests use them to need no sleeps.
-	stallTick    <-chan time.Time
-	stallNow     func() time.Time
-	stallChecked func()
 
 	// tailHold, if set, holds the Kafka tailer until it is closed; tests
 	// use it to show that writes wait for the tailer.

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 // wait bounds every blocking step of a test: generous, so that a loaded
@@ -72,7 +73,7 @@ func (h *harness) start() {
 	h.s = s
 	served := make(chan error, 1)
 	h.served = served
-	go func() { served <- s.Serve(lis) }()
+	go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, h.dial...)
 	cc, err := grpc.NewClient(lis.Addr().String(), opts...)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 // mtlsHarness runs a sink requiring client certificates from ca, with a
@@ -128,7 +129,7 @@ func TestNoAuthWarning(t *testing.T) {
 		lis := &addrListener{addr: &net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 7000},
 			closed: make(chan struct{}), accepting: make(chan struct{})}
 		served := make(chan error, 1)
-		go func() { served <- s.Serve(lis) }()
+		go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
 		// Serve logs before it accepts.
 		select {
 		case <-lis.accepting:

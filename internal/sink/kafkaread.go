@@ -30,8 +30,8 @@ func unpackOffset(v uint64) (int32, int64) {
 // that carry no sluice headers.
 const maxReadRun = 4096
 
-// readKafka serves a Read session from the Kafka topic of k (see the
-// package documentation, "Kafka store"): the consumer's session is the
+// readKafka serves a Read session from the Kafka topic of k (see
+// docs/architecture.md, "Kafka store"): the consumer's session is the
 // sink's, the records the store's.
 func (s *Sink) readKafka(k *kafkastore.Store, conn protocol.Conn, start *protocol.ReadStart) error {
 	ctx := conn.Context()
@@ -124,7 +124,7 @@ type kafkaReader struct {
 	buf  []*kgo.Record // fetched, not yet sent
 	head int
 	// seen drops, within this stream, records it already sent: copies a
-	// failover wrote twice (see the package documentation).
+	// failover wrote twice (docs/architecture.md, "Kafka store").
 	seen *store.Dedup
 	msg  protocol.Stored
 	recs [][]byte

@@ -25,7 +25,8 @@ import (
 // limit for a while: the connection is not closed, but no new one from
 // that address is accepted until the count is below the limit).
 //
-// The table knows gRPC connections only (Serve's listener); sessions
+// The table knows the connections of the gRPC listener only (grpcserve
+// admits them through Serving().Admit); sessions
 // over other transports (RSocket, memconn) find no entry and count
 // nothing.
 type peerTable struct {
@@ -160,39 +161,6 @@ func (t *peerTable) counts(ip string) (anonymous, open int) {
 	return t.anonymous[ip], t.open
 }
 
-// peerLimitListener admits each accepted connection through the sink's
-// peerTable, closing the ones over the limit at once.
-type peerLimitListener struct {
-	net.Listener
-	s *Sink
-	t *peerTable
-}
-
-func newPeerLimitListener(s *Sink, l net.Listener) *peerLimitListener {
-	return &peerLimitListener{Listener: l, s: s, t: s.peers}
-}
-
-func (l *peerLimitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		pc, ok := l.t.admit(c)
-		if !ok {
-			c.Close()
-			continue
-		}
-		var nc net.Conn = pc
-		if l.s.cfg.TLS == nil {
-			// Plaintext HTTP/2: the stall watch follows it here (with TLS,
-			// after the handshake: stallCreds).
-			nc = l.s.trackStalls(pc)
-		}
-		return nc, nil
-	}
-}
-
 // peerIP is the host part of addr: the key connections are counted by.
 func peerIP(addr net.Addr) string {
 	if a, ok := addr.(*net.TCPAddr); ok {
@@ -205,8 +173,7 @@ func peerIP(addr net.Addr) string {
 	return host
 }
 
-// peerConn gives its slot back once, on the first Close (and runs
-// onClose, if set, then).
+// peerConn gives its slot back once, on the first Close.
 type peerConn struct {
 	net.Conn
 	t    *peerTable
@@ -217,15 +184,11 @@ type peerConn struct {
 	// guarded by t.mu.
 	sessions int
 	closed   bool
-	onClose  func()
 }
 
 func (c *peerConn) Close() error {
 	c.once.Do(func() {
 		c.t.closed(c)
-		if c.onClose != nil {
-			c.onClose()
-		}
 	})
 	return c.Conn.Close()
 }

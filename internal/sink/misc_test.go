@@ -12,6 +12,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 const (
@@ -28,7 +29,7 @@ func tokenHarness(t *testing.T, token string) *harness {
 	h := &harness{t: t, logs: &syncbuf.Buffer{}}
 	h.cfg = Config{DataDir: t.TempDir(), Tokens: tokens, Logger: slog.New(slog.NewTextHandler(h.logs, nil))}
 	if token != "" {
-		h.dial = []grpc.DialOption{grpc.WithPerRPCCredentials(auth.NewBearer(token, true))}
+		h.dial = []grpc.DialOption{grpc.WithPerRPCCredentials(grpctransport.NewBearer(token, true))}
 	}
 	h.start()
 	t.Cleanup(h.stop)

@@ -39,7 +39,7 @@ func (s *Sink) readChunk() int {
 }
 
 // ServeRead serves one consumer's Read session (protocol.Service). See
-// the package documentation.
+// docs/architecture.md, "Read streams".
 func (s *Sink) ServeRead(c protocol.Conn) error {
 	leave, err := s.enter(c)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 func TestHandshake(t *testing.T) {
@@ -610,7 +611,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Serve(lis); err != nil {
+	if err := grpcserve.Serve(s.Serving(), lis); err != nil {
 		t.Fatalf("Serve after Close: %v", err)
 	}
 }

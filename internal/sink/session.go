@@ -110,7 +110,7 @@ type rejection struct {
 
 // ServeSend serves one agent's Send session (protocol.Service): the
 // handshake, then messages until the agent closes its side, the sink shuts
-// down or something fails. See the package documentation.
+// down or something fails. See docs/architecture.md, "Send streams".
 func (s *Sink) ServeSend(c protocol.Conn) error {
 	leave, err := s.enter(c)
 	if err != nil {

@@ -10,25 +10,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
+	"github.com/sluicehq/sluice/internal/transport/serving"
 	"github.com/sluicehq/sluice/seglog"
 )
 
 // Sink is what agents deliver to and consumers read from: a
-// protocol.Service (ServeSend, ServeRead) over its store, and a gRPC
-// server carrying it (Serve). Create it with New, stop it with Close.
+// protocol.Service (ServeSend, ServeRead) over its store. Transports carry
+// it (grpcserve.Serve, rsockettransport.Serve, memconn) with what
+// Serving gives them. Create it with New, stop it with Close.
 type Sink struct {
 	cfg   Config
 	log   *slog.Logger
 	m     *metrics
 	dicts *store.Dicts
-	srv   *grpc.Server
 
 	// store is where messages go: seg (the embedded seglog, nil with
 	// Kafka) or kafka (nil without).
@@ -92,10 +92,9 @@ type Sink struct {
 	// proven an identity (Config.MaxConnsPerPeer, limits.go).
 	peers *peerTable
 
-	// stallConns are the open connections the stall watch follows
-	// (stall.go), under stallMu.
-	stallMu    sync.Mutex
-	stallConns map[*stallConn]struct{}
+	// servers are the transports' servers attached to the sink
+	// (Serving().Attach), under sessMu: Close stops them first.
+	servers []serving.Stopper
 
 	// lock is the exclusive lock on DataDir, held from New to the end of
 	// Close: two sinks on one data directory would both append to the
@@ -105,7 +104,8 @@ type Sink struct {
 
 // New opens (or creates) the sink's data directory, opens the store
 // (Config.Store) and rebuilds the dedup index from the last checkpoint,
-// and starts the storage writer. It does not listen: call Serve.
+// and starts the storage writer. It does not listen: a transport serves
+// it (grpcserve.Serve(s.Serving(), lis) for gRPC).
 func New(cfg Config) (*Sink, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -144,7 +144,6 @@ func New(cfg Config) (*Sink, error) {
 		live:        make(map[string]*session),
 		agentsSeen:  make(map[string]*agentSeen),
 		lock:        lock,
-		stallConns:  make(map[*stallConn]struct{}),
 	}
 	s.peers = newPeerTable(s, cfg.MaxConnsPerPeer, cfg.MaxConns)
 	s.slots = newConsumerSlots(cfg.MaxConsumers, cfg.MaxConsumersPerPeer)
@@ -182,8 +181,6 @@ func New(cfg Config) (*Sink, error) {
 	s.w = newWriter(s, s.dedup)
 	go s.w.run()
 
-	s.srv = s.newGRPCServer()
-	go s.watchStalls()
 	ok = true
 	return s, nil
 }
@@ -207,21 +204,11 @@ func (s *Sink) Store() *seglog.Log { return s.seg }
 // agents still have it. Close is idempotent.
 func (s *Sink) Close() error {
 	s.closeOnce.Do(func() {
-		s.sessMu.Lock() // no session enters after this (see enter)
+		s.sessMu.Lock() // no session (nor server) enters after this (see enter, attach)
 		close(s.closing)
+		servers := s.servers
 		s.sessMu.Unlock()
-		done := make(chan struct{})
-		go func() {
-			s.srv.GracefulStop()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(s.cfg.ShutdownTimeout + 5*time.Second):
-			s.log.Warn("sink: streams did not end in time; cutting them")
-			s.srv.Stop()
-			<-done
-		}
+		s.stopServers(servers)
 		// Sessions of other transports end as gRPC's do (they watch
 		// closing); once every one has returned nothing sends on writeCh.
 		s.waitSessions(s.cfg.ShutdownTimeout + 5*time.Second)

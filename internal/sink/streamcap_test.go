@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -95,29 +94,6 @@ func TestManyFollowersOneConn(t *testing.T) {
 	}
 	if n := counterValue(t, h.s.m.connStreamCap); n != 0 {
 		t.Errorf("sluice_sink_conn_stream_cap_total = %v with %d streams on one connection, want 0", n, followers)
-	}
-}
-
-// TestStreamCapCountedAndLogged: a connection reaching
-// --max-streams-per-conn is counted and logged at Warn, once a minute.
-func TestStreamCapCountedAndLogged(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxStreamsPerConn = 4 })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	caught := make(chan error, 8)
-	for range 4 {
-		go followAll(ctx, h.cc, caught, nil)
-	}
-	for range 4 {
-		if err := <-caught; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := counterValue(t, h.s.m.connStreamCap); n != 1 {
-		t.Errorf("sluice_sink_conn_stream_cap_total = %v, want 1", n)
-	}
-	if logs := h.logs.String(); !strings.Contains(logs, "reached --max-streams-per-conn") || !strings.Contains(logs, "max_streams_per_conn=4") {
-		t.Errorf("no Warn about the cap in the log:\n%s", logs)
 	}
 }
 

@@ -321,7 +321,7 @@ func StoreSize(dir string) Provider {
 // Uploads lists the partial uploads of an xfer store with their progress.
 // The store has no list call; its partial directory names them (ID.meta)
 // and StatID describes each.
-func Uploads(st *diskstore.Store) Provider {
+func Uploads(st *diskstore.Uploads) Provider {
 	return func(s *Snapshot) {
 		if s.Xfer == nil {
 			return
@@ -330,7 +330,7 @@ func Uploads(st *diskstore.Store) Provider {
 	}
 }
 
-func listUploads(st *diskstore.Store) []Upload {
+func listUploads(st *diskstore.Uploads) []Upload {
 	out := []Upload{}
 	ents, err := os.ReadDir(filepath.Join(st.Dir(), diskstore.PartialDir))
 	if err != nil {

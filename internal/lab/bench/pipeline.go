@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
 )
 
@@ -126,7 +127,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 	if err != nil {
 		return PipelineResult{}, err
 	}
-	go srv.Serve(lis)
+	go grpcserve.Serve(srv.Serving(), lis)
 
 	acfg := cfg.Agent
 	acfg.SinkAddr, acfg.SpoolDir = lis.Addr().String(), filepath.Join(dir, "spool")

@@ -102,7 +102,7 @@ func (e *endpoints) Close() {
 	}
 }
 
-func startEndpoints(store *diskstore.Store) (*endpoints, error) {
+func startEndpoints(store *diskstore.Uploads) (*endpoints, error) {
 	e := &endpoints{h1c: &http.Client{}}
 	srv, err := serve.Start(store, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0"})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 // Sink is a sink serving gRPC on Addr. The embedded *sink.Sink is the
@@ -67,7 +68,7 @@ func (s *Sink) Restart() {
 	})
 	s.Addr = lis.Addr().String()
 	s.Sink, s.served = sk, make(chan error, 1)
-	go func(served chan error) { served <- sk.Serve(lis) }(s.served)
+	go func(served chan error) { served <- grpcserve.Serve(sk.Serving(), lis) }(s.served)
 }
 
 // Stop closes the sink and waits for Serve to return; stopping a stopped

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -68,7 +67,7 @@ func (o ClientOptions) DialOptions() ([]grpc.DialOption, error) {
 		if o.TLS == nil && !o.AllowTokenWithoutTLS {
 			return nil, ErrTokenWithoutTLS
 		}
-		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewBearer(o.Token, o.TLS == nil)))
+		opts = append(opts, grpc.WithPerRPCCredentials(NewBearer(o.Token, o.TLS == nil)))
 	}
 	if o.KeepaliveTime > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}))

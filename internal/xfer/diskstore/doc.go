@@ -22,6 +22,6 @@ import "github.com/sluicehq/sluice/internal/xfer"
 
 // The local-disk store is a Backend with every optional capability.
 var (
-	_ xfer.IDBackend     = (*Store)(nil)
+	_ xfer.IDBackend     = (*Uploads)(nil)
 	_ xfer.BackendUpload = (*Upload)(nil)
 )

@@ -16,7 +16,7 @@ import (
 // through real clients.
 type env struct {
 	dir   string
-	store *Store
+	store *Uploads
 	srv   *serve.Server
 }
 

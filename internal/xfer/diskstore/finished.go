@@ -39,13 +39,13 @@ func (f *finished) info(expire time.Duration) xfer.Info {
 	return in
 }
 
-func (s *Store) donePath(id string) string { return filepath.Join(s.partial, id+doneSuffix) }
+func (s *Uploads) donePath(id string) string { return filepath.Join(s.partial, id+doneSuffix) }
 
 // keepFinished records the finished upload rec (sum is its SHA-256), on
 // disk and in s.done. A failure to write it is logged: the upload landed
 // anyway, and a client asking for it later finds it gone (and sends it
 // again), as before such records existed.
-func (s *Store) keepFinished(rec *record, sum []byte) {
+func (s *Uploads) keepFinished(rec *record, sum []byte) {
 	f := &finished{ID: rec.ID, Name: rec.Name, Size: rec.Size, Meta: rec.Meta, SHA256: sum,
 		Created: rec.Created, Finished: s.o.Now()}
 	if err := s.writeFinished(f); err != nil {
@@ -58,7 +58,7 @@ func (s *Store) keepFinished(rec *record, sum []byte) {
 
 // writeFinished writes f's file whole (a temporary file, fsynced, renamed;
 // the caller syncs the directory).
-func (s *Store) writeFinished(f *finished) error {
+func (s *Uploads) writeFinished(f *finished) error {
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func (s *Store) writeFinished(f *finished) error {
 // loadFinished reads the record of the finished upload id at Open; an
 // unreadable one is removed (the upload is then unknown, as it was
 // before such records existed).
-func (s *Store) loadFinished(id string) {
+func (s *Uploads) loadFinished(id string) {
 	path := s.donePath(id)
 	b, err := s.readFile(path)
 	var f finished
@@ -107,7 +107,7 @@ func (s *Store) loadFinished(id string) {
 
 // RemoveFinished forgets the finished upload id (tus termination of a
 // finished upload): the file it landed stays. False when there is none.
-func (s *Store) RemoveFinished(id string) bool {
+func (s *Uploads) RemoveFinished(id string) bool {
 	s.mu.Lock()
 	f := s.done[id]
 	delete(s.done, id)

@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // RegisterMetrics exports s's counters (Stats) to reg as
 // sluice_xfer_*_total, read at each scrape.
-func RegisterMetrics(reg prometheus.Registerer, s *Store) {
+func RegisterMetrics(reg prometheus.Registerer, s *Uploads) {
 	for _, c := range []struct {
 		name, help string
 		v          func() int64

@@ -24,7 +24,7 @@ import (
 // PartialDir is the directory under DIR that holds partial uploads.
 const PartialDir = ".partial"
 
-// Options configure a Store. Zero values take the defaults.
+// Options configure an Uploads. Zero values take the defaults.
 type Options struct {
 	// MaxSize refuses uploads larger than this (0: no limit).
 	MaxSize int64
@@ -72,8 +72,8 @@ const DefaultIdleTimeout = 60 * time.Second
 // interrupted to let go of the upload.
 const takeoverWait = 10 * time.Second
 
-// Store keeps the uploads of one directory.
-type Store struct {
+// Uploads keeps the uploads of one directory.
+type Uploads struct {
 	dir, partial string
 	o            Options
 	lock         *dirlock.Lock
@@ -94,7 +94,7 @@ type Store struct {
 // Open opens (creating it if needed) the upload directory dir, locks it,
 // recovers the partial uploads a previous server left and starts expiring
 // idle ones.
-func Open(dir string, o Options) (*Store, error) {
+func Open(dir string, o Options) (*Uploads, error) {
 	if o.SyncEvery <= 0 {
 		o.SyncEvery = 16 << 20
 	}
@@ -128,7 +128,7 @@ func Open(dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
+	s := &Uploads{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
 		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*finished{}, stopExp: make(chan struct{})}
 	s.bufs = newBufferBudget(o.BufferBytes, &s.Stats)
 	if err := s.recover(); err != nil {
@@ -142,30 +142,30 @@ func Open(dir string, o Options) (*Store, error) {
 }
 
 // Dir is the directory completed uploads land in.
-func (s *Store) Dir() string { return s.dir }
+func (s *Uploads) Dir() string { return s.dir }
 
 // Partials is the number of unfinished uploads the store holds: what a
 // server started on the directory later resumes.
-func (s *Store) Partials() int {
+func (s *Uploads) Partials() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.byID)
 }
 
 // MaxSize is the largest upload accepted (0: no limit).
-func (s *Store) MaxSize() int64 { return s.o.MaxSize }
+func (s *Uploads) MaxSize() int64 { return s.o.MaxSize }
 
 // IdleTimeout is how long a writer's body may send nothing.
-func (s *Store) IdleTimeout() time.Duration { return s.o.IdleTimeout }
+func (s *Uploads) IdleTimeout() time.Duration { return s.o.IdleTimeout }
 
 // Counters are the store's xfer.Stats.
-func (s *Store) Counters() *xfer.Stats { return &s.Stats }
+func (s *Uploads) Counters() *xfer.Stats { return &s.Stats }
 
 // ExpireAfter is how long an idle partial upload is kept (0: forever).
-func (s *Store) ExpireAfter() time.Duration { return s.o.Expire }
+func (s *Uploads) ExpireAfter() time.Duration { return s.o.Expire }
 
 // Close closes every partial upload (they stay on disk) and unlocks DIR.
-func (s *Store) Close() error {
+func (s *Uploads) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -186,7 +186,7 @@ func (s *Store) Close() error {
 	return s.lock.Release()
 }
 
-func (s *Store) paths(id string) (data, meta string) {
+func (s *Uploads) paths(id string) (data, meta string) {
 	return filepath.Join(s.partial, id+".part"), filepath.Join(s.partial, id+".meta")
 }
 
@@ -194,7 +194,7 @@ func (s *Store) paths(id string) (data, meta string) {
 // sidecar's offset (bytes after it were never acknowledged as durable), a
 // sidecar without a valid record restarts its upload from zero, leftovers
 // of completed uploads are removed.
-func (s *Store) recover() error {
+func (s *Uploads) recover() error {
 	ents, err := s.o.FS.ReadDir(s.partial)
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ func (s *Store) recover() error {
 
 // load opens the partial upload id, or removes what cannot be resumed and
 // returns nil. It fails only on I/O errors that leave the state unknown.
-func (s *Store) load(id string) (*Upload, error) {
+func (s *Uploads) load(id string) (*Upload, error) {
 	dataPath, metaPath := s.paths(id)
 	b, err := s.readFile(metaPath)
 	if err != nil {
@@ -313,7 +313,7 @@ func (s *Store) load(id string) (*Upload, error) {
 }
 
 // readFile reads the whole file name through the store's filesystem.
-func (s *Store) readFile(name string) ([]byte, error) {
+func (s *Uploads) readFile(name string) ([]byte, error) {
 	f, err := s.o.FS.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -332,7 +332,7 @@ func (s *Store) readFile(name string) ([]byte, error) {
 }
 
 // exists is nil when name exists (a fs.ErrNotExist error when not).
-func (s *Store) exists(name string) error {
+func (s *Uploads) exists(name string) error {
 	f, err := s.o.FS.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return err
@@ -341,7 +341,7 @@ func (s *Store) exists(name string) error {
 }
 
 // Stat describes the partial upload of name (xfer.ErrNotFound when none).
-func (s *Store) Stat(name string) (xfer.Info, error) {
+func (s *Uploads) Stat(name string) (xfer.Info, error) {
 	s.mu.Lock()
 	u := s.byName[name]
 	s.mu.Unlock()
@@ -354,7 +354,7 @@ func (s *Store) Stat(name string) (xfer.Info, error) {
 // StatID describes the upload with this id: a partial one, or a
 // finished one begun with BeginKept that has not expired (xfer.Info.Finished).
 // xfer.ErrNotFound when none.
-func (s *Store) StatID(id string) (xfer.Info, error) {
+func (s *Uploads) StatID(id string) (xfer.Info, error) {
 	s.mu.Lock()
 	u := s.byID[id]
 	f := s.done[id]
@@ -376,7 +376,7 @@ func (s *Store) StatID(id string) (xfer.Info, error) {
 //
 // An empty name with fresh names the upload by its id (tus without a
 // filename).
-func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
+func (s *Uploads) Begin(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
 	return upload(s.begin(name, size, sha, meta, fresh, false))
 }
 
@@ -384,7 +384,7 @@ func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bo
 // finished, until it expires (StatID, FinishedID, RemoveFinished): tus
 // clients ask for an upload's offset again by its URL, and an upload
 // they find gone is sent again whole.
-func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
+func (s *Uploads) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
 	return upload(s.begin(name, size, sha, meta, fresh, true))
 }
 
@@ -396,7 +396,7 @@ func upload(u *Upload, err error) (xfer.BackendUpload, error) {
 	return u, nil
 }
 
-func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, keep bool) (*Upload, error) {
+func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh, keep bool) (*Upload, error) {
 	id := newID()
 	if name == "" && fresh {
 		name = id
@@ -461,11 +461,11 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 // client's earlier connection, frozen or gone without a FIN (tusd does
 // the same). A *xfer.BusyError when the writer cannot be interrupted or does
 // not let go in time, or ctx ends.
-func (s *Store) Acquire(ctx context.Context, id string) (xfer.BackendUpload, error) {
+func (s *Uploads) Acquire(ctx context.Context, id string) (xfer.BackendUpload, error) {
 	return upload(s.acquire(ctx, id))
 }
 
-func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
+func (s *Uploads) acquire(ctx context.Context, id string) (*Upload, error) {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		u := s.byID[id]
@@ -503,7 +503,7 @@ func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 }
 
 // checkSpace refuses an upload that needs more than the free space.
-func (s *Store) checkSpace(need int64) error {
+func (s *Uploads) checkSpace(need int64) error {
 	free, err := s.o.FreeSpace(s.partial)
 	if err != nil {
 		return nil // an unknown free space is found out by the writes
@@ -525,7 +525,7 @@ func freeSpace(dir string) (int64, error) {
 // Expire removes the partial uploads idle since before now-Expire and not
 // being written, and the records of finished uploads (BeginKept) finished
 // before then, and returns how many.
-func (s *Store) Expire(now time.Time) int {
+func (s *Uploads) Expire(now time.Time) int {
 	if s.o.Expire <= 0 {
 		return 0
 	}
@@ -564,7 +564,7 @@ func expired(updated time.Time, after time.Duration, now time.Time) bool {
 	return after > 0 && now.Sub(updated) > after
 }
 
-func (s *Store) expireLoop() {
+func (s *Uploads) expireLoop() {
 	every := min(s.o.Expire/4, time.Minute)
 	every = max(every, time.Second)
 	t := time.NewTicker(every)
@@ -580,7 +580,7 @@ func (s *Store) expireLoop() {
 }
 
 // forget drops u from the indexes (it completed or was terminated).
-func (s *Store) forget(u *Upload) {
+func (s *Uploads) forget(u *Upload) {
 	s.mu.Lock()
 	if s.byID[u.rec.ID] == u {
 		delete(s.byID, u.rec.ID)

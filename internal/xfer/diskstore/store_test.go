@@ -25,7 +25,7 @@ func randBytes(n int, seed int64) []byte {
 	return b
 }
 
-func openT(t *testing.T, dir string, o Options) *Store {
+func openT(t *testing.T, dir string, o Options) *Uploads {
 	t.Helper()
 	s, err := Open(dir, o)
 	if err != nil {

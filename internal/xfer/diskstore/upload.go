@@ -23,7 +23,7 @@ import (
 // Begin or Acquire) appends with Write or ReadFrom, ends with Finish or
 // Remove, and Releases it.
 type Upload struct {
-	s      *Store
+	s      *Uploads
 	active bool // guarded by s.mu
 	// released is closed when the writer Releases; interrupt, if the
 	// writer set one (OnTakeover), asks it to stop. Guarded by s.mu.

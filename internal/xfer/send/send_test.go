@@ -41,7 +41,7 @@ func randBytes(n int, seed int64) []byte {
 	return b
 }
 
-func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Store {
+func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Uploads {
 	t.Helper()
 	s, err := diskstore.Open(dir, o)
 	if err != nil {
@@ -53,7 +53,7 @@ func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Store {
 
 type env struct {
 	dir   string
-	store *diskstore.Store
+	store *diskstore.Uploads
 	srv   *serve.Server
 }
 
@@ -346,7 +346,7 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 
 // waitReceived waits until the store has received n bytes in all (what
 // the test's client sent has arrived).
-func waitReceived(t *testing.T, s *diskstore.Store, n int64) {
+func waitReceived(t *testing.T, s *diskstore.Uploads, n int64) {
 	t.Helper()
 	if !testwait.Until(func() bool { return s.Stats.BytesReceived.Load() >= n }) {
 		t.Fatalf("the server received %d bytes, want %d", s.Stats.BytesReceived.Load(), n)

@@ -42,7 +42,7 @@ type Server struct {
 }
 
 // Start listens on every transport of l and serves s until Close. tus
-// needs an xfer.IDBackend (the local-disk diskstore.Store is one).
+// needs an xfer.IDBackend (the local-disk diskstore.Uploads is one).
 func Start(s xfer.Backend, l Listen) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{cancel: cancel, errs: make(chan error, 4)}

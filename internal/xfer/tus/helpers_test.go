@@ -22,7 +22,7 @@ func randBytes(n int, seed int64) []byte {
 	return b
 }
 
-func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Store {
+func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Uploads {
 	t.Helper()
 	s, err := diskstore.Open(dir, o)
 	if err != nil {
@@ -35,7 +35,7 @@ func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Store {
 // env is a store served over tus as `sluice xfer serve --tus` serves it.
 type env struct {
 	dir   string
-	store *diskstore.Store
+	store *diskstore.Uploads
 	srv   *serve.Server
 }
 

@@ -30,7 +30,7 @@ type tusT struct {
 	t   *testing.T
 	url string
 	dir string
-	s   *diskstore.Store
+	s   *diskstore.Uploads
 }
 
 func newTUS(t *testing.T, o diskstore.Options) *tusT { return newTUSIn(t, t.TempDir(), o) }

@@ -1,4 +1,4 @@
-package sink
+package grpcserve
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/stats"
+
+	"github.com/sluicehq/sluice/internal/transport/serving"
 )
 
 // streamCapWatch is a gRPC stats.Handler that counts the streams open on
@@ -19,7 +21,7 @@ import (
 // that in sluice_sink_conn_stream_cap_total and logs a Warn at most once a
 // minute.
 type streamCapWatch struct {
-	s   *Sink
+	h   *serving.Host
 	max int64
 
 	mu     sync.Mutex
@@ -65,7 +67,7 @@ func (w *streamCapWatch) HandleRPC(ctx context.Context, st stats.RPCStats) {
 
 // reached counts a connection reaching the cap and warns once a minute.
 func (w *streamCapWatch) reached(remote string) {
-	w.s.m.connStreamCap.Inc()
+	w.h.StreamCapReached.Inc()
 	now := time.Now()
 	w.mu.Lock()
 	warn := now.Sub(w.warned) >= time.Minute
@@ -74,7 +76,7 @@ func (w *streamCapWatch) reached(remote string) {
 	}
 	w.mu.Unlock()
 	if warn {
-		w.s.log.Warn("sink: a connection reached --max-streams-per-conn; its client queues further streams "+
+		w.h.Logger.Warn("sink: a connection reached --max-streams-per-conn; its client queues further streams "+
 			"(a consumer beyond it waits without an error until another stream of the connection ends) (logged once a minute)",
 			"peer", remote, "max_streams_per_conn", w.max)
 	}

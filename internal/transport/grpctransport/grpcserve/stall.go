@@ -1,4 +1,4 @@
-package sink
+package grpcserve
 
 import (
 	"encoding/binary"
@@ -134,7 +134,7 @@ type h2scan struct {
 // stallConn is a server connection followed by the stall watch.
 type stallConn struct {
 	net.Conn
-	s *Sink
+	s *Server
 
 	in, out h2scan // used by grpc's reader and writer goroutines
 
@@ -148,18 +148,18 @@ type stallConn struct {
 
 // trackStalls wraps c, a connection carrying plaintext HTTP/2, and
 // registers it with the watch.
-func (s *Sink) trackStalls(c net.Conn) net.Conn {
+func (s *Server) trackStalls(c net.Conn) net.Conn {
 	return s.watch(newStallConn(s, c))
 }
 
-func newStallConn(s *Sink, c net.Conn) *stallConn {
+func newStallConn(s *Server, c net.Conn) *stallConn {
 	sc := &stallConn{Conn: c, s: s, streams: make(map[uint32]*stallStream),
 		initWin: h2DefaultWindow, connWin: h2DefaultWindow}
 	sc.in.skip = h2ClientPreface
 	return sc
 }
 
-func (s *Sink) watch(sc *stallConn) *stallConn {
+func (s *Server) watch(sc *stallConn) *stallConn {
 	s.stallMu.Lock()
 	s.stallConns[sc] = struct{}{}
 	s.stallMu.Unlock()
@@ -363,10 +363,10 @@ func (c *stallConn) stalled(now time.Time, timeout time.Duration) (held int64) {
 
 // watchStalls looks at every connection each tick (a quarter of the stall
 // timeout) and closes those with a stalled stream, until Close.
-func (s *Sink) watchStalls() {
-	tick, now := s.cfg.stallTick, s.cfg.stallNow
+func (s *Server) watchStalls() {
+	tick, now := s.h.StallTick, s.h.StallNow
 	if tick == nil {
-		t := time.NewTicker(max(s.cfg.StallTimeout/4, time.Millisecond))
+		t := time.NewTicker(max(s.h.StallTimeout/4, time.Millisecond))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -378,7 +378,7 @@ func (s *Sink) watchStalls() {
 	}
 	for {
 		select {
-		case <-s.closing:
+		case <-s.h.Closing:
 			return
 		case <-tick:
 		}
@@ -390,15 +390,15 @@ func (s *Sink) watchStalls() {
 		}
 		s.stallMu.Unlock()
 		for _, c := range conns {
-			if held := c.stalled(t, s.cfg.StallTimeout); held > 0 {
-				s.m.stalledConns.Inc()
-				s.log.Warn("sink: a client began a message and stopped sending it; closing its connection",
-					"peer", c.RemoteAddr().String(), "held_bytes", held, "stall_timeout", s.cfg.StallTimeout)
+			if held := c.stalled(t, s.h.StallTimeout); held > 0 {
+				s.h.StalledConns.Inc()
+				s.h.Logger.Warn("sink: a client began a message and stopped sending it; closing its connection",
+					"peer", c.RemoteAddr().String(), "held_bytes", held, "stall_timeout", s.h.StallTimeout)
 				c.Close()
 			}
 		}
-		if s.cfg.stallChecked != nil {
-			s.cfg.stallChecked()
+		if s.h.StallChecked != nil {
+			s.h.StallChecked()
 		}
 	}
 }
@@ -407,7 +407,7 @@ func (s *Sink) watchStalls() {
 // decrypted HTTP/2 of each connection.
 type stallCreds struct {
 	credentials.TransportCredentials
-	s *Sink
+	s *Server
 }
 
 func (c stallCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -416,7 +416,7 @@ func (c stallCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInf
 		return nil, nil, err
 	}
 	sc := newStallConn(c.s, conn)
-	if pc, ok := raw.(*peerConn); ok {
+	if pc, ok := raw.(*hookConn); ok {
 		// grpc-go closes the raw connection, not this one, when it fails
 		// between the handshake and serving: forget it then too.
 		pc.onClose = sc.forget

@@ -1,4 +1,4 @@
-package sink
+package grpcserve
 
 import (
 	"bytes"
@@ -20,9 +20,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
+	"github.com/sluicehq/sluice/internal/transport/serving"
 )
 
 // stallClock drives a sink's stall watch: tick makes it look once, at the
@@ -34,11 +36,11 @@ type stallClock struct {
 	checked chan struct{}
 }
 
-func withStallClock(c *Config) *stallClock {
+func withStallClock(h *serving.Host) *stallClock {
 	k := &stallClock{base: time.Unix(1e9, 0), tick: make(chan time.Time), checked: make(chan struct{})}
-	c.stallTick = k.tick
-	c.stallNow = func() time.Time { return k.base.Add(time.Duration(k.now.Load())) }
-	c.stallChecked = func() { k.checked <- struct{}{} }
+	h.StallTick = k.tick
+	h.StallNow = func() time.Time { return k.base.Add(time.Duration(k.now.Load())) }
+	h.StallChecked = func() { k.checked <- struct{}{} }
 	return k
 }
 
@@ -151,7 +153,7 @@ func message(t *testing.T, req *sluicev1.Request) []byte {
 
 // streamState returns what the watch knows of stream id of the sink's
 // connections (a copy; ok false if none).
-func streamState(s *Sink, id uint32) (st stallStream, ok bool) {
+func streamState(s *Server, id uint32) (st stallStream, ok bool) {
 	s.stallMu.Lock()
 	defer s.stallMu.Unlock()
 	for c := range s.stallConns {
@@ -170,15 +172,15 @@ func streamState(s *Sink, id uint32) (st stallStream, ok bool) {
 func TestStalledMessage(t *testing.T) {
 	t.Run("plaintext", func(t *testing.T) {
 		var k *stallClock
-		h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+		h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 		testStalledMessage(t, h, k, nil)
 	})
 	t.Run("tls", func(t *testing.T) {
 		ca := testpki.NewCA(t)
-		h := &harness{t: t, logs: &syncbuf.Buffer{}}
-		h.cfg = Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
+		var k *stallClock
+		h := &harness{t: t, logs: &syncbuf.Buffer{}, hostMod: func(c *serving.Host) { k = withStallClock(c) }}
+		h.cfg = sink.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 			TLS: &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "sink", x509.ExtKeyUsageServerAuth)}, MinVersion: tls.VersionTLS12}}
-		k := withStallClock(&h.cfg)
 		client := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 		h.dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(client))}
 		h.start()
@@ -197,12 +199,12 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
 	r.data(1, big)
 	testwait.For(t, "the sink to receive 200 KiB of the message", func() bool {
-		st, _ := streamState(h.s, 1)
+		st, _ := streamState(h.srv, 1)
 		return st.held == int64(len(big))
 	})
 
 	k.look(t) // the watch sees the bytes arrive
-	k.advance(h.s.cfg.StallTimeout - time.Second)
+	k.advance(h.host.StallTimeout - time.Second)
 	k.look(t)
 	if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != 0 {
 		t.Fatalf("stalled_conns_total = %v before the stall timeout, want 0", got)
@@ -221,9 +223,9 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 		t.Errorf("no warning naming the bytes held in the logs:\n%s", logs)
 	}
 	testwait.For(t, "the watch to forget the connection", func() bool {
-		h.s.stallMu.Lock()
-		defer h.s.stallMu.Unlock()
-		return len(h.s.stallConns) <= 1 // the harness's own client may be connected
+		h.srv.stallMu.Lock()
+		defer h.srv.stallMu.Unlock()
+		return len(h.srv.stallConns) <= 1 // the harness's own client may be connected
 	})
 	// The sink serves the others as before.
 	a := h.connect("agent")
@@ -236,7 +238,7 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 // with less than StallBytes more.
 func TestStallTrickle(t *testing.T) {
 	var k *stallClock
-	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+	h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 	r := dialRaw(t, h, nil)
 	r.open(1)
 	r.data(1, message(t, helloReq("trickler")))
@@ -244,13 +246,13 @@ func TestStallTrickle(t *testing.T) {
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
 	r.data(1, big)
 	fed := int64(len(big))
-	testwait.For(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
+	testwait.For(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.srv, 1); return st.held == fed })
 	k.look(t) // mark
 	for i := 1; i <= 4; i++ {
 		r.data(1, make([]byte, 1<<10))
 		fed += 1 << 10
-		testwait.For(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.s, 1); return st.held == fed })
-		k.advance(h.s.cfg.StallTimeout / 4)
+		testwait.For(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.srv, 1); return st.held == fed })
+		k.advance(h.host.StallTimeout / 4)
 		k.look(t)
 		want := 0.0
 		if i == 4 {
@@ -273,7 +275,7 @@ func TestStallTrickle(t *testing.T) {
 // hours after are not cut.
 func TestStallSparesProgressAndIdle(t *testing.T) {
 	var k *stallClock
-	h := newHarness(t, func(c *Config) { k = withStallClock(c) })
+	h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 	r := dialRaw(t, h, nil)
 	r.open(1)
 	r.data(1, message(t, helloReq("slow")))
@@ -292,14 +294,14 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 			break
 		}
 		testwait.For(t, "the sink to receive the frame", func() bool {
-			st, _ := streamState(h.s, 1)
+			st, _ := streamState(h.srv, 1)
 			return st.prefixN == 5 && st.rest == int64(len(msg)-end)
 		})
-		k.advance(h.s.cfg.StallTimeout / 8)
+		k.advance(h.host.StallTimeout / 8)
 		k.look(t)
 	}
 	testwait.For(t, "the message to be received whole", func() bool {
-		st, ok := streamState(h.s, 1)
+		st, ok := streamState(h.srv, 1)
 		return ok && st.held == 0
 	})
 
@@ -311,7 +313,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	rd.request(10)
 	rd.next()
 	for range 20 {
-		k.advance(h.s.cfg.StallTimeout * 10)
+		k.advance(h.host.StallTimeout * 10)
 		k.look(t)
 	}
 	if got := metricValue(t, h, "sluice_sink_stalled_conns_total"); got != 0 {
@@ -333,9 +335,9 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	r.c.Close()
 	h.cc.Close()
 	testwait.For(t, "the watch to forget closed connections", func() bool {
-		h.s.stallMu.Lock()
-		defer h.s.stallMu.Unlock()
-		return len(h.s.stallConns) == 0
+		h.srv.stallMu.Lock()
+		defer h.srv.stallMu.Unlock()
+		return len(h.srv.stallConns) == 0
 	})
 }
 
@@ -358,7 +360,7 @@ func TestStallScan(t *testing.T) {
 	_ = fout.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sent)}, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 14})
 	_ = fout.WriteWindowUpdate(0, 1<<30)
 
-	s := &Sink{stallConns: map[*stallConn]struct{}{}}
+	s := &Server{stallConns: map[*stallConn]struct{}{}}
 	c := s.trackStalls(nil).(*stallConn)
 	for _, b := range out.Bytes() { // the sink's SETTINGS go first
 		c.out.scan([]byte{b}, c.outFrame, nil, c.outPayload, c.outEnd)
@@ -406,7 +408,7 @@ func BenchmarkStallScan(b *testing.B) {
 		_ = fr.WriteData(1, false, p)
 	}
 	frames := in.Bytes()[hdrLen:]
-	s := &Sink{stallConns: map[*stallConn]struct{}{}}
+	s := &Server{stallConns: map[*stallConn]struct{}{}}
 	c := newStallConn(s, nil)
 	c.in.skip = 0
 	c.in.scan(in.Bytes()[:hdrLen], c.inFrame, c.inData, nil, c.inEnd)

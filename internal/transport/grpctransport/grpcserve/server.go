@@ -1,0 +1,189 @@
+// Package grpcserve serves a protocol.Service over gRPC: the server's
+// windows, message limits, keepalive, handshake timeout, TLS and token
+// interceptors, the per-connection stream cap watch (streamcap.go) and the
+// HTTP/2 stall watch (stall.go), all configured by a serving.Host. The
+// protocol itself (frames, statuses) is the parent package's; what the
+// service does with its sessions is the service's (internal/sink).
+package grpcserve
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport"
+	"github.com/sluicehq/sluice/internal/transport/serving"
+	"github.com/sluicehq/sluice/internal/wire"
+)
+
+// Server is a gRPC server carrying one Host's service.
+type Server struct {
+	h   serving.Host
+	srv *grpc.Server
+
+	// stallConns are the open connections the stall watch follows
+	// (stall.go), under stallMu.
+	stallMu    sync.Mutex
+	stallConns map[*stallConn]struct{}
+	watchOnce  sync.Once
+}
+
+// Serve serves h's service on lis until h's service closes (it stops the
+// server: serving.Host.Attach). It returns nil then, or the listener's
+// error.
+func Serve(h serving.Host, lis net.Listener) error {
+	return New(h).Serve(lis)
+}
+
+// New builds the gRPC server for h: windows, limits, keepalive, TLS with
+// the stall watch, token authentication.
+func New(h serving.Host) *Server {
+	s := &Server{h: h, stallConns: make(map[*stallConn]struct{})}
+	sopts := []grpc.ServerOption{
+		// HTTP/2 flow control caps a stream at window ÷ RTT: gRPC's
+		// default 64 KiB would cap a 150 ms link at 430 KB/s, and even its
+		// dynamic (BDP) window stops at 16 MiB, 110 MB/s at 150 ms. The
+		// stream window is at least the default byte credit, so credits,
+		// not HTTP/2, bound what is in flight.
+		grpc.InitialWindowSize(wire.InitialWindowSize),
+		grpc.InitialConnWindowSize(wire.InitialConnWindowSize),
+		// A message being received is buffered whole: keep the limit at
+		// the largest Request a well-behaved agent sends, so that half a
+		// message cannot hold more.
+		grpc.MaxRecvMsgSize(maxRequestBytes(h.MaxMessageBytes)),
+		grpc.MaxConcurrentStreams(uint32(h.MaxStreamsPerConn)),
+		grpc.StatsHandler(&streamCapWatch{h: &s.h, max: int64(h.MaxStreamsPerConn)}),
+		grpc.MaxSendMsgSize(int(h.MaxMessageBytesLimit) + (1 << 20)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: h.KeepaliveTime, Timeout: h.KeepaliveTimeout}),
+		grpc.ConnectionTimeout(h.HandshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(serverKeepalivePolicy),
+		grpc.WaitForHandlers(true),
+		experimental.BufferPool(grpctransport.ServerBufferPool()),
+		grpc.ForceServerCodecV2(grpctransport.ServerCodec()),
+	}
+	if h.TLS != nil {
+		// The stall watch follows the decrypted HTTP/2 (without TLS, the
+		// listener wraps each connection: limitListener).
+		sopts = append(sopts, grpc.Creds(stallCreds{TransportCredentials: credentials.NewTLS(h.TLS), s: s}))
+	}
+	if h.Tokens != nil {
+		sopts = append(sopts, grpc.ChainStreamInterceptor(grpctransport.TokenStreamInterceptor(h.Tokens)),
+			grpc.ChainUnaryInterceptor(grpctransport.TokenUnaryInterceptor(h.Tokens)))
+	}
+	s.srv = grpc.NewServer(sopts...)
+	grpctransport.Register(s.srv, h.Service)
+	return s
+}
+
+// serverKeepalivePolicy lets clients ping as often as every MinTime, with
+// or without a stream. gRPC clients cannot ping more often than every 10 s
+// (their minimum keepalive time); a MinTime of half that leaves room for
+// timer jitter, so an agent pinging every 10 s is never cut with
+// GOAWAY "too_many_pings".
+var serverKeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
+
+// Serve accepts connections on lis until the service closes. It returns
+// nil then.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.h.Attach(s); err != nil {
+		lis.Close()
+		return nil
+	}
+	if !s.h.Authenticated && !isLoopback(lis.Addr()) {
+		s.h.Logger.Warn("sink: NO AUTHENTICATION on a non-loopback address: anyone who reaches it may send as any agent "+
+			"(and have that agent's later messages dropped as duplicates) and read every record; "+
+			"configure tokens (--tokens) or mutual TLS (--client-ca)", "addr", lis.Addr().String())
+	}
+	s.watchOnce.Do(func() { go s.watchStalls() })
+	err := s.srv.Serve(&limitListener{Listener: lis, s: s})
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// GracefulStop stops accepting connections and waits for the streams to
+// end (serving.Stopper).
+func (s *Server) GracefulStop() { s.srv.GracefulStop() }
+
+// Stop closes every connection (serving.Stopper).
+func (s *Server) Stop() { s.srv.Stop() }
+
+// requestFraming is what a Request holds beyond its payload (version,
+// message id, record count, field tags and lengths) with room to spare,
+// and what zstd may add to an incompressible batch.
+const requestFraming = 64 << 10
+
+// maxRequestBytes is the gRPC receive limit: the largest payload (a batch
+// of maxMessage bytes, or a dictionary upload, which
+// codec.ParseDictionary takes up to MaxDictionarySize + 64 KiB) plus
+// framing.
+func maxRequestBytes(maxMessage int64) int {
+	return int(max(maxMessage, codec.MaxDictionarySize+64<<10)) + requestFraming
+}
+
+// isLoopback reports whether addr is a loopback address (127.0.0.0/8,
+// ::1); an unspecified address (0.0.0.0, ::) listens on every interface.
+func isLoopback(addr net.Addr) bool {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		return a.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
+}
+
+// limitListener admits each accepted connection through the host's
+// connection caps (serving.Host.Admit), closing the ones over them at
+// once, and puts plaintext connections under the stall watch.
+type limitListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ac, ok := l.s.h.Admit(c)
+		if !ok {
+			c.Close()
+			continue
+		}
+		hc := &hookConn{Conn: ac}
+		if l.s.h.TLS == nil {
+			// Plaintext HTTP/2: the stall watch follows it here (with TLS,
+			// after the handshake: stallCreds).
+			return l.s.trackStalls(hc), nil
+		}
+		return hc, nil
+	}
+}
+
+// hookConn runs onClose, if set, on its first Close.
+type hookConn struct {
+	net.Conn
+	once    sync.Once
+	onClose func()
+}
+
+func (c *hookConn) Close() error {
+	c.once.Do(func() {
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
+	return c.Conn.Close()
+}

@@ -1,0 +1,287 @@
+package rsocket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+)
+
+// stream is the driver's side of one stream, either role.
+type stream struct {
+	id        uint32
+	kind      conn.Interaction
+	requester bool
+	ctx       context.Context // responder only: the handler's
+	cancel    func()          // responder: ends ctx; requester: stops watching the caller's ctx
+	sendDone  bool
+	recvDone  bool
+	parked    *sendReq             // a Send waiting for credits
+	fn        func(Payload, error) // requester of RequestResponseFunc: gets the answer instead of q
+	pooled    bool                 // recycled once forgotten (funcStreams)
+	wctx      context.Context      // requester of a request-response: the caller's context, watched (watch)
+
+	hc  handlerCtx // responder: ctx
+	c   *Conn      // responder of a request-response: for run
+	req Payload    // its request, until run takes it
+
+	mu    sync.Mutex
+	q     []item
+	q1    [1]item // q's first array: most streams (request-response) hold one item
+	rq    []item  // what pop took from q and has not returned (rq[ri:]); pop's own
+	ri    int
+	cut   atomic.Bool // cancelled: rq is dropped as q was
+	sig   chan struct{}
+	ended bool // a terminal item was queued
+}
+
+type item struct {
+	p        Payload
+	next     bool
+	complete bool
+	err      error
+}
+
+type sendReq struct {
+	p        Payload
+	next     bool
+	complete bool
+	done     chan error
+}
+
+func (c *Conn) newStream(id uint32, kind conn.Interaction, requester bool, parent context.Context) *stream {
+	st := &stream{id: id, kind: kind, requester: requester, cancel: noop}
+	st.q = st.q1[:0]
+	if requester || kind == conn.RequestChannel {
+		st.sig = make(chan struct{}, 1) // only these are read with pop
+	}
+	if !requester {
+		st.hc.parent = parent
+		st.ctx, st.cancel = &st.hc, st.hc.cancel
+	}
+	switch {
+	case requester && kind != conn.RequestChannel:
+		st.sendDone = true
+	case !requester && kind != conn.RequestChannel:
+		st.recvDone = true
+	}
+	c.streams[id] = st
+	return st
+}
+
+func (c *Conn) request(ev *conn.Event) {
+	h := c.opts.responder
+	if ev.Interaction == conn.RequestResponse && c.opts.inline {
+		// NonBlocking: answer here, on the reader, under mu. The event's
+		// bytes stay valid during the call and SendPayload copies the
+		// answer into the output, so nothing is copied for the handler.
+		var resp Payload
+		err := guard(func() (err error) {
+			resp, err = h.RequestResponse(c.ctx, Payload{Metadata: ev.Metadata, Data: ev.Data})
+			return
+		})
+		if err != nil {
+			code, msg := toError(err)
+			_ = c.m.SendError(ev.StreamID, code, msg)
+		} else {
+			_ = c.m.SendPayload(ev.StreamID, resp.Metadata, resp.Data, true, true)
+		}
+		return
+	}
+	p := Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}
+	switch ev.Interaction {
+	case conn.FireAndForget:
+		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) }, p)
+	case conn.RequestResponse:
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
+		st.c, st.req = c, p
+		c.hold(heldSize(p))
+		goWork(st) // runs respond
+	case conn.RequestStream:
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
+		sink := &Sink{c: c, st: st}
+		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }))
+	case conn.RequestChannel:
+		st := c.newStream(ev.StreamID, ev.Interaction, false, c.vctx)
+		in := &Stream{c: c, st: st, batch: c.opts.channelN}
+		if ev.Complete {
+			st.recvDone = true
+			st.push(item{complete: true})
+		} else if c.opts.channelN > 0 {
+			_ = c.m.RequestN(st.id, c.opts.channelN)
+			in.left = c.opts.channelN
+		}
+		sink := &Sink{c: c, st: st}
+		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestChannel(st.ctx, p, in, sink) })) }))
+	}
+}
+
+// run answers a request-response on a pooled goroutine (see goWork): the
+// stream carries what a closure would, so a request costs no closure.
+func (st *stream) run() {
+	c, p := st.c, st.req
+	st.req = Payload{}
+	n := heldSize(p)
+	var resp Payload
+	err := guard(func() (err error) { resp, err = c.opts.responder.RequestResponse(st.ctx, p); return })
+	if c.overBudget() {
+		c.waitOutbound(nil) // the answer waits for room (closed: runOps drops it)
+	}
+	c.submit(op{st: st, p: resp, err: err, answer: true})
+	// Held until its answer is queued, where rq counts it: a handler
+	// waiting for outbound room keeps the reader stopped.
+	c.releaseHeld(n)
+}
+
+// answer sends a request-response handler's answer. Under mu.
+func (c *Conn) answer(st *stream, resp Payload, err error) {
+	if c.streams[st.id] != st {
+		return // cancelled meanwhile
+	}
+	if err != nil {
+		code, msg := toError(err)
+		_ = c.m.SendError(st.id, code, msg)
+	} else {
+		_ = c.m.SendPayload(st.id, resp.Metadata, resp.Data, true, true)
+	}
+	c.rmark = true // output the peer's request caused
+	st.cancel()
+	delete(c.streams, st.id)
+}
+
+// guard runs a handler and turns its panic into an APPLICATION_ERROR, so
+// one bad request cannot take the process and every connection down.
+func guard(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = ApplicationError("handler panicked: %v", r)
+		}
+	}()
+	return f()
+}
+
+// trySend sends r on st now, or parks it until credits arrive. Under mu.
+func (c *Conn) trySend(st *stream, r *sendReq) {
+	if c.streams[st.id] != st || st.sendDone {
+		r.done <- fmt.Errorf("rsocket: stream %d is over: %w", st.id, context.Canceled)
+		return
+	}
+	err := c.m.SendPayload(st.id, r.p.Metadata, r.p.Data, r.next, r.complete)
+	if errors.Is(err, conn.ErrNoCredits) {
+		st.parked = r
+		return
+	}
+	if err == nil && !st.requester {
+		c.rmark = true // a responder's element: the peer's request caused it
+	}
+	if err == nil && r.complete {
+		st.sendDone = true
+		c.maybeForget(st)
+	}
+	r.done <- err
+}
+
+func (c *Conn) maybeForget(st *stream) {
+	if st.sendDone && st.recvDone {
+		st.cancel()
+		c.unwatch(st)
+		delete(c.streams, st.id)
+		if st.pooled {
+			*st = stream{}
+			funcStreams.Put(st)
+		}
+	}
+}
+
+// funcStreams recycles the streams of RequestResponseFunc calls: once
+// answered nothing refers to them (the callback got its own copy of the
+// answer; a context watch finds its streams through the stream map), so a
+// request costs no allocation for its stream.
+var funcStreams = sync.Pool{New: func() any { return new(stream) }}
+
+func newFuncStream(c *Conn, fn func(Payload, error)) *stream {
+	st := funcStreams.Get().(*stream)
+	st.kind, st.requester, st.cancel, st.c, st.fn, st.pooled = conn.RequestResponse, true, noop, c, fn, true
+	return st
+}
+
+func (st *stream) push(it item) {
+	st.mu.Lock()
+	if st.fn != nil {
+		// RequestResponseFunc: the first item (answer or error) is the
+		// only one; it goes to the callback.
+		ended := st.ended
+		st.ended = true
+		st.mu.Unlock()
+		if !ended {
+			st.c.later(st.fn, it)
+		}
+		return
+	}
+	if !st.ended {
+		st.q = append(st.q, it)
+		if it.err != nil || it.complete {
+			st.ended = true
+		}
+	}
+	st.mu.Unlock()
+	st.wake()
+}
+
+// wake signals pop; streams nobody pops have no sig.
+func (st *stream) wake() {
+	if st.sig == nil {
+		return
+	}
+	select {
+	case st.sig <- struct{}{}:
+	default:
+	}
+}
+
+func (st *stream) fail(err error) {
+	st.push(item{err: err})
+	if st.parked != nil {
+		st.parked.done <- err
+		st.parked = nil
+	}
+	st.cancel()
+	if st.wctx != nil {
+		st.c.unwatch(st)
+	}
+}
+
+// pop waits for the next item. It takes everything queued at once into
+// rq, its own buffer, and serves from there without the lock: the reader
+// pushing and the consumer popping then meet on mu once per batch, not
+// per item, and the two buffers are reused in turn instead of growing.
+func (st *stream) pop(ctx context.Context) (item, error) {
+	for {
+		if st.ri < len(st.rq) {
+			if !st.cut.Load() {
+				it := st.rq[st.ri]
+				st.rq[st.ri] = item{}
+				st.ri++
+				return it, nil
+			}
+			clear(st.rq[st.ri:]) // cancelled: what was taken is dropped too
+			st.ri = len(st.rq)
+		}
+		st.mu.Lock()
+		if len(st.q) > 0 {
+			st.rq, st.q = st.q, st.rq[:0]
+			st.ri = 0
+			st.mu.Unlock()
+			continue
+		}
+		st.mu.Unlock()
+		select {
+		case <-st.sig:
+		case <-ctx.Done():
+			return item{}, ctx.Err()
+		}
+	}
+}

@@ -1,5 +1,15 @@
 package rsocket
 
+// Outbound accounting (WithOutboundBudget, WithServerOutboundBudget): how
+// many bytes are queued to write (account publishes them to queuedBytes
+// and the server's total, under mu), how many of them the peer's frames
+// caused (peerOut: the reader stops on those, readOver, not on our own
+// requests), and the requests handed to pooled handlers that have not
+// finished (held: hold, releaseHeld). Senders and the reader wait for
+// room without mu (waitOutbound) on roomWait, which account closes when
+// the queue shrinks; the writer needs neither of them, so no wait is
+// forever.
+
 // heldSize is what a request held by its handler counts (hold): its
 // bytes, and a little for an empty one, so that a flood of empty requests
 // to slow handlers is bounded too.
@@ -15,35 +25,35 @@ func (c *Conn) hold(n int64) {
 
 // releaseHeld ends hold(n) once the handler is done, from its goroutine. A
 // reader waiting for room must see held shrink: account, run under mu
-// by the command posted here, wakes it (the reader sets rwait before it
-// checks readOver, so either it sees the new held or we see rwait).
+// by the command posted here, wakes it (the reader sets readerWaiting before it
+// checks readOver, so either it sees the new held or we see readerWaiting).
 func (c *Conn) releaseHeld(n int64) {
 	c.held.Add(-n)
 	if b := c.opts.sharedOut; b != nil {
 		b.add(-n)
 	}
-	if c.rwait.Load() {
+	if c.readerWaiting.Load() {
 		c.post(noop)
 	}
 }
 
 // account publishes the queued output (len(out) plus the write in
-// flight) to qbytes and the server's total, and wakes those waiting for
+// flight) to queuedBytes and the server's total, and wakes those waiting for
 // room when it shrank. Under mu; it costs nothing when the queue is as
 // it was last time (a request answered by a direct write).
 func (c *Conn) account() {
 	q := int64(len(c.out) + c.inflight)
-	if c.rq > int(q) { // the queue was dropped (a failed write, a lost transport)
-		c.rq = int(q)
+	if c.peerOut > int(q) { // the queue was dropped (a failed write, a lost transport)
+		c.peerOut = int(q)
 	}
-	if c.rq != c.rqpub {
-		c.rqpub = c.rq
-		c.rqbytes.Store(int64(c.rq))
+	if c.peerOut != c.peerOutPublished {
+		c.peerOutPublished = c.peerOut
+		c.peerOutBytes.Store(int64(c.peerOut))
 	}
 	if h := c.held.Load(); h != c.heldSeen {
-		if h < c.heldSeen && c.bwait != nil {
-			close(c.bwait)
-			c.bwait = nil
+		if h < c.heldSeen && c.roomWait != nil {
+			close(c.roomWait)
+			c.roomWait = nil
 		}
 		c.heldSeen = h
 	}
@@ -55,26 +65,26 @@ func (c *Conn) account() {
 	}
 	shrank := q < c.counted
 	c.counted = q
-	c.qbytes.Store(q)
-	if shrank && c.bwait != nil {
-		close(c.bwait)
-		c.bwait = nil
+	c.queuedBytes.Store(q)
+	if shrank && c.roomWait != nil {
+		close(c.roomWait)
+		c.roomWait = nil
 	}
 }
 
-// markRead moves rq to the end of the queue if output the peer's frames
-// caused was added (rmark). Under mu, right after a drain.
+// markRead moves peerOut to the end of the queue if output the peer's frames
+// caused was added (peerOutAdded). Under mu, right after a drain.
 func (c *Conn) markRead() {
-	if c.rmark {
-		c.rq, c.rmark = len(c.out)+c.inflight, false
+	if c.peerOutAdded {
+		c.peerOut, c.peerOutAdded = len(c.out)+c.inflight, false
 	}
 }
 
 // readOver is overBudget for the reader: on the queue through the last
-// output the peer's frames caused (rq), not on our own requests, plus the
+// output the peer's frames caused (peerOut), not on our own requests, plus the
 // requests its handlers hold (held).
 func (c *Conn) readOver() bool {
-	q := c.rqbytes.Load() + c.held.Load()
+	q := c.peerOutBytes.Load() + c.held.Load()
 	if q > c.opts.outBudget {
 		return true
 	}
@@ -87,7 +97,7 @@ func (c *Conn) readOver() bool {
 // connections with nothing queued read (one batch each), so the server's
 // total stays within its budget plus one batch per connection.
 func (c *Conn) overBudget() bool {
-	q := c.qbytes.Load()
+	q := c.queuedBytes.Load()
 	if q > c.opts.outBudget {
 		return true
 	}
@@ -107,15 +117,15 @@ func (c *Conn) overBudget() bool {
 // forever.
 func (c *Conn) waitOutbound(tr transport) bool {
 	if tr != nil {
-		c.rwait.Store(true)
-		defer c.rwait.Store(false)
+		c.readerWaiting.Store(true)
+		defer c.readerWaiting.Store(false)
 	} else {
-		c.swait.Add(1)
-		defer c.swait.Add(-1)
+		c.sendersWaiting.Add(1)
+		defer c.sendersWaiting.Add(-1)
 	}
 	for {
 		c.mu.Lock()
-		if c.closed || (tr != nil && c.tr != tr) {
+		if c.closed || (tr != nil && c.transport != tr) {
 			c.mu.Unlock()
 			c.combine()
 			return false
@@ -129,10 +139,10 @@ func (c *Conn) waitOutbound(tr transport) bool {
 			c.combine()
 			return true
 		}
-		if c.bwait == nil {
-			c.bwait = make(chan struct{})
+		if c.roomWait == nil {
+			c.roomWait = make(chan struct{})
 		}
-		w := c.bwait
+		w := c.roomWait
 		c.mu.Unlock()
 		c.combine()
 		select {

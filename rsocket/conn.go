@@ -11,6 +11,18 @@ import (
 	"github.com/sluicehq/sluice/rsocket/conn"
 )
 
+// The connection: the Conn type with its fields grouped by concern, its
+// making (newConn) and start (run), the machine's timer (schedule, tick),
+// and drain, which moves the machine's output to the write queue,
+// dispatches its events (event) and tears the connection down once the
+// machine closed. Conn.mu guards the machine and every field marked
+// "under mu"; whoever holds it runs the machine (ops.go says how commands
+// from other goroutines get to it). The other files hold one concern each:
+// ops.go the command queue, write.go the writer, read.go the reader,
+// budget.go the outbound accounting, streams.go the streams, ctxwatch.go
+// the callers' contexts, workers.go the handler goroutines, handlerctx.go
+// the handlers' contexts.
+
 // transport moves frames. readFrame returns one frame without its length
 // prefix (it may reuse buf); writeFrames writes length-prefixed frames.
 type transport interface {
@@ -28,18 +40,18 @@ type transport interface {
 // goroutine before its frame is encoded, and the reader takes every frame
 // already buffered under one lock.
 type Conn struct {
-	opts  options
-	m     *conn.Machine
-	tr    transport
-	start time.Time
+	opts      options
+	machine   *conn.Machine
+	transport transport
+	start     time.Time
 
 	ctx    context.Context // ends when the connection closes
 	cancel context.CancelFunc
-	// vctx has ctx's values but never ends: the parent of handlers'
+	// handlerParent has ctx's values but never ends: the parent of handlers'
 	// contexts, which the close cancels one by one (drain fails every
 	// stream), so that a request does not register with (and contend
 	// on) the connection's context.
-	vctx context.Context
+	handlerParent context.Context
 
 	done chan struct{} // closed when the connection is closed
 	err  error         // why, valid after done
@@ -52,19 +64,19 @@ type Conn struct {
 	// load one holder runs everybody's commands in a batch instead of
 	// every caller sleeping on mu in turn. Whoever releases mu runs
 	// what was queued meanwhile (release), so no command is left behind.
-	qmu  sync.Mutex
-	ops  []op
-	ops2 []op // the other buffer
-	nops atomic.Int32
+	opsMu     sync.Mutex
+	ops       []op
+	opsSpare  []op // the other buffer
+	opsQueued atomic.Int32
 
 	// Guarded by mu.
-	streams   map[uint32]*stream
-	leaseWait []func()
-	leaseT    *time.Timer
-	setup     chan struct{} // closed on EventSetup (server) or Start (client)
-	timer     *time.Timer   // runs tick at the machine's next deadline
-	timerAt   time.Duration // when timer fires, if timerSet
-	timerSet  bool
+	streams    map[uint32]*stream
+	leaseWait  []func()
+	leaseTimer *time.Timer
+	setup      chan struct{} // closed on EventSetup (server) or Start (client)
+	timer      *time.Timer   // runs tick at the machine's next deadline
+	timerAt    time.Duration // when timer fires, if timerSet
+	timerSet   bool
 
 	// Output, guarded by mu. The writer goroutine writes everything
 	// queued in one write (writing: it is in the middle of one), so that
@@ -77,70 +89,70 @@ type Conn struct {
 	writing bool
 	// idleWait, when set, is closed by the end of the write in flight
 	// (wrote): lockIdle waits on it.
-	idleWait chan struct{}
-	wclosing bool // close the transport once out is written
-	wfailed  bool // a write failed: output is dropped
-	wsig     chan struct{}
-	wdone    chan struct{} // closed once the transport is closed
+	idleWait        chan struct{}
+	closeAfterWrite bool // close the transport once out is written
+	writeFailed     bool // a write failed: output is dropped
+	writerWake      chan struct{}
+	writerDone      chan struct{} // closed once the transport is closed
 
-	slab []byte // see copy; under mu
+	inboundSlab []byte // see copyInbound; under mu
 
 	watches map[context.Context]*ctxWatch // under mu; see watch
 
 	// Answers for RequestResponseFunc callers, queued under mu and run
 	// after it is released (a callback may call into the connection), by
-	// one goroutine at a time (calling), so a callback that sends the
+	// one goroutine at a time (callsRunning), so a callback that sends the
 	// next request does not recurse.
-	cmu     sync.Mutex
-	calls   []call
-	calls2  []call
-	calling atomic.Bool // written under cmu
-	ncalls  atomic.Int32
+	callsMu      sync.Mutex
+	calls        []call
+	callsSpare   []call
+	callsRunning atomic.Bool // written under callsMu
+	callsQueued  atomic.Int32
 
-	rsm *resumeConn // resumable connections only (resume.go); under mu
+	resumable *resumeConn // resumable connections only (resume.go); under mu
 
 	// oneway bounds the fire-and-forget and metadata-push handlers running
 	// at once: they keep no stream, so MaxStreams does not bound them, and
 	// a flood must not become a flood of goroutines. When it is full, the
-	// handlers of the frames the reader took meanwhile wait in onewayQ
+	// handlers of the frames the reader took meanwhile wait in onewayQueue
 	// (under mu; at most one batch, see readLoop), and the reader, after
 	// releasing mu, starts them as slots free before it reads on: reading
 	// stops and TCP pushes back on the peer. Nobody waits for a slot
 	// while holding mu, since the running handlers may need it (a
 	// handler that pushes metadata back would wait for the reader, which
 	// waited for the handler: a connection wedged for good).
-	oneway     chan struct{}
-	onewayQ    []onewayJob
-	onewayFull atomic.Bool // onewayQ is not empty
+	oneway      chan struct{}
+	onewayQueue []onewayJob
+	onewayFull  atomic.Bool // onewayQueue is not empty
 
 	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget).
 	// inflight is the size of the write in flight (takeOut to wrote),
 	// counted the bytes of len(out)+inflight last published (account) to
-	// qbytes and the server's total, under mu. While over budget
-	// (overBudget) Send and answers wait (waitOutbound) on bwait, which
+	// queuedBytes and the server's total, under mu. While over budget
+	// (overBudget) Send and answers wait (waitOutbound) on roomWait, which
 	// account closes when the queue shrinks.
 	//
-	// The reader stops on rq instead (readOver): the bytes from the
+	// The reader stops on peerOut instead (readOver): the bytes from the
 	// queue's front through the last byte the peer's frames caused (what
-	// the reader emitted, answers, responder streams' elements; rmark:
+	// the reader emitted, answers, responder streams' elements; peerOutAdded:
 	// some was added since the last mark). Our own requests and
 	// requester sends do not stop it: two ends whose requests each fill
 	// their queue would otherwise both stop reading the answers that
 	// drain the other's, and wait for each other until a write timeout.
-	inflight int
-	counted  int64
-	qbytes   atomic.Int64
-	bwait    chan struct{}
-	rq       int
-	rmark    bool
-	rqpub    int
-	rqbytes  atomic.Int64
-	rwait    atomic.Bool  // the reader waits (a test hook reads it)
-	swait    atomic.Int32 // senders waiting
+	inflight         int
+	counted          int64
+	queuedBytes      atomic.Int64
+	roomWait         chan struct{}
+	peerOut          int
+	peerOutAdded     bool
+	peerOutPublished int
+	peerOutBytes     atomic.Int64
+	readerWaiting    atomic.Bool  // the reader waits (a test hook reads it)
+	sendersWaiting   atomic.Int32 // senders waiting
 
 	// held is the bytes of the peer's requests handed to pooled
 	// request-response, fire-and-forget and metadata-push handlers that
-	// have not finished (hold, release): the reader stops on rq plus
+	// have not finished (hold, release): the reader stops on peerOut plus
 	// held, and the server's total counts them too. Without it the reader
 	// reads requests faster than slow handlers answer, and every waiting
 	// handler holds its request (and then its answer) outside the budget.
@@ -151,15 +163,15 @@ type Conn struct {
 	held     atomic.Int64
 	heldSeen int64
 
-	// The write-progress deadline (WithWriteTimeout): wtimer (made by the
+	// The write-progress deadline (WithWriteTimeout): writeTimer (made by the
 	// writer under mu, then used by it alone and by writeWatch) fires
 	// writeWatch, which closes the transport when the write in flight
-	// (wbusy) made no progress since wprogAt for the timeout.
-	wtimer   *time.Timer
-	wbusy    atomic.Bool
-	warmed   atomic.Bool  // wtimer is armed
-	wprogAt  atomic.Int64 // c.now() of the last progress
-	wstalled atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
+	// (writeBusy) made no progress since writeProgressAt for the timeout.
+	writeTimer      *time.Timer
+	writeBusy       atomic.Bool
+	writeTimerArmed atomic.Bool  // writeTimer is armed
+	writeProgressAt atomic.Int64 // c.now() of the last progress
+	writeStalled    atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
 
 	budgetWaits atomic.Int32 // readers waiting for the server's budget before a large frame (readbudget.go)
 }
@@ -171,10 +183,10 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{
-		opts: o, m: m, tr: tr, start: time.Now(),
+		opts: o, machine: m, transport: tr, start: time.Now(),
 		done:    make(chan struct{}),
 		streams: map[uint32]*stream{}, setup: make(chan struct{}),
-		wsig: make(chan struct{}, 1), wdone: make(chan struct{}),
+		writerWake: make(chan struct{}, 1), writerDone: make(chan struct{}),
 		oneway: make(chan struct{}, maxOneway),
 	}
 	if o.responder == nil {
@@ -183,8 +195,8 @@ func newConn(ctx context.Context, tr transport, o options) (*Conn, error) {
 	if _, ok := c.opts.responder.(NonBlocking); ok {
 		c.opts.inline = true
 	}
-	c.vctx = context.WithoutCancel(ctx)
-	c.ctx, c.cancel = context.WithCancel(c.vctx)
+	c.handlerParent = context.WithoutCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(c.handlerParent)
 	return c, nil
 }
 
@@ -192,7 +204,7 @@ func (c *Conn) now() time.Duration { return time.Since(c.start) }
 
 // run starts the reader and the writer and sends what Start queued.
 func (c *Conn) run() {
-	go c.readLoop(c.tr)
+	go c.readLoop(c.transport)
 	go c.writeLoop()
 	c.mu.Lock()
 	c.release()
@@ -202,7 +214,7 @@ func (c *Conn) run() {
 // fires early is harmless (tick re-arms it), so it is only moved earlier.
 // Under mu.
 func (c *Conn) schedule() {
-	t, ok := c.m.NextDeadline()
+	t, ok := c.machine.NextDeadline()
 	if !ok || (c.timerSet && t >= c.timerAt) {
 		return
 	}
@@ -223,7 +235,7 @@ func (c *Conn) tick() {
 		c.combine()
 		return
 	}
-	c.m.Tick(c.now())
+	c.machine.Tick(c.now())
 	c.release()
 }
 
@@ -240,12 +252,12 @@ func (c *Conn) drain() {
 	closed := false
 	var later []conn.Event
 	for {
-		rd := c.m.Ready()
+		rd := c.machine.Ready()
 		if len(rd.Out) == 0 && len(rd.Events) == 0 && len(later) == 0 {
 			break
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
-		if !c.wfailed {
+		if !c.writeFailed {
 			c.out = append(growOut(c.out, len(rd.Out)), rd.Out...)
 		}
 		for i := range rd.Events {
@@ -256,8 +268,8 @@ func (c *Conn) drain() {
 		// Commands the handlers issued appended to the machine's output
 		// and events, which Advance would drop: keep them (deep copies,
 		// since Advance also releases the arena) before advancing.
-		rd = c.m.Ready()
-		if !c.wfailed {
+		rd = c.machine.Ready()
+		if !c.writeFailed {
 			c.out = append(growOut(c.out, len(rd.Out)-nOut), rd.Out[nOut:]...)
 		}
 		later = later[:0]
@@ -265,7 +277,7 @@ func (c *Conn) drain() {
 			ev.Metadata, ev.Data = clone(ev.Metadata), clone(ev.Data)
 			later = append(later, ev)
 		}
-		c.m.Advance()
+		c.machine.Advance()
 		for i := range later {
 			if c.event(&later[i]) {
 				closed = true
@@ -278,17 +290,17 @@ func (c *Conn) drain() {
 		// The writer writes what is queued, then closes the transport. A
 		// peer that stops reading cannot hold the connection open: the
 		// transport is closed after 5 s regardless.
-		c.wclosing = true
+		c.closeAfterWrite = true
 		c.wakeWriter()
-		time.AfterFunc(5*time.Second, func() { _ = c.tr.Close() })
+		time.AfterFunc(5*time.Second, func() { _ = c.transport.Close() })
 		c.cancel()
 		c.dropOneway()
 		for id, st := range c.streams {
 			st.fail(c.closedErr())
 			delete(c.streams, id)
 		}
-		if c.leaseT != nil {
-			c.leaseT.Stop()
+		if c.leaseTimer != nil {
+			c.leaseTimer.Stop()
 		}
 		if c.timer != nil {
 			c.timer.Stop()
@@ -322,7 +334,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		if st == nil {
 			return false
 		}
-		st.push(item{p: Payload{Metadata: c.copy(ev.Metadata), Data: c.copy(ev.Data)}, next: ev.Next, complete: ev.Complete})
+		st.push(item{p: Payload{Metadata: c.copyInbound(ev.Metadata), Data: c.copyInbound(ev.Data)}, next: ev.Next, complete: ev.Complete})
 		if ev.Complete {
 			st.recvDone = true
 			if !st.requester || st.kind == conn.RequestChannel {
@@ -386,34 +398,34 @@ func (c *Conn) event(ev *conn.Event) bool {
 
 // grantLease sends a LEASE and renews it at half its TTL.
 func (c *Conn) grantLease() {
-	if c.leaseT != nil {
-		c.leaseT.Stop() // one renewal chain, also when a resume restarts it
+	if c.leaseTimer != nil {
+		c.leaseTimer.Stop() // one renewal chain, also when a resume restarts it
 	}
-	if err := c.m.SendLease(c.now(), c.opts.leaseTTL, c.opts.leaseN); err != nil {
+	if err := c.machine.SendLease(c.now(), c.opts.leaseTTL, c.opts.leaseN); err != nil {
 		if !errors.Is(err, conn.ErrNotReady) { // transport down: resumed() grants anew
 			c.opts.log.Warn("rsocket: cannot send LEASE", "err", err)
 		}
 		return
 	}
-	c.leaseT = time.AfterFunc(c.opts.leaseTTL/2, func() { c.post(c.grantLease) })
+	c.leaseTimer = time.AfterFunc(c.opts.leaseTTL/2, func() { c.post(c.grantLease) })
 }
 
-// copy copies inbound bytes for the application. Small ones are carved
+// copyInbound copies inbound bytes for the application. Small ones are carved
 // from a shared slab: one allocation per many payloads instead of one
 // each (the slab is freed when the last payload cut from it is). Slabs
 // start small and double, so a connection that saw a few requests does
 // not hold 8 KiB. Under mu.
-func (c *Conn) copy(b []byte) []byte {
+func (c *Conn) copyInbound(b []byte) []byte {
 	const maxSlab, small = 8 << 10, 512
 	if b == nil || len(b) > small {
 		return clone(b)
 	}
-	if cap(c.slab)-len(c.slab) < len(b) {
-		c.slab = make([]byte, 0, min(max(2*cap(c.slab), small/2), maxSlab))
+	if cap(c.inboundSlab)-len(c.inboundSlab) < len(b) {
+		c.inboundSlab = make([]byte, 0, min(max(2*cap(c.inboundSlab), small/2), maxSlab))
 	}
-	at := len(c.slab)
-	c.slab = append(c.slab, b...)
-	return c.slab[at:len(c.slab):len(c.slab)]
+	at := len(c.inboundSlab)
+	c.inboundSlab = append(c.inboundSlab, b...)
+	return c.inboundSlab[at:len(c.inboundSlab):len(c.inboundSlab)]
 }
 
 func clone(b []byte) []byte {

@@ -5,6 +5,12 @@ import (
 	"reflect"
 )
 
+// Callers' contexts: a request-response ends with its caller's context,
+// watched with one context.AfterFunc per connection and context (watch,
+// unwatch, ctxDone) rather than one per request, which would cost
+// allocations and a lock on the caller's context shared by every
+// connection using it. The watches are under Conn.mu.
+
 // ctxWatch watches one caller context for every request-response of the
 // connection made with it: one context.AfterFunc per connection and
 // context instead of one per request (which costs allocations and, worse,
@@ -39,16 +45,16 @@ func (c *Conn) watch(ctx context.Context, st *stream) {
 		c.watches[ctx] = w
 	}
 	w.n++
-	st.wctx, st.c = ctx, c
+	st.watchedCtx, st.conn = ctx, c
 }
 
 // unwatch ends st's watch, if any. Under mu.
 func (c *Conn) unwatch(st *stream) {
-	if st.wctx == nil {
+	if st.watchedCtx == nil {
 		return
 	}
-	ctx := st.wctx
-	st.wctx = nil
+	ctx := st.watchedCtx
+	st.watchedCtx = nil
 	w := c.watches[ctx]
 	if w == nil {
 		return
@@ -65,7 +71,7 @@ func (c *Conn) ctxDone(ctx context.Context) {
 		return
 	}
 	for _, st := range c.streams {
-		if st.wctx == ctx {
+		if st.watchedCtx == ctx {
 			c.cancelStream(st, ctx.Err())
 		}
 	}

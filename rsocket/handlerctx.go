@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// handlerCtx, the context a responder's handler gets: part of its stream,
+// it allocates nothing unless asked for Done, and registers with no other
+// context, so a request costs no context allocations.
+
 // handlerCtx is a responder's context, part of its stream: it ends when
 // the stream does or the connection closes (drain fails every stream).
 // Done's channel is made only when asked for (most request-response

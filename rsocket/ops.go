@@ -4,6 +4,16 @@ import (
 	"context"
 )
 
+// The command queue: how goroutines other than mu's holder get the
+// machine run for them. A command is queued under opsMu (submit, post, do)
+// and run by whoever holds mu (runOps, from unlock); a goroutine finding mu
+// taken leaves its command to the holder (combine), so under load one
+// goroutine runs a batch of everybody's commands instead of each sleeping
+// on mu. unlock also writes directly to a plain socket when the writer is
+// idle. Answers to RequestResponseFunc callers are queued likewise under
+// callsMu (queueCallback) and run after mu is released (runCalls), one
+// goroutine at a time (callsRunning), since a callback may call back in.
+
 // op is a queued command: fn, or a request-response on st (the hot path,
 // without a closure).
 type op struct {
@@ -17,15 +27,15 @@ type op struct {
 
 // submit queues o and runs the queue if nobody holds mu.
 func (c *Conn) submit(o op) {
-	c.qmu.Lock()
+	c.opsMu.Lock()
 	c.ops = append(c.ops, o)
-	c.nops.Add(1)
-	c.qmu.Unlock()
-	if c.calling.Load() {
+	c.opsQueued.Add(1)
+	c.opsMu.Unlock()
+	if c.callsRunning.Load() {
 		// Callbacks are running (runCalls): it combines after them, so
-		// the requests they send go out in one batch. (nops was raised
-		// before calling is read and runCalls clears calling before it
-		// reads nops: one of the two sees the other.)
+		// the requests they send go out in one batch. (opsQueued was raised
+		// before callsRunning is read and runCalls clears callsRunning before it
+		// reads opsQueued: one of the two sees the other.)
 		return
 	}
 	c.combine()
@@ -34,7 +44,7 @@ func (c *Conn) submit(o op) {
 // combine runs the queued commands while there are some and mu is free.
 // A holder that finds mu taken leaves: the one holding it runs them.
 func (c *Conn) combine() {
-	for c.nops.Load() > 0 && c.mu.TryLock() {
+	for c.opsQueued.Load() > 0 && c.mu.TryLock() {
 		c.unlock(false)
 	}
 }
@@ -42,7 +52,7 @@ func (c *Conn) combine() {
 // combineDirect is combine for the goroutine that may write directly (see
 // unlock): the reader, and whoever runs a batch of callbacks.
 func (c *Conn) combineDirect() {
-	for c.nops.Load() > 0 && c.mu.TryLock() {
+	for c.opsQueued.Load() > 0 && c.mu.TryLock() {
 		c.unlock(true)
 	}
 }
@@ -55,12 +65,12 @@ func (c *Conn) release() {
 
 // runOps runs the queued commands. Under mu.
 func (c *Conn) runOps() {
-	for c.nops.Load() > 0 {
-		c.qmu.Lock()
+	for c.opsQueued.Load() > 0 {
+		c.opsMu.Lock()
 		ops := c.ops
-		c.ops, c.ops2 = c.ops2[:0], nil
-		c.nops.Store(0)
-		c.qmu.Unlock()
+		c.ops, c.opsSpare = c.opsSpare[:0], nil
+		c.opsQueued.Store(0)
+		c.opsMu.Unlock()
 		for i := range ops {
 			o := &ops[i]
 			switch {
@@ -81,11 +91,11 @@ func (c *Conn) runOps() {
 			}
 			ops[i] = op{}
 		}
-		c.qmu.Lock()
-		if c.ops2 == nil {
-			c.ops2 = ops[:0]
+		c.opsMu.Lock()
+		if c.opsSpare == nil {
+			c.opsSpare = ops[:0]
 		}
-		c.qmu.Unlock()
+		c.opsMu.Unlock()
 	}
 }
 
@@ -111,7 +121,7 @@ func (c *Conn) unlock(direct bool) {
 		if !c.closed {
 			c.schedule()
 		}
-		if !direct || c.writing || c.wclosing || !c.pending() {
+		if !direct || c.writing || c.closeAfterWrite || !c.pending() {
 			break
 		}
 		raw := c.rawOut()
@@ -132,23 +142,23 @@ func (c *Conn) unlock(direct bool) {
 			}
 			c.out = append(append(growOut(b, rest), buf[n:]...), c.out...)
 		}
-		c.rq = max(c.rq-n, 0)
+		c.peerOut = max(c.peerOut-n, 0)
 		c.wrote(buf, err)
 	}
 	c.account()
-	wake := (len(c.out) > 0 || c.wclosing) && !c.writing
+	wake := (len(c.out) > 0 || c.closeAfterWrite) && !c.writing
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()
 	}
-	if c.ncalls.Load() > 0 {
+	if c.callsQueued.Load() > 0 {
 		c.runCalls()
 	}
 }
 
 // rawOut is the socket to write to directly, or nil. Under mu.
 func (c *Conn) rawOut() *rawSock {
-	if t, ok := c.tr.(*streamTransport); ok {
+	if t, ok := c.transport.(*streamTransport); ok {
 		return t.r.raw
 	}
 	return nil
@@ -180,28 +190,28 @@ type call struct {
 	err error
 }
 
-// later queues fn's answer; the goroutine releasing mu runs it. Under mu.
-func (c *Conn) later(fn func(Payload, error), it item) {
-	c.cmu.Lock()
+// queueCallback queues fn's answer; the goroutine releasing mu runs it. Under mu.
+func (c *Conn) queueCallback(fn func(Payload, error), it item) {
+	c.callsMu.Lock()
 	c.calls = append(c.calls, call{fn: fn, p: it.p, err: it.err})
-	c.ncalls.Add(1)
-	c.cmu.Unlock()
+	c.callsQueued.Add(1)
+	c.callsMu.Unlock()
 }
 
 // runCalls runs the queued callbacks unless another goroutine already
 // does (it will run these too). Not under mu.
 func (c *Conn) runCalls() {
-	c.cmu.Lock()
-	if c.calling.Load() {
-		c.cmu.Unlock()
+	c.callsMu.Lock()
+	if c.callsRunning.Load() {
+		c.callsMu.Unlock()
 		return
 	}
-	c.calling.Store(true)
+	c.callsRunning.Store(true)
 	for len(c.calls) > 0 {
 		calls := c.calls
-		c.calls, c.calls2 = c.calls2[:0], nil
-		c.ncalls.Store(0)
-		c.cmu.Unlock()
+		c.calls, c.callsSpare = c.callsSpare[:0], nil
+		c.callsQueued.Store(0)
+		c.callsMu.Unlock()
 		for i := range calls {
 			calls[i].fn(calls[i].p, calls[i].err)
 			calls[i] = call{}
@@ -210,13 +220,13 @@ func (c *Conn) runCalls() {
 		// them as one batch. Answers this queues (a closed connection's
 		// failures) are ours to run: runCalls below us returns at once.
 		c.combineDirect()
-		c.cmu.Lock()
-		if c.calls2 == nil {
-			c.calls2 = calls[:0]
+		c.callsMu.Lock()
+		if c.callsSpare == nil {
+			c.callsSpare = calls[:0]
 		}
 	}
-	c.calling.Store(false)
-	c.cmu.Unlock()
-	// Requests submitted after our last combine, while calling was set.
+	c.callsRunning.Store(false)
+	c.callsMu.Unlock()
+	// Requests submitted after our last combine, while callsRunning was set.
 	c.combineDirect()
 }

@@ -8,6 +8,15 @@ import (
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
+// The reader: readLoop reads frames and feeds them to the machine under
+// mu, every frame already buffered under the same lock, then stops
+// reading (without mu) while oneway handlers wait for a slot or the
+// output the peer caused is over the budget (budget.go). frameReader
+// reads length-prefixed frames from a byte stream, lending its large
+// buffer back to a pool while the peer is idle (lend, borrow), and reads
+// frames larger than that buffer as their bytes arrive (readHuge), against
+// the server's budget (readbudget.go).
+
 func (c *Conn) readLoop(tr transport) {
 	var buf []byte
 	st, _ := tr.(*streamTransport)
@@ -25,22 +34,22 @@ func (c *Conn) readLoop(tr transport) {
 		// session. A WebSocket being closed under its reader can hand
 		// over an empty message, which the machine would take for a
 		// malformed frame and end the session for.
-		if c.closed || c.tr != tr || (c.rsm != nil && c.rsm.down) {
+		if c.closed || c.transport != tr || (c.resumable != nil && c.resumable.down) {
 			c.mu.Unlock()
 			c.combine()
 			return
 		}
 		if err != nil {
-			if c.wstalled.Load() {
+			if c.writeStalled.Load() {
 				err = ErrWriteTimeout // writeWatch closed the transport under us
 			}
-			c.m.TransportClosed(err)
+			c.machine.TransportClosed(err)
 			c.release()
 			return
 		}
 		q0 := len(c.out) + c.inflight
 		now := c.now()
-		c.m.Receive(now, f)
+		c.machine.Receive(now, f)
 		// Frames already buffered are taken under the same lock: one
 		// lock, one dispatch and one write for a burst of requests. The
 		// machine copied what its events keep, so buf is reused at once.
@@ -51,12 +60,12 @@ func (c *Conn) readLoop(tr transport) {
 			if f, err = st.readFrame(f); err != nil || c.closed {
 				break // the next readFrame returns the error again
 			}
-			c.m.Receive(now, f)
+			c.machine.Receive(now, f)
 		}
 		if !c.closed {
 			c.drain()
 			if len(c.out)+c.inflight > q0 { // the frames' own output (echoes, inline answers, errors)
-				c.rmark = true
+				c.peerOutAdded = true
 				c.markRead()
 			}
 		}

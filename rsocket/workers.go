@@ -4,6 +4,13 @@ import (
 	"sync/atomic"
 )
 
+// Handler goroutines: handlers run on a pool of goroutines that keep their
+// stacks (goWork, worker), bounded in how many wait idle. Fire-and-forget
+// and metadata-push handlers keep no stream, so the oneway pool bounds how
+// many run at once (goOneway): when it is full their jobs queue under
+// Conn.mu and the reader starts them as slots free (startOneway), and
+// stops reading meanwhile. Nobody waits for a slot holding mu.
+
 const maxOneway = 1024
 
 // goOneway runs a fire-and-forget or metadata-push handler within the
@@ -18,7 +25,7 @@ func (c *Conn) goOneway(f func(), req Payload) {
 	case c.oneway <- struct{}{}:
 		c.runOneway(j)
 	default:
-		c.onewayQ = append(c.onewayQ, j)
+		c.onewayQueue = append(c.onewayQueue, j)
 		c.onewayFull.Store(true)
 	}
 }
@@ -32,10 +39,10 @@ type onewayJob struct {
 // dropOneway releases the handlers still queued when the connection
 // closes; they never run. Under mu.
 func (c *Conn) dropOneway() {
-	for _, j := range c.onewayQ {
+	for _, j := range c.onewayQueue {
 		c.releaseHeld(j.held)
 	}
-	c.onewayQ = nil
+	c.onewayQueue = nil
 	c.onewayFull.Store(false)
 }
 
@@ -61,13 +68,13 @@ func (c *Conn) startOneway() bool {
 		}
 		c.mu.Lock()
 		var j onewayJob
-		if len(c.onewayQ) > 0 {
-			j = c.onewayQ[0]
-			c.onewayQ[0] = onewayJob{}
-			c.onewayQ = c.onewayQ[1:]
+		if len(c.onewayQueue) > 0 {
+			j = c.onewayQueue[0]
+			c.onewayQueue[0] = onewayJob{}
+			c.onewayQueue = c.onewayQueue[1:]
 		}
-		if len(c.onewayQ) == 0 {
-			c.onewayQ = nil
+		if len(c.onewayQueue) == 0 {
+			c.onewayQueue = nil
 			c.onewayFull.Store(false)
 		}
 		c.mu.Unlock()

@@ -8,22 +8,31 @@ import (
 	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
+// The writer: output is queued in Conn.out under mu (drain) and written by
+// the writer goroutine (writeLoop), which takes everything queued in one
+// write (takeOut, wrote), so that under load many frames share a syscall.
+// Nobody else waits on a write: the reader must not block writing to a
+// peer that does not read, or two such ends would deadlock. writeOut
+// writes in chunks under the write timeout, and writeWatch closes a
+// transport whose write made no progress for that long. A journaled
+// session writes its journal record before the socket (pending).
+
 // pending reports whether output waits to be written; it is called
 // right before takeOut. A journaled session (SessionJournal, resume.go) writes
 // its journal record first: the journal before the socket. With the
 // journal's store closed the server is stopping, and the output is
 // dropped (the session lives on in the journal as it was). Under mu.
 func (c *Conn) pending() bool {
-	if len(c.out) == 0 || c.wfailed {
+	if len(c.out) == 0 || c.writeFailed {
 		return false
 	}
-	return c.rsm == nil || c.rsm.j == nil || c.journaled()
+	return c.resumable == nil || c.resumable.j == nil || c.journaled()
 }
 
 // journaled is pending's journal step. Under mu.
 func (c *Conn) journaled() bool {
 	if !c.persist() {
-		c.out, c.wfailed = c.out[:0], true
+		c.out, c.writeFailed = c.out[:0], true
 		return false
 	}
 	return true
@@ -51,11 +60,11 @@ func (c *Conn) wrote(buf []byte, err error) {
 	} else {
 		frame.PutBuf(buf) // written: nothing refers to it
 	}
-	if err != nil && !c.wfailed {
-		c.wfailed = true
+	if err != nil && !c.writeFailed {
+		c.writeFailed = true
 		c.out = c.out[:0]
 		if !c.closed {
-			c.m.TransportClosed(err)
+			c.machine.TransportClosed(err)
 			c.drain()
 		}
 	}
@@ -63,7 +72,7 @@ func (c *Conn) wrote(buf []byte, err error) {
 
 func (c *Conn) wakeWriter() {
 	select {
-	case c.wsig <- struct{}{}:
+	case c.writerWake <- struct{}{}:
 	default:
 	}
 }
@@ -71,7 +80,7 @@ func (c *Conn) wakeWriter() {
 // writeLoop writes what was queued, every frame queued during the last
 // write in the next one, and closes the transport at the end.
 func (c *Conn) writeLoop() {
-	for range c.wsig {
+	for range c.writerWake {
 		for {
 			// Let the goroutines that are ready to run (handlers with
 			// answers, callers with requests) queue their frames first:
@@ -89,31 +98,31 @@ func (c *Conn) writeLoop() {
 			if !c.pending() {
 				c.out = c.out[:0]
 				c.account()
-				closing := c.wclosing
+				closing := c.closeAfterWrite
 				c.mu.Unlock()
 				c.combine()
 				if closing {
-					_ = c.tr.Close()
-					if c.wtimer != nil {
-						c.wtimer.Stop() // nothing more to watch
+					_ = c.transport.Close()
+					if c.writeTimer != nil {
+						c.writeTimer.Stop() // nothing more to watch
 					}
-					close(c.wdone)
+					close(c.writerDone)
 					return
 				}
 				break
 			}
 			buf := c.takeOut()
-			tr := c.tr
-			if c.wtimer == nil && c.opts.writeTimeout > 0 {
-				c.warmed.Store(true)
-				c.wtimer = time.AfterFunc(c.opts.writeTimeout, c.writeWatch)
+			tr := c.transport
+			if c.writeTimer == nil && c.opts.writeTimeout > 0 {
+				c.writeTimerArmed.Store(true)
+				c.writeTimer = time.AfterFunc(c.opts.writeTimeout, c.writeWatch)
 			}
 			c.mu.Unlock()
 			c.combine()
 			err := c.writeOut(tr, buf)
 			c.mu.Lock()
 			if err == nil {
-				c.rq = max(c.rq-len(buf), 0)
+				c.peerOut = max(c.peerOut-len(buf), 0)
 			}
 			c.wrote(buf, err)
 			c.account()
@@ -132,16 +141,16 @@ const writeChunk = 256 << 10
 // (The direct writes of unlock never wait, so they need no deadline;
 // what they leave comes here.) A write costs a clock read and a few
 // atomic operations; the timer is armed only when it is not already
-// (warmed), and disarms itself once it finds no write in flight.
+// (writeTimerArmed), and disarms itself once it finds no write in flight.
 func (c *Conn) writeOut(tr transport, buf []byte) error {
-	if c.wtimer == nil {
+	if c.writeTimer == nil {
 		return tr.writeFrames(buf)
 	}
-	c.wprogAt.Store(int64(c.now()))
-	c.wbusy.Store(true)
-	if !c.warmed.Load() {
-		c.warmed.Store(true)
-		c.wtimer.Reset(c.opts.writeTimeout)
+	c.writeProgressAt.Store(int64(c.now()))
+	c.writeBusy.Store(true)
+	if !c.writeTimerArmed.Load() {
+		c.writeTimerArmed.Store(true)
+		c.writeTimer.Reset(c.opts.writeTimeout)
 	}
 	var err error
 	_, stream := tr.(*streamTransport)
@@ -160,11 +169,11 @@ func (c *Conn) writeOut(tr transport, buf []byte) error {
 		}
 		err = tr.writeFrames(buf[:n])
 		if buf = buf[n:]; len(buf) > 0 {
-			c.wprogAt.Store(int64(c.now()))
+			c.writeProgressAt.Store(int64(c.now()))
 		}
 	}
-	c.wbusy.Store(false)
-	if err != nil && c.wstalled.Load() {
+	c.writeBusy.Store(false)
+	if err != nil && c.writeStalled.Load() {
 		err = ErrWriteTimeout
 	}
 	return err
@@ -173,27 +182,27 @@ func (c *Conn) writeOut(tr transport, buf []byte) error {
 // writeWatch runs when a write may have stalled: with no progress for
 // the write timeout it closes the transport, which fails the write
 // (writeOut reports ErrWriteTimeout) and so the connection. With no write
-// in flight it disarms (warmed false: the next write arms it again).
+// in flight it disarms (writeTimerArmed false: the next write arms it again).
 func (c *Conn) writeWatch() {
 	c.mu.Lock()
 	d := c.opts.writeTimeout
-	if !c.wbusy.Load() {
-		c.warmed.Store(false)
-		if !c.wbusy.Load() { // else a write began and saw warmed still set: watch it
+	if !c.writeBusy.Load() {
+		c.writeTimerArmed.Store(false)
+		if !c.writeBusy.Load() { // else a write began and saw writeTimerArmed still set: watch it
 			c.mu.Unlock()
 			c.combine()
 			return
 		}
-		c.warmed.Store(true)
+		c.writeTimerArmed.Store(true)
 	}
-	if idle := c.now() - time.Duration(c.wprogAt.Load()); idle < d {
-		c.wtimer.Reset(d - idle)
+	if idle := c.now() - time.Duration(c.writeProgressAt.Load()); idle < d {
+		c.writeTimer.Reset(d - idle)
 		c.mu.Unlock()
 		c.combine()
 		return
 	}
-	c.wstalled.Store(true)
-	tr := c.tr
+	c.writeStalled.Store(true)
+	tr := c.transport
 	c.mu.Unlock()
 	c.combine()
 	c.opts.log.Info("rsocket: peer accepted no output for the write timeout, closing", "timeout", d)

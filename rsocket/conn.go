@@ -63,7 +63,8 @@ type Conn struct {
 	// queues its command and runs the queue only if mu is free: under
 	// load one holder runs everybody's commands in a batch instead of
 	// every caller sleeping on mu in turn. Whoever releases mu runs
-	// what was queued meanwhile (release), so no command is left behind.
+	// what was queued meanwhile (release), so no command is left behind
+	// (ops.go).
 	opsMu     sync.Mutex
 	ops       []op
 	opsSpare  []op // the other buffer
@@ -83,16 +84,17 @@ type Conn struct {
 	// under load many frames share one syscall. Nobody else waits on a
 	// write: the reader must not block in a write to a peer that does not
 	// read (both ends blocked writing would deadlock). It stops reading
-	// only for the outbound budget (readOver), waiting without mu.
+	// only for the outbound budget (readOver), waiting without mu
+	// (write.go).
 	out     []byte // frames not yet written
 	spare   []byte // the last written buffer, for reuse
 	writing bool
 	// idleWait, when set, is closed by the end of the write in flight
 	// (wrote): lockIdle waits on it.
 	idleWait        chan struct{}
-	closeAfterWrite bool // close the transport once out is written
-	writeFailed     bool // a write failed: output is dropped
-	writerWake      chan struct{}
+	closeAfterWrite bool          // close the transport once out is written
+	writeFailed     bool          // a write failed: output is dropped
+	writerWake      chan struct{} // wakes writeLoop: output was queued
 	writerDone      chan struct{} // closed once the transport is closed
 
 	inboundSlab []byte // see copyInbound; under mu
@@ -102,7 +104,7 @@ type Conn struct {
 	// Answers for RequestResponseFunc callers, queued under mu and run
 	// after it is released (a callback may call into the connection), by
 	// one goroutine at a time (callsRunning), so a callback that sends the
-	// next request does not recurse.
+	// next request does not recurse (ops.go).
 	callsMu      sync.Mutex
 	calls        []call
 	callsSpare   []call
@@ -120,12 +122,14 @@ type Conn struct {
 	// stops and TCP pushes back on the peer. Nobody waits for a slot
 	// while holding mu, since the running handlers may need it (a
 	// handler that pushes metadata back would wait for the reader, which
-	// waited for the handler: a connection wedged for good).
+	// waited for the handler: a connection wedged for good). See
+	// workers.go.
 	oneway      chan struct{}
 	onewayQueue []onewayJob
 	onewayFull  atomic.Bool // onewayQueue is not empty
 
-	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget).
+	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget;
+	// budget.go).
 	// inflight is the size of the write in flight (takeOut to wrote),
 	// counted the bytes of len(out)+inflight last published (account) to
 	// queuedBytes and the server's total, under mu. While over budget
@@ -145,8 +149,8 @@ type Conn struct {
 	roomWait         chan struct{}
 	peerOut          int
 	peerOutAdded     bool
-	peerOutPublished int
-	peerOutBytes     atomic.Int64
+	peerOutPublished int          // peerOut as last stored in peerOutBytes (account)
+	peerOutBytes     atomic.Int64 // peerOut, for readOver without mu
 	readerWaiting    atomic.Bool  // the reader waits (a test hook reads it)
 	sendersWaiting   atomic.Int32 // senders waiting
 

@@ -118,7 +118,7 @@ func whole(t *streamTransport) bool { return t.r.buffered() }
 // guesses from the size of the last read, and a guess that was wrong
 // costs a second read for one burst of frames.
 type frameReader struct {
-	c     io.Reader
+	src   io.Reader
 	raw   *rawSock // nil: not a plain socket
 	buf   []byte   // small[:] or a pooled large buffer
 	r, w  int      // buf[r:w] is read and not yet returned
@@ -142,8 +142,8 @@ const (
 
 var largeBufs = sync.Pool{New: func() any { b := make([]byte, largeRead); return &b }}
 
-func newFrameReader(c io.Reader) *frameReader {
-	f := &frameReader{c: c, raw: newRawSock(c)}
+func newFrameReader(src io.Reader) *frameReader {
+	f := &frameReader{src: src, raw: newRawSock(src)}
 	f.buf = f.small[:]
 	if f.raw != nil {
 		f.raw.onWait, f.raw.onWake = f.lend, f.borrow
@@ -225,7 +225,7 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 		if f.raw != nil {
 			n, err = f.raw.read(f.buf[f.w:])
 		} else {
-			n, err = f.c.Read(f.buf[f.w:])
+			n, err = f.src.Read(f.buf[f.w:])
 		}
 		f.w += n
 		f.last = n
@@ -282,7 +282,7 @@ func (f *frameReader) readHuge(dst []byte, n int) ([]byte, error) {
 			}
 		}
 		f.stall.arm(true)
-		k, err := f.c.Read(dst[len(dst):min(cap(dst), n)])
+		k, err := f.src.Read(dst[len(dst):min(cap(dst), n)])
 		dst = dst[:len(dst)+k]
 		if err != nil && len(dst) < n {
 			if err == io.EOF {

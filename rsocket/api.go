@@ -64,9 +64,9 @@ func (c *Conn) open(ctx context.Context, kind conn.Interaction, p Payload, n uin
 // openRR sends the request of st, a request-response that RequestResponse
 // waits on. Under mu.
 func (c *Conn) openRR(ctx context.Context, st *stream, p Payload) {
-	id, err := c.m.RequestResponse(c.now(), p.Metadata, p.Data)
+	id, err := c.machine.RequestResponse(c.now(), p.Metadata, p.Data)
 	if errors.Is(err, conn.ErrNoLease) {
-		if closed, _ := c.m.Closed(); !closed {
+		if closed, _ := c.machine.Closed(); !closed {
 			c.leaseWait = append(c.leaseWait, func() { c.openRR(ctx, st, p) })
 			return
 		}
@@ -87,16 +87,16 @@ func (c *Conn) openLocked(ctx context.Context, kind conn.Interaction, p Payload,
 	var id uint32
 	switch kind {
 	case conn.RequestResponse:
-		id, err = c.m.RequestResponse(c.now(), p.Metadata, p.Data)
+		id, err = c.machine.RequestResponse(c.now(), p.Metadata, p.Data)
 	case conn.FireAndForget:
-		id, err = c.m.RequestFNF(c.now(), p.Metadata, p.Data)
+		id, err = c.machine.RequestFNF(c.now(), p.Metadata, p.Data)
 	case conn.RequestStream:
-		id, err = c.m.RequestStream(c.now(), n, p.Metadata, p.Data)
+		id, err = c.machine.RequestStream(c.now(), n, p.Metadata, p.Data)
 	case conn.RequestChannel:
-		id, err = c.m.RequestChannel(c.now(), n, p.Metadata, p.Data, complete)
+		id, err = c.machine.RequestChannel(c.now(), n, p.Metadata, p.Data, complete)
 	}
 	if errors.Is(err, conn.ErrNoLease) {
-		if closed, _ := c.m.Closed(); !closed {
+		if closed, _ := c.machine.Closed(); !closed {
 			return nil, nil, true
 		}
 	}
@@ -122,14 +122,14 @@ func (c *Conn) cancelStream(st *stream, err error) {
 		return
 	}
 	if st.requester && !st.recvDone {
-		_ = c.m.Cancel(st.id)
+		_ = c.machine.Cancel(st.id)
 	} else if st.requester && st.kind == conn.RequestChannel && !st.sendDone {
-		_ = c.m.Complete(st.id)
+		_ = c.machine.Complete(st.id)
 	}
-	if st.fn == nil {
+	if st.callback == nil {
 		st.mu.Lock()
-		st.q = []item{{err: err}} // a cancelled stream delivers nothing more
-		st.cut.Store(true)
+		st.queue = []item{{err: err}} // a cancelled stream delivers nothing more
+		st.cancelled.Store(true)
 		st.ended = true
 		st.mu.Unlock()
 	}
@@ -142,8 +142,8 @@ func (c *Conn) RequestResponse(ctx context.Context, p Payload) (Payload, error) 
 	if err := ctx.Err(); err != nil {
 		return Payload{}, err
 	}
-	st := &stream{kind: conn.RequestResponse, requester: true, sig: make(chan struct{}, 1), cancel: noop}
-	st.q = st.q1[:0]
+	st := &stream{kind: conn.RequestResponse, requester: true, ready: make(chan struct{}, 1), cancel: noop}
+	st.queue = st.queueArray[:0]
 	c.submit(op{st: st, ctx: ctx, p: p})
 	it, err := st.pop(ctx)
 	if err != nil {
@@ -186,7 +186,7 @@ func (c *Conn) FireAndForget(ctx context.Context, p Payload) error {
 
 // MetadataPush sends a METADATA_PUSH.
 func (c *Conn) MetadataPush(ctx context.Context, metadata []byte) error {
-	return c.do(func() error { return c.m.MetadataPush(metadata) })
+	return c.do(func() error { return c.machine.MetadataPush(metadata) })
 }
 
 // RequestStream opens a stream with n initial credits (n >= 1). The
@@ -262,7 +262,7 @@ func (s *Stream) Next() (Payload, error) {
 // push after ended is a no-op; re-queue terminal items directly.
 func (st *stream) requeue(it item) {
 	st.mu.Lock()
-	st.q = append(st.q, it)
+	st.queue = append(st.queue, it)
 	st.mu.Unlock()
 	st.wake()
 }
@@ -279,7 +279,7 @@ func (s *Stream) used() {
 		st := s.st
 		s.c.post(func() {
 			if s.c.streams[st.id] == st && !st.recvDone {
-				_ = s.c.m.RequestN(st.id, n)
+				_ = s.c.machine.RequestN(st.id, n)
 			}
 		})
 	}
@@ -292,7 +292,7 @@ func (s *Stream) Request(n uint32) error {
 		if s.c.streams[st.id] != st {
 			return nil
 		}
-		return s.c.m.RequestN(st.id, n)
+		return s.c.machine.RequestN(st.id, n)
 	})
 }
 
@@ -335,7 +335,7 @@ func (s *Sink) Error(err error) error {
 			return nil
 		}
 		code, msg := toError(err)
-		e := s.c.m.SendError(st.id, code, msg)
+		e := s.c.machine.SendError(st.id, code, msg)
 		st.cancel()
 		delete(s.c.streams, st.id)
 		return e
@@ -406,7 +406,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 func (c *Conn) OversizeFNFDropped() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m.OversizeFNFDropped()
+	return c.machine.OversizeFNFDropped()
 }
 
 // Err is why the connection closed (after Done).
@@ -425,12 +425,12 @@ func (c *Conn) Err() error {
 // written and the transport closed, so a process may exit right after.
 func (c *Conn) Close() error {
 	_ = c.do(func() error {
-		if c.m.NumStreams() == 0 {
-			return c.m.Close(frame.ErrorCodeConnectionClose, "closed by the application")
+		if c.machine.NumStreams() == 0 {
+			return c.machine.Close(frame.ErrorCodeConnectionClose, "closed by the application")
 		}
-		return c.m.Close(frame.ErrorCodeConnectionError, "closed by the application")
+		return c.machine.Close(frame.ErrorCodeConnectionError, "closed by the application")
 	})
 	<-c.done
-	<-c.wdone
+	<-c.writerDone
 	return nil
 }

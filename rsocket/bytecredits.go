@@ -36,7 +36,7 @@ func (s *Stream) usedBytes(p Payload) {
 		}
 		for n > 0 {
 			k := min(n, frame.MaxRequestN)
-			if s.c.m.RequestBytes(st.id, uint32(k)) != nil {
+			if s.c.machine.RequestBytes(st.id, uint32(k)) != nil {
 				return // not governed (the peer lacks the extension)
 			}
 			n -= k

@@ -77,7 +77,7 @@ func (c *Conn) watchSetup(d time.Duration) {
 			default:
 			}
 			c.opts.log.Debug("rsocket: closing a connection that sent no SETUP", "timeout", d)
-			_ = c.m.Close(frame.ErrorCodeConnectionError, "no SETUP within "+d.String())
+			_ = c.machine.Close(frame.ErrorCodeConnectionError, "no SETUP within "+d.String())
 		})
 	})
 	context.AfterFunc(c.ctx, func() { t.Stop() })

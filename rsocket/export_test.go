@@ -27,13 +27,13 @@ func NewCutProxy(t testing.TB, upstream string, seed uint64, n, maxUp, maxDown, 
 
 // QueuedOutbound is the output queued and not yet written (in flight
 // included): what the outbound budget bounds.
-func (c *Conn) QueuedOutbound() int { return int(c.qbytes.Load()) }
+func (c *Conn) QueuedOutbound() int { return int(c.queuedBytes.Load()) }
 
 // ReadingStopped reports whether the reader waits for outbound room.
-func (c *Conn) ReadingStopped() bool { return c.rwait.Load() }
+func (c *Conn) ReadingStopped() bool { return c.readerWaiting.Load() }
 
 // SendersWaiting is how many Send calls and answers wait for outbound room.
-func (c *Conn) SendersWaiting() int { return int(c.swait.Load()) }
+func (c *Conn) SendersWaiting() int { return int(c.sendersWaiting.Load()) }
 
 // HeldRequests is the bytes of requests its pooled handlers hold.
 func (c *Conn) HeldRequests() int { return int(c.held.Load()) }

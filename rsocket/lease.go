@@ -7,6 +7,6 @@ package rsocket
 // (rsocket/balance) skips connections that report false.
 func (c *Conn) LeaseAvailable() bool {
 	ok := false
-	_ = c.do(func() error { ok = c.m.LeaseAvailable(c.now()); return nil })
+	_ = c.do(func() error { ok = c.machine.LeaseAvailable(c.now()); return nil })
 	return ok
 }

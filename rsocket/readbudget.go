@@ -19,7 +19,7 @@ import (
 // server's budget. The peer's bytes stay in the kernel and TCP pushes
 // back on it. Its buffer comes from a pool by size class (frame.GetBuf) and
 // goes back once the frame is processed: the machine and the driver copy
-// what they keep (conn.Machine.Receive, Conn.copy), so nothing aliases
+// what they keep (conn.Machine.Receive, Conn.copyInbound), so nothing aliases
 // it then.
 //
 // Deadlock: memory follows the bytes that arrive (a 16 MiB length prefix

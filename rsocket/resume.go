@@ -27,7 +27,7 @@ import (
 //     client, redials with the same dialer.
 //   - A new transport is installed under mu while no write is in flight
 //     (swapTransport), with a reader of its own; a reader of an earlier
-//     transport sees c.tr changed and exits without touching the machine,
+//     transport sees c.transport changed and exits without touching the machine,
 //     so a late error or frame of a lost transport never reaches the new
 //     link.
 //   - Client: Reconnected queues RESUME as the only output. Server: the
@@ -331,10 +331,10 @@ type ResumeStats struct {
 func (c *Conn) ResumeStats() ResumeStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.rsm == nil {
+	if c.resumable == nil {
 		return ResumeStats{}
 	}
-	return c.rsm.stats
+	return c.resumable.stats
 }
 
 // resumeConn is a resumable connection's driver state; guarded by c.mu.
@@ -367,35 +367,35 @@ type resumeConn struct {
 // applyRetainLimit lowers or raises the machine's bound on retained
 // frames to the session's current share of the server's budget. Under mu.
 func (c *Conn) applyRetainLimit() {
-	if c.rsm == nil || c.rsm.budget == nil {
+	if c.resumable == nil || c.resumable.budget == nil {
 		return
 	}
-	if l := c.rsm.budget.limit(); l != c.rsm.limit {
-		c.rsm.limit = l
-		c.m.SetResumeBufferBytes(l)
+	if l := c.resumable.budget.limit(); l != c.resumable.limit {
+		c.resumable.limit = l
+		c.machine.SetResumeBufferBytes(l)
 	}
 }
 
 // transportLost handles EventReconnect: the machine kept the session.
 // Under mu.
 func (c *Conn) transportLost(err error) {
-	r := c.rsm
+	r := c.resumable
 	if r == nil {
 		return
 	}
 	// Output not yet written is dropped: the machine replays what the
-	// peer lacks. wfailed also makes a failing write in flight on the
+	// peer lacks. writeFailed also makes a failing write in flight on the
 	// lost transport a no-op (wrote), not a second loss.
 	c.out = c.out[:0]
-	c.wfailed = true
+	c.writeFailed = true
 	if !r.down {
 		r.down = true
 		r.stats.Lost++
-		old := c.tr
+		old := c.transport
 		go func() { _ = old.Close() }() // unblocks its reader and writer; a WebSocket close may wait
 		c.opts.log.Info("rsocket: transport lost, resuming", "err", err)
 	}
-	if c.m.Resumable() && c.rsm.dial != nil && !r.redialing {
+	if c.machine.Resumable() && c.resumable.dial != nil && !r.redialing {
 		r.redialing = true
 		go c.redial()
 	}
@@ -403,12 +403,12 @@ func (c *Conn) transportLost(err error) {
 
 // resumed handles EventResumed. Under mu.
 func (c *Conn) resumed() {
-	if c.rsm != nil {
-		c.rsm.stats.Resumed++
-		c.rsm.backoff, c.rsm.unresumed = 0, false
+	if c.resumable != nil {
+		c.resumable.stats.Resumed++
+		c.resumable.backoff, c.resumable.unresumed = 0, false
 		c.opts.log.Info("rsocket: resumed")
 	}
-	if c.m.LeaseEnabled() {
+	if c.machine.LeaseEnabled() {
 		// "LEASE semantics MUST be restarted upon a new connection by
 		// sending a LEASE frame from the server" (Protocol.md "Resume
 		// Operation"): the machine forgot both leases with the lost
@@ -448,18 +448,18 @@ func (c *Conn) lockIdle() bool {
 // swapTransport installs tr as the connection's transport, with a reader
 // of its own. Under mu, with no write in flight.
 func (c *Conn) swapTransport(tr transport) {
-	c.tr = tr
+	c.transport = tr
 	c.out = c.out[:0]
-	c.wfailed = false
-	c.wstalled.Store(false)
-	c.rsm.down = false
+	c.writeFailed = false
+	c.writeStalled.Store(false)
+	c.resumable.down = false
 	go c.readLoop(tr)
 }
 
 // redial (client) dials until a transport is up and RESUME is queued on
 // it, or the connection closes (Close, session lifetime, rejection).
 func (c *Conn) redial() {
-	r := c.rsm
+	r := c.resumable
 	c.mu.Lock()
 	// A transport lost before it resumed counts as a failed attempt.
 	wait := r.unresumed
@@ -504,7 +504,7 @@ func (c *Conn) redial() {
 		}
 		c.swapTransport(tr)
 		r.backoff, r.unresumed = backoff, true
-		err = c.m.Reconnected(c.now())
+		err = c.machine.Reconnected(c.now())
 		r.redialing = false
 		if err != nil {
 			c.opts.log.Warn("rsocket: cannot resume", "err", err)
@@ -520,15 +520,15 @@ func (c *Conn) redial() {
 func startResumable(ctx context.Context, tr transport, role conn.Role, opts []Option, first []byte, peer string, dial func(context.Context) (transport, error)) (*Conn, error) {
 	o := buildOptions(role, opts)
 	return startConn(ctx, tr, role, o, func(c *Conn) {
-		c.rsm = &resumeConn{cfg: o.resume.cfg, dial: dial, peer: peer}
+		c.resumable = &resumeConn{cfg: o.resume.cfg, dial: dial, peer: peer}
 		if role == conn.Client {
 			return
 		}
 		c.mu.Lock()
-		c.m.Receive(c.now(), first)
-		if tok := c.m.ResumeToken(); tok != nil {
+		c.machine.Receive(c.now(), first)
+		if tok := c.machine.ResumeToken(); tok != nil {
 			if err := c.register(o.resume, tok, o.resume.cfg.Store.Add); err != nil {
-				_ = c.m.Close(frame.ErrorCodeRejectedSetup, err.Error())
+				_ = c.machine.Close(frame.ErrorCodeRejectedSetup, err.Error())
 			}
 		}
 		c.release()
@@ -548,11 +548,11 @@ func (c *Conn) register(ro *resumeOptions, tok []byte, add func([]byte, *Conn) e
 	tok = clone(tok)
 	budget := ro.budget
 	budget.sessions.Add(1)
-	c.rsm.budget = budget
+	c.resumable.budget = budget
 	var j SessionJournal
 	if js, ok := store.(JournalingResumeStore); ok {
-		j = js.StartJournal(tok, c.rsm.peer, c.rewriteJournal)
-		c.rsm.j = j
+		j = js.StartJournal(tok, c.resumable.peer, c.rewriteJournal)
+		c.resumable.j = j
 	}
 	context.AfterFunc(c.ctx, func() {
 		c.opts.log.Debug("rsocket: session closed, forgotten", "err", c.Err())
@@ -567,13 +567,13 @@ func (c *Conn) register(ro *resumeOptions, tok []byte, add func([]byte, *Conn) e
 
 // persist writes the session's journal record before its output goes
 // to the transport (pending). false: the journal's store is closed, and
-// nothing more may be sent. Under mu, with c.rsm.j set.
+// nothing more may be sent. Under mu, with c.resumable.j set.
 func (c *Conn) persist() bool {
-	switch err := c.rsm.j.Record(c.m); {
+	switch err := c.resumable.j.Record(c.machine); {
 	case errors.Is(err, ErrJournalClosed):
 		return false
 	case errors.Is(err, ErrNotJournaled):
-		c.rsm.j = nil
+		c.resumable.j = nil
 	}
 	return true
 }
@@ -583,9 +583,9 @@ func (c *Conn) persist() bool {
 func (c *Conn) rewriteJournal() error {
 	c.mu.Lock()
 	var err error
-	if !c.closed && c.rsm != nil && c.rsm.j != nil {
-		if err = c.rsm.j.RecordImage(c.m); errors.Is(err, ErrNotJournaled) {
-			c.rsm.j, err = nil, nil
+	if !c.closed && c.resumable != nil && c.resumable.j != nil {
+		if err = c.resumable.j.RecordImage(c.machine); errors.Is(err, ErrNotJournaled) {
+			c.resumable.j, err = nil, nil
 		}
 	}
 	c.mu.Unlock()
@@ -652,7 +652,7 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 		// live (a REJECTED_RESUME would end it).
 		_ = tr.Close()
 		return
-	case dormant != nil && dormant.Peer != peer || c != nil && c.rsm != nil && c.rsm.peer != peer:
+	case dormant != nil && dormant.Peer != peer || c != nil && c.resumable != nil && c.resumable.peer != peer:
 		// Not the client that set the session up: refuse this
 		// connection, and leave the session to its owner.
 		if dormant != nil {
@@ -678,16 +678,16 @@ func serveResumable(ctx context.Context, tr transport, readFirst func() ([]byte,
 // acceptResume resumes c's session over tr, whose first frame was the
 // RESUME f. false: c is closed (tr is not used).
 func (c *Conn) acceptResume(tr transport, f []byte) bool {
-	if c.rsm == nil || !c.lockIdle() {
+	if c.resumable == nil || !c.lockIdle() {
 		return false
 	}
-	if !c.rsm.down {
+	if !c.resumable.down {
 		// Half-open: the client gave up on the old transport before we
 		// noticed. It is lost now.
-		c.m.TransportClosed(errors.New("rsocket: replaced by a resumed connection"))
+		c.machine.TransportClosed(errors.New("rsocket: replaced by a resumed connection"))
 		c.drain()
-		if c.closed || !c.rsm.down {
-			c.opts.log.Debug("rsocket: half-open session could not be taken over", "closed", c.closed, "down", c.rsm.down, "err", c.err)
+		if c.closed || !c.resumable.down {
+			c.opts.log.Debug("rsocket: half-open session could not be taken over", "closed", c.closed, "down", c.resumable.down, "err", c.err)
 			c.release()
 			return false
 		}
@@ -696,7 +696,7 @@ func (c *Conn) acceptResume(tr transport, f []byte) bool {
 	// A rejection (positions the retained buffer cannot satisfy) is
 	// answered by the machine: ERROR[REJECTED_RESUME] on tr, then the
 	// session closes and every stream fails.
-	c.m.AcceptResume(c.now(), f)
+	c.machine.AcceptResume(c.now(), f)
 	c.release()
 	return true
 }
@@ -719,19 +719,19 @@ func restoreSession(ctx context.Context, tr transport, f []byte, d *DormantSessi
 	}
 	var regErr error
 	_, err = startConn(ctx, tr, conn.Server, o, func(c *Conn) {
-		c.m = m
-		c.rsm = &resumeConn{cfg: o.resume.cfg, peer: d.Peer}
+		c.machine = m
+		c.resumable = &resumeConn{cfg: o.resume.cfg, peer: d.Peer}
 		c.mu.Lock()
 		// The dormant session becomes this one (Adopt, not Add).
 		if regErr = c.register(o.resume, d.Image.Token, rs.Adopt); regErr != nil {
-			_ = c.m.Close(frame.ErrorCodeRejectedResume, regErr.Error())
+			_ = c.machine.Close(frame.ErrorCodeRejectedResume, regErr.Error())
 			c.release()
 			return
 		}
 		close(c.setup)
 		// The first record of the restored session is a full image, in
 		// takeOut before RESUME_OK and the replay go out.
-		c.m.AcceptResume(c.now(), f)
+		c.machine.AcceptResume(c.now(), f)
 		c.release()
 	})
 	if err != nil || regErr != nil {

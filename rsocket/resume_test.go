@@ -465,8 +465,8 @@ func TestResumeBudgetShared(t *testing.T) {
 		}
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
-		n, _ := sc.m.RetainedBytes()
-		return sc.rsm.limit, n
+		n, _ := sc.machine.RetainedBytes()
+		return sc.resumable.limit, n
 	}
 	for _, c := range clients {
 		s, err := c.RequestStream(ctx, Payload{Data: []byte("50000")}, 1024) // ~500 KB of frames

@@ -341,7 +341,7 @@ func TestPeerGoneFailsRequests(t *testing.T) {
 	// Wait until the request is outstanding, then cut the transport.
 	for i := 0; i < 6000; i++ {
 		n := 0
-		c.do(func() error { n = c.m.NumStreams(); return nil })
+		c.do(func() error { n = c.machine.NumStreams(); return nil })
 		if n == 1 {
 			break
 		}

@@ -55,7 +55,7 @@ func (s *Sink) sendSome(ps []Payload) (n int, err error) {
 		return 0, fmt.Errorf("rsocket: stream %d is over: %w", st.id, context.Canceled)
 	}
 	for n < len(ps) {
-		err := c.m.SendPayload(st.id, ps[n].Metadata, ps[n].Data, true, false)
+		err := c.machine.SendPayload(st.id, ps[n].Metadata, ps[n].Data, true, false)
 		if errors.Is(err, conn.ErrNoCredits) {
 			return n, nil
 		}

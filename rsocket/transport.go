@@ -197,7 +197,7 @@ func startConn(ctx context.Context, tr transport, role conn.Role, o options, set
 		c.watchSetup(o.setupTimeoutOrDefault())
 	}
 	if role == conn.Client {
-		if err := c.m.Start(c.now()); err != nil {
+		if err := c.machine.Start(c.now()); err != nil {
 			_ = tr.Close()
 			return nil, err
 		}
@@ -210,14 +210,14 @@ func startConn(ctx context.Context, tr transport, role conn.Role, o options, set
 	// Ending ctx (Serve's, ServeConn's, ClientConn's) closes the connection.
 	stop := context.AfterFunc(ctx, func() {
 		_ = c.do(func() error {
-			if c.rsm != nil && c.rsm.j != nil {
+			if c.resumable != nil && c.resumable.j != nil {
 				// A journaled session outlives the server:
 				// drop the transport without ending the session, so that
 				// the client resumes with the next server on the journal.
-				c.m.TransportClosed(errServerStopped)
+				c.machine.TransportClosed(errServerStopped)
 				return nil
 			}
-			return c.m.Close(frame.ErrorCodeConnectionError, "shutting down")
+			return c.machine.Close(frame.ErrorCodeConnectionError, "shutting down")
 		})
 	})
 	context.AfterFunc(c.ctx, func() { stop() }) // a long-lived server must not keep one callback per closed connection (c.ctx ends at close; no goroutine waits for it)

@@ -1,0 +1,234 @@
+package rsocket
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
+)
+
+// The writer: output is queued in Conn.out under mu (drain) and written by
+// the writer goroutine (writeLoop), which takes everything queued in one
+// write (takeOut, wrote), so that under load many frames share a syscall.
+// Nobody else waits on a write: the reader must not block writing to a
+// peer that does not read, or two such ends would deadlock. writeOut
+// writes in chunks under the write timeout, and writeWatch closes a
+// transport whose write made no progress for that long. A journaled
+// session writes its journal record before the socket (pending).
+
+// pending reports whether output waits to be written; it is called
+// right before takeOut. A journaled session (SessionJournal, resume.go) writes
+// its journal record first: the journal before the socket. With the
+// journal's store closed the server is stopping, and the output is
+// dropped (the session lives on in the journal as it was). Under mu.
+func (c *Conn) pending() bool {
+	if len(c.out) == 0 || c.writeFailed {
+		return false
+	}
+	return c.resumable == nil || c.resumable.j == nil || c.journaled()
+}
+
+// journaled is pending's journal step. Under mu.
+func (c *Conn) journaled() bool {
+	if !c.persist() {
+		c.out, c.writeFailed = c.out[:0], true
+		return false
+	}
+	return true
+}
+
+// takeOut hands the queued output to the writer. Under mu.
+func (c *Conn) takeOut() []byte {
+	buf := c.out
+	c.out, c.spare = c.spare[:0], nil
+	c.writing = true
+	c.inflight = len(buf)
+	return buf
+}
+
+// wrote ends a write. Under mu.
+func (c *Conn) wrote(buf []byte, err error) {
+	c.writing = false
+	c.inflight = 0
+	if c.idleWait != nil {
+		close(c.idleWait)
+		c.idleWait = nil
+	}
+	if cap(buf) <= keepOut { // a large one goes back to the pool: a connection keeps little
+		c.spare = buf[:0]
+	} else {
+		frame.PutBuf(buf) // written: nothing refers to it
+	}
+	if err != nil && !c.writeFailed {
+		c.writeFailed = true
+		c.out = c.out[:0]
+		if !c.closed {
+			c.machine.TransportClosed(err)
+			c.drain()
+		}
+	}
+}
+
+func (c *Conn) wakeWriter() {
+	select {
+	case c.writerWake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes what was queued, every frame queued during the last
+// write in the next one, and closes the transport at the end.
+func (c *Conn) writeLoop() {
+	for range c.writerWake {
+		for {
+			// Let the goroutines that are ready to run (handlers with
+			// answers, callers with requests) queue their frames first:
+			// one write then carries them all. With nothing else to run
+			// this returns at once.
+			runtime.Gosched()
+			c.mu.Lock()
+			if c.writing {
+				// A direct write (unlock) is under way: it wakes us if
+				// anything is left when it is done.
+				c.mu.Unlock()
+				c.combine()
+				break
+			}
+			if !c.pending() {
+				c.out = c.out[:0]
+				c.account()
+				closing := c.closeAfterWrite
+				c.mu.Unlock()
+				c.combine()
+				if closing {
+					_ = c.transport.Close()
+					if c.writeTimer != nil {
+						c.writeTimer.Stop() // nothing more to watch
+					}
+					close(c.writerDone)
+					return
+				}
+				break
+			}
+			buf := c.takeOut()
+			tr := c.transport
+			if c.writeTimer == nil && c.opts.writeTimeout > 0 {
+				c.writeTimerArmed.Store(true)
+				c.writeTimer = time.AfterFunc(c.opts.writeTimeout, c.writeWatch)
+			}
+			c.mu.Unlock()
+			c.combine()
+			err := c.writeOut(tr, buf)
+			c.mu.Lock()
+			if err == nil {
+				c.peerOut = max(c.peerOut-len(buf), 0)
+			}
+			c.wrote(buf, err)
+			c.account()
+			c.mu.Unlock()
+			c.combine()
+		}
+	}
+}
+
+// writeChunk is the most one write call carries, so that the write
+// timeout measures progress, not the time a large batch takes.
+const writeChunk = 256 << 10
+
+// writeOut writes buf on tr for the writer goroutine, under the write
+// timeout: writeWatch closes tr if no chunk completes for that long.
+// (The direct writes of unlock never wait, so they need no deadline;
+// what they leave comes here.) A write costs a clock read and a few
+// atomic operations; the timer is armed only when it is not already
+// (writeTimerArmed), and disarms itself once it finds no write in flight.
+func (c *Conn) writeOut(tr transport, buf []byte) error {
+	if c.writeTimer == nil {
+		return tr.writeFrames(buf)
+	}
+	c.writeProgressAt.Store(int64(c.now()))
+	c.writeBusy.Store(true)
+	if !c.writeTimerArmed.Load() {
+		c.writeTimerArmed.Store(true)
+		c.writeTimer.Reset(c.opts.writeTimeout)
+	}
+	var err error
+	_, stream := tr.(*streamTransport)
+	for len(buf) > 0 && err == nil {
+		n := min(len(buf), writeChunk) // a byte stream: any cut will do
+		if !stream && n < len(buf) {   // messages: whole frames
+			n = 0
+			for n < len(buf) && n < writeChunk {
+				_, rest, ok := conn.NextFrame(buf[n:])
+				if !ok {
+					n = len(buf) // writeFrames reports it
+					break
+				}
+				n = len(buf) - len(rest)
+			}
+		}
+		err = tr.writeFrames(buf[:n])
+		if buf = buf[n:]; len(buf) > 0 {
+			c.writeProgressAt.Store(int64(c.now()))
+		}
+	}
+	c.writeBusy.Store(false)
+	if err != nil && c.writeStalled.Load() {
+		err = ErrWriteTimeout
+	}
+	return err
+}
+
+// writeWatch runs when a write may have stalled: with no progress for
+// the write timeout it closes the transport, which fails the write
+// (writeOut reports ErrWriteTimeout) and so the connection. With no write
+// in flight it disarms (writeTimerArmed false: the next write arms it again).
+func (c *Conn) writeWatch() {
+	c.mu.Lock()
+	d := c.opts.writeTimeout
+	if !c.writeBusy.Load() {
+		c.writeTimerArmed.Store(false)
+		if !c.writeBusy.Load() { // else a write began and saw writeTimerArmed still set: watch it
+			c.mu.Unlock()
+			c.combine()
+			return
+		}
+		c.writeTimerArmed.Store(true)
+	}
+	if idle := c.now() - time.Duration(c.writeProgressAt.Load()); idle < d {
+		c.writeTimer.Reset(d - idle)
+		c.mu.Unlock()
+		c.combine()
+		return
+	}
+	c.writeStalled.Store(true)
+	tr := c.transport
+	c.mu.Unlock()
+	c.combine()
+	c.opts.log.Info("rsocket: peer accepted no output for the write timeout, closing", "timeout", d)
+	go func() { _ = abort(tr) }()
+}
+
+// keepOut is the largest output buffer a connection keeps for reuse
+// (spare); larger ones are pooled (growOut). It was 1 MiB, without the
+// pool: 100 connections that each once answered 1 MiB kept 100 MiB no
+// budget saw.
+const keepOut = frame.MinPooledBuf
+
+// growOut makes room for n more bytes in the output queue b, as append
+// would, but for more than keepOut at once in a pooled frame buffer
+// (frame.GetBuf), which wrote gives back when it is written: a flood of
+// large answers otherwise leaves a fresh buffer per write to the
+// collector. The old b goes back to the pool: nothing else refers to the
+// queue.
+func growOut(b []byte, n int) []byte {
+	// Only for large output at once: a queue growing by small frames
+	// grows as append does, its old arrays left to the collector (in the
+	// pool they would stay reachable until two collections passed).
+	if cap(b)-len(b) >= n || len(b)+n <= keepOut || n <= keepOut {
+		return b
+	}
+	nb := append(frame.GetBuf(max(len(b)+n, cap(b)+cap(b)/4)), b...)
+	frame.PutBuf(b)
+	return nb
+}

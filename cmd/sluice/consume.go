@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/lines"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -80,7 +79,9 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if *progress {
 		defer reportProgress(c, stderr)()
 	}
-	p, rerr := printRecords(sig, c, stdout, *group != "", *addr)
+	p, rerr := lines.Print(sig, c, stdout, *group != "", func(err error) error {
+		return dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
+	})
 	// Closing has the sink apply the last commits (waiting a few seconds).
 	if err := c.Close(); err != nil {
 		if rerr == nil && sig.Err() == nil {
@@ -90,10 +91,10 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	last := "none"
-	if p.any {
-		last = formatOffset(p.lastOff)
+	if p.Any {
+		last = formatOffset(p.LastOffset)
 	}
-	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", plural(p.records, "record"), plural(p.bytes, "byte"), last)
+	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", plural(p.Records, "record"), plural(p.Bytes, "byte"), last)
 	return rerr
 }
 
@@ -153,56 +154,6 @@ func reportProgress(c *client.Consumer, stderr io.Writer) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// printed is the summary consume prints on stderr, as produce has:
-// records and bytes printed (without newlines) and the store offset of
-// the last message.
-type printed struct {
-	records, bytes int64
-	lastOff        uint64
-	any            bool
-}
-
-// printRecords prints c's records on stdout, one per line, until the end
-// of the store (or, following, until sig ends); with commit, it commits
-// after every message printed.
-func printRecords(sig context.Context, c *client.Consumer, stdout io.Writer, commit bool, addr string) (printed, error) {
-	out := bufio.NewWriterSize(stdout, 256<<10)
-	var rerr error
-	var p printed
-	for {
-		if c.Buffered() == 0 {
-			// The next call may wait for the network: print what is here.
-			if rerr = out.Flush(); rerr != nil {
-				break
-			}
-		}
-		b, err := c.NextBatch(sig)
-		if err != nil {
-			if err != io.EOF && sig.Err() == nil {
-				rerr = dialHint(err, "sink", addr, "--sink", "the sink's --listen address")
-			}
-			break
-		}
-		for _, rec := range b.Records {
-			out.Write(rec)
-			out.WriteByte('\n')
-			p.bytes += int64(len(rec))
-		}
-		p.records += int64(len(b.Records))
-		p.lastOff, p.any = b.Offset, true
-		if commit {
-			// Commit only what is out of our hands.
-			if rerr = out.Flush(); rerr != nil {
-				break
-			}
-			c.CommitAsync()
-		}
-	}
-	if err := out.Flush(); rerr == nil {
-		rerr = err
-	}
-	return p, rerr
-}
 
 // clientOptions turns the transport and credential flags into client
 // options (transport checks them with the flags' names in its errors).

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/lines"
 )
 
 func runProduce(args []string, stdout, stderr io.Writer) error {
@@ -52,11 +50,16 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	}
 	defer p.Close()
 	start := time.Now()
-	lines, err := sendLines(p, in, int(batchBytes), *addr, *progress, stderr)
+	read, err := lines.Send(p, in, int(batchBytes), func(sent int, err error) error {
+		if errors.Is(err, client.ErrAgentUnavailable) {
+			err = fmt.Errorf("%w (--timeout)", err)
+		}
+		return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
+	}, progressEvery(*progress, stderr))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", plural(lines, "line"), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", plural(read, "line"), time.Since(start).Round(time.Millisecond))
 	if why := p.SinkDown(); why != "" {
 		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
 	}
@@ -81,65 +84,17 @@ func retryReporter(stderr io.Writer) func(client.RetryStatus) {
 	}
 }
 
-// sendLines sends in's lines to the agent, batchBytes per request; it
-// returns how many lines it read.
-func sendLines(p *client.HTTPProducer, in io.Reader, batchBytes int, addr string, progress bool, stderr io.Writer) (int, error) {
-	var sent int
-	post := func(body []byte) error {
-		if err := p.Produce(context.Background(), splitRecords(body)...); err != nil {
-			if errors.Is(err, client.ErrAgentUnavailable) {
-				err = fmt.Errorf("%w (--timeout)", err)
-			}
-			return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", addr, "--agent", "the agent's --ingest address"))
-		}
+// progressEvery is produce's --progress: a line on stderr at most once a
+// second with the lines spooled so far (nil: no progress).
+func progressEvery(on bool, stderr io.Writer) func(sent int) {
+	if !on {
 		return nil
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var buf bytes.Buffer
-	var lines int
 	last := time.Now()
-	for sc.Scan() {
-		buf.Write(sc.Bytes())
-		buf.WriteByte('\n')
-		lines++
-		if buf.Len() >= batchBytes {
-			if err := post(buf.Bytes()); err != nil {
-				return lines, err
-			}
-			sent = lines
-			buf.Reset()
-		}
-		if progress && time.Since(last) >= time.Second {
+	return func(sent int) {
+		if time.Since(last) >= time.Second {
 			last = time.Now()
 			fmt.Fprintf(stderr, "produce: %s spooled\n", plural(sent, "line"))
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return lines, fmt.Errorf("reading input: %w", err)
-	}
-	if buf.Len() > 0 {
-		if err := post(buf.Bytes()); err != nil {
-			return lines, err
-		}
-	}
-	return lines, nil
-}
-
-// splitRecords returns the non-empty lines of body, aliasing it. The
-// agent skips empty lines; the client refuses them.
-func splitRecords(body []byte) [][]byte {
-	var recs [][]byte
-	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
-		}
-		if len(line) > 0 {
-			recs = append(recs, line)
-		}
-	}
-	return recs
 }

@@ -26,7 +26,7 @@ var packageLayers = []struct {
 	{"lab", []string{"internal/lab/..."}},
 	// What tests (and the lab) use: never linked into the daemons.
 	{"testkit", []string{"internal/testkit/..."}},
-	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/logcheck", "internal/rsocketcall"}},
+	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/lines", "internal/logcheck", "internal/rsocketcall"}},
 	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/rsproxy", "internal/rsocketd", "internal/xfer/serve", "internal/xfer/send"}},
 	// File transfer's contract, its store and its transport adapters:
 	// serve and send, above, put them together.

@@ -40,7 +40,7 @@ func TestDaemonsUseWindows(t *testing.T) {
 		"WithInitialWindowSize": InitialWindowSize, "InitialWindowSize": InitialWindowSize,
 		"WithInitialConnWindowSize": InitialConnWindowSize, "InitialConnWindowSize": InitialConnWindowSize,
 	}
-	for _, dir := range []string{"../transport/grpctransport", "../sink"} {
+	for _, dir := range []string{"../transport/grpctransport", "../transport/grpctransport/grpcserve"} {
 		fset := token.NewFileSet()
 		files := parseNonTestFiles(t, fset, dir)
 		consts := map[string]ast.Expr{}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
 	"github.com/sluicehq/sluice/internal/xfer/tus"
 )
@@ -209,6 +210,13 @@ func TestTUSStalledPatchTakenOver(t *testing.T) {
 	c.want(r, 201)
 	loc := r.Header.Get("Location")
 	c.stalledPATCH(loc, len(data), 300<<10)
+	// The stalled PATCH must hold the upload before the client comes
+	// back: else the new PATCH may get it first and be the one taken over
+	// (408) when the stalled one arrives. Holding it, it fills a block
+	// from the buffer budget (or writes, once the budget is spent).
+	testwait.For(t, "the stalled PATCH to hold the upload", func() bool {
+		return c.s.Stats.BufferBytes.Load() > 0 || c.s.Stats.BytesReceived.Load() > 0
+	})
 	// What the server holds of the stalled body is not durable yet, so
 	// the client's HEAD may say 0; it resumes from what HEAD says when its
 	// PATCH gets the upload, so it asks again on a conflict, as tus

@@ -85,6 +85,9 @@ func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []c
 			peerPath = path
 		}
 		for _, m := range c.Modes {
+			if p.Name == "rsocket-go-async" && m != "closed" {
+				continue // its async client is a closed loop only
+			}
 			if m != "closed" {
 				configs = append(configs, config{proto: p, mode: m})
 				continue
@@ -182,6 +185,10 @@ func startServer(ctx context.Context, c config, s step) (addr string, serverCPU 
 	return r.Addr, func() (time.Duration, error) { return r.CPU(ctx) }, func() { r.Close() }, nil
 }
 
+// warmup is every client's unmeasured closed loop before a rep (burst:
+// one call instead), the peers' own clients included.
+const warmup = 300 * time.Millisecond
+
 // measure warms the server up, then runs the measured load between two
 // CPU readings.
 func measure(ctx context.Context, c config, s step, addr string, serverCPU func() (time.Duration, error)) (bench.Metrics, error) {
@@ -212,7 +219,7 @@ func measure(ctx context.Context, c config, s step, addr string, serverCPU func(
 	}
 	// Warm-up: connections, pools and code paths, not measured.
 	if c.mode != "burst" {
-		w := rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), 300*time.Millisecond, call)
+		w := rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), warmup, call)
 		if w.Latency.Count == 0 {
 			return nil, errors.New("no reply during warm-up")
 		}
@@ -259,19 +266,17 @@ func measure(ctx context.Context, c config, s step, addr string, serverCPU func(
 }
 
 // runPeerClient runs one rep with the peer's own client (rsocket-go): the
-// server is warmed up by sluice's RSocket client first, then the peer
-// drives the measured load and prints its result line.
+// peer warms up its own connection (the same 300 ms closed loop as every
+// other client here) and drives the measured load, and prints its result
+// line.
 func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU func() (time.Duration, error)) (bench.Metrics, error) {
-	warm, err := rr.Lookup("rsocket-go-server")
-	if !err {
-		return nil, errors.New("no rsocket-go-server protocol")
+	api := "block"
+	if c.proto.Name == "rsocket-go-async" {
+		api = "async"
 	}
-	if cl, err := warm.Dial(ctx, addr, rr.DialOptions{}); err == nil {
-		rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), 300*time.Millisecond, func(ctx context.Context) error {
-			_, err := cl.Call(ctx, s.data)
-			return err
-		})
-		cl.Close()
+	warm := warmup
+	if c.mode == "burst" {
+		warm = time.Millisecond // the others make one call
 	}
 	srv0, err2 := serverCPU()
 	if err2 != nil {
@@ -279,7 +284,8 @@ func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU
 	}
 	out, err2 := exec.CommandContext(ctx, s.peer, "client", "--addr", addr, "--mode", c.mode, "--inflight", strconv.Itoa(max(c.inflight, 1)),
 		"--rate", strconv.FormatFloat(s.rate, 'f', -1, 64), "--duration", s.dur.String(), "--payload", strconv.Itoa(len(s.data)),
-		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--warmup", "0").Output()
+		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--api", api,
+		"--warmup", warm.String()).Output()
 	if err2 != nil {
 		return nil, fmt.Errorf("rrpeer client: %w", err2)
 	}

@@ -61,9 +61,13 @@ var Protocols = []Protocol{
 	{"rsocket", serveRSocket, dialRSocket("tcp://")},
 	{"rsocket-ws", serveRSocketWS, dialRSocket("ws://")},
 	// rsocket-go runs as interop/rsocket-go/cmd/rrpeer, its own module:
-	// "rsocket-go" is its client and server (Dial nil: the peer drives the
-	// load itself), "rsocket-go-server" its server with sluice's client.
+	// "rsocket-go" is its client (blocking Block, a goroutine per request
+	// in flight, like every client here) and server (Dial nil: the peer
+	// drives the load itself), "rsocket-go-async" the same with its async
+	// SubscribeWith client (closed loop only), "rsocket-go-server" its
+	// server with sluice's client.
 	{"rsocket-go", nil, nil},
+	{"rsocket-go-async", nil, nil},
 	{"rsocket-go-server", nil, dialRSocket("tcp://")},
 }
 

@@ -1,5 +1,6 @@
 // Package rrbench is `sluice bench rr`, the request-response olympics:
-// nine protocols' echo servers and clients, in burst (the harness of
+// request-response protocols' echo servers and clients beside raw TCP, the
+// physical limit, in burst (the harness of
 // "Request-Response Olympics"), open-loop and closed-loop load, optionally each server in its
 // own process so that its CPU is reported apart.
 package rrbench
@@ -122,6 +123,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 		rs.Add(cf.name(), c.params(cf), m)
 	}
+	ofTCP(rs, configs)
 	printTable(stdout, rs, c.Split)
 	fmt.Fprintln(stdout, benchkit.RepsLine(c.Report.Reps))
 	if c.SVGPath != "" {
@@ -319,13 +321,43 @@ func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU
 	return m, nil
 }
 
+// ofTCP sets every row's fraction of the physical limit, the coalescing
+// raw TCP echo in the same mode and load, each rep paired with the same
+// rep of tcp: closed loop "rps_of_tcp" (this req/s ÷ tcp's), open loop
+// and burst "p50_of_tcp" (this p50 ÷ tcp's, so 1.3 is 30 % slower). Rows
+// stay without it when tcp was not run.
+func ofTCP(rs bench.Results, configs []config) {
+	tcp, ok := rr.Lookup("tcp")
+	if !ok {
+		return
+	}
+	for _, cf := range configs {
+		r := rs.Row(cf.name())
+		lim := rs.Row(config{proto: tcp, mode: cf.mode, inflight: cf.inflight}.name())
+		if r == nil || lim == nil {
+			continue
+		}
+		for i, m := range r.Reps {
+			if i >= len(lim.Reps) {
+				break
+			}
+			l := lim.Reps[i]
+			if cf.mode == "closed" && l["rps"] > 0 {
+				m["rps_of_tcp"] = m["rps"] / l["rps"]
+			} else if cf.mode != "closed" && l["p50_us"] > 0 {
+				m["p50_of_tcp"] = m["p50_us"] / l["p50_us"]
+			}
+		}
+	}
+}
+
 func printTable(w io.Writer, rs bench.Results, split bool) {
 	cpuHead := "CPU µs/req (client+server, one process)"
 	if split {
 		cpuHead = "CPU µs/req total | client | server"
 	}
-	fmt.Fprintf(w, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | %s |\n", cpuHead)
-	sep := "|---|---|---|---|---|---|---|---|---|---|"
+	fmt.Fprintf(w, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | vs tcp | %s |\n", cpuHead)
+	sep := "|---|---|---|---|---|---|---|---|---|---|---|"
 	if split {
 		sep += "---|---|"
 	}
@@ -344,8 +376,16 @@ func printTable(w io.Writer, rs bench.Results, split bool) {
 		if split {
 			cpu += " | " + r.Stat("client_cpu_us_per_req").Format(1) + " | " + r.Stat("server_cpu_us_per_req").Format(1)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
+		// Closed loop: the share of tcp's req/s; open and burst: p50 as a
+		// multiple of tcp's.
+		vs := ""
+		if st := r.Stat("rps_of_tcp"); st.N > 0 {
+			vs = st.FormatUnit(2, " of req/s")
+		} else if st := r.Stat("p50_of_tcp"); st.N > 0 {
+			vs = st.FormatUnit(2, "× p50")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
 			r.Stat("rps").Format(0), r.Stat("p50_us").Format(0), r.Stat("p90_us").Format(0), r.Stat("p99_us").Format(0),
-			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), cpu)
+			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), vs, cpu)
 	}
 }

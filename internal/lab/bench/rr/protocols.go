@@ -165,6 +165,27 @@ func (h *httpClient) Close() error { h.c.CloseIdleConnections(); return nil }
 
 // ---- gRPC: a hand-written service over protobuf's BytesValue ----
 
+// grpcBufferSize is the read and write buffer of both ends in grpc-go's
+// own throughput benchmark workers (benchmark/worker/benchmark_client.go
+// and benchmark_server.go in github.com/grpc/grpc-go: 128 KiB).
+const grpcBufferSize = 128 << 10
+
+// GRPCServerOptions configure a gRPC server as grpc-go's own benchmarks do
+// for throughput: 128 KiB read and write buffers (benchmark/worker), the
+// shared write buffer (benchmark/benchmain's -sharedWriteBuffer, on by
+// default). MaxConcurrentStreams, which benchmain sets to its calls + 1,
+// is left at grpc-go's default (unlimited), which is no lower. Used by
+// `bench rr` and `bench rsocket`.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ReadBufferSize(grpcBufferSize), grpc.WriteBufferSize(grpcBufferSize), grpc.SharedWriteBuffer(true)}
+}
+
+// GRPCDialOptions are GRPCServerOptions' client side, plaintext.
+func GRPCDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithReadBufferSize(grpcBufferSize), grpc.WithWriteBufferSize(grpcBufferSize), grpc.WithSharedWriteBuffer(true)}
+}
+
 const grpcService = "sluice.bench.Echo"
 
 var grpcDesc = grpc.ServiceDesc{
@@ -201,7 +222,7 @@ func serveGRPC(ctx context.Context) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(GRPCServerOptions()...)
 	s.RegisterService(&grpcDesc, struct{}{})
 	go s.Serve(ln)
 	return ln.Addr().String(), s.Stop, nil
@@ -210,7 +231,7 @@ func serveGRPC(ctx context.Context) (string, func(), error) {
 type grpcUnary struct{ cc *grpc.ClientConn }
 
 func dialGRPCUnary(_ context.Context, addr string, _ DialOptions) (Client, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, GRPCDialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +319,7 @@ type grpcStream struct {
 }
 
 func dialGRPCStream(ctx context.Context, addr string, _ DialOptions) (Client, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, GRPCDialOptions()...)
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,12 @@ func (c config) name() string {
 func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []config, skipped []string, peerPath string) {
 	for _, name := range c.Protocols {
 		p, _ := rr.Lookup(strings.TrimSpace(name))
+		if err := rr.Unavailable(p.Name); err != nil {
+			msg := fmt.Sprintf("%s: %v", p.Name, err)
+			fmt.Fprintln(stdout, msg)
+			skipped = append(skipped, msg)
+			continue
+		}
 		if p.Serve == nil {
 			path, err := peerbuild.RRPeer(ctx, c.RRPeer, stderr)
 			if err != nil {
@@ -171,8 +177,12 @@ func runStep(ctx context.Context, c config, s step) (bench.Metrics, error) {
 // startServer starts c's echo server: in this process, or as a child
 // (--split, or a peer's own server) whose CPU serverCPU reads.
 func startServer(ctx context.Context, c config, s step) (addr string, serverCPU func() (time.Duration, error), stop func(), err error) {
-	if !s.split && c.proto.Serve != nil {
+	// redis-server is its own process already: its CPU is read from /proc.
+	if (!s.split || rr.OwnProcess(c.proto.Name)) && c.proto.Serve != nil {
 		addr, stop, err := c.proto.Serve(ctx)
+		if pid := rr.ServerPID(addr); err == nil && pid != 0 {
+			return addr, func() (time.Duration, error) { return bench.ProcCPU(pid), nil }, stop, nil
+		}
 		return addr, nil, stop, err
 	}
 	cmd := exec.CommandContext(ctx, s.self, "bench", "rr-server", "--protocol", c.proto.Name)

@@ -56,7 +56,14 @@ var Protocols = []Protocol{
 	{"h2c", serveHTTP(true), dialHTTP(true)},
 	{"grpc-unary", serveGRPC, dialGRPCUnary},
 	{"grpc-stream", serveGRPC, dialGRPCStream},
+	// resp: redcon's server, go-redis with one connection per request in
+	// flight; resp-pipelined: redcon, rueidis auto-pipelining on one
+	// connection; redis and redis-pipelined: the same two clients against
+	// a real redis-server (skipped when it is not installed).
 	{"resp", serveRESP, dialRESP},
+	{"resp-pipelined", serveRESP, dialRESPPipelined(false)},
+	{"redis", serveRedis, dialRESP},
+	{"redis-pipelined", serveRedis, dialRESPPipelined(true)},
 	// tcp is the physical limit: length-prefixed echo on one connection,
 	// every queued request and reply coalesced into one write on both
 	// ends. tcp-naive is the same framing with one write per request

@@ -178,19 +178,20 @@ func (h *httpClient) Close() error { h.c.CloseIdleConnections(); return nil }
 const grpcBufferSize = 128 << 10
 
 // GRPCServerOptions configure a gRPC server as grpc-go's own benchmarks do
-// for throughput: 128 KiB read and write buffers (benchmark/worker), the
-// shared write buffer (benchmark/benchmain's -sharedWriteBuffer, on by
-// default). MaxConcurrentStreams, which benchmain sets to its calls + 1,
-// is left at grpc-go's default (unlimited), which is no lower. Used by
-// `bench rr` and `bench rsocket`.
+// for throughput: 128 KiB read and write buffers (benchmark/worker). The
+// shared write buffer that benchmark/benchmain turns on
+// (-sharedWriteBuffer, on by default) is grpc-go 1.85's default, its
+// option deprecated; MaxConcurrentStreams, which benchmain sets to its
+// calls + 1, is left at grpc-go's default (unlimited), which is no lower.
+// Used by `bench rr` and `bench rsocket`.
 func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ReadBufferSize(grpcBufferSize), grpc.WriteBufferSize(grpcBufferSize), grpc.SharedWriteBuffer(true)}
+	return []grpc.ServerOption{grpc.ReadBufferSize(grpcBufferSize), grpc.WriteBufferSize(grpcBufferSize)}
 }
 
 // GRPCDialOptions are GRPCServerOptions' client side, plaintext.
 func GRPCDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithReadBufferSize(grpcBufferSize), grpc.WithWriteBufferSize(grpcBufferSize), grpc.WithSharedWriteBuffer(true)}
+		grpc.WithReadBufferSize(grpcBufferSize), grpc.WithWriteBufferSize(grpcBufferSize)}
 }
 
 const grpcService = "sluice.bench.Echo"

@@ -66,9 +66,11 @@ var Protocols = []Protocol{
 	{"redis-pipelined", serveRedis, dialRESPPipelined(true)},
 	// tcp is the physical limit: length-prefixed echo on one connection,
 	// every queued request and reply coalesced into one write on both
-	// ends. tcp-naive is the same framing with one write per request
-	// (what the olympics ran as "tcp" before).
-	{"tcp", serveTCPCoalesced, dialTCPCoalesced},
+	// ends (the server answers all requests that arrived together in one
+	// write, the client writes everything queued while it wrote). tcp-naive
+	// has the same server and a client that writes once per request (what
+	// the olympics ran as "tcp" before).
+	{"tcp", serveTCP, dialTCPCoalesced},
 	{"tcp-naive", serveTCP, dialTCP},
 	{"rsocket", serveRSocket, dialRSocket("tcp://")},
 	{"rsocket-ws", serveRSocketWS, dialRSocket("ws://")},
@@ -464,7 +466,8 @@ func echoTCP(c net.Conn) {
 		}
 		w.Write(hdr[:])
 		w.Write(buf)
-		// Coalesce replies while more requests are already buffered.
+		// Coalesce replies while more requests are already buffered: all
+		// replies to requests that arrived together go out in one write.
 		if r.Buffered() == 0 {
 			if w.Flush() != nil {
 				return
@@ -549,25 +552,27 @@ func (t *tcpClient) Close() error { return t.c.Close() }
 // ---- raw TCP, coalesced: the limit any protocol on TCP can approach ----
 
 // coalescer is one connection's writing side: callers append whole frames
-// under mu, and one writer goroutine writes everything queued since its
-// last write in one syscall, so that under load many frames share a write
-// while a lone frame is written at once.
+// under mu; the first caller to find no write under way becomes the
+// writer and writes everything queued, again and again until the queue is
+// empty, while later callers only append and return. Under load many
+// frames share a write; a lone frame is written at once, by its caller,
+// with no goroutine handoff.
 type coalescer struct {
-	c      net.Conn
-	mu     sync.Mutex
-	out    []byte        // frames not yet handed to the writer
-	wake   chan struct{} // capacity 1: there is something in out
-	stop   chan struct{} // closed by the connection's owner
-	closed chan struct{} // the writer stopped (write error or stop)
+	c       net.Conn
+	mu      sync.Mutex
+	out     []byte // frames not yet taken by the writer
+	spare   []byte // the writer's last buffer, reused
+	writing bool   // a caller is writing; the others only append
+	failed  bool   // a write failed: the connection is done
+	closed  chan struct{}
 }
 
 func newCoalescer(c net.Conn) *coalescer {
-	w := &coalescer{c: c, wake: make(chan struct{}, 1), stop: make(chan struct{}), closed: make(chan struct{})}
-	go w.run()
-	return w
+	return &coalescer{c: c, closed: make(chan struct{})}
 }
 
-// frame queues one length-prefixed frame; before, if not nil, runs under
+// frame queues one length-prefixed frame and, if no write is under way,
+// writes it and whatever queues meanwhile; before, if not nil, runs under
 // the same lock (the client queues the reply's channel in write order).
 func (w *coalescer) frame(p []byte, before func()) {
 	w.mu.Lock()
@@ -576,77 +581,26 @@ func (w *coalescer) frame(p []byte, before func()) {
 	}
 	w.out = binary.BigEndian.AppendUint32(w.out, uint32(len(p)))
 	w.out = append(w.out, p...)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default: // the writer is already woken
-	}
-}
-
-func (w *coalescer) run() {
-	defer close(w.closed)
-	var spare []byte
-	for {
-		select {
-		case <-w.wake:
-		case <-w.stop:
-			return
-		}
-		w.mu.Lock()
-		buf := w.out
-		w.out = spare[:0]
+	if w.writing || w.failed {
 		w.mu.Unlock()
-		if len(buf) == 0 {
-			spare = buf
-			continue
-		}
-		if _, err := w.c.Write(buf); err != nil {
-			return
-		}
-		spare = buf
+		return
 	}
-}
-
-func serveTCPCoalesced(ctx context.Context) (string, func(), error) {
-	ln, err := listen()
-	if err != nil {
-		return "", nil, err
+	w.writing = true
+	for len(w.out) > 0 {
+		buf := w.out
+		w.out = w.spare[:0]
+		w.mu.Unlock()
+		_, err := w.c.Write(buf)
+		w.mu.Lock()
+		w.spare = buf
+		if err != nil {
+			w.failed = true
+			close(w.closed)
+			break
+		}
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go echoTCPCoalesced(c)
-		}
-	}()
-	return ln.Addr().String(), func() { ln.Close() }, nil
-}
-
-// echoTCPCoalesced reads requests and queues their replies; the writer
-// goroutine writes what piled up while it was in its last write.
-func echoTCPCoalesced(c net.Conn) {
-	defer c.Close()
-	w := newCoalescer(c)
-	defer close(w.stop)
-	r := bufio.NewReaderSize(c, 64<<10)
-	var hdr [4]byte
-	var buf []byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if n > maxTCPFrame {
-			return
-		}
-		buf = append(buf[:0], make([]byte, n)...)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return
-		}
-		w.frame(buf, nil)
-	}
+	w.writing = false
+	w.mu.Unlock()
 }
 
 // tcpCoalesced pipelines requests on one connection through a coalescer;
@@ -712,10 +666,7 @@ func (t *tcpCoalesced) Call(ctx context.Context, p []byte) ([]byte, error) {
 	}
 }
 
-func (t *tcpCoalesced) Close() error {
-	close(t.w.stop)
-	return t.w.c.Close()
-}
+func (t *tcpCoalesced) Close() error { return t.w.c.Close() }
 
 // ---- sluice RSocket over TCP and WebSocket ----
 

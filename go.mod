@@ -12,6 +12,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/rogpeppe/go-internal v1.14.1
 	github.com/tidwall/redcon v1.6.4
 	github.com/twmb/franz-go v1.22.2

@@ -13,13 +13,13 @@ import (
 )
 
 func init() {
-	register("bench rr", "nine request-response protocols compared as in \"Request-Response Olympics\": burst (its harness), open and closed loop", runBenchRR)
+	register("bench rr", "request-response protocols compared as in \"Request-Response Olympics\" beside raw TCP, the physical limit: burst (its harness), open and closed loop", runBenchRR)
 	register("bench rr-server", "(internal) the echo server of one protocol for `bench rr --split`", runBenchRRServer)
 }
 
 func runBenchRR(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench rr", "[--protocols LIST] [--mode burst|open|closed] [--rate N] [--inflight LIST] [--duration D] [--reps N] [--payload SIZE] [--split] [--json FILE] [--svg FILE]", stderr)
-	protos := fs.String("protocols", rr.ProtocolNames(), "comma-separated contestants")
+	protos := fs.String("protocols", rr.ProtocolNames(), "comma-separated contestants (tcp is the coalescing raw TCP limit every row is reported against, tcp-naive one write per request)")
 	modes := fs.String("mode", "open", "burst, open or closed (comma-separated for several)")
 	rate := fs.Float64("rate", 100, "open loop: intended requests per second")
 	inflightList := fs.String("inflight", "1,16,128,1024", "closed loop: requests in flight on one connection (comma-separated)")

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/lab/bench/rr"
 )
 
 // gRPC bidi ping-pong, the baseline of `sluice bench rsocket`: inflight
@@ -63,12 +64,13 @@ func GRPCBidi(ctx context.Context, inflight int, dur time.Duration, size int) (R
 	if err != nil {
 		return RRResult{}, err
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
+	// Tuned as grpc-go's own benchmarks tune it for throughput (see
+	// rr.GRPCServerOptions); raw bytes as its worker's byteBufCodec.
+	srv := grpc.NewServer(append(rr.GRPCServerOptions(), grpc.ForceServerCodec(rawCodec{}))...)
 	srv.RegisterService(&pingPongDesc, nil)
 	go srv.Serve(ln)
 	defer srv.Stop()
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	cc, err := grpc.NewClient(ln.Addr().String(), append(rr.GRPCDialOptions(), grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))...)
 	if err != nil {
 		return RRResult{}, err
 	}

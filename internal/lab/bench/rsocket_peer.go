@@ -13,11 +13,13 @@ import (
 
 // RSocketGo runs the rsgo-bench peer binary (interop/rsocket-go/cmd/rsgo-bench:
 // rsocket-go v0.8.16's client against its own server, in its own process)
-// in mode "rr" or "stream" and returns what it printed.
-func RSocketGo(ctx context.Context, bin, mode string, inflight int, dur time.Duration, size int) (map[string]float64, error) {
+// in mode "rr" or "stream" and returns what it printed. api is "block"
+// (Block per request) or "async" (SubscribeWith, rsocket-go's own echo
+// benchmark path); it matters in mode "rr" only.
+func RSocketGo(ctx context.Context, bin, mode, api string, inflight int, dur time.Duration, size int) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, dur+90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-mode", mode, "-inflight", strconv.Itoa(inflight),
+	cmd := exec.CommandContext(ctx, bin, "-mode", mode, "-api", api, "-inflight", strconv.Itoa(inflight),
 		"-duration", dur.String(), "-size", strconv.Itoa(size))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,5 +1,6 @@
 // Package rrbench is `sluice bench rr`, the request-response olympics:
-// nine protocols' echo servers and clients, in burst (the harness of
+// request-response protocols' echo servers and clients beside raw TCP, the
+// physical limit, in burst (the harness of
 // "Request-Response Olympics"), open-loop and closed-loop load, optionally each server in its
 // own process so that its CPU is reported apart.
 package rrbench
@@ -74,6 +75,12 @@ func (c config) name() string {
 func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []config, skipped []string, peerPath string) {
 	for _, name := range c.Protocols {
 		p, _ := rr.Lookup(strings.TrimSpace(name))
+		if err := rr.Unavailable(p.Name); err != nil {
+			msg := fmt.Sprintf("%s: %v", p.Name, err)
+			fmt.Fprintln(stdout, msg)
+			skipped = append(skipped, msg)
+			continue
+		}
 		if p.Serve == nil {
 			path, err := peerbuild.RRPeer(ctx, c.RRPeer, stderr)
 			if err != nil {
@@ -85,6 +92,9 @@ func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []c
 			peerPath = path
 		}
 		for _, m := range c.Modes {
+			if p.Name == "rsocket-go-async" && m != "closed" {
+				continue // its async client is a closed loop only
+			}
 			if m != "closed" {
 				configs = append(configs, config{proto: p, mode: m})
 				continue
@@ -119,6 +129,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 		rs.Add(cf.name(), c.params(cf), m)
 	}
+	ofTCP(rs, configs)
 	printTable(stdout, rs, c.Split)
 	fmt.Fprintln(stdout, benchkit.RepsLine(c.Report.Reps))
 	if c.SVGPath != "" {
@@ -166,8 +177,12 @@ func runStep(ctx context.Context, c config, s step) (bench.Metrics, error) {
 // startServer starts c's echo server: in this process, or as a child
 // (--split, or a peer's own server) whose CPU serverCPU reads.
 func startServer(ctx context.Context, c config, s step) (addr string, serverCPU func() (time.Duration, error), stop func(), err error) {
-	if !s.split && c.proto.Serve != nil {
+	// redis-server is its own process already: its CPU is read from /proc.
+	if (!s.split || rr.OwnProcess(c.proto.Name)) && c.proto.Serve != nil {
 		addr, stop, err := c.proto.Serve(ctx)
+		if pid := rr.ServerPID(addr); err == nil && pid != 0 {
+			return addr, func() (time.Duration, error) { return bench.ProcCPU(pid), nil }, stop, nil
+		}
 		return addr, nil, stop, err
 	}
 	cmd := exec.CommandContext(ctx, s.self, "bench", "rr-server", "--protocol", c.proto.Name)
@@ -181,6 +196,10 @@ func startServer(ctx context.Context, c config, s step) (addr string, serverCPU 
 	}
 	return r.Addr, func() (time.Duration, error) { return r.CPU(ctx) }, func() { r.Close() }, nil
 }
+
+// warmup is every client's unmeasured closed loop before a rep (burst:
+// one call instead), the peers' own clients included.
+const warmup = 300 * time.Millisecond
 
 // measure warms the server up, then runs the measured load between two
 // CPU readings.
@@ -212,7 +231,7 @@ func measure(ctx context.Context, c config, s step, addr string, serverCPU func(
 	}
 	// Warm-up: connections, pools and code paths, not measured.
 	if c.mode != "burst" {
-		w := rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), 300*time.Millisecond, call)
+		w := rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), warmup, call)
 		if w.Latency.Count == 0 {
 			return nil, errors.New("no reply during warm-up")
 		}
@@ -259,19 +278,17 @@ func measure(ctx context.Context, c config, s step, addr string, serverCPU func(
 }
 
 // runPeerClient runs one rep with the peer's own client (rsocket-go): the
-// server is warmed up by sluice's RSocket client first, then the peer
-// drives the measured load and prints its result line.
+// peer warms up its own connection (the same 300 ms closed loop as every
+// other client here) and drives the measured load, and prints its result
+// line.
 func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU func() (time.Duration, error)) (bench.Metrics, error) {
-	warm, err := rr.Lookup("rsocket-go-server")
-	if !err {
-		return nil, errors.New("no rsocket-go-server protocol")
+	api := "block"
+	if c.proto.Name == "rsocket-go-async" {
+		api = "async"
 	}
-	if cl, err := warm.Dial(ctx, addr, rr.DialOptions{}); err == nil {
-		rr.Closed(ctx, rr.NewRealClock(), max(c.inflight, 1), 300*time.Millisecond, func(ctx context.Context) error {
-			_, err := cl.Call(ctx, s.data)
-			return err
-		})
-		cl.Close()
+	warm := warmup
+	if c.mode == "burst" {
+		warm = time.Millisecond // the others make one call
 	}
 	srv0, err2 := serverCPU()
 	if err2 != nil {
@@ -279,7 +296,8 @@ func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU
 	}
 	out, err2 := exec.CommandContext(ctx, s.peer, "client", "--addr", addr, "--mode", c.mode, "--inflight", strconv.Itoa(max(c.inflight, 1)),
 		"--rate", strconv.FormatFloat(s.rate, 'f', -1, 64), "--duration", s.dur.String(), "--payload", strconv.Itoa(len(s.data)),
-		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--warmup", "0").Output()
+		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--api", api,
+		"--warmup", warm.String()).Output()
 	if err2 != nil {
 		return nil, fmt.Errorf("rrpeer client: %w", err2)
 	}
@@ -313,13 +331,43 @@ func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU
 	return m, nil
 }
 
+// ofTCP sets every row's fraction of the physical limit, the coalescing
+// raw TCP echo in the same mode and load, each rep paired with the same
+// rep of tcp: closed loop "rps_of_tcp" (this req/s ÷ tcp's), open loop
+// and burst "p50_of_tcp" (this p50 ÷ tcp's, so 1.3 is 30 % slower). Rows
+// stay without it when tcp was not run.
+func ofTCP(rs bench.Results, configs []config) {
+	tcp, ok := rr.Lookup("tcp")
+	if !ok {
+		return
+	}
+	for _, cf := range configs {
+		r := rs.Row(cf.name())
+		lim := rs.Row(config{proto: tcp, mode: cf.mode, inflight: cf.inflight}.name())
+		if r == nil || lim == nil {
+			continue
+		}
+		for i, m := range r.Reps {
+			if i >= len(lim.Reps) {
+				break
+			}
+			l := lim.Reps[i]
+			if cf.mode == "closed" && l["rps"] > 0 {
+				m["rps_of_tcp"] = m["rps"] / l["rps"]
+			} else if cf.mode != "closed" && l["p50_us"] > 0 {
+				m["p50_of_tcp"] = m["p50_us"] / l["p50_us"]
+			}
+		}
+	}
+}
+
 func printTable(w io.Writer, rs bench.Results, split bool) {
 	cpuHead := "CPU µs/req (client+server, one process)"
 	if split {
 		cpuHead = "CPU µs/req total | client | server"
 	}
-	fmt.Fprintf(w, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | %s |\n", cpuHead)
-	sep := "|---|---|---|---|---|---|---|---|---|---|"
+	fmt.Fprintf(w, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | vs tcp | %s |\n", cpuHead)
+	sep := "|---|---|---|---|---|---|---|---|---|---|---|"
 	if split {
 		sep += "---|---|"
 	}
@@ -338,8 +386,16 @@ func printTable(w io.Writer, rs bench.Results, split bool) {
 		if split {
 			cpu += " | " + r.Stat("client_cpu_us_per_req").Format(1) + " | " + r.Stat("server_cpu_us_per_req").Format(1)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
+		// Closed loop: the share of tcp's req/s; open and burst: p50 as a
+		// multiple of tcp's.
+		vs := ""
+		if st := r.Stat("rps_of_tcp"); st.N > 0 {
+			vs = st.FormatUnit(2, " of req/s")
+		} else if st := r.Stat("p50_of_tcp"); st.N > 0 {
+			vs = st.FormatUnit(2, "× p50")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
 			r.Stat("rps").Format(0), r.Stat("p50_us").Format(0), r.Stat("p90_us").Format(0), r.Stat("p99_us").Format(0),
-			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), cpu)
+			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), vs, cpu)
 	}
 }

@@ -59,6 +59,23 @@ func sluiceName(api string) string {
 	return "sluice"
 }
 
+// rsgoName is rsocket-go's row for sluice's api: its blocking Block
+// keeps the historical row name, its async SubscribeWith says so.
+func rsgoName(api string) string {
+	if api == "async" {
+		return "rsocket-go (async API)"
+	}
+	return "rsocket-go"
+}
+
+// rsgoAPI is rsgo-bench's -api for sluice's api name.
+func rsgoAPI(api string) string {
+	if api == "async" {
+		return "async"
+	}
+	return "block"
+}
+
 func (c Config) multiName(api string) string {
 	return fmt.Sprintf("%s request-response, %d connections × 128 in flight, server in its own process", sluiceName(api), c.Conns)
 }
@@ -109,10 +126,12 @@ func (c Config) rrConfigs(ctx context.Context) []config {
 			}})
 		}
 		if c.RSGo != "" {
-			configs = append(configs, config{rrName("rsocket-go", n), map[string]any{"stack": "rsocket-go v0.8.16", "inflight": n}, func() (bench.Metrics, error) {
-				m, err := bench.RSocketGo(ctx, c.RSGo, "rr", n, c.Duration, c.Size)
-				return bench.PeerRR(m).Metrics(), err
-			}})
+			for _, api := range c.APIs {
+				configs = append(configs, config{rrName(rsgoName(api), n), map[string]any{"stack": "rsocket-go v0.8.16", "inflight": n, "api": api}, func() (bench.Metrics, error) {
+					m, err := bench.RSocketGo(ctx, c.RSGo, "rr", rsgoAPI(api), n, c.Duration, c.Size)
+					return bench.PeerRR(m).Metrics(), err
+				}})
+			}
 		}
 	}
 	return configs
@@ -126,7 +145,7 @@ func (c Config) otherConfigs(ctx context.Context) []config {
 	}}}
 	if c.RSGo != "" {
 		configs = append(configs, config{nameStreamGo, map[string]any{"stack": "rsocket-go v0.8.16"}, func() (bench.Metrics, error) {
-			m, err := bench.RSocketGo(ctx, c.RSGo, "stream", 1, c.Duration, c.Size)
+			m, err := bench.RSocketGo(ctx, c.RSGo, "stream", "block", 1, c.Duration, c.Size)
 			return bench.Metrics{"payloads_per_sec": m["payloads"] / m["elapsed_s"]}, err
 		}})
 	}
@@ -151,8 +170,10 @@ func (c Config) otherConfigs(ctx context.Context) []config {
 }
 
 // ratios sets sluice / peer on each peer row, each rep paired with the
-// same rep of sluice; with both APIs, the ratio is the async one's (the
-// faster, and the later written).
+// same rep of sluice, like against like: rsocket-go's blocking client
+// against sluice's blocking API, its async client against sluice's async
+// API. gRPC bidi has one client (a stream with a reader goroutine); with
+// both APIs its ratio is the async one's (the later written).
 func (c Config) ratios(rs bench.Results) {
 	ratio := func(sluice, peer, metric string) {
 		s, p := rs.Row(sluice), rs.Row(peer)
@@ -166,7 +187,7 @@ func (c Config) ratios(rs bench.Results) {
 	for _, n := range c.InFlights {
 		for _, api := range c.APIs {
 			ratio(rrName(sluiceName(api), n), rrName("gRPC bidi", n), "req_per_sec")
-			ratio(rrName(sluiceName(api), n), rrName("rsocket-go", n), "req_per_sec")
+			ratio(rrName(sluiceName(api), n), rrName(rsgoName(api), n), "req_per_sec")
 		}
 	}
 	ratio(nameStream, nameStreamGo, "payloads_per_sec")

@@ -56,14 +56,32 @@ var Protocols = []Protocol{
 	{"h2c", serveHTTP(true), dialHTTP(true)},
 	{"grpc-unary", serveGRPC, dialGRPCUnary},
 	{"grpc-stream", serveGRPC, dialGRPCStream},
+	// resp: redcon's server, go-redis with one connection per request in
+	// flight; resp-pipelined: redcon, rueidis auto-pipelining on one
+	// connection; redis and redis-pipelined: the same two clients against
+	// a real redis-server (skipped when it is not installed).
 	{"resp", serveRESP, dialRESP},
-	{"tcp", serveTCP, dialTCP},
+	{"resp-pipelined", serveRESP, dialRESPPipelined(false)},
+	{"redis", serveRedis, dialRESP},
+	{"redis-pipelined", serveRedis, dialRESPPipelined(true)},
+	// tcp is the physical limit: length-prefixed echo on one connection,
+	// every queued request and reply coalesced into one write on both
+	// ends (the server answers all requests that arrived together in one
+	// write, the client writes everything queued while it wrote). tcp-naive
+	// has the same server and a client that writes once per request (what
+	// the olympics ran as "tcp" before).
+	{"tcp", serveTCP, dialTCPCoalesced},
+	{"tcp-naive", serveTCP, dialTCP},
 	{"rsocket", serveRSocket, dialRSocket("tcp://")},
 	{"rsocket-ws", serveRSocketWS, dialRSocket("ws://")},
 	// rsocket-go runs as interop/rsocket-go/cmd/rrpeer, its own module:
-	// "rsocket-go" is its client and server (Dial nil: the peer drives the
-	// load itself), "rsocket-go-server" its server with sluice's client.
+	// "rsocket-go" is its client (blocking Block, a goroutine per request
+	// in flight, like every client here) and server (Dial nil: the peer
+	// drives the load itself), "rsocket-go-async" the same with its async
+	// SubscribeWith client (closed loop only), "rsocket-go-server" its
+	// server with sluice's client.
 	{"rsocket-go", nil, nil},
+	{"rsocket-go-async", nil, nil},
 	{"rsocket-go-server", nil, dialRSocket("tcp://")},
 }
 
@@ -156,6 +174,28 @@ func (h *httpClient) Close() error { h.c.CloseIdleConnections(); return nil }
 
 // ---- gRPC: a hand-written service over protobuf's BytesValue ----
 
+// grpcBufferSize is the read and write buffer of both ends in grpc-go's
+// own throughput benchmark workers (benchmark/worker/benchmark_client.go
+// and benchmark_server.go in github.com/grpc/grpc-go: 128 KiB).
+const grpcBufferSize = 128 << 10
+
+// GRPCServerOptions configure a gRPC server as grpc-go's own benchmarks do
+// for throughput: 128 KiB read and write buffers (benchmark/worker). The
+// shared write buffer that benchmark/benchmain turns on
+// (-sharedWriteBuffer, on by default) is grpc-go 1.85's default, its
+// option deprecated; MaxConcurrentStreams, which benchmain sets to its
+// calls + 1, is left at grpc-go's default (unlimited), which is no lower.
+// Used by `bench rr` and `bench rsocket`.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ReadBufferSize(grpcBufferSize), grpc.WriteBufferSize(grpcBufferSize)}
+}
+
+// GRPCDialOptions are GRPCServerOptions' client side, plaintext.
+func GRPCDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithReadBufferSize(grpcBufferSize), grpc.WithWriteBufferSize(grpcBufferSize)}
+}
+
 const grpcService = "sluice.bench.Echo"
 
 var grpcDesc = grpc.ServiceDesc{
@@ -192,7 +232,7 @@ func serveGRPC(ctx context.Context) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(GRPCServerOptions()...)
 	s.RegisterService(&grpcDesc, struct{}{})
 	go s.Serve(ln)
 	return ln.Addr().String(), s.Stop, nil
@@ -201,7 +241,7 @@ func serveGRPC(ctx context.Context) (string, func(), error) {
 type grpcUnary struct{ cc *grpc.ClientConn }
 
 func dialGRPCUnary(_ context.Context, addr string, _ DialOptions) (Client, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, GRPCDialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +329,7 @@ type grpcStream struct {
 }
 
 func dialGRPCStream(ctx context.Context, addr string, _ DialOptions) (Client, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, GRPCDialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +424,8 @@ func (r *respClient) Call(ctx context.Context, p []byte) ([]byte, error) {
 
 func (r *respClient) Close() error { return r.c.Close() }
 
-// ---- raw TCP, 4-byte big-endian length prefix, replies in order ----
+// ---- raw TCP, naive: 4-byte big-endian length prefix, replies in order,
+// one write syscall per request on the client ----
 
 func serveTCP(ctx context.Context) (string, func(), error) {
 	ln, err := listen()
@@ -425,7 +466,8 @@ func echoTCP(c net.Conn) {
 		}
 		w.Write(hdr[:])
 		w.Write(buf)
-		// Coalesce replies while more requests are already buffered.
+		// Coalesce replies while more requests are already buffered: all
+		// replies to requests that arrived together go out in one write.
 		if r.Buffered() == 0 {
 			if w.Flush() != nil {
 				return
@@ -506,6 +548,125 @@ func (t *tcpClient) Call(ctx context.Context, p []byte) ([]byte, error) {
 }
 
 func (t *tcpClient) Close() error { return t.c.Close() }
+
+// ---- raw TCP, coalesced: the limit any protocol on TCP can approach ----
+
+// coalescer is one connection's writing side: callers append whole frames
+// under mu; the first caller to find no write under way becomes the
+// writer and writes everything queued, again and again until the queue is
+// empty, while later callers only append and return. Under load many
+// frames share a write; a lone frame is written at once, by its caller,
+// with no goroutine handoff.
+type coalescer struct {
+	c       net.Conn
+	mu      sync.Mutex
+	out     []byte // frames not yet taken by the writer
+	spare   []byte // the writer's last buffer, reused
+	writing bool   // a caller is writing; the others only append
+	failed  bool   // a write failed: the connection is done
+	closed  chan struct{}
+}
+
+func newCoalescer(c net.Conn) *coalescer {
+	return &coalescer{c: c, closed: make(chan struct{})}
+}
+
+// frame queues one length-prefixed frame and, if no write is under way,
+// writes it and whatever queues meanwhile; before, if not nil, runs under
+// the same lock (the client queues the reply's channel in write order).
+func (w *coalescer) frame(p []byte, before func()) {
+	w.mu.Lock()
+	if before != nil {
+		before()
+	}
+	w.out = binary.BigEndian.AppendUint32(w.out, uint32(len(p)))
+	w.out = append(w.out, p...)
+	if w.writing || w.failed {
+		w.mu.Unlock()
+		return
+	}
+	w.writing = true
+	for len(w.out) > 0 {
+		buf := w.out
+		w.out = w.spare[:0]
+		w.mu.Unlock()
+		_, err := w.c.Write(buf)
+		w.mu.Lock()
+		w.spare = buf
+		if err != nil {
+			w.failed = true
+			close(w.closed)
+			break
+		}
+	}
+	w.writing = false
+	w.mu.Unlock()
+}
+
+// tcpCoalesced pipelines requests on one connection through a coalescer;
+// the server answers in order, so replies are matched first in, first out.
+type tcpCoalesced struct {
+	w     *coalescer
+	queue chan chan []byte
+	err   chan struct{}
+}
+
+func dialTCPCoalesced(ctx context.Context, addr string, _ DialOptions) (Client, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	t := &tcpCoalesced{w: newCoalescer(c), queue: make(chan chan []byte, 1<<16), err: make(chan struct{})}
+	go t.read()
+	return t, nil
+}
+
+func (t *tcpCoalesced) read() {
+	defer close(t.err)
+	r := bufio.NewReaderSize(t.w.c, 64<<10)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxTCPFrame {
+			return
+		}
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return
+		}
+		select {
+		case ch := <-t.queue:
+			ch <- b
+		default:
+			return // a reply nobody asked for
+		}
+	}
+}
+
+func (t *tcpCoalesced) Call(ctx context.Context, p []byte) ([]byte, error) {
+	if len(p) > maxTCPFrame {
+		return nil, errors.New("tcp: payload too large")
+	}
+	ch := make(chan []byte, 1)
+	t.w.frame(p, func() { t.queue <- ch })
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-t.err:
+		return nil, errors.New("tcp: connection closed")
+	case <-t.w.closed:
+		return nil, errors.New("tcp: write failed")
+	case <-ctx.Done():
+		// The reply will still come and be dropped into ch's buffer.
+		return nil, ctx.Err()
+	}
+}
+
+func (t *tcpCoalesced) Close() error { return t.w.c.Close() }
 
 // ---- sluice RSocket over TCP and WebSocket ----
 

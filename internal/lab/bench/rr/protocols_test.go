@@ -19,6 +19,9 @@ func TestProtocolsEcho(t *testing.T) {
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {
+			if err := Unavailable(p.Name); err != nil {
+				t.Skip(err)
+			}
 			addr, stop, err := p.Serve(ctx)
 			if err != nil {
 				t.Fatal(err)

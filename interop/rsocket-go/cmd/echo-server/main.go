@@ -51,7 +51,9 @@ func echo() rgo.RSocket {
 			if msg, ok := strings.CutPrefix(string(p.Data()), "error:"); ok {
 				return mono.Error(errors.New(msg))
 			}
-			return mono.Just(payload.Clone(p))
+			// The payload as is, no copy, as rsocket-go's README echo
+			// (mono.Just(msg)) and examples/echo/echo.go do.
+			return mono.Just(p)
 		}),
 		rgo.RequestStream(func(p payload.Payload) flux.Flux {
 			n, err := strconv.Atoi(string(p.Data()))

@@ -14,6 +14,8 @@ import (
 	rgo "github.com/rsocket/rsocket-go"
 	"github.com/rsocket/rsocket-go/logger"
 	"github.com/rsocket/rsocket-go/payload"
+
+	"example.com/interop/rsocketgo/internal/asyncrr"
 )
 
 // client drives rsocket-go's client the way sluice's internal/lab/bench/rr
@@ -32,10 +34,14 @@ func client(args []string) error {
 	size := fs.Int("payload", 64, "payload bytes")
 	burstSeconds := fs.Int("burst-seconds", 6, "burst: spread in whole seconds, 100 calls per second")
 	seed := fs.Uint64("seed", 1, "burst: random seed")
+	api := fs.String("api", "block", "block (Block per request, one goroutine per request in flight) or async (SubscribeWith from one goroutine, closed mode only: rsocket-go's own echo benchmark path)")
 	warmup := fs.Duration("warmup", 300*time.Millisecond, "unmeasured closed-loop warm-up (0: none)")
 	fs.Parse(args)
 	if *addr == "" || *inflight < 1 || *rate <= 0 || *dur <= 0 || *size < 0 || *burstSeconds < 1 {
 		return fmt.Errorf("bad flags (need --addr; positive --inflight, --rate, --duration, --burst-seconds)")
+	}
+	if *api != "block" && !(*api == "async" && *mode == "closed") {
+		return fmt.Errorf("--api %q: block, or async with --mode closed", *api)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *dur+time.Duration(*burstSeconds)*time.Second+2*time.Minute)
 	defer cancel()
@@ -64,14 +70,22 @@ func client(args []string) error {
 		}
 		mu.Unlock()
 	}
-	// Warm-up, not measured.
-	closed(max(*inflight, 1), *warmup, call, func(time.Duration, error) {})
+	runClosed := func(dur time.Duration, record func(time.Duration, error)) {
+		if *api == "async" {
+			asyncrr.Closed(ctx, c, data, *inflight, time.Now().Add(dur), record)
+			return
+		}
+		closed(*inflight, dur, call, record)
+	}
+	// Warm-up, not measured: the same as every other client's in `sluice
+	// bench rr`.
+	runClosed(*warmup, func(time.Duration, error) {})
 	cpu0 := cpuTime()
 	start := time.Now()
 	var spun time.Duration
 	switch *mode {
 	case "closed":
-		closed(*inflight, *dur, call, record)
+		runClosed(*dur, record)
 	case "open":
 		spun = open(*rate, *dur, call, record)
 	case "burst":

@@ -3,7 +3,7 @@
 // rsocket-go never enters sluice's own go.mod.
 //
 //	rrpeer serve [--addr 127.0.0.1:0]
-//	rrpeer client --addr HOST:PORT [--mode burst|open|closed] [--inflight N] [--rate N] [--duration D] [--payload N]
+//	rrpeer client --addr HOST:PORT [--mode burst|open|closed] [--api block|async] [--inflight N] [--rate N] [--duration D] [--payload N]
 //
 // It speaks the split-process protocol of sluice's internal/lab/bench/rr: it
 // prints "addr HOST:PORT" once it listens, answers each "cpu" line on stdin
@@ -69,8 +69,11 @@ func serve(addr string) error {
 		errc <- rgo.Receive().
 			OnStart(func() { close(started) }).
 			Acceptor(func(context.Context, payload.SetupPayload, rgo.CloseableRSocket) (rgo.RSocket, error) {
+				// The payload as is, no copy: rsocket-go's own README echo
+				// (mono.Just(msg)) and examples/echo/echo.go
+				// (mono.JustOneshot(pl)) in github.com/rsocket/rsocket-go.
 				return rgo.NewAbstractSocket(rgo.RequestResponse(func(p payload.Payload) mono.Mono {
-					return mono.Just(payload.Clone(p))
+					return mono.Just(p)
 				})), nil
 			}).
 			Transport(rgo.TCPServer().SetAddr(addr).Build()).

@@ -7,7 +7,7 @@
 //
 // It prints one JSON object on stdout:
 //
-//	rr:     {"requests":N,"elapsed_s":S,"p50_us":X,"p99_us":Y}
+//	rr:     (-api block|async) {"requests":N,"elapsed_s":S,"p50_us":X,"p99_us":Y}
 //	stream: {"payloads":N,"elapsed_s":S}
 package main
 
@@ -30,6 +30,8 @@ import (
 	"github.com/rsocket/rsocket-go/rx"
 	"github.com/rsocket/rsocket-go/rx/flux"
 	"github.com/rsocket/rsocket-go/rx/mono"
+
+	"example.com/interop/rsocketgo/internal/asyncrr"
 )
 
 func main() {
@@ -39,14 +41,19 @@ func main() {
 	size := flag.Int("size", 64, "payload bytes")
 	addr := flag.String("addr", "", "server HOST:PORT (default: start rsocket-go's own echo server on loopback)")
 	maxReq := flag.Int64("max", 50_000_000, "stop after this many requests or payloads")
+	api := flag.String("api", "block", "rr: block (Block per request, a goroutine per request in flight) or async (SubscribeWith from one goroutine, as rsocket-go's examples/echo_bench does)")
 	flag.Parse()
-	if err := run(*mode, *inflight, *dur, *size, *addr, *maxReq); err != nil {
+	if *api != "block" && *api != "async" {
+		fmt.Fprintln(os.Stderr, "rsgo-bench: -api is block or async")
+		os.Exit(2)
+	}
+	if err := run(*mode, *api, *inflight, *dur, *size, *addr, *maxReq); err != nil {
 		fmt.Fprintln(os.Stderr, "rsgo-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode string, inflight int, dur time.Duration, size int, addr string, maxReq int64) error {
+func run(mode, api string, inflight int, dur time.Duration, size int, addr string, maxReq int64) error {
 	if inflight < 1 || dur <= 0 || size < 0 || maxReq < 1 {
 		return errors.New("-inflight, -duration, -max must be positive, -size not negative")
 	}
@@ -73,6 +80,20 @@ func run(mode string, inflight int, dur time.Duration, size int, addr string, ma
 		start := time.Now()
 		var wg sync.WaitGroup
 		var firstErr atomic.Value
+		if api == "async" {
+			// One goroutine issues and records until the end; -max bounds
+			// what is recorded.
+			asyncrr.Closed(ctx, c, data, inflight, end, func(d time.Duration, err error) {
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				if n.Add(1) <= maxReq {
+					lat[0] = append(lat[0], d)
+				}
+			})
+			inflight = 0 // no blocking workers
+		}
 		for w := range inflight {
 			wg.Add(1)
 			go func() {
@@ -136,7 +157,9 @@ func serve(ctx context.Context, size int) (string, error) {
 	ln.Close() // rsocket-go listens itself
 	elem := make([]byte, size)
 	sock := rgo.NewAbstractSocket(
-		rgo.RequestResponse(func(p payload.Payload) mono.Mono { return mono.Just(payload.Clone(p)) }),
+		// The payload as is, no copy, as rsocket-go's README echo
+		// (mono.Just(msg)) and examples/echo/echo.go do.
+		rgo.RequestResponse(func(p payload.Payload) mono.Mono { return mono.Just(p) }),
 		rgo.RequestStream(func(p payload.Payload) flux.Flux {
 			n, _ := strconv.ParseInt(string(p.Data()), 10, 64)
 			return flux.Create(func(ctx context.Context, s flux.Sink) {

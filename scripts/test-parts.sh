@@ -1,6 +1,6 @@
 # Sourced by .ci/run and scripts/test-all.sh (from the repository's root):
 # installs what the tests that skip without it need (Kafka's jars, the
-# RSocket interop peers, the tus clients, Chromium), each pinned, and sets
+# RSocket interop peers, the tus clients, redis-server, Chromium), each pinned, and sets
 # SLUICE_KAFKA, SLUICE_INTEROP and SLUICE_BROWSER to "require", so that a
 # part that still cannot run fails its tests instead of skipping them.
 # The real disk-full tests also need root (a tmpfs); nothing here gives it.
@@ -24,6 +24,11 @@ timeout 600 bash interop/tus/setup.sh
 
 # A machine where a peer (Python, JS, Java RSocket; tus clients) cannot be installed must fail CI, not skip the interop tests.
 export SLUICE_INTEROP=require
+
+echo "== redis-server for the Redis rows of the request-response bench (Debian's package, scripts/install-redis.sh)"
+timeout 600 bash scripts/install-redis.sh
+# Without redis-server the Redis echo test must fail CI, not skip.
+export SLUICE_REDIS=require
 
 echo "== Chromium for the status page's browser test (Debian's package; internal/status TestBrowserStatusPage)"
 if ! command -v chromium >/dev/null; then

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
@@ -167,18 +167,11 @@ func (h *harness) open() *agentConn {
 	return a
 }
 
-func helloReq(agent string, dicts ...uint32) *sluicev1.Request {
-	return &sluicev1.Request{Version: 1, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
-		AgentId: agent, ProtocolVersion: 1, DictionaryIds: dicts,
-		Codecs: []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
-	}}}
-}
-
 // connect opens a stream and completes the handshake.
 func (h *harness) connect(agent string, dicts ...uint32) *agentConn {
 	h.t.Helper()
 	a := h.open()
-	a.send(helloReq(agent, dicts...))
+	a.send(sinkclient.Hello(agent, dicts...))
 	r := a.next()
 	if a.welcome = r.GetWelcome(); a.welcome == nil {
 		h.t.Fatalf("first response %v is not a Welcome", r)
@@ -290,13 +283,4 @@ func makeBody(recs ...string) []byte {
 func plainReq(id uint64, recs ...string) *sluicev1.Request {
 	return &sluicev1.Request{Version: 1, MessageId: id, RecordCount: uint32(len(recs)),
 		Payload: &sluicev1.Request_Plain{Plain: makeBody(recs...)}}
-}
-
-// records returns n distinct records for message id.
-func records(id uint64, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = "message " + itoa(id) + " record " + itoa(uint64(i)) + " " + strings.Repeat("x", i%7)
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // reader is a raw Read stream: the test plays the consumer.
@@ -135,7 +136,7 @@ func fill(t *testing.T, h *harness, from, n uint64) {
 	a := h.connect("edge-1")
 	var ids []uint64
 	for id := from; id < from+n; id++ {
-		a.send(plainReq(id, records(id, 2)...))
+		a.send(plainReq(id, sinkclient.Records(id, 2)...))
 		ids = append(ids, id)
 	}
 	a.collect(ids...)
@@ -151,7 +152,7 @@ func TestReadCredits(t *testing.T) {
 	r.request(3)
 	for i := range uint64(3) {
 		m := r.next().GetMessage()
-		if m.GetOffset() != i || m.GetAgentId() != "edge-1" || m.GetMessageId() != i || !slices.Equal(strs(m.GetRecords()), records(i, 2)) {
+		if m.GetOffset() != i || m.GetAgentId() != "edge-1" || m.GetMessageId() != i || !slices.Equal(strs(m.GetRecords()), sinkclient.Records(i, 2)) {
 			t.Fatalf("message %d: %v", i, m)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/serving"
 )
@@ -131,13 +130,6 @@ type agentConn struct {
 	end    chan error
 }
 
-func helloReq(agent string) *sluicev1.Request {
-	return &sluicev1.Request{Version: 1, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
-		AgentId: agent, ProtocolVersion: 1,
-		Codecs: []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
-	}}}
-}
-
 // connect opens a Send stream and completes the handshake.
 func (h *harness) connect(agent string) *agentConn {
 	h.t.Helper()
@@ -159,7 +151,7 @@ func (h *harness) connect(agent string) *agentConn {
 			a.resps <- r
 		}
 	}()
-	a.send(helloReq(agent))
+	a.send(sinkclient.Hello(agent))
 	if r := a.next(); r.GetWelcome() == nil {
 		h.t.Fatalf("first response %v is not a Welcome", r)
 	}
@@ -214,15 +206,6 @@ func plainReq(id uint64, recs ...string) *sluicev1.Request {
 	}
 	return &sluicev1.Request{Version: 1, MessageId: id, RecordCount: uint32(len(recs)),
 		Payload: &sluicev1.Request_Plain{Plain: bytes.Clone(b.Bytes())}}
-}
-
-// records returns n distinct records for message id.
-func records(id uint64, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = "message " + strconv.FormatUint(id, 10) + " record " + strconv.Itoa(i) + " " + strings.Repeat("x", i%7)
-	}
-	return out
 }
 
 // reader is a raw Read stream: the test plays the consumer.

@@ -1,0 +1,67 @@
+// Package sinkclient is what the tests that play a sink's client over
+// gRPC share: the Hello an agent opens its Send stream with, distinct
+// records for a message, and a follower that reads the whole store and
+// keeps following. It is for tests only.
+//
+// It imports neither internal/sink nor its gRPC server
+// (internal/transport/grpctransport/grpcserve), so that the in-package
+// tests of both can use it.
+package sinkclient
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+)
+
+// Hello is the first request of an agent's Send stream: protocol version
+// 1, every codec, and the zstd dictionaries dicts.
+func Hello(agent string, dicts ...uint32) *sluicev1.Request {
+	return &sluicev1.Request{Version: 1, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
+		AgentId: agent, ProtocolVersion: 1, DictionaryIds: dicts,
+		Codecs: []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
+	}}}
+}
+
+// Records returns n distinct records for message id, of varying length.
+func Records(id uint64, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "message " + strconv.FormatUint(id, 10) + " record " + strconv.Itoa(i) + " " + strings.Repeat("x", i%7)
+	}
+	return out
+}
+
+// Follow reads the whole store from cc and follows it until ctx ends or
+// the stream fails. caught gets nil at the first EndOfLog, or the error if
+// the stream fails before it; onMessage, if not nil, sees every response.
+func Follow(ctx context.Context, cc grpc.ClientConnInterface, caught chan<- error, onMessage func(*sluicev1.ReadResponse)) {
+	rs, err := sluicev1.NewSinkClient(cc).Read(ctx)
+	if err == nil {
+		err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}})
+	}
+	if err == nil {
+		err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1 << 30}})
+	}
+	told := false
+	for err == nil {
+		var r *sluicev1.ReadResponse
+		if r, err = rs.Recv(); err != nil {
+			break
+		}
+		if r.GetEnd() != nil && !told {
+			told = true
+			caught <- nil
+		}
+		if onMessage != nil {
+			onMessage(r)
+		}
+	}
+	if !told {
+		caught <- err
+	}
+}

@@ -153,17 +153,7 @@ func (h *harness) open() *agentConn {
 	}
 	a := &agentConn{t: h.t, stream: stream, cancel: cancel, resps: make(chan *sluicev1.Response, 1024), end: make(chan error, 1)}
 	h.t.Cleanup(cancel)
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				a.end <- err
-				close(a.resps)
-				return
-			}
-			a.resps <- r
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, a.resps, a.end)
 	return a
 }
 
@@ -190,16 +180,7 @@ func (a *agentConn) send(req *sluicev1.Request) {
 // next returns the next response, failing the test if none comes.
 func (a *agentConn) next() *sluicev1.Response {
 	a.t.Helper()
-	select {
-	case r, ok := <-a.resps:
-		if !ok {
-			a.t.Fatalf("stream ended: %v", <-a.end)
-		}
-		return r
-	case <-time.After(wait):
-		a.t.Fatal("no response")
-	}
-	return nil
+	return sinkclient.Next(a.t, a.resps, a.end, wait, "stream ended", "no response")
 }
 
 // none checks that no response arrives for a while.

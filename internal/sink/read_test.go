@@ -33,17 +33,7 @@ func (h *harness) read(start *sluicev1.ReadStart) *reader {
 		h.t.Fatal(err)
 	}
 	r := &reader{t: h.t, stream: stream, resps: make(chan *sluicev1.ReadResponse, 1024), end: make(chan error, 1)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				r.end <- err
-				close(r.resps)
-				return
-			}
-			r.resps <- m
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, r.resps, r.end)
 	if start != nil {
 		r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}})
 	}
@@ -70,16 +60,7 @@ func (r *reader) commit(off uint64) {
 
 func (r *reader) next() *sluicev1.ReadResponse {
 	r.t.Helper()
-	select {
-	case m, ok := <-r.resps:
-		if !ok {
-			r.t.Fatalf("read stream ended: %v", <-r.end)
-		}
-		return m
-	case <-time.After(wait):
-		r.t.Fatal("nothing read")
-	}
-	return nil
+	return sinkclient.Next(r.t, r.resps, r.end, wait, "read stream ended", "nothing read")
 }
 
 func (r *reader) none() {

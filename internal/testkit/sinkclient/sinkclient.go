@@ -12,6 +12,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -64,4 +66,36 @@ func Follow(ctx context.Context, cc grpc.ClientConnInterface, caught chan<- erro
 	if !told {
 		caught <- err
 	}
+}
+
+// Pump receives a stream's messages into msgs until Recv fails, then
+// sends that error (io.EOF for a stream the server ended with OK) to end
+// and closes msgs. Run it on its own goroutine.
+func Pump[T any](recv func() (*T, error), msgs chan<- *T, end chan<- error) {
+	for {
+		m, err := recv()
+		if err != nil {
+			end <- err
+			close(msgs)
+			return
+		}
+		msgs <- m
+	}
+}
+
+// Next returns the next message Pump delivered to msgs, failing the test
+// with ended (and the stream's error) if the stream ended, or with none
+// if nothing came within wait.
+func Next[T any](tb testing.TB, msgs <-chan *T, end <-chan error, wait time.Duration, ended, none string) *T {
+	tb.Helper()
+	select {
+	case m, ok := <-msgs:
+		if !ok {
+			tb.Fatalf("%s: %v", ended, <-end)
+		}
+		return m
+	case <-time.After(wait):
+		tb.Fatal(none)
+	}
+	return nil
 }

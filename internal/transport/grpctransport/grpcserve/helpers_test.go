@@ -140,17 +140,7 @@ func (h *harness) connect(agent string) *agentConn {
 		h.t.Fatal(err)
 	}
 	a := &agentConn{t: h.t, stream: stream, resps: make(chan *sluicev1.Response, 1024), end: make(chan error, 1)}
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				a.end <- err
-				close(a.resps)
-				return
-			}
-			a.resps <- r
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, a.resps, a.end)
 	a.send(sinkclient.Hello(agent))
 	if r := a.next(); r.GetWelcome() == nil {
 		h.t.Fatalf("first response %v is not a Welcome", r)
@@ -169,16 +159,7 @@ func (a *agentConn) send(req *sluicev1.Request) {
 // next returns the next response, failing the test if none comes.
 func (a *agentConn) next() *sluicev1.Response {
 	a.t.Helper()
-	select {
-	case r, ok := <-a.resps:
-		if !ok {
-			a.t.Fatalf("stream ended: %v", <-a.end)
-		}
-		return r
-	case <-time.After(wait):
-		a.t.Fatal("no response")
-	}
-	return nil
+	return sinkclient.Next(a.t, a.resps, a.end, wait, "stream ended", "no response")
 }
 
 // collect reads responses until every id in ids is acked.
@@ -225,17 +206,7 @@ func (h *harness) read(start *sluicev1.ReadStart) *reader {
 		h.t.Fatal(err)
 	}
 	r := &reader{t: h.t, send: stream.Send, resps: make(chan *sluicev1.ReadResponse, 1024), end: make(chan error, 1)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				r.end <- err
-				close(r.resps)
-				return
-			}
-			r.resps <- m
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, r.resps, r.end)
 	if err := r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}}); err != nil && err != io.EOF {
 		h.t.Fatal(err)
 	}
@@ -251,14 +222,5 @@ func (r *reader) request(n uint32) {
 
 func (r *reader) next() *sluicev1.ReadResponse {
 	r.t.Helper()
-	select {
-	case m, ok := <-r.resps:
-		if !ok {
-			r.t.Fatalf("read stream ended: %v", <-r.end)
-		}
-		return m
-	case <-time.After(wait):
-		r.t.Fatal("nothing read")
-	}
-	return nil
+	return sinkclient.Next(r.t, r.resps, r.end, wait, "read stream ended", "nothing read")
 }

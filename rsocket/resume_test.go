@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
-	"github.com/sluicehq/sluice/rsocket/internal/itemstest"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 )
 
 // resumeServer serves newEcho with resumption on a tcp:// or ws:// URL
@@ -58,10 +58,10 @@ func within(t testing.TB, what string, f func()) {
 }
 
 // readStream reads a stream of "0".."n-1" and checks it is complete, in
-// order and without duplicates (rsocket/internal/itemstest).
-func readStream(s *Stream, n int) error { return itemstest.ReadAll(itemsOf(s), n) }
+// order and without duplicates (rsocket/internal/resumetest).
+func readStream(s *Stream, n int) error { return resumetest.ReadAll(itemsOf(s), n) }
 
-// itemsOf is s's next function for itemstest: the items' data.
+// itemsOf is s's next function for resumetest: the items' data.
 func itemsOf(s *Stream) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		p, err := s.Next()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
-	"github.com/sluicehq/sluice/rsocket/internal/itemstest"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 )
 
 // The helpers of package rsocket's resume tests that these tests share
@@ -42,10 +42,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 // readStream reads a stream of "0".."n-1" and checks it is complete, in
-// order and without duplicates (rsocket/internal/itemstest).
-func readStream(s *rsocket.Stream, n int) error { return itemstest.ReadAll(itemsOf(s), n) }
+// order and without duplicates (rsocket/internal/resumetest).
+func readStream(s *rsocket.Stream, n int) error { return resumetest.ReadAll(itemsOf(s), n) }
 
-// itemsOf is s's next function for itemstest: the items' data.
+// itemsOf is s's next function for resumetest: the items' data.
 func itemsOf(s *rsocket.Stream) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		p, err := s.Next()

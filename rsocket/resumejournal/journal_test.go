@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/echo"
-	"github.com/sluicehq/sluice/rsocket/internal/itemstest"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -97,7 +97,7 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := itemstest.Ordered{Next: itemsOf(s)}
+	r := resumetest.Ordered{Next: itemsOf(s)}
 	within(t, "the first items", func() { err = r.Read(1000) })
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Package sinkclient is what the tests that play a sink's client over
 // gRPC share: the Hello an agent opens its Send stream with, distinct
-// records for a message, and a follower that reads the whole store and
-// keeps following. It is for tests only.
+// records for a message, a follower that reads the whole store and keeps
+// following, and the receive pump and bounded wait of a test's stream. It
+// is for tests only.
 //
 // It imports neither internal/sink nor its gRPC server
 // (internal/transport/grpctransport/grpcserve), so that the in-package

@@ -48,13 +48,7 @@ var withinBound = 60 * time.Second
 // (a hang is a failure, not a timing assertion).
 func within(t testing.TB, what string, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(withinBound):
-		t.Fatalf("%s: no outcome after %v", what, withinBound)
-	}
+	resumetest.Within(t, what, withinBound, f)
 }
 
 // readStream reads a stream of "0".."n-1" and checks it is complete, in

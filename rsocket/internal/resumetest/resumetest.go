@@ -2,8 +2,8 @@
 // of rsocket/resumejournal share: the check that a stream of the items
 // "0", "1", … "n-1" (rsocket/echo's answer to a request stream of n)
 // came complete, in order and without duplicates whatever resumed,
-// redialled or restarted on the way, and a thief that presents another
-// client's resume token. It does not import package rsocket (it takes a
+// redialled or restarted on the way, a thief that presents another
+// client's resume token, and the bound on a step that must not hang. It does not import package rsocket (it takes a
 // stream as its next function), so that package rsocket's own tests can
 // use it.
 package resumetest
@@ -91,5 +91,18 @@ func ThiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte, wait
 	ef, err := frame.ParseError(in)
 	if err != nil || ef.Code != frame.ErrorCodeRejectedResume || ef.Message() != "resume from another client identity" {
 		t.Fatalf("thief's RESUME answered %+v (%v); want REJECTED_RESUME \"resume from another client identity\"", ef, err)
+	}
+}
+
+// Within fails the test when f does not return within bound, generous
+// (a hang is a failure, not a timing assertion).
+func Within(t testing.TB, what string, bound time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Fatalf("%s: no outcome after %v", what, bound)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
@@ -74,25 +73,14 @@ func (h *harness) start() {
 	served := make(chan error, 1)
 	h.served = served
 	go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, h.dial...)
-	cc, err := grpc.NewClient(lis.Addr().String(), opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.cc, h.client = cc, sluicev1.NewSinkClient(cc)
+	h.cc, h.client = sinkclient.Dial(h.t, lis.Addr().String(), h.dial...)
 }
 
 func (h *harness) stop() {
 	if h.s == nil {
 		return
 	}
-	h.cc.Close()
-	if err := h.s.Close(); err != nil {
-		h.t.Errorf("Close: %v", err)
-	}
-	if err := <-h.served; err != nil {
-		h.t.Errorf("Serve: %v", err)
-	}
+	sinkclient.Shutdown(h.t, h.cc, h.s, h.served)
 	h.s = nil
 }
 

@@ -1,7 +1,8 @@
 // Package sinkclient is what the tests that play a sink's client over
 // gRPC share: the Hello an agent opens its Send stream with, distinct
 // records for a message, a follower that reads the whole store and keeps
-// following, and the receive pump and bounded wait of a test's stream. It
+// following, the receive pump and bounded wait of a test's stream, and
+// the dial and shutdown of a harness's connection and sink. It
 // is for tests only.
 //
 // It imports neither internal/sink nor its gRPC server
@@ -11,12 +12,14 @@ package sinkclient
 
 import (
 	"context"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 )
@@ -99,4 +102,29 @@ func Next[T any](tb testing.TB, msgs <-chan *T, end <-chan error, wait time.Dura
 		tb.Fatal(none)
 	}
 	return nil
+}
+
+// Dial connects to a sink's gRPC server at addr in plaintext, with opts
+// after that (a test's extra dial options).
+func Dial(tb testing.TB, addr string, opts ...grpc.DialOption) (*grpc.ClientConn, sluicev1.SinkClient) {
+	tb.Helper()
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cc, sluicev1.NewSinkClient(cc)
+}
+
+// Shutdown closes the test's connection cc, then the sink s, and waits
+// for the sink's Serve to return its result on served; a failing Close
+// or Serve fails the test.
+func Shutdown(tb testing.TB, cc, s io.Closer, served <-chan error) {
+	cc.Close()
+	if err := s.Close(); err != nil {
+		tb.Errorf("Close: %v", err)
+	}
+	if err := <-served; err != nil {
+		tb.Errorf("Serve: %v", err)
+	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
-	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 )
 
 // serveTLS serves the echo responder over TLS on scheme (tls or wss) and
@@ -153,7 +153,7 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	p := newCutProxy(t, ln.Addr().String(), 7, 0, 0, 0) // no cuts until the thief has tried
 	c := pki.dialOwner(t, "tls://"+p.Addr())
 
-	thiefResumes(t, ln.Addr().String(), pki.thief, pki.token)
+	resumetest.ThiefResumes(t, ln.Addr().String(), pki.thief, pki.token, withinBound)
 
 	// The owner's session is untouched, and it resumes as itself.
 	p.CutNext(randomCuts(7, cuts, 4<<10, 64<<10))
@@ -209,35 +209,4 @@ func (m mtlsResume) dialOwner(t *testing.T, url string) *Conn {
 		t.Fatalf("owner: %q %v", r.Data, err)
 	}
 	return c
-}
-
-// thiefResumes presents token in a RESUME over TLS with cfg's client
-// certificate, and fails the test unless the server refuses it as
-// coming from another client identity.
-func thiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte) {
-	t.Helper()
-	nc, err := tls.Dial("tcp", addr, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	out := frame.ReserveLengthPrefix(nil)
-	if out, err = frame.AppendResume(out, 1, 0, token, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := frame.SetLengthPrefix(out, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nc.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(withinBound))
-	in, err := frame.ReadLengthPrefixed(nc, nil, 1<<20)
-	if err != nil {
-		t.Fatalf("thief's RESUME: no answer: %v", err)
-	}
-	ef, err := frame.ParseError(in)
-	if err != nil || ef.Code != frame.ErrorCodeRejectedResume || ef.Message() != "resume from another client identity" {
-		t.Fatalf("thief's RESUME answered %+v (%v); want REJECTED_RESUME \"resume from another client identity\"", ef, err)
-	}
 }

@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"crypto/x509"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,36 +52,18 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
-// pki is a throwaway CA with a server and a client certificate, written as
-// PEM files in a temporary directory.
-type pki struct {
-	dir                                      string
-	caFile, srvCert, srvKey, cliCert, cliKey string
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{dir: t.TempDir()}
-	ca := testpki.NewCA(t)
-	p.caFile = ca.WriteCA(t, p.dir)
-	// The server's CN is the name clients dial (ServerName "sink.test").
-	p.srvCert, p.srvKey = testpki.WritePEM(t, p.dir, "server", ca.Issue(t, "sink.test", x509.ExtKeyUsageServerAuth))
-	p.cliCert, p.cliKey = testpki.WritePEM(t, p.dir, "client", ca.Issue(t, "client", x509.ExtKeyUsageClientAuth))
-	return p
-}
-
 func TestConfigErrors(t *testing.T) {
-	p := newPKI(t)
-	if _, err := auth.ServerTLS(p.srvCert, "", ""); err == nil {
+	p := testpki.WriteFiles(t)
+	if _, err := auth.ServerTLS(p.ServerCert, "", ""); err == nil {
 		t.Error("ServerTLS without a key succeeded")
 	}
-	if _, err := auth.ServerTLS(p.srvCert, p.srvKey, p.srvKey); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := auth.ServerTLS(p.ServerCert, p.ServerKey, p.ServerKey); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("ServerTLS with a key as client CA: %v", err)
 	}
-	if _, err := auth.ClientTLS(p.caFile, p.cliCert, "", ""); err == nil {
+	if _, err := auth.ClientTLS(p.CA, p.ClientCert, "", ""); err == nil {
 		t.Error("ClientTLS with a certificate but no key succeeded")
 	}
-	if _, err := auth.LoadTokens(filepath.Join(p.dir, "missing")); err == nil {
+	if _, err := auth.LoadTokens(filepath.Join(p.Dir, "missing")); err == nil {
 		t.Error("LoadTokens of a missing file succeeded")
 	}
 }

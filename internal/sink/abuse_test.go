@@ -17,6 +17,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
@@ -114,7 +115,7 @@ func TestStreamsPerConnection(t *testing.T) {
 				return // cancelled at the end of the test
 			}
 			a := &agentConn{t: t, stream: stream, cancel: cancel}
-			if err := stream.Send(helloReq("edge-" + itoa(uint64(i)))); err != nil {
+			if err := stream.Send(sinkclient.Hello("edge-" + itoa(uint64(i)))); err != nil {
 				return
 			}
 			if r, err := stream.Recv(); err == nil && r.GetWelcome() != nil {
@@ -183,7 +184,7 @@ func TestConnectionsPerPeer(t *testing.T) {
 		return st, cancel, nil
 	}
 	hello := func(st stream, agent string) error {
-		if err := st.Send(helloReq(agent)); err != nil {
+		if err := st.Send(sinkclient.Hello(agent)); err != nil {
 			_, err = st.Recv()
 			return err
 		}
@@ -347,7 +348,7 @@ func TestMaxConsumers(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxConsumers = 2 })
 	a := h.connect("edge-1")
 	for id := range uint64(20) {
-		a.send(plainReq(id, records(id, 50)...))
+		a.send(plainReq(id, sinkclient.Records(id, 50)...))
 	}
 	a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
 	var readers []*reader
@@ -417,7 +418,7 @@ func TestFailedAuthStaysCounted(t *testing.T) {
 
 func failedAuthStaysCounted(t *testing.T, h *harness) {
 	b := h.open()
-	b.send(helloReq("edge-2")) // the token is edge-1's
+	b.send(sinkclient.Hello("edge-2")) // the token is edge-1's
 	if err := b.status(); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("Hello as another agent: %v, want PermissionDenied", err)
 	}
@@ -449,7 +450,7 @@ func TestMaxConns(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := st.Send(helloReq(agent)); err != nil {
+		if err := st.Send(sinkclient.Hello(agent)); err != nil {
 			_, err = st.Recv()
 			return err
 		}

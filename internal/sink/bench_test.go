@@ -7,6 +7,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // BenchmarkSend measures one agent stream over loopback gRPC keeping its
@@ -18,7 +19,7 @@ import (
 //	go test -run '^$' -bench BenchmarkSend -benchmem -benchtime 2s ./internal/sink/
 func BenchmarkSend(b *testing.B) {
 	b.Run("plain-64rec", func(b *testing.B) {
-		body := makeBody(records(0, 64)...)
+		body := makeBody(sinkclient.Records(0, 64)...)
 		benchSend(b, &sluicev1.Request{Version: 1, RecordCount: 64, Payload: &sluicev1.Request_Plain{Plain: body}}, len(body))
 	})
 	b.Run("zstd-2048rec", func(b *testing.B) {

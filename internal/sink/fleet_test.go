@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // needFiles skips the test when the soft limit of open files is below n.
@@ -71,7 +72,7 @@ func dialFleetAgent(addr, agent string) (*fleetAgent, error) {
 	a := &fleetAgent{cc: cc, cancel: cancel}
 	a.stream, err = sluicev1.NewSinkClient(cc).Send(ctx)
 	if err == nil {
-		err = a.stream.Send(helloReq(agent))
+		err = a.stream.Send(sinkclient.Hello(agent))
 		if err == io.EOF {
 			_, err = a.stream.Recv()
 		}

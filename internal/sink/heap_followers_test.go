@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // TestFollowersHeap measures the Go heap a sink holds for following
@@ -55,7 +56,7 @@ func TestFollowersHeap(t *testing.T) {
 		t.Cleanup(func() { cc.Close() })
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		go followAll(ctx, cc, caught, func(r *sluicev1.ReadResponse) {
+		go sinkclient.Follow(ctx, cc, caught, func(r *sluicev1.ReadResponse) {
 			if r.GetMessage().GetMessageId() == msgs+15 {
 				woke <- struct{}{}
 			}
@@ -86,36 +87,4 @@ func TestFollowersHeap(t *testing.T) {
 	woken := heap()
 	t.Logf("%d followers: heap in use %d MB before them, %d MB with them caught up and idle, %d MB after 16 more messages: %.2f MB per follower (idle)",
 		followers, base, idle, woken, float64(idle-base)/float64(followers))
-}
-
-// followAll reads the whole store from cc and follows it, as the follower
-// of the memory measurements (TestFollowersHeap, TestFollowersRSS), until
-// ctx ends or the stream fails. caught gets nil at the first EndOfLog, or
-// the error if the stream fails before it; onMessage, if not nil, sees
-// every response.
-func followAll(ctx context.Context, cc grpc.ClientConnInterface, caught chan<- error, onMessage func(*sluicev1.ReadResponse)) {
-	rs, err := sluicev1.NewSinkClient(cc).Read(ctx)
-	if err == nil {
-		err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: &sluicev1.ReadStart{Follow: true}}})
-	}
-	if err == nil {
-		err = rs.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1 << 30}})
-	}
-	told := false
-	for err == nil {
-		var r *sluicev1.ReadResponse
-		if r, err = rs.Recv(); err != nil {
-			break
-		}
-		if r.GetEnd() != nil && !told {
-			told = true
-			caught <- nil
-		}
-		if onMessage != nil {
-			onMessage(r)
-		}
-	}
-	if !told {
-		caught <- err
-	}
 }

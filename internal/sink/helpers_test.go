@@ -6,16 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
@@ -74,25 +73,14 @@ func (h *harness) start() {
 	served := make(chan error, 1)
 	h.served = served
 	go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, h.dial...)
-	cc, err := grpc.NewClient(lis.Addr().String(), opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.cc, h.client = cc, sluicev1.NewSinkClient(cc)
+	h.cc, h.client = sinkclient.Dial(h.t, lis.Addr().String(), h.dial...)
 }
 
 func (h *harness) stop() {
 	if h.s == nil {
 		return
 	}
-	h.cc.Close()
-	if err := h.s.Close(); err != nil {
-		h.t.Errorf("Close: %v", err)
-	}
-	if err := <-h.served; err != nil {
-		h.t.Errorf("Serve: %v", err)
-	}
+	sinkclient.Shutdown(h.t, h.cc, h.s, h.served)
 	h.s = nil
 }
 
@@ -153,32 +141,15 @@ func (h *harness) open() *agentConn {
 	}
 	a := &agentConn{t: h.t, stream: stream, cancel: cancel, resps: make(chan *sluicev1.Response, 1024), end: make(chan error, 1)}
 	h.t.Cleanup(cancel)
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				a.end <- err
-				close(a.resps)
-				return
-			}
-			a.resps <- r
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, a.resps, a.end)
 	return a
-}
-
-func helloReq(agent string, dicts ...uint32) *sluicev1.Request {
-	return &sluicev1.Request{Version: 1, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
-		AgentId: agent, ProtocolVersion: 1, DictionaryIds: dicts,
-		Codecs: []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
-	}}}
 }
 
 // connect opens a stream and completes the handshake.
 func (h *harness) connect(agent string, dicts ...uint32) *agentConn {
 	h.t.Helper()
 	a := h.open()
-	a.send(helloReq(agent, dicts...))
+	a.send(sinkclient.Hello(agent, dicts...))
 	r := a.next()
 	if a.welcome = r.GetWelcome(); a.welcome == nil {
 		h.t.Fatalf("first response %v is not a Welcome", r)
@@ -197,16 +168,7 @@ func (a *agentConn) send(req *sluicev1.Request) {
 // next returns the next response, failing the test if none comes.
 func (a *agentConn) next() *sluicev1.Response {
 	a.t.Helper()
-	select {
-	case r, ok := <-a.resps:
-		if !ok {
-			a.t.Fatalf("stream ended: %v", <-a.end)
-		}
-		return r
-	case <-time.After(wait):
-		a.t.Fatal("no response")
-	}
-	return nil
+	return sinkclient.Next(a.t, a.resps, a.end, wait, "stream ended", "no response")
 }
 
 // none checks that no response arrives for a while.
@@ -290,13 +252,4 @@ func makeBody(recs ...string) []byte {
 func plainReq(id uint64, recs ...string) *sluicev1.Request {
 	return &sluicev1.Request{Version: 1, MessageId: id, RecordCount: uint32(len(recs)),
 		Payload: &sluicev1.Request_Plain{Plain: makeBody(recs...)}}
-}
-
-// records returns n distinct records for message id.
-func records(id uint64, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = "message " + itoa(id) + " record " + itoa(uint64(i)) + " " + strings.Repeat("x", i%7)
-	}
-	return out
 }

@@ -17,6 +17,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
@@ -53,7 +54,7 @@ func TestCertificateIdentity(t *testing.T) {
 	a.send(plainReq(1, "from edge-1"))
 	a.collect(1)
 	b := h.open()
-	b.send(helloReq("edge-2"))
+	b.send(sinkclient.Hello("edge-2"))
 	if err := b.status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
 		t.Errorf("edge-1's certificate sending as edge-2: %v, want PermissionDenied", err)
 	}
@@ -68,7 +69,7 @@ func TestCertificateIdentity(t *testing.T) {
 	h = mtlsHarness(t, ca, ca.Issue(t, "edge-3", client))
 	h.connect("edge-3")
 	c := h.open()
-	c.send(helloReq("edge-1"))
+	c.send(sinkclient.Hello("edge-1"))
 	if err := c.status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("CN edge-3 sending as edge-1: %v, want PermissionDenied", err)
 	}
@@ -83,7 +84,7 @@ func TestCertificateIdentity(t *testing.T) {
 			t.Error("reader certificate: no EndOfLog")
 		}
 		d := h.open()
-		d.send(helloReq("*"))
+		d.send(sinkclient.Hello("*"))
 		if err := d.status(); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("reader certificate sending: %v, want PermissionDenied", err)
 		}
@@ -92,7 +93,7 @@ func TestCertificateIdentity(t *testing.T) {
 	// A certificate naming two identities names none.
 	h = mtlsHarness(t, ca, ca.Issue(t, "x", client, "spiffe://example.org/agent/x", "spiffe://example.org/reader"))
 	e := h.open()
-	e.send(helloReq("x"))
+	e.send(sinkclient.Hello("x"))
 	if err := e.status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("certificate with two identities: %v, want PermissionDenied", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // kafkaWait bounds the blocking steps of Kafka tests (a broker restart is
@@ -184,7 +185,7 @@ func testKafkaGroupCommit(t *testing.T, b *kafkatest.Broker) {
 	a.send(dictUpload(d))
 	var ids []uint64
 	for id := range uint64(60) {
-		recs := records(id, 1+int(id%7))
+		recs := sinkclient.Records(id, 1+int(id%7))
 		msgs[id] = recs
 		ids = append(ids, id)
 		body := makeBody(recs...)
@@ -234,7 +235,7 @@ func testKafkaRestartDedup(t *testing.T, b *kafkatest.Broker) {
 	h := kafkaHarness(t, b, topic, func(c *Config) { c.CheckpointBytes = 1 })
 	msgs := map[uint64][]string{}
 	for id := range uint64(12) {
-		msgs[id] = records(id, 3)
+		msgs[id] = sinkclient.Records(id, 3)
 	}
 	a := h.connect("edge-1")
 	sendAll(a, msgs, 0, 1, 2, 3, 4, 5)
@@ -282,7 +283,7 @@ func testKafkaTwoSinks(t *testing.T, b *kafkatest.Broker) {
 	ha := kafkaHarness(t, b, topic, nil)
 	msgs := map[uint64][]string{}
 	for id := range uint64(10) {
-		msgs[id] = records(id, 4)
+		msgs[id] = sinkclient.Records(id, 4)
 	}
 	a := ha.connect("edge-1")
 	sendAll(a, msgs, 0, 1, 2, 3, 4)
@@ -338,7 +339,7 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 	var ids []uint64
 	var want []string
 	for id := range uint64(20) {
-		msgs[id] = records(id, 1+int(id%4))
+		msgs[id] = sinkclient.Records(id, 1+int(id%4))
 		ids = append(ids, id)
 		want = append(want, msgs[id]...)
 	}
@@ -417,7 +418,7 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 	if e := r.next().GetEnd(); e == nil || e.NextOffset != total {
 		t.Fatalf("follow from the end: %v, want EndOfLog{%d}", e, total)
 	}
-	msgs[20] = records(20, 3)
+	msgs[20] = sinkclient.Records(20, 3)
 	sendAll(a, msgs, 20)
 	if m := r.next().GetMessage(); m == nil || m.MessageId != 20 || !slices.Equal(strs(m.Records), msgs[20]) || m.Offset != total+2 {
 		t.Fatalf("followed %v", m)
@@ -466,7 +467,7 @@ func testKafkaPartitions(t *testing.T, b *kafkatest.Broker) {
 		a := h.connect("edge-" + strconv.Itoa(ag))
 		msgs := map[uint64][]string{}
 		for id := range uint64(3) {
-			msgs[id] = records(id, 2)
+			msgs[id] = sinkclient.Records(id, 2)
 			for _, r := range msgs[id] {
 				want = append(want, "edge-"+strconv.Itoa(ag)+" "+r)
 			}
@@ -514,7 +515,7 @@ func testKafkaPartitions(t *testing.T, b *kafkatest.Broker) {
 // written whole it is.
 func testKafkaPartial(t *testing.T, b *kafkatest.Broker) {
 	topic := newTopic(t)
-	recs := records(0, 3)
+	recs := sinkclient.Records(0, 3)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
@@ -573,7 +574,7 @@ func TestKafkaOutage(t *testing.T) {
 	limit := a.welcome.GetCredits().GetMessageLimit()
 	msgs := map[uint64][]string{}
 	for id := range uint64(40) {
-		msgs[id] = records(id, 3)
+		msgs[id] = sinkclient.Records(id, 3)
 	}
 	sendAll(a, msgs, 0, 1, 2, 3)
 	limit += 4 // four acked: the queue has room again (grants follow)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 )
 
@@ -119,7 +120,7 @@ func TestServeReadMemconn(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
 	for id := uint64(1); id <= 3; id++ {
-		a.send(plainReq(id, records(id, 2)...))
+		a.send(plainReq(id, sinkclient.Records(id, 2)...))
 	}
 	a.collect(1, 2, 3)
 	d := &memconn.Dialer{Service: h.s}

@@ -11,6 +11,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
@@ -44,7 +45,7 @@ func TestAuth(t *testing.T) {
 	a.collect(0)
 
 	b := h.open()
-	b.send(helloReq("edge-2"))
+	b.send(sinkclient.Hello("edge-2"))
 	if err := b.status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
 		t.Errorf("agent token sending as another agent: %v", err)
 	}
@@ -59,7 +60,7 @@ func TestAuth(t *testing.T) {
 		t.Errorf("consumer token reading: no EndOfLog")
 	}
 	c := h2.open()
-	c.send(helloReq("*"))
+	c.send(sinkclient.Hello("*"))
 	if err := c.status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("consumer token sending: %v", err)
 	}
@@ -67,7 +68,7 @@ func TestAuth(t *testing.T) {
 	for _, tok := range []string{"", "wrong-token-0123456789"} {
 		h3 := tokenHarness(t, tok)
 		d := h3.open()
-		d.send(helloReq("edge-1"))
+		d.send(sinkclient.Hello("edge-1"))
 		if err := d.status(); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("token %q: %v, want Unauthenticated", tok, err)
 		}

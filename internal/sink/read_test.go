@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // reader is a raw Read stream: the test plays the consumer.
@@ -32,17 +33,7 @@ func (h *harness) read(start *sluicev1.ReadStart) *reader {
 		h.t.Fatal(err)
 	}
 	r := &reader{t: h.t, stream: stream, resps: make(chan *sluicev1.ReadResponse, 1024), end: make(chan error, 1)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				r.end <- err
-				close(r.resps)
-				return
-			}
-			r.resps <- m
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, r.resps, r.end)
 	if start != nil {
 		r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}})
 	}
@@ -69,16 +60,7 @@ func (r *reader) commit(off uint64) {
 
 func (r *reader) next() *sluicev1.ReadResponse {
 	r.t.Helper()
-	select {
-	case m, ok := <-r.resps:
-		if !ok {
-			r.t.Fatalf("read stream ended: %v", <-r.end)
-		}
-		return m
-	case <-time.After(wait):
-		r.t.Fatal("nothing read")
-	}
-	return nil
+	return sinkclient.Next(r.t, r.resps, r.end, wait, "read stream ended", "nothing read")
 }
 
 func (r *reader) none() {
@@ -135,7 +117,7 @@ func fill(t *testing.T, h *harness, from, n uint64) {
 	a := h.connect("edge-1")
 	var ids []uint64
 	for id := from; id < from+n; id++ {
-		a.send(plainReq(id, records(id, 2)...))
+		a.send(plainReq(id, sinkclient.Records(id, 2)...))
 		ids = append(ids, id)
 	}
 	a.collect(ids...)
@@ -151,7 +133,7 @@ func TestReadCredits(t *testing.T) {
 	r.request(3)
 	for i := range uint64(3) {
 		m := r.next().GetMessage()
-		if m.GetOffset() != i || m.GetAgentId() != "edge-1" || m.GetMessageId() != i || !slices.Equal(strs(m.GetRecords()), records(i, 2)) {
+		if m.GetOffset() != i || m.GetAgentId() != "edge-1" || m.GetMessageId() != i || !slices.Equal(strs(m.GetRecords()), sinkclient.Records(i, 2)) {
 			t.Fatalf("message %d: %v", i, m)
 		}
 	}

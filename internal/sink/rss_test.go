@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // TestFollowersRSS measures the resident memory of a sink process serving
@@ -93,7 +94,7 @@ func TestFollowersRSS(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		stream, err = sluicev1.NewSinkClient(cc).Send(context.Background())
 		if err == nil {
-			err = stream.Send(helloReq("rss"))
+			err = stream.Send(sinkclient.Hello("rss"))
 		}
 		if err == nil {
 			_, err = stream.Recv()
@@ -142,7 +143,7 @@ func TestFollowersRSS(t *testing.T) {
 	cc = dial()
 	defer cc.Close()
 	if stream, err = sluicev1.NewSinkClient(cc).Send(context.Background()); err == nil {
-		err = stream.Send(helloReq("rss"))
+		err = stream.Send(sinkclient.Hello("rss"))
 	}
 	if err == nil {
 		_, err = stream.Recv()
@@ -160,7 +161,7 @@ func TestFollowersRSS(t *testing.T) {
 		if !one || len(conns) == 0 {
 			conns = append(conns, dial())
 		}
-		go followAll(context.Background(), conns[len(conns)-1], caught, nil)
+		go sinkclient.Follow(context.Background(), conns[len(conns)-1], caught, nil)
 	}
 	ok := 0
 	for range followers {

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
@@ -37,7 +38,7 @@ func TestHandshake(t *testing.T) {
 	}
 	// A newer agent gets the version both speak.
 	b := h.open()
-	hello := helloReq("edge-2")
+	hello := sinkclient.Hello("edge-2")
 	hello.GetHello().ProtocolVersion = 9
 	b.send(hello)
 	if v := b.next().GetWelcome().GetProtocolVersion(); v != 1 {
@@ -61,10 +62,10 @@ func TestHandshakeErrors(t *testing.T) {
 	}{
 		{"message before hello", plainReq(1, "a"), codes.InvalidArgument, "must carry a Hello, not plain"},
 		{"empty request", &sluicev1.Request{Version: 1}, codes.InvalidArgument, "not no payload"},
-		{"no agent id", helloReq(""), codes.InvalidArgument, "agent_id of 0 bytes"},
-		{"agent id too long", helloReq(long), codes.InvalidArgument, "agent_id of 256 bytes"},
-		{"request version", func() *sluicev1.Request { r := helloReq("a"); r.Version = 2; return r }(), codes.InvalidArgument, "Request.version 2"},
-		{"protocol version 0", func() *sluicev1.Request { r := helloReq("a"); r.GetHello().ProtocolVersion = 0; return r }(), codes.InvalidArgument, "protocol version 0"},
+		{"no agent id", sinkclient.Hello(""), codes.InvalidArgument, "agent_id of 0 bytes"},
+		{"agent id too long", sinkclient.Hello(long), codes.InvalidArgument, "agent_id of 256 bytes"},
+		{"request version", func() *sluicev1.Request { r := sinkclient.Hello("a"); r.Version = 2; return r }(), codes.InvalidArgument, "Request.version 2"},
+		{"protocol version 0", func() *sluicev1.Request { r := sinkclient.Hello("a"); r.GetHello().ProtocolVersion = 0; return r }(), codes.InvalidArgument, "protocol version 0"},
 		{"closed before hello", nil, codes.InvalidArgument, "closed before its Hello"},
 	}
 	for _, tt := range tests {
@@ -92,7 +93,7 @@ func TestSecondHello(t *testing.T) {
 	a := h.connect("edge-1")
 	a.send(plainReq(0, "a"))
 	a.collect(0)
-	a.send(helloReq("edge-1"))
+	a.send(sinkclient.Hello("edge-1"))
 	if err := a.status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "second Hello") {
 		t.Fatalf("second Hello: %v", err)
 	}
@@ -105,7 +106,7 @@ func TestAckAfterStore(t *testing.T) {
 	a := h.connect("edge-1")
 	const n = 200
 	for id := range uint64(n) {
-		a.send(plainReq(id, records(id, 3)...))
+		a.send(plainReq(id, sinkclient.Records(id, 3)...))
 	}
 	acked := map[uint64]bool{}
 	for len(acked) < n {
@@ -348,13 +349,13 @@ func TestRejections(t *testing.T) {
 	}
 }
 
-// trainDict trains a small dictionary on records like those records()
+// trainDict trains a small dictionary on records like those sinkclient.Records()
 // makes.
 func trainDict(t *testing.T) codec.Dictionary {
 	t.Helper()
 	var samples [][]byte
 	for i := range uint64(300) {
-		samples = append(samples, makeBody(records(i, 1+int(i%5))...))
+		samples = append(samples, makeBody(sinkclient.Records(i, 1+int(i%5))...))
 	}
 	d, err := codec.Train(samples, 4<<10)
 	if err != nil {
@@ -378,7 +379,7 @@ func TestDictionaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	dictReq := func(id uint64) *sluicev1.Request {
-		recs := records(id, 4)
+		recs := sinkclient.Records(id, 4)
 		data, err := enc.Encode(nil, makeBody(recs...), codec.ZstdDict, d.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -431,7 +432,7 @@ func TestDictionaries(t *testing.T) {
 		t.Fatalf("read %d messages, want 3", len(msgs))
 	}
 	for i, m := range msgs {
-		if want := records(uint64(i), 4); !slices.Equal(strs(m.Records), want) {
+		if want := sinkclient.Records(uint64(i), 4); !slices.Equal(strs(m.Records), want) {
 			t.Fatalf("message %d read back as %q, want %q", i, m.Records, want)
 		}
 	}
@@ -493,7 +494,7 @@ func TestCompressedRoundTrip(t *testing.T) {
 	h := newHarness(t, nil)
 	enc := codec.NewEncoder(codec.LevelDefault)
 	a := h.connect("edge-1")
-	body := makeBody(records(0, 50)...)
+	body := makeBody(sinkclient.Records(0, 50)...)
 	z, err := enc.Encode(nil, body, codec.Zstd, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -509,7 +510,7 @@ func TestCompressedRoundTrip(t *testing.T) {
 		t.Fatalf("stored %+v, %v; want the zstd frame as received", m, err)
 	}
 	msgs := readAll(t, h, 0)
-	if len(msgs) != 1 || !slices.Equal(strs(msgs[0].Records), records(0, 50)) {
+	if len(msgs) != 1 || !slices.Equal(strs(msgs[0].Records), sinkclient.Records(0, 50)) {
 		t.Fatalf("read back %v", msgs)
 	}
 }
@@ -530,7 +531,7 @@ func TestManyStreams(t *testing.T) {
 			sent := uint64(0)
 			for acked < perAgent {
 				for next < perAgent && sent < limit {
-					if err := a.stream.Send(plainReq(next, records(next, 2)...)); err != nil {
+					if err := a.stream.Send(plainReq(next, sinkclient.Records(next, 2)...)); err != nil {
 						errs <- err
 						return
 					}

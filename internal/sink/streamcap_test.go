@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
 // TestManyFollowersOneConn: 200 Read followers over one gRPC connection,
@@ -24,7 +25,7 @@ func TestManyFollowersOneConn(t *testing.T) {
 	a := h.connect("many")
 	const before, after = 8, 8
 	for id := range uint64(before) {
-		a.send(plainReq(id, records(id, 4)...))
+		a.send(plainReq(id, sinkclient.Records(id, 4)...))
 	}
 	a.collect(0, before-1)
 
@@ -49,9 +50,9 @@ func TestManyFollowersOneConn(t *testing.T) {
 			fctx, fcancel := context.WithCancel(ctx)
 			defer fcancel()
 			errc := make(chan error, 1)
-			go followAll(fctx, cc, errc, func(r *sluicev1.ReadResponse) {
+			go sinkclient.Follow(fctx, cc, errc, func(r *sluicev1.ReadResponse) {
 				if m := r.GetMessage(); m != nil {
-					want := records(m.GetMessageId(), 4)
+					want := sinkclient.Records(m.GetMessageId(), 4)
 					for i, r := range m.GetRecords() {
 						if i < len(want) && string(r) == want[i] {
 							got[m.GetMessageId()]++
@@ -78,7 +79,7 @@ func TestManyFollowersOneConn(t *testing.T) {
 		}
 	}
 	for id := uint64(before); id < before+after; id++ {
-		a.send(plainReq(id, records(id, 4)...))
+		a.send(plainReq(id, sinkclient.Records(id, 4)...))
 	}
 	a.collect(before, before+after-1)
 	for i := range followers {

@@ -2,9 +2,6 @@ package resumejournal
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 )
 
 // The helpers of package rsocket's resume tests that these tests share
@@ -24,13 +22,7 @@ var withinBound = 60 * time.Second
 // (a hang is a failure, not a timing assertion).
 func within(t testing.TB, what string, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(withinBound):
-		t.Fatalf("%s: no outcome after %v", what, withinBound)
-	}
+	resumetest.Within(t, what, withinBound, f)
 }
 
 // waitUntil polls cond (a hang is a failure, not a timing assertion).
@@ -44,44 +36,15 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 // readStream reads a stream of "0".."n-1" and checks it is complete, in
-// order and without duplicates.
-func readStream(s *rsocket.Stream, n int) error {
-	r := orderedStream{s: s}
-	err := r.read(n + 1)
-	switch {
-	case errors.Is(err, io.EOF) && r.next == n:
-		return nil
-	case errors.Is(err, io.EOF):
-		return fmt.Errorf("stream ended after %d of %d items", r.next, n)
-	case err == nil:
-		return fmt.Errorf("stream goes on after %d items", n)
-	}
-	return err
-}
+// order and without duplicates (rsocket/internal/resumetest).
+func readStream(s *rsocket.Stream, n int) error { return resumetest.ReadAll(itemsOf(s), n) }
 
-// orderedStream reads a stream of "0", "1", … in parts.
-type orderedStream struct {
-	s    *rsocket.Stream
-	next int // the next item expected
-}
-
-// read reads up to item upTo (excluded): an error is the stream's end
-// (io.EOF), its failure, or an item out of order.
-func (r *orderedStream) read(upTo int) error {
-	for r.next < upTo {
-		p, err := r.s.Next()
-		if errors.Is(err, io.EOF) {
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("item %d: %w", r.next, err)
-		}
-		if got := string(p.Data); got != strconv.Itoa(r.next) {
-			return fmt.Errorf("item %d is %q: lost, reordered or duplicated", r.next, got)
-		}
-		r.next++
+// itemsOf is s's next function for resumetest: the items' data.
+func itemsOf(s *rsocket.Stream) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		p, err := s.Next()
+		return p.Data, err
 	}
-	return nil
 }
 
 // dialResume dials url with resumption and quick redials; the

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -96,8 +97,8 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := orderedStream{s: s}
-	within(t, "the first items", func() { err = r.read(1000) })
+	r := resumetest.Ordered{Next: itemsOf(s)}
+	within(t, "the first items", func() { err = r.Read(1000) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,15 +129,15 @@ func TestResumeAcrossServerRestart(t *testing.T) {
 	}
 	p.SetUpstream(s2.addr)
 	var end error
-	within(t, "the stream after the restart", func() { end = r.read(items) })
+	within(t, "the stream after the restart", func() { end = r.Read(items) })
 	if end == nil || !strings.Contains(end.Error(), "server restarted") {
-		t.Fatalf("the stream ended with %v after %d items; want the orphaned stream ended with \"server restarted\"", end, r.next)
+		t.Fatalf("the stream ended with %v after %d items; want the orphaned stream ended with \"server restarted\"", end, r.Got)
 	}
 	within(t, "the answer lost in flight", func() { err = <-answered })
 	if err != nil {
 		t.Fatalf("the answer lost in flight at the crash, replayed from the journal: %v", err)
 	}
-	t.Logf("%d stream items in order, then \"server restarted\"; %d bytes lost in flight at the crash, replayed from the journal", r.next, holed)
+	t.Logf("%d stream items in order, then \"server restarted\"; %d bytes lost in flight at the crash, replayed from the journal", r.Got, holed)
 	for _, cl := range []*rsocket.Conn{c, idle} {
 		var resp rsocket.Payload
 		within(t, "a request after the restart", func() { resp, err = cl.RequestResponse(ctx, rsocket.Payload{Data: []byte("again")}) })

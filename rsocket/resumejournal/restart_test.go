@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/rsocket"
-	"github.com/sluicehq/sluice/rsocket/frame"
+	"github.com/sluicehq/sluice/rsocket/internal/resumetest"
 )
 
 // Restored sessions with leases and with TLS client identities: the
@@ -82,7 +82,7 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	if d := store2.Stats().Dormant; d != 1 {
 		t.Fatalf("%d sessions read back, want 1", d)
 	}
-	thiefResumes(t, s2.addr, pki.thief, pki.token)
+	resumetest.ThiefResumes(t, s2.addr, pki.thief, pki.token, withinBound)
 	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
 		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
 	}
@@ -139,35 +139,4 @@ func (m mtlsResume) dialOwner(t *testing.T, url string) *rsocket.Conn {
 		t.Fatalf("owner: %q %v", r.Data, err)
 	}
 	return c
-}
-
-// thiefResumes presents token in a RESUME over TLS with cfg's client
-// certificate, and fails the test unless the server refuses it as
-// coming from another client identity.
-func thiefResumes(t *testing.T, addr string, cfg *tls.Config, token []byte) {
-	t.Helper()
-	nc, err := tls.Dial("tcp", addr, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	out := frame.ReserveLengthPrefix(nil)
-	if out, err = frame.AppendResume(out, 1, 0, token, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := frame.SetLengthPrefix(out, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nc.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(withinBound))
-	in, err := frame.ReadLengthPrefixed(nc, nil, 1<<20)
-	if err != nil {
-		t.Fatalf("thief's RESUME: no answer: %v", err)
-	}
-	ef, err := frame.ParseError(in)
-	if err != nil || ef.Code != frame.ErrorCodeRejectedResume || ef.Message() != "resume from another client identity" {
-		t.Fatalf("thief's RESUME answered %+v (%v); want REJECTED_RESUME \"resume from another client identity\"", ef, err)
-	}
 }

@@ -180,3 +180,24 @@ func writeFile(t testing.TB, path, typ string, der []byte) {
 		t.Fatal(err)
 	}
 }
+
+// Files is a throwaway CA with a server and a client certificate, written
+// as PEM files in a temporary directory: what the tests of TLS configured
+// from files (internal/auth, the gRPC transport) start from.
+type Files struct {
+	Dir                                              string
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+}
+
+// WriteFiles makes a CA, a server certificate for "sink.test" (the
+// ServerName clients dial) and a client certificate "client", and writes
+// them to a fresh temporary directory.
+func WriteFiles(t testing.TB) *Files {
+	t.Helper()
+	p := &Files{Dir: t.TempDir()}
+	ca := NewCA(t)
+	p.CA = ca.WriteCA(t, p.Dir)
+	p.ServerCert, p.ServerKey = WritePEM(t, p.Dir, "server", ca.Issue(t, "sink.test", x509.ExtKeyUsageServerAuth))
+	p.ClientCert, p.ClientKey = WritePEM(t, p.Dir, "client", ca.Issue(t, "client", x509.ExtKeyUsageClientAuth))
+	return p
+}

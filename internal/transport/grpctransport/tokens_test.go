@@ -2,7 +2,6 @@ package grpctransport_test
 
 import (
 	"context"
-	"crypto/x509"
 	"net"
 	"strings"
 	"testing"
@@ -125,32 +124,14 @@ func (r rawAuth) GetRequestMetadata(context.Context, ...string) (map[string]stri
 }
 func (rawAuth) RequireTransportSecurity() bool { return false }
 
-// pki is a throwaway CA with a server and a client certificate, written as
-// PEM files in a temporary directory.
-type pki struct {
-	dir                                      string
-	caFile, srvCert, srvKey, cliCert, cliKey string
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{dir: t.TempDir()}
-	ca := testpki.NewCA(t)
-	p.caFile = ca.WriteCA(t, p.dir)
-	// The server's CN is the name clients dial (ServerName "sink.test").
-	p.srvCert, p.srvKey = testpki.WritePEM(t, p.dir, "server", ca.Issue(t, "sink.test", x509.ExtKeyUsageServerAuth))
-	p.cliCert, p.cliKey = testpki.WritePEM(t, p.dir, "client", ca.Issue(t, "client", x509.ExtKeyUsageClientAuth))
-	return p
-}
-
 func TestTLSAndToken(t *testing.T) {
-	p := newPKI(t)
-	srvTLS, err := auth.ServerTLS(p.srvCert, p.srvKey, "")
+	p := testpki.WriteFiles(t)
+	srvTLS, err := auth.ServerTLS(p.ServerCert, p.ServerKey, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := serve(t, grpc.Creds(credentials.NewTLS(srvTLS)), grpc.StreamInterceptor(grpctransport.TokenStreamInterceptor(testTokens(t))))
-	cliTLS, err := auth.ClientTLS(p.caFile, "", "", "sink.test")
+	cliTLS, err := auth.ClientTLS(p.CA, "", "", "sink.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,15 +152,15 @@ func TestTLSAndToken(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	p := newPKI(t)
-	srvTLS, err := auth.ServerTLS(p.srvCert, p.srvKey, p.caFile)
+	p := testpki.WriteFiles(t)
+	srvTLS, err := auth.ServerTLS(p.ServerCert, p.ServerKey, p.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := serve(t, grpc.Creds(credentials.NewTLS(srvTLS)), grpc.StreamInterceptor(grpctransport.TokenStreamInterceptor(testTokens(t))))
 	bearer := grpc.WithPerRPCCredentials(grpctransport.NewBearer(readerToken, false))
 
-	withCert, err := auth.ClientTLS(p.caFile, p.cliCert, p.cliKey, "sink.test")
+	withCert, err := auth.ClientTLS(p.CA, p.ClientCert, p.ClientKey, "sink.test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +168,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("with client certificate: %q, %v", got, err)
 	}
 
-	noCert, err := auth.ClientTLS(p.caFile, "", "", "sink.test")
+	noCert, err := auth.ClientTLS(p.CA, "", "", "sink.test")
 	if err != nil {
 		t.Fatal(err)
 	}

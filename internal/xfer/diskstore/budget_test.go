@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer/post"
 	"github.com/sluicehq/sluice/internal/xfer/send"
 )
@@ -26,11 +27,11 @@ import (
 func TestUploadBuffersWithinBudget(t *testing.T) {
 	const budget = nBlocks * blockSize
 	e := startEnv(t, Options{BufferBytes: budget})
-	postURL := "http://" + e.srv.Addrs.HTTP + "/post/"
-	data := randBytes(4<<20+321, 30)
-	src := tempFile(t, data)
+	postURL := "http://" + e.Srv.Addrs.HTTP + "/post/"
+	data := xfertest.RandBytes(4<<20+321, 30)
+	src := xfertest.TempFile(t, data)
 	want := sha256.Sum256(data)
-	urls := e.urls()
+	urls := e.URLs()
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for i := range 16 {
@@ -40,15 +41,15 @@ func TestUploadBuffersWithinBudget(t *testing.T) {
 			var sum []byte
 			var err error
 			if tr == "http" {
-				sum, err = post.Upload(ctxT(t), http.DefaultClient, postURL+name, bytes.NewReader(data), int64(len(data)))
+				sum, err = post.Upload(xfertest.Ctx(t), http.DefaultClient, postURL+name, bytes.NewReader(data), int64(len(data)))
 			} else {
-				sum, err = send.File(ctxT(t), urls[tr], src, send.Options{Name: name, StateDir: t.TempDir()})
+				sum, err = send.File(xfertest.Ctx(t), urls[tr], src, send.Options{Name: name, StateDir: t.TempDir()})
 			}
 			if err != nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 				return
 			}
-			if got, err := os.ReadFile(filepath.Join(e.dir, name)); err != nil || !bytes.Equal(got, data) || !bytes.Equal(sum, want[:]) {
+			if got, err := os.ReadFile(filepath.Join(e.Dir, name)); err != nil || !bytes.Equal(got, data) || !bytes.Equal(sum, want[:]) {
 				errs <- fmt.Errorf("%s: landed differently (sum %x, %v)", name, sum, err)
 			}
 		})
@@ -58,7 +59,7 @@ func TestUploadBuffersWithinBudget(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	st := &e.store.Stats
+	st := &e.Store.Stats
 	if peak := st.BufferPeak.Load(); peak > budget || peak == 0 {
 		t.Errorf("upload buffers peaked at %d bytes, the budget is %d", peak, budget)
 	}
@@ -77,7 +78,7 @@ func TestUploadBuffersWithinBudget(t *testing.T) {
 func TestSpentBudgetDoesNotWait(t *testing.T) {
 	const tricklers = 3
 	e := startEnv(t, Options{BufferBytes: 2 * blockSize}) // fewer blocks than tricklers
-	addr := e.srv.Addrs.HTTP
+	addr := e.Srv.Addrs.HTTP
 	stop := make(chan struct{})
 	var exhausted atomic.Int64 // tricklers that sent their last byte
 	var wg sync.WaitGroup
@@ -109,20 +110,20 @@ func TestSpentBudgetDoesNotWait(t *testing.T) {
 		})
 	}
 	// The tricklers hold the budget's blocks.
-	for deadline := time.Now().Add(time.Minute); e.store.Stats.BufferBytes.Load() < 2*blockSize; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); e.Store.Stats.BufferBytes.Load() < 2*blockSize; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the trickling bodies never took the budget's blocks")
 		}
 	}
-	data := randBytes(3<<20+5, 31)
-	sum, err := post.Upload(ctxT(t), http.DefaultClient, "http://"+addr+"/post/good", bytes.NewReader(data), int64(len(data)))
+	data := xfertest.RandBytes(3<<20+5, 31)
+	sum, err := post.Upload(xfertest.Ctx(t), http.DefaultClient, "http://"+addr+"/post/good", bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := sha256.Sum256(data); !bytes.Equal(sum, want[:]) {
 		t.Fatalf("sum %x, want %x", sum, want)
 	}
-	if got, err := os.ReadFile(filepath.Join(e.dir, "good")); err != nil || !bytes.Equal(got, data) {
+	if got, err := os.ReadFile(filepath.Join(e.Dir, "good")); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("DIR/good differs (%v)", err)
 	}
 	if n := exhausted.Load(); n > 0 {

@@ -8,55 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testkit/testfs"
-	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/send"
 	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
-
-// smallDisk is an 8 MiB disk for one scenario: the upload directory, the
-// options that put the store on it, and how someone else takes 4 MiB of
-// it (fill) and gives them back (free).
-type smallDisk struct {
-	dir        string
-	o          Options
-	fill, free func(t *testing.T)
-}
-
-// onBudget is an 8 MiB byte budget (internal/testkit/testfs): runs anywhere,
-// without root.
-func onBudget(t *testing.T) smallDisk {
-	const size = 8 << 20
-	b := testfs.New(size)
-	return smallDisk{
-		dir:  filepath.Join(t.TempDir(), "up"),
-		o:    Options{FS: b, FreeSpace: func(string) (int64, error) { return b.Free(), nil }},
-		fill: func(*testing.T) { b.SetLimit(size - 4<<20) },
-		free: func(*testing.T) { b.SetLimit(size) },
-	}
-}
-
-// onTmpfs is a real 8 MiB tmpfs: needs root, required in CI
-// (SLUICE_TMPFS=require).
-func onTmpfs(t *testing.T) smallDisk {
-	mnt := testtmpfs.Mount(t, "8m")
-	filler := filepath.Join(mnt, "filler")
-	return smallDisk{
-		dir: filepath.Join(mnt, "up"),
-		fill: func(t *testing.T) {
-			if err := os.WriteFile(filler, make([]byte, 4<<20), 0o644); err != nil {
-				t.Errorf("filler: %v", err)
-			}
-		},
-		free: func(*testing.T) { os.Remove(filler) },
-	}
-}
-
-var smallDisks = []struct {
-	name string
-	disk func(t *testing.T) smallDisk
-}{{"budget", onBudget}, {"tmpfs", onTmpfs}}
 
 // A disk that fills while an upload is being written (someone else filled
 // it after the free-space check): the writer gets xfer.ErrNoSpace and the
@@ -64,14 +20,14 @@ var smallDisks = []struct {
 // kept at its last good offset and, once space is freed, the same send
 // resumes and completes. On a byte budget and on a real tmpfs.
 func TestDiskFullMidUpload(t *testing.T) {
-	for _, d := range smallDisks {
-		t.Run(d.name, func(t *testing.T) { diskFullMidUpload(t, d.disk(t)) })
+	for _, d := range xfertest.SmallDisks {
+		t.Run(d.Name, func(t *testing.T) { diskFullMidUpload(t, d.Disk(t)) })
 	}
 }
 
-func diskFullMidUpload(t *testing.T, disk smallDisk) {
-	dir := disk.dir
-	o := disk.o
+func diskFullMidUpload(t *testing.T, disk xfertest.SmallDisk) {
+	dir := disk.Dir
+	o := Options{FS: disk.FS, FreeSpace: disk.FreeSpace}
 	o.SyncEvery = 256 << 10
 	s := openT(t, dir, o)
 	srv, err := serve.Start(s, serve.Listen{GRPC: "127.0.0.1:0"})
@@ -79,8 +35,8 @@ func diskFullMidUpload(t *testing.T, disk smallDisk) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	data := randBytes(5<<20, 20)
-	src := tempFile(t, data)
+	data := xfertest.RandBytes(5<<20, 20)
+	src := xfertest.TempFile(t, data)
 	// Accepted (5 MiB of 8 free), then the disk fills at about 2 MiB:
 	// once 2 MiB are sent, before the chunk at 2 MiB is.
 	var once bool
@@ -97,10 +53,10 @@ func diskFullMidUpload(t *testing.T, disk smallDisk) {
 					break
 				}
 			}
-			disk.fill(t)
+			disk.Fill(t)
 		}
 	}}
-	_, err = send.File(ctxT(t), "grpc://"+srv.Addrs.GRPC, src, so)
+	_, err = send.File(xfertest.Ctx(t), "grpc://"+srv.Addrs.GRPC, src, so)
 	if !errors.Is(err, xfer.ErrNoSpace) || !strings.Contains(err.Error(), "not enough free space") {
 		t.Fatalf("send on a full disk: %v", err)
 	}
@@ -111,11 +67,11 @@ func diskFullMidUpload(t *testing.T, disk smallDisk) {
 	if err != nil || in.Offset < 1<<20 || in.Offset > 4<<20 {
 		t.Fatalf("partial after ENOSPC: %+v %v", in, err)
 	}
-	disk.free(t)
+	disk.Free(t)
 	so.Progress = nil
-	sum, err := send.File(ctxT(t), "grpc://"+srv.Addrs.GRPC, src, so)
+	sum, err := send.File(xfertest.Ctx(t), "grpc://"+srv.Addrs.GRPC, src, so)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkLanded(t, dir, "big", data, sum)
+	xfertest.CheckLanded(t, dir, "big", data, sum)
 }

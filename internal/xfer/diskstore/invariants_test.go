@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -64,7 +65,7 @@ func TestFinishSyncsBeforeRename(t *testing.T) {
 	dir := t.TempDir()
 	fs := &syncLog{FS: seglog.OSFS(), unsynced: map[string]int{}, renamed: map[string]int{}}
 	s := openT(t, dir, Options{FS: fs, SyncEvery: 1 << 30})
-	data := randBytes(10_000, 7)
+	data := xfertest.RandBytes(10_000, 7)
 	want := sha256.Sum256(data)
 	u, err := s.Begin("f.bin", int64(len(data)), want[:], "", false)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,23 +15,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
-func randBytes(n int, seed int64) []byte {
-	b := make([]byte, n)
-	rand.New(rand.NewSource(seed)).Read(b)
-	return b
-}
-
 func openT(t *testing.T, dir string, o Options) *Uploads {
 	t.Helper()
-	s, err := Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return xfertest.Open(t, func() (*Uploads, error) { return Open(dir, o) })
 }
 
 // writeAll writes data[from:] in chunks of n.
@@ -63,7 +52,7 @@ func partialFiles(t *testing.T, dir string) []string {
 func TestCompleteUploadLandsAtomically(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, Options{SyncEvery: 1000})
-	data := randBytes(10_000, 1)
+	data := xfertest.RandBytes(10_000, 1)
 	want := sha256.Sum256(data)
 	u, err := s.Begin("f.bin", int64(len(data)), want[:], "", false)
 	if err != nil {
@@ -113,7 +102,7 @@ func TestEmptyUpload(t *testing.T) {
 // bytes after it (even garbage a crash left) are cut off.
 func TestResumeAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	data := randBytes(50_000, 2)
+	data := xfertest.RandBytes(50_000, 2)
 	s, err := Open(dir, Options{SyncEvery: 10_000})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +144,7 @@ func TestResumeAfterCrash(t *testing.T) {
 func TestReleaseCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, Options{})
-	data := randBytes(3000, 3)
+	data := xfertest.RandBytes(3000, 3)
 	u, _ := s.Begin("f", 3000, nil, "", false)
 	writeAll(t, u, data[:1234], 0, 100)
 	u.Release()
@@ -231,7 +220,7 @@ func TestBeginReplacesOrResumes(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, Options{})
 	u, _ := s.Begin("f", 100, nil, "", false)
-	writeAll(t, u, randBytes(50, 4), 0, 50)
+	writeAll(t, u, xfertest.RandBytes(50, 4), 0, 50)
 	id := u.Info().ID
 	u.Release()
 	u, _ = s.Begin("f", 100, nil, "", false)
@@ -252,7 +241,7 @@ func TestBeginReplacesOrResumes(t *testing.T) {
 func TestHashMismatchDiscards(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, Options{})
-	data := randBytes(100, 5)
+	data := xfertest.RandBytes(100, 5)
 	u, _ := s.Begin("f", 100, nil, "", false)
 	writeAll(t, u, data, 0, 100)
 	wrong := sha256.Sum256([]byte("other"))
@@ -332,7 +321,7 @@ func TestSidecarSlots(t *testing.T) {
 // is discarded and the name starts again from zero; neither wedges Open.
 func TestCorruptSidecarOnDisk(t *testing.T) {
 	dir := t.TempDir()
-	data := randBytes(30_000, 6)
+	data := xfertest.RandBytes(30_000, 6)
 	s, _ := Open(dir, Options{SyncEvery: 10_000})
 	u, _ := s.Begin("torn", int64(len(data)), nil, "", false)
 	writeAll(t, u, data[:20_000], 0, 10_000) // checkpoints at 10k (seq 2) and 20k (seq 3)
@@ -378,7 +367,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 
 func TestReadFrom(t *testing.T) {
 	s := openT(t, t.TempDir(), Options{})
-	data := randBytes(1000, 7)
+	data := xfertest.RandBytes(1000, 7)
 	u, _ := s.Begin("f", 1000, nil, "", false)
 	h := sha1.New()
 	bad := sha1.Sum([]byte("x"))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
 	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
@@ -24,7 +25,7 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	data := randBytes(64<<20, 40)
+	data := xfertest.RandBytes(64<<20, 40)
 	src := tempFileB(b, data)
 	for _, tr := range []struct{ name, url string }{
 		{"grpc", "grpc://" + srv.Addrs.GRPC}, {"rsocket", srv.Addrs.RSocket}, {"tus", "http://" + srv.Addrs.TUS + "/files/"},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
@@ -69,10 +70,10 @@ func (s *fakeStream) Close() {}
 // (Cause), resets the connection, asks the offset again and begins
 // from it, and the server ends with the whole file and its SHA-256.
 func TestUploadLoopResumesOverAnyTransport(t *testing.T) {
-	data := randBytes(300_000, 50)
+	data := xfertest.RandBytes(300_000, 50)
 	f := &fakeServer{size: int64(len(data)), breakAt: 120_000}
 	o := &Options{Name: "f", Chunk: 16 << 10, Attempts: 3, Log: slog.New(slog.DiscardHandler)}
-	sum, err := retry(ctxT(t), f, "fake", bytes.NewReader(data), int64(len(data)), "memory", o)
+	sum, err := retry(xfertest.Ctx(t), f, "fake", bytes.NewReader(data), int64(len(data)), "memory", o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,8 @@ package send
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,9 +19,9 @@ import (
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
-	"github.com/sluicehq/sluice/internal/xfer/serve"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
@@ -35,99 +32,36 @@ const (
 	rsChunk      = 'c'
 )
 
-func randBytes(n int, seed int64) []byte {
-	b := make([]byte, n)
-	rand.New(rand.NewSource(seed)).Read(b)
-	return b
-}
-
-func openT(t *testing.T, dir string, o diskstore.Options) *diskstore.Uploads {
+// startEnv is a store served on every transport.
+func startEnv(t *testing.T, o diskstore.Options) *xfertest.Env[*diskstore.Uploads] {
 	t.Helper()
-	s, err := diskstore.Open(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-type env struct {
-	dir   string
-	store *diskstore.Uploads
-	srv   *serve.Server
-}
-
-func startEnv(t *testing.T, o diskstore.Options) *env {
-	t.Helper()
-	dir := t.TempDir()
-	s := openT(t, dir, o)
-	srv, err := serve.Start(s, serve.Listen{GRPC: "127.0.0.1:0", RSocket: "tcp://127.0.0.1:0", TUS: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return &env{dir: dir, store: s, srv: srv}
-}
-
-func (e *env) urls() map[string]string {
-	return map[string]string{
-		"grpc":    "grpc://" + e.srv.Addrs.GRPC,
-		"rsocket": e.srv.Addrs.RSocket,
-		"tus":     "http://" + e.srv.Addrs.TUS + "/files/",
-	}
-}
-
-func tempFile(t *testing.T, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "src.bin")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func checkLanded(t *testing.T, dir, name string, data []byte, sum []byte) {
-	t.Helper()
-	want := sha256.Sum256(data)
-	if !bytes.Equal(sum, want[:]) {
-		t.Fatalf("sum %x, want %x", sum, want)
-	}
-	got, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("DIR/%s differs from the source (%v)", name, err)
-	}
+	return xfertest.StartEnv(t, func(dir string) (*diskstore.Uploads, error) { return diskstore.Open(dir, o) }, xfertest.AllTransports)
 }
 
 func TestSendEachTransport(t *testing.T) {
 	e := startEnv(t, diskstore.Options{SyncEvery: 1 << 20})
-	data := randBytes(3<<20+123, 10)
-	src := tempFile(t, data)
-	for tr, to := range e.urls() {
+	data := xfertest.RandBytes(3<<20+123, 10)
+	src := xfertest.TempFile(t, data)
+	for tr, to := range e.URLs() {
 		t.Run(tr, func(t *testing.T) {
-			sum, err := File(ctxT(t), to, src, Options{Name: "f-" + tr, Chunk: 256 << 10, StateDir: t.TempDir()})
+			sum, err := File(xfertest.Ctx(t), to, src, Options{Name: "f-" + tr, Chunk: 256 << 10, StateDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkLanded(t, e.dir, "f-"+tr, data, sum)
+			xfertest.CheckLanded(t, e.Dir, "f-"+tr, data, sum)
 		})
 	}
 }
 
 func TestSendEmptyFile(t *testing.T) {
 	e := startEnv(t, diskstore.Options{})
-	src := tempFile(t, nil)
-	for tr, to := range e.urls() {
-		sum, err := File(ctxT(t), to, src, Options{Name: "e-" + tr, StateDir: t.TempDir()})
+	src := xfertest.TempFile(t, nil)
+	for tr, to := range e.URLs() {
+		sum, err := File(xfertest.Ctx(t), to, src, Options{Name: "e-" + tr, StateDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("%s: %v", tr, err)
 		}
-		checkLanded(t, e.dir, "e-"+tr, nil, sum)
+		xfertest.CheckLanded(t, e.Dir, "e-"+tr, nil, sum)
 	}
 }
 
@@ -135,11 +69,11 @@ func TestSendEmptyFile(t *testing.T) {
 // Upload-Checksum) and sent again; the file lands intact.
 func TestBadChunkRefusedAndResent(t *testing.T) {
 	e := startEnv(t, diskstore.Options{})
-	data := randBytes(1<<20, 11)
-	src := tempFile(t, data)
-	for tr, to := range e.urls() {
+	data := xfertest.RandBytes(1<<20, 11)
+	src := xfertest.TempFile(t, data)
+	for tr, to := range e.URLs() {
 		t.Run(tr, func(t *testing.T) {
-			before := e.store.Stats.ChunksRejected.Load()
+			before := e.Store.Stats.ChunksRejected.Load()
 			var once sync.Once
 			corrupt := func(off int64) (hit bool) {
 				if off == 512<<10 {
@@ -147,12 +81,12 @@ func TestBadChunkRefusedAndResent(t *testing.T) {
 				}
 				return hit
 			}
-			sum, err := File(ctxT(t), to, src, Options{Name: "c-" + tr, Chunk: 128 << 10, StateDir: t.TempDir(), corrupt: corrupt})
+			sum, err := File(xfertest.Ctx(t), to, src, Options{Name: "c-" + tr, Chunk: 128 << 10, StateDir: t.TempDir(), corrupt: corrupt})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkLanded(t, e.dir, "c-"+tr, data, sum)
-			if n := e.store.Stats.ChunksRejected.Load() - before; n != 1 {
+			xfertest.CheckLanded(t, e.Dir, "c-"+tr, data, sum)
+			if n := e.Store.Stats.ChunksRejected.Load() - before; n != 1 {
 				t.Fatalf("%d chunks rejected, want 1", n)
 			}
 		})
@@ -162,10 +96,10 @@ func TestBadChunkRefusedAndResent(t *testing.T) {
 // Send continues from what the server holds.
 func TestSendResumesFromServerOffset(t *testing.T) {
 	e := startEnv(t, diskstore.Options{})
-	data := randBytes(1<<20, 12)
-	src := tempFile(t, data)
+	data := xfertest.RandBytes(1<<20, 12)
+	src := xfertest.TempFile(t, data)
 	for _, tr := range []string{"grpc", "rsocket"} {
-		u, err := e.store.Begin("r-"+tr, int64(len(data)), nil, "", false)
+		u, err := e.Store.Begin("r-"+tr, int64(len(data)), nil, "", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +107,7 @@ func TestSendResumesFromServerOffset(t *testing.T) {
 		u.Release()
 		var first atomic.Int64
 		first.Store(-1)
-		sum, err := File(ctxT(t), e.urls()[tr], src, Options{Name: "r-" + tr, Progress: func(done, total int64) {
+		sum, err := File(xfertest.Ctx(t), e.URLs()[tr], src, Options{Name: "r-" + tr, Progress: func(done, total int64) {
 			first.CompareAndSwap(-1, done)
 		}})
 		if err != nil {
@@ -182,48 +116,48 @@ func TestSendResumesFromServerOffset(t *testing.T) {
 		if first.Load() != 300_000 {
 			t.Fatalf("%s started at %d, want 300000", tr, first.Load())
 		}
-		checkLanded(t, e.dir, "r-"+tr, data, sum)
+		xfertest.CheckLanded(t, e.Dir, "r-"+tr, data, sum)
 	}
 }
 
 func TestSendRefusals(t *testing.T) {
 	e := startEnv(t, diskstore.Options{MaxSize: 1000})
-	src := tempFile(t, randBytes(2000, 13))
-	for tr, to := range e.urls() {
-		_, err := File(ctxT(t), to, src, Options{Name: "big", StateDir: t.TempDir()})
+	src := xfertest.TempFile(t, xfertest.RandBytes(2000, 13))
+	for tr, to := range e.URLs() {
+		_, err := File(xfertest.Ctx(t), to, src, Options{Name: "big", StateDir: t.TempDir()})
 		if !errors.Is(err, xfer.ErrTooLarge) {
 			t.Errorf("%s: oversize: %v", tr, err)
 		}
-		if _, err := File(ctxT(t), to, src, Options{Name: "../x"}); !errors.Is(err, xfer.ErrBadName) {
+		if _, err := File(xfertest.Ctx(t), to, src, Options{Name: "../x"}); !errors.Is(err, xfer.ErrBadName) {
 			t.Errorf("%s: traversal: %v", tr, err)
 		}
 	}
-	if ents, _ := os.ReadDir(e.dir); len(ents) != 1 {
+	if ents, _ := os.ReadDir(e.Dir); len(ents) != 1 {
 		t.Fatalf("DIR holds %d entries, want only .partial", len(ents))
 	}
 }
 
 func TestConnectionResetResumes(t *testing.T) {
 	e := startEnv(t, diskstore.Options{SyncEvery: 256 << 10})
-	data := randBytes(4<<20, 14)
-	src := tempFile(t, data)
+	data := xfertest.RandBytes(4<<20, 14)
+	src := xfertest.TempFile(t, data)
 	targets := map[string]func(addr string) string{
 		"grpc":    func(a string) string { return "grpc://" + a },
 		"rsocket": func(a string) string { return "tcp://" + a },
 		"tus":     func(a string) string { return "http://" + a + "/files/" },
 	}
-	servers := map[string]string{"grpc": e.srv.Addrs.GRPC, "rsocket": e.srv.Addrs.RSocket[len("tcp://"):], "tus": e.srv.Addrs.TUS}
+	servers := map[string]string{"grpc": e.Srv.Addrs.GRPC, "rsocket": e.Srv.Addrs.RSocket[len("tcp://"):], "tus": e.Srv.Addrs.TUS}
 	for tr, mk := range targets {
 		t.Run(tr, func(t *testing.T) {
 			// The first 2 connections are reset (RST, as a dropped link
 			// or a killed peer) once they carried 1.5 MiB to the server.
 			p := faultproxy.New(t, servers[tr])
 			p.CutNext(faultproxy.Cuts{Count: 2, Up: 1500 << 10, Reset: true})
-			sum, err := File(ctxT(t), mk(p.Addr()), src, Options{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
+			sum, err := File(xfertest.Ctx(t), mk(p.Addr()), src, Options{Name: "x-" + tr, Chunk: 128 << 10, StateDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkLanded(t, e.dir, "x-"+tr, data, sum)
+			xfertest.CheckLanded(t, e.Dir, "x-"+tr, data, sum)
 			if p.Accepted() <= 2 {
 				t.Fatal("the proxy never cut a connection")
 			}
@@ -235,16 +169,16 @@ func TestConnectionResetResumes(t *testing.T) {
 // writes, and DIR/NAME is one of them whole.
 func TestConcurrentSameName(t *testing.T) {
 	e := startEnv(t, diskstore.Options{})
-	u, err := e.store.Begin("same", 100, nil, "", false)
+	u, err := e.Store.Begin("same", 100, nil, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := tempFile(t, randBytes(100, 15))
-	for tr, to := range e.urls() {
+	src := xfertest.TempFile(t, xfertest.RandBytes(100, 15))
+	for tr, to := range e.URLs() {
 		if tr == "tus" {
 			continue // tus names uploads by id: a PATCH to a held id takes it over (TestTUSStalledPatchTakenOver)
 		}
-		_, err := File(ctxT(t), to, src, Options{Name: "same", Attempts: 2})
+		_, err := File(xfertest.Ctx(t), to, src, Options{Name: "same", Attempts: 2})
 		if !errors.Is(err, xfer.ErrBusy) || !bytes.Contains([]byte(err.Error()), []byte("upload of same already in progress")) {
 			t.Errorf("%s: %v", tr, err)
 		}
@@ -273,17 +207,17 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 	// shorter than their 30 s (internal/xfer/grpcxfer): 1 s, the least
 	// grpc-go allows, and an answer due within 1 s.
 	e := startEnv(t, diskstore.Options{IdleTimeout: time.Second})
-	data := randBytes(1<<20, 21)
+	data := xfertest.RandBytes(1<<20, 21)
 	chunk := data[:256<<10]
 	for _, tr := range []string{"grpc", "rsocket"} {
 		t.Run(tr, func(t *testing.T) {
 			name := "frozen-" + tr
-			ctx := ctxT(t)
+			ctx := xfertest.Ctx(t)
 			begin := &xferv1.Begin{Name: name, Size: int64(len(data))}
-			received := e.store.Stats.BytesReceived.Load() + int64(len(chunk))
+			received := e.Store.Stats.BytesReceived.Load() + int64(len(chunk))
 			switch tr {
 			case "grpc":
-				p := faultproxy.New(t, e.srv.Addrs.GRPC)
+				p := faultproxy.New(t, e.Srv.Addrs.GRPC)
 				cc, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 				if err != nil {
 					t.Fatal(err)
@@ -299,10 +233,10 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 				if err := st.Send(&xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Chunk{Chunk: &xferv1.Chunk{Data: chunk, Crc32C: xfer.CRC32C(chunk)}}}); err != nil {
 					t.Fatal(err)
 				}
-				waitReceived(t, e.store, received)
+				waitReceived(t, e.Store, received)
 				p.Freeze()
 			case "rsocket":
-				p := faultproxy.New(t, strings.TrimPrefix(e.srv.Addrs.RSocket, "tcp://"))
+				p := faultproxy.New(t, strings.TrimPrefix(e.Srv.Addrs.RSocket, "tcp://"))
 				c, err := rsocket.Dial(ctx, "tcp://"+p.Addr(), rsocket.WithKeepalive(100*time.Millisecond, time.Second))
 				if err != nil {
 					t.Fatal(err)
@@ -318,15 +252,15 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 				if err := ch.Send(rsocket.Payload{Metadata: meta, Data: chunk}); err != nil {
 					t.Fatal(err)
 				}
-				waitReceived(t, e.store, received)
+				waitReceived(t, e.Store, received)
 				p.Freeze()
 			}
-			if in, err := e.store.Stat(name); err != nil || !in.Active {
+			if in, err := e.Store.Stat(name); err != nil || !in.Active {
 				t.Fatalf("the frozen client's upload: %+v, %v; want it held", in, err)
 			}
 			deadline := time.Now().Add(45 * time.Second)
 			for {
-				in, err := e.store.Stat(name)
+				in, err := e.Store.Stat(name)
 				if err == nil && !in.Active {
 					break
 				}
@@ -335,11 +269,11 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			sum, err := File(ctx, e.urls()[tr], tempFile(t, data), Options{Name: name})
+			sum, err := File(ctx, e.URLs()[tr], xfertest.TempFile(t, data), Options{Name: name})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkLanded(t, e.dir, name, data, sum)
+			xfertest.CheckLanded(t, e.Dir, name, data, sum)
 		})
 	}
 }

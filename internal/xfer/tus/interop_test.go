@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/testskip"
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
 	"github.com/sluicehq/sluice/internal/xfer/tus"
@@ -65,8 +66,8 @@ func field(out, key string) string {
 
 func interopEnv(t *testing.T) (*env, string, []byte, string) {
 	e := startEnv(t, diskstore.Options{})
-	data := randBytes(3<<20+17, 30)
-	return e, "http://" + e.srv.Addrs.TUS + "/files/", data, tempFile(t, data)
+	data := xfertest.RandBytes(3<<20+17, 30)
+	return e, "http://" + e.Srv.Addrs.TUS + "/files/", data, xfertest.TempFile(t, data)
 }
 
 func TestInteropTuspy(t *testing.T) {
@@ -80,19 +81,19 @@ func TestInteropTuspy(t *testing.T) {
 	if got := field(out, "offset"); got != fmt.Sprint(1<<20) {
 		t.Fatalf("first run stopped at %q:\n%s", got, out)
 	}
-	in, err := e.store.Stat("py.bin")
+	in, err := e.Store.Stat("py.bin")
 	if err != nil || in.Offset != 1<<20 {
 		t.Fatalf("server after the interruption: %+v %v", in, err)
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, "py.bin")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.Dir, "py.bin")); !os.IsNotExist(err) {
 		t.Fatal("the file landed before it was complete")
 	}
 	out = runPeer(t, exec.Command(py, script, url, src, "py.bin", store))
 	if got := field(out, "start"); got != fmt.Sprint(1<<20) {
 		t.Fatalf("second run started at %q, want the server's offset:\n%s", got, out)
 	}
-	checkLanded(t, e.dir, "py.bin", data, sha256Of(data))
-	if n := e.store.Stats.ChunksRejected.Load(); n != 0 {
+	xfertest.CheckLanded(t, e.Dir, "py.bin", data, sha256Of(data))
+	if n := e.Store.Stats.ChunksRejected.Load(); n != 0 {
 		t.Fatalf("%d of tuspy's sha1-checksummed PATCHes refused", n)
 	}
 }
@@ -112,7 +113,7 @@ func TestInteropTusJS(t *testing.T) {
 	}
 	out := runPeer(t, node("--abort-at", fmt.Sprint(1<<20)))
 	upURL := field(out, "url")
-	in, err := e.store.Stat("js.bin")
+	in, err := e.Store.Stat("js.bin")
 	if upURL == "" || err != nil || in.Offset < 1<<20 || in.Offset >= int64(len(data)) {
 		t.Fatalf("after the abort: url %q, server %+v %v\n%s", upURL, in, err, out)
 	}
@@ -120,8 +121,8 @@ func TestInteropTusJS(t *testing.T) {
 	if field(out, "url") != upURL {
 		t.Fatalf("the second run did not continue %s (it must not start again):\n%s", upURL, out)
 	}
-	checkLanded(t, e.dir, "js.bin", data, sha256Of(data))
-	if got := e.store.Stats.BytesReceived.Load(); got != int64(len(data)) {
+	xfertest.CheckLanded(t, e.Dir, "js.bin", data, sha256Of(data))
+	if got := e.Store.Stats.BytesReceived.Load(); got != int64(len(data)) {
 		t.Fatalf("server received %d bytes for a %d-byte file: the resume re-sent data", got, len(data))
 	}
 }
@@ -147,9 +148,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startGated serves the tus handler behind a gate at the n-th PATCH.
 func startGated(t *testing.T, n int32) (*env, string, *gate) {
-	e := &env{dir: t.TempDir()}
-	e.store = openT(t, e.dir, diskstore.Options{})
-	g := &gate{h: tus.Handler(e.store, "/files/"), arrived: make(chan struct{}), release: make(chan struct{}), served: make(chan struct{})}
+	e := &env{Dir: t.TempDir()}
+	e.Store = openT(t, e.Dir, diskstore.Options{})
+	g := &gate{h: tus.Handler(e.Store, "/files/"), arrived: make(chan struct{}), release: make(chan struct{}), served: make(chan struct{})}
 	g.n.Store(n)
 	mux := http.NewServeMux()
 	mux.Handle("/files/", g)
@@ -199,15 +200,15 @@ func killDuringPatch(t *testing.T, cmd *exec.Cmd, g *gate) {
 // socket (tuspy's carries a sha1 checksum, so a part is never kept;
 // tus-js-client's has none, so what arrived of it is kept).
 func TestInteropTusKilled(t *testing.T) {
-	data := randBytes(2<<20+5, 31)
-	src := tempFile(t, data)
+	data := xfertest.RandBytes(2<<20+5, 31)
+	src := xfertest.TempFile(t, data)
 	t.Run("tuspy", func(t *testing.T) {
 		py := filepath.Join(tusDir(t, "venv/bin/python"), "python")
 		script, _ := filepath.Abs("../../../interop/tus/tuspy_upload.py")
 		e, url, g := startGated(t, 4)
 		store := filepath.Join(t.TempDir(), "urls.json")
 		killDuringPatch(t, exec.Command(py, script, url, src, "k.bin", store), g)
-		in, err := e.store.Stat("k.bin")
+		in, err := e.Store.Stat("k.bin")
 		if err != nil || (in.Offset != 3*256<<10 && in.Offset != 4*256<<10) {
 			t.Fatalf("after the kill: %+v %v", in, err)
 		}
@@ -215,7 +216,7 @@ func TestInteropTusKilled(t *testing.T) {
 		if got := field(out, "start"); got != fmt.Sprint(in.Offset) {
 			t.Fatalf("resumed at %q:\n%s", got, out)
 		}
-		checkLanded(t, e.dir, "k.bin", data, sha256Of(data))
+		xfertest.CheckLanded(t, e.Dir, "k.bin", data, sha256Of(data))
 	})
 	t.Run("tus-js-client", func(t *testing.T) {
 		nodeDir := filepath.Dir(filepath.Dir(tusDir(t, "node/node_modules/tus-js-client/package.json")))
@@ -227,7 +228,7 @@ func TestInteropTusKilled(t *testing.T) {
 			return c
 		}
 		killDuringPatch(t, node(), g)
-		in, err := e.store.Stat("k.bin")
+		in, err := e.Store.Stat("k.bin")
 		if err != nil || in.Offset < 3*256<<10 {
 			t.Fatalf("after the kill: %+v %v", in, err)
 		}
@@ -236,8 +237,8 @@ func TestInteropTusKilled(t *testing.T) {
 		if field(out, "url") != url+in.ID {
 			t.Fatalf("did not continue the upload:\n%s", out)
 		}
-		checkLanded(t, e.dir, "k.bin", data, sha256Of(data))
-		if got := e.store.Stats.BytesReceived.Load(); got != int64(len(data)) {
+		xfertest.CheckLanded(t, e.Dir, "k.bin", data, sha256Of(data))
+		if got := e.Store.Stats.BytesReceived.Load(); got != int64(len(data)) {
 			t.Fatalf("server received %d bytes for %d: the resume re-sent data", got, len(data))
 		}
 	})
@@ -257,8 +258,8 @@ func TestInteropTusFrozen(t *testing.T) {
 	// buffer (the sender's and the receiver's socket buffers at their
 	// largest), so that the client is blocked writing it when stopped.
 	chunk := 16<<20 + sysctlMax(t, "tcp_wmem") + sysctlMax(t, "tcp_rmem")
-	data := randBytes(chunk+8<<20, 33)
-	src := tempFile(t, data)
+	data := xfertest.RandBytes(chunk+8<<20, 33)
+	src := xfertest.TempFile(t, data)
 	e, url, g := startGated(t, 1)
 	node := func(args ...string) *exec.Cmd {
 		c := exec.Command("node", append([]string{script, url, src, "f.bin", "--chunk", strconv.Itoa(chunk)}, args...)...)
@@ -286,7 +287,7 @@ func TestInteropTusFrozen(t *testing.T) {
 	close(g.release)
 	var in xfer.Info
 	for deadline := time.Now().Add(30 * time.Second); !in.Active; time.Sleep(5 * time.Millisecond) {
-		if in, err = e.store.Stat("f.bin"); err != nil || time.Now().After(deadline) {
+		if in, err = e.Store.Stat("f.bin"); err != nil || time.Now().After(deadline) {
 			t.Fatalf("the frozen client's PATCH never took its upload: %+v %v", in, err)
 		}
 	}
@@ -294,11 +295,11 @@ func TestInteropTusFrozen(t *testing.T) {
 	if field(res, "url") != url+in.ID {
 		t.Fatalf("did not continue the upload:\n%s", res)
 	}
-	checkLanded(t, e.dir, "f.bin", data, sha256Of(data))
-	if n := e.store.Stats.TakenOver.Load(); n == 0 {
+	xfertest.CheckLanded(t, e.Dir, "f.bin", data, sha256Of(data))
+	if n := e.Store.Stats.TakenOver.Load(); n == 0 {
 		t.Fatal("no takeover counted")
 	}
-	t.Logf("takeovers %d; the resumed client:\n%s", e.store.Stats.TakenOver.Load(), res)
+	t.Logf("takeovers %d; the resumed client:\n%s", e.Store.Stats.TakenOver.Load(), res)
 }
 
 // sysctlMax is the largest size of net.ipv4.NAME (tcp_wmem, tcp_rmem: the
@@ -344,12 +345,12 @@ func (c *countingTUS) count(method string) int {
 // new upload and sent the file again whole, and tuspy 1.1.0 failed
 // ("Attempt to retrieve offset fails with status 404").
 func TestInteropTusFinishedNotResent(t *testing.T) {
-	data := randBytes(1<<20+9, 34)
-	src := tempFile(t, data)
+	data := xfertest.RandBytes(1<<20+9, 34)
+	src := xfertest.TempFile(t, data)
 	start := func(t *testing.T) (*env, string, *countingTUS) {
-		e := &env{dir: t.TempDir()}
-		e.store = openT(t, e.dir, diskstore.Options{Expire: time.Hour})
-		c := &countingTUS{h: tus.Handler(e.store, "/files/"), counts: map[string]int{}}
+		e := &env{Dir: t.TempDir()}
+		e.Store = openT(t, e.Dir, diskstore.Options{Expire: time.Hour})
+		c := &countingTUS{h: tus.Handler(e.Store, "/files/"), counts: map[string]int{}}
 		mux := http.NewServeMux()
 		mux.Handle("/files/", c)
 		srv := httptest.NewServer(mux)
@@ -358,13 +359,13 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 	}
 	again := func(t *testing.T, e *env, c *countingTUS, out string) {
 		t.Helper()
-		if got := e.store.Stats.BytesReceived.Load(); got != int64(len(data)) {
+		if got := e.Store.Stats.BytesReceived.Load(); got != int64(len(data)) {
 			t.Errorf("server received %d bytes for a %d-byte file uploaded once:\n%s", got, len(data), out)
 		}
 		if n := c.count("POST"); n != 1 {
 			t.Errorf("%d uploads created, want 1:\n%s", n, out)
 		}
-		if n := e.store.Stats.UploadsCompleted.Load(); n != 1 {
+		if n := e.Store.Stats.UploadsCompleted.Load(); n != 1 {
 			t.Errorf("%d uploads completed, want 1", n)
 		}
 		if c.count("HEAD") == 0 {
@@ -377,7 +378,7 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 		e, url, c := start(t)
 		store := filepath.Join(t.TempDir(), "urls.json")
 		runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
-		checkLanded(t, e.dir, "done.bin", data, sha256Of(data))
+		xfertest.CheckLanded(t, e.Dir, "done.bin", data, sha256Of(data))
 		patches := c.count("PATCH")
 		out := runPeer(t, exec.Command(py, script, url, src, "done.bin", store))
 		if got := field(out, "start"); got != fmt.Sprint(len(data)) {
@@ -403,7 +404,7 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 		}
 		out := runPeer(t, node())
 		first := field(out, "url")
-		checkLanded(t, e.dir, "done.bin", data, sha256Of(data))
+		xfertest.CheckLanded(t, e.Dir, "done.bin", data, sha256Of(data))
 		patches := c.count("PATCH")
 		out = runPeer(t, node())
 		if field(out, "previous") != first || field(out, "url") != first {

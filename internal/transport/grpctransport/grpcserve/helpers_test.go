@@ -6,17 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/serving"
 )
@@ -83,25 +81,14 @@ func (h *harness) start() {
 	served := make(chan error, 1)
 	h.served = served
 	go func() { served <- h.srv.Serve(lis) }()
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, h.dial...)
-	cc, err := grpc.NewClient(lis.Addr().String(), opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.cc, h.client = cc, sluicev1.NewSinkClient(cc)
+	h.cc, h.client = sinkclient.Dial(h.t, lis.Addr().String(), h.dial...)
 }
 
 func (h *harness) stop() {
 	if h.s == nil {
 		return
 	}
-	h.cc.Close()
-	if err := h.s.Close(); err != nil {
-		h.t.Errorf("Close: %v", err)
-	}
-	if err := <-h.served; err != nil {
-		h.t.Errorf("Serve: %v", err)
-	}
+	sinkclient.Shutdown(h.t, h.cc, h.s, h.served)
 	h.s = nil
 }
 
@@ -131,13 +118,6 @@ type agentConn struct {
 	end    chan error
 }
 
-func helloReq(agent string) *sluicev1.Request {
-	return &sluicev1.Request{Version: 1, Payload: &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
-		AgentId: agent, ProtocolVersion: 1,
-		Codecs: []sluicev1.Codec{sluicev1.Codec_CODEC_PLAIN, sluicev1.Codec_CODEC_ZSTD, sluicev1.Codec_CODEC_ZSTD_DICT},
-	}}}
-}
-
 // connect opens a Send stream and completes the handshake.
 func (h *harness) connect(agent string) *agentConn {
 	h.t.Helper()
@@ -148,18 +128,8 @@ func (h *harness) connect(agent string) *agentConn {
 		h.t.Fatal(err)
 	}
 	a := &agentConn{t: h.t, stream: stream, resps: make(chan *sluicev1.Response, 1024), end: make(chan error, 1)}
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				a.end <- err
-				close(a.resps)
-				return
-			}
-			a.resps <- r
-		}
-	}()
-	a.send(helloReq(agent))
+	go sinkclient.Pump(stream.Recv, a.resps, a.end)
+	a.send(sinkclient.Hello(agent))
 	if r := a.next(); r.GetWelcome() == nil {
 		h.t.Fatalf("first response %v is not a Welcome", r)
 	}
@@ -177,16 +147,7 @@ func (a *agentConn) send(req *sluicev1.Request) {
 // next returns the next response, failing the test if none comes.
 func (a *agentConn) next() *sluicev1.Response {
 	a.t.Helper()
-	select {
-	case r, ok := <-a.resps:
-		if !ok {
-			a.t.Fatalf("stream ended: %v", <-a.end)
-		}
-		return r
-	case <-time.After(wait):
-		a.t.Fatal("no response")
-	}
-	return nil
+	return sinkclient.Next(a.t, a.resps, a.end, wait, "stream ended", "no response")
 }
 
 // collect reads responses until every id in ids is acked.
@@ -216,15 +177,6 @@ func plainReq(id uint64, recs ...string) *sluicev1.Request {
 		Payload: &sluicev1.Request_Plain{Plain: bytes.Clone(b.Bytes())}}
 }
 
-// records returns n distinct records for message id.
-func records(id uint64, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = "message " + strconv.FormatUint(id, 10) + " record " + strconv.Itoa(i) + " " + strings.Repeat("x", i%7)
-	}
-	return out
-}
-
 // reader is a raw Read stream: the test plays the consumer.
 type reader struct {
 	t     testing.TB
@@ -242,17 +194,7 @@ func (h *harness) read(start *sluicev1.ReadStart) *reader {
 		h.t.Fatal(err)
 	}
 	r := &reader{t: h.t, send: stream.Send, resps: make(chan *sluicev1.ReadResponse, 1024), end: make(chan error, 1)}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				r.end <- err
-				close(r.resps)
-				return
-			}
-			r.resps <- m
-		}
-	}()
+	go sinkclient.Pump(stream.Recv, r.resps, r.end)
 	if err := r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}}); err != nil && err != io.EOF {
 		h.t.Fatal(err)
 	}
@@ -268,14 +210,5 @@ func (r *reader) request(n uint32) {
 
 func (r *reader) next() *sluicev1.ReadResponse {
 	r.t.Helper()
-	select {
-	case m, ok := <-r.resps:
-		if !ok {
-			r.t.Fatalf("read stream ended: %v", <-r.end)
-		}
-		return m
-	case <-time.After(wait):
-		r.t.Fatal("nothing read")
-	}
-	return nil
+	return sinkclient.Next(r.t, r.resps, r.end, wait, "read stream ended", "nothing read")
 }

@@ -21,6 +21,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
@@ -194,7 +195,7 @@ func TestStalledMessage(t *testing.T) {
 func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config) {
 	r := dialRaw(t, h, tc)
 	r.open(1)
-	r.data(1, message(t, helloReq("staller")))
+	r.data(1, message(t, sinkclient.Hello("staller")))
 	big := make([]byte, 5+200<<10)
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
 	r.data(1, big)
@@ -229,7 +230,7 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 	})
 	// The sink serves the others as before.
 	a := h.connect("agent")
-	a.send(plainReq(1, records(1, 3)...))
+	a.send(plainReq(1, sinkclient.Records(1, 3)...))
 	a.collect(1) // fails the test if no ack comes
 }
 
@@ -241,7 +242,7 @@ func TestStallTrickle(t *testing.T) {
 	h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 	r := dialRaw(t, h, nil)
 	r.open(1)
-	r.data(1, message(t, helloReq("trickler")))
+	r.data(1, message(t, sinkclient.Hello("trickler")))
 	big := make([]byte, 5+200<<10)
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
 	r.data(1, big)
@@ -278,7 +279,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 	r := dialRaw(t, h, nil)
 	r.open(1)
-	r.data(1, message(t, helloReq("slow")))
+	r.data(1, message(t, sinkclient.Hello("slow")))
 	recs := make([]string, 0, 64)
 	for i := range 64 {
 		recs = append(recs, strings.Repeat(string(rune('a'+i%26)), (4<<20)/64-64))
@@ -307,7 +308,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 
 	// Idle: a real agent and a consumer, then hours of ticks.
 	a := h.connect("agent")
-	a.send(plainReq(1, records(1, 3)...))
+	a.send(plainReq(1, sinkclient.Records(1, 3)...))
 	a.collect(1)
 	rd := h.read(&sluicev1.ReadStart{Follow: true})
 	rd.request(10)
@@ -324,7 +325,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 		t.Error("the slow but progressing connection was closed")
 	default:
 	}
-	a.send(plainReq(2, records(2, 3)...))
+	a.send(plainReq(2, sinkclient.Records(2, 3)...))
 	a.collect(2) // the idle agent's stream still works
 	select {
 	case err := <-rd.end:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/lab/wanbench"
 )
 
@@ -65,7 +66,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 			return &exitError{code: 2, msg: err.Error()}
 		}
 		sw := wanbench.Sweep{WAN: wan, RTTs: rtts, Windows: wins, Rate: rate, Duration: *sweepDur, CSVPath: *csvPath, Report: bf.report("bench wan", args)}
-		stopProfile, err := startCPUProfile(*cpuProfile)
+		stopProfile, err := benchkit.StartCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}

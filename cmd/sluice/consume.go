@@ -154,7 +154,6 @@ func reportProgress(c *client.Consumer, stderr io.Writer) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-
 // clientOptions turns the transport and credential flags into client
 // options (transport checks them with the flags' names in its errors).
 func (f *clientFlags) clientOptions() ([]client.ConsumerOpt, error) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,21 +103,4 @@ func metricsHelp(page bool, example, tokens string) string {
 		}
 	}
 	return s
-}
-
-// startCPUProfile writes a CPU profile to path until the returned function
-// is called; an empty path profiles nothing.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/lab/uploadbench"
 )
 
@@ -37,7 +38,7 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := benchkit.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}

@@ -496,9 +496,14 @@ func dialTCP(ctx context.Context, addr string, _ DialOptions) (Client, error) {
 	return t, nil
 }
 
-func (t *tcpClient) read() {
-	defer close(t.err)
-	r := bufio.NewReaderSize(t.c, 64<<10)
+func (t *tcpClient) read() { readReplies(t.c, t.queue, t.err) }
+
+// readReplies hands each length-prefixed reply read from c to the
+// caller waiting longest in queue (replies come in request order), and
+// closes done when c ends or misbehaves.
+func readReplies(c io.Reader, queue chan chan []byte, done chan struct{}) {
+	defer close(done)
+	r := bufio.NewReaderSize(c, 64<<10)
 	var hdr [4]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -513,7 +518,7 @@ func (t *tcpClient) read() {
 			return
 		}
 		select {
-		case ch := <-t.queue:
+		case ch := <-queue:
 			ch <- b
 		default:
 			return // a reply nobody asked for
@@ -622,30 +627,7 @@ func dialTCPCoalesced(ctx context.Context, addr string, _ DialOptions) (Client, 
 	return t, nil
 }
 
-func (t *tcpCoalesced) read() {
-	defer close(t.err)
-	r := bufio.NewReaderSize(t.w.c, 64<<10)
-	var hdr [4]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if n > maxTCPFrame {
-			return
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return
-		}
-		select {
-		case ch := <-t.queue:
-			ch <- b
-		default:
-			return // a reply nobody asked for
-		}
-	}
-}
+func (t *tcpCoalesced) read() { readReplies(t.w.c, t.queue, t.err) }
 
 func (t *tcpCoalesced) Call(ctx context.Context, p []byte) ([]byte, error) {
 	if len(p) > maxTCPFrame {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,5 +107,44 @@ func TestLogBenchReps(t *testing.T) {
 	if rep.Command != "log bench" || len(rep.Rows) != 2 || rep.Rows[0].Name != "100 B, sync always, 8 writers" ||
 		len(rep.Rows[0].Reps) != 2 || rep.Rows[1].Summary["log_mb_per_sec"].N != 2 {
 		t.Errorf("report %+v", rep)
+	}
+}
+
+// TestBenchJSONRecordsWholeCommandLine: a bench's --json file records
+// every argument after the command's name, flags and their values alike,
+// so the file says how to run it again. `bench upload` wrote a bare array
+// of results with no command line at all.
+func TestBenchJSONRecordsWholeCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		command []string
+		args    []string // before --json FILE
+	}{
+		{[]string{"log", "bench"}, []string{"--sizes", "100", "--duration", "50ms", "--max-bytes", "1MiB", "--sync", "none"}},
+		{[]string{"bench", "wan"}, []string{"--scenarios", "lan", "--modes", "async", "--bytes", "1MiB"}}, // the issue's `bench wan --scenarios thin --modes async`, on loopback
+		{[]string{"bench", "upload"}, []string{"--size", "64KiB", "--chunks", "16KiB", "--transports", "http1", "--source", "memory", "--auto=false"}},
+	} {
+		name := strings.Join(tc.command, " ")
+		t.Run(name, func(t *testing.T) {
+			js := filepath.Join(t.TempDir(), "r.json")
+			args := append(slices.Clone(tc.args), "--json", js)
+			out, err := exec.Command(sluiceBin, append(slices.Clone(tc.command), args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			b, err := os.ReadFile(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Command string   `json:"command"`
+				Args    []string `json:"args"`
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatalf("%v\n%s", err, b)
+			}
+			if rep.Command != name || !slices.Equal(rep.Args, args) {
+				t.Errorf("recorded %q %q, want %q %q", rep.Command, rep.Args, name, args)
+			}
+		})
 	}
 }

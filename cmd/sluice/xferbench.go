@@ -32,7 +32,7 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := uploadbench.Config{Size: int64(size), PerChunk: *perChunk, Auto: *auto, Chunks: chunks,
 		Transports: strings.Split(*transports, ","), Sources: strings.Split(*sources, ","), Reps: *reps,
-		Dir: *dir, JSONPath: *jsonOut, SVGPath: *svgOut}
+		Dir: *dir, JSONPath: *jsonOut, SVGPath: *svgOut, Args: args}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}

@@ -20,11 +20,14 @@ func TestXferBenchUploadSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	var rs []uploadbench.Result
+	var rep struct {
+		Results []uploadbench.Result `json:"results"`
+	}
 	b, _ := os.ReadFile(js)
-	if err := json.Unmarshal(b, &rs); err != nil {
+	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
+	rs := rep.Results
 	// grpc, rsocket, http1, h2c: 2 chunks x 2 sources; tus only 64KiB;
 	// an auto cell per source for grpc, rsocket and tus.
 	if len(rs) != 4*4+2+3*2 {

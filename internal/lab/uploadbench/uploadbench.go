@@ -60,6 +60,7 @@ type Config struct {
 	Reps       int      // repetitions of each cell; the median is reported
 	Dir        string   // server directory ("": a temporary one, in /dev/shm if it exists)
 	JSONPath   string   // write the results as JSON here ("": none)
+	Args       []string // the command line after "sluice bench upload", recorded in the JSON so a file says how it was made
 	SVGPath    string   // write the chart here ("": none)
 }
 
@@ -295,10 +296,20 @@ func report(stdout io.Writer, cells []cell, seconds [][]float64) []Result {
 	return results
 }
 
+// jsonReport is the --json file: the command line beside the results, the
+// envelope of the other bench commands' JSON, so that a file says which
+// flags made it.
+type jsonReport struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	Reps    int      `json:"reps"`
+	Results []Result `json:"results"`
+}
+
 // write writes the --json and --svg files asked for.
 func (c Config) write(results []Result) error {
 	if c.JSONPath != "" {
-		b, _ := json.MarshalIndent(results, "", "  ")
+		b, _ := json.MarshalIndent(jsonReport{Command: "bench upload", Args: c.Args, Reps: c.Reps, Results: results}, "", "  ")
 		if err := os.WriteFile(c.JSONPath, append(b, '\n'), 0o644); err != nil {
 			return err
 		}

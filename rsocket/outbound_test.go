@@ -308,18 +308,14 @@ func TestOutboundBudgetOthersServed(t *testing.T) {
 	}
 }
 
-// The server-wide budget: connections sharing it (as those of one Serve
-// do) together queue at most the budget plus about one frame each, though
-// each alone stays far below its own budget.
-func TestServerOutboundBudget(t *testing.T) {
-	ctx := tctx(t)
-	const limit, size, n, k = 256 << 10, 16 << 10, 512, 4
-	shared := newOutBudget(limit)
+// keepaliveFloods serves k connections sharing the budget shared, each
+// sent n KEEPALIVE(R) frames of size bytes by a peer that never reads.
+func keepaliveFloods(ctx context.Context, t *testing.T, shared *outBudget, k, n, size int) ([]*Conn, []*neverReader) {
 	var srvs []*Conn
 	var floods []*neverReader
 	for range k {
 		a, b := net.Pipe()
-		defer a.Close()
+		t.Cleanup(func() { a.Close() })
 		srv, err := ServeConn(ctx, b, newEcho(), withOutBudget(shared))
 		if err != nil {
 			t.Fatal(err)
@@ -329,6 +325,17 @@ func TestServerOutboundBudget(t *testing.T) {
 		ka := rawFrame(frame.AppendKeepalive(nil, true, 0, make([]byte, size)))
 		floods = append(floods, floodFrames(t, a, n, func(int) []byte { return ka }))
 	}
+	return srvs, floods
+}
+
+// The server-wide budget: connections sharing it (as those of one Serve
+// do) together queue at most the budget plus about one frame each, though
+// each alone stays far below its own budget.
+func TestServerOutboundBudget(t *testing.T) {
+	ctx := tctx(t)
+	const limit, size, n, k = 256 << 10, 16 << 10, 512, 4
+	shared := newOutBudget(limit)
+	srvs, floods := keepaliveFloods(ctx, t, shared, k, n, size)
 	total := func() int {
 		s := 0
 		for _, srv := range srvs {
@@ -748,20 +755,7 @@ func TestServerBudgetCountsFramesBeingRead(t *testing.T) {
 	ctx := tctx(t)
 	const limit, size, n, k = 1 << 20, 256 << 10, 64, 16
 	shared := newOutBudget(limit)
-	var srvs []*Conn
-	var floods []*neverReader
-	for range k {
-		a, b := net.Pipe()
-		defer a.Close()
-		srv, err := ServeConn(ctx, b, newEcho(), withOutBudget(shared))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srvs = append(srvs, srv)
-		rawSetup(t, a)
-		ka := rawFrame(frame.AppendKeepalive(nil, true, 0, make([]byte, size)))
-		floods = append(floods, floodFrames(t, a, n, func(int) []byte { return ka }))
-	}
+	srvs, floods := keepaliveFloods(ctx, t, shared, k, n, size)
 	maxTotal := int64(0)
 	for {
 		maxTotal = max(maxTotal, shared.total.Load())

@@ -37,14 +37,15 @@ func (c *Conn) releaseHeld(n int64) {
 	}
 }
 
-// account publishes the queued output (len(out) plus the write in
-// flight) to queuedBytes and the server's total, and wakes those waiting for
-// room when it shrank. Under mu; it costs nothing when the queue is as
-// it was last time (a request answered by a direct write).
+// account publishes the queued output, its bytes (len(out) plus the
+// write in flight) to queuedBytes for the connection's budget and its
+// memory (queueMemory) to the server's total, and wakes those waiting
+// for room when it shrank. Under mu; it costs nothing when the queue is
+// as it was last time (a request answered by a direct write).
 func (c *Conn) account() {
-	q := int64(len(c.out) + c.inflight)
-	if c.peerOut > int(q) { // the queue was dropped (a failed write, a lost transport)
-		c.peerOut = int(q)
+	n := int64(len(c.out) + c.inflight)
+	if c.peerOut > int(n) { // the queue was dropped (a failed write, a lost transport)
+		c.peerOut = int(n)
 	}
 	if c.peerOut != c.peerOutPublished {
 		c.peerOutPublished = c.peerOut
@@ -57,19 +58,29 @@ func (c *Conn) account() {
 		}
 		c.heldSeen = h
 	}
-	if q == c.counted {
+	mem, was := c.queueMemory(), c.queuedBytes.Load()
+	if mem == c.counted && n == was {
 		return
 	}
 	if b := c.opts.sharedOut; b != nil {
-		b.add(q - c.counted)
+		b.add(mem - c.counted)
 	}
-	shrank := q < c.counted
-	c.counted = q
-	c.queuedBytes.Store(q)
+	shrank := mem < c.counted || n < was
+	c.counted = mem
+	c.queuedBytes.Store(n)
 	if shrank && c.roomWait != nil {
 		close(c.roomWait)
 		c.roomWait = nil
 	}
+}
+
+// queueMemory is the memory the output queue and the write in flight
+// hold (bufMemory): the server's budget counts what a flood costs, not
+// only the bytes to write, so a queue grown into a larger buffer is
+// charged its room to spare too. (A connection's own budget counts
+// bytes: its bound, the budget plus one frame, is in bytes.) Under mu.
+func (c *Conn) queueMemory() int64 {
+	return int64(bufMemory(c.out) + c.inflightMem)
 }
 
 // markRead moves peerOut to the end of the queue if output the peer's frames

@@ -130,9 +130,10 @@ type Conn struct {
 
 	// The outbound budget (WithOutboundBudget, WithServerOutboundBudget;
 	// budget.go).
-	// inflight is the size of the write in flight (takeOut to wrote),
-	// counted the bytes of len(out)+inflight last published (account) to
-	// queuedBytes and the server's total, under mu. While over budget
+	// inflight is the size of the write in flight (takeOut to wrote) and
+	// inflightMem the memory its buffer holds; queuedBytes is the bytes of
+	// the queue and the write in flight, counted their memory (queueMemory)
+	// last published to the server's total (account), under mu. While over budget
 	// (overBudget) Send and answers wait (waitOutbound) on roomWait, which
 	// account closes when the queue shrinks.
 	//
@@ -144,6 +145,7 @@ type Conn struct {
 	// their queue would otherwise both stop reading the answers that
 	// drain the other's, and wait for each other until a write timeout.
 	inflight         int
+	inflightMem      int
 	counted          int64
 	queuedBytes      atomic.Int64
 	roomWait         chan struct{}

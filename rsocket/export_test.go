@@ -41,3 +41,12 @@ func (c *Conn) HeldRequests() int { return int(c.held.Load()) }
 // WaitingForServerBudget reports whether a reader of the connection waits
 // for room in the server's budget before reading a large frame.
 func (c *Conn) WaitingForServerBudget() bool { return c.budgetWaits.Load() > 0 }
+
+// OutputMemory is what the output queue and the write in flight hold in
+// memory: a large buffer's whole capacity, a small one's bytes (a
+// connection keeps one anyway), the write's as takeOut noted it.
+func (c *Conn) OutputMemory() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bufMemory(c.out) + c.inflightMem
+}

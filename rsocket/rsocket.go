@@ -223,7 +223,7 @@ func WithChannelCredits(n uint32) Option {
 // WithServerOutboundBudget, WithWriteTimeout).
 const (
 	DefaultOutboundBudget       = 4 << 20
-	DefaultServerOutboundBudget = 256 << 20
+	DefaultServerOutboundBudget = 128 << 20
 	DefaultWriteTimeout         = 30 * time.Second
 )
 
@@ -253,8 +253,12 @@ func WithOutboundBudget(n int) Option {
 
 // WithServerOutboundBudget bounds the output queued by all the
 // connections of one Serve, ServeWebSocket or WebSocketHandler call
-// together; default 256 MiB (DefaultServerOutboundBudget), n <= 0 keeps
-// it. While the sum is over it, a connection with output queued stops
+// together; default 128 MiB (DefaultServerOutboundBudget), n <= 0 keeps
+// it. The budgets count the memory holding the output (a pooled buffer's
+// whole capacity), not only its bytes; 128 MiB rather than 256 so that
+// the budget, the buffers every connection keeps (about 200 KiB each) and
+// the pool of free buffers (frame.MaxPooledBytes) stay within 256 MiB
+// under 100 flooding connections (docs/rsocket.md, "Hostile clients"). While the sum is over it, a connection with output queued stops
 // reading (and its Sends wait) until that output is written, as over its
 // own budget; a connection with nothing queued reads on. The sum thus
 // stays within the budget plus about one frame per connection, and a

@@ -43,14 +43,14 @@ func (c *Conn) takeOut() []byte {
 	buf := c.out
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
-	c.inflight = len(buf)
+	c.inflight, c.inflightMem = len(buf), bufMemory(buf)
 	return buf
 }
 
 // wrote ends a write. Under mu.
 func (c *Conn) wrote(buf []byte, err error) {
 	c.writing = false
-	c.inflight = 0
+	c.inflight, c.inflightMem = 0, 0
 	if c.idleWait != nil {
 		close(c.idleWait)
 		c.idleWait = nil
@@ -96,6 +96,10 @@ func (c *Conn) writeLoop() {
 				break
 			}
 			if !c.pending() {
+				if cap(c.out) > keepOut { // dropped output: the buffer goes back, a connection keeps little
+					frame.PutBuf(c.out)
+					c.out = nil
+				}
 				c.out = c.out[:0]
 				c.account()
 				closing := c.closeAfterWrite
@@ -214,6 +218,17 @@ func (c *Conn) writeWatch() {
 // pool: 100 connections that each once answered 1 MiB kept 100 MiB no
 // budget saw.
 const keepOut = frame.MinPooledBuf
+
+// bufMemory is what the output buffer b holds in memory, as the
+// server's budget counts it: a large buffer's whole capacity (its unused
+// tail is memory no one else can use until it is written), a small one's
+// bytes (a connection keeps one of those anyway).
+func bufMemory(b []byte) int {
+	if cap(b) > keepOut {
+		return cap(b)
+	}
+	return len(b)
+}
 
 // growOut makes room for n more bytes in the output queue b, as append
 // would, but for more than keepOut at once in a pooled frame buffer

@@ -3,6 +3,7 @@ package frame
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // Buffers for large frames, pooled by size class and shared by the
@@ -24,12 +25,26 @@ const (
 	MinPooledBuf = 1 << minBufShift // the smallest pooled buffer
 )
 
-var bufPools = func() (p [numBufClass]sync.Pool) {
-	for i := range p {
-		p[i].New = func() any { return new([]byte) } // sized by GetBuf on first use
-	}
-	return
-}()
+// MaxPooledBytes bounds the free buffers the pool keeps, all classes and
+// connections together; a buffer given back beyond it is left to the
+// collector. A sync.Pool was used first: what it holds is live until two
+// collections pass, so under a flood of 1 MiB frames the free buffers it
+// kept were a fifth of the heap and no budget saw them (issue 22).
+const MaxPooledBytes = 16 << 20
+
+// freeList is one class's free buffers.
+type freeList struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+var (
+	freeLists   [numBufClass]freeList
+	pooledBytes atomic.Int64 // the capacity of every buffer in freeLists
+)
+
+// PooledBytes is the capacity of the free buffers the pool keeps now.
+func PooledBytes() int64 { return pooledBytes.Load() }
 
 // BufClass returns the class of the smallest pooled buffer holding n
 // bytes and its size; -1 beyond the largest.
@@ -53,28 +68,34 @@ func GetBuf(n int) []byte {
 	if cls < 0 {
 		return make([]byte, 0, n)
 	}
-	p := bufPools[cls].Get().(*[]byte)
-	b := *p
-	if b == nil {
-		b = make([]byte, size)
+	l := &freeLists[cls]
+	l.mu.Lock()
+	if k := len(l.bufs); k > 0 {
+		b := l.bufs[k-1]
+		l.bufs[k-1] = nil
+		l.bufs = l.bufs[:k-1]
+		l.mu.Unlock()
+		pooledBytes.Add(-int64(size))
+		return b[:0]
 	}
-	*p = nil
-	boxes.Put(p)
-	return b[:0]
+	l.mu.Unlock()
+	return make([]byte, 0, size)
 }
 
 // PutBuf gives b back for reuse: nothing may use it after. Buffers whose
-// capacity is not exactly a class's size are left to the collector.
+// capacity is not exactly a class's size, and any beyond MaxPooledBytes,
+// are left to the collector.
 func PutBuf(b []byte) {
 	cls, size := BufClass(cap(b))
 	if cls < 0 || size != cap(b) {
 		return
 	}
-	p := boxes.Get().(*[]byte)
-	*p = b[:cap(b)]
-	bufPools[cls].Put(p)
+	if pooledBytes.Add(int64(size)) > MaxPooledBytes {
+		pooledBytes.Add(-int64(size))
+		return
+	}
+	l := &freeLists[cls]
+	l.mu.Lock()
+	l.bufs = append(l.bufs, b[:0])
+	l.mu.Unlock()
 }
-
-// boxes recycles the pointers the pools hold, so that giving a buffer
-// back allocates nothing.
-var boxes = sync.Pool{New: func() any { return new([]byte) }}

@@ -36,7 +36,7 @@ const (
 	// (docs/rsocket.md, "Hostile clients"); a flood may add it, one frame
 	// (the one reader that may overdraw), a floor of 64 KiB per
 	// connection and some slack to the heap, no more.
-	serverBudget = 256 << 20
+	serverBudget = rsocket.DefaultServerOutboundBudget
 	floor        = 64 << 10
 	slack        = 32 << 20
 )

@@ -39,6 +39,8 @@ type Server struct {
 	grpc   *grpc.Server
 	http   *http.Server
 	post   *http.Server
+	// limited are the HTTP listeners' connection limits (limitConns).
+	limited []*limitListener
 }
 
 // Start listens on every transport of l and serves s until Close. tus
@@ -85,9 +87,10 @@ func Start(s xfer.Backend, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--tus: %w", err))
 		}
 		srv.Addrs.TUS = ln.Addr().String()
+		ln = srv.limit(ln)
 		mux := http.NewServeMux()
 		mux.Handle("/files/", tus.Handler(ids, "/files/"))
-		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: headerTimeout(s)}
+		srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: headerTimeout(s), IdleTimeout: idleConnTimeout}
 		srv.run(func() error { return srv.http.Serve(ln) })
 	}
 	if l.HTTP != "" {
@@ -96,11 +99,25 @@ func Start(s xfer.Backend, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--http: %w", err))
 		}
 		srv.Addrs.HTTP = ln.Addr().String()
-		srv.post = &http.Server{Handler: post.Handler(s), ReadHeaderTimeout: headerTimeout(s)}
+		ln = srv.limit(ln)
+		srv.post = &http.Server{Handler: post.Handler(s), ReadHeaderTimeout: headerTimeout(s), IdleTimeout: idleConnTimeout}
 		srv.run(func() error { return srv.post.Serve(ln) })
 	}
 	return srv, nil
 }
+
+// limit bounds the connections an HTTP listener serves at once
+// (DefaultMaxConns).
+func (srv *Server) limit(ln net.Listener) net.Listener {
+	l := limitConns(ln, DefaultMaxConns)
+	srv.limited = append(srv.limited, l)
+	return l
+}
+
+// idleConnTimeout closes a kept-alive connection that brings no next
+// request: each holds one of the listener's DefaultMaxConns slots, and
+// without it one that is never closed holds it for good.
+const idleConnTimeout = 60 * time.Second
 
 // headerTimeout bounds how long a request's headers may take: 10 s, or
 // the store's IdleTimeout if shorter.

@@ -2,10 +2,11 @@
 // and the Go calls behind it, the producers' idempotency (a retried
 // request is recognised by its producer id and sequence), the spool
 // quota, and the pipeline that packs records into messages (the
-// batcher), compresses them (one worker per CPU) and appends them to the
-// spool in order (the spool writer, one fdatasync per group). An ingest
-// call returns once its records are durable. What is spooled is announced
-// on Spooled for the driver.
+// batcher), compresses them (one worker per CPU by default,
+// Config.CompressWorkers) and appends them to the spool in order (the
+// spool writer, one fdatasync per group). An ingest call returns once
+// its records are durable. What is spooled is announced on Spooled for
+// the driver.
 package ingest
 
 import (

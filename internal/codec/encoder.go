@@ -14,7 +14,9 @@ type Level uint8
 
 const (
 	// LevelDefault is zstd's default level (about zstd -3): the usual
-	// choice, and the level Train tunes dictionaries for.
+	// choice, and the level Train tunes dictionaries for. With a
+	// dictionary, messages up to 32 KiB are compressed with the fastest
+	// level's match finder (see smallDictMessage).
 	LevelDefault Level = iota
 	// LevelFastest (about zstd -1) for agents short of CPU.
 	LevelFastest
@@ -65,9 +67,11 @@ func (l Level) zstd() (zstd.EncoderLevel, bool) {
 const windowSize = 1 << 20
 
 // Encoder compresses message bodies. It is not safe for concurrent use: give
-// each goroutine its own. It keeps one zstd encoder for plain zstd and one
-// per dictionary, each created on first use (and then reused with its
-// buffers), so holding many dictionaries costs little until they are used.
+// each goroutine its own. It keeps one zstd encoder for plain zstd and, per
+// dictionary, one for small messages and one for the others (at
+// LevelDefault; see smallDictMessage), each created on first use and then
+// reused with its buffers and tables, so holding many dictionaries costs
+// little until they are used.
 type Encoder struct {
 	level zstd.EncoderLevel
 	// plain is the dictionary-less encoder, nil until the first Zstd
@@ -81,9 +85,31 @@ type dictEncoder struct {
 	// data is the Encoder's own copy of the dictionary, needed to create
 	// enc and to tell a repeated AddDictionary from a conflicting one.
 	data []byte
-	// enc is nil until the first message with this dictionary.
+	// enc is nil until the first message with this dictionary that
+	// pickDictEncoder gives to the Encoder's level.
 	enc *zstd.Encoder
+	// small is nil until the first message that pickDictEncoder gives to
+	// zstd's fastest match finder.
+	small *zstd.Encoder
 }
+
+// smallDictMessage is the largest message that, at LevelDefault with a
+// dictionary, is compressed with zstd's fastest match finder rather than
+// the default one.
+//
+// Why: klauspost/compress's dictionary encoders restore their match tables
+// from the dictionary's before every frame (doubleFastEncoderDict.Reset
+// and fastEncoderDict.Reset). At the default level that is 1.25 MiB of
+// tables per message whatever its size, more than compressing a 16 KiB
+// message costs: in `sluice bench wan --scenarios seed` (messages of
+// 2–400 KiB, mean 16 KiB) Reset took 2.3 times the CPU of the dictionary
+// compression itself, and the agent 2× the CPU of plain zstd. The fastest
+// match finder restores 256 KiB. With the dictionary it still beats plain
+// zstd at the default level on ratio up to this size
+// (TestSmallDictMessagesBeatPlainZstd), at about plain zstd's cost; above
+// it the restore is amortised and the default finder's better matches
+// pay.
+const smallDictMessage = 32 << 10
 
 // NewEncoder returns an Encoder compressing at level. It panics if level is
 // not one of the Level constants, which is a programming error.
@@ -151,23 +177,41 @@ func (e *Encoder) Encode(dst, src []byte, kind Kind, dictID uint32) ([]byte, err
 		if !ok {
 			return dst, fmt.Errorf("%w: id %d", ErrUnknownDictionary, dictID)
 		}
-		if de.enc == nil {
-			de.enc = e.newZstd(de.data)
-		}
-		return de.enc.EncodeAll(src, dst), nil
+		return e.pickDictEncoder(de, len(src)).EncodeAll(src, dst), nil
 	}
 	return dst, fmt.Errorf("%w: %v", errKind, kind)
 }
 
-// newZstd creates a zstd encoder for EncodeAll only, with dictionary data if
-// not nil. The options are fixed and the dictionary was checked when it was
-// added, so an error here is a bug.
-func (e *Encoder) newZstd(data []byte) *zstd.Encoder {
+// pickDictEncoder returns the zstd encoder of de for a message of size
+// bytes, creating it on first use: at LevelDefault, messages up to
+// smallDictMessage get zstd's fastest match finder (see smallDictMessage);
+// every other message, and every message at the other levels, the
+// Encoder's level.
+func (e *Encoder) pickDictEncoder(de *dictEncoder, size int) *zstd.Encoder {
+	if e.level == zstd.SpeedDefault && size <= smallDictMessage {
+		if de.small == nil {
+			de.small = e.newZstdAt(zstd.SpeedFastest, de.data)
+		}
+		return de.small
+	}
+	if de.enc == nil {
+		de.enc = e.newZstd(de.data)
+	}
+	return de.enc
+}
+
+// newZstd creates a zstd encoder at the Encoder's level; see newZstdAt.
+func (e *Encoder) newZstd(data []byte) *zstd.Encoder { return e.newZstdAt(e.level, data) }
+
+// newZstdAt creates a zstd encoder for EncodeAll only, at level, with
+// dictionary data if not nil. The options are fixed and the dictionary was
+// checked when it was added, so an error here is a bug.
+func (e *Encoder) newZstdAt(level zstd.EncoderLevel, data []byte) *zstd.Encoder {
 	opts := []zstd.EOption{
 		// EncodeAll runs on the caller's goroutine; more would only hold
 		// more idle state.
 		zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderLevel(e.level),
+		zstd.WithEncoderLevel(level),
 		zstd.WithWindowSize(windowSize),
 		// Single-segment frames always record the content size (by
 		// default zstd leaves it out below 256 bytes), which lets a

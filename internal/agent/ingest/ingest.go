@@ -2,10 +2,11 @@
 // and the Go calls behind it, the producers' idempotency (a retried
 // request is recognised by its producer id and sequence), the spool
 // quota, and the pipeline that packs records into messages (the
-// batcher), compresses them (one worker per CPU) and appends them to the
-// spool in order (the spool writer, one fdatasync per group). An ingest
-// call returns once its records are durable. What is spooled is announced
-// on Spooled for the driver.
+// batcher), compresses them (one worker per CPU by default,
+// Config.CompressWorkers) and appends them to the spool in order (the
+// spool writer, one fdatasync per group). An ingest call returns once
+// its records are durable. What is spooled is announced on Spooled for
+// the driver.
 package ingest
 
 import (
@@ -48,7 +49,11 @@ type Config struct {
 	Compression                     codec.Kind
 	Level                           codec.Level
 	Dictionary                      *codec.Dictionary
-	SpoolQuota                      int64
+	// CompressWorkers is how many messages are compressed at once, each
+	// with its own encoder (0: GOMAXPROCS, one per core). Messages are
+	// spooled in the order they were sealed however many there are.
+	CompressWorkers int
+	SpoolQuota      int64
 	// Tokens, when set, are required by the HTTP API.
 	Tokens *auth.Tokens
 	// BodyIdleTimeout ends a request whose body sends nothing for this
@@ -78,8 +83,9 @@ type Ingester struct {
 
 	bt *batcher
 	wg sync.WaitGroup
-	// encs holds one encoder per CPU, each holding the dictionary; a
-	// compression takes one.
+	// encs holds one encoder per compression worker (CompressWorkers),
+	// each holding the dictionary; a compression takes one, so at most
+	// that many run at once, in the workers or in ingest callers.
 	encs chan *codec.Encoder
 
 	prodMu    sync.Mutex
@@ -101,7 +107,10 @@ const pipelineDepth = 256
 // New starts the pipeline into sp.
 func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*Ingester, error) {
 	// One encoder per compression worker, each holding the dictionary.
-	workers := runtime.GOMAXPROCS(0)
+	workers := cfg.CompressWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	encs := make([]*codec.Encoder, workers)
 	for i := range encs {
 		encs[i] = codec.NewEncoder(cfg.Level)

@@ -117,6 +117,7 @@ var Table = []Entry{
 	{Flag: "dict", Daemons: agentOnly, Value: "", Meaning: "trained zstd dictionary file; implies --compression dict"},
 	{Flag: "handshake-timeout", Daemons: agentOnly, Value: time.Duration(HandshakeTimeout), Meaning: "give up on a sink that does not answer the handshake within this long"},
 	{Flag: "handshake-timeout", Daemons: sinkOnly, Value: time.Duration(ListenerHandshakeTimeout), Meaning: "close a connection that has not finished its TLS and HTTP/2 handshake within this time"},
+	{Flag: "export", Daemons: sinkOnly, Value: "", Meaning: "forward collectors' records to a backend: remote-write=URL or otlp=URL (repeatable; docs/export.md)"},
 	{Flag: "hello-timeout", Daemons: sinkOnly, Value: time.Duration(HelloTimeout), Meaning: "end a stream that sent no Hello (or ReadStart) within this time"},
 	{Flag: "ingest", Daemons: agentOnly, Value: IngestAddr, Meaning: "address of the ingest HTTP API (POST /v1/records)"},
 	{Flag: "ingest-tls-cert", Daemons: agentOnly, Value: "", Meaning: "serve ingest over HTTPS with this certificate (PEM)"},

@@ -248,3 +248,24 @@ func firstSeen(got []string) int {
 	}
 	return len(seen)
 }
+
+// --export values the sink cannot use are refused before it opens its
+// store: exit 2 with what is wrong.
+func TestSinkExportFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--export", "statsd=http://127.0.0.1:1"}, `unknown protocol "statsd"`},
+		{[]string{"--export", "otlp=ftp://127.0.0.1:1"}, "http:// or https://"},
+		{[]string{"--export", "otlp=http://127.0.0.1:1", "--export", "otlp=http://127.0.0.1:1"}, "given twice"},
+		{[]string{"--export", "otlp=http://127.0.0.1:1", "--store", "kafka://127.0.0.1:9092/t"}, "--export needs the embedded store"},
+	} {
+		args := append([]string{"sink", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "d")}, c.args...)
+		code, out, errOut := run(args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", args, code, out, errOut, c.want)
+		}
+	}
+}

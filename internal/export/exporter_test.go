@@ -3,7 +3,9 @@ package export
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/telemetry"
@@ -223,5 +225,36 @@ func TestExporterSkipsUnreadable(t *testing.T) {
 	got := waitAccepted(t, rc, 1)
 	if string(got[0].body) != "ok" || x.errors(reasonUnreadable) != 1 {
 		t.Fatalf("accepted %v, unreadable %v; want ok and 1", got, x.errors(reasonUnreadable))
+	}
+}
+
+// A receiver that is down (nothing listens on its port) has the request
+// retried until it listens again; nothing is lost.
+func TestExporterRetriesUnreachableReceiver(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // down
+	u, _ := url.Parse("http://" + addr)
+	st.add(marked(telemetry.OTLPMetrics, []byte("while down")))
+	x := startExporter(t, st, Target{Protocol: OTLP, URL: u})
+	testwait.For(t, "a failed attempt", func() bool { return x.errors(reasonRetried) >= 1 })
+	if st := x.e.Status(); !st.Failing || st.LastError == "" {
+		t.Errorf("status while down %+v: want failing with the error", st)
+	}
+	rc := &receiver{}
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the receiver's port was taken meanwhile: %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(rc.serve)}
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Close() })
+	got := waitAccepted(t, rc, 1)
+	if string(got[0].body) != "while down" {
+		t.Fatalf("accepted %v", got)
 	}
 }

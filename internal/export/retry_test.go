@@ -68,6 +68,10 @@ func TestParseTargets(t *testing.T) {
 	if e := ts[1].endpoint(3); e != "https://collector:4318/v1/logs" {
 		t.Errorf("OTLP logs endpoint %q", e)
 	}
+	ts, err = ParseTargets([]string{"remote-write=http://a/w,otlp=http://b/?x=1,2"})
+	if err != nil || len(ts) != 2 || ts[1].URL.RawQuery != "x=1,2" {
+		t.Errorf("a comma-joined list (a --config YAML list): %v, %v", ts, err)
+	}
 	for _, bad := range [][]string{
 		{"remote-write"}, {"kafka=http://x"}, {"otlp=ftp://x"}, {"otlp=http://"}, {"otlp=:bad"},
 		{"otlp=http://a:1", "otlp=http://a:1"},

@@ -75,11 +75,14 @@ func ParseTarget(s string) (Target, error) {
 }
 
 // ParseTargets parses every --export value and refuses two with the same
-// name (they would share one committed position).
+// name (they would share one committed position). A value may hold
+// several, separated by commas (a --config file's YAML list arrives
+// so): a comma followed by "remote-write=" or "otlp=" starts the next,
+// any other comma belongs to the URL.
 func ParseTargets(specs []string) ([]Target, error) {
 	seen := make(map[string]bool)
 	var ts []Target
-	for _, s := range specs {
+	for _, s := range splitSpecs(specs) {
 		t, err := ParseTarget(s)
 		if err != nil {
 			return nil, err
@@ -126,4 +129,20 @@ func (t Target) endpoint(k telemetry.Kind) string {
 	}
 	u.RawPath = ""
 	return u.String()
+}
+
+// splitSpecs splits values holding several targets (ParseTargets).
+func splitSpecs(specs []string) []string {
+	var out []string
+	for _, spec := range specs {
+		for i, part := range strings.Split(spec, ",") {
+			starts := strings.HasPrefix(part, RemoteWrite.String()+"=") || strings.HasPrefix(part, OTLP.String()+"=")
+			if i > 0 && !starts {
+				out[len(out)-1] += "," + part
+				continue
+			}
+			out = append(out, part)
+		}
+	}
+	return out
 }

@@ -117,6 +117,13 @@ func TestExportRemoteWriteToPrometheus(t *testing.T) {
 	if got != "42.5" {
 		t.Errorf("prometheus has value %q, want 42.5", got)
 	}
+	// The metrics say the same: one request taken, no lag (the exporter
+	// counts just after the receiver answered: wait for it).
+	exporter := `exporter="remote-write=http://` + promAddr + `/api/v1/write"`
+	testwait.For(t, "sluice_export_requests_total 1 and sluice_export_lag_messages 0", func() bool {
+		return labelled(metricsAddr, `sluice_export_requests_total{`+exporter+`}`) == 1 &&
+			labelled(metricsAddr, `sluice_export_lag_messages{`+exporter+`}`) == 0
+	})
 	out, err := exec.Command(sluiceBin, "consume", "--sink", sinkAddr).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -268,4 +275,24 @@ func TestSinkExportFlagErrors(t *testing.T) {
 			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", args, code, out, errOut, c.want)
 		}
 	}
+}
+
+// labelled reads one series (name{labels} as exposed) from a Prometheus
+// endpoint, -1 when it is not there.
+func labelled(addr, series string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }

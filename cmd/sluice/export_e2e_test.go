@@ -74,29 +74,8 @@ func newProducer(t *testing.T, sinkAddr string) *client.Producer {
 // finds the series with its labels and value; `sluice consume` shows the
 // same record as an exposition line.
 func TestExportRemoteWriteToPrometheus(t *testing.T) {
-	if _, err := exec.LookPath("prometheus"); err != nil {
-		testskip.Missing(t, "SLUICE_PROMETHEUS", "prometheus", "prometheus is not installed (bash scripts/install-prometheus.sh)")
-	}
 	dir := t.TempDir()
-	promAddr := freeAddr(t)
-	prom := exec.Command("prometheus", "--config.file=/dev/null", "--storage.tsdb.path="+filepath.Join(dir, "prom"),
-		"--web.listen-address="+promAddr, "--web.enable-remote-write-receiver")
-	var promLog strings.Builder
-	var promMu sync.Mutex
-	prom.Stdout, prom.Stderr = lockedWriter{&promMu, &promLog}, lockedWriter{&promMu, &promLog}
-	if err := prom.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		prom.Process.Kill()
-		prom.Wait()
-		if t.Failed() {
-			promMu.Lock()
-			t.Logf("prometheus said:\n%s", promLog.String())
-			promMu.Unlock()
-		}
-	})
-	testwait.For(t, "prometheus ready", func() bool { return httpStatus("http://"+promAddr+"/-/ready") == http.StatusOK })
+	promAddr := startPrometheus(t, dir)
 
 	sinkAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--metrics", metricsAddr,
@@ -132,6 +111,37 @@ func TestExportRemoteWriteToPrometheus(t *testing.T) {
 	if string(out) != want {
 		t.Errorf("consume printed\n%s\nwant\n%s", out, want)
 	}
+}
+
+// startPrometheus starts Debian's prometheus as a remote-write receiver
+// on loopback (field notes §5), its TSDB under dir, and returns its
+// address once it is ready.
+func startPrometheus(t *testing.T, dir string) string {
+	t.Helper()
+	if _, err := exec.LookPath("prometheus"); err != nil {
+		testskip.Missing(t, "SLUICE_PROMETHEUS", "prometheus", "prometheus is not installed (bash scripts/install-prometheus.sh)")
+	}
+	promAddr := freeAddr(t)
+	prom := exec.Command("prometheus", "--config.file=/dev/null", "--storage.tsdb.path="+filepath.Join(dir, "prom"),
+		"--web.listen-address="+promAddr, "--web.enable-remote-write-receiver")
+	var promLog strings.Builder
+	var promMu sync.Mutex
+	prom.Stdout, prom.Stderr = lockedWriter{&promMu, &promLog}, lockedWriter{&promMu, &promLog}
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		prom.Process.Kill()
+		prom.Wait()
+		if t.Failed() {
+			promMu.Lock()
+			t.Logf("prometheus said:\n%s", promLog.String())
+			promMu.Unlock()
+		}
+	})
+	testwait.For(t, "prometheus ready", func() bool { return httpStatus("http://"+promAddr+"/-/ready") == http.StatusOK })
+
+	return promAddr
 }
 
 // lockedWriter serializes a child's stdout and stderr into one builder.
@@ -295,4 +305,51 @@ func labelled(addr, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestExportRemoteWriteSurvivesSinkKill: remote-write records of one
+// series, one sample each in time order, go through an agent into a sink
+// with --export remote-write=URL of a real Prometheus while the sink is
+// SIGKILLed and restarted twice: Prometheus ends up with every sample.
+// What the killed exporter sends again, Prometheus already has: it takes
+// the last request again (the same samples) and refuses the older ones
+// as out of order (400), which the exporter counts as poison and skips.
+func TestExportRemoteWriteSurvivesSinkKill(t *testing.T) {
+	dir := t.TempDir()
+	promAddr := startPrometheus(t, dir)
+	sinkAddr := freeAddr(t)
+	sink := start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"),
+		"--export", "remote-write=http://"+promAddr+"/api/v1/write")
+	p := newProducer(t, sinkAddr)
+	marker := strconv.FormatInt(time.Now().UnixNano(), 36)
+	query := "http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(`count_over_time(sluice_export_kill{marker="`+marker+`"}[1h])`)
+	const rounds, perRound, perCall = 3, 200, 10
+	start := time.Now().Add(-time.Duration(rounds*perRound) * 100 * time.Millisecond).UnixMilli()
+	n := 0
+	for round := range rounds {
+		for range perRound / perCall {
+			recs := make([][]byte, perCall)
+			for i := range recs {
+				req := remoteWriteRequest("sluice_export_kill", []string{"marker", marker}, float64(n), start+int64(n)*100)
+				recs[i] = telemetry.Append(nil, telemetry.RemoteWrite, req)
+				n++
+			}
+			if err := p.Produce(context.Background(), recs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round < rounds-1 {
+			at, _ := strconv.Atoi(promValue(query))
+			testwait.For(t, "prometheus to get more samples", func() bool {
+				got, _ := strconv.Atoi(promValue(query))
+				return got > at
+			})
+			sink.restart() // SIGKILL mid-export, start again
+		}
+	}
+	var got string
+	testwait.For(t, "every sample in prometheus", func() bool {
+		got = promValue(query)
+		return got == strconv.Itoa(n)
+	})
 }

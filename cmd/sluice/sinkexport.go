@@ -18,10 +18,8 @@ type exporters struct {
 	wg     sync.WaitGroup
 }
 
-// startExporters starts one exporter per target over s's store. Each
-// runs until stop; one that fails (its store cannot be read or
-// committed) logs why and stops alone: the sink goes on storing, and the
-// exporter's lag on the status page and in the metrics shows it.
+// startExporters starts one exporter per target over s's store; each
+// runs until stop.
 func startExporters(s *sink.Sink, targets []export.Target, reg prometheus.Registerer, log *slog.Logger) *exporters {
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &exporters{cancel: cancel}
@@ -35,9 +33,7 @@ func startExporters(s *sink.Sink, targets []export.Target, reg prometheus.Regist
 		x.wg.Add(1)
 		go func() {
 			defer x.wg.Done()
-			if err := e.Run(ctx); err != nil {
-				log.Error("exporter stopped", "exporter", t.Name(), "err", err)
-			}
+			e.Run(ctx)
 		}()
 	}
 	return x

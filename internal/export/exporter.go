@@ -110,13 +110,36 @@ func (e *Exporter) Status() Status {
 
 // Run exports from the committed position (the store's first offset
 // when the exporter has none) until ctx ends or the store closes, and
-// commits what it went past before it returns. Its error is one of the
-// store's (it cannot read or commit); a receiver's failures are retried.
-func (e *Exporter) Run(ctx context.Context) error {
+// commits what it went past before it returns. A receiver's failures are
+// retried request by request; a failure of the store (its position
+// cannot be read or committed, the store cannot be read) is counted,
+// shown on the status page and retried with the same back-off from the
+// committed position: the sink goes on storing meanwhile.
+func (e *Exporter) Run(ctx context.Context) {
+	for failed := 1; ; failed++ {
+		err := e.run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		e.cfg.Metrics.errors.WithLabelValues(e.name, reasonStore).Inc()
+		e.noteError(err, true)
+		e.log.Error("export: the store failed under the exporter; starting again from its committed position", "err", err)
+		t := time.NewTimer(backoff(failed, 0))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// run is one run of Run: nil when ctx ended or the store closed.
+func (e *Exporter) run(ctx context.Context) error {
 	r := e.cfg.Reader
 	pos, ok, err := r.Committed(e.cfg.Target.Group())
 	if err != nil {
-		return fmt.Errorf("export %s: read its position: %w", e.name, err)
+		return fmt.Errorf("read its position: %w", err)
 	}
 	if first := r.FirstOffset(); !ok || pos < first {
 		pos = first
@@ -129,10 +152,10 @@ func (e *Exporter) Run(ctx context.Context) error {
 		if cerr := e.commit(); err == nil {
 			err = cerr
 		}
-		if err != nil || ctx.Err() != nil {
-			if errors.Is(err, store.ErrClosed) || ctx.Err() != nil {
-				return nil
-			}
+		if errors.Is(err, store.ErrClosed) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		select {
@@ -184,7 +207,7 @@ func (e *Exporter) commit() error {
 		return nil
 	}
 	if err := e.cfg.Reader.Commit(e.cfg.Target.Group(), e.pos); err != nil {
-		return fmt.Errorf("export %s: commit position %d: %w", e.name, e.pos, err)
+		return fmt.Errorf("commit position %d: %w", e.pos, err)
 	}
 	e.committed = e.pos
 	return nil

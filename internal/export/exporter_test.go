@@ -2,12 +2,15 @@ package export
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
@@ -256,5 +259,50 @@ func TestExporterRetriesUnreachableReceiver(t *testing.T) {
 	got := waitAccepted(t, rc, 1)
 	if string(got[0].body) != "while down" {
 		t.Fatalf("accepted %v", got)
+	}
+}
+
+// failingCommits is a store whose first commits fail (a disk error).
+type failingCommits struct {
+	*seglogstore.Store
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *failingCommits) Commit(group string, pos uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails > 0 {
+		f.fails--
+		return errors.New("injected: no space left on device")
+	}
+	return f.Store.Commit(group, pos)
+}
+
+// A store that fails under the exporter (a commit refused) does not stop
+// it: the failure is counted and shown, and the exporter starts again
+// from its committed position, so the records go out (some twice: at
+// least once) and the position is committed in the end.
+func TestExporterSurvivesStoreFailure(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	fc := &failingCommits{Store: st.st, fails: 2}
+	rc := newReceiver(t)
+	st.add(marked(telemetry.OTLPLogs, []byte("a")))
+	x := startExporterOn(t, fc, st.dir, rc.target(t, OTLP))
+	testwait.For(t, "the position committed", func() bool {
+		pos, ok, _ := st.st.Committed(x.e.cfg.Target.Group())
+		return ok && pos == st.st.NextOffset()
+	})
+	if n := x.errors(reasonStore); n != 2 {
+		t.Errorf("store failures counted %v, want 2", n)
+	}
+	st.add(marked(telemetry.OTLPLogs, []byte("b")))
+	got := waitAccepted(t, rc, 4)
+	var bodies []string
+	for _, r := range got {
+		bodies = append(bodies, string(r.body))
+	}
+	if fmt.Sprint(bodies) != "[a a a b]" {
+		t.Errorf("accepted %v, want a three times (sent again after each failed commit), then b", bodies)
 	}
 }

@@ -184,12 +184,18 @@ type running struct {
 
 func startExporter(t *testing.T, st *testStore, tg Target) *running {
 	t.Helper()
+	return startExporterOn(t, st.st, st.dir, tg)
+}
+
+// startExporterOn runs an exporter over any reader of the store in dir.
+func startExporterOn(t *testing.T, r store.Reader, dir string, tg Target) *running {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	e := New(Config{Target: tg, Reader: st.st, Decoder: &store.BodyDecoder{Dicts: store.NewDicts(st.dir)},
+	e := New(Config{Target: tg, Reader: r, Decoder: &store.BodyDecoder{Dicts: store.NewDicts(dir)},
 		Metrics: NewMetrics(reg), Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	go func() { e.Run(ctx); done <- nil }()
 	var once sync.Once
 	var err error
 	stop := func() error {

@@ -22,6 +22,9 @@ const (
 	// reasonUnreadable: a stored message or marked record that cannot be
 	// decoded, skipped.
 	reasonUnreadable = "unreadable"
+	// reasonStore: the store failed under the exporter (its position
+	// could not be read or committed); it starts again after a back-off.
+	reasonStore = "store"
 )
 
 // NewMetrics registers the exporters' metrics in reg.
@@ -35,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_export_sent_bytes_total",
 			Help: "Request body bytes the receiver accepted, as sent (snappy for remote-write)."}, by),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_export_errors_total",
-			Help: "Failures of the exporter: retried (an attempt the receiver did not take), poison (a record refused with a 4xx, skipped), unreadable (a record that cannot be decoded, skipped)."},
+			Help: "Failures of the exporter: retried (an attempt the receiver did not take), poison (a record refused with a 4xx, skipped), unreadable (a record that cannot be decoded, skipped), store (the store failed under the exporter; it starts again)."},
 			[]string{"exporter", "reason"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_export_lag_messages",
 			Help: "Stored messages the exporter has not gone past yet."}, by),

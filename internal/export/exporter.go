@@ -61,6 +61,8 @@ type Exporter struct {
 	// poisonQuiet how many were skipped without a log since.
 	poisonLogged time.Time
 	poisonQuiet  int
+	// rejectLogged is when a partial success was last logged.
+	rejectLogged time.Time
 
 	mu sync.Mutex
 	st Status
@@ -313,6 +315,15 @@ func (e *Exporter) accepted(res result, failingSince time.Time) {
 	e.mu.Unlock()
 	if !failingSince.IsZero() {
 		e.log.Info("export: the receiver takes requests again", "after", time.Since(failingSince).Round(time.Millisecond))
+	}
+	if res.rejected > 0 || res.rejectedWhy != "" {
+		e.cfg.Metrics.rejected.WithLabelValues(e.name).Add(float64(res.rejected))
+		e.noteError(fmt.Errorf("the receiver rejected %d items of a request: %s", res.rejected, res.rejectedWhy), false)
+		if now := time.Now(); now.Sub(e.rejectLogged) >= time.Minute {
+			e.log.Warn("export: the receiver took a request but rejected part of it; not sent again (logged once a minute)",
+				"rejected", res.rejected, "why", res.rejectedWhy)
+			e.rejectLogged = now
+		}
 	}
 }
 

@@ -7,8 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
 	"github.com/sluicehq/sluice/internal/telemetry"
@@ -86,14 +90,14 @@ func TestExporterOTLPPaths(t *testing.T) {
 func TestExporterRetriesUnavailable(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	rc := newReceiver(t)
-	rc.answer = func(n int, r request) (int, http.Header) {
+	rc.answer = func(n int, r request) reply {
 		switch n {
 		case 1:
-			return http.StatusServiceUnavailable, nil
+			return reply{status: http.StatusServiceUnavailable}
 		case 2:
-			return http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}
+			return reply{status: http.StatusTooManyRequests, header: http.Header{"Retry-After": {"1"}}}
 		}
-		return http.StatusOK, nil
+		return reply{status: http.StatusOK}
 	}
 	st.add(marked(telemetry.OTLPLogs, []byte("first")), marked(telemetry.OTLPLogs, []byte("second")))
 	x := startExporter(t, st, rc.target(t, OTLP))
@@ -118,12 +122,12 @@ func TestExporterSkipsPoison(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	rc := newReceiver(t)
 	var poisonTries int
-	rc.answer = func(n int, r request) (int, http.Header) {
+	rc.answer = func(n int, r request) reply {
 		if string(r.body) == "poison" {
 			poisonTries++
-			return http.StatusBadRequest, nil
+			return reply{status: http.StatusBadRequest}
 		}
-		return http.StatusOK, nil
+		return reply{status: http.StatusOK}
 	}
 	st.add(marked(telemetry.OTLPTraces, []byte("before")), marked(telemetry.OTLPTraces, []byte("poison")))
 	st.add(marked(telemetry.OTLPTraces, []byte("after")))
@@ -304,5 +308,41 @@ func TestExporterSurvivesStoreFailure(t *testing.T) {
 	}
 	if fmt.Sprint(bodies) != "[a a a b]" {
 		t.Errorf("accepted %v, want a three times (sent again after each failed commit), then b", bodies)
+	}
+}
+
+// An OTLP receiver that takes a request but rejects part of it (200 with
+// partial_success) has it counted and not sent again, as OTLP/HTTP says;
+// the export goes on.
+func TestExporterCountsPartialSuccess(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	rc := newReceiver(t)
+	var ps []byte
+	ps = protowire.AppendTag(ps, 1, protowire.VarintType)
+	ps = protowire.AppendVarint(ps, 3)
+	ps = protowire.AppendTag(ps, 2, protowire.BytesType)
+	ps = protowire.AppendString(ps, "3 spans without a trace id")
+	answer := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), ps)
+	rc.answer = func(n int, r request) reply {
+		if string(r.body) == "partly bad" {
+			return reply{status: http.StatusOK, header: http.Header{"Content-Type": {"application/x-protobuf"}}, body: answer}
+		}
+		return reply{status: http.StatusOK}
+	}
+	st.add(marked(telemetry.OTLPTraces, []byte("partly bad")), marked(telemetry.OTLPTraces, []byte("good")))
+	x := startExporter(t, st, rc.target(t, OTLP))
+	got := waitAccepted(t, rc, 2)
+	if string(got[0].body) != "partly bad" || string(got[1].body) != "good" {
+		t.Fatalf("accepted %v", got)
+	}
+	var m dto.Metric
+	if err := x.e.cfg.Metrics.rejected.WithLabelValues(x.e.name).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.GetCounter().GetValue() != 3 || x.errors(reasonRetried) != 0 {
+		t.Errorf("rejected items %v, retried %v; want 3 and 0", m.GetCounter().GetValue(), x.errors(reasonRetried))
+	}
+	if st := x.e.Status(); !strings.Contains(st.LastError, "3 spans without a trace id") || st.Failing {
+		t.Errorf("status %+v: want the rejection in words, not failing", st)
 	}
 }

@@ -32,3 +32,13 @@ func FuzzShow(f *testing.F) {
 		Show(nil, rec)
 	})
 }
+
+// FuzzPartialSuccess: any answer of an OTLP receiver reads as a partial
+// success or an error, never a panic.
+func FuzzPartialSuccess(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x05, 0x08, 0x03, 0x12, 0x01, 'x'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		partialSuccess(b)
+	})
+}

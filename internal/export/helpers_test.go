@@ -101,7 +101,7 @@ type request struct {
 // (nil: 200) decides each request's status and headers.
 type receiver struct {
 	srv    *httptest.Server
-	answer func(n int, r request) (int, http.Header)
+	answer func(n int, r request) reply
 
 	mu                    sync.Mutex
 	got                   []request // accepted (2xx), in arrival order
@@ -139,20 +139,29 @@ func (rc *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if block != nil {
 		<-block
 	}
-	status, hdr := http.StatusOK, http.Header(nil)
+	a := reply{status: http.StatusOK}
 	if rc.answer != nil {
-		status, hdr = rc.answer(n, got)
+		a = rc.answer(n, got)
 	}
+	status := a.status
 	rc.mu.Lock()
 	rc.inFlight--
 	if status/100 == 2 {
 		rc.got = append(rc.got, got)
 	}
 	rc.mu.Unlock()
-	for k, v := range hdr {
+	for k, v := range a.header {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
+	w.Write(a.body)
+}
+
+// reply is a receiver's answer to one request.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
 }
 
 // accepted returns the requests accepted so far.

@@ -10,6 +10,7 @@ type Metrics struct {
 	bytes    *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	lag      *prometheus.GaugeVec
+	rejected *prometheus.CounterVec
 }
 
 // Reasons of sluice_export_errors_total.
@@ -40,9 +41,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_export_errors_total",
 			Help: "Failures of the exporter: retried (an attempt the receiver did not take), poison (a record refused with a 4xx, skipped), unreadable (a record that cannot be decoded, skipped), store (the store failed under the exporter; it starts again)."},
 			[]string{"exporter", "reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_export_rejected_items_total",
+			Help: "Items (data points, log records, spans) an OTLP receiver took the request of but rejected (partial success); not sent again, as OTLP says."}, by),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_export_lag_messages",
 			Help: "Stored messages the exporter has not gone past yet."}, by),
 	}
-	reg.MustRegister(m.requests, m.records, m.bytes, m.errors, m.lag)
+	reg.MustRegister(m.requests, m.records, m.bytes, m.errors, m.lag, m.rejected)
 	return m
 }

@@ -36,6 +36,10 @@ type result struct {
 	sent       int
 	err        error
 	retryAfter time.Duration
+	// rejected is what an OTLP receiver that took the request said it
+	// rejected of it (partial success): how many items, and why.
+	rejected    int64
+	rejectedWhy string
 }
 
 // post sends payload, a marked record's body of kind, once.
@@ -62,6 +66,11 @@ func (p *poster) post(ctx context.Context, kind telemetry.Kind, payload []byte) 
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	resp.Body.Close()
 	res := result{outcome: classify(resp.StatusCode), sent: len(body)}
+	if res.outcome == accepted && p.target.Protocol == OTLP && resp.Header.Get("Content-Type") == "application/x-protobuf" {
+		// An answer that cannot be read does not undo the 2xx: the
+		// receiver has the request.
+		res.rejected, res.rejectedWhy, _ = partialSuccess(answer)
+	}
 	if res.outcome != accepted {
 		quote := answer[:min(len(answer), errAnswerBytes)]
 		res.err = fmt.Errorf("%s: %s: %q", req.URL.Redacted(), resp.Status, bytes.TrimSpace(quote))

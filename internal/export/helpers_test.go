@@ -27,13 +27,13 @@ import (
 // testStore is a real embedded store (the sink's seglog store) in dir,
 // with an agent's message ids.
 type testStore struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 	st  *seglogstore.Store
 	id  uint64
 }
 
-func openStore(t *testing.T, dir string) *testStore {
+func openStore(t testing.TB, dir string) *testStore {
 	t.Helper()
 	st, _, err := seglogstore.Open(seglogstore.Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -197,7 +197,7 @@ func startExporter(t *testing.T, st *testStore, tg Target) *running {
 }
 
 // startExporterOn runs an exporter over any reader of the store in dir.
-func startExporterOn(t *testing.T, r store.Reader, dir string, tg Target) *running {
+func startExporterOn(t testing.TB, r store.Reader, dir string, tg Target) *running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	e := New(Config{Target: tg, Reader: r, Decoder: &store.BodyDecoder{Dicts: store.NewDicts(dir)},

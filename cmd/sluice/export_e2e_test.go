@@ -111,6 +111,14 @@ func TestExportRemoteWriteToPrometheus(t *testing.T) {
 	if string(out) != want {
 		t.Errorf("consume printed\n%s\nwant\n%s", out, want)
 	}
+	// --raw prints the record as stored.
+	raw, err := exec.Command(sluiceBin, "consume", "--sink", sinkAddr, "--raw").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := string(telemetry.Append(nil, telemetry.RemoteWrite, req)) + "\na plain record\n"; string(raw) != want {
+		t.Errorf("consume --raw printed %q, want %q", raw, want)
+	}
 }
 
 // startPrometheus starts Debian's prometheus as a remote-write receiver

@@ -39,8 +39,6 @@ type Config struct {
 	Decoder *store.BodyDecoder
 	Metrics *Metrics
 	Logger  *slog.Logger
-	// Client sends the requests; nil: one with requestTimeout.
-	Client *http.Client
 }
 
 // Exporter forwards one protocol's marked records to one receiver. Run
@@ -49,7 +47,6 @@ type Exporter struct {
 	cfg    Config
 	name   string
 	log    *slog.Logger
-	client *http.Client
 	poster poster
 
 	// body is the reused buffer of decompressed message bodies.
@@ -86,15 +83,12 @@ type Status struct {
 
 // New returns an exporter; Run starts it.
 func New(cfg Config) *Exporter {
-	e := &Exporter{cfg: cfg, name: cfg.Target.Name(), log: cfg.Logger, client: cfg.Client}
-	if e.client == nil {
-		e.client = &http.Client{Timeout: requestTimeout}
-	}
+	e := &Exporter{cfg: cfg, name: cfg.Target.Name(), log: cfg.Logger}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
 	e.log = e.log.With("exporter", e.name)
-	e.poster = poster{target: cfg.Target, client: e.client}
+	e.poster = poster{target: cfg.Target, client: &http.Client{Timeout: requestTimeout}}
 	e.st.Name = e.name
 	return e
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testskip"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
@@ -360,4 +361,90 @@ func TestExportRemoteWriteSurvivesSinkKill(t *testing.T) {
 		got = promValue(query)
 		return got == strconv.Itoa(n)
 	})
+}
+
+// TestExportChaos: OTLP records go producer → agent → sink → receiver,
+// real agent and sink processes, while both links (agent to sink, sink
+// to receiver) are reset every 300 ms and the agent and the sink are each
+// SIGKILLed twice mid-run: every record produced reaches the receiver,
+// the first arrival of each in the order produced; only the exporter's
+// re-sends after a kill or a cut answer come twice (at least once).
+func TestExportChaos(t *testing.T) {
+	rc := &otlpReceiver{}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	toRecv := faultproxy.New(t, srv.Listener.Addr().String())
+	dir := t.TempDir()
+	sinkAddr, ingestAddr := freeAddr(t), freeAddr(t)
+	toSink := faultproxy.New(t, sinkAddr)
+	sink := start(t, "sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--export", "otlp=http://"+toRecv.Addr())
+	ag := start(t, "agent", "agent", "--sink", toSink.Addr(), "--spool", filepath.Join(dir, "spool"), "--ingest", ingestAddr,
+		"--max-message", "4KiB", "--min-rto", "200ms", "--reconnect-max", "200ms")
+	listening(t, ingestAddr)
+	stop := make(chan struct{})
+	resetsDone := make(chan int)
+	go func() {
+		resets := 0
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				resetsDone <- resets
+				return
+			case <-tick.C:
+				toSink.ResetAll()
+				toRecv.ResetAll()
+				resets++
+			}
+		}
+	}()
+	p, err := client.NewHTTPProducer(ingestAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	const parts, perPart, perCall = 5, 600, 20
+	n := 0
+	for part := range parts {
+		for range perPart / perCall {
+			recs := make([][]byte, perCall)
+			for i := range recs {
+				recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
+				n++
+			}
+			if err := p.Produce(context.Background(), recs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := len(rc.got())
+		testwait.For(t, fmt.Sprintf("part %d: the exporter to send more", part), func() bool { return len(rc.got()) > at })
+		// Both links cut while in use, besides the ticker's resets.
+		toSink.ResetAll()
+		toRecv.ResetAll()
+		switch part {
+		case 0, 2:
+			ag.restart()
+		case 1, 3:
+			sink.restart()
+		}
+	}
+	testwait.For(t, "every record exported", func() bool { return firstSeen(rc.got()) >= n })
+	close(stop)
+	resets := <-resetsDone
+	got := rc.got()
+	next := 0
+	for _, b := range got {
+		if b == fmt.Sprintf("log-%05d", next) {
+			next++
+		}
+	}
+	if next != n {
+		t.Fatalf("first arrivals out of order: in order up to %d of %d", next, n)
+	}
+	if toSink.Cuts() == 0 || toRecv.Cuts() == 0 {
+		t.Errorf("connections cut: %d agent to sink, %d sink to receiver; want both links cut while in use", toSink.Cuts(), toRecv.Cuts())
+	}
+	t.Logf("%d records, %d requests (%d sent again), %d timed resets, %d + %d connections cut", n, len(got), len(got)-n, resets,
+		toSink.Cuts(), toRecv.Cuts())
 }

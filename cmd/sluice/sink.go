@@ -74,7 +74,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
 	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
 	d.Duration(&c.kafkaStart, "kafka-start-timeout", "with a Kafka store, how long to keep trying to reach the brokers at startup")
-	fs.Var(&c.export, "export", "forward the records collectors sent (Prometheus remote-write, OTLP) to a backend:\n"+
+	fs.Var(&c.export, "export", "forward the records collectors sent (Prometheus remote-write, OTLP) to a backend, `PROTOCOL=URL`:\n"+
 		"remote-write=URL (a remote-write receiver) or otlp=URL (an OTLP/HTTP receiver; /v1/metrics, /v1/logs,\n"+
 		"/v1/traces are added); repeatable; each keeps its own position in the store (docs/export.md)")
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")

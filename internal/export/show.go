@@ -1,6 +1,10 @@
 package export
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -18,8 +22,8 @@ import (
 )
 
 // Show appends the readable form of rec to dst when rec is a marked
-// record: an OTLP request as one line of JSON (protojson, the OTLP/JSON
-// field names), a remote-write request as one line per sample in the
+// record: an OTLP request as one line of OTLP/JSON (what an OTLP/HTTP
+// JSON endpoint takes), a remote-write request as one line per sample in the
 // Prometheus text exposition format (name{labels} value timestamp_ms).
 // It returns telemetry.ErrNotMarked for a plain record, which the caller
 // prints as it is, and another error for a marked record it cannot read.
@@ -49,11 +53,66 @@ func Show(dst, rec []byte) ([]byte, error) {
 	if err := proto.Unmarshal(body, m); err != nil {
 		return dst, fmt.Errorf("%v record: %w", kind, err)
 	}
-	js, err := protojson.MarshalOptions{}.Marshal(m)
+	// OTLP/JSON is protojson with enums as numbers and trace and span ids
+	// in hex (not base64): what a user can post to an OTLP/HTTP JSON
+	// endpoint as it is.
+	js, err := protojson.MarshalOptions{UseEnumNumbers: true}.Marshal(m)
+	if err == nil {
+		js, err = hexIDs(js) // exemplars of metrics have ids too
+	}
 	if err != nil {
 		return dst, fmt.Errorf("%v record: %w", kind, err)
 	}
 	return append(dst, js...), nil
+}
+
+// idFields are the OTLP fields that OTLP/JSON writes in hex.
+var idFields = map[string]bool{"traceId": true, "spanId": true, "parentSpanId": true}
+
+// hexIDs rewrites the base64 trace and span ids protojson wrote as hex.
+func hexIDs(js []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if err := walkIDs(v); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // a log line's "<" stays "<"
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
+}
+
+func walkIDs(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && idFields[k] {
+				b, err := base64.StdEncoding.DecodeString(s)
+				if err != nil {
+					return fmt.Errorf("%s: %w", k, err)
+				}
+				v[k] = hex.EncodeToString(b)
+				continue
+			}
+			if err := walkIDs(x); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if err := walkIDs(x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // showRemoteWrite appends one exposition line per sample of body.

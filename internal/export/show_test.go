@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -12,6 +13,7 @@ import (
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	logsv1 "go.opentelemetry.io/proto/otlp/logs/v1"
 	resourcev1 "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/sluicehq/sluice/internal/telemetry"
 )
@@ -92,6 +94,27 @@ func TestDecodeWriteRequestMalformed(t *testing.T) {
 		err := decodeWriteRequest(b, func(*series) error { return nil })
 		if !errors.Is(err, errMalformed) {
 			t.Errorf("%s: %v, want errMalformed", name, err)
+		}
+	}
+}
+
+// Traces show as OTLP/JSON: ids in hex, enums as numbers.
+func TestShowOTLPTracesHexIDs(t *testing.T) {
+	req := &tracev1.TracesData{ResourceSpans: []*tracev1.ResourceSpans{{ScopeSpans: []*tracev1.ScopeSpans{{Spans: []*tracev1.Span{{
+		TraceId: []byte{0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c},
+		SpanId:  []byte{0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74}, Name: "GET /", Kind: tracev1.Span_SPAN_KIND_SERVER,
+	}}}}}}}
+	body, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Show(nil, marked(telemetry.OTLPTraces, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"traceId":"5b8efff798038103d269b633813fc60c"`, `"spanId":"eee19b7ec3c1b174"`, `"kind":2`} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("%s lacks %s", got, want)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 # Sourced by .ci/run and scripts/test-all.sh (from the repository's root):
 # installs what the tests that skip without it need (Kafka's jars, the
-# RSocket interop peers, the tus clients, redis-server, Chromium), each pinned, and sets
+# RSocket interop peers, the tus clients, redis-server, prometheus, Chromium), each pinned, and sets
 # SLUICE_KAFKA, SLUICE_INTEROP and SLUICE_BROWSER to "require", so that a
 # part that still cannot run fails its tests instead of skipping them.
 # The real disk-full tests also need root (a tmpfs); nothing here gives it.
@@ -29,6 +29,11 @@ echo "== redis-server for the Redis rows of the request-response bench (Debian's
 timeout 600 bash scripts/install-redis.sh
 # Without redis-server the Redis echo test must fail CI, not skip.
 export SLUICE_REDIS=require
+
+echo "== prometheus for the remote-write tests (Debian's package, scripts/install-prometheus.sh)"
+timeout 600 bash scripts/install-prometheus.sh
+# Without prometheus the remote-write tests must fail CI, not skip.
+export SLUICE_PROMETHEUS=require
 
 echo "== Chromium for the status page's browser test (Debian's package; internal/status TestBrowserStatusPage)"
 if ! command -v chromium >/dev/null; then

@@ -44,6 +44,8 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		"(a Kafka-backed sink keeps the offsets in Kafka, as the consumer group NAME of its topic)")
 	credits := fs.Uint("credits", 256, "messages the sink may send ahead of what is printed")
 	progress := fs.Bool("progress", false, "report progress on stderr")
+	raw := fs.Bool("raw", false, "print the records collectors sent (Prometheus remote-write, OTLP) as stored, protobuf bytes,\n"+
+		"instead of readably (OTLP as JSON, remote-write samples as Prometheus text exposition lines)")
 	var cf clientFlags
 	cf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -79,7 +81,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if *progress {
 		defer reportProgress(c, stderr)()
 	}
-	p, rerr := lines.Print(sig, c, stdout, *group != "", func(err error) error {
+	p, rerr := lines.Print(sig, c, stdout, lines.PrintOptions{Commit: *group != "", Raw: *raw}, func(err error) error {
 		return dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
 	})
 	// Closing has the sink apply the last commits (waiting a few seconds).

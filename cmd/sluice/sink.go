@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/export"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
@@ -35,6 +36,9 @@ type sinkCmd struct {
 	helloTimeout, kafkaStart, stallTimeout             time.Duration
 	handshakeTimeout, keepaliveTime, keepaliveTimeout  time.Duration
 	maxConnsTotal, maxConsumersPerPeer                 int
+	// export is every --export value, targets them parsed (check).
+	export  listFlag
+	targets []export.Target
 }
 
 // newSinkFlags registers every flag of `sluice sink`, with the defaults of
@@ -70,6 +74,9 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Duration(&c.helloTimeout, "hello-timeout", "end a stream that has not sent its Hello (or ReadStart) within this time")
 	d.Duration(&c.stallTimeout, "stall-timeout", "close a connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
 	d.Duration(&c.kafkaStart, "kafka-start-timeout", "with a Kafka store, how long to keep trying to reach the brokers at startup")
+	fs.Var(&c.export, "export", "forward the records collectors sent (Prometheus remote-write, OTLP) to a backend, `PROTOCOL=URL`:\n"+
+		"remote-write=URL (a remote-write receiver) or otlp=URL (an OTLP/HTTP receiver; /v1/metrics, /v1/logs,\n"+
+		"/v1/traces are added); repeatable; each keeps its own position in the store (docs/export.md)")
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	return fs, c
@@ -105,8 +112,10 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	memrelease.Start(ctx, log)
+	exp := startExporters(s, c.targets, cfg.Registry, log)
+	defer exp.stop()
 	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead,
-		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError)}}
+		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError), status.Exporters(exp.status)}}
 	if st := s.Store(); st != nil {
 		page.Providers = append(page.Providers, status.StoreSize(st.Dir()))
 	}
@@ -125,6 +134,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		}
 		a, err := rsockettransport.Start(rsCtx, c.listenRSocket, s, served, opts...)
 		if err != nil {
+			exp.stop()
 			s.Close()
 			return fmt.Errorf("--listen-rsocket: %w", err)
 		}
@@ -132,7 +142,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
 		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
-	return waitSink(ctx, s, served, rsStop, log)
+	return waitSink(ctx, s, served, exp.stop, rsStop, log)
 }
 
 // check refuses flags that cannot work together (exit 2).
@@ -155,6 +165,14 @@ func (c *sinkCmd) check(fs *flag.FlagSet) error {
 	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
 	}
+	targets, err := export.ParseTargets(c.export)
+	if err != nil {
+		return &exitError{code: 2, msg: "--export: " + err.Error()}
+	}
+	if len(targets) > 0 && c.store != "" && c.store != "embedded" {
+		return &exitError{code: 2, msg: "--export needs the embedded store (exporters read the store by position; a Kafka topic is read by Kafka's own consumers)"}
+	}
+	c.targets = targets
 	return nil
 }
 
@@ -217,17 +235,20 @@ func (c *sinkCmd) bind() (lis, metricsLis net.Listener, err error) {
 }
 
 // waitSink runs the sink until ctx ends or its listener fails, then
-// closes it: streams finished, the queue stored, then the RSocket
-// connections (rsStop) go.
-func waitSink(ctx context.Context, s *sink.Sink, served chan error, rsStop func(), log *slog.Logger) error {
+// closes it: the exporters stopped (stopExport: they commit into the
+// store, which must still be open), streams finished, the queue stored,
+// then the RSocket connections (rsStop) go.
+func waitSink(ctx context.Context, s *sink.Sink, served chan error, stopExport, rsStop func(), log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing the streams, storing what is queued")
 	case err := <-served:
 		// Serve only returns early when the listener fails.
+		stopExport()
 		cerr := s.Close()
 		return errors.Join(err, cerr)
 	}
+	stopExport()
 	if err := s.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}

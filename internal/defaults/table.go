@@ -115,6 +115,7 @@ var Table = []Entry{
 	{Flag: "config", Daemons: both, Value: "", Meaning: "YAML file of flag: value lines; flags on the command line override it"},
 	{Flag: "data", Daemons: sinkOnly, Value: "", Meaning: "data directory: store, dictionaries, group offsets, dedup checkpoint (required)"},
 	{Flag: "dict", Daemons: agentOnly, Value: "", Meaning: "trained zstd dictionary file; implies --compression dict"},
+	{Flag: "export", Daemons: sinkOnly, Value: "", List: true, Meaning: "forward collectors' records to a backend: remote-write=URL or otlp=URL (repeatable; docs/export.md)"},
 	{Flag: "handshake-timeout", Daemons: agentOnly, Value: time.Duration(HandshakeTimeout), Meaning: "give up on a sink that does not answer the handshake within this long"},
 	{Flag: "handshake-timeout", Daemons: sinkOnly, Value: time.Duration(ListenerHandshakeTimeout), Meaning: "close a connection that has not finished its TLS and HTTP/2 handshake within this time"},
 	{Flag: "hello-timeout", Daemons: sinkOnly, Value: time.Duration(HelloTimeout), Meaning: "end a stream that sent no Hello (or ReadStart) within this time"},

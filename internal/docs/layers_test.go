@@ -27,7 +27,7 @@ var packageLayers = []struct {
 	// What tests (and the lab) use: never linked into the daemons.
 	{"testkit", []string{"internal/testkit/..."}},
 	{"entry points", []string{"client", "internal/status", "internal/cli", "internal/lines", "internal/logcheck", "internal/rsocketcall"}},
-	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/rsproxy", "internal/rsocketd", "internal/xfer/serve", "internal/xfer/send"}},
+	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/export", "internal/rsproxy", "internal/rsocketd", "internal/xfer/serve", "internal/xfer/send"}},
 	// File transfer's contract, its store and its transport adapters:
 	// serve and send, above, put them together.
 	{"transports and stores", []string{"internal/transport/...", "internal/store/...", "internal/xfer", "internal/xfer/diskstore",

@@ -8,10 +8,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/export"
+	"github.com/sluicehq/sluice/internal/telemetry"
 )
 
 // Send sends in's lines to the agent through p, batchBytes per request,
@@ -82,14 +85,24 @@ type Printed struct {
 	Any            bool
 }
 
-// Print prints c's records on w, one per line, until the end of the store
-// (or, following, until ctx ends); with commit, it commits after every
-// message printed, once it is out of our hands. An error reading from the
+// PrintOptions are Print's choices.
+type PrintOptions struct {
+	// Commit: commit after every message printed, once it is out of our
+	// hands.
+	Commit bool
+	// Raw: print the records collectors sent (internal/telemetry's marked
+	// records) as stored, not readably (see Record).
+	Raw bool
+}
+
+// Print prints c's records on w, one per line (Record), until the end of
+// the store (or, following, until ctx ends). An error reading from the
 // sink goes through failed (not the end of the store, nor ctx ending).
-func Print(ctx context.Context, c *client.Consumer, w io.Writer, commit bool, failed func(error) error) (Printed, error) {
+func Print(ctx context.Context, c *client.Consumer, w io.Writer, o PrintOptions, failed func(error) error) (Printed, error) {
 	out := bufio.NewWriterSize(w, 256<<10)
 	var rerr error
 	var p Printed
+	var line []byte
 	for {
 		if c.Buffered() == 0 {
 			// The next call may wait for the network: print what is here.
@@ -105,13 +118,18 @@ func Print(ctx context.Context, c *client.Consumer, w io.Writer, commit bool, fa
 			break
 		}
 		for _, rec := range b.Records {
-			out.Write(rec)
+			if o.Raw {
+				line = append(line[:0], rec...)
+			} else {
+				line = Record(line[:0], rec, b.Offset)
+			}
+			out.Write(line)
 			out.WriteByte('\n')
 			p.Bytes += int64(len(rec))
 		}
 		p.Records += int64(len(b.Records))
 		p.LastOffset, p.Any = b.Offset, true
-		if commit {
+		if o.Commit {
 			if rerr = out.Flush(); rerr != nil {
 				break
 			}
@@ -122,4 +140,22 @@ func Print(ctx context.Context, c *client.Consumer, w io.Writer, commit bool, fa
 		rerr = err
 	}
 	return p, rerr
+}
+
+// Record appends rec as consume prints it to dst: a plain record as it
+// is; a record a collector sent (internal/telemetry) readably, as
+// export.Show renders it (an OTLP request as one line of JSON, a
+// remote-write request as one exposition line per sample); a marked
+// record that cannot be read as a comment line saying so, since its
+// protobuf bytes would garble the output. off is the record's message
+// offset, for that comment.
+func Record(dst, rec []byte, off uint64) []byte {
+	out, err := export.Show(dst, rec)
+	switch {
+	case err == nil:
+		return out
+	case errors.Is(err, telemetry.ErrNotMarked):
+		return append(dst, rec...)
+	}
+	return fmt.Appendf(dst, "# sluice: unreadable record in the message at offset %d: %v", off, err)
 }

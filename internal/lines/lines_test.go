@@ -2,7 +2,10 @@ package lines
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/telemetry"
 )
 
 // Split drops empty lines (the client refuses empty records) and keeps a
@@ -15,5 +18,21 @@ func TestSplit(t *testing.T) {
 	}
 	if got := Split([]byte("\n\n")); got != nil {
 		t.Fatalf("Split of empty lines = %q, want none", got)
+	}
+}
+
+// consume prints a plain record as it is, a collector's record readably
+// (OTLP as JSON), and an unreadable marked record as a comment line
+// instead of its bytes.
+func TestRecordShowsMarkedRecordsReadably(t *testing.T) {
+	if got := string(Record(nil, []byte("plain text"), 7)); got != "plain text" {
+		t.Errorf("plain record printed as %q", got)
+	}
+	if got := string(Record(nil, telemetry.Append(nil, telemetry.OTLPTraces, nil), 7)); got != "{}" {
+		t.Errorf("empty OTLP traces request printed as %q, want {}", got)
+	}
+	bad := telemetry.Append(nil, telemetry.RemoteWrite, []byte{0x0a, 0x7f})
+	if got := string(Record(nil, bad, 7)); !strings.HasPrefix(got, "# sluice: unreadable record in the message at offset 7:") {
+		t.Errorf("unreadable record printed as %q", got)
 	}
 }

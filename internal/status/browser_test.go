@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/export"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
@@ -76,9 +77,15 @@ func startSink(t *testing.T, dir, grpcAddr, httpAddr string) (*daemon, string) {
 	reg := prometheus.NewRegistry()
 	s := sinktest.Start(t, sink.Config{DataDir: dir, Registry: reg, Logger: quiet}, grpcAddr)
 	d := servePage(t, httpAddr, Config{Kind: KindSink, Gatherer: reg, Ready: s.Ready,
-		Providers: []Provider{StoreSize(s.Store().Dir()), AgentRows(s.Agents), LastError(s.LastError)}})
+		Providers: []Provider{StoreSize(s.Store().Dir()), AgentRows(s.Agents), LastError(s.LastError), Exporters(oneExporter)}})
 	d.stop = s.Stop
 	return d, s.Addr
+}
+
+// oneExporter is a sink's exporter whose receiver is failing, for the
+// page's exporter rows.
+func oneExporter() []export.Status {
+	return []export.Status{{Name: "otlp=http://127.0.0.1:4318", Position: 3, Lag: 2, Requests: 5, Failing: true, LastError: "503 Service Unavailable"}}
 }
 
 // consoleLog collects what the pages report as errors.
@@ -188,6 +195,7 @@ func TestBrowserStatusPage(t *testing.T) {
 	}
 	sink.waitFor(ctx, "the sink's numbers to move", fmt.Sprintf(`sluiceStatus.last.throughput.totalRecords > %v && sluiceStatus.last.throughput.records > 0 && !["–", "0"].includes(document.getElementById("rate-records").textContent)`, before))
 	sink.waitFor(ctx, "readiness in words", `document.getElementById("ready").textContent.startsWith("Ready: taking messages")`)
+	sink.waitFor(ctx, "the exporter's row", `document.querySelectorAll("#exporter-rows tr").length === 2 && document.querySelector("#exporter-rows tr:nth-child(2)").textContent.includes("RETRYING: 503")`)
 	sink.waitFor(ctx, "the agent's row with its rate", `document.querySelectorAll("#agent-rows tr").length === 2 && document.querySelector("#agent-rows tr:nth-child(2)").textContent.includes("connected") && sluiceStatus.last.sink.agentRows[0].records > 0`)
 
 	// Restart the sink: the page must say so and come back by itself.

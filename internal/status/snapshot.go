@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/export"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
@@ -95,6 +96,9 @@ type SinkStatus struct {
 	// provider: AgentRows; the metrics have no per-agent series, by
 	// design: agent ids are unbounded label values).
 	AgentRows []AgentRow `json:"agentRows"`
+	// Exporters is one row per --export exporter (a provider: Exporters);
+	// empty without exporters.
+	Exporters []export.Status `json:"exporters"`
 }
 
 // AgentRow is one agent as the sink sees it.

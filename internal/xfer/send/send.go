@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -58,6 +59,14 @@ type Options struct {
 	// StateDir keeps tus upload URLs between runs, so that a send that
 	// was killed resumes (default ~/.cache/sluice/xfer).
 	StateDir string
+	// SHA256 is the file's SHA-256 when the caller already has it (from
+	// a manifest, a content address, an earlier pass): the upload then
+	// reads the file once, to send it, and does not hash it. The server
+	// still hashes what it receives and refuses the file when the two
+	// differ, an error no retry fixes (xfer.ErrChecksum, permanent).
+	// Hashing costs the sender as much CPU as the receiver's own hash
+	// (docs/xfer.md, "Where an upload's CPU goes").
+	SHA256 []byte
 
 	// corrupt, in tests, flips a bit of the chunk at off before it is
 	// sent, once per offset it returns true for.
@@ -133,6 +142,9 @@ func Bytes(ctx context.Context, to string, data []byte, o Options) ([]byte, erro
 func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o Options) ([]byte, error) {
 	if err := xfer.ValidateName(o.Name); err != nil {
 		return nil, err
+	}
+	if o.SHA256 != nil && len(o.SHA256) != sha256.Size {
+		return nil, fmt.Errorf("Options.SHA256 has %d bytes, want %d", len(o.SHA256), sha256.Size)
 	}
 	if o.Chunk < 0 || o.Chunk > xfer.MaxChunk {
 		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, xfer.MaxChunk>>20)

@@ -339,3 +339,34 @@ func TestChunkBufferReusedAfterReturn(t *testing.T) {
 		})
 	}
 }
+
+// With Options.SHA256 the sender does not hash: the file lands when the
+// given hash is the file's, and a wrong one is refused by the server's
+// own hash once, without the loop sending the file again.
+func TestSendKnownSHA256(t *testing.T) {
+	e := startEnv(t, diskstore.Options{})
+	data := xfertest.RandBytes(1<<20+5, 15)
+	good := sha256.Sum256(data)
+	bad := good
+	bad[0] ^= 1
+	for tr, to := range e.URLs() {
+		t.Run(tr, func(t *testing.T) {
+			sum, err := Bytes(xfertest.Ctx(t), to, data, Options{Name: "k-" + tr, Chunk: 256 << 10, SHA256: good[:], StateDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			xfertest.CheckLanded(t, e.Dir, "k-"+tr, data, sum)
+			failed := e.Store.Stats.UploadsFailed.Load()
+			_, err = Bytes(xfertest.Ctx(t), to, data, Options{Name: "w-" + tr, Chunk: 256 << 10, SHA256: bad[:], StateDir: t.TempDir()})
+			if !errors.Is(err, xfer.ErrChecksum) {
+				t.Fatalf("wrong SHA256: %v, want a checksum refusal", err)
+			}
+			if n := e.Store.Stats.UploadsFailed.Load() - failed; n != 1 {
+				t.Fatalf("the file was sent %d times, want once", n)
+			}
+			if _, err := os.Stat(filepath.Join(e.Dir, "w-"+tr)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the file sent with a wrong SHA256 landed (%v)", err)
+			}
+		})
+	}
+}

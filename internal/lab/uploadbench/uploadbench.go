@@ -61,6 +61,11 @@ type Config struct {
 	Size       int64    // file size
 	PerChunk   int      // bound a cell's file to this many chunks (0: none)
 	Auto       bool     // add a --chunk auto cell for gRPC, RSocket and tus
+	// KnownSHA gives the gRPC, RSocket and tus senders the file's SHA-256
+	// (send.Options.SHA256): like the POST baseline's client, they then
+	// hash nothing. Without it they hash while sending, which costs the
+	// sender what the receiver's hash costs it.
+	KnownSHA bool
 	Chunks     []int    // chunk sizes
 	Transports []string // grpc, rsocket, tus, http1, h2c
 	Sources    []string // memory, disk
@@ -100,6 +105,7 @@ func (c Config) Validate() error {
 // endpoints are the servers of a sweep, one store behind all of them.
 type endpoints struct {
 	urls     map[string]string
+	knownSHA bool // Config.KnownSHA
 	h1c, h2c *http.Client
 	closers  []func()
 }
@@ -176,6 +182,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer ep.Close()
+	ep.knownSHA = c.KnownSHA
 	all := make([]byte, c.Size)
 	rand.New(rand.NewSource(1)).Read(all)
 	cells, err := c.cells(base, all)
@@ -186,6 +193,11 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "hashes on this machine, one core: SHA-256 %.2f GB/s, CRC32C %.1f GB/s; %d cores\n", hashes.sha256/1e9, hashes.crc32c/1e9, runtime.NumCPU())
 	fmt.Fprintf(stdout, "bound with both ends here: SHA-256 on sender and receiver and CRC32C at the receiver cost %.2f CPU-seconds per GB, so %d cores carry at most %.2f GB/s\n",
 		hashes.costPerGB(), runtime.NumCPU(), hashes.bound(runtime.NumCPU())/1e9)
+	if c.KnownSHA {
+		fmt.Fprintln(stdout, "--known-sha: the gRPC, RSocket and tus senders are given the file's SHA-256 and hash nothing, as the POST client does")
+	} else {
+		fmt.Fprintln(stdout, "the gRPC, RSocket and tus senders hash the file while sending it (the POST client hashes nothing; --known-sha compares like for like)")
+	}
 	seconds, cpu, err := c.measure(ctx, ep, base, all, cells, stderr)
 	if err != nil {
 		return err
@@ -282,6 +294,9 @@ func (e *endpoints) send(ctx context.Context, ce cell, name string, data []byte,
 		return post.PostFile(ctx, cl, e.urls[ce.tr]+name, data, path, ce.chunk)
 	}
 	o := send.Options{Name: name, Chunk: ce.chunk, StateDir: stateDir}
+	if e.knownSHA {
+		o.SHA256 = ce.so.want[:]
+	}
 	if ce.src == "memory" {
 		return send.Bytes(ctx, e.urls[ce.tr], data, o)
 	}
@@ -426,14 +441,21 @@ func summarize(w io.Writer, rs []Result, bound float64) {
 			top = r
 		}
 	}
-	fmt.Fprintf(w, "\n%-8s %-7s %18s %12s %8s\n", "", "", "best fixed chunk", "auto", "auto/best")
+	fmt.Fprintf(w, "\n%-8s %-7s %18s %12s %9s %15s\n", "", "", "best fixed chunk", "auto", "auto/best", "best, auto /http1")
 	for _, k := range order {
 		b, a := best[k], auto[k]
+		post := best[key{"http1", k.src}].MBps // the plain POST of the same source, the yardstick
+		vs := func(r Result) string {
+			if post == 0 || r.Size == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", r.MBps/post)
+		}
 		if a.Size == 0 {
-			fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %12s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, "")
+			fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %12s %9s %9s %5s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, "", "", vs(b), "")
 			continue
 		}
-		fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %7.0f MB/s %8.2f\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, a.MBps, a.MBps/b.MBps)
+		fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %7.0f MB/s %9.2f %9s %5s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, a.MBps, a.MBps/b.MBps, vs(b), vs(a))
 	}
 	if top.Size > 0 {
 		fmt.Fprintf(w, "best: %s %s %s %.0f MB/s, %.0f%% of the hashing bound (%.0f MB/s), %.2f of the 2.1 GB/s goal\n",

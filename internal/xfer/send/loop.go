@@ -1,6 +1,7 @@
 package send
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -112,7 +113,7 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 	per := max(1, hashBlock/j.chunk)
 	bsize := per * j.chunk
 	const nblocks = 3
-	if j.bufs == nil {
+	if _, inMemory := j.src.(memory); !inMemory && j.bufs == nil {
 		for i := 0; i < nblocks; i++ {
 			j.bufs = append(j.bufs, make([]byte, bsize))
 		}
@@ -140,12 +141,13 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 			<-hashed // the oldest block is hashed: its buffer is free
 			inFlight--
 		}
-		blk := j.bufs[i%nblocks][:min(int64(bsize), j.size-off)]
-		if _, err := j.src.ReadAt(blk, off); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%s shrank while being sent", j.what)
-			}
-			return xfer.Permanent(err)
+		var buf []byte
+		if j.bufs != nil {
+			buf = j.bufs[i%nblocks]
+		}
+		blk, err := j.block(buf, off, min(int64(bsize), j.size-off))
+		if err != nil {
+			return err
 		}
 		toHash <- blk
 		inFlight++
@@ -171,6 +173,30 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 		}
 	}
 	return nil
+}
+
+// block is the n bytes of the file at off: read into buf, or cut from
+// the bytes of Bytes, which need no copy (the loop never writes to a
+// block, and the transports copy what they keep).
+func (j *job) block(buf []byte, off, n int64) ([]byte, error) {
+	if m, ok := j.src.(memory); ok {
+		return m[off : off+n : off+n], nil // size is len(m)
+	}
+	blk := buf[:n]
+	if _, err := j.src.ReadAt(blk, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%s shrank while being sent", j.what)
+		}
+		return nil, xfer.Permanent(err)
+	}
+	return blk, nil
+}
+
+// memory is the source of Bytes.
+type memory []byte
+
+func (m memory) ReadAt(p []byte, off int64) (int, error) {
+	return bytes.NewReader(m).ReadAt(p, off)
 }
 
 // pace sleeps to keep to Options.Rate.

@@ -5,7 +5,6 @@
 package send
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -134,7 +133,7 @@ func Bytes(ctx context.Context, to string, data []byte, o Options) ([]byte, erro
 	if o.Name == "" {
 		return nil, fmt.Errorf("send.Bytes needs a name")
 	}
-	return run(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+memoryID(), o)
+	return run(ctx, to, memory(data), int64(len(data)), "memory", "memory\x00"+memoryID(), o)
 }
 
 // run uploads size bytes of src; what names src in messages, fp

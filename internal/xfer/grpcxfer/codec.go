@@ -25,6 +25,29 @@ type codec struct{ encoding.CodecV2 }
 
 func newCodec() codec { return codec{encoding.GetCodecV2("proto")} }
 
+// Marshal marshals a message as gRPC's codec does, but a large one into a
+// buffer of sharedPool, which is not cleared first (gRPC's codec takes
+// its buffer from the default pool, which clears it, whatever pool the
+// connection has).
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.CodecV2.Marshal(v)
+	}
+	size := proto.Size(m)
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return c.CodecV2.Marshal(v)
+	}
+	buf := sharedPool.Get(size)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], m)
+	if err != nil {
+		sharedPool.Put(buf)
+		return nil, err
+	}
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, sharedPool)}, nil
+}
+
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	r, ok := v.(*request)
 	if !ok {

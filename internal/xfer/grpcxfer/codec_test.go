@@ -81,3 +81,38 @@ func TestCodecReadsChunkAcrossBuffers(t *testing.T) {
 	}
 	r.release()
 }
+
+// The codec marshals a chunk exactly as protobuf does, from a pooled
+// buffer that held other bytes before.
+func TestCodecMarshalsAsProtobuf(t *testing.T) {
+	for _, n := range []int{0, 100, 64 << 10, 1 << 20} {
+		junk := sharedPool.Get(n + 64)
+		for i := range *junk {
+			(*junk)[i] = 0xee
+		}
+		sharedPool.Put(junk)
+		m := chunkMsg(bytes.Repeat([]byte{7}, n), uint32(n))
+		got, err := newCodec().Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := marshal(t, m); !bytes.Equal(got.Materialize(), want) {
+			t.Fatalf("%d-byte chunk marshalled differently from protobuf", n)
+		}
+		got.Free()
+	}
+}
+
+func TestDirtyPoolTiers(t *testing.T) {
+	p := &dirtyPool{}
+	for _, n := range []int{0, 1, 256, 257, 16 << 10, 1<<20 + 5, 1 << 24} {
+		b := p.Get(n)
+		if len(*b) != n || cap(*b) < n {
+			t.Fatalf("Get(%d): len %d cap %d", n, len(*b), cap(*b))
+		}
+		p.Put(b)
+	}
+	if b := p.Get(1<<24 + 1); len(*b) != 1<<24+1 {
+		t.Fatalf("beyond the tiers: len %d", len(*b))
+	}
+}

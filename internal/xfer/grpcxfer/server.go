@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -55,6 +56,7 @@ func ServerOptions(idle time.Duration) []grpc.ServerOption {
 	ka := grpcKeepalive
 	ka.Time, ka.Timeout = min(ka.Time, idle), min(ka.Timeout, idle)
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(xfer.MaxChunk + 1<<16), grpc.ForceServerCodecV2(newCodec()),
+		experimental.BufferPool(sharedPool),
 		grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf),
 		grpc.KeepaliveParams(ka),

@@ -29,11 +29,13 @@ import (
 
 // Chunk sizes --chunk auto picks, from the measured sweeps
 // (docs/benchmarks.md, "File transfer", 2026-11-24 on an idle machine, 5
-// alternating reps): gRPC runs at a plateau from 256 KiB to 1 MiB messages
-// (512 KiB the best median from memory, within 1 % of 256 KiB from disk);
-// our RSocket peaks at 8-16 KiB payloads and loses a quarter by 1 MiB (not
-// profiled yet); a tus PATCH costs
-// one fsync and one HTTP round trip, so it carries more.
+// alternating reps; re-checked 2026-11-27 by CPU per GB on a shared one):
+// gRPC runs at a plateau from 256 KiB to 1 MiB messages (512 KiB the best
+// median from memory, within 1 % of 256 KiB from disk); our RSocket costs
+// the least CPU per GB at 16 KiB payloads (its output queue no longer
+// reallocates at larger ones, but each payload still takes two copies on
+// the receiver, and larger ones wait longer on the outbound budget); a tus
+// PATCH costs one fsync and one HTTP round trip, so it carries more.
 const (
 	AutoChunk        = 512 << 10
 	AutoRSocketChunk = 16 << 10

@@ -33,8 +33,8 @@ import (
 // gRPC runs at a plateau from 256 KiB to 1 MiB messages (512 KiB the best
 // median from memory, within 1 % of 256 KiB from disk); our RSocket costs
 // the least CPU per GB at 16 KiB payloads (its output queue no longer
-// reallocates at larger ones, but each payload still takes two copies on
-// the receiver, and larger ones wait longer on the outbound budget); a tus
+// reallocates at larger ones; the receiver still copies each payload
+// twice); a tus
 // PATCH costs one fsync and one HTTP round trip, so it carries more.
 const (
 	AutoChunk        = 512 << 10

@@ -311,7 +311,9 @@ type Sink struct {
 }
 
 // Send sends p, waiting for a credit from the peer. It fails once the
-// stream is over (cancelled by the peer, failed, connection closed).
+// stream is over (cancelled by the peer, failed, connection closed). When
+// it returns, p's bytes were copied into the frames (or will never be
+// sent): the caller may reuse them.
 func (s *Sink) Send(p Payload) error { return s.send(p, true, false) }
 
 // Complete ends our half of the stream.

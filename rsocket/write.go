@@ -231,19 +231,20 @@ func bufMemory(b []byte) int {
 }
 
 // growOut makes room for n more bytes in the output queue b, as append
-// would, but for more than keepOut at once in a pooled frame buffer
-// (frame.GetBuf), which wrote gives back when it is written: a flood of
-// large answers otherwise leaves a fresh buffer per write to the
-// collector. The old b goes back to the pool: nothing else refers to the
-// queue.
+// would, but past keepOut in a pooled frame buffer (frame.GetBuf), which
+// wrote gives back when it is written: a flood of large answers otherwise
+// leaves a fresh buffer per write to the collector. So does a queue that
+// grows past keepOut by small frames (a stream of 16 KiB payloads: it
+// grew by append from the spare at every write, and the arrays append
+// made, of no pool size, went to the collector: six times the bytes sent,
+// TestOutputQueueGrowsInPooledBuffers). It doubles, as append does. The
+// old b goes back to the pool when it came from there (PutBuf drops
+// other sizes): nothing else refers to the queue.
 func growOut(b []byte, n int) []byte {
-	// Only for large output at once: a queue growing by small frames
-	// grows as append does, its old arrays left to the collector (in the
-	// pool they would stay reachable until two collections passed).
-	if cap(b)-len(b) >= n || len(b)+n <= keepOut || n <= keepOut {
+	if cap(b)-len(b) >= n || len(b)+n <= keepOut {
 		return b
 	}
-	nb := append(frame.GetBuf(max(len(b)+n, cap(b)+cap(b)/4)), b...)
+	nb := append(frame.GetBuf(max(len(b)+n, 2*cap(b))), b...)
 	frame.PutBuf(b)
 	return nb
 }

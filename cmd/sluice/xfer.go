@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -152,6 +153,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var rate byteSize
 	fs.Var(&rate, "rate", "send at most this many bytes per second, e.g. 10MiB (0: no limit)")
 	attempts := fs.Int("attempts", 20, "how often to resume after a retryable failure before giving up")
+	sha := fs.String("sha256", "", "FILE's SHA-256 in hex, when you have it (a manifest): FILE is then read once and not hashed; the server still hashes what it receives and refuses the file if the two differ")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	// FILE may come before or after the flags.
 	var files []string
@@ -172,6 +174,13 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
+	if *sha != "" {
+		b, err := hex.DecodeString(*sha)
+		if err != nil || len(b) != sha256.Size {
+			return usageError(fs, "--sha256 %q: want 64 hex digits", *sha)
+		}
+		o.SHA256 = b
+	}
 	var bar *progress.Bar
 	if progress.IsTerminal(stderr) {
 		bar = progress.NewBar(stderr)

@@ -18,6 +18,7 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&size, "size", "file size (\"Sending files via gRPC\" used 143MiB)")
 	perChunk := fs.Int("per-chunk", 0, "bound a cell's file to this many chunks (0: no bound), so that tiny chunks finish in seconds")
 	auto := fs.Bool("auto", true, "add a --chunk auto cell for gRPC, RSocket and tus")
+	knownSHA := fs.Bool("known-sha", false, "give the gRPC, RSocket and tus senders the file's SHA-256 (they then read it once and do not hash it), as the POST baseline is: its client hashes nothing; default: they hash while sending, as `sluice xfer send` does")
 	chunks := append(sizeList(nil), uploadbench.GuploadSweep...)
 	fs.Var(&chunks, "chunks", "chunk sizes (tus: PATCH size, below 64KiB skipped; POST: the body's read size)")
 	transports := fs.String("transports", "grpc,rsocket,tus,http1,h2c", "comma-separated: grpc, rsocket, tus, http1, h2c")
@@ -30,7 +31,7 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg := uploadbench.Config{Size: int64(size), PerChunk: *perChunk, Auto: *auto, Chunks: chunks,
+	cfg := uploadbench.Config{Size: int64(size), PerChunk: *perChunk, Auto: *auto, KnownSHA: *knownSHA, Chunks: chunks,
 		Transports: strings.Split(*transports, ","), Sources: strings.Split(*sources, ","), Reps: *reps,
 		Dir: *dir, JSONPath: *jsonOut, SVGPath: *svgOut, Args: args}
 	if err := cfg.Validate(); err != nil {

@@ -94,6 +94,10 @@ func DecodeRemote(s string) *RemoteError {
 // succeed: a refused chunk, a wrong offset, a busy name that may be a
 // previous connection of ours not yet noticed dead, or a transport failure.
 func Retryable(err error) bool {
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return false // also when it wraps a refusal that is usually retried
+	}
 	var re *RemoteError
 	if errors.As(err, &re) {
 		switch re.Code {
@@ -102,8 +106,7 @@ func Retryable(err error) bool {
 		}
 		return false
 	}
-	var pe *PermanentError
-	return !errors.As(err, &pe)
+	return true
 }
 
 // PermanentError is a failure no retry fixes: the local file changed, or

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/lab/bench/rr"
 	"github.com/sluicehq/sluice/internal/lab/chart"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
@@ -38,6 +39,12 @@ type Result struct {
 	Size      int64     `json:"size"`
 	Seconds   []float64 `json:"seconds"`
 	MBps      float64   `json:"mb_per_s"` // median rep, 1e6 bytes/s
+	// CPUSeconds is the process's user+system time of each rep (both
+	// ends are in this process), and CPUPerGB its median per 1e9 bytes:
+	// on a shared machine, where wall time also measures the neighbours,
+	// the cost that is the transport's own.
+	CPUSeconds []float64 `json:"cpu_seconds"`
+	CPUPerGB   float64   `json:"cpu_s_per_gb"`
 }
 
 // GuploadSweep is the chunk sizes of "Sending files via gRPC": every
@@ -54,6 +61,11 @@ type Config struct {
 	Size       int64    // file size
 	PerChunk   int      // bound a cell's file to this many chunks (0: none)
 	Auto       bool     // add a --chunk auto cell for gRPC, RSocket and tus
+	// KnownSHA gives the gRPC, RSocket and tus senders the file's SHA-256
+	// (send.Options.SHA256): like the POST baseline's client, they then
+	// hash nothing. Without it they hash while sending, which costs the
+	// sender what the receiver's hash costs it.
+	KnownSHA bool
 	Chunks     []int    // chunk sizes
 	Transports []string // grpc, rsocket, tus, http1, h2c
 	Sources    []string // memory, disk
@@ -93,6 +105,7 @@ func (c Config) Validate() error {
 // endpoints are the servers of a sweep, one store behind all of them.
 type endpoints struct {
 	urls     map[string]string
+	knownSHA bool // Config.KnownSHA
 	h1c, h2c *http.Client
 	closers  []func()
 }
@@ -169,6 +182,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer ep.Close()
+	ep.knownSHA = c.KnownSHA
 	all := make([]byte, c.Size)
 	rand.New(rand.NewSource(1)).Read(all)
 	cells, err := c.cells(base, all)
@@ -179,11 +193,16 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "hashes on this machine, one core: SHA-256 %.2f GB/s, CRC32C %.1f GB/s; %d cores\n", hashes.sha256/1e9, hashes.crc32c/1e9, runtime.NumCPU())
 	fmt.Fprintf(stdout, "bound with both ends here: SHA-256 on sender and receiver and CRC32C at the receiver cost %.2f CPU-seconds per GB, so %d cores carry at most %.2f GB/s\n",
 		hashes.costPerGB(), runtime.NumCPU(), hashes.bound(runtime.NumCPU())/1e9)
-	seconds, err := c.measure(ctx, ep, base, all, cells, stderr)
+	if c.KnownSHA {
+		fmt.Fprintln(stdout, "--known-sha: the gRPC, RSocket and tus senders are given the file's SHA-256 and hash nothing, as the POST client does")
+	} else {
+		fmt.Fprintln(stdout, "the gRPC, RSocket and tus senders hash the file while sending it (the POST client hashes nothing; --known-sha compares like for like)")
+	}
+	seconds, cpu, err := c.measure(ctx, ep, base, all, cells, stderr)
 	if err != nil {
 		return err
 	}
-	results := report(stdout, cells, seconds)
+	results := report(stdout, cells, seconds, cpu)
 	summarize(stdout, results, hashes.bound(runtime.NumCPU()))
 	return c.write(results)
 }
@@ -232,8 +251,8 @@ func (c Config) cells(base string, all []byte) ([]cell, error) {
 // measure times every cell Reps times, in rounds over all of them, so
 // that whatever else the machine does is spread over every cell rather
 // than landing on one (side by side, not one after the other).
-func (c Config) measure(ctx context.Context, ep *endpoints, base string, all []byte, cells []cell, stderr io.Writer) ([][]float64, error) {
-	seconds := make([][]float64, len(cells))
+func (c Config) measure(ctx context.Context, ep *endpoints, base string, all []byte, cells []cell, stderr io.Writer) (seconds, cpu [][]float64, err error) {
+	seconds, cpu = make([][]float64, len(cells)), make([][]float64, len(cells))
 	seq := 0
 	for rep := 0; rep < c.Reps; rep++ {
 		if c.Reps > 1 {
@@ -242,20 +261,21 @@ func (c Config) measure(ctx context.Context, ep *endpoints, base string, all []b
 		for i, ce := range cells {
 			seq++
 			name := fmt.Sprintf("b%d", seq)
-			start := time.Now()
+			start, cpu0 := time.Now(), rr.ProcessCPU()
 			sum, err := ep.send(ctx, ce, name, all[:ce.n], filepath.Join(base, "state"))
-			el := time.Since(start).Seconds()
+			el, used := time.Since(start).Seconds(), (rr.ProcessCPU() - cpu0).Seconds()
 			if err != nil {
-				return nil, fmt.Errorf("%s %s %s: %w", ce.tr, ce.src, chunkName(ce.chunk), err)
+				return nil, nil, fmt.Errorf("%s %s %s: %w", ce.tr, ce.src, chunkName(ce.chunk), err)
 			}
 			if want := ce.so.want; !bytes.Equal(sum, want[:]) {
-				return nil, fmt.Errorf("%s %s %s: SHA-256 %x, want %x", ce.tr, ce.src, chunkName(ce.chunk), sum, want)
+				return nil, nil, fmt.Errorf("%s %s %s: SHA-256 %x, want %x", ce.tr, ce.src, chunkName(ce.chunk), sum, want)
 			}
 			os.Remove(filepath.Join(base, "server", name))
 			seconds[i] = append(seconds[i], el)
+			cpu[i] = append(cpu[i], used)
 		}
 	}
-	return seconds, nil
+	return seconds, cpu, nil
 }
 
 // send uploads one cell's file as name and returns the SHA-256 the
@@ -274,23 +294,29 @@ func (e *endpoints) send(ctx context.Context, ce cell, name string, data []byte,
 		return post.PostFile(ctx, cl, e.urls[ce.tr]+name, data, path, ce.chunk)
 	}
 	o := send.Options{Name: name, Chunk: ce.chunk, StateDir: stateDir}
+	if e.knownSHA {
+		o.SHA256 = ce.so.want[:]
+	}
 	if ce.src == "memory" {
 		return send.Bytes(ctx, e.urls[ce.tr], data, o)
 	}
 	return send.File(ctx, e.urls[ce.tr], ce.so.path, o)
 }
 
-// report prints a line per cell (the median rep, and the spread) and
-// returns the results.
-func report(stdout io.Writer, cells []cell, seconds [][]float64) []Result {
+// report prints a line per cell (the median rep, the spread and the CPU
+// per GB) and returns the results.
+func report(stdout io.Writer, cells []cell, seconds, cpu [][]float64) []Result {
 	var results []Result
 	for i, ce := range cells {
-		r := Result{Transport: ce.tr, Source: ce.src, Chunk: ce.chunk, Size: ce.n, Seconds: seconds[i]}
+		r := Result{Transport: ce.tr, Source: ce.src, Chunk: ce.chunk, Size: ce.n, Seconds: seconds[i], CPUSeconds: cpu[i]}
 		s := slices.Clone(r.Seconds)
 		sort.Float64s(s)
 		r.MBps = float64(ce.n) / s[len(s)/2] / 1e6
-		fmt.Fprintf(stdout, "%-8s %-7s %8s  %8.1f MB/s  (%s, min-max %.1f-%.1f)\n", ce.tr, ce.src, chunkName(ce.chunk), r.MBps,
-			defaults.FormatSize(ce.n), float64(ce.n)/s[len(s)-1]/1e6, float64(ce.n)/s[0]/1e6)
+		cs := slices.Clone(r.CPUSeconds)
+		sort.Float64s(cs)
+		r.CPUPerGB = cs[len(cs)/2] / float64(ce.n) * 1e9
+		fmt.Fprintf(stdout, "%-8s %-7s %8s  %8.1f MB/s  (%s, min-max %.1f-%.1f)  cpu %.2f s/GB\n", ce.tr, ce.src, chunkName(ce.chunk), r.MBps,
+			defaults.FormatSize(ce.n), float64(ce.n)/s[len(s)-1]/1e6, float64(ce.n)/s[0]/1e6, r.CPUPerGB)
 		results = append(results, r)
 	}
 	return results
@@ -415,14 +441,21 @@ func summarize(w io.Writer, rs []Result, bound float64) {
 			top = r
 		}
 	}
-	fmt.Fprintf(w, "\n%-8s %-7s %18s %12s %8s\n", "", "", "best fixed chunk", "auto", "auto/best")
+	fmt.Fprintf(w, "\n%-8s %-7s %18s %12s %9s %15s\n", "", "", "best fixed chunk", "auto", "auto/best", "best, auto /http1")
 	for _, k := range order {
 		b, a := best[k], auto[k]
+		post := best[key{"http1", k.src}].MBps // the plain POST of the same source, the issue's yardstick
+		vs := func(r Result) string {
+			if post == 0 || r.Size == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", r.MBps/post)
+		}
 		if a.Size == 0 {
-			fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %12s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, "")
+			fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %12s %9s %9s %5s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, "", "", vs(b), "")
 			continue
 		}
-		fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %7.0f MB/s %8.2f\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, a.MBps, a.MBps/b.MBps)
+		fmt.Fprintf(w, "%-8s %-7s %8s %6.0f MB/s %7.0f MB/s %9.2f %9s %5s\n", k.tr, k.src, chunkName(b.Chunk), b.MBps, a.MBps, a.MBps/b.MBps, vs(b), vs(a))
 	}
 	if top.Size > 0 {
 		fmt.Fprintf(w, "best: %s %s %s %.0f MB/s, %.0f%% of the hashing bound (%.0f MB/s), %.2f of the 2.1 GB/s goal\n",

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
@@ -57,9 +58,10 @@ func (g *Client) Reset() {
 
 func (g *Client) dial() error {
 	cc, err := grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(xfer.MaxChunk+1<<16)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(xfer.MaxChunk+1<<16), grpc.ForceCodecV2(newCodec())),
 		grpc.WithInitialWindowSize(grpcWindow), grpc.WithInitialConnWindowSize(grpcWindow),
 		grpc.WithReadBufferSize(grpcIOBuf), grpc.WithWriteBufferSize(grpcIOBuf),
+		experimental.WithBufferPool(sharedPool),
 		grpc.WithConnectParams(grpctransport.ConnectParams(xfer.MaxBackoff)))
 	if err != nil {
 		return err

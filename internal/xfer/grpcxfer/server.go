@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -54,7 +55,8 @@ func Register(srv *grpc.Server, s xfer.Backend) {
 func ServerOptions(idle time.Duration) []grpc.ServerOption {
 	ka := grpcKeepalive
 	ka.Time, ka.Timeout = min(ka.Time, idle), min(ka.Timeout, idle)
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(xfer.MaxChunk + 1<<16),
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(xfer.MaxChunk + 1<<16), grpc.ForceServerCodecV2(newCodec()),
+		experimental.BufferPool(sharedPool),
 		grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf),
 		grpc.KeepaliveParams(ka),
@@ -99,12 +101,13 @@ func (g *Service) Offset(_ context.Context, req *xferv1.OffsetRequest) (*xferv1.
 }
 
 func (g *Service) Upload(stream xferv1.Xfer_UploadServer) error {
-	m, err := stream.Recv()
-	if err != nil {
+	var m request // read through codec: a chunk's bytes are copied once
+	defer m.release()
+	if err := stream.RecvMsg(&m); err != nil {
 		return err
 	}
-	b := m.GetBegin()
-	if b == nil {
+	b := m.msg.GetBegin()
+	if m.isChunk || b == nil {
 		return status.Error(codes.InvalidArgument, "the first message must be Begin")
 	}
 	var sha []byte
@@ -121,14 +124,23 @@ func (g *Service) Upload(stream xferv1.Xfer_UploadServer) error {
 		return toStatus(&xfer.OffsetError{Want: off, Have: have})
 	}
 	for {
-		m, err := stream.Recv()
+		err := stream.RecvMsg(&m)
 		if err == io.EOF {
 			return toStatus(xfer.ErrIncomplete)
 		}
 		if err != nil {
 			return err // the client went away; Release saves what arrived
 		}
-		switch x := m.GetMsg().(type) {
+		if m.isChunk {
+			n, err := u.Write(off, m.data, m.crc)
+			m.release() // the store copied the chunk: hold no buffer while the next one comes
+			if err != nil {
+				return toStatus(err)
+			}
+			off = n
+			continue
+		}
+		switch x := m.msg.GetMsg().(type) {
 		case *xferv1.UploadRequest_Chunk:
 			n, err := u.Write(off, x.Chunk.GetData(), x.Chunk.GetCrc32C())
 			if err != nil {

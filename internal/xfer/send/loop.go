@@ -1,6 +1,7 @@
 package send
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -24,7 +25,10 @@ func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size in
 	if exists && ssize == size && off <= size {
 		from = off
 	}
-	j := &job{src: src, what: what, size: size, from: from, chunk: o.Chunk, h: sha256.New(), o: o}
+	j := &job{src: src, what: what, size: size, from: from, chunk: o.Chunk, o: o}
+	if o.SHA256 == nil {
+		j.h = sha256.New()
+	}
 	if err := j.hashPrefix(); err != nil {
 		return nil, err
 	}
@@ -39,22 +43,37 @@ func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size in
 		return nil, err
 	}
 	defer st.Close()
-	if err := j.chunks(st.Chunk); err != nil {
+	var end int64 // of the last chunk sent
+	if err := j.chunks(func(c xfer.Chunk) error { end = c.Off + int64(len(c.Data)); return st.Chunk(c) }); err != nil {
 		var pe *xfer.PermanentError
 		if errors.As(err, &pe) {
 			return nil, err // ours, not the server's
 		}
-		return nil, st.Cause(err)
+		// tus verifies the file with the PATCH that completes it.
+		return nil, givenHashRefuted(o, st.Cause(err), end == size)
 	}
 	mine := j.sum()
 	sum, err := st.Finish(mine)
 	if err != nil {
-		return nil, err
+		return nil, givenHashRefuted(o, err, true)
 	}
 	if string(sum) != string(mine) {
 		return nil, xfer.Permanent(fmt.Errorf("the server's SHA-256 %x differs from ours %x", sum, mine))
 	}
 	return sum, nil
+}
+
+// givenHashRefuted makes err permanent when it is the server's checksum
+// refusal of the whole file (atEnd: of the request that completed it)
+// and the hash was Options.SHA256: sending the same bytes again cannot
+// change the server's hash of them. (On tus this also takes a corrupted
+// last PATCH for a wrong hash: the server keeps what it had, and the next
+// send resumes.)
+func givenHashRefuted(o *Options, err error, atEnd bool) error {
+	if o.SHA256 == nil || !atEnd || !errors.Is(err, xfer.ErrChecksum) {
+		return err
+	}
+	return xfer.Permanent(fmt.Errorf("%w (Options.SHA256 is not the SHA-256 of what was sent: wrong, or the file changed)", err))
 }
 
 // job is one attempt at sending a file from an offset.
@@ -63,7 +82,7 @@ type job struct {
 	what       string // names src in messages
 	size, from int64
 	chunk      int
-	h          hash.Hash // SHA-256 of the file up to what was read
+	h          hash.Hash // SHA-256 of the file up to what was read; nil with Options.SHA256
 	o          *Options
 	bufs       [][]byte
 	start      time.Time // of the first chunk, for Rate
@@ -72,6 +91,9 @@ type job struct {
 // hashPrefix hashes what the server already has, so that the SHA-256
 // covers the whole file when the upload resumes.
 func (j *job) hashPrefix() error {
+	if j.h == nil {
+		return nil
+	}
 	if _, err := io.Copy(j.h, io.NewSectionReader(j.src, 0, j.from)); err != nil {
 		return xfer.Permanent(fmt.Errorf("reading %s: %w", j.what, err))
 	}
@@ -91,7 +113,7 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 	per := max(1, hashBlock/j.chunk)
 	bsize := per * j.chunk
 	const nblocks = 3
-	if j.bufs == nil {
+	if _, inMemory := j.src.(memory); !inMemory && j.bufs == nil {
 		for i := 0; i < nblocks; i++ {
 			j.bufs = append(j.bufs, make([]byte, bsize))
 		}
@@ -100,7 +122,9 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 	hashed := make(chan struct{}, nblocks)
 	go func() {
 		for b := range toHash {
-			j.h.Write(b)
+			if j.h != nil {
+				j.h.Write(b)
+			}
 			hashed <- struct{}{}
 		}
 		close(hashed)
@@ -117,12 +141,13 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 			<-hashed // the oldest block is hashed: its buffer is free
 			inFlight--
 		}
-		blk := j.bufs[i%nblocks][:min(int64(bsize), j.size-off)]
-		if _, err := j.src.ReadAt(blk, off); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%s shrank while being sent", j.what)
-			}
-			return xfer.Permanent(err)
+		var buf []byte
+		if j.bufs != nil {
+			buf = j.bufs[i%nblocks]
+		}
+		blk, err := j.block(buf, off, min(int64(bsize), j.size-off))
+		if err != nil {
+			return err
 		}
 		toHash <- blk
 		inFlight++
@@ -150,6 +175,30 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 	return nil
 }
 
+// block is the n bytes of the file at off: read into buf, or cut from
+// the bytes of Bytes, which need no copy (the loop never writes to a
+// block, and the transports copy what they keep).
+func (j *job) block(buf []byte, off, n int64) ([]byte, error) {
+	if m, ok := j.src.(memory); ok {
+		return m[off : off+n : off+n], nil // size is len(m)
+	}
+	blk := buf[:n]
+	if _, err := j.src.ReadAt(blk, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%s shrank while being sent", j.what)
+		}
+		return nil, xfer.Permanent(err)
+	}
+	return blk, nil
+}
+
+// memory is the source of Bytes.
+type memory []byte
+
+func (m memory) ReadAt(p []byte, off int64) (int, error) {
+	return bytes.NewReader(m).ReadAt(p, off)
+}
+
 // pace sleeps to keep to Options.Rate.
 func (j *job) pace(off int64) {
 	r := j.o.Rate
@@ -165,10 +214,19 @@ func (j *job) pace(off int64) {
 	}
 }
 
-func (j *job) sum() []byte { return j.h.Sum(nil) }
+func (j *job) sum() []byte {
+	if j.h == nil {
+		return j.o.SHA256
+	}
+	return j.h.Sum(nil)
+}
 
-// wholeSHA256 hashes the whole file, apart from the running hash.
+// wholeSHA256 hashes the whole file, apart from the running hash (or is
+// Options.SHA256).
 func (j *job) wholeSHA256() ([]byte, error) {
+	if j.o.SHA256 != nil {
+		return j.o.SHA256, nil
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.NewSectionReader(j.src, 0, j.size)); err != nil {
 		return nil, xfer.Permanent(err)

@@ -5,9 +5,9 @@
 package send
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,11 +29,13 @@ import (
 
 // Chunk sizes --chunk auto picks, from the measured sweeps
 // (docs/benchmarks.md, "File transfer", 2026-11-24 on an idle machine, 5
-// alternating reps): gRPC runs at a plateau from 256 KiB to 1 MiB messages
-// (512 KiB the best median from memory, within 1 % of 256 KiB from disk);
-// our RSocket peaks at 8-16 KiB payloads and loses a quarter by 1 MiB (not
-// profiled yet); a tus PATCH costs
-// one fsync and one HTTP round trip, so it carries more.
+// alternating reps; re-checked 2026-11-27 by CPU per GB on a shared one):
+// gRPC runs at a plateau from 256 KiB to 1 MiB messages (512 KiB the best
+// median from memory, within 1 % of 256 KiB from disk); our RSocket costs
+// the least CPU per GB at 16 KiB payloads (its output queue no longer
+// reallocates at larger ones; the receiver still copies each payload
+// twice); a tus
+// PATCH costs one fsync and one HTTP round trip, so it carries more.
 const (
 	AutoChunk        = 512 << 10
 	AutoRSocketChunk = 16 << 10
@@ -58,6 +60,14 @@ type Options struct {
 	// StateDir keeps tus upload URLs between runs, so that a send that
 	// was killed resumes (default ~/.cache/sluice/xfer).
 	StateDir string
+	// SHA256 is the file's SHA-256 when the caller already has it (from
+	// a manifest, a content address, an earlier pass): the upload then
+	// reads the file once, to send it, and does not hash it. The server
+	// still hashes what it receives and refuses the file when the two
+	// differ, an error no retry fixes (xfer.ErrChecksum, permanent).
+	// Hashing costs the sender as much CPU as the receiver's own hash
+	// (docs/xfer.md, "Where an upload's CPU goes").
+	SHA256 []byte
 
 	// corrupt, in tests, flips a bit of the chunk at off before it is
 	// sent, once per offset it returns true for.
@@ -125,7 +135,7 @@ func Bytes(ctx context.Context, to string, data []byte, o Options) ([]byte, erro
 	if o.Name == "" {
 		return nil, fmt.Errorf("send.Bytes needs a name")
 	}
-	return run(ctx, to, bytes.NewReader(data), int64(len(data)), "memory", "memory\x00"+memoryID(), o)
+	return run(ctx, to, memory(data), int64(len(data)), "memory", "memory\x00"+memoryID(), o)
 }
 
 // run uploads size bytes of src; what names src in messages, fp
@@ -133,6 +143,9 @@ func Bytes(ctx context.Context, to string, data []byte, o Options) ([]byte, erro
 func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp string, o Options) ([]byte, error) {
 	if err := xfer.ValidateName(o.Name); err != nil {
 		return nil, err
+	}
+	if o.SHA256 != nil && len(o.SHA256) != sha256.Size {
+		return nil, fmt.Errorf("Options.SHA256 has %d bytes, want %d", len(o.SHA256), sha256.Size)
 	}
 	if o.Chunk < 0 || o.Chunk > xfer.MaxChunk {
 		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, xfer.MaxChunk>>20)

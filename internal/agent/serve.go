@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -25,4 +26,12 @@ func (a *Agent) ServeIngest(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// ServeOTLPGRPC serves the OTLP/gRPC receiver (the metrics, logs and
+// trace services' Export) on lis until ctx ends, with the ingest
+// tokens and tlsCfg (nil: plaintext), then stops it gracefully as
+// ServeIngest does.
+func (a *Agent) ServeOTLPGRPC(ctx context.Context, lis net.Listener, tlsCfg *tls.Config) error {
+	return a.collect.ServeGRPC(ctx, lis, tlsCfg, defaults.IngestShutdownTimeout)
 }

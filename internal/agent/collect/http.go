@@ -1,0 +1,165 @@
+package collect
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/internal/telemetry"
+)
+
+// serveRemoteWrite answers POST /api/v1/write: 204 once the request's
+// records are fsynced; 400 only for a body that is not a snappy-compressed
+// WriteRequest (Prometheus drops a request answered 4xx); 413 for a body
+// over the bound or a time series over --max-record; 503 with Retry-After
+// when the spool is full or failing (Prometheus retries 5xx; it drops
+// 429 unless told otherwise, so 429 is not used here).
+func (rc *Receiver) serveRemoteWrite(w http.ResponseWriter, r *http.Request) {
+	const endpoint = "remote-write"
+	if !rc.authorized(w, r) {
+		return
+	}
+	status, err := rc.remoteWrite(w, r)
+	rc.count(endpoint, status)
+	if err != nil {
+		setRetryAfter(w, status)
+		if status >= 500 {
+			rc.log.Warn("remote-write not spooled", "status", status, "err", err)
+		}
+		http.Error(w, err.Error(), status)
+		return
+	}
+	w.WriteHeader(status)
+}
+
+func (rc *Receiver) remoteWrite(w http.ResponseWriter, r *http.Request) (int, error) {
+	body, status, err := readSnappy(w, r, rc.cfg.BodyIdleTimeout)
+	if err != nil {
+		return status, err
+	}
+	if _, err := checkWriteRequest(body); err != nil {
+		return http.StatusBadRequest, err
+	}
+	records, err := splitRecords(body, telemetry.RemoteWrite, rc.cfg.MaxRecordBytes)
+	if err != nil {
+		return httpStatusFor(err, http.StatusServiceUnavailable), err
+	}
+	if err := rc.spool(r.Context(), telemetry.RemoteWrite.String(), records); err != nil {
+		return spoolErrStatus(err, http.StatusServiceUnavailable), err
+	}
+	return http.StatusNoContent, nil
+}
+
+// httpStatusFor is 400 for errMalformed, else the spool's status.
+func httpStatusFor(err error, full int) int {
+	if errors.Is(err, errMalformed) {
+		return http.StatusBadRequest
+	}
+	return spoolErrStatus(err, full)
+}
+
+// serveOTLP answers POST to an OTLP/HTTP path, as the OTLP spec says:
+// 200 with an empty Export…ServiceResponse (nothing is partly refused:
+// a request is spooled whole or not at all) in the request's encoding;
+// on failure a google.rpc.Status in that encoding, with 400 for a
+// malformed body, 413 for one over the bound or a resource over
+// --max-record, 415 for an unknown Content-Type or Content-Encoding,
+// 429 with Retry-After when the spool's quota is reached and 503 with
+// Retry-After when it is failing or the agent is stopping (the OTLP
+// exporters retry 429 and 503 only).
+func (rc *Receiver) serveOTLP(s signal, w http.ResponseWriter, r *http.Request) {
+	if !rc.authorized(w, r) {
+		return
+	}
+	isJSON, err := otlpContentType(r.Header.Get("Content-Type"))
+	if err != nil {
+		rc.count(s.path, http.StatusUnsupportedMediaType)
+		writeOTLPError(w, false, http.StatusUnsupportedMediaType, err)
+		return
+	}
+	status, err := rc.otlp(s, w, r, isJSON)
+	rc.count(s.path, status)
+	if err != nil {
+		if status >= 500 {
+			rc.log.Warn("OTLP request not spooled", "path", s.path, "status", status, "err", err)
+		}
+		setRetryAfter(w, status)
+		writeOTLPError(w, isJSON, status, err)
+		return
+	}
+	writeOTLP(w, isJSON, status, s.newResp())
+}
+
+func (rc *Receiver) otlp(s signal, w http.ResponseWriter, r *http.Request, isJSON bool) (int, error) {
+	body, status, err := readGzip(w, r, rc.cfg.BodyIdleTimeout)
+	if err != nil {
+		return status, err
+	}
+	if body, err = decodeOTLP(s, body, isJSON); err != nil {
+		return http.StatusBadRequest, err
+	}
+	records, err := splitRecords(body, s.kind, rc.cfg.MaxRecordBytes)
+	if err != nil {
+		return httpStatusFor(err, http.StatusTooManyRequests), err
+	}
+	if err := rc.spool(r.Context(), s.kind.String(), records); err != nil {
+		return spoolErrStatus(err, http.StatusTooManyRequests), err
+	}
+	return http.StatusOK, nil
+}
+
+// otlpContentType tells a JSON body from a protobuf one; anything else
+// is an error (415).
+func otlpContentType(ct string) (isJSON bool, err error) {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false, errors.New("Content-Type missing or malformed: send application/x-protobuf or application/json")
+	}
+	switch mt {
+	case "application/x-protobuf":
+		return false, nil
+	case "application/json":
+		return true, nil
+	}
+	return false, errors.New("Content-Type " + mt + " not supported: send application/x-protobuf or application/json")
+}
+
+// writeOTLPError answers status with a google.rpc.Status, as OTLP/HTTP
+// asks of every 4xx and 5xx.
+func writeOTLPError(w http.ResponseWriter, isJSON bool, code int, err error) {
+	writeOTLP(w, isJSON, code, &status.Status{Code: int32(grpcCodeFor(code)), Message: err.Error()})
+}
+
+func writeOTLP(w http.ResponseWriter, isJSON bool, code int, m proto.Message) {
+	var b []byte
+	if isJSON {
+		b, _ = protojson.Marshal(m)
+		w.Header().Set("Content-Type", "application/json")
+	} else {
+		b, _ = proto.Marshal(m)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// grpcCodeFor is the gRPC code that means what an HTTP status of ours
+// does (the code field of google.rpc.Status).
+func grpcCodeFor(httpStatus int) codes.Code {
+	switch httpStatus {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusRequestEntityTooLarge:
+		return codes.InvalidArgument
+	case http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusRequestTimeout:
+		return codes.DeadlineExceeded
+	}
+	return codes.Unavailable
+}

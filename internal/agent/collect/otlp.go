@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"

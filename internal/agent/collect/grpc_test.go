@@ -1,0 +1,126 @@
+package collect
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/telemetry"
+)
+
+// serveGRPC starts the OTLP/gRPC services on loopback over a fake spool
+// and returns a connection to them.
+func serveGRPC(t *testing.T, mod func(*Config)) (*fakeSpool, *grpc.ClientConn) {
+	t.Helper()
+	fs := &fakeSpool{}
+	cfg := Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord}
+	if mod != nil {
+		mod(&cfg)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New(cfg).ServeGRPC(ctx, lis, nil, 0) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeGRPC: %v", err)
+		}
+	})
+	return fs, cc
+}
+
+// TestGRPCExport: each service's Export spools its request (gzip
+// compressed too) as its kind; a full or failing spool is Unavailable
+// (OTLP senders retry it), a resource over --max-record
+// InvalidArgument (they drop it), a missing token Unauthenticated.
+func TestGRPCExport(t *testing.T) {
+	fs, cc := serveGRPC(t, nil)
+	ctx := context.Background()
+	logs := logsRequest("grpc-svc", "over grpc")
+	if _, err := collogspb.NewLogsServiceClient(cc).Export(ctx, logs, grpc.UseCompressor(gzip.Name)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := colmetricspb.NewMetricsServiceClient(cc).Export(ctx, &colmetricspb.ExportMetricsServiceRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	traces := &coltracepb.ExportTraceServiceRequest{}
+	if _, err := coltracepb.NewTraceServiceClient(cc).Export(ctx, traces); err != nil {
+		t.Fatal(err)
+	}
+	recs := fs.taken()
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want the logs request's (the empty ones hold nothing)", len(recs))
+	}
+	k, b, err := telemetry.Decode(recs[0])
+	var got collogspb.ExportLogsServiceRequest
+	if err != nil || k != telemetry.OTLPLogs || proto.Unmarshal(b, &got) != nil || !proto.Equal(&got, logs) {
+		t.Fatalf("spooled %v %v %v, want the logs request", k, err, &got)
+	}
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{{"spool full", spool.ErrFull, codes.Unavailable}, {"disk full", spool.ErrNoSpace, codes.Unavailable}} {
+		fs.mu.Lock()
+		fs.err = tc.err
+		fs.mu.Unlock()
+		_, err := collogspb.NewLogsServiceClient(cc).Export(ctx, logs)
+		if status.Code(err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+
+	_, small := serveGRPC(t, func(c *Config) { c.MaxRecordBytes = 1 << 10 })
+	_, err = collogspb.NewLogsServiceClient(small).Export(ctx, logsRequest("big", strings.Repeat("x", 2<<10)))
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("one resource over --max-record: %v, want InvalidArgument", err)
+	}
+}
+
+// TestGRPCTokens: with ingest tokens, an Export without "authorization:
+// Bearer TOKEN" is Unauthenticated and spools nothing.
+func TestGRPCTokens(t *testing.T) {
+	tokensFile := t.TempDir() + "/tokens"
+	os.WriteFile(tokensFile, []byte("grpc-token-0123456789 sdk\n"), 0o600)
+	tokens, err := auth.LoadTokens(tokensFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, cc := serveGRPC(t, func(c *Config) { c.Tokens = tokens })
+	client := collogspb.NewLogsServiceClient(cc)
+	if _, err := client.Export(context.Background(), logsRequest("s", "x")); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without a token: %v, want Unauthenticated", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer grpc-token-0123456789")
+	if _, err := client.Export(ctx, logsRequest("s", "x")); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	if n := len(fs.taken()); n != 1 {
+		t.Fatalf("%d records, want the authorized request's", n)
+	}
+}

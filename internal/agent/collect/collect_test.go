@@ -325,7 +325,7 @@ func logsRequest(service string, bodies ...string) *collogspb.ExportLogsServiceR
 	var recs []*logspb.LogRecord
 	for _, b := range bodies {
 		recs = append(recs, &logspb.LogRecord{TimeUnixNano: 1_700_000_000_000_000_000, SeverityText: "INFO",
-			Body: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: b}},
+			Body:    &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: b}},
 			TraceId: bytes.Repeat([]byte{0xab}, 16), SpanId: bytes.Repeat([]byte{0xcd}, 8)})
 	}
 	return &collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{

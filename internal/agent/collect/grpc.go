@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,19 +16,26 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // OTLP/gRPC senders may compress with gzip
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/agent/ingest"
+	"github.com/sluicehq/sluice/internal/defaults"
 )
 
 // NewGRPCServer is a gRPC server with the OTLP metrics, logs and trace
 // services on it, behind the same tokens and TLS (nil: plaintext) as the
-// HTTP endpoints. A message is bounded like an HTTP body, after
+// HTTP endpoints. A connection quiet for the body idle timeout is
+// pinged and closed when the ping goes unanswered. A message is bounded like an HTTP body, after
 // decompression too (grpc-go checks the decompressed size).
 func (rc *Receiver) NewGRPCServer(tlsCfg *tls.Config) *grpc.Server {
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxBody), grpc.UnaryInterceptor(rc.authorizeGRPC)}
+	// A client frozen or gone mid-message (no FIN) would hold its stream
+	// and what it sent for as long as the kernel keeps the connection:
+	// the pings find it, as the body idle timeout does for HTTP.
+	ka := keepalive.ServerParameters{Time: cmp.Or(rc.cfg.grpcPingAfter, rc.cfg.BodyIdleTimeout), Timeout: defaults.KeepaliveTimeout}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxBody), grpc.UnaryInterceptor(rc.authorizeGRPC), grpc.KeepaliveParams(ka)}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}

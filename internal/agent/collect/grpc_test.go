@@ -1,15 +1,19 @@
 package collect
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // serveGRPC starts the OTLP/gRPC services on loopback over a fake spool
@@ -122,5 +127,56 @@ func TestGRPCTokens(t *testing.T) {
 	}
 	if n := len(fs.taken()); n != 1 {
 		t.Fatalf("%d records, want the authorized request's", n)
+	}
+}
+
+// TestGRPCFrozenClient: a client that starts an Export message and then
+// freezes (answers nothing, not even the HTTP/2 pings, as a stopped
+// process or a vanished host) has its connection closed once it has been
+// quiet for the idle time and a ping went unanswered, with nothing
+// spooled; before, the stream and what it had sent were held for as
+// long as the kernel kept the connection.
+func TestGRPCFrozenClient(t *testing.T) {
+	fs := &fakeSpool{}
+	rc := New(Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord, grpcPingAfter: time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rc.NewGRPCServer(nil)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The start of a unary call whose message declares 1 MiB and sends
+	// 16 bytes of it, written with a bare HTTP/2 framer that will never
+	// answer a ping.
+	conn.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(conn, conn)
+	fr.WriteSettings()
+	var hdr bytes.Buffer
+	enc := hpack.NewEncoder(&hdr)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
+		{":path", "/opentelemetry.proto.collector.logs.v1.LogsService/Export"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr.Bytes(), EndHeaders: true})
+	fr.WriteData(1, false, append([]byte{0, 0, 0x10, 0, 0}, make([]byte, 16)...))
+	// Read (the server's SETTINGS, pings, GOAWAY) until it closes; the
+	// deadline only turns a hang into a failure.
+	conn.SetReadDeadline(time.Now().Add(testwait.Bound))
+	for {
+		if _, err := fr.ReadFrame(); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the server kept a frozen client's connection open")
+			}
+			break
+		}
+	}
+	if n := len(fs.taken()); n != 0 {
+		t.Fatalf("%d records spooled from a frozen client", n)
 	}
 }

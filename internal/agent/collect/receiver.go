@@ -32,6 +32,10 @@ type Config struct {
 	Logger          *slog.Logger
 	// Registry, when set, gets the receivers' metrics.
 	Registry prometheus.Registerer
+	// grpcPingAfter overrides BodyIdleTimeout as the quiet time after
+	// which the gRPC server pings a connection (tests: grpc-go allows no
+	// less than a second, where the HTTP tests use 50 ms).
+	grpcPingAfter time.Duration
 }
 
 // Receiver serves remote-write and OTLP into the spool. Create it with

@@ -180,3 +180,19 @@ func TestGRPCFrozenClient(t *testing.T) {
 		t.Fatalf("%d records spooled from a frozen client", n)
 	}
 }
+
+// TestGRPCCompressionBomb: a gzip-compressed Export whose message
+// decompresses to more than the 64 MiB an HTTP body may decode to is
+// refused (ResourceExhausted: grpc-go stops decompressing at the bound)
+// with nothing spooled, not decoded whole.
+func TestGRPCCompressionBomb(t *testing.T) {
+	fs, cc := serveGRPC(t, nil)
+	bomb := logsRequest("bomb", string(make([]byte, maxBody)))
+	_, err := collogspb.NewLogsServiceClient(cc).Export(context.Background(), bomb, grpc.UseCompressor(gzip.Name))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a message decompressing past %d bytes: %v, want ResourceExhausted", maxBody, err)
+	}
+	if n := len(fs.taken()); n != 0 {
+		t.Fatalf("%d records spooled from a compression bomb", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/agent/collect/otlpgrpc"
 	"github.com/sluicehq/sluice/internal/defaults"
 )
 
@@ -33,5 +34,5 @@ func (a *Agent) ServeIngest(ctx context.Context, lis net.Listener) error {
 // tokens and tlsCfg (nil: plaintext), then stops it gracefully as
 // ServeIngest does.
 func (a *Agent) ServeOTLPGRPC(ctx context.Context, lis net.Listener, tlsCfg *tls.Config) error {
-	return a.collect.ServeGRPC(ctx, lis, tlsCfg, defaults.IngestShutdownTimeout)
+	return otlpgrpc.Serve(ctx, a.collect, lis, otlpgrpc.Options{TLS: tlsCfg})
 }

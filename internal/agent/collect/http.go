@@ -4,9 +4,10 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strconv"
 
+	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -25,7 +26,7 @@ func (rc *Receiver) serveRemoteWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, err := rc.remoteWrite(w, r)
-	rc.count(endpoint, status)
+	rc.count(endpoint, strconv.Itoa(status))
 	if err != nil {
 		setRetryAfter(w, status)
 		if status >= 500 {
@@ -78,12 +79,12 @@ func (rc *Receiver) serveOTLP(s signal, w http.ResponseWriter, r *http.Request) 
 	}
 	isJSON, err := otlpContentType(r.Header.Get("Content-Type"))
 	if err != nil {
-		rc.count(s.path, http.StatusUnsupportedMediaType)
+		rc.count(s.path, strconv.Itoa(http.StatusUnsupportedMediaType))
 		writeOTLPError(w, false, http.StatusUnsupportedMediaType, err)
 		return
 	}
 	status, err := rc.otlp(s, w, r, isJSON)
-	rc.count(s.path, status)
+	rc.count(s.path, strconv.Itoa(status))
 	if err != nil {
 		if status >= 500 {
 			rc.log.Warn("OTLP request not spooled", "path", s.path, "status", status, "err", err)
@@ -131,8 +132,8 @@ func otlpContentType(ct string) (isJSON bool, err error) {
 
 // writeOTLPError answers status with a google.rpc.Status, as OTLP/HTTP
 // asks of every 4xx and 5xx.
-func writeOTLPError(w http.ResponseWriter, isJSON bool, code int, err error) {
-	writeOTLP(w, isJSON, code, &status.Status{Code: int32(grpcCodeFor(code)), Message: err.Error()})
+func writeOTLPError(w http.ResponseWriter, isJSON bool, httpStatus int, err error) {
+	writeOTLP(w, isJSON, httpStatus, &status.Status{Code: int32(rpcCodeFor(httpStatus)), Message: err.Error()})
 }
 
 func writeOTLP(w http.ResponseWriter, isJSON bool, code int, m proto.Message) {
@@ -148,18 +149,18 @@ func writeOTLP(w http.ResponseWriter, isJSON bool, code int, m proto.Message) {
 	w.Write(b)
 }
 
-// grpcCodeFor is the gRPC code that means what an HTTP status of ours
-// does (the code field of google.rpc.Status).
-func grpcCodeFor(httpStatus int) codes.Code {
+// rpcCodeFor is the google.rpc.Code that means what an HTTP status of
+// ours does (the code field of google.rpc.Status).
+func rpcCodeFor(httpStatus int) code.Code {
 	switch httpStatus {
 	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusRequestEntityTooLarge:
-		return codes.InvalidArgument
+		return code.Code_INVALID_ARGUMENT
 	case http.StatusTooManyRequests:
-		return codes.ResourceExhausted
+		return code.Code_RESOURCE_EXHAUSTED
 	case http.StatusUnauthorized:
-		return codes.Unauthenticated
+		return code.Code_UNAUTHENTICATED
 	case http.StatusRequestTimeout:
-		return codes.DeadlineExceeded
+		return code.Code_DEADLINE_EXCEEDED
 	}
-	return codes.Unavailable
+	return code.Code_UNAVAILABLE
 }

@@ -32,10 +32,6 @@ type Config struct {
 	Logger          *slog.Logger
 	// Registry, when set, gets the receivers' metrics.
 	Registry prometheus.Registerer
-	// grpcPingAfter overrides BodyIdleTimeout as the quiet time after
-	// which the gRPC server pings a connection (tests: grpc-go allows no
-	// less than a second, where the HTTP tests use 50 ms).
-	grpcPingAfter time.Duration
 }
 
 // Receiver serves remote-write and OTLP into the spool. Create it with
@@ -133,6 +129,8 @@ func (rc *Receiver) spool(ctx context.Context, kindName string, records [][]byte
 	return nil
 }
 
-func (rc *Receiver) count(endpoint string, code int) {
-	rc.requests.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
+// count counts one request to endpoint answered code (an HTTP status,
+// or a gRPC code's name).
+func (rc *Receiver) count(endpoint, code string) {
+	rc.requests.WithLabelValues(endpoint, code).Inc()
 }

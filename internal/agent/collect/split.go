@@ -1,13 +1,14 @@
 // Package collect receives what existing collectors send — Prometheus
-// remote-write and OTLP over HTTP and gRPC — on the agent, and spools
-// each request as marked records (internal/telemetry), so that the sink's
-// exporters can forward it in the same protocol. A request is answered
+// remote-write and OTLP over HTTP; OTLP over gRPC through otlpgrpc — on
+// the agent, and spools each request as marked records
+// (internal/telemetry), so that the sink's exporters can forward it in
+// the same protocol. A request is answered
 // with success only once its records are fsynced in the spool, and with a
 // retryable status while the spool is full or failing, so the collector
 // keeps the data until the agent has it.
 //
 // The decoding and splitting here are pure functions of the body; the
-// HTTP handlers and the gRPC services read, spool and answer.
+// HTTP handlers (and otlpgrpc's services) read, spool and answer.
 package collect
 
 import (

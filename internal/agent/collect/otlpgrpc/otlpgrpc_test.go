@@ -1,4 +1,4 @@
-package collect
+package otlpgrpc
 
 import (
 	"bytes"
@@ -6,12 +6,16 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -22,18 +26,60 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/internal/agent/collect"
+	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
+// defaultMaxRecord is the agent's --max-record by default.
+const defaultMaxRecord = int(defaults.AgentMaxMessage) - ingest.BatchOverhead
+
+// fakeSpool records what the receiver spools, or fails with err.
+type fakeSpool struct {
+	mu      sync.Mutex
+	records [][]byte
+	err     error
+}
+
+func (f *fakeSpool) ingest(_ context.Context, records [][]byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	for _, r := range records {
+		f.records = append(f.records, bytes.Clone(r))
+	}
+	return nil
+}
+
+func (f *fakeSpool) taken() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.records
+}
+
+func logsRequest(service string, bodies ...string) *collogspb.ExportLogsServiceRequest {
+	var recs []*logspb.LogRecord
+	for _, b := range bodies {
+		recs = append(recs, &logspb.LogRecord{Body: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: b}}})
+	}
+	return &collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{
+		Resource:  &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: service}}}}},
+		ScopeLogs: []*logspb.ScopeLogs{{LogRecords: recs}},
+	}}}
+}
+
 // serveGRPC starts the OTLP/gRPC services on loopback over a fake spool
 // and returns a connection to them.
-func serveGRPC(t *testing.T, mod func(*Config)) (*fakeSpool, *grpc.ClientConn) {
+func serveGRPC(t *testing.T, mod func(*collect.Config)) (*fakeSpool, *grpc.ClientConn) {
 	t.Helper()
 	fs := &fakeSpool{}
-	cfg := Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord}
+	cfg := collect.Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -43,7 +89,7 @@ func serveGRPC(t *testing.T, mod func(*Config)) (*fakeSpool, *grpc.ClientConn) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(cfg).ServeGRPC(ctx, lis, nil, 0) }()
+	go func() { done <- Serve(ctx, collect.New(cfg), lis, Options{}) }()
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +146,7 @@ func TestGRPCExport(t *testing.T) {
 		}
 	}
 
-	_, small := serveGRPC(t, func(c *Config) { c.MaxRecordBytes = 1 << 10 })
+	_, small := serveGRPC(t, func(c *collect.Config) { c.MaxRecordBytes = 1 << 10 })
 	_, err = collogspb.NewLogsServiceClient(small).Export(ctx, logsRequest("big", strings.Repeat("x", 2<<10)))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("one resource over --max-record: %v, want InvalidArgument", err)
@@ -116,7 +162,7 @@ func TestGRPCTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, cc := serveGRPC(t, func(c *Config) { c.Tokens = tokens })
+	fs, cc := serveGRPC(t, func(c *collect.Config) { c.Tokens = tokens })
 	client := collogspb.NewLogsServiceClient(cc)
 	if _, err := client.Export(context.Background(), logsRequest("s", "x")); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("without a token: %v, want Unauthenticated", err)
@@ -138,12 +184,14 @@ func TestGRPCTokens(t *testing.T) {
 // long as the kernel kept the connection.
 func TestGRPCFrozenClient(t *testing.T) {
 	fs := &fakeSpool{}
-	rc := New(Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord, grpcPingAfter: time.Second})
+	rc := collect.New(collect.Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := rc.NewGRPCServer(nil)
+	// grpc-go pings no sooner than after a second of quiet; the HTTP
+	// tests' body idle timeout is 50 ms.
+	srv := NewServer(rc, Options{PingAfter: time.Second})
 	go srv.Serve(lis)
 	defer srv.Stop()
 	conn, err := net.Dial("tcp", lis.Addr().String())
@@ -187,10 +235,10 @@ func TestGRPCFrozenClient(t *testing.T) {
 // with nothing spooled, not decoded whole.
 func TestGRPCCompressionBomb(t *testing.T) {
 	fs, cc := serveGRPC(t, nil)
-	bomb := logsRequest("bomb", string(make([]byte, maxBody)))
+	bomb := logsRequest("bomb", string(make([]byte, ingest.MaxRequestBytes)))
 	_, err := collogspb.NewLogsServiceClient(cc).Export(context.Background(), bomb, grpc.UseCompressor(gzip.Name))
 	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("a message decompressing past %d bytes: %v, want ResourceExhausted", maxBody, err)
+		t.Fatalf("a message decompressing past %d bytes: %v, want ResourceExhausted", ingest.MaxRequestBytes, err)
 	}
 	if n := len(fs.taken()); n != 0 {
 		t.Fatalf("%d records spooled from a compression bomb", n)

@@ -3,6 +3,7 @@ package collect
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -166,7 +167,7 @@ func TestRemoteWriteStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		spoolErr  error
-		enc       string
+		enc, ct   string
 		body      []byte
 		want      int
 		spooled   bool
@@ -180,6 +181,9 @@ func TestRemoteWriteStatus(t *testing.T) {
 		{name: "timeseries not a message", enc: "snappy", body: snappy.Encode(nil, []byte{0x08, 0x01}), want: 400},
 		{name: "label not UTF-8", enc: "snappy", body: snappy.Encode(nil, badUTF8), want: 400},
 		{name: "gzip", enc: "gzip", body: gzipped(wr), want: 415},
+		{name: "remote-write 2.0", ct: "application/x-protobuf;proto=io.prometheus.write.v2.Request", body: snappy.Encode(nil, wr), want: 415},
+		{name: "remote-write 1.0 named", ct: "application/x-protobuf;proto=prometheus.WriteRequest", body: snappy.Encode(nil, wr), want: 204, spooled: true},
+		{name: "not protobuf", ct: "text/plain", body: snappy.Encode(nil, wr), want: 415},
 		{name: "snappy bomb", enc: "snappy", body: snappyBomb(), want: 413},
 		{name: "spool full", spoolErr: spool.ErrFull, body: snappy.Encode(nil, wr), want: 503, retryable: true},
 		{name: "disk full", spoolErr: spool.ErrNoSpace, body: snappy.Encode(nil, wr), want: 503, retryable: true},
@@ -189,7 +193,8 @@ func TestRemoteWriteStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, srv := serve(t, nil)
 			fs.err = tc.spoolErr
-			resp, body := post(t, srv.URL+"/api/v1/write", "application/x-protobuf", tc.enc, tc.body)
+			ct := cmp.Or(tc.ct, "application/x-protobuf")
+			resp, body := post(t, srv.URL+"/api/v1/write", ct, tc.enc, tc.body)
 			if resp.StatusCode != tc.want {
 				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.want)
 			}

@@ -2,6 +2,7 @@ package collect
 
 import (
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -17,7 +18,9 @@ import (
 // serveRemoteWrite answers POST /api/v1/write: 204 once the request's
 // records are fsynced; 400 only for a body that is not a snappy-compressed
 // WriteRequest (Prometheus drops a request answered 4xx); 413 for a body
-// over the bound or a time series over --max-record; 503 with Retry-After
+// over the bound or a time series over --max-record; 415 for another
+// Content-Encoding than snappy or a Content-Type naming another message
+// (remote-write 2.0); 503 with Retry-After
 // when the spool is full or failing (Prometheus retries 5xx; it drops
 // 429 unless told otherwise, so 429 is not used here).
 func (rc *Receiver) serveRemoteWrite(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +42,9 @@ func (rc *Receiver) serveRemoteWrite(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rc *Receiver) remoteWrite(w http.ResponseWriter, r *http.Request) (int, error) {
+	if err := remoteWrite1(r.Header.Get("Content-Type")); err != nil {
+		return http.StatusUnsupportedMediaType, err
+	}
 	body, status, err := readSnappy(w, r, rc.cfg.BodyIdleTimeout)
 	if err != nil {
 		return status, err
@@ -54,6 +60,25 @@ func (rc *Receiver) remoteWrite(w http.ResponseWriter, r *http.Request) (int, er
 		return spoolErrStatus(err, http.StatusServiceUnavailable), err
 	}
 	return http.StatusNoContent, nil
+}
+
+// remoteWrite1 refuses a Content-Type naming another message than
+// remote-write 1.0's: a remote-write 2.0 sender (proto=
+// io.prometheus.write.v2.Request) falls back to 1.0 on a 415, as that
+// spec asks, where its body would otherwise pass for a 1.0 one with
+// unknown fields and be stored as one.
+func remoteWrite1(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/x-protobuf" {
+		return fmt.Errorf("Content-Type %q: remote-write bodies are application/x-protobuf", ct)
+	}
+	if p, ok := params["proto"]; ok && p != "prometheus.WriteRequest" {
+		return fmt.Errorf("Content-Type %q: only remote-write 1.0 (prometheus.WriteRequest) is served", ct)
+	}
+	return nil
 }
 
 // httpStatusFor is 400 for errMalformed, else the spool's status.

@@ -2,6 +2,8 @@ package collect_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +25,7 @@ func TestPrometheusRemoteWrite(t *testing.T) {
 	}
 	p := startPipeline(t)
 	dir := t.TempDir()
-	webLis := listen(t)
-	web := webLis.Addr().String()
-	webLis.Close() // Prometheus binds it itself; a port just freed on loopback is seldom taken again at once
+	web := freePort(t)
 	marker := fmt.Sprintf("run-%d", os.Getpid())
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -72,4 +72,22 @@ remote_write:
 		}
 		return false
 	})
+}
+
+// freePort is a loopback address that was free a moment ago, for
+// Prometheus to bind. The port is below Linux's ephemeral range
+// (32768–60999), which the kernel also hands to outgoing connections of
+// tests running in parallel (cmd/sluice freeAddr has the story).
+func freePort(t *testing.T) string {
+	t.Helper()
+	for range 200 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return l.Addr().String()
+	}
+	t.Fatal("no free port in 20000–31999 after 200 tries")
+	return ""
 }

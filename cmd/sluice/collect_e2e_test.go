@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,12 +18,17 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
@@ -261,4 +268,55 @@ func firstBytes(t *testing.T, b []byte, num protowire.Number) []byte {
 	}
 	t.Fatalf("no field %d in a stored WriteRequest", num)
 	return nil
+}
+
+// TestCollectorsTLSAndTokens: `sluice agent` with the ingest TLS and
+// tokens serves remote-write over HTTPS and OTLP/gRPC over TLS, both
+// requiring a token as /v1/records does.
+func TestCollectorsTLSAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := testpki.SelfSigned(t, dir)
+	tokens := filepath.Join(dir, "tokens")
+	const token = "collector-token-0123456789"
+	os.WriteFile(tokens, []byte(token+" prometheus\n"), 0o600)
+	ingest, grpcAddr := freeAddr(t), freeAddr(t)
+	start(t, "agent", "agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "spool"), "--ingest", ingest,
+		"--otlp-grpc", grpcAddr, "--ingest-tls-cert", certFile, "--ingest-tls-key", keyFile, "--ingest-tokens", tokens)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	wr := snappy.Encode(nil, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), nil))
+	post := func(authz string) int {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+ingest+"/api/v1/write", bytes.NewReader(wr))
+		req.Header.Set("Content-Encoding", "snappy")
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return -1
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testwait.For(t, "the agent to serve HTTPS", func() bool { return post("") != -1 })
+	if got := post(""); got != http.StatusUnauthorized {
+		t.Errorf("remote-write without a token: %d, want 401", got)
+	}
+	if got := post("Bearer " + token); got != http.StatusNoContent {
+		t.Errorf("remote-write with the token: %d, want 204", got)
+	}
+	cc, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	logs := collogspb.NewLogsServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
+	defer cancel()
+	if _, err := logs.Export(ctx, logsWith("no token")); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("OTLP/gRPC without a token: %v, want Unauthenticated", err)
+	}
+	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	if _, err := logs.Export(authed, logsWith("with token")); err != nil {
+		t.Errorf("OTLP/gRPC over TLS with the token: %v", err)
+	}
 }

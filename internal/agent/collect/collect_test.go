@@ -230,8 +230,12 @@ func TestRemoteWriteAuthAndMethod(t *testing.T) {
 	fs, srv := serve(t, func(c *Config) { c.Tokens = tokens })
 	body := snappy.Encode(nil, writeRequest(series("up", 1)))
 	for _, path := range []string{"/api/v1/write", "/v1/metrics"} {
-		if resp, _ := post(t, srv.URL+path, "application/x-protobuf", "", body); resp.StatusCode != 401 {
+		resp, answer := post(t, srv.URL+path, "application/x-protobuf", "", body)
+		if resp.StatusCode != 401 {
 			t.Errorf("%s without a token: %d, want 401", path, resp.StatusCode)
+		}
+		if path == "/v1/metrics" {
+			checkOTLPAnswer(t, resp, answer) // a google.rpc.Status, as OTLP asks of every 4xx
 		}
 		if resp, _ := post(t, srv.URL+path, "application/x-protobuf", "", body, "Authorization", "Bearer wrong"); resp.StatusCode != 401 {
 			t.Errorf("%s with an unknown token: %d, want 401", path, resp.StatusCode)

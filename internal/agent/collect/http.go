@@ -25,7 +25,10 @@ import (
 // 429 unless told otherwise, so 429 is not used here).
 func (rc *Receiver) serveRemoteWrite(w http.ResponseWriter, r *http.Request) {
 	const endpoint = "remote-write"
-	if !rc.authorized(w, r) {
+	if !rc.authorized(w, r, func(status int, err error) {
+		rc.count(endpoint, strconv.Itoa(status))
+		http.Error(w, err.Error(), status)
+	}) {
 		return
 	}
 	status, err := rc.remoteWrite(w, r)
@@ -99,10 +102,13 @@ func httpStatusFor(err error, full int) int {
 // Retry-After when it is failing or the agent is stopping (the OTLP
 // exporters retry 429 and 503 only).
 func (rc *Receiver) serveOTLP(s signal, w http.ResponseWriter, r *http.Request) {
-	if !rc.authorized(w, r) {
+	isJSON, err := otlpContentType(r.Header.Get("Content-Type"))
+	if !rc.authorized(w, r, func(status int, err error) {
+		rc.count(s.path, strconv.Itoa(status))
+		writeOTLPError(w, isJSON, status, err)
+	}) {
 		return
 	}
-	isJSON, err := otlpContentType(r.Header.Get("Content-Type"))
 	if err != nil {
 		rc.count(s.path, strconv.Itoa(http.StatusUnsupportedMediaType))
 		writeOTLPError(w, false, http.StatusUnsupportedMediaType, err)
@@ -184,6 +190,8 @@ func rpcCodeFor(httpStatus int) code.Code {
 		return code.Code_RESOURCE_EXHAUSTED
 	case http.StatusUnauthorized:
 		return code.Code_UNAUTHENTICATED
+	case http.StatusMethodNotAllowed:
+		return code.Code_UNIMPLEMENTED
 	case http.StatusRequestTimeout:
 		return code.Code_DEADLINE_EXCEEDED
 	}

@@ -74,19 +74,19 @@ func (rc *Receiver) Register(mux *http.ServeMux) {
 	}
 }
 
-// authorized answers 401 or 405 and returns false for a request that
-// may not go on.
-func (rc *Receiver) authorized(w http.ResponseWriter, r *http.Request) bool {
+// authorized answers 401 or 405 through fail, in the endpoint's error
+// format, and returns false for a request that may not go on.
+func (rc *Receiver) authorized(w http.ResponseWriter, r *http.Request, fail func(status int, err error)) bool {
 	if rc.cfg.Tokens != nil {
 		if err := ingest.CheckBearer(rc.cfg.Tokens, r.Header.Values("Authorization")); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice ingest"`)
-			http.Error(w, err.Error(), http.StatusUnauthorized)
+			fail(http.StatusUnauthorized, err)
 			return false
 		}
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		fail(http.StatusMethodNotAllowed, errors.New("use POST"))
 		return false
 	}
 	return true

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # install-prometheus.sh: installs Debian's prometheus (2.42.0 on bookworm)
-# for the tests that run a real Prometheus on loopback (issue 28: the
-# sink's remote-write exporter writes into one started with
-# --web.enable-remote-write-receiver); they skip without it, or fail with
-# SLUICE_PROMETHEUS=require. The package's own service is stopped and
-# disabled: the tests start their own instances with nothing shared.
+# for the tests that run a real Prometheus on loopback (issue 28): the
+# agent's remote-write receiver (internal/agent/collect
+# TestPrometheusRemoteWrite) and the sink's remote-write exporter, which
+# writes into one started with --web.enable-remote-write-receiver
+# (cmd/sluice TestExportRemoteWriteToPrometheus). They skip without it, or
+# fail with SLUICE_PROMETHEUS=require. The package's own service is
+# stopped and disabled: the tests run their own instances in temporary
+# directories.
 set -euo pipefail
 if command -v prometheus >/dev/null; then
   echo "prometheus already installed: $(prometheus --version 2>&1 | head -1)"
@@ -18,8 +21,8 @@ sudo=""
 if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
 $sudo apt-get update
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends prometheus
-# Debian starts a system-wide instance on 9090; the tests need none.
+# Debian starts a system-wide instance on 9090 (and node exporter); the test needs neither.
 if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-  $sudo systemctl disable --now prometheus || true
+  $sudo systemctl disable --now prometheus prometheus-node-exporter 2>/dev/null || true
 fi
 prometheus --version 2>&1 | head -1

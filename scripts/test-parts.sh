@@ -1,7 +1,9 @@
 # Sourced by .ci/run and scripts/test-all.sh (from the repository's root):
 # installs what the tests that skip without it need (Kafka's jars, the
-# RSocket interop peers, the tus clients, redis-server, prometheus, Chromium), each pinned, and sets
-# SLUICE_KAFKA, SLUICE_INTEROP and SLUICE_BROWSER to "require", so that a
+# RSocket interop peers, the tus clients, redis-server, Chromium, Prometheus,
+# the OpenTelemetry Python SDK), each pinned, and sets SLUICE_KAFKA,
+# SLUICE_INTEROP, SLUICE_REDIS, SLUICE_BROWSER, SLUICE_PROMETHEUS and
+# SLUICE_OTEL to "require", so that a
 # part that still cannot run fails its tests instead of skipping them.
 # The real disk-full tests also need root (a tmpfs); nothing here gives it.
 
@@ -30,7 +32,7 @@ timeout 600 bash scripts/install-redis.sh
 # Without redis-server the Redis echo test must fail CI, not skip.
 export SLUICE_REDIS=require
 
-echo "== prometheus for the remote-write tests (Debian's package, scripts/install-prometheus.sh)"
+echo "== Prometheus for the remote-write tests, the agent's receiver and the sink's exporter (Debian's package, scripts/install-prometheus.sh)"
 timeout 600 bash scripts/install-prometheus.sh
 # Without prometheus the remote-write tests must fail CI, not skip.
 export SLUICE_PROMETHEUS=require
@@ -45,3 +47,7 @@ chromium --version
 # Without Chromium the browser test must fail CI, not skip.
 export SLUICE_BROWSER=require
 
+echo "== the OpenTelemetry Python SDK for the agent's OTLP test (pinned in interop/otel-py/requirements.txt, venv in ~/.cache/sluice)"
+timeout 600 bash interop/otel-py/setup.sh
+# Without the SDK the OTLP test must fail CI, not skip.
+export SLUICE_OTEL=require

@@ -101,7 +101,7 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 
 // agentCmd holds the flags of `sluice agent`.
 type agentCmd struct {
-	sink, spool, ingest                 string
+	sink, spool, ingest, otlpGRPC       string
 	ingestCert, ingestKey, ingestTokens string
 	metricsAddr, logLevel, configFile   string
 	af                                  agentFlags
@@ -117,7 +117,8 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d := flagDefs{fs, defaults.Agent}
 	d.String(&c.sink, "sink", "the sink's address: HOST:PORT (gRPC), rsocket+tcp://HOST:PORT or rsocket+ws://HOST:PORT/PATH (RSocket); several, comma-separated, to fail over between sinks sharing a Kafka topic")
 	d.String(&c.spool, "spool", "spool directory (created if missing)")
-	d.String(&c.ingest, "ingest", "address of the ingest HTTP API (POST /v1/records)")
+	d.String(&c.ingest, "ingest", "address of the ingest HTTP API (POST /v1/records, Prometheus remote-write on /api/v1/write, OTLP/HTTP on /v1/metrics, /v1/logs, /v1/traces)")
+	d.String(&c.otlpGRPC, "otlp-grpc", "also serve OTLP/gRPC (metrics, logs, traces) on this address, with the ingest TLS and tokens (empty: off)")
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
@@ -152,6 +153,13 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer lis.Close()
+	var otlpLis net.Listener
+	if c.otlpGRPC != "" {
+		if otlpLis, err = listenFlag("--otlp-grpc", c.otlpGRPC); err != nil {
+			return err
+		}
+		defer otlpLis.Close()
+	}
 	var metricsLis net.Listener
 	if c.metricsAddr != "" {
 		if metricsLis, err = listenFlag("--metrics", c.metricsAddr); err != nil {
@@ -174,12 +182,22 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	serveMetricsOn(ctx, metricsLis, reg, log, a.Ready, a.Healthy, status.Config{Kind: status.KindAgent,
 		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota),
 			status.LastError(a.LastError)}})
+	otlpDone := make(chan error, 1)
+	if otlpLis != nil {
+		log.Info("OTLP/gRPC listening", "addr", otlpLis.Addr().String(), "tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
+		go func() { otlpDone <- a.ServeOTLPGRPC(ctx, otlpLis, ingestTLS) }()
+	} else {
+		otlpDone <- nil
+	}
 	if ingestTLS != nil {
 		lis = tls.NewListener(lis, ingestTLS)
 	}
 	log.Info("ingest listening", "addr", lis.Addr().String(), "agent_id", a.ID(),
 		"tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
 	if err := a.ServeIngest(ctx, lis); err != nil {
+		return err
+	}
+	if err := <-otlpDone; err != nil {
 		return err
 	}
 	log.Info("shutting down; unacknowledged messages stay in the spool")

@@ -37,6 +37,9 @@ func TestBindBeforeState(t *testing.T) {
 		{"agent", "--metrics", func(dir string) []string {
 			return []string{"agent", "--sink", free(), "--spool", dir, "--ingest", "127.0.0.1:0", "--metrics", busy}
 		}},
+		{"agent", "--otlp-grpc", func(dir string) []string {
+			return []string{"agent", "--sink", free(), "--spool", dir, "--ingest", "127.0.0.1:0", "--otlp-grpc", busy}
+		}},
 		{"sink", "--listen", func(dir string) []string { return []string{"sink", "--data", dir, "--listen", busy} }},
 		{"sink", "--metrics", func(dir string) []string {
 			return []string{"sink", "--data", dir, "--listen", "127.0.0.1:0", "--metrics", busy}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/agent/collect"
 	"github.com/sluicehq/sluice/internal/agent/driver"
 	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/agent/metrics"
@@ -50,6 +51,7 @@ type Agent struct {
 	spoolM  *spool.Metrics
 	driver  *driver.Driver
 	ingest  *ingest.Ingester
+	collect *collect.Receiver
 	origin  time.Time
 
 	ctx    context.Context
@@ -152,6 +154,8 @@ func New(cfg Config) (*Agent, error) {
 		sp.Close()
 		return nil, err
 	}
+	a.collect = collect.New(collect.Config{Ingest: a.Ingest, MaxRecordBytes: cfg.MaxRecordBytes, Tokens: cfg.IngestTokens,
+		BodyIdleTimeout: cmp.Or(cfg.bodyIdle, cfg.IngestBodyIdleTimeout), Logger: a.log, Registry: cfg.Registry})
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark(), "spool_segment_bytes", cfg.segmentBytes)
 	return a, nil
@@ -256,8 +260,16 @@ func (a *Agent) IngestMessage(ctx context.Context, records [][]byte) error {
 	return a.ingest.IngestMessage(ctx, records)
 }
 
-// Handler serves the ingest API; see ingest.Ingester.Handler.
-func (a *Agent) Handler() http.Handler { return a.ingest.Handler() }
+// Handler serves the ingest API: POST /v1/records (see
+// ingest.Ingester.Handler), Prometheus remote-write on /api/v1/write and
+// OTLP/HTTP on /v1/metrics, /v1/logs and /v1/traces (see
+// internal/agent/collect and docs/ingest.md).
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/records", a.ingest.Handler())
+	a.collect.Register(mux)
+	return mux
+}
 
 // Headers that make ingest retries idempotent (see Agent.IngestFrom).
 const (

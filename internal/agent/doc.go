@@ -1,5 +1,6 @@
 // Package agent is sluice's edge agent: it accepts records (HTTP or Go
-// API), packs them into messages, compresses each message once, writes it to
+// API, and collectors' requests: Prometheus remote-write and OTLP,
+// through collect), packs them into messages, compresses each message once, writes it to
 // a durable local spool before answering, and streams the spool to a sink
 // over one session, driving the pure delivery.Sender state machine: a
 // window of in-flight messages identified by their spool offsets, batched
@@ -9,7 +10,9 @@
 // This package is the wiring (Config, New, Close, the ingest calls); the
 // jobs are in subpackages, with dependencies pointing one way:
 //
-//	agent ──► ingest (HTTP, batcher, compression, spool writer)
+//	agent ──► collect (remote-write, OTLP/HTTP; otlpgrpc) ──► Agent.Ingest
+//	  │
+//	  ├──► ingest (HTTP, batcher, compression, spool writer)
 //	  │          │
 //	  ├──► driver (Sender, sessions) ──► protocol.Dialer (gRPC, memconn)
 //	  │          │

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/agent/collect/otlpgrpc"
 	"github.com/sluicehq/sluice/internal/defaults"
 )
 
@@ -25,4 +27,12 @@ func (a *Agent) ServeIngest(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// ServeOTLPGRPC serves the OTLP/gRPC receiver (the metrics, logs and
+// trace services' Export) on lis until ctx ends, with the ingest
+// tokens and tlsCfg (nil: plaintext), then stops it gracefully as
+// ServeIngest does.
+func (a *Agent) ServeOTLPGRPC(ctx context.Context, lis net.Listener, tlsCfg *tls.Config) error {
+	return otlpgrpc.Serve(ctx, a.collect, lis, otlpgrpc.Options{TLS: tlsCfg})
 }

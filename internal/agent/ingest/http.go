@@ -53,7 +53,7 @@ func (g *Ingester) Handler() http.Handler {
 
 func (g *Ingester) serveRecords(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Tokens != nil {
-		if err := checkBearer(g.cfg.Tokens, r.Header.Values("Authorization")); err != nil {
+		if err := CheckBearer(g.cfg.Tokens, r.Header.Values("Authorization")); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice ingest"`)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
@@ -105,9 +105,9 @@ func (g *Ingester) serveRecords(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "{\"records\":%d,\"duplicate\":%t}\n", len(records), dup)
 }
 
-// checkBearer accepts exactly one "Authorization: Bearer TOKEN" header
+// CheckBearer accepts exactly one "Authorization: Bearer TOKEN" header
 // naming a token of tokens.
-func checkBearer(tokens *auth.Tokens, values []string) error {
+func CheckBearer(tokens *auth.Tokens, values []string) error {
 	if len(values) != 1 {
 		return errors.New("send one \"Authorization: Bearer TOKEN\" header")
 	}

@@ -1,7 +1,8 @@
 # Sourced by .ci/run and scripts/test-all.sh (from the repository's root):
 # installs what the tests that skip without it need (Kafka's jars, the
-# RSocket interop peers, the tus clients, redis-server, Chromium), each pinned, and sets
-# SLUICE_KAFKA, SLUICE_INTEROP and SLUICE_BROWSER to "require", so that a
+# RSocket interop peers, the tus clients, redis-server, Chromium, SeaweedFS's
+# weed), each pinned, and sets SLUICE_KAFKA, SLUICE_INTEROP, SLUICE_BROWSER,
+# SLUICE_S3 and the others to "require", so that a
 # part that still cannot run fails its tests instead of skipping them.
 # The real disk-full tests also need root (a tmpfs); nothing here gives it.
 
@@ -40,3 +41,8 @@ chromium --version
 # Without Chromium the browser test must fail CI, not skip.
 export SLUICE_BROWSER=require
 
+
+echo "== SeaweedFS for the S3 store tests (weed built once from its pinned Go module, ~4 min on 2 cores, cached in ~/.cache/sluice; scripts/seaweedfs.sh)"
+timeout 1800 bash scripts/seaweedfs.sh build
+# Without weed the S3 store's tests (internal/xfer/s3store, cmd/sluice) must fail CI, not skip.
+export SLUICE_S3=require

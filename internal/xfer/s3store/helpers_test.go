@@ -44,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 // clock is a test's clock: the real one moved on by skip.
 type clock struct{ skip atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Now().Add(time.Duration(c.skip.Load())) }
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.skip.Load())) }
 func (c *clock) advance(d time.Duration) { c.skip.Add(int64(d)) }
 
 // server is one Store on the fixture's location, as one `xfer serve`

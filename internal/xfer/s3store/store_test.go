@@ -69,7 +69,7 @@ func TestS3ResumeOnAnotherServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeChunks(t, ua, data, 0, 10*mib, mib) // part 1 sent, 2 MiB in a's buffer
-	if err := ua.Checkpoint(); err != nil {    // the 2 MiB saved as the tail
+	if err := ua.Checkpoint(); err != nil {  // the 2 MiB saved as the tail
 		t.Fatal(err)
 	}
 	writeChunks(t, ua, data, 10*mib, 13*mib, mib) // 3 MiB more only in a's memory: lost with it

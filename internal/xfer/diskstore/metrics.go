@@ -6,10 +6,6 @@ import (
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
-// RegisterMetrics exports s's counters (Stats) to reg as
-// sluice_xfer_*_total, read at each scrape.
-func RegisterMetrics(reg prometheus.Registerer, s *Uploads) { RegisterStats(reg, &s.Stats) }
-
 // RegisterStats exports a store's counters to reg as sluice_xfer_*_total:
 // the same series whichever store (disk, S3) a server runs on.
 func RegisterStats(reg prometheus.Registerer, s *xfer.Stats) {

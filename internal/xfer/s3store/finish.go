@@ -28,6 +28,10 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	if u.written != u.rec.Size {
 		return nil, fmt.Errorf("%w: %d of %d bytes", xfer.ErrIncomplete, u.written, u.rec.Size)
 	}
+	if err := u.sd.drain(); err != nil {
+		u.rollback()
+		return nil, err
+	}
 	ctx, cancel := u.s.opCtx()
 	defer cancel()
 	sum := u.hash.Sum(nil)
@@ -72,6 +76,9 @@ func (u *Upload) complete(ctx context.Context) error {
 		}
 		u.s.abort(ctx, u.rec)
 		return nil
+	}
+	for i := range u.parts {
+		u.parts[i].ETag = u.sd.etag(*u.parts[i].PartNumber)
 	}
 	_, err := u.s.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &u.s.loc.Bucket, Key: &key,
 		UploadId: &u.rec.UploadID, MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts}})

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -45,9 +44,11 @@ type Upload struct {
 	// published plus the tail object; published how many parts that is.
 	durable   int64
 	published int
-	partHash  []byte // hash state after the last part
-	updated   time.Time
-	done      bool
+	// hashes are the hash states after the parts not yet published.
+	hashes  map[int32][]byte
+	sd      *sender
+	updated time.Time
+	done    bool
 }
 
 // restore sets u from the store's state of the upload.
@@ -55,7 +56,10 @@ func (u *Upload) restore(st *state) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.parts, u.published = st.parts, len(st.parts)
-	u.partHash = st.hash
+	u.hashes, u.sd = map[int32][]byte{}, newSender()
+	for _, p := range st.parts {
+		u.sd.sent[aws.ToInt32(p.PartNumber)] = p.ETag
+	}
 	h := sha256.New()
 	if st.hash != nil {
 		h, _ = restoreHash(st.hash) // load checked it
@@ -214,44 +218,59 @@ func (u *Upload) append(ctx context.Context, p []byte, publish bool) error {
 	return nil
 }
 
-// sendPart uploads buf as the next part.
+// sendPart hands buf to the sender as the next part and goes on with
+// another buffer; with publish, the parts the store took so far are
+// published (their hash state put), without waiting for the others.
 func (u *Upload) sendPart(ctx context.Context, publish bool) error {
+	if err := u.sd.failed(); err != nil {
+		return err
+	}
 	if err := u.renew(ctx); err != nil {
 		return err
 	}
 	n := int32(len(u.parts) + 1)
-	key := u.s.key(u.rec.Name)
-	out, err := u.s.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &u.s.loc.Bucket, Key: &key, UploadId: &u.rec.UploadID,
-		PartNumber: aws.Int32(n), Body: bytes.NewReader(u.buf), ContentLength: aws.Int64(int64(len(u.buf)))})
-	if err != nil {
-		return classify(fmt.Sprintf("sending part %d of %s", n, u.rec.Name), err)
+	u.parts = append(u.parts, types.CompletedPart{PartNumber: aws.Int32(n)})
+	u.hashes[n] = marshalHash(u.hash)
+	u.sd.launch(u, n, u.buf)
+	select {
+	case b := <-u.sd.spare:
+		u.buf = b
+	default:
+		u.buf = u.newBuf()
 	}
-	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
-	u.partHash = marshalHash(u.hash)
-	u.buf = u.buf[:0]
 	if publish {
-		return u.publish(ctx)
+		return u.publishSent(ctx)
 	}
 	return nil
 }
 
-// publish writes the hash state after the last part: from then on the
-// store's offset covers it.
-func (u *Upload) publish(ctx context.Context) error {
-	n := len(u.parts)
+// publishSent writes the hash state after the last of the parts the
+// store took in a row: from then on the store's offset covers them.
+func (u *Upload) publishSent(ctx context.Context) error {
+	n := u.sd.sentThrough(u.published)
 	if n == u.published {
 		return nil
 	}
-	if _, err := u.s.put(ctx, u.s.hashKey(u.rec.ID, int32(n)), u.partHash, cond{}); err != nil {
+	if _, err := u.s.put(ctx, u.s.hashKey(u.rec.ID, int32(n)), u.hashes[int32(n)], cond{}); err != nil {
 		return classify("saving the upload's hash state", err)
 	}
-	u.published = n
-	u.durable = int64(n) * u.rec.PartSize
-	if u.written == u.rec.Size {
-		u.durable = u.written
+	for k := range u.hashes {
+		if int(k) <= n {
+			delete(u.hashes, k)
+		}
 	}
+	u.published = n
+	u.durable = min(int64(n)*u.rec.PartSize, u.rec.Size)
 	u.updated = u.s.o.Now()
 	return nil
+}
+
+// publish waits for every part in flight and publishes them.
+func (u *Upload) publish(ctx context.Context) error {
+	if err := u.sd.drain(); err != nil {
+		return err
+	}
+	return u.publishSent(ctx)
 }
 
 // rollback drops what the writer holds beyond the durable offset, after a
@@ -260,9 +279,11 @@ func (u *Upload) publish(ctx context.Context) error {
 // store's state is still the durable one. The writer is done (its next
 // write is refused); the next one loads the upload from the store.
 func (u *Upload) rollback() {
+	u.freeBuf() // waits for the parts in flight
+	u.sd.forget(u.published)
 	u.written = u.durable
 	u.parts = u.parts[:u.published]
-	u.freeBuf()
+	clear(u.hashes)
 	u.loaded = false
 }
 
@@ -281,9 +302,21 @@ func (u *Upload) newBuf() []byte {
 }
 
 func (u *Upload) freeBuf() {
+	if u.sd == nil {
+		return // never restored
+	}
+	u.sd.drain()
 	if u.buf != nil {
 		u.s.Stats.BufferBytes.Add(-int64(cap(u.buf)))
 		u.buf = nil
+	}
+	for {
+		select {
+		case b := <-u.sd.spare:
+			u.s.Stats.BufferBytes.Add(-int64(cap(b)))
+		default:
+			return
+		}
 	}
 }
 

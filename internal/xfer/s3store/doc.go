@@ -5,8 +5,9 @@
 //
 // An upload is one S3 multipart upload of the final key PREFIX/NAME,
 // which S3 shows to nobody until it is completed. Its bytes are gathered
-// in one part buffer (Options.PartSize, 8 MiB by default: the memory of an
-// upload) and each full part is uploaded as it fills, in order; beside the
+// in a part buffer (Options.PartSize, 8 MiB by default) and each full part
+// is uploaded as it fills, numbered in file order, up to partsInFlight at
+// once (an upload's memory: at most partsInFlight+1 buffers); beside the
 // parts, small objects under PREFIX/.sluice/up/ID/ keep what S3 cannot
 // give back:
 //

@@ -20,7 +20,8 @@ import (
 // Options configure a Store. Zero values take the defaults.
 type Options struct {
 	// PartSize is the size of the parts an upload is sent to the store
-	// in, and so its memory: one part buffer per upload being written.
+	// in, and so its memory: up to partsInFlight+1 part buffers per
+	// upload being written.
 	// At least 5 MiB (S3's smallest part), raised for an upload that
 	// would need more than 10,000 parts. Default DefaultPartSize.
 	PartSize int64

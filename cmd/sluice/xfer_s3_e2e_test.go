@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,8 +87,12 @@ func TestXferS3ResumeOnAnotherServer(t *testing.T) {
 	if !strings.Contains(b.log.String(), `msg="file landed" name=k.bin`) {
 		t.Fatalf("server B did not land the file:\n%s", b.log.String())
 	}
-	if !resumeRE.MatchString(errb.String()) {
+	m := resumeRE.FindStringSubmatch(errb.String())
+	if m == nil {
 		t.Fatalf("the send did not resume from the store's offset:\n%s", errb)
+	}
+	if off, _ := strconv.Atoi(m[1]); off < 8<<20 {
+		t.Fatalf("resumed at %d, want at least the 8 MiB part the store had before the kill", off)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -50,20 +51,9 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir != "" && *storeURL != "" {
-		return usageError(fs, "give --dir or --store, not both")
-	}
-	if *storeURL == "" {
-		if err := requireFlags(fs, "dir", *dir); err != nil {
-			return err
-		}
-	}
-	var loc s3store.Location
-	if *storeURL != "" {
-		var err error
-		if loc, err = s3store.ParseURL(*storeURL); err != nil {
-			return usageError(fs, "%v", err)
-		}
+	loc, err := storeFlags(fs, *dir, *storeURL)
+	if err != nil {
+		return err
 	}
 	if *idle <= 0 {
 		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
@@ -121,6 +111,22 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("xfer serve stopping", attrs...)
 	return err2
+}
+
+// storeFlags checks that exactly one of --dir and --store is given, and
+// parses --store's URL (the zero Location for --dir).
+func storeFlags(fs *flag.FlagSet, dir, store string) (s3store.Location, error) {
+	switch {
+	case dir != "" && store != "":
+		return s3store.Location{}, usageError(fs, "give --dir or --store, not both")
+	case store == "":
+		return s3store.Location{}, requireFlags(fs, "dir", dir)
+	}
+	loc, err := s3store.ParseURL(store)
+	if err != nil {
+		return loc, usageError(fs, "%v", err)
+	}
+	return loc, nil
 }
 
 // xferStore is the store behind `xfer serve`: a directory or an S3 location.

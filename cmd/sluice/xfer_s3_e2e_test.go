@@ -125,3 +125,16 @@ func getObject(c *s3.Client, loc s3store.Location, name string) ([]byte, error) 
 	defer out.Body.Close()
 	return io.ReadAll(out.Body)
 }
+
+// bench upload --store measures one thing; the sweep's flags beside it
+// would be ignored silently, so they are refused.
+func TestBenchUploadStoreRefusesSweepFlags(t *testing.T) {
+	code, _, stderr := run("bench", "upload", "--store", "s3://b?endpoint=http://127.0.0.1:1", "--chunks", "1MiB", "--json", "x.json")
+	if code != 2 || !strings.Contains(stderr, "--chunks, --json") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --chunks, --json", code, stderr)
+	}
+	code, _, stderr = run("bench", "upload", "--store", "s3://b", "--size", "1MiB")
+	if code != 2 || !strings.Contains(stderr, "endpoint=") {
+		t.Fatalf("no endpoint: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"os"
 	"strings"
@@ -35,6 +36,15 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *store != "" {
+		var sweepOnly []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "store" && f.Name != "size" && f.Name != "reps" {
+				sweepOnly = append(sweepOnly, "--"+f.Name)
+			}
+		})
+		if len(sweepOnly) > 0 {
+			return usageError(fs, "--store takes only --size and --reps, not %s", strings.Join(sweepOnly, ", "))
+		}
 		return benchUploadS3(*store, int64(size), *reps, stdout, stderr)
 	}
 	cfg := uploadbench.Config{Size: int64(size), PerChunk: *perChunk, Auto: *auto, Chunks: chunks,

@@ -1,9 +1,9 @@
 # Sourced by .ci/run and scripts/test-all.sh (from the repository's root):
 # installs what the tests that skip without it need (Kafka's jars, the
 # RSocket interop peers, the tus clients, redis-server, Chromium, Prometheus,
-# the OpenTelemetry Python SDK), each pinned, and sets SLUICE_KAFKA,
-# SLUICE_INTEROP, SLUICE_REDIS, SLUICE_BROWSER, SLUICE_PROMETHEUS and
-# SLUICE_OTEL to "require", so that a
+# the OpenTelemetry Python SDK, SeaweedFS's weed), each pinned, and sets
+# SLUICE_KAFKA, SLUICE_INTEROP, SLUICE_REDIS, SLUICE_BROWSER,
+# SLUICE_PROMETHEUS, SLUICE_OTEL and SLUICE_S3 to "require", so that a
 # part that still cannot run fails its tests instead of skipping them.
 # The real disk-full tests also need root (a tmpfs); nothing here gives it.
 
@@ -51,3 +51,8 @@ echo "== the OpenTelemetry Python SDK for the agent's OTLP test (pinned in inter
 timeout 600 bash interop/otel-py/setup.sh
 # Without the SDK the OTLP test must fail CI, not skip.
 export SLUICE_OTEL=require
+
+echo "== SeaweedFS for the S3 store tests (weed built once from its pinned Go module, ~4 min on 2 cores, cached in ~/.cache/sluice; scripts/seaweedfs.sh)"
+timeout 1800 bash scripts/seaweedfs.sh build
+# Without weed the S3 store's tests (internal/xfer/s3store, cmd/sluice) must fail CI, not skip.
+export SLUICE_S3=require

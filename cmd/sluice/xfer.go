@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/s3store"
 	"github.com/sluicehq/sluice/internal/xfer/send"
 	"github.com/sluicehq/sluice/internal/xfer/serve"
 )
@@ -34,22 +36,24 @@ func runXferServe(args []string, stdout, stderr io.Writer) error {
 // "listening TRANSPORT ADDRESS" on stdout for each transport, with the
 // port resolved.
 func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("xfer serve", "--dir DIR [--grpc HOST:PORT] [--rsocket tcp://HOST:PORT] [--tus HOST:PORT] [--max-size SIZE] [--metrics HOST:PORT]", stderr)
+	fs := newFlags("xfer serve", "--dir DIR | --store s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] [--grpc HOST:PORT] [--rsocket tcp://HOST:PORT] [--tus HOST:PORT] [--max-size SIZE] [--metrics HOST:PORT]", stderr)
 	dir := fs.String("dir", "", "directory completed uploads land in (partial ones under DIR/.partial)")
+	storeURL := fs.String("store", "", "keep uploads in an S3 object store instead of --dir: s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any server on the same store resumes any upload")
 	grpcAddr := fs.String("grpc", "", "serve the gRPC Xfer service on HOST:PORT")
 	rsAddr := fs.String("rsocket", "", "serve RSocket on tcp://HOST:PORT")
 	tusAddr := fs.String("tus", "", "serve tus 1.0.0 at http://HOST:PORT/files/")
 	httpAddr := fs.String("http", "", "serve a whole file per POST at http://HOST:PORT/post/NAME (no resume)")
 	var maxSize byteSize
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
-	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer, and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
+	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (--store: abort their multipart uploads), and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
 	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
 	metrics := fs.String("metrics", "", metricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := requireFlags(fs, "dir", *dir); err != nil {
+	loc, err := storeFlags(fs, *dir, *storeURL)
+	if err != nil {
 		return err
 	}
 	if *idle <= 0 {
@@ -74,17 +78,17 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := newLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
-	store, err := diskstore.Open(*dir, diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
+	st, err := openXferStore(*dir, loc, diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.close()
 	reg := newRegistry()
-	diskstore.RegisterMetrics(reg, store)
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: []status.Provider{status.Uploads(store)}}); err != nil {
+	diskstore.RegisterStats(reg, st.backend.Counters())
+	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: st.status}); err != nil {
 		return err
 	}
-	srv, err := serve.Start(store, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
+	srv, err := serve.Start(st.backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
 	if err != nil {
 		return err
 	}
@@ -92,18 +96,67 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, u := range srv.Addrs.URLs() {
 		fmt.Fprintln(stdout, "listening", u)
 	}
-	log.Info("xfer serving", "dir", *dir, "max_size", int64(maxSize), "expire", *expire)
+	log.Info("xfer serving", "store", st.where, "max_size", int64(maxSize), "expire", *expire)
 	var err2 error
 	select {
 	case <-ctx.Done():
 	case err2 = <-srv.Err():
 	}
 	// One line at the end, so that an operator sees what the run did and
-	// what it leaves for the next server on this directory.
-	log.Info("xfer serve stopping", "uploads_completed", store.Stats.UploadsCompleted.Load(),
-		"uploads_failed", store.Stats.UploadsFailed.Load(), "bytes_received", store.Stats.BytesReceived.Load(),
-		"partial_uploads_kept", store.Partials())
+	// what it leaves for the next server on this directory or store.
+	stats := st.backend.Counters()
+	attrs := []any{"uploads_completed", stats.UploadsCompleted.Load(),
+		"uploads_failed", stats.UploadsFailed.Load(), "bytes_received", stats.BytesReceived.Load()}
+	if st.partials != nil {
+		attrs = append(attrs, "partial_uploads_kept", st.partials())
+	}
+	log.Info("xfer serve stopping", attrs...)
 	return err2
+}
+
+// storeFlags checks that exactly one of --dir and --store is given, and
+// parses --store's URL (the zero Location for --dir).
+func storeFlags(fs *flag.FlagSet, dir, store string) (s3store.Location, error) {
+	switch {
+	case dir != "" && store != "":
+		return s3store.Location{}, usageError(fs, "give --dir or --store, not both")
+	case store == "":
+		return s3store.Location{}, requireFlags(fs, "dir", dir)
+	}
+	loc, err := s3store.ParseURL(store)
+	if err != nil {
+		return loc, usageError(fs, "%v", err)
+	}
+	return loc, nil
+}
+
+// xferStore is the store behind `xfer serve`: a directory or an S3 location.
+type xferStore struct {
+	backend  xfer.IDBackend
+	where    string
+	status   []status.Provider
+	partials func() int // nil: the S3 store, whose partials any server resumes
+	close    func() error
+}
+
+func openXferStore(dir string, loc s3store.Location, o diskstore.Options) (*xferStore, error) {
+	if dir != "" {
+		store, err := diskstore.Open(dir, o)
+		if err != nil {
+			return nil, err
+		}
+		return &xferStore{backend: store, where: dir, status: []status.Provider{status.Uploads(store)},
+			partials: store.Partials, close: store.Close}, nil
+	}
+	c, err := s3store.Client(loc)
+	if err != nil {
+		return nil, err
+	}
+	store, err := s3store.Open(loc, c, s3store.Options{MaxSize: o.MaxSize, Expire: o.Expire, IdleTimeout: o.IdleTimeout, Log: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	return &xferStore{backend: store, where: loc.String(), close: store.Close}, nil
 }
 
 // chunkFlag is --chunk: a size, or auto (0).

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/internal/testkit/s3test"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
+	"github.com/sluicehq/sluice/internal/xfer/s3store"
+)
+
+// startS3Server is `sluice xfer serve --store URL --grpc ADDR`.
+func startS3Server(t *testing.T, name, url string) (*proc, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	p := start(t, name, "xfer", "serve", "--store", url, "--grpc", addr)
+	testwait.For(t, name+" listening", func() bool { return strings.Contains(p.log.String(), "listening grpc") })
+	return p, addr
+}
+
+// The server SIGKILLed mid-upload, and the upload resumed through
+// another `xfer serve` on the same S3 store (the client's connection
+// moved to it, as a load balancer would): the second server finds the
+// upload in the store (the parts S3 lists, the hash state beside them),
+// takes it once the first one's lease ends, and the file lands whole.
+func TestXferS3ResumeOnAnotherServer(t *testing.T) {
+	st := s3test.Start(t)
+	url := st.URL("e2e-kill-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""))
+	loc, err := s3store.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s3store.Client(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := s3store.Open(loc, c, s3store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, aAddr := startS3Server(t, "xfer serve A", url)
+	p := faultproxy.New(t, aAddr)
+	src, sum := xferSource(t, 24<<20)
+	cmd, out, errb := sendCmd(t, t.TempDir(), src, "--to", "grpc://"+p.Addr(), "--name", "k.bin", "--chunk", "256KiB", "--rate", "8MiB", "--log-level", "info")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	testwait.For(t, "a part of the upload in the store", func() bool {
+		in, err := probe.Stat("k.bin")
+		return err == nil && in.Offset >= 8<<20
+	})
+	a.kill()
+	if _, err := getObject(c, loc, "k.bin"); err == nil {
+		t.Fatal("k.bin is visible before the upload completed")
+	}
+	b, bAddr := startS3Server(t, "xfer serve B", url)
+	p.SetUpstream(bAddr)
+	p.CutAll()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("send: %v\n%s", err, errb)
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatalf("send did not finish through the second server:\n%s", errb)
+	}
+	if got := lastLine(out.String()); got != sum {
+		t.Fatalf("send printed %q, want the SHA-256 %s", got, sum)
+	}
+	want, _ := os.ReadFile(src)
+	got, err := getObject(c, loc, "k.bin")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("object k.bin: %d bytes, %v; want the source", len(got), err)
+	}
+	if !strings.Contains(b.log.String(), `msg="file landed" name=k.bin`) {
+		t.Fatalf("server B did not land the file:\n%s", b.log.String())
+	}
+	m := resumeRE.FindStringSubmatch(errb.String())
+	if m == nil {
+		t.Fatalf("the send did not resume from the store's offset:\n%s", errb)
+	}
+	if off, _ := strconv.Atoi(m[1]); off < 8<<20 {
+		t.Fatalf("resumed at %d, want at least the 8 MiB part the store had before the kill", off)
+	}
+}
+
+// Credentials the object store refuses: `xfer serve --store` exits at
+// once naming the permission problem, before it listens; --dir with
+// --store, or a --store URL without an endpoint, is a usage error.
+func TestXferServeS3Refusals(t *testing.T) {
+	st := s3test.Start(t)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+	code, _, stderr := run("xfer", "serve", "--store", st.URL("denied"), "--grpc", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(stderr, "permission denied") {
+		t.Fatalf("wrong secret: exit %d, stderr %q; want 1 and permission denied", code, stderr)
+	}
+	code, _, stderr = run("xfer", "serve", "--store", st.URL("x"), "--dir", t.TempDir(), "--grpc", "127.0.0.1:0")
+	if code != 2 || !strings.Contains(stderr, "not both") {
+		t.Fatalf("--dir and --store: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = run("xfer", "serve", "--store", "s3://bucket/p", "--grpc", "127.0.0.1:0")
+	if code != 2 || !strings.Contains(stderr, "endpoint=") {
+		t.Fatalf("no endpoint: exit %d, %q", code, stderr)
+	}
+}
+
+func getObject(c *s3.Client, loc s3store.Location, name string) ([]byte, error) {
+	key := loc.Prefix + name
+	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &loc.Bucket, Key: &key})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}
+
+// bench upload --store measures one thing; the sweep's flags beside it
+// would be ignored silently, so they are refused.
+func TestBenchUploadStoreRefusesSweepFlags(t *testing.T) {
+	code, _, stderr := run("bench", "upload", "--store", "s3://b?endpoint=http://127.0.0.1:1", "--chunks", "1MiB", "--json", "x.json")
+	if code != 2 || !strings.Contains(stderr, "--chunks, --json") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --chunks, --json", code, stderr)
+	}
+	code, _, stderr = run("bench", "upload", "--store", "s3://b", "--size", "1MiB")
+	if code != 2 || !strings.Contains(stderr, "endpoint=") {
+		t.Fatalf("no endpoint: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -8,6 +8,7 @@
 package kafkastore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,15 +62,6 @@ var (
 // headers. The largest value accepted is the topic's max.message.bytes
 // minus this.
 const kafkaRecordOverhead = 4096
-
-// producerZstdLevel is the zstd level of the record batches the sink
-// produces: the fastest. The agent's message was compressed once already for
-// the network, and the sink decompresses it to split it into records, so
-// every byte is compressed twice on this path; at franz-go's default level
-// (zstd's "default", klauspost's doubleFast) the second compression was a
-// quarter of the sink's CPU (bench ingest, (b)), and the fastest level
-// costs about half of that for batches a few percent larger.
-const producerZstdLevel = int(zstd.SpeedFastest)
 
 // kafkaBufferedRecords and kafkaBufferedBytes bound what the producer holds
 // not yet acknowledged (at least twice MaxMessageBytes).
@@ -283,7 +275,7 @@ func Open(env Env, u *URL) (*Store, *store.Dedup, error) {
 	opts := append(clientOpts(u, env.Log, "producer"),
 		kgo.DefaultProduceTopic(u.topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(producerZstdLevel)),
+		kgo.WithCompressor(&batchCompressor{}),
 		// An outage blocks the writer instead of failing messages:
 		// unlimited retries and no delivery timeout (the defaults), and no
 		// giving up on a topic that a restarting broker does not know
@@ -476,6 +468,39 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 	}
 	k.env.Metrics.Records.Add(float64(nrecs))
 	return bytes, nil
+}
+
+// batchCompressor compresses the record batches the sink produces with
+// zstd at its fastest level, without zstd's frame checksum. The agent's
+// message was compressed once already, for the network, and the sink
+// decompresses it to split it into records, so every byte is compressed
+// twice on this path: at franz-go's default level (zstd's "default",
+// klauspost's doubleFast) the second compression was a quarter of the
+// sink's CPU (bench ingest, (b)); the fastest level costs about half of that
+// for batches a few percent larger. The frame checksum (an xxhash of every
+// byte, also verified by every consumer) repeats the CRC-32C Kafka keeps
+// over the whole batch. Any Kafka consumer reads these frames.
+type batchCompressor struct{ encoders sync.Pool }
+
+func (c *batchCompressor) Compress(dst *bytes.Buffer, src []byte, flags ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
+	if slices.Contains(flags, kgo.CompressDisableZstd) {
+		return src, kgo.CodecNone // a broker too old for zstd
+	}
+	enc, _ := c.encoders.Get().(*zstd.Encoder)
+	if enc == nil {
+		var err error
+		// The window franz-go uses: Kafka batches are at most
+		// max.message.bytes, and a small window keeps every consumer's
+		// decoder small.
+		enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
+			zstd.WithWindowSize(64<<10), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		if err != nil {
+			return nil, kgo.CodecError
+		}
+	}
+	defer c.encoders.Put(enc)
+	dst.Grow(enc.MaxEncodedSize(len(src)))
+	return enc.EncodeAll(src, dst.Bytes()), kgo.CodecZstd
 }
 
 // commit is what the promises of one Append share.

@@ -1,0 +1,139 @@
+package kafkastore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
+)
+
+// TestAppendRecyclesRecords: Append recycles each message's Kafka records
+// and headers once Kafka acknowledged them, and its decompression buffer.
+// Messages of different sizes, compressed and not, appended one after the
+// other (each Append hands its records back before the next takes them),
+// are read back from the topic each with its own value, key and four
+// headers, and the records of a later Append do not carry the timestamp a
+// recycled record had (franz-go only stamps a record whose timestamp is
+// zero).
+func TestAppendRecyclesRecords(t *testing.T) {
+	b := kafkatest.Start(t)
+	u, err := ParseURL("kafka://" + b.Addr + "/recycle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := Open(testEnv(t), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+
+	enc := codec.NewEncoder(codec.LevelDefault)
+	type sent struct {
+		msg   *store.Message
+		recs  []string
+		after time.Time // the records were produced after this
+	}
+	var all []sent
+	for i, n := range []int{12, 3, 150, 1, 40} {
+		var bb batch.Builder
+		var recs []string
+		for j := range n {
+			r := fmt.Sprintf("message %d record %d %s", i, j, bytes.Repeat([]byte{'x'}, i*j%97))
+			recs = append(recs, r)
+			if err := bb.Add([]byte(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agent := fmt.Sprintf("edge-%d", i%2)
+		m := &store.Message{Agent: agent, AgentB: []byte(agent), ID: uint64(100 + i), Records: uint32(n), Codec: codec.Plain, Body: bytes.Clone(bb.Bytes())}
+		if i%2 == 0 {
+			m.Codec = codec.Zstd
+			if m.Body, err = enc.Encode(nil, m.Body, codec.Zstd, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Kafka's timestamps are milliseconds.
+		after := time.Now().Truncate(time.Millisecond)
+		if _, err := k.Append([]*store.Message{m}); err != nil || m.DropErr != nil {
+			t.Fatalf("message %d: %v, %v", i, err, m.DropErr)
+		}
+		all = append(all, sent{m, recs, after})
+	}
+
+	want := 0
+	for _, s := range all {
+		want += len(s.recs)
+	}
+	got := readAll(t, k, want)
+	at := 0
+	for _, s := range all {
+		for j, r := range s.recs {
+			rec := got[at]
+			at++
+			h, ok := ParseHeaders(rec.Headers)
+			if !ok || len(rec.Headers) != 4 || string(h.Agent) != s.msg.Agent || h.Message != s.msg.ID || int(h.Index) != j || int(h.Count) != len(s.recs) {
+				t.Fatalf("message %d record %d: headers %v (parsed %+v, %v)", s.msg.ID, j, rec.Headers, h, ok)
+			}
+			if string(rec.Value) != r || string(rec.Key) != s.msg.Agent {
+				t.Fatalf("message %d record %d: key %q value %q, want %q %q", s.msg.ID, j, rec.Key, rec.Value, s.msg.Agent, r)
+			}
+			if rec.Timestamp.Before(s.after) {
+				t.Fatalf("message %d record %d: timestamp %v, before its Append (%v): a recycled record kept its old one",
+					s.msg.ID, j, rec.Timestamp, s.after)
+			}
+		}
+	}
+}
+
+// testEnv is the Env of a store in a test: defaults, no metrics
+// registered, nothing logged.
+func testEnv(t *testing.T) Env {
+	h := func() prometheus.Histogram { return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"}) }
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "c_total"}) }
+	dir := t.TempDir()
+	return Env{Log: slog.New(slog.DiscardHandler), DataDir: dir, MaxMessageBytes: defaults.SinkMaxMessage,
+		StartTimeout: time.Minute, Dicts: store.NewDicts(dir),
+		Metrics:  Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})},
+		OnStatus: func(bool, string) {}}
+}
+
+// readAll reads the store's topic from its start until it has n records.
+func readAll(t *testing.T, k *Store, n int) []*kgo.Record {
+	cl, err := kgo.NewClient(append(k.ClientOpts("test-reader"), kgo.ConsumeTopics(k.Topic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records within a minute", len(got), n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		got = append(got, fs.Records()...)
+	}
+	if len(got) != n {
+		t.Fatalf("%d records in the topic, want %d", len(got), n)
+	}
+	for i, r := range got {
+		if r.Offset != int64(i) {
+			t.Fatalf("record %d has offset %d", i, r.Offset)
+		}
+	}
+	return got
+}

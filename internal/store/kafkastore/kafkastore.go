@@ -476,8 +476,9 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 // decompresses it to split it into records, so every byte is compressed
 // twice on this path: at franz-go's default level (zstd's "default",
 // klauspost's doubleFast) the second compression was a quarter of the
-// sink's CPU (bench ingest, (b)); the fastest level costs about half of that
-// for batches a few percent larger. The frame checksum (an xxhash of every
+// sink's CPU (bench ingest, (b)). On the bench's records the fastest level
+// compresses 1.3× faster and, with a 64 KiB window, no worse (ratio 15.6
+// against 14.6: BenchmarkBatchCompressor). The frame checksum (an xxhash of every
 // byte, also verified by every consumer) repeats the CRC-32C Kafka keeps
 // over the whole batch. Any Kafka consumer reads these frames.
 type batchCompressor struct{ encoders sync.Pool }

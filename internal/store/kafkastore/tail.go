@@ -140,36 +140,43 @@ func (t *tailer) run() {
 			}
 			continue
 		}
-		var n, nrec, foreign int64
-		t.d.Lock()
-		fs.EachRecord(func(r *kgo.Record) {
-			nrec++
-			n += int64(len(r.Value) + len(r.Key))
-			if h, ok := ParseHeaders(r.Headers); ok {
-				t.d.Observe(h.Agent, h.Message, h.Index, h.Count)
-			} else {
-				foreign++
-			}
-			if r.Offset+1 > t.pos[r.Partition] {
-				t.pos[r.Partition] = r.Offset + 1
-			}
-			// Observe copied what it keeps: give the record and, with
-			// its batch's last, the batch's buffers back (tailPools).
-			r.Recycle()
-		})
-		old := t.changed
-		if nrec > 0 {
-			t.changed = make(chan struct{})
+		t.observe(fs)
+	}
+}
+
+// observe enters the sluice records of fs in the dedup index and moves
+// the read positions past every record of fs.
+func (t *tailer) observe(fs kgo.Fetches) {
+	k := t.k
+	var n, nrec, foreign int64
+	t.d.Lock()
+	fs.EachRecord(func(r *kgo.Record) {
+		nrec++
+		n += int64(len(r.Value) + len(r.Key))
+		if h, ok := ParseHeaders(r.Headers); ok {
+			t.d.Observe(h.Agent, h.Message, h.Index, h.Count)
+		} else {
+			foreign++
 		}
-		t.d.Unlock()
-		if nrec > 0 {
-			close(old)
-			t.bytes.Add(n)
-			t.records.Add(nrec)
-			k.env.Metrics.TailRecords.Add(float64(nrec))
-			if foreign > 0 {
-				k.env.Metrics.Foreign.Add(float64(foreign))
-			}
+		if r.Offset+1 > t.pos[r.Partition] {
+			t.pos[r.Partition] = r.Offset + 1
+		}
+		// Observe copied what it keeps: give the record and, with
+		// its batch's last, the batch's buffers back (tailPools).
+		r.Recycle()
+	})
+	old := t.changed
+	if nrec > 0 {
+		t.changed = make(chan struct{})
+	}
+	t.d.Unlock()
+	if nrec > 0 {
+		close(old)
+		t.bytes.Add(n)
+		t.records.Add(nrec)
+		k.env.Metrics.TailRecords.Add(float64(nrec))
+		if foreign > 0 {
+			k.env.Metrics.Foreign.Add(float64(foreign))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )
@@ -95,6 +100,40 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 		if _, ok := rep.Rows[0].Reps[0]["vs_java_zstd"]; !ok {
 			t.Errorf("no vs_java_zstd ratio in %+v", rep.Rows[0].Reps[0])
 		}
+	}
+}
+
+// TestBenchIngestSinkRunsOwnTopics: every agent → sink → Kafka run of
+// `bench ingest` writes a topic of its own. A new sink reads its whole
+// topic before storing anything (it rebuilds its dedup index from it), so
+// when the reps shared one topic each rep of (b) first re-read every
+// record of the reps before it, and measured that.
+func TestBenchIngestSinkRunsOwnTopics(t *testing.T) {
+	b := kafkatest.Start(t)
+	out, err := exec.Command(sluiceBin, "bench", "ingest", "--kafka", b.Addr, "--runs", "b", "--open-loop", "0", "--java=false",
+		"--duration", "500ms", "--feeders", "2", "--reps", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sinkTopics []string
+	for _, name := range topics.Names() {
+		if strings.Contains(name, "-sink") {
+			sinkTopics = append(sinkTopics, name)
+		}
+	}
+	if len(sinkTopics) != 2 {
+		t.Fatalf("the two runs of (b) wrote the topics %q, want two of their own", sinkTopics)
 	}
 }
 

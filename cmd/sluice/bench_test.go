@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )
@@ -46,7 +51,9 @@ func TestBenchDeliveryReps(t *testing.T) {
 
 // TestBenchIngestKafkaSmoke runs `bench ingest --reps 1` on tiny sizes
 // against a test broker: sluice, franz-go and Kafka's Java producer (both
-// compressions) each produce a row, with the ratio to the Java producer.
+// compressions) each produce a row, with the ratio to the Java producer,
+// and (b) runs again open loop (--open-loop's default) with the rate it
+// was offered and its latencies.
 func TestBenchIngestKafkaSmoke(t *testing.T) {
 	b := kafkatest.Start(t)
 	js := filepath.Join(t.TempDir(), "i.json")
@@ -56,8 +63,9 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	rows := []string{"| (a) agent → sink, embedded store", "| (b) agent → sink → Kafka", "| (c) franz-go producer"}
-	wantRows := 3
+	rows := []string{"| (a) agent → sink, embedded store", "| (b) agent → sink → Kafka", "| (c) franz-go producer",
+		"| (b′) agent → sink → Kafka, open loop below saturation", "(b′) offered"}
+	wantRows := 4
 	if strings.Contains(string(out), "skipping the Java producer") {
 		if os.Getenv("SLUICE_KAFKA") == "require" {
 			t.Fatalf("SLUICE_KAFKA=require and the Java producer was skipped:\n%s", out)
@@ -66,7 +74,7 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 	} else {
 		rows = append(rows, "| (d) Kafka Java producer, acks=all, no compression |", "| (e) Kafka Java producer, acks=all, zstd |",
 			"vs Java producer (zstd)", "sluice (a) / Java producer:")
-		wantRows = 5
+		wantRows = 6
 	}
 	for _, want := range rows {
 		if !strings.Contains(string(out), want) {
@@ -82,12 +90,62 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 			t.Errorf("row %s: %+v", r.Name, r.Reps)
 		}
 	}
-	if len(rep.Rows) == 5 {
-		if v := rep.Rows[4].Reps[0]["records"]; v != 2000 {
+	if open := rep.Rows[3]; open.Reps[0]["offered_records_per_sec"] <= 0 || open.Reps[0]["delivered_ack_p99_s"] <= 0 {
+		t.Errorf("open-loop row %s: %+v", open.Name, open.Reps)
+	}
+	if len(rep.Rows) == 6 {
+		if v := rep.Rows[5].Reps[0]["records"]; v != 2000 {
 			t.Errorf("Java zstd run sent %v records, want --java-records 2000", v)
 		}
 		if _, ok := rep.Rows[0].Reps[0]["vs_java_zstd"]; !ok {
 			t.Errorf("no vs_java_zstd ratio in %+v", rep.Rows[0].Reps[0])
+		}
+	}
+}
+
+// TestBenchIngestSinkRunsOwnTopics: every agent → sink → Kafka run of
+// `bench ingest` writes a topic of its own. A new sink reads its whole
+// topic before storing anything (it rebuilds its dedup index from it), so
+// when the reps shared one topic each rep of (b) first re-read every
+// record of the reps before it, and measured that.
+func TestBenchIngestSinkRunsOwnTopics(t *testing.T) {
+	b := kafkatest.Start(t)
+	out, err := exec.Command(sluiceBin, "bench", "ingest", "--kafka", b.Addr, "--runs", "b", "--open-loop", "0", "--java=false",
+		"--duration", "500ms", "--feeders", "2", "--reps", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sinkTopics []string
+	for _, name := range topics.Names() {
+		if strings.Contains(name, "-sink") {
+			sinkTopics = append(sinkTopics, name)
+		}
+	}
+	if len(sinkTopics) != 2 {
+		t.Fatalf("the two runs of (b) wrote the topics %q, want two of their own", sinkTopics)
+	}
+}
+
+// TestBenchIngestFlagsChecked: --runs takes only the rows' letters and
+// --open-loop a fraction below 1; anything else exits 2 naming the flag,
+// before any Kafka is started.
+func TestBenchIngestFlagsChecked(t *testing.T) {
+	for _, c := range []struct{ flag, value string }{{"--runs", "x"}, {"--runs", "abf"}, {"--runs", ""},
+		{"--open-loop", "1"}, {"--open-loop", "-0.5"}} {
+		out, err := exec.Command(sluiceBin, "bench", "ingest", c.flag, c.value).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), c.flag) {
+			t.Errorf("%s %q: %v, want exit 2 naming %s:\n%s", c.flag, c.value, err, c.flag, out)
 		}
 	}
 }

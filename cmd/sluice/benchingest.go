@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/lab/ingestbench"
@@ -22,6 +23,10 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&msgSize, "message", "agent message size, also the producers' batch size (batch.size)")
 	java := fs.Bool("java", true, "also run Kafka's own Java producer (ProducerPerformance), without and with zstd")
 	javaRecords := fs.Int64("java-records", 0, "records per Java producer run (0: sized from the rates measured so far to last about --duration)")
+	runs := fs.String("runs", "abcde", "the rows to run, by letter: a subset of abcde (the Java rows d and e also need --java)")
+	openLoop := fs.Float64("open-loop", 0.8, "also run (b) open loop, offered this fraction of (b)'s measured rate, for its latency below saturation (0: no such run)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (agent and sink) over the runs to this file")
+	allocProfile := fs.String("allocprofile", "", "write an allocation profile of this process to this file after the runs")
 	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -29,11 +34,15 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	if err := bf.check(); err != nil {
 		return err
 	}
+	if strings.Trim(*runs, "abcde") != "" || *runs == "" || *openLoop < 0 || *openLoop >= 1 {
+		return &exitError{code: 2, msg: "--runs takes letters among abcde, --open-loop a fraction from 0 to below 1"}
+	}
 	if *dur <= 0 || *feeders < 1 || recSize < 1 || msgSize < recSize || *javaRecords < 0 {
 		return &exitError{code: 2, msg: "--duration, --feeders, --record must be positive, --message at least --record, --java-records not negative"}
 	}
 	ctx, stop := signalContext()
 	defer stop()
 	return ingestbench.Run(ctx, ingestbench.Config{Kafka: *kafka, Duration: *dur, Feeders: *feeders, RecordSize: int(recSize),
-		MessageSize: int(msgSize), Java: *java, JavaRecords: *javaRecords, Report: bf.report("bench ingest", args)}, stdout, stderr)
+		MessageSize: int(msgSize), Java: *java, JavaRecords: *javaRecords, Runs: *runs, OpenLoop: *openLoop,
+		CPUProfile: *cpuProfile, AllocProfile: *allocProfile, Report: bf.report("bench ingest", args)}, stdout, stderr)
 }

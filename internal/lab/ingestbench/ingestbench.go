@@ -12,6 +12,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
@@ -30,7 +34,16 @@ type Config struct {
 	MessageSize int   // agent message size, also the producers' batch.size
 	Java        bool  // also run Kafka's Java producer, without and with zstd
 	JavaRecords int64 // records per Java run (0: sized to last about Duration)
-	Report      benchkit.Report
+	// Runs selects the rows by letter ("abcde", or a subset such as "b"):
+	// profiling one path needs the others out of the profile.
+	Runs string
+	// OpenLoop, when positive, adds a run of (b) offered records at this
+	// fraction of (b)'s measured maximum, paced whatever the acks do, so
+	// that its delivered latency is the latency below saturation.
+	OpenLoop float64
+	// CPUProfile and AllocProfile, when set, are written over the runs.
+	CPUProfile, AllocProfile string
+	Report                   benchkit.Report
 }
 
 const (
@@ -39,6 +52,7 @@ const (
 	nameFranz    = "(c) franz-go producer → Kafka, acks=all, zstd"
 	nameJavaNone = "(d) Kafka Java producer, acks=all, no compression"
 	nameJavaZstd = "(e) Kafka Java producer, acks=all, zstd"
+	nameOpenLoop = "(b′) agent → sink → Kafka, open loop below saturation"
 )
 
 // config is one row of the table and how to measure it.
@@ -56,6 +70,18 @@ type runner struct {
 	topic  string
 	jcfg   bench.JavaProducerConfig
 	rs     bench.Results
+	// sinkTopics counts the Kafka topics given to sinks (sinkStore).
+	sinkTopics int
+}
+
+// sinkStore is the Store of a new sink: a topic of its own for every run.
+// A sink reads its topic from the start before it stores anything (the
+// dedup index is rebuilt from it), so a run on the topic of the runs
+// before it re-read all their records first, and (b)'s later reps measured
+// that catch-up: 5× slower than the first, delivered p50 of seconds.
+func (r *runner) sinkStore() string {
+	r.sinkTopics++
+	return fmt.Sprintf("kafka://%s/%s-sink-%d", r.Kafka, r.topic, r.sinkTopics)
 }
 
 // Run starts Kafka if need be, measures, prints the table and writes the
@@ -72,6 +98,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	var suffix [4]byte
 	rand.Read(suffix[:])
 	r := &runner{Config: c, ctx: ctx, stderr: stderr, topic: "sluice-bench-" + hex.EncodeToString(suffix[:])}
+	r.Java = r.Java && strings.ContainsAny(r.Runs, "de")
 	if r.Java {
 		var err error
 		if r.jcfg, err = javaProducerSetup(stderr, c.RecordSize); err != nil {
@@ -82,10 +109,22 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 	}
 	configs := r.configs()
+	stopProfiles, err := startProfiles(c.CPUProfile, c.AllocProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
 	for _, step := range bench.RepOrder(c.Report.Reps, len(configs)) {
 		cf := configs[step.Config]
 		fmt.Fprintf(stderr, "[rep %d/%d] %s: %s ...\n", step.Rep+1, c.Report.Reps, cf.name, c.Duration)
+		cpu0 := processCPU()
 		m, err := cf.run()
+		if m != nil && m["records_per_sec"] > 0 && cf.name[1] <= 'c' {
+			// This process's CPU per record: on a machine shared with
+			// other work, a steadier measure of what a change saves than
+			// the rate (the Java producer runs in another process).
+			m["cpu_us_per_record"] = (processCPU() - cpu0).Seconds() * 1e6 / (m["records_per_sec"] * m["elapsed_s"])
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", cf.name, err)
 		}
@@ -94,9 +133,10 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	r.ratio(nameFranz, "vs_franz_go")
 	r.ratio(nameJavaZstd, "vs_java_zstd")
 	r.ratio(nameJavaNone, "vs_java_none")
+	stopProfiles()
 	notes := r.print(stdout, configs)
 	return c.Report.Write(map[string]any{"record_bytes": c.RecordSize, "message_bytes": c.MessageSize,
-		"duration_s": c.Duration.Seconds(), "feeders": c.Feeders, "linger_ms": 5}, r.rs, notes)
+		"duration_s": c.Duration.Seconds(), "feeders": c.Feeders, "linger_ms": 5, "runs": c.Runs, "open_loop": c.OpenLoop}, r.rs, notes)
 }
 
 // source yields the same records for every run, Java's included: metrics
@@ -105,15 +145,30 @@ func (r *runner) source(i int) bench.Source {
 	return benchkit.FixedSizeSource(r.RecordSize, r.MessageSize)(i)
 }
 
+// configs are the rows Runs selects, in table order.
 func (r *runner) configs() []config {
+	var out []config
+	for _, c := range r.allConfigs() {
+		if strings.Contains(r.Runs, c.name[1:2]) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *runner) allConfigs() []config {
 	configs := []config{
-		{nameEmbedded, map[string]any{"store": "embedded", "compression": "zstd"}, r.pipe(sink.Config{})},
-		{nameViaKafka, map[string]any{"store": "kafka", "compression": "zstd"}, r.pipe(sink.Config{Store: "kafka://" + r.Kafka + "/" + r.topic + "-sink"})},
+		{nameEmbedded, map[string]any{"store": "embedded", "compression": "zstd"}, r.pipe(func() string { return "" })},
+		{nameViaKafka, map[string]any{"store": "kafka", "compression": "zstd"}, r.pipe(r.sinkStore)},
 		{nameFranz, map[string]any{"producer": "franz-go", "compression": "zstd"}, func() (bench.Metrics, error) {
 			p, err := bench.RunKafkaProducer(r.ctx, []string{r.Kafka}, r.topic+"-producer", r.Duration, r.Feeders, r.MessageSize, r.source, r.stderr)
-			return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "mb_per_sec": p.MBps(),
+			return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": p.MBps(),
 				"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds()}, err
 		}},
+	}
+	if r.OpenLoop > 0 {
+		configs = append(configs, config{nameOpenLoop, map[string]any{"store": "kafka", "compression": "zstd", "open_loop": r.OpenLoop},
+			r.openLoop(r.sinkStore)})
 	}
 	if r.Java {
 		configs = append(configs,
@@ -123,18 +178,67 @@ func (r *runner) configs() []config {
 	return configs
 }
 
-func (r *runner) pipe(scfg sink.Config) func() (bench.Metrics, error) {
+// pipe runs agent → sink into the Store that store returns for each run.
+func (r *runner) pipe(store func() string) func() (bench.Metrics, error) {
+	return func() (bench.Metrics, error) { return r.runPipeline(sink.Config{Store: store()}, r.source) }
+}
+
+// openLoop runs (b) offered OpenLoop times the median rate (b) reached so
+// far (the open-loop row comes after (b) in the first rep, so there is
+// one): the feed is paced by the clock, not by the acks, so the delivered
+// latency it reports is that of a sink below saturation.
+func (r *runner) openLoop(store func() string) func() (bench.Metrics, error) {
 	return func() (bench.Metrics, error) {
-		p, err := bench.RunPipeline(r.ctx, bench.PipelineConfig{Duration: r.Duration, Feeders: r.Feeders, NewSource: r.source,
-			Agent: agent.Config{MaxMessageBytes: r.MessageSize}, Sink: scfg, Progress: r.stderr, Drain: 2 * time.Minute})
-		if err == nil && !p.Drained {
-			err = errors.New("did not drain")
+		row := r.rs.Row(nameViaKafka)
+		if row == nil {
+			return nil, errors.New("the open-loop run needs (b) measured first (--runs must include b)")
 		}
-		st := p.Agent
-		return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "mb_per_sec": float64(st.AckedRawBytes) / p.Elapsed.Seconds() / 1e6,
-			"producer_ack_p50_s": p.IngestP50.Seconds(), "producer_ack_p99_s": p.IngestP99.Seconds(),
-			"delivered_ack_p50_s": st.LatencyP50.Seconds(), "delivered_ack_p99_s": st.LatencyP99.Seconds()}, err
+		rate := r.OpenLoop * row.Stat("records_per_sec").Median
+		fmt.Fprintf(r.stderr, "  offering %.0f records/s\n", rate)
+		m, err := r.runPipeline(sink.Config{Store: store()}, pacedSource(r.source, rate/pipelineGenerators))
+		if m != nil {
+			m["offered_records_per_sec"] = rate
+		}
+		return m, err
 	}
+}
+
+// pipelineGenerators is bench.RunPipeline's default number of generators,
+// each of which calls the source it is given.
+const pipelineGenerators = 2
+
+// pacedSource makes each generator's source yield at most rate records
+// per second, on a schedule kept from the first call: a generator held up
+// (the feeders' queue full) catches up after, as an open-loop load does.
+func pacedSource(newSource func(int) bench.Source, rate float64) func(int) bench.Source {
+	return func(i int) bench.Source {
+		src := newSource(i)
+		var start time.Time
+		var sent float64
+		return func(dst [][]byte) [][]byte {
+			if start.IsZero() {
+				start = time.Now()
+			}
+			if wait := time.Until(start.Add(time.Duration(sent / rate * float64(time.Second)))); wait > 0 {
+				time.Sleep(wait)
+			}
+			dst = src(dst)
+			sent += float64(len(dst))
+			return dst
+		}
+	}
+}
+
+func (r *runner) runPipeline(scfg sink.Config, source func(int) bench.Source) (bench.Metrics, error) {
+	p, err := bench.RunPipeline(r.ctx, bench.PipelineConfig{Duration: r.Duration, Feeders: r.Feeders, NewSource: source,
+		Generators: pipelineGenerators, Agent: agent.Config{MaxMessageBytes: r.MessageSize}, Sink: scfg, Progress: r.stderr, Drain: 2 * time.Minute})
+	if err == nil && !p.Drained {
+		err = errors.New("did not drain")
+	}
+	st := p.Agent
+	return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": float64(st.AckedRawBytes) / p.Elapsed.Seconds() / 1e6,
+		"producer_ack_p50_s": p.IngestP50.Seconds(), "producer_ack_p99_s": p.IngestP99.Seconds(),
+		"delivered_ack_p50_s": st.LatencyP50.Seconds(), "delivered_ack_p99_s": st.LatencyP99.Seconds()}, err
 }
 
 // javaRate sizes a Java run to last about Duration: its own last rate,
@@ -181,18 +285,18 @@ func (r *runner) ratio(base, key string) {
 // print prints the table and the notes under it; it returns the notes.
 func (r *runner) print(stdout io.Writer, configs []config) []string {
 	fmt.Fprintf(stdout, "\n%s; %s records, %s batches, %d feeders, %s per run\n\n", benchkit.RepsLine(r.Report.Reps), bench.SizeName(r.RecordSize), bench.SizeName(r.MessageSize), r.Feeders, r.Duration)
-	fmt.Fprint(stdout, "| run | records/s | MB/s | producer ack p50 | producer ack p99 | delivered ack p50 | delivered ack p99 | vs franz-go |")
+	fmt.Fprint(stdout, "| run | records/s | MB/s | CPU µs/record | producer ack p50 | producer ack p99 | delivered ack p50 | delivered ack p99 | vs franz-go |")
 	if r.Java {
 		fmt.Fprint(stdout, " vs Java producer (zstd) |")
 	}
-	fmt.Fprint(stdout, "\n|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprint(stdout, "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	if r.Java {
 		fmt.Fprint(stdout, "---:|")
 	}
 	fmt.Fprintln(stdout)
 	for _, c := range configs {
 		row := r.rs.Row(c.name)
-		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %s |", row.Name, row.Stat("records_per_sec").Format(0), row.Stat("mb_per_sec").Format(1),
+		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |", row.Name, row.Stat("records_per_sec").Format(0), row.Stat("mb_per_sec").Format(1), cpu(row),
 			duration(row, "producer_ack_p50_s"), duration(row, "producer_ack_p99_s"), duration(row, "delivered_ack_p50_s"), duration(row, "delivered_ack_p99_s"), times(row, "vs_franz_go"))
 		if r.Java {
 			fmt.Fprintf(stdout, " %s |", times(row, "vs_java_zstd"))
@@ -203,6 +307,9 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 	if r.Java {
 		for _, name := range []string{nameEmbedded, nameViaKafka} {
 			row := r.rs.Row(name)
+			if row == nil || r.rs.Row(nameJavaZstd) == nil || r.rs.Row(nameJavaNone) == nil {
+				continue
+			}
 			notes = append(notes, fmt.Sprintf("sluice %s / Java producer: %.2f× of zstd, %.2f× of no compression (records/s, medians of per-rep ratios)",
 				name[:3], row.Stat("vs_java_zstd").Median, row.Stat("vs_java_none").Median))
 		}
@@ -210,11 +317,24 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 	fmt.Fprintln(stdout, "\nrecords/s: records durably stored (sink fsync, or Kafka acks=all) per second, end to end.")
 	fmt.Fprintln(stdout, "producer ack: how long a producer waits (agent: until its records are fsync'ed in the spool; franz-go: its batch's acks;")
 	fmt.Fprintln(stdout, "  Java: per record, send to ack, open loop, so it includes queueing in the producer's 32 MiB buffer).")
+	fmt.Fprintln(stdout, "CPU µs/record: CPU time of this process (agent and sink, or franz-go) per record stored; Kafka's broker is not counted.")
 	fmt.Fprintln(stdout, "delivered ack: from spooled to acknowledged by the sink (after its store's fsync or Kafka's acks).")
+	if row := r.rs.Row(nameOpenLoop); row != nil {
+		note := fmt.Sprintf("%s offered %s records/s (%.0f %% of (b)'s median), paced by the clock: its delivered ack is the latency below saturation",
+			nameOpenLoop[:len("(b′)")], row.Stat("offered_records_per_sec").Format(0), 100*r.OpenLoop)
+		notes = append(notes, note)
+	}
 	for _, n := range notes {
 		fmt.Fprintln(stdout, n)
 	}
 	return notes
+}
+
+func cpu(r *bench.Row) string {
+	if _, ok := r.Reps[0]["cpu_us_per_record"]; !ok {
+		return ""
+	}
+	return r.Stat("cpu_us_per_record").Format(2)
 }
 
 func duration(r *bench.Row, k string) string {
@@ -230,4 +350,39 @@ func times(r *bench.Row, k string) string {
 		return ""
 	}
 	return s.FormatUnit(2, "×")
+}
+
+// startProfiles starts the CPU profile; stop ends it and writes the
+// allocation profile (what this process allocated since it started: the
+// runs, Kafka being another process). Only stop's first call does anything.
+func startProfiles(cpuPath, allocPath string) (stop func(), err error) {
+	stopCPU, err := benchkit.StartCPUProfile(cpuPath)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopCPU()
+			if allocPath == "" {
+				return
+			}
+			f, err := os.Create(allocPath)
+			if err == nil {
+				err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "alloc profile: %v\n", err)
+			}
+		})
+	}, nil
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

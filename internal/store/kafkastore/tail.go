@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,7 @@ func newTailer(k *Store, pos map[int32]int64, parts []int32) (*tailer, error) {
 		kgo.FetchMaxBytes(FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(FetchMaxPartitionBytes),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.WithPools(&tailPools{}),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -138,35 +140,78 @@ func (t *tailer) run() {
 			}
 			continue
 		}
-		var n, nrec, foreign int64
-		t.d.Lock()
-		fs.EachRecord(func(r *kgo.Record) {
-			nrec++
-			n += int64(len(r.Value) + len(r.Key))
-			if h, ok := ParseHeaders(r.Headers); ok {
-				t.d.Observe(h.Agent, h.Message, h.Index, h.Count)
-			} else {
-				foreign++
-			}
-			if r.Offset+1 > t.pos[r.Partition] {
-				t.pos[r.Partition] = r.Offset + 1
-			}
-		})
-		old := t.changed
-		if nrec > 0 {
-			t.changed = make(chan struct{})
+		t.observe(fs)
+	}
+}
+
+// observe enters the sluice records of fs in the dedup index and moves
+// the read positions past every record of fs.
+func (t *tailer) observe(fs kgo.Fetches) {
+	k := t.k
+	var n, nrec, foreign int64
+	t.d.Lock()
+	fs.EachRecord(func(r *kgo.Record) {
+		nrec++
+		n += int64(len(r.Value) + len(r.Key))
+		if h, ok := ParseHeaders(r.Headers); ok {
+			t.d.Observe(h.Agent, h.Message, h.Index, h.Count)
+		} else {
+			foreign++
 		}
-		t.d.Unlock()
-		if nrec > 0 {
-			close(old)
-			t.bytes.Add(n)
-			t.records.Add(nrec)
-			k.env.Metrics.TailRecords.Add(float64(nrec))
-			if foreign > 0 {
-				k.env.Metrics.Foreign.Add(float64(foreign))
-			}
+		if r.Offset+1 > t.pos[r.Partition] {
+			t.pos[r.Partition] = r.Offset + 1
+		}
+		// Observe copied what it keeps: give the record and, with
+		// its batch's last, the batch's buffers back (tailPools).
+		r.Recycle()
+	})
+	old := t.changed
+	if nrec > 0 {
+		t.changed = make(chan struct{})
+	}
+	t.d.Unlock()
+	if nrec > 0 {
+		close(old)
+		t.bytes.Add(n)
+		t.records.Add(nrec)
+		k.env.Metrics.TailRecords.Add(float64(nrec))
+		if foreign > 0 {
+			k.env.Metrics.Foreign.Add(float64(foreign))
 		}
 	}
+}
+
+// tailPools recycles what the tailer's consumer decodes into: each
+// fetched batch's decompressed bytes and its records. The tailer reads back
+// every record the sink produces, and without the pools these were, with
+// the header keys franz-go allocates per record, most of the bytes the
+// sink allocated (bench ingest, (b)).
+type tailPools struct{ bufs, recs sync.Pool }
+
+func (p *tailPools) GetDecompressBytes(compressed []byte, _ kgo.CompressionCodecType) []byte {
+	if b, ok := p.bufs.Get().([]byte); ok {
+		return b
+	}
+	return make([]byte, 0, 8*len(compressed))
+}
+
+func (p *tailPools) PutDecompressBytes(b []byte) {
+	if cap(b) <= 8<<20 {
+		//lint:ignore SA6002 boxing the slice header costs little beside the buffer it saves
+		p.bufs.Put(b[:0])
+	}
+}
+
+func (p *tailPools) GetRecords(n int) []kgo.Record {
+	if rs, ok := p.recs.Get().([]kgo.Record); ok && cap(rs) >= n {
+		return rs[:0]
+	}
+	return make([]kgo.Record, 0, n)
+}
+
+func (p *tailPools) PutRecords(rs []kgo.Record) {
+	//lint:ignore SA6002 as in PutDecompressBytes
+	p.recs.Put(rs[:0])
 }
 
 // sawEnds takes the end offsets the monitor listed: partitions added to

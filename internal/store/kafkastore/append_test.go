@@ -1,0 +1,198 @@
+package kafkastore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/lab/metricsgen"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
+)
+
+// TestAppendRecyclesRecords: Append recycles each message's Kafka records
+// and headers once Kafka acknowledged them, and its decompression buffer.
+// Messages of different sizes, compressed and not, appended one after the
+// other (each Append hands its records back before the next takes them),
+// are read back from the topic each with its own value, key and four
+// headers, and the records of a later Append do not carry the timestamp a
+// recycled record had (franz-go only stamps a record whose timestamp is
+// zero).
+func TestAppendRecyclesRecords(t *testing.T) {
+	b := kafkatest.Start(t)
+	u, err := ParseURL("kafka://" + b.Addr + "/recycle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := Open(testEnv(t), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+
+	enc := codec.NewEncoder(codec.LevelDefault)
+	type sent struct {
+		msg   *store.Message
+		recs  []string
+		after time.Time // the records were produced after this
+	}
+	var all []sent
+	for i, n := range []int{12, 3, 150, 1, 40} {
+		var bb batch.Builder
+		var recs []string
+		for j := range n {
+			r := fmt.Sprintf("message %d record %d %s", i, j, bytes.Repeat([]byte{'x'}, i*j%97))
+			recs = append(recs, r)
+			if err := bb.Add([]byte(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agent := fmt.Sprintf("edge-%d", i%2)
+		m := &store.Message{Agent: agent, AgentB: []byte(agent), ID: uint64(100 + i), Records: uint32(n), Codec: codec.Plain, Body: bytes.Clone(bb.Bytes())}
+		if i%2 == 0 {
+			m.Codec = codec.Zstd
+			if m.Body, err = enc.Encode(nil, m.Body, codec.Zstd, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Kafka's timestamps are milliseconds.
+		after := time.Now().Truncate(time.Millisecond)
+		if _, err := k.Append([]*store.Message{m}); err != nil || m.DropErr != nil {
+			t.Fatalf("message %d: %v, %v", i, err, m.DropErr)
+		}
+		all = append(all, sent{m, recs, after})
+	}
+
+	want := 0
+	for _, s := range all {
+		want += len(s.recs)
+	}
+	got := readAll(t, k, want)
+	at := 0
+	for _, s := range all {
+		for j, r := range s.recs {
+			rec := got[at]
+			at++
+			h, ok := ParseHeaders(rec.Headers)
+			if !ok || len(rec.Headers) != 4 || string(h.Agent) != s.msg.Agent || h.Message != s.msg.ID || int(h.Index) != j || int(h.Count) != len(s.recs) {
+				t.Fatalf("message %d record %d: headers %v (parsed %+v, %v)", s.msg.ID, j, rec.Headers, h, ok)
+			}
+			if string(rec.Value) != r || string(rec.Key) != s.msg.Agent {
+				t.Fatalf("message %d record %d: key %q value %q, want %q %q", s.msg.ID, j, rec.Key, rec.Value, s.msg.Agent, r)
+			}
+			if rec.Timestamp.Before(s.after) {
+				t.Fatalf("message %d record %d: timestamp %v, before its Append (%v): a recycled record kept its old one",
+					s.msg.ID, j, rec.Timestamp, s.after)
+			}
+		}
+	}
+}
+
+// testEnv is the Env of a store in a test: defaults, no metrics
+// registered, nothing logged.
+func testEnv(t *testing.T) Env {
+	h := func() prometheus.Histogram { return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"}) }
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "c_total"}) }
+	dir := t.TempDir()
+	return Env{Log: slog.New(slog.DiscardHandler), DataDir: dir, MaxMessageBytes: defaults.SinkMaxMessage,
+		StartTimeout: time.Minute, Dicts: store.NewDicts(dir),
+		Metrics:  Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})},
+		OnStatus: func(bool, string) {}}
+}
+
+// readAll reads the store's topic from its start until it has n records.
+func readAll(t *testing.T, k *Store, n int) []*kgo.Record {
+	cl, err := kgo.NewClient(append(k.ClientOpts("test-reader"), kgo.ConsumeTopics(k.Topic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records within a minute", len(got), n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		got = append(got, fs.Records()...)
+	}
+	if len(got) != n {
+		t.Fatalf("%d records in the topic, want %d", len(got), n)
+	}
+	for i, r := range got {
+		if r.Offset != int64(i) {
+			t.Fatalf("record %d has offset %d", i, r.Offset)
+		}
+	}
+	return got
+}
+
+// BenchmarkBatchCompressor compares the sink's batch compressor with
+// franz-go's default zstd one on what the sink produces from bench ingest's
+// records: a Kafka batch's records section of 200 B metric lines with the
+// four sluice headers, about 4 MiB (the topic's max.message.bytes). It
+// reports the compression ratio beside the speed.
+func BenchmarkBatchCompressor(b *testing.B) {
+	g, err := metricsgen.New(metricsgen.Config{Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var payload, r []byte
+	for i := 0; len(payload) < 4<<20; i++ {
+		// bench ingest's records (benchkit.FixedSizeSource, which this
+		// package cannot import: it reaches the sink).
+		r = g.AppendRecord(r[:0])
+		for len(r) < 200 {
+			r = append(r, ' ')
+		}
+		r = r[:200]
+		// A record as Kafka frames it: length, attributes, deltas,
+		// key, value and the headers.
+		payload = binary.AppendVarint(payload, int64(len(r)+80))
+		payload = append(payload, 0, 2, byte(i))
+		payload = binary.AppendVarint(payload, 6)
+		payload = append(payload, "edge-1"...)
+		payload = binary.AppendVarint(payload, int64(len(r)))
+		payload = append(payload, r...)
+		payload = binary.AppendVarint(payload, 4)
+		for _, h := range [][2]string{{HeaderAgent, "edge-1"}, {HeaderMessage, "123456"}, {HeaderIndex, strconv.Itoa(i % 1300)}, {HeaderCount, "1300"}} {
+			payload = binary.AppendVarint(payload, int64(len(h[0])))
+			payload = append(payload, h[0]...)
+			payload = binary.AppendVarint(payload, int64(len(h[1])))
+			payload = append(payload, h[1]...)
+		}
+	}
+	franz, err := kgo.DefaultCompressor(kgo.ZstdCompression())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		kgo.Compressor
+	}{{"franz-go-default", franz}, {"sink", &batchCompressor{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(payload)))
+			var out []byte
+			var buf bytes.Buffer
+			for b.Loop() {
+				buf.Reset()
+				out, _ = c.Compress(&buf, payload)
+			}
+			b.ReportMetric(float64(len(payload))/float64(len(out)), "ratio")
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/xfer"
 )
@@ -16,28 +15,7 @@ const doneSuffix = ".done"
 
 var errBadFinished = errors.New("not a finished upload's record")
 
-// finished describes an upload that completed: what tus HEAD answers for
-// it (Upload-Offset = Upload-Length, its metadata, the SHA-256 the server
-// computed) until it expires, so that a client that stored the upload's
-// URL finds it complete instead of gone and does not send it again.
-type finished struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	Size     int64     `json:"size"`
-	Meta     string    `json:"meta,omitempty"`
-	SHA256   []byte    `json:"sha256"`
-	Created  time.Time `json:"created"`
-	Finished time.Time `json:"finished"`
-}
-
-func (f *finished) info(expire time.Duration) xfer.Info {
-	in := xfer.Info{ID: f.ID, Name: f.Name, Size: f.Size, Offset: f.Size, Meta: f.Meta, SHA256: f.SHA256,
-		Created: f.Created, Updated: f.Finished, Finished: true}
-	if expire > 0 {
-		in.Expires = f.Finished.Add(expire)
-	}
-	return in
-}
+// A finished upload is recorded as xfer.Finished.
 
 func (s *Uploads) donePath(id string) string { return filepath.Join(s.partial, id+doneSuffix) }
 
@@ -46,7 +24,7 @@ func (s *Uploads) donePath(id string) string { return filepath.Join(s.partial, i
 // anyway, and a client asking for it later finds it gone (and sends it
 // again), as before such records existed.
 func (s *Uploads) keepFinished(rec *record, sum []byte) {
-	f := &finished{ID: rec.ID, Name: rec.Name, Size: rec.Size, Meta: rec.Meta, SHA256: sum,
+	f := &xfer.Finished{ID: rec.ID, Name: rec.Name, Size: rec.Size, Meta: rec.Meta, SHA256: sum,
 		Created: rec.Created, Finished: s.o.Now()}
 	if err := s.writeFinished(f); err != nil {
 		s.log.Warn("keeping a finished upload's record failed; a client asking for it will find it gone", "name", rec.Name, "id", rec.ID, "err", err)
@@ -58,7 +36,7 @@ func (s *Uploads) keepFinished(rec *record, sum []byte) {
 
 // writeFinished writes f's file whole (a temporary file, fsynced, renamed;
 // the caller syncs the directory).
-func (s *Uploads) writeFinished(f *finished) error {
+func (s *Uploads) writeFinished(f *xfer.Finished) error {
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
@@ -90,7 +68,7 @@ func (s *Uploads) writeFinished(f *finished) error {
 func (s *Uploads) loadFinished(id string) {
 	path := s.donePath(id)
 	b, err := s.readFile(path)
-	var f finished
+	var f xfer.Finished
 	if err == nil {
 		err = json.Unmarshal(b, &f)
 	}

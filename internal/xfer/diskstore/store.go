@@ -86,7 +86,7 @@ type Uploads struct {
 	byName map[string]*Upload
 	// done holds the finished uploads begun with BeginKept, by id, until
 	// they expire (finished.go).
-	done    map[string]*finished
+	done    map[string]*xfer.Finished
 	closed  bool
 	stopExp chan struct{}
 }
@@ -129,7 +129,7 @@ func Open(dir string, o Options) (*Uploads, error) {
 		return nil, err
 	}
 	s := &Uploads{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
-		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*finished{}, stopExp: make(chan struct{})}
+		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*xfer.Finished{}, stopExp: make(chan struct{})}
 	s.bufs = newBufferBudget(o.BufferBytes, &s.Stats)
 	if err := s.recover(); err != nil {
 		lock.Release()
@@ -363,7 +363,7 @@ func (s *Uploads) StatID(id string) (xfer.Info, error) {
 		return u.Info(), nil
 	}
 	if f != nil {
-		return f.info(s.o.Expire), nil
+		return f.Info(s.o.Expire), nil
 	}
 	return xfer.Info{}, xfer.ErrNotFound
 }
@@ -538,7 +538,7 @@ func (s *Uploads) Expire(now time.Time) int {
 			delete(s.byName, u.rec.Name)
 		}
 	}
-	var goneDone []*finished
+	var goneDone []*xfer.Finished
 	for id, f := range s.done {
 		if expired(f.Finished, s.o.Expire, now) {
 			goneDone = append(goneDone, f)
@@ -565,18 +565,7 @@ func expired(updated time.Time, after time.Duration, now time.Time) bool {
 }
 
 func (s *Uploads) expireLoop() {
-	every := min(s.o.Expire/4, time.Minute)
-	every = max(every, time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		s.Expire(s.o.Now())
-		select {
-		case <-s.stopExp:
-			return
-		case <-t.C:
-		}
-	}
+	xfer.RunExpiry(s.o.Expire, s.stopExp, func() { s.Expire(s.o.Now()) })
 }
 
 // forget drops u from the indexes (it completed or was terminated).

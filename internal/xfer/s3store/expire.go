@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/sluicehq/sluice/internal/xfer"
 )
 
 // Expire aborts the multipart uploads idle since before now-Expire that
@@ -118,16 +120,5 @@ func (s *Store) abortUnnamed(ctx context.Context, named map[string]bool, cutoff 
 }
 
 func (s *Store) expireLoop() {
-	every := min(s.o.Expire/4, time.Minute)
-	every = max(every, time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		s.Expire(s.o.Now())
-		select {
-		case <-s.stopExp:
-			return
-		case <-t.C:
-		}
-	}
+	xfer.RunExpiry(s.o.Expire, s.stopExp, func() { s.Expire(s.o.Now()) })
 }

@@ -51,7 +51,7 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 		return nil, err
 	}
 	if u.rec.Keep {
-		f := finished{ID: u.rec.ID, Name: u.rec.Name, Size: u.rec.Size, Meta: u.rec.Meta, SHA256: sum,
+		f := xfer.Finished{ID: u.rec.ID, Name: u.rec.Name, Size: u.rec.Size, Meta: u.rec.Meta, SHA256: sum,
 			Created: u.rec.Created, Finished: u.s.o.Now().UTC()}
 		b, _ := json.Marshal(f)
 		if _, err := u.s.put(ctx, u.s.doneKey(u.rec.ID), b, cond{}); err != nil {

@@ -142,24 +142,3 @@ type lease struct {
 	Owner string    `json:"owner"`
 	Until time.Time `json:"until"`
 }
-
-// finished is a completed upload's record, kept (BeginKept) until it
-// expires so that tus HEAD answers it complete.
-type finished struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	Size     int64     `json:"size"`
-	Meta     string    `json:"meta,omitempty"`
-	SHA256   []byte    `json:"sha256"`
-	Created  time.Time `json:"created"`
-	Finished time.Time `json:"finished"`
-}
-
-func (f *finished) info(expire time.Duration) xfer.Info {
-	in := xfer.Info{ID: f.ID, Name: f.Name, Size: f.Size, Offset: f.Size, Meta: f.Meta, SHA256: f.SHA256,
-		Created: f.Created, Updated: f.Finished, Finished: true}
-	if expire > 0 {
-		in.Expires = f.Finished.Add(expire)
-	}
-	return in
-}

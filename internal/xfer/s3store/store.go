@@ -365,11 +365,11 @@ func (s *Store) StatID(id string) (xfer.Info, error) {
 	if err != nil {
 		return xfer.Info{}, classify("reading a finished upload's record", err)
 	}
-	var f finished
+	var f xfer.Finished
 	if json.Unmarshal(o.body, &f) != nil || f.ID != id {
 		return xfer.Info{}, xfer.ErrNotFound
 	}
-	return f.info(s.o.Expire), nil
+	return f.Info(s.o.Expire), nil
 }
 
 // statInfo is the Info of st, Active when some writer's lease is live.

@@ -3,7 +3,6 @@ package collect
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,7 +31,7 @@ func readRaw(w http.ResponseWriter, r *http.Request, idle time.Duration) ([]byte
 		b.Grow(int(min(n, 4<<20)) + bytes.MinRead)
 	}
 	if _, err := b.ReadFrom(in); err != nil {
-		return nil, readStatus(err), fmt.Errorf("reading body: %w", err)
+		return nil, ingest.ReadStatus(err), fmt.Errorf("reading body: %w", err)
 	}
 	return b.Bytes(), 0, nil
 }
@@ -93,17 +92,4 @@ func decodeSnappy(raw []byte) ([]byte, int, error) {
 		return nil, http.StatusBadRequest, fmt.Errorf("%w: snappy: %v", errMalformed, err)
 	}
 	return body, 0, nil
-}
-
-// readStatus is 413 when the body went over maxBody, 408 when it went
-// silent, else 400.
-func readStatus(err error) int {
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, idleread.ErrIdle):
-		return http.StatusRequestTimeout
-	}
-	return http.StatusBadRequest
 }

@@ -133,14 +133,14 @@ func readBody(w http.ResponseWriter, r *http.Request, body *bytes.Buffer, idle t
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(in)
 		if err != nil {
-			return readStatus(err), fmt.Errorf("gzip body: %w", err)
+			return ReadStatus(err), fmt.Errorf("gzip body: %w", err)
 		}
 		defer zr.Close()
 		in = zr
 	case "zstd":
 		zr := zstdPool.Get().(*zstd.Decoder)
 		if err := zr.Reset(in); err != nil {
-			return readStatus(err), fmt.Errorf("zstd body: %w", err)
+			return ReadStatus(err), fmt.Errorf("zstd body: %w", err)
 		}
 		// Reset(nil) drops the reference to this request's body.
 		defer func() { zr.Reset(nil); zstdPool.Put(zr) }()
@@ -162,7 +162,7 @@ func readBody(w http.ResponseWriter, r *http.Request, body *bytes.Buffer, idle t
 		}
 	}
 	if _, err := body.ReadFrom(io.LimitReader(in, MaxRequestBytes+1)); err != nil {
-		return readStatus(err), fmt.Errorf("reading body: %w", err)
+		return ReadStatus(err), fmt.Errorf("reading body: %w", err)
 	}
 	if body.Len() > MaxRequestBytes {
 		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body decodes to over %d bytes", MaxRequestBytes)
@@ -192,9 +192,11 @@ func (b *bodyBuf) release() {
 	bodyPool.Put(b)
 }
 
-// readStatus is 413 when the body went over MaxRequestBytes, 408 when
-// it went silent, else 400.
-func readStatus(err error) int {
+// ReadStatus is the answer to a request whose body could not be read:
+// 413 when it went over its limit (http.MaxBytesReader), 408 when it
+// went silent (idleread), else 400. The collectors' endpoints answer the
+// same.
+func ReadStatus(err error) int {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

@@ -1,0 +1,346 @@
+package docs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/benchkit"
+)
+
+// Every table of measurements in the documents below either is generated
+// from a committed `--json` file or says, in a comment right above it,
+// where its figures come from and why they are not generated. Generated
+// tables sit between
+//
+//	<!-- generated from docs/X.json by internal/docs TestBenchTables (layout L); … -->
+//	<!-- end of generated table -->
+//
+// and are rendered here from the JSON with the same median (min–max)
+// formatting the bench prints, so a figure in the document cannot drift
+// from the data it claims to come from. Regenerate with
+//
+//	SLUICE_UPDATE_DOCS=1 go test ./internal/docs/ -run TestBenchTables
+var benchDocs = []string{"docs/benchmarks.md", "docs/olympics.md", "docs/rsocket.md", "docs/xfer.md"}
+
+const (
+	genEnd = "<!-- end of generated table -->"
+	// figuresMark starts the comment that places a table of figures that
+	// is not generated: historical (no JSON was kept), not a measurement
+	// (defaults, sizes), or measured by `go test -bench` (no JSON).
+	figuresMark = "<!-- figures: "
+)
+
+// genBegin matches the first line of a generated block and names its
+// JSON file and layout.
+var genBegin = regexp.MustCompile(`^<!-- generated from (\S+\.json) by internal/docs TestBenchTables \(layout ([a-z0-9-]+)\); SLUICE_UPDATE_DOCS=1 go test \./internal/docs/ -run TestBenchTables rewrites it -->$`)
+
+// layout renders a bench report as a markdown table and the line under it.
+type layout func(rep bench.Report) string
+
+var layouts = map[string]layout{
+	"rr":             func(rep bench.Report) string { return rrTable(rep, false) },
+	"rr-split":       func(rep bench.Report) string { return rrTable(rep, true) },
+	"rsocket-rr":     rsocketRRTable,
+	"rsocket-stream": rsocketStreamTable,
+	"lb":             lbTable,
+}
+
+// provenance is the line under every generated table: how many reps, the
+// machine, the revision, and the command that wrote the JSON.
+func provenance(rep bench.Report) string {
+	m := rep.Machine
+	s := fmt.Sprintf("%s, GOMAXPROCS %d, %s, %s", m.GoVersion, m.GOMAXPROCS, m.Date.Format("2006-01-02 15:04 UTC"), benchkit.ShortRev(m.GitRevision))
+	if rep.Reps > 1 {
+		s = fmt.Sprintf("%d reps per configuration, in alternating order; cells: median (min–max). %s", rep.Reps, s)
+	}
+	return fmt.Sprintf("%s; `sluice %s %s`\n", s, rep.Command, strings.Join(rep.Args, " "))
+}
+
+// rrTable is `bench rr`'s table (internal/lab/rrbench printTable) without
+// the "vs tcp" column: the committed olympics runs predate the coalescing
+// tcp limit, so a share of their tcp row would be a share of tcp-naive.
+func rrTable(rep bench.Report, split bool) string {
+	var b strings.Builder
+	cpuHead, sep := "CPU µs/req (client+server, one process)", "|---|---|---|---|---|---|---|---|---|---|"
+	if split {
+		cpuHead, sep = "CPU µs/req total | client | server", sep+"---|---|"
+	}
+	fmt.Fprintf(&b, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | %s |\n%s\n", cpuHead, sep)
+	for _, r := range rep.Rows {
+		load := ""
+		switch r.Params["mode"] {
+		case "closed":
+			load = fmt.Sprint(r.Params["inflight"])
+		case "open":
+			load = fmt.Sprintf("%v/s", r.Params["rate"])
+		case "burst":
+			load = fmt.Sprintf("%v calls over %v s", r.Params["calls"], r.Params["burst_seconds"])
+		}
+		cpu := r.Stat("cpu_us_per_req").Format(1)
+		if split {
+			cpu += " | " + r.Stat("client_cpu_us_per_req").Format(1) + " | " + r.Stat("server_cpu_us_per_req").Format(1)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
+			r.Stat("rps").Format(0), r.Stat("p50_us").Format(0), r.Stat("p90_us").Format(0), r.Stat("p99_us").Format(0),
+			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), cpu)
+	}
+	return b.String() + provenance(rep)
+}
+
+// rowAPI is the API a request-response row's client used: sluice's rows
+// and rsocket-go's async row say so; gRPC bidi's streams and rsocket-go's
+// Block each hold a goroutine per request in flight, the blocking shape.
+func rowAPI(r *bench.Row) string {
+	if api, ok := r.Params["api"].(string); ok {
+		return api
+	}
+	return "blocking"
+}
+
+// sameAPIRatio is sluice's req/s over the peer row's, each rep paired with
+// the same rep of sluice's row for the same API and in-flight count: like
+// against like, blocking against blocking and async against async.
+func sameAPIRatio(rep bench.Report, peer *bench.Row) bench.Stat {
+	if peer.Params["stack"] == "sluice" {
+		return bench.Stat{}
+	}
+	var own *bench.Row
+	for _, r := range rep.Rows {
+		if r.Params["stack"] == "sluice" && rowAPI(r) == rowAPI(peer) && fmt.Sprint(r.Params["inflight"]) == fmt.Sprint(peer.Params["inflight"]) && r.Params["conns"] == peer.Params["conns"] {
+			own = r
+		}
+	}
+	if own == nil {
+		return bench.Stat{}
+	}
+	var xs []float64
+	for i, m := range peer.Reps {
+		if i < len(own.Reps) && m["req_per_sec"] > 0 {
+			xs = append(xs, own.Reps[i]["req_per_sec"]/m["req_per_sec"])
+		}
+	}
+	return bench.Summarize(xs)
+}
+
+// rsocketRRTable is `bench rsocket`'s request-response table with an API
+// column, and its ratio column computed like against like (the bench
+// itself, before issue 26, divided the async API's rate by blocking peers).
+func rsocketRRTable(rep bench.Report) string {
+	var b strings.Builder
+	b.WriteString("| run | API | req/s | p50 | p99 | CPU per request | sluice ÷ this, same API (req/s) |\n|---|---|---:|---:|---:|---:|---:|\n")
+	us := func(r *bench.Row, k string) string { return r.Stat(k).FormatUnit(1, " µs") }
+	for _, r := range rep.Rows {
+		if r.Stat("req_per_sec").N == 0 {
+			continue
+		}
+		ratio := ""
+		if st := sameAPIRatio(rep, r); st.N > 0 {
+			ratio = st.FormatUnit(2, "×")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, rowAPI(r), r.Stat("req_per_sec").Format(0), us(r, "p50_us"), us(r, "p99_us"), us(r, "cpu_us_per_req"), ratio)
+	}
+	return b.String() + provenance(rep)
+}
+
+// rsocketStreamTable is `bench rsocket`'s request-stream table.
+func rsocketStreamTable(rep bench.Report) string {
+	var b strings.Builder
+	b.WriteString("| run | payloads/s | sluice ÷ this |\n|---|---:|---:|\n")
+	for _, r := range rep.Rows {
+		if r.Stat("payloads_per_sec").N == 0 {
+			continue
+		}
+		ratio := ""
+		if st := r.Stat("sluice_ratio"); st.N > 0 {
+			ratio = st.FormatUnit(2, "×")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.Name, r.Stat("payloads_per_sec").Format(0), ratio)
+	}
+	return b.String() + provenance(rep)
+}
+
+// lbTable is `bench lb`'s table (internal/lab/lbbench printTable); the
+// slowed servers are the first params["slowed"] of params["servers"].
+func lbTable(rep bench.Report) string {
+	var b strings.Builder
+	b.WriteString("| policy | requests/s | share of slowed | share per server | p50 | p90 | p99 | p99.9 | errors |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	servers, _ := rep.Params["servers"].(float64)
+	slowed, _ := rep.Params["slowed"].(float64)
+	for _, r := range rep.Rows {
+		shares := make([]string, int(servers))
+		for i := range shares {
+			shares[i] = fmt.Sprintf("%.1f%%", 100*r.Stat(fmt.Sprintf("share_server%d", i)).Median)
+			if i < int(slowed) {
+				shares[i] += " (slow)"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Stat("requests_per_sec").Format(0),
+			benchkit.Pct1(r.Stat("slow_share")), strings.Join(shares, " / "),
+			r.Stat("p50_s").FormatDuration(), r.Stat("p90_s").FormatDuration(), r.Stat("p99_s").FormatDuration(),
+			r.Stat("p999_s").FormatDuration(), r.Stat("errors").Format(0))
+	}
+	return b.String() + provenance(rep)
+}
+
+// readReport reads a committed bench --json file.
+func readReport(t *testing.T, path string) bench.Report {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, path))
+	if err != nil {
+		t.Fatalf("a generated table names %s: %v", path, err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil || rep.Command == "" {
+		t.Fatalf("%s is not a bench --json report (command, args, machine, rows): %v", path, err)
+	}
+	return rep
+}
+
+// regenerate returns doc with every generated block rendered anew from
+// its JSON, and the blocks' first lines.
+func regenerate(t *testing.T, name string, doc []byte) ([]byte, int) {
+	t.Helper()
+	var out bytes.Buffer
+	lines := strings.SplitAfter(string(doc), "\n")
+	blocks := 0
+	for i := 0; i < len(lines); i++ {
+		out.WriteString(lines[i])
+		m := genBegin.FindStringSubmatch(strings.TrimSpace(lines[i]))
+		if m == nil {
+			if strings.HasPrefix(lines[i], "<!-- generated from") {
+				t.Errorf("%s:%d: a generated block's first line must match %s", name, i+1, genBegin)
+			}
+			continue
+		}
+		blocks++
+		render, ok := layouts[m[2]]
+		if !ok {
+			t.Fatalf("%s:%d: no layout %q in internal/docs/benchtables_test.go", name, i+1, m[2])
+		}
+		end := i + 1
+		for end < len(lines) && strings.TrimSpace(lines[end]) != genEnd {
+			end++
+		}
+		if end == len(lines) {
+			t.Fatalf("%s:%d: generated block without %s", name, i+1, genEnd)
+		}
+		out.WriteString(render(readReport(t, m[1])))
+		out.WriteString(lines[end])
+		i = end
+	}
+	return out.Bytes(), blocks
+}
+
+// TestBenchTables: every generated table is what its JSON renders to
+// today, and every table of figures in benchDocs is generated or marked.
+func TestBenchTables(t *testing.T) {
+	for _, name := range benchDocs {
+		path := filepath.Join(root, name)
+		doc, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := regenerate(t, name, doc)
+		if os.Getenv("SLUICE_UPDATE_DOCS") == "1" && !bytes.Equal(doc, want) {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			doc = want
+		}
+		if !bytes.Equal(doc, want) {
+			t.Errorf("%s: a generated table differs from its JSON (%s); regenerate with SLUICE_UPDATE_DOCS=1 go test ./internal/docs/ -run TestBenchTables", name, firstDiff(doc, want))
+		}
+		for _, tb := range unsourcedTables(string(doc)) {
+			t.Errorf("%s:%d: a table of figures that is neither generated from a committed --json file nor marked %q… above it (historical, not measured, or go test -bench):\n\t%s", name, tb.line, figuresMark, tb.head)
+		}
+	}
+}
+
+// firstDiff names the first line where got and want differ.
+func firstDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := 0; i < len(g) && i < len(w); i++ {
+		if g[i] != w[i] {
+			return fmt.Sprintf("line %d is\n\t%s\nthe JSON gives\n\t%s", i+1, g[i], w[i])
+		}
+	}
+	return fmt.Sprintf("%d lines against %d", len(g), len(w))
+}
+
+type docTable struct {
+	line int // 1-based, the header row
+	head string
+}
+
+var (
+	tableSep = regexp.MustCompile(`^\|[-:| ]+\|$`)
+	codeSpan = regexp.MustCompile("`[^`]*`|\\]\\([^)]*\\)")
+	// figure matches a measured quantity in a cell: a number with a unit
+	// of time, rate, ratio or share, or a cell that is only numbers (a
+	// median with its spread).
+	figure     = regexp.MustCompile(`\d\s*(?:µs|ms|ns|s\b|[kMG]?B/s|/s|×|%|k\b|M\b|[kMG]iB/s)`)
+	bareNumber = regexp.MustCompile(`^[\d.,]+(?:\s*\([\d.,]+[–-][\d.,]+\))?$`)
+)
+
+// unsourcedTables lists the tables of figures in doc outside fenced code
+// and generated blocks with no figures comment on the line above.
+func unsourcedTables(doc string) []docTable {
+	lines := strings.Split(doc, "\n")
+	var out []docTable
+	fenced, generated := false, false
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case strings.HasPrefix(l, "```"):
+			fenced = !fenced
+		case genBegin.MatchString(strings.TrimSpace(l)):
+			generated = true
+		case strings.TrimSpace(l) == genEnd:
+			generated = false
+		}
+		if fenced || generated || !strings.HasPrefix(l, "|") || i+1 >= len(lines) || !tableSep.MatchString(strings.TrimSpace(lines[i+1])) {
+			continue
+		}
+		end := i + 2
+		for end < len(lines) && strings.HasPrefix(lines[end], "|") {
+			end++
+		}
+		if hasFigures(lines[i+2:end]) && (i == 0 || !strings.HasPrefix(lines[i-1], figuresMark)) {
+			out = append(out, docTable{line: i + 1, head: l})
+		}
+		i = end - 1
+	}
+	return out
+}
+
+// hasFigures reports whether any cell of rows holds a measured quantity.
+func hasFigures(rows []string) bool {
+	for _, row := range rows {
+		for _, cell := range strings.Split(strings.Trim(row, "|"), "|") {
+			c := strings.TrimSpace(codeSpan.ReplaceAllString(cell, ""))
+			if figure.MatchString(c) || bareNumber.MatchString(c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestUnsourcedTablesFound: the check above sees a table of figures
+// without a comment, and lets one with a comment or of no figures pass.
+func TestUnsourcedTablesFound(t *testing.T) {
+	doc := "| run | req/s |\n|---|---|\n| a | 12 (10–14) |\n\n" +
+		figuresMark + "historical -->\n| run | p50 |\n|---|---|\n| b | 17 µs |\n\n" +
+		"| limit | meaning |\n|---|---|\n| `64` | frames of `16 MiB` |\n"
+	got := unsourcedTables(doc)
+	if len(got) != 1 || got[0].line != 1 {
+		t.Fatalf("unsourced tables %+v, want only the one at line 1", got)
+	}
+}

@@ -48,6 +48,7 @@ var layouts = map[string]layout{
 	"rr":             func(rep bench.Report) string { return rrTable(rep, false) },
 	"rr-split":       func(rep bench.Report) string { return rrTable(rep, true) },
 	"rsocket-rr":     rsocketRRTable,
+	"rr-versus":      rrVersusTable,
 	"rsocket-stream": rsocketStreamTable,
 	"lb":             lbTable,
 }
@@ -104,47 +105,91 @@ func rowAPI(r *bench.Row) string {
 	return "blocking"
 }
 
-// sameAPIRatio is sluice's req/s over the peer row's, each rep paired with
-// the same rep of sluice's row for the same API and in-flight count: like
-// against like, blocking against blocking and async against async.
-func sameAPIRatio(rep bench.Report, peer *bench.Row) bench.Stat {
+// sameAPIOwn is sluice's row for the same API, in-flight count and
+// connections as the peer row, or nil for sluice's own rows.
+func sameAPIOwn(rep bench.Report, peer *bench.Row) *bench.Row {
 	if peer.Params["stack"] == "sluice" {
-		return bench.Stat{}
+		return nil
 	}
-	var own *bench.Row
 	for _, r := range rep.Rows {
 		if r.Params["stack"] == "sluice" && rowAPI(r) == rowAPI(peer) && fmt.Sprint(r.Params["inflight"]) == fmt.Sprint(peer.Params["inflight"]) && r.Params["conns"] == peer.Params["conns"] {
-			own = r
+			return r
 		}
 	}
-	if own == nil {
-		return bench.Stat{}
-	}
+	return nil
+}
+
+// repRatio is num's metric over den's, each rep paired with the same rep
+// of the other row (the runs alternate, so rep i of both saw the same
+// state of the machine).
+func repRatio(num, den *bench.Row, metric string) bench.Stat {
 	var xs []float64
-	for i, m := range peer.Reps {
-		if i < len(own.Reps) && m["req_per_sec"] > 0 {
-			xs = append(xs, own.Reps[i]["req_per_sec"]/m["req_per_sec"])
+	for i, m := range num.Reps {
+		if i < len(den.Reps) && den.Reps[i][metric] > 0 {
+			xs = append(xs, m[metric]/den.Reps[i][metric])
 		}
 	}
 	return bench.Summarize(xs)
 }
 
 // rsocketRRTable is `bench rsocket`'s request-response table with an API
-// column, and its ratio column computed like against like (the bench
-// itself, before issue 26, divided the async API's rate by blocking peers).
+// column, and its ratios computed like against like, sluice's blocking API
+// against the blocking peers and its async API against async ones (the
+// bench itself, before issue 26, divided the async API's rate by blocking
+// peers'): sluice's req/s ÷ the peer's, and the peer's CPU per request ÷
+// sluice's, so that above 1 is sluice ahead in both.
 func rsocketRRTable(rep bench.Report) string {
 	var b strings.Builder
-	b.WriteString("| run | API | req/s | p50 | p99 | CPU per request | sluice ÷ this, same API (req/s) |\n|---|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| run | API | req/s | p50 | p99 | CPU per request | sluice ÷ this, same API (req/s) | this ÷ sluice, same API (CPU per request) |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	us := func(r *bench.Row, k string) string { return r.Stat(k).FormatUnit(1, " µs") }
 	for _, r := range rep.Rows {
 		if r.Stat("req_per_sec").N == 0 {
 			continue
 		}
-		ratio := ""
-		if st := sameAPIRatio(rep, r); st.N > 0 {
-			ratio = st.FormatUnit(2, "×")
+		rate, cpu := "", ""
+		if own := sameAPIOwn(rep, r); own != nil {
+			rate = repRatio(own, r, "req_per_sec").FormatUnit(2, "×")
+			cpu = repRatio(r, own, "cpu_us_per_req").FormatUnit(2, "×")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, rowAPI(r), r.Stat("req_per_sec").Format(0), us(r, "p50_us"), us(r, "p99_us"), us(r, "cpu_us_per_req"), ratio)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, rowAPI(r), r.Stat("req_per_sec").Format(0), us(r, "p50_us"), us(r, "p99_us"), us(r, "cpu_us_per_req"), rate, cpu)
+	}
+	return b.String() + provenance(rep)
+}
+
+// rrPeerAPI is the API of a `bench rr` client: every client holds one
+// goroutine per request in flight (sluice's rsocket rows use the blocking
+// API) except rsocket-go's SubscribeWith loop.
+func rrPeerAPI(protocol string) string {
+	if strings.HasSuffix(protocol, "-async") {
+		return "async"
+	}
+	return "blocking"
+}
+
+// rrVersusTable is the olympics' headline at 128 in flight: sluice's
+// `rsocket` row against each other contestant whose client uses the same
+// API, per rep, for req/s and for CPU per request. Contestants on another
+// API get no ratio: `bench rr` runs sluice's blocking API only.
+func rrVersusTable(rep bench.Report) string {
+	var b strings.Builder
+	b.WriteString("| contestant at 128 in flight | client API | req/s | CPU µs/req | sluice `rsocket` ÷ this (req/s) | this ÷ sluice `rsocket` (CPU per request) |\n|---|---|---:|---:|---:|---:|\n")
+	var own *bench.Row
+	for _, r := range rep.Rows {
+		if r.Params["protocol"] == "rsocket" && fmt.Sprint(r.Params["inflight"]) == "128" {
+			own = r
+		}
+	}
+	for _, r := range rep.Rows {
+		proto := fmt.Sprint(r.Params["protocol"])
+		if own == nil || r == own || fmt.Sprint(r.Params["inflight"]) != "128" {
+			continue
+		}
+		rate, cpu := "", ""
+		if rrPeerAPI(proto) == "blocking" {
+			rate = repRatio(own, r, "rps").FormatUnit(2, "×")
+			cpu = repRatio(r, own, "cpu_us_per_req").FormatUnit(2, "×")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", proto, rrPeerAPI(proto), r.Stat("rps").Format(0), r.Stat("cpu_us_per_req").Format(1), rate, cpu)
 	}
 	return b.String() + provenance(rep)
 }

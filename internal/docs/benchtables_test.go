@@ -51,6 +51,7 @@ var layouts = map[string]layout{
 	"rr-versus":      rrVersusTable,
 	"rsocket-stream": rsocketStreamTable,
 	"lb":             lbTable,
+	"delivery":       deliveryTable,
 }
 
 // provenance is the line under every generated table: how many reps, the
@@ -230,6 +231,27 @@ func lbTable(rep bench.Report) string {
 			benchkit.Pct1(r.Stat("slow_share")), strings.Join(shares, " / "),
 			r.Stat("p50_s").FormatDuration(), r.Stat("p90_s").FormatDuration(), r.Stat("p99_s").FormatDuration(),
 			r.Stat("p999_s").FormatDuration(), r.Stat("errors").Format(0))
+	}
+	return b.String() + provenance(rep)
+}
+
+// deliveryTable is `bench delivery`'s table (internal/lab/deliverybench
+// printTable): the log append baseline (its first row), the raw file
+// writes measured beside it, then every delivery run.
+func deliveryTable(rep bench.Report) string {
+	var b strings.Builder
+	b.WriteString("| run | records/s | MB/s (records) | MB/s (wire) | ack p50 | ack p99 | vs log append |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	if len(rep.Rows) == 0 {
+		return b.String() + provenance(rep)
+	}
+	logRow := rep.Rows[0]
+	fmt.Fprintf(&b, "| %s | %s | %s | | | | 100%% |\n", logRow.Name, logRow.Stat("records_per_sec").Format(0), logRow.Stat("mb_per_sec").Format(1))
+	fmt.Fprintf(&b, "| raw file writes, same cadence | | %s | | | | %s |\n", logRow.Stat("raw_mb_per_sec").Format(1), benchkit.Pct(logRow.Stat("raw_vs_log")))
+	for _, r := range rep.Rows[1:] {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Stat("records_per_sec").Format(0),
+			r.Stat("mb_per_sec").Format(1), r.Stat("wire_mb_per_sec").Format(1),
+			r.Stat("ack_p50_s").FormatDuration(), r.Stat("ack_p99_s").FormatDuration(),
+			benchkit.Pct(r.Stat("vs_log")))
 	}
 	return b.String() + provenance(rep)
 }

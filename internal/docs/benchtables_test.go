@@ -52,6 +52,7 @@ var layouts = map[string]layout{
 	"rsocket-stream": rsocketStreamTable,
 	"lb":             lbTable,
 	"delivery":       deliveryTable,
+	"ingest":         ingestTable,
 }
 
 // provenance is the line under every generated table: how many reps, the
@@ -254,6 +255,58 @@ func deliveryTable(rep bench.Report) string {
 			benchkit.Pct(r.Stat("vs_log")))
 	}
 	return b.String() + provenance(rep)
+}
+
+// ingestTable is `bench ingest`'s records, CPU, delivered-ack and ratio
+// columns as docs/benchmarks.md's issue 27 section shows them: thousands
+// separated, latencies in ms below a second.
+func ingestTable(rep bench.Report) string {
+	var b strings.Builder
+	b.WriteString("| run | records/s | CPU µs/record | delivered ack p50 | delivered ack p99 | vs franz-go (c) | vs Java zstd (e) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, spread(r.Stat("records_per_sec"), thousands),
+			optional(r, "cpu_us_per_record", func(s bench.Stat) string { return s.Format(2) }),
+			optional(r, "delivered_ack_p50_s", func(s bench.Stat) string { return spread(s, secondsMS) }),
+			optional(r, "delivered_ack_p99_s", func(s bench.Stat) string { return spread(s, secondsMS) }),
+			optional(r, "vs_franz_go", func(s bench.Stat) string { return s.FormatUnit(2, "×") }),
+			optional(r, "vs_java_zstd", func(s bench.Stat) string { return s.FormatUnit(2, "×") }))
+	}
+	return b.String() + provenance(rep)
+}
+
+// optional formats metric k, or leaves the cell empty for a row that does
+// not measure it.
+func optional(r *bench.Row, k string, format func(bench.Stat) string) string {
+	if st := r.Stat(k); st.N > 0 {
+		return format(st)
+	}
+	return ""
+}
+
+// spread is "median (min–max)" with each number formatted by f.
+func spread(s bench.Stat, f func(float64) string) string {
+	if s.N == 1 {
+		return f(s.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
+}
+
+// thousands rounds x and separates its thousands with commas: 500,005.
+func thousands(x float64) string {
+	d := fmt.Sprintf("%.0f", x)
+	for i := len(d) - 3; i > 0; i -= 3 {
+		d = d[:i] + "," + d[i:]
+	}
+	return d
+}
+
+// secondsMS prints seconds below one as milliseconds with one decimal,
+// and from one up as seconds with two.
+func secondsMS(x float64) string {
+	if x < 1 {
+		return fmt.Sprintf("%.1f ms", x*1e3)
+	}
+	return fmt.Sprintf("%.2f s", x)
 }
 
 // readReport reads a committed bench --json file.

@@ -41,18 +41,54 @@ const (
 // JSON file and layout.
 var genBegin = regexp.MustCompile(`^<!-- generated from (\S+\.json) by internal/docs TestBenchTables \(layout ([a-z0-9-]+)\); SLUICE_UPDATE_DOCS=1 go test \./internal/docs/ -run TestBenchTables rewrites it -->$`)
 
-// layout renders a bench report as a markdown table and the line under it.
-type layout func(rep bench.Report) string
+// layout renders a committed JSON file as a markdown table and the line
+// under it.
+type layout func(t *testing.T, path string, raw []byte) string
+
+// fromReport is a layout of a bench --json report (the envelope).
+func fromReport(render func(bench.Report) string) layout {
+	return func(t *testing.T, path string, raw []byte) string {
+		var rep bench.Report
+		if err := json.Unmarshal(raw, &rep); err != nil || rep.Command == "" {
+			t.Fatalf("%s is not a bench --json report (command, args, machine, rows): %v", path, err)
+		}
+		return render(rep)
+	}
+}
 
 var layouts = map[string]layout{
-	"rr":             func(rep bench.Report) string { return rrTable(rep, false) },
-	"rr-split":       func(rep bench.Report) string { return rrTable(rep, true) },
-	"rsocket-rr":     rsocketRRTable,
-	"rr-versus":      rrVersusTable,
-	"rsocket-stream": rsocketStreamTable,
-	"lb":             lbTable,
-	"delivery":       deliveryTable,
-	"ingest":         ingestTable,
+	"rr":             fromReport(func(rep bench.Report) string { return rrTable(rep, false) }),
+	"rr-split":       fromReport(func(rep bench.Report) string { return rrTable(rep, true) }),
+	"rr-versus":      fromReport(rrVersusTable),
+	"rsocket-rr":     fromReport(rsocketRRTable),
+	"rsocket-stream": fromReport(rsocketStreamTable),
+	"lb":             fromReport(lbTable),
+	"delivery":       fromReport(deliveryTable),
+	"ingest":         fromReport(ingestTable),
+	"wan-seed":       wanScenario("seed"),
+	"wan-thin":       wanScenario("thin"),
+	"wan-lan":        wanScenario("lan"),
+}
+
+// wanScenario renders one scenario of a bare array of `bench wan` runs
+// (its --json before the envelope) with the bench's own PrintWANTable.
+func wanScenario(scenario string) layout {
+	return func(t *testing.T, path string, raw []byte) string {
+		var all []bench.WANResult
+		if err := json.Unmarshal(raw, &all); err != nil {
+			t.Fatalf("%s is not an array of bench wan runs: %v", path, err)
+		}
+		var rs []bench.WANResult
+		for _, r := range all {
+			if r.Scenario == scenario {
+				rs = append(rs, r)
+			}
+		}
+		var b strings.Builder
+		bench.PrintWANTable(&b, rs)
+		b.WriteString("One run per mode; a bare array of runs written before the `--json` envelope: it records no machine, revision or command line.\n")
+		return b.String()
+	}
 }
 
 // provenance is the line under every generated table: how many reps, the
@@ -309,18 +345,14 @@ func secondsMS(x float64) string {
 	return fmt.Sprintf("%.2f s", x)
 }
 
-// readReport reads a committed bench --json file.
-func readReport(t *testing.T, path string) bench.Report {
+// readJSON reads a committed JSON file a generated table names.
+func readJSON(t *testing.T, path string) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(root, path))
 	if err != nil {
 		t.Fatalf("a generated table names %s: %v", path, err)
 	}
-	var rep bench.Report
-	if err := json.Unmarshal(raw, &rep); err != nil || rep.Command == "" {
-		t.Fatalf("%s is not a bench --json report (command, args, machine, rows): %v", path, err)
-	}
-	return rep
+	return raw
 }
 
 // regenerate returns doc with every generated block rendered anew from
@@ -351,7 +383,7 @@ func regenerate(t *testing.T, name string, doc []byte) ([]byte, int) {
 		if end == len(lines) {
 			t.Fatalf("%s:%d: generated block without %s", name, i+1, genEnd)
 		}
-		out.WriteString(render(readReport(t, m[1])))
+		out.WriteString(render(t, m[1], readJSON(t, m[1])))
 		out.WriteString(lines[end])
 		i = end
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
@@ -477,7 +478,7 @@ func hasFigures(rows []string) bool {
 	for _, row := range rows {
 		for _, cell := range strings.Split(strings.Trim(row, "|"), "|") {
 			c := strings.TrimSpace(codeSpan.ReplaceAllString(cell, ""))
-			if figure.MatchString(c) || bareNumber.MatchString(c) {
+			if figure.MatchString(c) || bareNumber.MatchString(c) || mostlyNumber(c) {
 				return true
 			}
 		}
@@ -485,14 +486,35 @@ func hasFigures(rows []string) bool {
 	return false
 }
 
+// mostlyNumber reports whether a cell with a digit is less than half
+// letters: "112 (0.20), 4.55" or "**98 %**", where "16 KiB" or "at 128
+// in flight" are not.
+func mostlyNumber(cell string) bool {
+	letters, other := 0, 0
+	digit := false
+	for _, r := range cell {
+		switch {
+		case unicode.IsLetter(r):
+			letters++
+		case unicode.IsDigit(r):
+			digit = true
+			other++
+		case !unicode.IsSpace(r):
+			other++
+		}
+	}
+	return digit && letters < other
+}
+
 // TestUnsourcedTablesFound: the check above sees a table of figures
 // without a comment, and lets one with a comment or of no figures pass.
 func TestUnsourcedTablesFound(t *testing.T) {
 	doc := "| run | req/s |\n|---|---|\n| a | 12 (10–14) |\n\n" +
+		"| run | before | after |\n|---|---|---|\n| a | 112 (0.20), 4.55 | 116 (0.22), 3.46 |\n\n" +
 		figuresMark + "historical -->\n| run | p50 |\n|---|---|\n| b | 17 µs |\n\n" +
 		"| limit | meaning |\n|---|---|\n| `64` | frames of `16 MiB` |\n"
 	got := unsourcedTables(doc)
-	if len(got) != 1 || got[0].line != 1 {
-		t.Fatalf("unsourced tables %+v, want only the one at line 1", got)
+	if len(got) != 2 || got[0].line != 1 || got[1].line != 5 {
+		t.Fatalf("unsourced tables %+v, want the ones at lines 1 and 5", got)
 	}
 }

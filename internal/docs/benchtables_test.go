@@ -518,3 +518,19 @@ func TestUnsourcedTablesFound(t *testing.T) {
 		t.Fatalf("unsourced tables %+v, want the ones at lines 1 and 5", got)
 	}
 }
+
+// TestGeneratedTableDriftFound: a generated table whose figures are not
+// its JSON's is rewritten from the JSON (so TestBenchTables, comparing
+// the two, fails on it).
+func TestGeneratedTableDriftFound(t *testing.T) {
+	begin := "<!-- generated from docs/bench-lb.json by internal/docs TestBenchTables (layout lb); SLUICE_UPDATE_DOCS=1 go test ./internal/docs/ -run TestBenchTables rewrites it -->\n"
+	stale := "text\n" + begin + "| policy | requests/s |\n|---|---|\n| predictive | 123456 |\n" + genEnd + "\nmore text\n"
+	got, blocks := regenerate(t, "stale.md", []byte(stale))
+	if blocks != 1 || bytes.Equal(got, []byte(stale)) {
+		t.Fatalf("%d blocks, the stale table was kept:\n%s", blocks, got)
+	}
+	if s := string(got); strings.Contains(s, "123456") || !strings.Contains(s, "| predictive | 90202 (81910–95009) |") ||
+		!strings.HasPrefix(s, "text\n"+begin) || !strings.HasSuffix(s, genEnd+"\nmore text\n") {
+		t.Errorf("regenerated:\n%s", s)
+	}
+}

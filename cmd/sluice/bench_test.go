@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )
 
@@ -170,8 +171,9 @@ func TestLogBenchReps(t *testing.T) {
 
 // TestBenchJSONRecordsWholeCommandLine: a bench's --json file records
 // every argument after the command's name, flags and their values alike,
-// so the file says how to run it again. `bench upload` wrote a bare array
-// of results with no command line at all.
+// so the file says how to run it again, and the machine and revision it
+// ran on. `bench upload` wrote a bare array of results with no command
+// line at all, then a command line without the machine.
 func TestBenchJSONRecordsWholeCommandLine(t *testing.T) {
 	for _, tc := range []struct {
 		command []string
@@ -194,14 +196,18 @@ func TestBenchJSONRecordsWholeCommandLine(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rep struct {
-				Command string   `json:"command"`
-				Args    []string `json:"args"`
+				Command string        `json:"command"`
+				Args    []string      `json:"args"`
+				Machine bench.Machine `json:"machine"`
 			}
 			if err := json.Unmarshal(b, &rep); err != nil {
 				t.Fatalf("%v\n%s", err, b)
 			}
 			if rep.Command != name || !slices.Equal(rep.Args, args) {
 				t.Errorf("recorded %q %q, want %q %q", rep.Command, rep.Args, name, args)
+			}
+			if m := rep.Machine; m.Date.IsZero() || m.GoVersion == "" || m.GOMAXPROCS == 0 {
+				t.Errorf("recorded machine %+v, want the date, Go version and GOMAXPROCS of the run", m)
 			}
 		})
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/bench/rr"
 	"github.com/sluicehq/sluice/internal/lab/chart"
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -322,20 +323,21 @@ func report(stdout io.Writer, cells []cell, seconds, cpu [][]float64) []Result {
 	return results
 }
 
-// jsonReport is the --json file: the command line beside the results, the
-// envelope of the other bench commands' JSON, so that a file says which
-// flags made it.
+// jsonReport is the --json file: the command line and the machine and
+// revision beside the results, the envelope of the other bench commands'
+// JSON, so that a file says which flags made it and where.
 type jsonReport struct {
-	Command string   `json:"command"`
-	Args    []string `json:"args,omitempty"`
-	Reps    int      `json:"reps"`
-	Results []Result `json:"results"`
+	Command string        `json:"command"`
+	Args    []string      `json:"args,omitempty"`
+	Reps    int           `json:"reps"`
+	Machine bench.Machine `json:"machine"`
+	Results []Result      `json:"results"`
 }
 
 // write writes the --json and --svg files asked for.
 func (c Config) write(results []Result) error {
 	if c.JSONPath != "" {
-		b, _ := json.MarshalIndent(jsonReport{Command: "bench upload", Args: c.Args, Reps: c.Reps, Results: results}, "", "  ")
+		b, _ := json.MarshalIndent(jsonReport{Command: "bench upload", Args: c.Args, Reps: c.Reps, Machine: bench.CurrentMachine(), Results: results}, "", "  ")
 		if err := os.WriteFile(c.JSONPath, append(b, '\n'), 0o644); err != nil {
 			return err
 		}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
-	"github.com/sluicehq/sluice/internal/export"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/export"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/xfer"

@@ -59,14 +59,14 @@ var GuploadSweep = func() (l []int) {
 
 // Config is one sweep.
 type Config struct {
-	Size       int64    // file size
-	PerChunk   int      // bound a cell's file to this many chunks (0: none)
-	Auto       bool     // add a --chunk auto cell for gRPC, RSocket and tus
+	Size     int64 // file size
+	PerChunk int   // bound a cell's file to this many chunks (0: none)
+	Auto     bool  // add a --chunk auto cell for gRPC, RSocket and tus
 	// KnownSHA gives the gRPC, RSocket and tus senders the file's SHA-256
 	// (send.Options.SHA256): like the POST baseline's client, they then
 	// hash nothing. Without it they hash while sending, which costs the
 	// sender what the receiver's hash costs it.
-	KnownSHA bool
+	KnownSHA   bool
 	Chunks     []int    // chunk sizes
 	Transports []string // grpc, rsocket, tus, http1, h2c
 	Sources    []string // memory, disk

@@ -314,3 +314,31 @@ func TestOnlyTransportsImportGRPC(t *testing.T) {
 		}
 	}
 }
+
+// Among the file transfer packages, protobuf is the gRPC adapter's: the
+// store contract, the other adapters and the upload loop are what the
+// object-store backend and other transports plug into, and the RSocket
+// adapter has its own binary encoding (docs/xfer.md, "RSocket mapping").
+// Only internal/xfer/grpcxfer may import api/xfer/v1 or a
+// google.golang.org/protobuf package; its daemon (internal/xfer/serve)
+// and tests may reach it through grpcxfer.
+func TestOnlyGRPCAdapterImportsXferProtobuf(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./internal/xfer/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module+"/")
+		if pkg == "internal/xfer/grpcxfer" {
+			continue
+		}
+		for _, imp := range f[1:] {
+			if imp == module+"/api/xfer/v1" || strings.HasPrefix(imp, "google.golang.org/protobuf/") {
+				t.Errorf("%s imports %s; among the xfer packages only internal/xfer/grpcxfer may", pkg, imp)
+			}
+		}
+	}
+}

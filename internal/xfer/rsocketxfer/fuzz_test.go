@@ -18,30 +18,22 @@ func FuzzWireDecode(f *testing.F) {
 	f.Add(AppendChunkMeta(nil, 0xdeadbeef))
 	f.Add([]byte{0x0a, 1, 'a'}) // a protobuf OffsetRequest
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if b, err := DecodeBegin(p); err == nil {
-			if got := AppendBegin(nil, b); !bytes.Equal(got, p) {
-				t.Errorf("begin %x decoded as %+v, encodes as %x", p, b, got)
-			}
-		}
-		if name, err := DecodeOffsetRequest(p); err == nil {
-			if got := AppendOffsetRequest(nil, name); !bytes.Equal(got, p) {
-				t.Errorf("offset request %x encodes back as %x", p, got)
-			}
-		}
-		if a, err := DecodeOffsetAnswer(p); err == nil {
-			if got := AppendOffsetAnswer(nil, a); !bytes.Equal(got, p) {
-				t.Errorf("offset answer %x encodes back as %x", p, got)
-			}
-		}
-		if a, err := DecodeUploadAnswer(p); err == nil {
-			if got := AppendUploadAnswer(nil, a); !bytes.Equal(got, p) {
-				t.Errorf("upload answer %x encodes back as %x", p, got)
-			}
-		}
-		if crc, err := decodeChunkMeta(p); err == nil {
-			if got := AppendChunkMeta(nil, crc); !bytes.Equal(got, p) {
-				t.Errorf("chunk metadata %x encodes back as %x", p, got)
-			}
-		}
+		reencodes(t, "begin", p, DecodeBegin, AppendBegin)
+		reencodes(t, "offset request", p, DecodeOffsetRequest, AppendOffsetRequest)
+		reencodes(t, "offset answer", p, DecodeOffsetAnswer, AppendOffsetAnswer)
+		reencodes(t, "upload answer", p, DecodeUploadAnswer, AppendUploadAnswer)
+		reencodes(t, "chunk metadata", p, decodeChunkMeta, AppendChunkMeta)
 	})
+}
+
+// reencodes checks that p, when decode takes it, encodes back the same.
+func reencodes[T any](t *testing.T, what string, p []byte, decode func([]byte) (T, error), encode func([]byte, T) []byte) {
+	t.Helper()
+	m, err := decode(p)
+	if err != nil {
+		return
+	}
+	if got := encode(nil, m); !bytes.Equal(got, p) {
+		t.Errorf("%s %x decoded as %+v, encodes as %x", what, p, m, got)
+	}
 }

@@ -136,7 +136,7 @@ func TestTLSSilentClientDoesNotBlockAccept(t *testing.T) {
 // (REJECTED_RESUME "resume from another client identity") and the
 // session stays with its owner, which still resumes through cuts.
 func TestResumeBindsTLSIdentity(t *testing.T) {
-	pki := newMTLSResume(t)
+	pki := resumetest.NewMTLS(t, testpki.NewCA(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ln, _, err := Listen("tls://127.0.0.1:0")
@@ -146,14 +146,14 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = Serve(ctx, ln, newEcho(), WithTLS(pki.server), WithResume(ResumeConfig{}))
+		_ = Serve(ctx, ln, newEcho(), WithTLS(pki.Server), WithResume(ResumeConfig{}))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	const cuts = 3
 	p := newCutProxy(t, ln.Addr().String(), 7, 0, 0, 0) // no cuts until the thief has tried
-	c := pki.dialOwner(t, "tls://"+p.Addr())
+	c := dialOwner(t, pki, "tls://"+p.Addr())
 
-	resumetest.ThiefResumes(t, ln.Addr().String(), pki.thief, pki.token, withinBound)
+	resumetest.ThiefResumes(t, ln.Addr().String(), pki.Thief, pki.Token, withinBound)
 
 	// The owner's session is untouched, and it resumes as itself.
 	p.CutNext(randomCuts(7, cuts, 4<<10, 64<<10))
@@ -171,36 +171,13 @@ func TestResumeBindsTLSIdentity(t *testing.T) {
 	}
 }
 
-// mtlsResume is the PKI of the TLS resume tests: a server that requires
-// client certificates, the session's owner and a thief with a
-// certificate of its own from the same CA, and the session's token.
-type mtlsResume struct {
-	server, owner, thief *tls.Config
-	token                []byte
-}
-
-func newMTLSResume(t *testing.T) mtlsResume {
-	ca := testpki.NewCA(t)
-	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
-	client := func(name string) *tls.Config {
-		cert := ca.Issue(t, name, x509.ExtKeyUsageClientAuth)
-		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
-	}
-	return mtlsResume{
-		server: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert},
-		owner:  client("owner"),
-		thief:  client("thief"),
-		token:  []byte("0123456789abcdef"),
-	}
-}
-
-// dialOwner dials url as the owner, resumable with the token, and has
+// dialOwner dials url as m's owner, resumable with its token, and has
 // one request answered; the connection closes with the test.
-func (m mtlsResume) dialOwner(t *testing.T, url string) *Conn {
+func dialOwner(t *testing.T, m resumetest.MTLS, url string) *Conn {
 	t.Helper()
 	ctx := context.Background()
-	c, err := Dial(ctx, url, WithTLS(m.owner),
-		WithResume(ResumeConfig{Token: m.token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	c, err := Dial(ctx, url, WithTLS(m.Owner),
+		WithResume(ResumeConfig{Token: m.Token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

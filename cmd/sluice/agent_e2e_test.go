@@ -66,16 +66,7 @@ func TestAgentIngestTLSAndTokens(t *testing.T) {
 		"--ingest-tls-cert", certFile, "--ingest-tls-key", keyFile, "--ingest-tokens", tokens)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 	post := func(authz string) int {
-		req, _ := http.NewRequest(http.MethodPost, "https://"+ingest+"/v1/records", strings.NewReader("rec\n"))
-		if authz != "" {
-			req.Header.Set("Authorization", authz)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return -1
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return postStatus(client, "https://"+ingest+"/v1/records", []byte("rec\n"), "Authorization", authz)
 	}
 	testwait.For(t, "the agent to serve HTTPS", func() bool { return post("") != -1 })
 	if got := post(""); got != http.StatusUnauthorized {
@@ -144,4 +135,22 @@ func TestAgentDamagedSpoolCLI(t *testing.T) {
 		}
 		return err == nil
 	})
+}
+
+// postStatus POSTs body to url with the headers hdr (name, value, …; a
+// header of empty value is left out) and returns the answer's status, or
+// -1 when none came (the server not listening yet).
+func postStatus(client *http.Client, url string, body []byte, hdr ...string) int {
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] != "" {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return -1
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -285,17 +285,7 @@ func TestCollectorsTLSAndTokens(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 	wr := snappy.Encode(nil, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), nil))
 	post := func(authz string) int {
-		req, _ := http.NewRequest(http.MethodPost, "https://"+ingest+"/api/v1/write", bytes.NewReader(wr))
-		req.Header.Set("Content-Encoding", "snappy")
-		if authz != "" {
-			req.Header.Set("Authorization", authz)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return -1
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return postStatus(client, "https://"+ingest+"/api/v1/write", wr, "Content-Encoding", "snappy", "Authorization", authz)
 	}
 	testwait.For(t, "the agent to serve HTTPS", func() bool { return post("") != -1 })
 	if got := post(""); got != http.StatusUnauthorized {

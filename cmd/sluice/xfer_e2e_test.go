@@ -62,6 +62,22 @@ func sendCmd(t *testing.T, cache string, args ...string) (*exec.Cmd, *bytes.Buff
 	return cmd, &out, &errb
 }
 
+// waitSend waits for a started send to exit, failing the test when it
+// fails or has not exited within bound ("did not finish " + after).
+func waitSend(t *testing.T, cmd *exec.Cmd, errb *bytes.Buffer, bound time.Duration, after string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("send: %v\n%s", err, errb)
+		}
+	case <-time.After(bound):
+		t.Fatalf("send did not finish %s:\n%s", after, errb)
+	}
+}
+
 // partialBytes is the size of the data of the partial upload in dir.
 func partialBytes(dir string) int64 {
 	m, _ := filepath.Glob(filepath.Join(dir, ".partial", "*.part"))
@@ -177,16 +193,7 @@ func TestXferResumeAfterServerKill(t *testing.T) {
 			}
 			s.restart()
 			s.waitListening()
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("send: %v\n%s", err, errb)
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatalf("send did not finish after the server restarted:\n%s", errb)
-			}
+			waitSend(t, cmd, errb, 60*time.Second, "after the server restarted")
 			// A tus PATCH on a fresh connection may be retried by Go's HTTP
 			// client itself (nothing of it was written), unseen by send.
 			if tr != "tus" && !strings.Contains(errb.String(), "upload interrupted") {

@@ -66,16 +66,7 @@ func TestXferS3ResumeOnAnotherServer(t *testing.T) {
 	b, bAddr := startS3Server(t, "xfer serve B", url)
 	p.SetUpstream(bAddr)
 	p.CutAll()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("send: %v\n%s", err, errb)
-		}
-	case <-time.After(120 * time.Second):
-		t.Fatalf("send did not finish through the second server:\n%s", errb)
-	}
+	waitSend(t, cmd, errb, 120*time.Second, "through the second server")
 	if got := lastLine(out.String()); got != sum {
 		t.Fatalf("send printed %q, want the SHA-256 %s", got, sum)
 	}

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
-	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 // storedRecords reads every record in the sink's store back through a
@@ -19,39 +17,11 @@ import (
 // content.
 func storedRecords(t *testing.T, ts *sinktest.Sink) map[string]int {
 	t.Helper()
-	d, cc, err := grpctransport.Connect(ts.Addr, grpctransport.ClientOptions{MaxRecvBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := d.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(nil)
-	if err := c.Send(&protocol.ReadStart{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Send(&protocol.ReadMore{N: 1 << 30}); err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]int{}
-	for {
-		f, err := c.Recv()
-		if err != nil {
-			t.Fatalf("reading the store: %v", err)
-		}
-		switch f := f.(type) {
-		case *protocol.Stored:
-			for _, r := range f.Records {
-				got[string(r)]++
-			}
-		case *protocol.EndOfLog:
-			return got
-		}
+	for _, r := range sinktest.StoredRecords(t, ts.Addr) {
+		got[string(r)]++
 	}
+	return got
 }
 
 // waitAcked waits until a has delivered and the sink acknowledged

@@ -260,16 +260,8 @@ func TestOnlyTransportImportsProtobuf(t *testing.T) {
 		"google.golang.org/grpc/status": {"internal/transport/grpctransport": true, "internal/xfer/grpcxfer": true, "api/sluice/v1": true, "api/xfer/v1": true,
 			"internal/agent/collect/otlpgrpc": true},
 	}
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
-		for _, imp := range f[1:] {
+	for pkg, imports := range directImports(t, "./...") {
+		for _, imp := range imports {
 			key := strings.TrimPrefix(imp, module+"/")
 			if imp == "google.golang.org/grpc/codes" {
 				key = "google.golang.org/grpc/status"
@@ -294,23 +286,54 @@ func TestOnlyTransportImportsProtobuf(t *testing.T) {
 func TestOnlyTransportsImportGRPC(t *testing.T) {
 	allowed := []string{"api/...", "internal/transport/...", "internal/xfer/grpcxfer", "internal/xfer/serve", "internal/agent/collect/otlpgrpc",
 		"internal/lab/...", "internal/testkit/sinkclient"}
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+	for pkg, imports := range directImports(t, "./...") {
 		ok := false
 		for _, p := range allowed {
 			ok = ok || inPattern(pkg, p)
 		}
-		for _, imp := range f[1:] {
+		for _, imp := range imports {
 			if !ok && (imp == "google.golang.org/grpc" || strings.HasPrefix(imp, "google.golang.org/grpc/")) {
 				t.Errorf("%s imports %s; only %v may", pkg, imp, allowed)
 			}
 		}
 	}
+}
+
+// Among the file transfer packages, protobuf is the gRPC adapter's: the
+// store contract, the other adapters and the upload loop are what the
+// object-store backend and other transports plug into, and the RSocket
+// adapter has its own binary encoding (docs/xfer.md, "RSocket mapping").
+// Only internal/xfer/grpcxfer may import api/xfer/v1 or a
+// google.golang.org/protobuf package; its daemon (internal/xfer/serve)
+// and tests may reach it through grpcxfer.
+func TestOnlyGRPCAdapterImportsXferProtobuf(t *testing.T) {
+	for pkg, imports := range directImports(t, "./internal/xfer/...") {
+		if pkg == "internal/xfer/grpcxfer" {
+			continue
+		}
+		for _, imp := range imports {
+			if imp == module+"/api/xfer/v1" || strings.HasPrefix(imp, "google.golang.org/protobuf/") {
+				t.Errorf("%s imports %s; among the xfer packages only internal/xfer/grpcxfer may", pkg, imp)
+			}
+		}
+	}
+}
+
+// directImports is every import (of the module or not) of the non-test
+// files of each package matching pattern, by the package's path in the
+// module.
+func directImports(t *testing.T, pattern string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pattern)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkgs[strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")] = f[1:]
+	}
+	return pkgs
 }

@@ -41,7 +41,7 @@ func TestOutOfWindow(t *testing.T) {
 		go func() {
 			defer close(sent)
 			for id := uint64(0); id < 128; id++ {
-				if err := a.stream.Send(plainReq(id, rec)); err != nil {
+				if err := a.Stream.Send(sinkclient.PlainRequest(id, rec)); err != nil {
 					return // the sink ended the stream
 				}
 			}
@@ -51,7 +51,7 @@ func TestOutOfWindow(t *testing.T) {
 		for done := false; !done; {
 			peak = max(peak, metricValue(t, h, "sluice_sink_queued_bytes"))
 			select {
-			case r, ok := <-a.resps:
+			case r, ok := <-a.Resps:
 				if !ok {
 					done = true
 					break
@@ -63,7 +63,7 @@ func TestOutOfWindow(t *testing.T) {
 				t.Fatal("the stream of an agent ignoring its credits did not end")
 			}
 		}
-		if err := <-a.end; status.Code(err) != codes.ResourceExhausted {
+		if err := <-a.End; status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("stream ended with %v, want ResourceExhausted", err)
 		}
 		if !sawOutOfWindow {
@@ -86,12 +86,12 @@ func TestOutOfWindow(t *testing.T) {
 		defer close(hold)
 		a := h.connect("greedy")
 		for id := range uint64(5) {
-			a.send(plainReq(id, "r"))
+			a.Send(sinkclient.PlainRequest(id, "r"))
 		}
-		if e, _ := a.errorFor(4); e.Code != sluicev1.ErrorCode_ERROR_CODE_OUT_OF_WINDOW {
+		if e, _ := a.ErrorFor(4); e.Code != sluicev1.ErrorCode_ERROR_CODE_OUT_OF_WINDOW {
 			t.Errorf("fifth message with a message credit of 4: %v, want OUT_OF_WINDOW", e)
 		}
-		if err := a.status(); status.Code(err) != codes.ResourceExhausted {
+		if err := a.Status(); status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("stream ended with %v, want ResourceExhausted", err)
 		}
 	})
@@ -102,7 +102,7 @@ func TestOutOfWindow(t *testing.T) {
 func TestStreamsPerConnection(t *testing.T) {
 	const limit, extra = 4, 3
 	h := newHarness(t, func(c *Config) { c.MaxStreamsPerConn = limit })
-	welcomed := make(chan *agentConn, limit+extra)
+	welcomed := make(chan *sinkclient.Agent, limit+extra)
 	var wg sync.WaitGroup
 	for i := range limit + extra {
 		wg.Add(1)
@@ -114,7 +114,7 @@ func TestStreamsPerConnection(t *testing.T) {
 			if err != nil {
 				return // cancelled at the end of the test
 			}
-			a := &agentConn{t: t, stream: stream, cancel: cancel}
+			a := &sinkclient.Agent{Stream: stream, Cancel: cancel}
 			if err := stream.Send(sinkclient.Hello("edge-" + itoa(uint64(i)))); err != nil {
 				return
 			}
@@ -123,7 +123,7 @@ func TestStreamsPerConnection(t *testing.T) {
 			}
 		}()
 	}
-	var first []*agentConn
+	var first []*sinkclient.Agent
 	for range limit {
 		select {
 		case a := <-welcomed:
@@ -142,12 +142,12 @@ func TestStreamsPerConnection(t *testing.T) {
 	}
 	// Ending the first ones lets the others in.
 	for _, a := range first {
-		a.cancel()
+		a.Cancel()
 	}
 	for i := range extra {
 		select {
 		case a := <-welcomed:
-			a.cancel()
+			a.Cancel()
 		case <-time.After(wait):
 			t.Fatalf("only %d of the %d waiting streams were served once the first ended", i, extra)
 		}
@@ -290,11 +290,11 @@ func TestConnectionsPerPeer(t *testing.T) {
 func TestHelloTimeout(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.HelloTimeout = 100 * time.Millisecond })
 	a := h.open() // says nothing
-	if err := a.status(); status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no Hello") {
+	if err := a.Status(); status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no Hello") {
 		t.Errorf("silent Send stream: %v, want DeadlineExceeded", err)
 	}
 	r := h.read(nil)
-	if err := r.status(); status.Code(err) != codes.DeadlineExceeded {
+	if err := r.Status(); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("silent Read stream: %v, want DeadlineExceeded", err)
 	}
 	if got := metricValue(t, h, "sluice_sink_streams_cut_total{reason=hello_timeout}"); got != 2 {
@@ -320,7 +320,7 @@ func TestHelloTimeout(t *testing.T) {
 	if err := h2.s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.status(); !strings.Contains(status.Convert(err).Message(), "shutting down") {
+	if err := b.Status(); !strings.Contains(status.Convert(err).Message(), "shutting down") {
 		t.Errorf("silent stream at shutdown: %v, want \"sink is shutting down\"", err)
 	}
 }
@@ -329,13 +329,13 @@ func TestHelloTimeout(t *testing.T) {
 func TestEmptyBatch(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
-	a.send(plainReq(1))
-	e, _ := a.errorFor(1)
+	a.Send(sinkclient.PlainRequest(1))
+	e, _ := a.ErrorFor(1)
 	if e.Code != sluicev1.ErrorCode_ERROR_CODE_BAD_PAYLOAD || e.Retryable {
 		t.Errorf("empty batch: %v, want a BAD_PAYLOAD that is not retryable", e)
 	}
-	a.send(plainReq(2, "r"))
-	a.collect(2)
+	a.Send(sinkclient.PlainRequest(2, "r"))
+	a.Collect(2)
 	if got := h.stored(); len(got) != 1 {
 		t.Errorf("store holds %v, want only message 2", got)
 	}
@@ -348,19 +348,19 @@ func TestMaxConsumers(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxConsumers = 2 })
 	a := h.connect("edge-1")
 	for id := range uint64(20) {
-		a.send(plainReq(id, sinkclient.Records(id, 50)...))
+		a.Send(sinkclient.PlainRequest(id, sinkclient.Records(id, 50)...))
 	}
-	a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
-	var readers []*reader
+	a.Collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+	var readers []*sinkclient.Reader
 	for range 2 {
 		r := h.read(&sluicev1.ReadStart{Follow: true})
-		r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1000}})
-		for r.next().GetEnd() == nil {
+		r.Send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: 1000}})
+		for r.Next().GetEnd() == nil {
 		}
 		readers = append(readers, r)
 	}
 	third := h.read(&sluicev1.ReadStart{Follow: true})
-	if err := third.status(); status.Code(err) != codes.ResourceExhausted {
+	if err := third.Status(); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("third consumer with MaxConsumers 2: %v, want ResourceExhausted", err)
 	}
 	if got := metricValue(t, h, "sluice_sink_consumers"); got != 2 {
@@ -378,14 +378,14 @@ func TestMaxConsumers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A follower still gets what is stored next.
-	a.send(plainReq(20, "new"))
-	a.collect(20)
-	if m := readers[0].next().GetMessage(); m.GetMessageId() != 20 {
+	a.Send(sinkclient.PlainRequest(20, "new"))
+	a.Collect(20)
+	if m := readers[0].Next().GetMessage(); m.GetMessageId() != 20 {
 		t.Errorf("follower got %v, want message 20", m)
 	}
 	// A consumer leaving makes room.
-	readers[1].stream.CloseSend()
-	readers[1].status()
+	readers[1].Stream.CloseSend()
+	readers[1].Status()
 	deadline = time.Now().Add(wait)
 	for metricValue(t, h, "sluice_sink_consumers") != 1 {
 		if time.Now().After(deadline) {
@@ -394,11 +394,11 @@ func TestMaxConsumers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r := h.read(&sluicev1.ReadStart{FromOffset: 20})
-	r.request(10)
-	if m := r.next().GetMessage(); m.GetMessageId() != 20 {
+	r.Request(10)
+	if m := r.Next().GetMessage(); m.GetMessageId() != 20 {
 		t.Errorf("consumer admitted after one left: got %v, want message 20", m)
 	}
-	if err := r.status(); err != nil {
+	if err := r.Status(); err != nil {
 		t.Errorf("consumer admitted after one left: %v", err)
 	}
 }
@@ -418,8 +418,8 @@ func TestFailedAuthStaysCounted(t *testing.T) {
 
 func failedAuthStaysCounted(t *testing.T, h *harness) {
 	b := h.open()
-	b.send(sinkclient.Hello("edge-2")) // the token is edge-1's
-	if err := b.status(); status.Code(err) != codes.PermissionDenied {
+	b.Send(sinkclient.Hello("edge-2")) // the token is edge-1's
+	if err := b.Status(); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("Hello as another agent: %v, want PermissionDenied", err)
 	}
 	if anon, open := h.s.peers.counts("127.0.0.1"); anon != 1 || open != 1 {

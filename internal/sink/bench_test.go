@@ -19,7 +19,7 @@ import (
 //	go test -run '^$' -bench BenchmarkSend -benchmem -benchtime 2s ./internal/sink/
 func BenchmarkSend(b *testing.B) {
 	b.Run("plain-64rec", func(b *testing.B) {
-		body := makeBody(sinkclient.Records(0, 64)...)
+		body := sinkclient.Body(sinkclient.Records(0, 64)...)
 		benchSend(b, &sluicev1.Request{Version: 1, RecordCount: 64, Payload: &sluicev1.Request_Plain{Plain: body}}, len(body))
 	})
 	b.Run("zstd-2048rec", func(b *testing.B) {
@@ -29,7 +29,7 @@ func BenchmarkSend(b *testing.B) {
 		for i := range recs {
 			recs[i] = "ts=2026-11-23T21:00:00Z level=info msg=\"request served\" id=" + itoa(uint64(i)*7919) + " " + strings.Repeat("ab", i%20)
 		}
-		plain := makeBody(recs...)
+		plain := sinkclient.Body(recs...)
 		z, err := codec.NewEncoder(codec.LevelDefault).Encode(nil, plain, codec.Zstd, 0)
 		if err != nil {
 			b.Fatal(err)
@@ -41,7 +41,7 @@ func BenchmarkSend(b *testing.B) {
 func benchSend(b *testing.B, req *sluicev1.Request, size int) {
 	h := newHarness(b, func(c *Config) { c.Logger = slog.New(slog.DiscardHandler) })
 	a := h.connect("bench")
-	limit := a.welcome.GetCredits().GetMessageLimit()
+	limit := a.Welcome.GetCredits().GetMessageLimit()
 	var sent, acked uint64
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
@@ -49,14 +49,14 @@ func benchSend(b *testing.B, req *sluicev1.Request, size int) {
 	for acked < uint64(b.N) {
 		for sent < uint64(b.N) && sent < limit {
 			req.MessageId = sent
-			if err := a.stream.Send(req); err != nil {
+			if err := a.Stream.Send(req); err != nil {
 				b.Fatal(err)
 			}
 			sent++
 		}
-		r, ok := <-a.resps
+		r, ok := <-a.Resps
 		if !ok {
-			b.Fatal(<-a.end)
+			b.Fatal(<-a.End)
 		}
 		if c := r.GetInfo().GetCredits(); c != nil {
 			limit = max(limit, c.MessageLimit)

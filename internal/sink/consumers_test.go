@@ -77,9 +77,9 @@ func TestConsumersPerPeer(t *testing.T) {
 	}
 	// A consumer from 127.0.0.1 while they hold their share.
 	r := h.read(&sluicev1.ReadStart{})
-	r.request(10)
-	if m, ok := <-r.resps; !ok {
-		t.Fatalf("a consumer from another address while one address holds every slot it may: %v", <-r.end)
+	r.Request(10)
+	if m, ok := <-r.Resps; !ok {
+		t.Fatalf("a consumer from another address while one address holds every slot it may: %v", <-r.End)
 	} else if m.GetEnd() == nil {
 		t.Fatalf("read of an empty sink: %v", m)
 	}

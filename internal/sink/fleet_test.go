@@ -92,7 +92,7 @@ func dialFleetAgent(addr, agent string) (*fleetAgent, error) {
 
 // deliver sends message id and reads until it is acked.
 func (a *fleetAgent) deliver(id uint64) error {
-	if err := a.stream.Send(plainReq(id, "record of message "+itoa(id))); err != nil && err != io.EOF {
+	if err := a.stream.Send(sinkclient.PlainRequest(id, "record of message "+itoa(id))); err != nil && err != io.EOF {
 		return err
 	}
 	for {
@@ -256,7 +256,7 @@ func TestSameAgentReplaces(t *testing.T) {
 				// Its message may be acked or not before a newer session
 				// replaces this one; then the connection goes, as an
 				// agent's would.
-				_ = a.stream.Send(plainReq(uint64(i)+1, "record of message "+itoa(uint64(i)+1)))
+				_ = a.stream.Send(sinkclient.PlainRequest(uint64(i)+1, "record of message "+itoa(uint64(i)+1)))
 				a.resps = make(chan *sluicev1.Response, 4*conns)
 				go func() {
 					defer close(a.resps)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
 )
 
@@ -55,11 +56,11 @@ func TestReadyEmbedded(t *testing.T) {
 	a := h.connect("a")
 	full := false
 	for id := uint64(1); id <= 64 && !full; id++ {
-		a.send(plainReq(id, big))
+		a.Send(sinkclient.PlainRequest(id, big))
 	wait:
 		for {
 			select {
-			case r, ok := <-a.resps:
+			case r, ok := <-a.Resps:
 				if !ok {
 					full = true // the failed commit ended the stream
 					break wait
@@ -83,8 +84,8 @@ func TestReadyEmbedded(t *testing.T) {
 		t.Fatalf("remount: %v %s", err, out)
 	}
 	b := h.connect("b")
-	b.send(plainReq(1, "after the disk grew"))
-	b.collect(1)
+	b.Send(sinkclient.PlainRequest(1, "after the disk grew"))
+	b.Collect(1)
 	if err := h.s.Ready(); err != nil {
 		t.Fatalf("Ready after a successful commit: %v", err)
 	}

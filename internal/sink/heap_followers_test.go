@@ -34,10 +34,10 @@ func TestFollowersHeap(t *testing.T) {
 	const msgs = 512
 	var ids []uint64
 	for id := range uint64(msgs) {
-		a.send(plainReq(id, rec))
+		a.Send(sinkclient.PlainRequest(id, rec))
 		ids = append(ids, id)
 	}
-	a.collect(ids...)
+	a.Collect(ids...)
 	heap := func() uint64 {
 		runtime.GC()
 		runtime.GC()
@@ -74,9 +74,9 @@ func TestFollowersHeap(t *testing.T) {
 	}
 	idle := heap()
 	for id := uint64(msgs); id < msgs+16; id++ {
-		a.send(plainReq(id, rec))
+		a.Send(sinkclient.PlainRequest(id, rec))
 	}
-	a.collect(msgs, msgs+15)
+	a.Collect(msgs, msgs+15)
 	for i := range followers { // every follower got them
 		select {
 		case <-woke:

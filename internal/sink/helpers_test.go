@@ -1,9 +1,6 @@
 package sink
 
 import (
-	"bytes"
-	"context"
-	"io"
 	"log/slog"
 	"net"
 	"testing"
@@ -12,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
-	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
@@ -22,7 +18,7 @@ import (
 // wait bounds every blocking step of a test: generous, so that a loaded
 // machine slows a test down instead of failing it. Nothing waits for it
 // to pass unless the test is failing.
-const wait = 60 * time.Second
+const wait = sinkclient.Wait
 
 // quiet is how long a test watches for something that must not happen
 // (an ack while the writer is held, a message without credit, a stream
@@ -121,135 +117,15 @@ func itoa(n uint64) string {
 	return string(b[i:])
 }
 
-// agentConn is a raw Send stream: the test plays the agent.
-type agentConn struct {
-	t       testing.TB
-	stream  grpc.BidiStreamingClient[sluicev1.Request, sluicev1.Response]
-	cancel  context.CancelFunc
-	welcome *sluicev1.Welcome
-	resps   chan *sluicev1.Response
-	end     chan error // the stream's final status (io.EOF for OK)
-}
-
-func (h *harness) open() *agentConn {
+// open opens a raw Send stream without a Hello: the test plays the
+// agent.
+func (h *harness) open() *sinkclient.Agent {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := h.client.Send(ctx)
-	if err != nil {
-		cancel()
-		h.t.Fatal(err)
-	}
-	a := &agentConn{t: h.t, stream: stream, cancel: cancel, resps: make(chan *sluicev1.Response, 1024), end: make(chan error, 1)}
-	h.t.Cleanup(cancel)
-	go sinkclient.Pump(stream.Recv, a.resps, a.end)
-	return a
+	return sinkclient.OpenAgent(h.t, h.client)
 }
 
-// connect opens a stream and completes the handshake.
-func (h *harness) connect(agent string, dicts ...uint32) *agentConn {
+// connect opens a Send stream and completes the handshake.
+func (h *harness) connect(agent string, dicts ...uint32) *sinkclient.Agent {
 	h.t.Helper()
-	a := h.open()
-	a.send(sinkclient.Hello(agent, dicts...))
-	r := a.next()
-	if a.welcome = r.GetWelcome(); a.welcome == nil {
-		h.t.Fatalf("first response %v is not a Welcome", r)
-	}
-	return a
-}
-
-func (a *agentConn) send(req *sluicev1.Request) {
-	a.t.Helper()
-	// io.EOF: the sink ended the stream; Recv reports why.
-	if err := a.stream.Send(req); err != nil && err != io.EOF {
-		a.t.Fatalf("Send: %v", err)
-	}
-}
-
-// next returns the next response, failing the test if none comes.
-func (a *agentConn) next() *sluicev1.Response {
-	a.t.Helper()
-	return sinkclient.Next(a.t, a.resps, a.end, wait, "stream ended", "no response")
-}
-
-// none checks that no response arrives for a while.
-func (a *agentConn) none() {
-	a.t.Helper()
-	select {
-	case r, ok := <-a.resps:
-		if ok {
-			a.t.Fatalf("unexpected response %v", r)
-		}
-	case <-time.After(quiet):
-	}
-}
-
-// status waits for the stream to end and returns its status error (nil
-// for OK).
-func (a *agentConn) status() error {
-	a.t.Helper()
-	for {
-		select {
-		case _, ok := <-a.resps:
-			if !ok {
-				err := <-a.end
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-		case <-time.After(wait):
-			a.t.Fatal("stream did not end")
-		}
-	}
-}
-
-// collect reads responses until every id in ids is acked and returns the
-// ServiceMessages seen meanwhile.
-func (a *agentConn) collect(ids ...uint64) []*sluicev1.ServiceMessage {
-	a.t.Helper()
-	want := make(map[uint64]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
-	}
-	var infos []*sluicev1.ServiceMessage
-	for len(want) > 0 {
-		r := a.next()
-		if info := r.GetInfo(); info != nil {
-			infos = append(infos, info)
-			continue
-		}
-		for _, rg := range r.GetAck().GetRanges() {
-			for id := rg.First; id <= rg.Last; id++ {
-				delete(want, id)
-			}
-		}
-	}
-	return infos
-}
-
-// errorFor reads responses until the ServiceMessage error about id and
-// returns it with the ServiceMessage's credits (nil if none).
-func (a *agentConn) errorFor(id uint64) (*sluicev1.MessageError, *sluicev1.Credits) {
-	a.t.Helper()
-	for {
-		r := a.next()
-		if e := r.GetInfo().GetError(); e != nil && e.MessageId == id {
-			return e, r.GetInfo().GetCredits()
-		}
-	}
-}
-
-func makeBody(recs ...string) []byte {
-	var b batch.Builder
-	for _, r := range recs {
-		if err := b.Add([]byte(r)); err != nil {
-			panic(err)
-		}
-	}
-	return bytes.Clone(b.Bytes())
-}
-
-func plainReq(id uint64, recs ...string) *sluicev1.Request {
-	return &sluicev1.Request{Version: 1, MessageId: id, RecordCount: uint32(len(recs)),
-		Payload: &sluicev1.Request_Plain{Plain: makeBody(recs...)}}
+	return sinkclient.ConnectAgent(h.t, h.client, agent, dicts...)
 }

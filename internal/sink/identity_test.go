@@ -51,17 +51,17 @@ func TestCertificateIdentity(t *testing.T) {
 	// A SPIFFE agent certificate: its own id only, no reading.
 	h := mtlsHarness(t, ca, ca.Issue(t, "ignored-cn", client, "spiffe://example.org/agent/edge-1"))
 	a := h.connect("edge-1")
-	a.send(plainReq(1, "from edge-1"))
-	a.collect(1)
+	a.Send(sinkclient.PlainRequest(1, "from edge-1"))
+	a.Collect(1)
 	b := h.open()
-	b.send(sinkclient.Hello("edge-2"))
-	if err := b.status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
+	b.Send(sinkclient.Hello("edge-2"))
+	if err := b.Status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
 		t.Errorf("edge-1's certificate sending as edge-2: %v, want PermissionDenied", err)
 	}
 	if logs := h.logs.String(); !strings.Contains(logs, "client certificate not valid for agent") || !strings.Contains(logs, "agent_id=edge-2") {
 		t.Errorf("refusal not logged:\n%s", logs)
 	}
-	if err := h.read(&sluicev1.ReadStart{}).status(); status.Code(err) != codes.PermissionDenied {
+	if err := h.read(&sluicev1.ReadStart{}).Status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("agent certificate reading: %v, want PermissionDenied", err)
 	}
 
@@ -69,8 +69,8 @@ func TestCertificateIdentity(t *testing.T) {
 	h = mtlsHarness(t, ca, ca.Issue(t, "edge-3", client))
 	h.connect("edge-3")
 	c := h.open()
-	c.send(sinkclient.Hello("edge-1"))
-	if err := c.status(); status.Code(err) != codes.PermissionDenied {
+	c.Send(sinkclient.Hello("edge-1"))
+	if err := c.Status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("CN edge-3 sending as edge-1: %v, want PermissionDenied", err)
 	}
 
@@ -80,12 +80,12 @@ func TestCertificateIdentity(t *testing.T) {
 		ca.Issue(t, auth.ReaderCN, client),
 	} {
 		h = mtlsHarness(t, ca, cert)
-		if e := h.read(&sluicev1.ReadStart{}).next().GetEnd(); e == nil {
+		if e := h.read(&sluicev1.ReadStart{}).Next().GetEnd(); e == nil {
 			t.Error("reader certificate: no EndOfLog")
 		}
 		d := h.open()
-		d.send(sinkclient.Hello("*"))
-		if err := d.status(); status.Code(err) != codes.PermissionDenied {
+		d.Send(sinkclient.Hello("*"))
+		if err := d.Status(); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("reader certificate sending: %v, want PermissionDenied", err)
 		}
 	}
@@ -93,8 +93,8 @@ func TestCertificateIdentity(t *testing.T) {
 	// A certificate naming two identities names none.
 	h = mtlsHarness(t, ca, ca.Issue(t, "x", client, "spiffe://example.org/agent/x", "spiffe://example.org/reader"))
 	e := h.open()
-	e.send(sinkclient.Hello("x"))
-	if err := e.status(); status.Code(err) != codes.PermissionDenied {
+	e.Send(sinkclient.Hello("x"))
+	if err := e.Status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("certificate with two identities: %v, want PermissionDenied", err)
 	}
 }

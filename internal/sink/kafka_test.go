@@ -150,12 +150,11 @@ func checkTopic(t *testing.T, addr, topic, agent string, msgs map[uint64][]strin
 }
 
 // sendAll sends the messages (plain) and waits for all acks.
-func sendAll(a *agentConn, msgs map[uint64][]string, ids ...uint64) {
-	a.t.Helper()
+func sendAll(a *sinkclient.Agent, msgs map[uint64][]string, ids ...uint64) {
 	for _, id := range ids {
-		a.send(plainReq(id, msgs[id]...))
+		a.Send(sinkclient.PlainRequest(id, msgs[id]...))
 	}
-	a.collect(ids...)
+	a.Collect(ids...)
 }
 
 func TestKafka(t *testing.T) {
@@ -182,13 +181,13 @@ func testKafkaGroupCommit(t *testing.T, b *kafkatest.Broker) {
 	}
 	msgs := map[uint64][]string{}
 	a := h.connect("edge-1")
-	a.send(dictUpload(d))
+	a.Send(dictUpload(d))
 	var ids []uint64
 	for id := range uint64(60) {
 		recs := sinkclient.Records(id, 1+int(id%7))
 		msgs[id] = recs
 		ids = append(ids, id)
-		body := makeBody(recs...)
+		body := sinkclient.Body(recs...)
 		req := &sluicev1.Request{Version: 1, MessageId: id, RecordCount: uint32(len(recs))}
 		switch id % 3 {
 		case 0:
@@ -206,9 +205,9 @@ func testKafkaGroupCommit(t *testing.T, b *kafkatest.Broker) {
 			}
 			req.Payload = &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: d.ID, Data: z}}
 		}
-		a.send(req)
+		a.Send(req)
 	}
-	a.collect(ids...)
+	a.Collect(ids...)
 	recs := checkTopic(t, b.Addr, topic, "edge-1", msgs)
 	// One agent's records are in one partition, each message's records
 	// in order.
@@ -287,7 +286,7 @@ func testKafkaTwoSinks(t *testing.T, b *kafkatest.Broker) {
 	}
 	a := ha.connect("edge-1")
 	sendAll(a, msgs, 0, 1, 2, 3, 4)
-	a.cancel()
+	a.Cancel()
 	// The agent fails over to B, started just now, and resends everything
 	// not acked (here: all of it, as if the acks were lost). B's tailer
 	// is held: B has not read the topic when the Hello arrives, and must
@@ -296,13 +295,13 @@ func testKafkaTwoSinks(t *testing.T, b *kafkatest.Broker) {
 	hb := kafkaHarness(t, b, topic, func(c *Config) { c.tailHold = hold })
 	bb := hb.connect("edge-1")
 	for _, id := range []uint64{0, 1, 2, 3, 4, 5, 6} {
-		bb.send(plainReq(id, msgs[id]...))
+		bb.Send(sinkclient.PlainRequest(id, msgs[id]...))
 	}
 	// B cannot ack before its tailer is released (quiet: a window, see
 	// its comment).
 	for range 3 {
 		select {
-		case r := <-bb.resps:
+		case r := <-bb.Resps:
 			if r.GetAck() != nil {
 				t.Fatalf("sink B acked %v before reading the topic", r.GetAck())
 			}
@@ -310,7 +309,7 @@ func testKafkaTwoSinks(t *testing.T, b *kafkatest.Broker) {
 		}
 	}
 	close(hold)
-	bb.collect(0, 1, 2, 3, 4, 5, 6)
+	bb.Collect(0, 1, 2, 3, 4, 5, 6)
 	if dup := metricValue(t, hb, "sluice_sink_duplicate_messages_total"); dup != 5 {
 		t.Errorf("sink B counted %v duplicates, want 5", dup)
 	}
@@ -346,13 +345,13 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 	a := h.connect("edge-1")
 	sendAll(a, msgs, ids...)
 
-	read := func(start *sluicev1.ReadStart, credits uint32) ([]*sluicev1.StoredMessage, *sluicev1.EndOfLog, *reader) {
+	read := func(start *sluicev1.ReadStart, credits uint32) ([]*sluicev1.StoredMessage, *sluicev1.EndOfLog, *sinkclient.Reader) {
 		t.Helper()
 		r := h.read(start)
-		r.request(credits)
+		r.Request(credits)
 		var got []*sluicev1.StoredMessage
 		for {
-			m := r.next()
+			m := r.Next()
 			if e := m.GetEnd(); e != nil {
 				return got, e, r
 			}
@@ -360,7 +359,7 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 		}
 	}
 	got, end, r := read(&sluicev1.ReadStart{}, 1000)
-	if err := r.status(); err != nil {
+	if err := r.Status(); err != nil {
 		t.Fatal(err)
 	}
 	var recs []string
@@ -384,27 +383,27 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 		t.Fatalf("from offset: %d messages, first %d", len(got), got[0].GetMessageId())
 	}
 	r = h.read(&sluicev1.ReadStart{FromOffset: total + 5})
-	if err := r.status(); status.Code(err) != codes.OutOfRange {
+	if err := r.Status(); status.Code(err) != codes.OutOfRange {
 		t.Fatalf("from beyond the end: %v", err)
 	}
 
 	// A group: commit half way, resume there.
 	r = h.read(&sluicev1.ReadStart{Group: "g1", FromCommitted: true})
-	r.request(5)
+	r.Request(5)
 	var off uint64
 	for range 5 {
-		off = r.next().GetMessage().GetOffset()
+		off = r.Next().GetMessage().GetOffset()
 	}
-	r.commit(off + 1)
-	if err := r.stream.CloseSend(); err != nil {
+	r.Commit(off + 1)
+	if err := r.Stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.status(); status.Code(err) != codes.FailedPrecondition {
+	if err := r.Status(); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("group read closed early: %v", err)
 	}
 	got, _, r = read(&sluicev1.ReadStart{Group: "g1", FromCommitted: true}, 1000)
-	r.stream.CloseSend()
-	if err := r.status(); err != nil {
+	r.Stream.CloseSend()
+	if err := r.Status(); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 15 || got[0].MessageId != 5 {
@@ -414,20 +413,20 @@ func testKafkaRead(t *testing.T, b *kafkatest.Broker) {
 	// Following: new messages arrive after the EndOfLog; closing our side
 	// ends the stream.
 	r = h.read(&sluicev1.ReadStart{Follow: true, FromOffset: total})
-	r.request(100)
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != total {
+	r.Request(100)
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != total {
 		t.Fatalf("follow from the end: %v, want EndOfLog{%d}", e, total)
 	}
 	msgs[20] = sinkclient.Records(20, 3)
 	sendAll(a, msgs, 20)
-	if m := r.next().GetMessage(); m == nil || m.MessageId != 20 || !slices.Equal(strs(m.Records), msgs[20]) || m.Offset != total+2 {
+	if m := r.Next().GetMessage(); m == nil || m.MessageId != 20 || !slices.Equal(strs(m.Records), msgs[20]) || m.Offset != total+2 {
 		t.Fatalf("followed %v", m)
 	}
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != total+3 {
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != total+3 {
 		t.Fatalf("after the new message: %v, want EndOfLog{%d}", e, total+3)
 	}
-	r.stream.CloseSend()
-	if err := r.status(); err != nil {
+	r.Stream.CloseSend()
+	if err := r.Status(); err != nil {
 		t.Fatalf("follow ended with %v", err)
 	}
 	want = append(want, msgs[20]...)
@@ -488,10 +487,10 @@ func testKafkaPartitions(t *testing.T, b *kafkatest.Broker) {
 		t.Errorf("8 agents all in one partition of 4")
 	}
 	r := h.read(&sluicev1.ReadStart{})
-	r.request(1000)
+	r.Request(1000)
 	var got []string
 	for {
-		m := r.next()
+		m := r.Next()
 		if m.GetEnd() != nil {
 			break
 		}
@@ -505,7 +504,7 @@ func testKafkaPartitions(t *testing.T, b *kafkatest.Broker) {
 		t.Fatalf("read %d records, want %d", len(got), len(want))
 	}
 	r = h.read(&sluicev1.ReadStart{FromOffset: 3})
-	if err := r.status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "4 partitions") {
+	if err := r.Status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "4 partitions") {
 		t.Fatalf("from_offset on 4 partitions: %v", err)
 	}
 }
@@ -531,15 +530,15 @@ func testKafkaPartial(t *testing.T, b *kafkatest.Broker) {
 	}
 	h := kafkaHarness(t, b, topic, nil)
 	a := h.connect("edge-9")
-	a.send(plainReq(0, recs...))
-	a.collect(0)
+	a.Send(sinkclient.PlainRequest(0, recs...))
+	a.Collect(0)
 	if dup := metricValue(t, h, "sluice_sink_duplicate_messages_total"); dup != 0 {
 		t.Fatalf("a partly written message was taken as stored")
 	}
 	h.restart() // the index, rebuilt, has it whole (from the second write)
 	a = h.connect("edge-9")
-	a.send(plainReq(0, recs...))
-	a.collect(0)
+	a.Send(sinkclient.PlainRequest(0, recs...))
+	a.Collect(0)
 	if dup := metricValue(t, h, "sluice_sink_duplicate_messages_total"); dup != 1 {
 		t.Fatalf("the message written whole was not known after a restart")
 	}
@@ -571,7 +570,7 @@ func TestKafkaOutage(t *testing.T) {
 	topic := newTopic(t)
 	h := kafkaHarness(t, b, topic, func(c *Config) { c.QueueMessages = 8 })
 	a := h.connect("edge-1")
-	limit := a.welcome.GetCredits().GetMessageLimit()
+	limit := a.Welcome.GetCredits().GetMessageLimit()
 	msgs := map[uint64][]string{}
 	for id := range uint64(40) {
 		msgs[id] = sinkclient.Records(id, 3)
@@ -583,16 +582,16 @@ func TestKafkaOutage(t *testing.T) {
 	// Send within the credits we have; they are queued, not acked.
 	next := uint64(4)
 	for ; next < limit; next++ {
-		a.send(plainReq(next, msgs[next]...))
+		a.Send(sinkclient.PlainRequest(next, msgs[next]...))
 	}
 	var statuses []*sluicev1.StoreStatus
 	granted := uint64(0)
 	deadline := time.After(kafkaWait)
 	for len(statuses) == 0 {
 		select {
-		case r, ok := <-a.resps:
+		case r, ok := <-a.Resps:
 			if !ok {
-				t.Fatalf("stream ended: %v", <-a.end)
+				t.Fatalf("stream ended: %v", <-a.End)
 			}
 			if st := r.GetInfo().GetStoreStatus(); st != nil {
 				statuses = append(statuses, st)
@@ -631,7 +630,7 @@ func TestKafkaOutage(t *testing.T) {
 quiet:
 	for {
 		select {
-		case r := <-a.resps:
+		case r := <-a.Resps:
 			if r.GetAck() != nil || r.GetInfo().GetCredits().GetMessageLimit() > max(granted, limit) || r.GetInfo().GetError() != nil {
 				t.Fatalf("during the outage: %v", r)
 			}
@@ -641,7 +640,7 @@ quiet:
 	}
 	// A new agent connecting meanwhile is told at once.
 	c := h.connect("edge-2")
-	if st := c.next().GetInfo().GetStoreStatus(); st == nil || st.Available {
+	if st := c.Next().GetInfo().GetStoreStatus(); st == nil || st.Available {
 		t.Fatalf("new agent during the outage got %v first, want store_status unavailable", st)
 	}
 
@@ -650,7 +649,7 @@ quiet:
 	for id := uint64(4); id < next; id++ {
 		pending = append(pending, id)
 	}
-	infos := a.collectWithin(kafkaWait, pending...)
+	infos := collectWithin(t, a, kafkaWait, pending...)
 	back := false
 	for _, in := range infos {
 		if st := in.GetStoreStatus(); st != nil && st.Available {
@@ -662,7 +661,7 @@ quiet:
 		deadline := time.After(kafkaWait)
 		for !back {
 			select {
-			case r := <-a.resps:
+			case r := <-a.Resps:
 				back = r.GetInfo().GetStoreStatus().GetAvailable()
 			case <-deadline:
 				t.Fatal("no store_status available after the outage")
@@ -695,9 +694,9 @@ func setKafkaTimings(every, timeout, stall time.Duration) func() {
 	return func() { kafkastore.ProbeEvery, kafkastore.ProbeTimeout, kafkastore.StallAfter = e, to, st }
 }
 
-// collectWithin is collect with a longer bound for each response.
-func (a *agentConn) collectWithin(d time.Duration, ids ...uint64) []*sluicev1.ServiceMessage {
-	a.t.Helper()
+// collectWithin is a.Collect with a longer bound for each response.
+func collectWithin(t testing.TB, a *sinkclient.Agent, d time.Duration, ids ...uint64) []*sluicev1.ServiceMessage {
+	t.Helper()
 	want := make(map[uint64]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
@@ -706,13 +705,13 @@ func (a *agentConn) collectWithin(d time.Duration, ids ...uint64) []*sluicev1.Se
 	deadline := time.After(d)
 	for len(want) > 0 {
 		select {
-		case r, ok := <-a.resps:
+		case r, ok := <-a.Resps:
 			if !ok {
-				a.t.Fatalf("stream ended: %v", <-a.end)
+				t.Fatalf("stream ended: %v", <-a.End)
 			}
 			if info := r.GetInfo(); info != nil {
 				if e := info.GetError(); e != nil {
-					a.t.Fatalf("message error: %v", e)
+					t.Fatalf("message error: %v", e)
 				}
 				infos = append(infos, info)
 				continue
@@ -723,7 +722,7 @@ func (a *agentConn) collectWithin(d time.Duration, ids ...uint64) []*sluicev1.Se
 				}
 			}
 		case <-deadline:
-			a.t.Fatalf("not acked within %v: %d of %d", d, len(want), len(ids))
+			t.Fatalf("not acked within %v: %d of %d", d, len(want), len(ids))
 		}
 	}
 	return infos

@@ -47,7 +47,7 @@ func TestServeSendMemconn(t *testing.T) {
 	if w == nil || w.Credits.Messages == 0 {
 		t.Fatalf("welcome %+v", w)
 	}
-	if err := c.Send(&protocol.Message{ID: 1, Records: 2, Codec: protocol.CodecPlain, Payload: makeBody("a", "b")}); err != nil {
+	if err := c.Send(&protocol.Message{ID: 1, Records: 2, Codec: protocol.CodecPlain, Payload: sinkclient.Body("a", "b")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Send(&protocol.Message{ID: 2, Records: 1, Codec: protocol.CodecPlain, Payload: []byte("not a batch")}); err != nil {
@@ -120,9 +120,9 @@ func TestServeReadMemconn(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
 	for id := uint64(1); id <= 3; id++ {
-		a.send(plainReq(id, sinkclient.Records(id, 2)...))
+		a.Send(sinkclient.PlainRequest(id, sinkclient.Records(id, 2)...))
 	}
-	a.collect(1, 2, 3)
+	a.Collect(1, 2, 3)
 	d := &memconn.Dialer{Service: h.s}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -201,7 +201,7 @@ func TestCloseWaitsForMemconnSessions(t *testing.T) {
 					return
 				default:
 				}
-				if err := c.Send(&protocol.Message{ID: id, Records: 1, Codec: protocol.CodecPlain, Payload: makeBody("r")}); err != nil {
+				if err := c.Send(&protocol.Message{ID: id, Records: 1, Codec: protocol.CodecPlain, Payload: sinkclient.Body("r")}); err != nil {
 					return // the sink ended the session
 				}
 			}
@@ -245,8 +245,8 @@ func TestReplacedAcrossTransports(t *testing.T) {
 		}
 		break
 	}
-	a.send(plainReq(1, "resent"))
-	a.collect(1)
+	a.Send(sinkclient.PlainRequest(1, "resent"))
+	a.Collect(1)
 	if got := h.s.Agents(); len(got) != 1 || got[0].Connected != 1 {
 		t.Fatalf("agents %+v, want edge-1 with 1 session", got)
 	}

@@ -41,35 +41,35 @@ func TestAuth(t *testing.T) {
 	// The agent's own token works; so does reading with a consumer token.
 	h := tokenHarness(t, edgeToken)
 	a := h.connect("edge-1")
-	a.send(plainReq(0, "a"))
-	a.collect(0)
+	a.Send(sinkclient.PlainRequest(0, "a"))
+	a.Collect(0)
 
 	b := h.open()
-	b.send(sinkclient.Hello("edge-2"))
-	if err := b.status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
+	b.Send(sinkclient.Hello("edge-2"))
+	if err := b.Status(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"edge-2"`) {
 		t.Errorf("agent token sending as another agent: %v", err)
 	}
 	r := h.read(&sluicev1.ReadStart{})
-	if err := r.status(); status.Code(err) != codes.PermissionDenied {
+	if err := r.Status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("agent token reading: %v", err)
 	}
 
 	h2 := tokenHarness(t, readerToken)
 	r = h2.read(&sluicev1.ReadStart{})
-	if e := r.next().GetEnd(); e == nil {
+	if e := r.Next().GetEnd(); e == nil {
 		t.Errorf("consumer token reading: no EndOfLog")
 	}
 	c := h2.open()
-	c.send(sinkclient.Hello("*"))
-	if err := c.status(); status.Code(err) != codes.PermissionDenied {
+	c.Send(sinkclient.Hello("*"))
+	if err := c.Status(); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("consumer token sending: %v", err)
 	}
 
 	for _, tok := range []string{"", "wrong-token-0123456789"} {
 		h3 := tokenHarness(t, tok)
 		d := h3.open()
-		d.send(sinkclient.Hello("edge-1"))
-		if err := d.status(); status.Code(err) != codes.Unauthenticated {
+		d.Send(sinkclient.Hello("edge-1"))
+		if err := d.Status(); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("token %q: %v, want Unauthenticated", tok, err)
 		}
 	}
@@ -103,16 +103,16 @@ func TestFileName(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
-	a.send(plainReq(0, "a", "b"))
-	a.send(plainReq(1, "c"))
-	a.collect(0, 1)
-	a.send(plainReq(1, "c"))
-	a.collect(1)
+	a.Send(sinkclient.PlainRequest(0, "a", "b"))
+	a.Send(sinkclient.PlainRequest(1, "c"))
+	a.Collect(0, 1)
+	a.Send(sinkclient.PlainRequest(1, "c"))
+	a.Collect(1)
 	if msg, _ := h.s.LastError(); msg != "" {
 		t.Fatalf("LastError %q before any failure", msg)
 	}
-	a.send(&sluicev1.Request{Version: 1, MessageId: 2, RecordCount: 5, Payload: &sluicev1.Request_Plain{Plain: makeBody("x")}})
-	a.errorFor(2)
+	a.Send(&sluicev1.Request{Version: 1, MessageId: 2, RecordCount: 5, Payload: &sluicev1.Request_Plain{Plain: sinkclient.Body("x")}})
+	a.ErrorFor(2)
 	if msg, at := h.s.LastError(); !strings.HasPrefix(msg, "message 2 of agent edge-1 rejected") || at.IsZero() {
 		t.Fatalf("LastError %q at %v after a rejected message", msg, at)
 	}
@@ -179,14 +179,14 @@ func metricValue(t *testing.T, h *harness, name string) float64 {
 func TestAgents(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
-	a.send(plainReq(0, "a", "b"))
-	a.send(plainReq(1, "c"))
-	a.collect(0, 1)
-	a.send(plainReq(1, "c")) // a duplicate
-	a.collect(1)
+	a.Send(sinkclient.PlainRequest(0, "a", "b"))
+	a.Send(sinkclient.PlainRequest(1, "c"))
+	a.Collect(0, 1)
+	a.Send(sinkclient.PlainRequest(1, "c")) // a duplicate
+	a.Collect(1)
 	b := h.connect("edge-2")
-	b.send(plainReq(0, "x"))
-	b.collect(0)
+	b.Send(sinkclient.PlainRequest(0, "x"))
+	b.Collect(0)
 	want := func(id string, connected int, records, dups uint64) {
 		t.Helper()
 		for _, r := range h.s.Agents() {
@@ -201,14 +201,14 @@ func TestAgents(t *testing.T) {
 	}
 	want("edge-1", 1, 3, 1)
 	want("edge-2", 1, 1, 0)
-	if err := a.stream.CloseSend(); err != nil {
+	if err := a.Stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	<-a.end // the session has ended once its status arrived
+	<-a.End // the session has ended once its status arrived
 	want("edge-1", 0, 3, 1)
 	a = h.connect("edge-1")
-	a.send(plainReq(2, "d", "e"))
-	a.collect(2)
+	a.Send(sinkclient.PlainRequest(2, "d", "e"))
+	a.Collect(2)
 	want("edge-1", 1, 5, 1)
 	if got := h.s.Agents(); len(got) != 2 || got[0].ID != "edge-1" || got[1].ID != "edge-2" {
 		t.Fatalf("rows %+v, want edge-1 and edge-2 in order", got)

@@ -1,14 +1,11 @@
 package sink
 
 import (
-	"context"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -16,96 +13,26 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 )
 
-// reader is a raw Read stream: the test plays the consumer.
-type reader struct {
-	t      testing.TB
-	stream grpc.BidiStreamingClient[sluicev1.ReadRequest, sluicev1.ReadResponse]
-	resps  chan *sluicev1.ReadResponse
-	end    chan error
-}
-
-func (h *harness) read(start *sluicev1.ReadStart) *reader {
+// read opens a raw Read stream from start: the test plays the consumer.
+func (h *harness) read(start *sluicev1.ReadStart) *sinkclient.Reader {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	h.t.Cleanup(cancel)
-	stream, err := h.client.Read(ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	r := &reader{t: h.t, stream: stream, resps: make(chan *sluicev1.ReadResponse, 1024), end: make(chan error, 1)}
-	go sinkclient.Pump(stream.Recv, r.resps, r.end)
-	if start != nil {
-		r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Start{Start: start}})
-	}
-	return r
-}
-
-func (r *reader) send(req *sluicev1.ReadRequest) {
-	r.t.Helper()
-	// io.EOF: the sink ended the stream; Recv reports why.
-	if err := r.stream.Send(req); err != nil && err != io.EOF {
-		r.t.Fatal(err)
-	}
-}
-
-func (r *reader) request(n uint32) {
-	r.t.Helper()
-	r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_RequestN{RequestN: n}})
-}
-
-func (r *reader) commit(off uint64) {
-	r.t.Helper()
-	r.send(&sluicev1.ReadRequest{Body: &sluicev1.ReadRequest_Commit{Commit: off}})
-}
-
-func (r *reader) next() *sluicev1.ReadResponse {
-	r.t.Helper()
-	return sinkclient.Next(r.t, r.resps, r.end, wait, "read stream ended", "nothing read")
-}
-
-func (r *reader) none() {
-	r.t.Helper()
-	select {
-	case m, ok := <-r.resps:
-		if ok {
-			r.t.Fatalf("unexpected %v", m)
-		}
-	case <-time.After(quiet):
-	}
-}
-
-func (r *reader) status() error {
-	r.t.Helper()
-	for {
-		select {
-		case _, ok := <-r.resps:
-			if !ok {
-				err := <-r.end
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-		case <-time.After(wait):
-			r.t.Fatal("read stream did not end")
-		}
-	}
+	return sinkclient.OpenReader(h.t, h.client, start)
 }
 
 // readAll reads the store from offset from to its end.
 func readAll(t *testing.T, h *harness, from uint64) []*sluicev1.StoredMessage {
 	t.Helper()
 	r := h.read(&sluicev1.ReadStart{FromOffset: from})
-	r.request(1 << 20)
+	r.Request(1 << 20)
 	var out []*sluicev1.StoredMessage
 	for {
-		m := r.next()
+		m := r.Next()
 		if m.GetEnd() != nil {
 			break
 		}
 		out = append(out, m.GetMessage())
 	}
-	if err := r.status(); err != nil {
+	if err := r.Status(); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -117,10 +44,10 @@ func fill(t *testing.T, h *harness, from, n uint64) {
 	a := h.connect("edge-1")
 	var ids []uint64
 	for id := from; id < from+n; id++ {
-		a.send(plainReq(id, sinkclient.Records(id, 2)...))
+		a.Send(sinkclient.PlainRequest(id, sinkclient.Records(id, 2)...))
 		ids = append(ids, id)
 	}
-	a.collect(ids...)
+	a.Collect(ids...)
 }
 
 // TestReadCredits: the sink never has more messages in flight than the
@@ -129,32 +56,32 @@ func TestReadCredits(t *testing.T) {
 	h := newHarness(t, nil)
 	fill(t, h, 0, 10)
 	r := h.read(&sluicev1.ReadStart{})
-	r.none() // no credit, not caught up: nothing
-	r.request(3)
+	r.None(quiet) // no credit, not caught up: nothing
+	r.Request(3)
 	for i := range uint64(3) {
-		m := r.next().GetMessage()
+		m := r.Next().GetMessage()
 		if m.GetOffset() != i || m.GetAgentId() != "edge-1" || m.GetMessageId() != i || !slices.Equal(strs(m.GetRecords()), sinkclient.Records(i, 2)) {
 			t.Fatalf("message %d: %v", i, m)
 		}
 	}
-	r.none()
-	r.request(4)
+	r.None(quiet)
+	r.Request(4)
 	for i := uint64(3); i < 7; i++ {
-		if m := r.next().GetMessage(); m.GetOffset() != i {
+		if m := r.Next().GetMessage(); m.GetOffset() != i {
 			t.Fatalf("got %v, want offset %d", m, i)
 		}
 	}
-	r.none()
-	r.request(100)
+	r.None(quiet)
+	r.Request(100)
 	for i := uint64(7); i < 10; i++ {
-		if m := r.next().GetMessage(); m.GetOffset() != i {
+		if m := r.Next().GetMessage(); m.GetOffset() != i {
 			t.Fatalf("got %v, want offset %d", m, i)
 		}
 	}
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != 10 {
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != 10 {
 		t.Fatalf("want EndOfLog{10}, got %v", e)
 	}
-	if err := r.status(); err != nil {
+	if err := r.Status(); err != nil {
 		t.Fatalf("non-follow read ended with %v", err)
 	}
 
@@ -163,12 +90,12 @@ func TestReadCredits(t *testing.T) {
 		t.Fatalf("read from 6: %v", got)
 	}
 	r = h.read(&sluicev1.ReadStart{FromOffset: 10})
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != 10 {
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != 10 {
 		t.Fatalf("read at the end: want EndOfLog{10}, got %v", e)
 	}
 	// Beyond the end.
 	r = h.read(&sluicev1.ReadStart{FromOffset: 11})
-	if err := r.status(); status.Code(err) != codes.OutOfRange {
+	if err := r.Status(); status.Code(err) != codes.OutOfRange {
 		t.Fatalf("read from 11 of 10: %v", err)
 	}
 }
@@ -177,39 +104,39 @@ func TestReadFollow(t *testing.T) {
 	h := newHarness(t, nil)
 	fill(t, h, 0, 2)
 	r := h.read(&sluicev1.ReadStart{Follow: true})
-	r.request(3)
-	r.next()
-	r.next()
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != 2 {
+	r.Request(3)
+	r.Next()
+	r.Next()
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != 2 {
 		t.Fatalf("want EndOfLog{2}, got %v", e)
 	}
-	r.none() // follows: the stream stays open
+	r.None(quiet) // follows: the stream stays open
 	fill(t, h, 2, 3)
-	if m := r.next().GetMessage(); m.GetOffset() != 2 || m.GetMessageId() != 2 {
+	if m := r.Next().GetMessage(); m.GetOffset() != 2 || m.GetMessageId() != 2 {
 		t.Fatalf("followed message %v", m)
 	}
 	// Credit used up: no message, though an EndOfLog{3} may come if the
 	// reader caught up before messages 3 and 4 were stored.
 	select {
-	case m := <-r.resps:
+	case m := <-r.Resps:
 		if e := m.GetEnd(); e == nil || e.NextOffset != 3 {
 			t.Fatalf("sent %v without credit", m)
 		}
 	case <-time.After(quiet):
 	}
-	r.request(10)
+	r.Request(10)
 	for i := uint64(3); i < 5; i++ {
-		if m := r.next().GetMessage(); m.GetOffset() != i {
+		if m := r.Next().GetMessage(); m.GetOffset() != i {
 			t.Fatalf("got %v, want offset %d", m, i)
 		}
 	}
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != 5 {
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != 5 {
 		t.Fatalf("want EndOfLog{5}, got %v", e)
 	}
 	// Close ends a following read with Unavailable.
 	done := make(chan error, 1)
 	go func() { done <- h.s.Close() }()
-	if err := r.status(); status.Code(err) != codes.Unavailable {
+	if err := r.Status(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("follow at Close: %v", err)
 	}
 	<-done
@@ -221,33 +148,33 @@ func TestGroups(t *testing.T) {
 	h := newHarness(t, nil)
 	fill(t, h, 0, 6)
 	r := h.read(&sluicev1.ReadStart{FromCommitted: true, Group: "g/1"}) // no commit yet: from_offset 0
-	r.request(2)
-	r.next()
-	if m := r.next().GetMessage(); m.GetOffset() != 1 {
+	r.Request(2)
+	r.Next()
+	if m := r.Next().GetMessage(); m.GetOffset() != 1 {
 		t.Fatalf("got %v", m)
 	}
-	r.commit(2)
-	r.request(10)
+	r.Commit(2)
+	r.Request(10)
 	for range 4 {
-		r.next()
+		r.Next()
 	}
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != 6 {
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != 6 {
 		t.Fatalf("want EndOfLog{6}, got %v", e)
 	}
 	// With a group, the read waits for the consumer to close its side, so
 	// that its last commits are applied.
-	r.none()
-	if err := r.stream.CloseSend(); err != nil {
+	r.None(quiet)
+	if err := r.Stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.status(); err != nil {
+	if err := r.Status(); err != nil {
 		t.Fatal(err)
 	}
 
 	h.restart()
 	r = h.read(&sluicev1.ReadStart{FromCommitted: true, Group: "g/1"})
-	r.request(100)
-	if m := r.next().GetMessage(); m.GetOffset() != 2 {
+	r.Request(100)
+	if m := r.Next().GetMessage(); m.GetOffset() != 2 {
 		t.Fatalf("resumed at %v, want offset 2", m)
 	}
 	// from_offset wins without from_committed.
@@ -256,27 +183,27 @@ func TestGroups(t *testing.T) {
 	}
 	// Another group starts from from_offset.
 	r = h.read(&sluicev1.ReadStart{FromCommitted: true, FromOffset: 4, Group: "other"})
-	r.request(1)
-	if m := r.next().GetMessage(); m.GetOffset() != 4 {
+	r.Request(1)
+	if m := r.Next().GetMessage(); m.GetOffset() != 4 {
 		t.Fatalf("new group started at %v, want 4", m)
 	}
 	// A following consumer ends its read by closing its side, after its
 	// commit.
 	r = h.read(&sluicev1.ReadStart{FromCommitted: true, Group: "g/1", Follow: true})
-	r.request(100)
+	r.Request(100)
 	for range 4 {
-		r.next()
+		r.Next()
 	}
-	r.next() // EndOfLog
-	r.commit(6)
-	if err := r.stream.CloseSend(); err != nil {
+	r.Next() // EndOfLog
+	r.Commit(6)
+	if err := r.Stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.status(); err != nil {
+	if err := r.Status(); err != nil {
 		t.Fatal(err)
 	}
 	r = h.read(&sluicev1.ReadStart{FromCommitted: true, Group: "g/1"})
-	if e := r.next().GetEnd(); e == nil || e.NextOffset != 6 {
+	if e := r.Next().GetEnd(); e == nil || e.NextOffset != 6 {
 		t.Fatalf("after committing 6: %v", e)
 	}
 }
@@ -302,9 +229,9 @@ func TestReadErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := h.read(tt.start)
 			if tt.then != nil {
-				r.send(tt.then)
+				r.Send(tt.then)
 			}
-			err := r.status()
+			err := r.Status()
 			if status.Code(err) != tt.code || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("read ended with %v, want %v containing %q", err, tt.code, tt.msg)
 			}

@@ -110,7 +110,7 @@ func TestFollowersRSS(t *testing.T) {
 	rec := strings.Repeat("0123456789abcdef", 4<<10)
 	const msgs = 512
 	for id := range uint64(msgs) {
-		if err := stream.Send(plainReq(id, rec)); err != nil {
+		if err := stream.Send(sinkclient.PlainRequest(id, rec)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestFollowersRSS(t *testing.T) {
 	idle := rss()
 	// New messages wake every follower.
 	for id := uint64(msgs); id < msgs+16; id++ {
-		stream.Send(plainReq(id, rec))
+		stream.Send(sinkclient.PlainRequest(id, rec))
 	}
 	time.Sleep(2 * time.Second)
 	woken := rss()

@@ -26,7 +26,7 @@ import (
 func TestHandshake(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1", 7)
-	w := a.welcome
+	w := a.Welcome
 	if w.GetCredits().GetMessageLimit() != DefaultQueueMessages || w.GetCredits().GetByteLimit() != DefaultQueueBytes {
 		t.Errorf("Welcome credits %v, want the queue capacity %d msgs / %d bytes", w.GetCredits(), DefaultQueueMessages, DefaultQueueBytes)
 	}
@@ -40,11 +40,11 @@ func TestHandshake(t *testing.T) {
 	b := h.open()
 	hello := sinkclient.Hello("edge-2")
 	hello.GetHello().ProtocolVersion = 9
-	b.send(hello)
-	if v := b.next().GetWelcome().GetProtocolVersion(); v != 1 {
+	b.Send(hello)
+	if v := b.Next().GetWelcome().GetProtocolVersion(); v != 1 {
 		t.Errorf("Welcome.protocol_version %d for an agent speaking up to 9, want 1", v)
 	}
-	if id := h.connect("edge-3").welcome.GetSessionId(); id == w.GetSessionId() {
+	if id := h.connect("edge-3").Welcome.GetSessionId(); id == w.GetSessionId() {
 		t.Error("two streams got the same session id")
 	}
 }
@@ -60,7 +60,7 @@ func TestHandshakeErrors(t *testing.T) {
 		code  codes.Code
 		msg   string
 	}{
-		{"message before hello", plainReq(1, "a"), codes.InvalidArgument, "must carry a Hello, not plain"},
+		{"message before hello", sinkclient.PlainRequest(1, "a"), codes.InvalidArgument, "must carry a Hello, not plain"},
 		{"empty request", &sluicev1.Request{Version: 1}, codes.InvalidArgument, "not no payload"},
 		{"no agent id", sinkclient.Hello(""), codes.InvalidArgument, "agent_id of 0 bytes"},
 		{"agent id too long", sinkclient.Hello(long), codes.InvalidArgument, "agent_id of 256 bytes"},
@@ -72,11 +72,11 @@ func TestHandshakeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := h.open()
 			if tt.first != nil {
-				a.send(tt.first)
-			} else if err := a.stream.CloseSend(); err != nil {
+				a.Send(tt.first)
+			} else if err := a.Stream.CloseSend(); err != nil {
 				t.Fatal(err)
 			}
-			err := a.status()
+			err := a.Status()
 			if status.Code(err) != tt.code || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("stream ended with %v, want %v containing %q", err, tt.code, tt.msg)
 			}
@@ -84,17 +84,17 @@ func TestHandshakeErrors(t *testing.T) {
 	}
 	// Still serving.
 	a := h.connect("edge-1")
-	a.send(plainReq(0, "ok"))
-	a.collect(0)
+	a.Send(sinkclient.PlainRequest(0, "ok"))
+	a.Collect(0)
 }
 
 func TestSecondHello(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
-	a.send(plainReq(0, "a"))
-	a.collect(0)
-	a.send(sinkclient.Hello("edge-1"))
-	if err := a.status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "second Hello") {
+	a.Send(sinkclient.PlainRequest(0, "a"))
+	a.Collect(0)
+	a.Send(sinkclient.Hello("edge-1"))
+	if err := a.Status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "second Hello") {
 		t.Fatalf("second Hello: %v", err)
 	}
 }
@@ -106,11 +106,11 @@ func TestAckAfterStore(t *testing.T) {
 	a := h.connect("edge-1")
 	const n = 200
 	for id := range uint64(n) {
-		a.send(plainReq(id, sinkclient.Records(id, 3)...))
+		a.Send(sinkclient.PlainRequest(id, sinkclient.Records(id, 3)...))
 	}
 	acked := map[uint64]bool{}
 	for len(acked) < n {
-		r := a.next()
+		r := a.Next()
 		ack := r.GetAck()
 		if ack == nil {
 			continue
@@ -151,13 +151,13 @@ func TestCredits(t *testing.T) {
 	})
 	t.Cleanup(release)
 	a := h.connect("edge-1")
-	if got := a.welcome.GetCredits().GetMessageLimit(); got != 4 {
+	if got := a.Welcome.GetCredits().GetMessageLimit(); got != 4 {
 		t.Fatalf("Welcome message credit %d, want 4", got)
 	}
 	big := strings.Repeat("x", 600)
-	a.send(plainReq(0, big)) // into the empty queue
-	a.send(plainReq(1, big)) // beyond the byte credit
-	e, cr := a.errorFor(1)
+	a.Send(sinkclient.PlainRequest(0, big)) // into the empty queue
+	a.Send(sinkclient.PlainRequest(1, big)) // beyond the byte credit
+	e, cr := a.ErrorFor(1)
 	if e.Code != sluicev1.ErrorCode_ERROR_CODE_OVER_CREDIT || !e.Retryable {
 		t.Fatalf("over-credit message: %v, want a retryable OVER_CREDIT", e)
 	}
@@ -166,23 +166,23 @@ func TestCredits(t *testing.T) {
 		t.Fatalf("credits after the rejection %v, want message limit 5", cr)
 	}
 	for id := uint64(2); id <= 4; id++ {
-		a.send(plainReq(id, "r"))
+		a.Send(sinkclient.PlainRequest(id, "r"))
 	}
-	a.none() // nothing acked while the writer is held
+	a.None(quiet) // nothing acked while the writer is held
 	release()
-	infos := a.collect(0, 2, 3, 4)
+	infos := a.Collect(0, 2, 3, 4)
 	var limit uint64
 	for _, in := range infos {
 		limit = max(limit, in.GetCredits().GetMessageLimit())
 	}
 	for limit < 9 {
-		limit = max(limit, a.next().GetInfo().GetCredits().GetMessageLimit())
+		limit = max(limit, a.Next().GetInfo().GetCredits().GetMessageLimit())
 	}
 	if limit != 9 {
 		t.Fatalf("credits after the acks: message limit %d, want 9 (5 received + 4 free)", limit)
 	}
-	a.send(plainReq(1, big))
-	a.collect(1)
+	a.Send(sinkclient.PlainRequest(1, big))
+	a.Collect(1)
 	if got := h.stored(); len(got) != 5 {
 		t.Fatalf("store holds %v", got)
 	}
@@ -195,11 +195,11 @@ func TestDuplicates(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.CheckpointBytes = 1 }) // checkpoint after every commit
 	a := h.connect("edge-1")
 	for id := range uint64(5) {
-		a.send(plainReq(id, "r"))
-		a.collect(id)
+		a.Send(sinkclient.PlainRequest(id, "r"))
+		a.Collect(id)
 	}
-	a.send(plainReq(2, "r"))
-	a.collect(2)
+	a.Send(sinkclient.PlainRequest(2, "r"))
+	a.Collect(2)
 	ckpt := filepath.Join(h.cfg.DataDir, seglogstore.CheckpointName)
 	old, err := os.ReadFile(ckpt)
 	if err != nil {
@@ -207,13 +207,13 @@ func TestDuplicates(t *testing.T) {
 	}
 	b := h.connect("edge-1")
 	for id := range uint64(10) {
-		b.send(plainReq(id, "r"))
+		b.Send(sinkclient.PlainRequest(id, "r"))
 	}
-	b.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	b.Collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 	// Another agent's ids are its own.
 	c := h.connect("edge-2")
-	c.send(plainReq(3, "r"))
-	c.collect(3)
+	c.Send(sinkclient.PlainRequest(3, "r"))
+	c.Collect(3)
 	want := []string{"edge-1/0", "edge-1/1", "edge-1/2", "edge-1/3", "edge-1/4", "edge-1/5", "edge-1/6", "edge-1/7", "edge-1/8", "edge-1/9", "edge-2/3"}
 	if got := h.stored(); !slices.Equal(got, want) {
 		t.Fatalf("store %v, want %v", got, want)
@@ -223,12 +223,12 @@ func TestDuplicates(t *testing.T) {
 		t.Helper()
 		a := h.connect("edge-1")
 		for id := range uint64(10) {
-			a.send(plainReq(id, "r"))
+			a.Send(sinkclient.PlainRequest(id, "r"))
 		}
-		a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+		a.Collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 		c := h.connect("edge-2")
-		c.send(plainReq(3, "r"))
-		c.collect(3)
+		c.Send(sinkclient.PlainRequest(3, "r"))
+		c.Collect(3)
 		if got := h.stored(); !slices.Equal(got, want) {
 			t.Fatalf("%s: store %v, want %v", name, got, want)
 		}
@@ -265,8 +265,8 @@ func TestDuplicates(t *testing.T) {
 
 	want = append(want, "edge-1/10")
 	a = h.connect("edge-1")
-	a.send(plainReq(10, "r"))
-	a.collect(10)
+	a.Send(sinkclient.PlainRequest(10, "r"))
+	a.Collect(10)
 	if got := h.stored(); !slices.Equal(got, want) {
 		t.Fatalf("store %v, want %v", got, want)
 	}
@@ -285,8 +285,8 @@ func TestRejections(t *testing.T) {
 		}
 		return out
 	}
-	big := makeBody(strings.Repeat("z", 100<<10)) // compresses to far under 64 KiB
-	small := makeBody("a", "b")
+	big := sinkclient.Body(strings.Repeat("z", 100<<10)) // compresses to far under 64 KiB
+	small := sinkclient.Body("a", "b")
 	corrupt := zstd(small)
 	corrupt[len(corrupt)-6] ^= 0xFF
 	tests := []struct {
@@ -322,11 +322,11 @@ func TestRejections(t *testing.T) {
 			sluicev1.ErrorCode_ERROR_CODE_BAD_PAYLOAD, false, "dictionary_id 0"},
 	}
 	a := h.connect("edge-1")
-	limit := a.welcome.GetCredits().GetMessageLimit()
+	limit := a.Welcome.GetCredits().GetMessageLimit()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a.send(tt.req)
-			e, cr := a.errorFor(tt.req.MessageId)
+			a.Send(tt.req)
+			e, cr := a.ErrorFor(tt.req.MessageId)
 			if e.Code != tt.code || e.Retryable != tt.retryable || !strings.Contains(e.Detail, tt.detail) {
 				t.Fatalf("error %v, want %v retryable=%v containing %q", e, tt.code, tt.retryable, tt.detail)
 			}
@@ -342,8 +342,8 @@ func TestRejections(t *testing.T) {
 	if got := h.stored(); len(got) != 0 {
 		t.Fatalf("invalid messages were stored: %v", got)
 	}
-	a.send(plainReq(100, "fine"))
-	a.collect(100)
+	a.Send(sinkclient.PlainRequest(100, "fine"))
+	a.Collect(100)
 	if got := h.stored(); !slices.Equal(got, []string{"edge-1/100"}) {
 		t.Fatalf("store %v", got)
 	}
@@ -355,7 +355,7 @@ func trainDict(t *testing.T) codec.Dictionary {
 	t.Helper()
 	var samples [][]byte
 	for i := range uint64(300) {
-		samples = append(samples, makeBody(sinkclient.Records(i, 1+int(i%5))...))
+		samples = append(samples, sinkclient.Body(sinkclient.Records(i, 1+int(i%5))...))
 	}
 	d, err := codec.Train(samples, 4<<10)
 	if err != nil {
@@ -380,7 +380,7 @@ func TestDictionaries(t *testing.T) {
 	}
 	dictReq := func(id uint64) *sluicev1.Request {
 		recs := sinkclient.Records(id, 4)
-		data, err := enc.Encode(nil, makeBody(recs...), codec.ZstdDict, d.ID)
+		data, err := enc.Encode(nil, sinkclient.Body(recs...), codec.ZstdDict, d.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,13 +388,13 @@ func TestDictionaries(t *testing.T) {
 			Payload: &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: d.ID, Data: data}}}
 	}
 	a := h.connect("edge-1", d.ID)
-	if len(a.welcome.GetDictionaryIds()) != 0 {
-		t.Fatalf("Welcome lists %v before any upload", a.welcome.GetDictionaryIds())
+	if len(a.Welcome.GetDictionaryIds()) != 0 {
+		t.Fatalf("Welcome lists %v before any upload", a.Welcome.GetDictionaryIds())
 	}
 	// Upload, then use at once: the sink handles them in order.
-	a.send(dictUpload(d))
-	a.send(dictReq(0))
-	infos := a.collect(0)
+	a.Send(dictUpload(d))
+	a.Send(dictReq(0))
+	infos := a.Collect(0)
 	announced := false
 	for _, in := range infos {
 		announced = announced || slices.Contains(in.GetDictionaryIds(), d.ID)
@@ -406,27 +406,27 @@ func TestDictionaries(t *testing.T) {
 		t.Fatalf("dictionary not stored: %v", err)
 	}
 	// Uploading the same dictionary again is harmless.
-	a.send(dictUpload(d))
-	a.send(dictReq(1))
-	a.collect(1)
+	a.Send(dictUpload(d))
+	a.Send(dictReq(1))
+	a.Collect(1)
 
 	// Another agent cannot use edge-1's dictionary.
 	b := h.connect("edge-2", d.ID)
-	if len(b.welcome.GetDictionaryIds()) != 0 {
-		t.Fatalf("edge-2 is told it holds %v", b.welcome.GetDictionaryIds())
+	if len(b.Welcome.GetDictionaryIds()) != 0 {
+		t.Fatalf("edge-2 is told it holds %v", b.Welcome.GetDictionaryIds())
 	}
-	b.send(dictReq(0))
-	if e, _ := b.errorFor(0); e.Code != sluicev1.ErrorCode_ERROR_CODE_UNKNOWN_DICTIONARY || !e.Retryable {
+	b.Send(dictReq(0))
+	if e, _ := b.ErrorFor(0); e.Code != sluicev1.ErrorCode_ERROR_CODE_UNKNOWN_DICTIONARY || !e.Retryable {
 		t.Fatalf("edge-2 using edge-1's dictionary: %v", e)
 	}
 
 	h.restart()
 	c := h.connect("edge-1", 12345, d.ID)
-	if got := c.welcome.GetDictionaryIds(); !slices.Equal(got, []uint32{d.ID}) {
+	if got := c.Welcome.GetDictionaryIds(); !slices.Equal(got, []uint32{d.ID}) {
 		t.Fatalf("Welcome after restart lists %v, want [%d]", got, d.ID)
 	}
-	c.send(dictReq(2))
-	c.collect(2)
+	c.Send(dictReq(2))
+	c.Collect(2)
 	msgs := readAll(t, h, 0)
 	if len(msgs) != 3 {
 		t.Fatalf("read %d messages, want 3", len(msgs))
@@ -449,16 +449,16 @@ func TestDictionaries(t *testing.T) {
 	}
 	for _, tt := range bad {
 		a := h.connect("edge-1")
-		a.send(tt.req)
-		if err := a.status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.msg) {
+		a.Send(tt.req)
+		if err := a.Status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("%s: %v", tt.name, err)
 		}
 	}
 	// A different dictionary under a used id is refused.
 	other := trainOther(t, d.ID)
 	a = h.connect("edge-1")
-	a.send(dictUpload(other))
-	if err := a.status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "different bytes") {
+	a.Send(dictUpload(other))
+	if err := a.Status(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "different bytes") {
 		t.Errorf("conflicting upload: %v", err)
 	}
 }
@@ -468,7 +468,7 @@ func trainOther(t *testing.T, id uint32) codec.Dictionary {
 	t.Helper()
 	var samples [][]byte
 	for i := range 300 {
-		samples = append(samples, makeBody(fmt.Sprintf(`{"level":"warn","n":%d,"host":"h%d"}`, i, i%13)))
+		samples = append(samples, sinkclient.Body(fmt.Sprintf(`{"level":"warn","n":%d,"host":"h%d"}`, i, i%13)))
 	}
 	d, err := codec.Train(samples, 4<<10)
 	if err != nil {
@@ -494,13 +494,13 @@ func TestCompressedRoundTrip(t *testing.T) {
 	h := newHarness(t, nil)
 	enc := codec.NewEncoder(codec.LevelDefault)
 	a := h.connect("edge-1")
-	body := makeBody(sinkclient.Records(0, 50)...)
+	body := sinkclient.Body(sinkclient.Records(0, 50)...)
 	z, err := enc.Encode(nil, body, codec.Zstd, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.send(&sluicev1.Request{Version: 1, MessageId: 0, RecordCount: 50, Payload: &sluicev1.Request_Zstd{Zstd: z}})
-	a.collect(0)
+	a.Send(&sluicev1.Request{Version: 1, MessageId: 0, RecordCount: 50, Payload: &sluicev1.Request_Zstd{Zstd: z}})
+	a.Collect(0)
 	it := h.s.Store().NewIterator(0, 1<<20)
 	if !it.Next() {
 		t.Fatal(it.Err())
@@ -527,20 +527,20 @@ func TestManyStreams(t *testing.T) {
 			defer wg.Done()
 			a := h.connect("agent-" + itoa(uint64(i)))
 			// Stay within credits, as an agent must.
-			limit, next, acked := a.welcome.GetCredits().GetMessageLimit(), uint64(0), 0
+			limit, next, acked := a.Welcome.GetCredits().GetMessageLimit(), uint64(0), 0
 			sent := uint64(0)
 			for acked < perAgent {
 				for next < perAgent && sent < limit {
-					if err := a.stream.Send(plainReq(next, sinkclient.Records(next, 2)...)); err != nil {
+					if err := a.Stream.Send(sinkclient.PlainRequest(next, sinkclient.Records(next, 2)...)); err != nil {
 						errs <- err
 						return
 					}
 					next++
 					sent++
 				}
-				r, ok := <-a.resps
+				r, ok := <-a.Resps
 				if !ok {
-					errs <- <-a.end
+					errs <- <-a.End
 					return
 				}
 				if c := r.GetInfo().GetCredits(); c != nil {
@@ -572,13 +572,13 @@ func TestManyStreams(t *testing.T) {
 func TestStoreFailure(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
-	a.send(plainReq(0, "a"))
-	a.collect(0)
+	a.Send(sinkclient.PlainRequest(0, "a"))
+	a.Collect(0)
 	if err := h.s.seg.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a.send(plainReq(1, "b"))
-	err := a.status()
+	a.Send(sinkclient.PlainRequest(1, "b"))
+	err := a.Status()
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "store failed") {
 		t.Fatalf("stream ended with %v, want Unavailable", err)
 	}
@@ -590,12 +590,12 @@ func TestClose(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
 	for id := range uint64(20) {
-		a.send(plainReq(id, "r"))
+		a.Send(sinkclient.PlainRequest(id, "r"))
 	}
-	a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+	a.Collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
 	done := make(chan error, 1)
 	go func() { done <- h.s.Close() }()
-	if err := a.status(); status.Code(err) != codes.Unavailable {
+	if err := a.Status(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("stream ended with %v at Close, want Unavailable", err)
 	}
 	if err := <-done; err != nil {
@@ -623,13 +623,13 @@ func TestAgentCloseSend(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.connect("edge-1")
 	for id := range uint64(10) {
-		a.send(plainReq(id, "r"))
+		a.Send(sinkclient.PlainRequest(id, "r"))
 	}
-	if err := a.stream.CloseSend(); err != nil {
+	if err := a.Stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	a.collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-	if err := a.status(); err != nil {
+	a.Collect(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	if err := a.Status(); err != nil {
 		t.Fatalf("stream ended with %v, want OK", err)
 	}
 }
@@ -658,15 +658,15 @@ func TestGarbage(t *testing.T) {
 		case 2:
 			req.Payload = &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: uint32(rng.IntN(2)), Data: data}}
 		}
-		a.send(req)
+		a.Send(req)
 	}
 	for id := range uint64(300) {
-		if e, _ := a.errorFor(id); e.Code == sluicev1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		if e, _ := a.ErrorFor(id); e.Code == sluicev1.ErrorCode_ERROR_CODE_UNSPECIFIED {
 			t.Fatalf("message %d: %v", id, e)
 		}
 	}
-	a.send(plainReq(1000, "fine"))
-	a.collect(1000)
+	a.Send(sinkclient.PlainRequest(1000, "fine"))
+	a.Collect(1000)
 	if got := h.stored(); !slices.Equal(got, []string{"edge-1/1000"}) {
 		t.Fatalf("store %v", got)
 	}

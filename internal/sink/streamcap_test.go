@@ -25,9 +25,9 @@ func TestManyFollowersOneConn(t *testing.T) {
 	a := h.connect("many")
 	const before, after = 8, 8
 	for id := range uint64(before) {
-		a.send(plainReq(id, sinkclient.Records(id, 4)...))
+		a.Send(sinkclient.PlainRequest(id, sinkclient.Records(id, 4)...))
 	}
-	a.collect(0, before-1)
+	a.Collect(0, before-1)
 
 	cc, err := grpc.NewClient(h.cc.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -79,9 +79,9 @@ func TestManyFollowersOneConn(t *testing.T) {
 		}
 	}
 	for id := uint64(before); id < before+after; id++ {
-		a.send(plainReq(id, sinkclient.Records(id, 4)...))
+		a.Send(sinkclient.PlainRequest(id, sinkclient.Records(id, 4)...))
 	}
-	a.collect(before, before+after-1)
+	a.Collect(before, before+after-1)
 	for i := range followers {
 		r := <-done
 		if r.err != nil {

@@ -2,8 +2,6 @@ package resumejournal
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"testing"
@@ -66,23 +64,23 @@ func TestLeaseAfterRestoredResume(t *testing.T) {
 // token from another client certificate is refused and the session
 // stays in the journal for its owner, who then resumes it.
 func TestResumeJournalBindsTLSIdentity(t *testing.T) {
-	pki := newMTLSResume(t)
+	pki := resumetest.NewMTLS(t, testpki.NewCA(t))
 	dir := t.TempDir()
-	s1 := startJournalServerOn(t, "tls", dir, Config{}, rsocket.ResumeConfig{}, rsocket.WithTLS(pki.server))
+	s1 := startJournalServerOn(t, "tls", dir, Config{}, rsocket.ResumeConfig{}, rsocket.WithTLS(pki.Server))
 	p := faultproxy.New(t, s1.addr)
 	ctx := context.Background()
-	c := pki.dialOwner(t, "tls://"+p.Addr())
+	c := dialOwner(t, pki, "tls://"+p.Addr())
 	// The restart; the owner cannot reach the new server until the
 	// thief has tried.
 	p.Refuse(true)
 	s1.stop()
 	p.CloseAll()
-	s2 := startJournalServerOn(t, "tls", dir, Config{}, rsocket.ResumeConfig{}, rsocket.WithTLS(pki.server))
+	s2 := startJournalServerOn(t, "tls", dir, Config{}, rsocket.ResumeConfig{}, rsocket.WithTLS(pki.Server))
 	store2 := s2.store
 	if d := store2.Stats().Dormant; d != 1 {
 		t.Fatalf("%d sessions read back, want 1", d)
 	}
-	resumetest.ThiefResumes(t, s2.addr, pki.thief, pki.token, withinBound)
+	resumetest.ThiefResumes(t, s2.addr, pki.Thief, pki.Token, withinBound)
 	if st := store2.Stats(); st.Dormant != 1 || st.Restored != 0 {
 		t.Fatalf("after the thief's RESUME: %+v; want the session still waiting for its owner", st)
 	}
@@ -101,36 +99,13 @@ func TestResumeJournalBindsTLSIdentity(t *testing.T) {
 	}
 }
 
-// mtlsResume is the PKI of the TLS resume tests: a server that requires
-// client certificates, the session's owner and a thief with a
-// certificate of its own from the same CA, and the session's token.
-type mtlsResume struct {
-	server, owner, thief *tls.Config
-	token                []byte
-}
-
-func newMTLSResume(t *testing.T) mtlsResume {
-	ca := testpki.NewCA(t)
-	srvCert := ca.Issue(t, "localhost", x509.ExtKeyUsageServerAuth)
-	client := func(name string) *tls.Config {
-		cert := ca.Issue(t, name, x509.ExtKeyUsageClientAuth)
-		return &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
-	}
-	return mtlsResume{
-		server: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert},
-		owner:  client("owner"),
-		thief:  client("thief"),
-		token:  []byte("0123456789abcdef"),
-	}
-}
-
-// dialOwner dials url as the owner, resumable with the token, and has
+// dialOwner dials url as m's owner, resumable with its token, and has
 // one request answered; the connection closes with the test.
-func (m mtlsResume) dialOwner(t *testing.T, url string) *rsocket.Conn {
+func dialOwner(t *testing.T, m resumetest.MTLS, url string) *rsocket.Conn {
 	t.Helper()
 	ctx := context.Background()
-	c, err := rsocket.Dial(ctx, url, rsocket.WithTLS(m.owner),
-		rsocket.WithResume(rsocket.ResumeConfig{Token: m.token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
+	c, err := rsocket.Dial(ctx, url, rsocket.WithTLS(m.Owner),
+		rsocket.WithResume(rsocket.ResumeConfig{Token: m.Token, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"compress/gzip"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,43 +32,19 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testkit/spooltest"
 )
 
 // defaultMaxRecord is the agent's --max-record by default: what fits in
 // a message of the default size.
 const defaultMaxRecord = int(defaults.AgentMaxMessage) - ingest.BatchOverhead
 
-// fakeSpool records what the receivers spool, or fails with err.
-type fakeSpool struct {
-	mu      sync.Mutex
-	records [][]byte
-	err     error
-}
-
-func (f *fakeSpool) ingest(_ context.Context, records [][]byte) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	for _, r := range records {
-		f.records = append(f.records, bytes.Clone(r))
-	}
-	return nil
-}
-
-func (f *fakeSpool) taken() [][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.records
-}
-
 // serve starts the HTTP endpoints over a fake spool, with mod applied to
 // the default Config.
-func serve(t *testing.T, mod func(*Config)) (*fakeSpool, *httptest.Server) {
+func serve(t *testing.T, mod func(*Config)) (*spooltest.Recorder, *httptest.Server) {
 	t.Helper()
-	fs := &fakeSpool{}
-	cfg := Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord}
+	fs := &spooltest.Recorder{}
+	cfg := Config{Ingest: fs.Ingest, MaxRecordBytes: defaultMaxRecord}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -192,7 +166,7 @@ func TestRemoteWriteStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, srv := serve(t, nil)
-			fs.err = tc.spoolErr
+			fs.Fail(tc.spoolErr)
 			ct := cmp.Or(tc.ct, "application/x-protobuf")
 			resp, body := post(t, srv.URL+"/api/v1/write", ct, tc.enc, tc.body)
 			if resp.StatusCode != tc.want {
@@ -201,7 +175,7 @@ func TestRemoteWriteStatus(t *testing.T) {
 			if got := resp.Header.Get("Retry-After") != ""; got != tc.retryable {
 				t.Errorf("Retry-After %q; want one: %t", resp.Header.Get("Retry-After"), tc.retryable)
 			}
-			recs := fs.taken()
+			recs := fs.Taken()
 			if !tc.spooled {
 				if len(recs) != 0 {
 					t.Fatalf("%d records spooled, want none", len(recs))
@@ -252,7 +226,7 @@ func TestRemoteWriteAuthAndMethod(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Errorf("GET without a token: %d, want 401 (the token is checked first)", resp.StatusCode)
 	}
-	if n := len(fs.taken()); n != 1 {
+	if n := len(fs.Taken()); n != 1 {
 		t.Errorf("%d records spooled, want the one authorized request", n)
 	}
 }
@@ -272,7 +246,7 @@ func TestRemoteWriteSplitsOverMaxRecord(t *testing.T) {
 	if resp, body := post(t, srv.URL+"/api/v1/write", "", "snappy", snappy.Encode(nil, wr)); resp.StatusCode != 204 {
 		t.Fatalf("status %d (%s), want 204", resp.StatusCode, body)
 	}
-	recs := fs.taken()
+	recs := fs.Taken()
 	if len(recs) < 2 {
 		t.Fatalf("%d records for a %d-byte request with --max-record %d", len(recs), len(wr), maxRecord)
 	}
@@ -298,7 +272,7 @@ func TestRemoteWriteSplitsOverMaxRecord(t *testing.T) {
 	if resp, body := post(t, srv2.URL+"/api/v1/write", "", "snappy", snappy.Encode(nil, huge)); resp.StatusCode != 413 {
 		t.Fatalf("one series over --max-record: %d (%s), want 413", resp.StatusCode, body)
 	}
-	if n := len(fs2.taken()); n != 0 {
+	if n := len(fs2.Taken()); n != 0 {
 		t.Fatalf("%d records spooled of a refused request", n)
 	}
 }
@@ -325,7 +299,7 @@ func TestStalledBodies(t *testing.T) {
 			t.Fatalf("%s: stalled body: %d, want 408", path, resp.StatusCode)
 		}
 	}
-	if n := len(fs.taken()); n != 0 {
+	if n := len(fs.Taken()); n != 0 {
 		t.Fatalf("%d records spooled of stalled requests", n)
 	}
 }
@@ -381,7 +355,7 @@ func TestOTLPHTTPStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, srv := serve(t, nil)
-			fs.err = tc.spoolErr
+			fs.Fail(tc.spoolErr)
 			resp, body := post(t, srv.URL+"/v1/logs", tc.ct, tc.enc, tc.body)
 			if resp.StatusCode != tc.want {
 				t.Fatalf("status %d (%q), want %d", resp.StatusCode, body, tc.want)
@@ -390,7 +364,7 @@ func TestOTLPHTTPStatus(t *testing.T) {
 				t.Errorf("Retry-After %q; want one: %t", resp.Header.Get("Retry-After"), tc.retryable)
 			}
 			checkOTLPAnswer(t, resp, body)
-			recs := fs.taken()
+			recs := fs.Taken()
 			if !tc.spooled {
 				if len(recs) != 0 {
 					t.Fatalf("%d records spooled, want none", len(recs))
@@ -458,7 +432,7 @@ func TestOTLPAllSignals(t *testing.T) {
 		}
 	}
 	var got coltracepb.ExportTraceServiceRequest
-	for _, r := range fs.taken() {
+	for _, r := range fs.Taken() {
 		k, b, err := telemetry.Decode(r)
 		if err != nil || k != telemetry.OTLPTraces || len(r) > maxRecord {
 			t.Fatalf("record %v %v of %d bytes", k, err, len(r))
@@ -469,7 +443,7 @@ func TestOTLPAllSignals(t *testing.T) {
 		}
 		got.ResourceSpans = append(got.ResourceSpans, piece.ResourceSpans...)
 	}
-	if n := len(fs.taken()); n < 2 || !proto.Equal(&got, &coltracepb.ExportTraceServiceRequest{ResourceSpans: spans}) {
+	if n := len(fs.Taken()); n < 2 || !proto.Equal(&got, &coltracepb.ExportTraceServiceRequest{ResourceSpans: spans}) {
 		t.Fatalf("%d records; together equal to the request: %t", n, proto.Equal(&got, &coltracepb.ExportTraceServiceRequest{ResourceSpans: spans}))
 	}
 	big, _ := proto.Marshal(logsRequest("big", strings.Repeat("x", maxRecord)))

@@ -12,12 +12,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sluicehq/sluice/internal/agent"
-	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
-	"github.com/sluicehq/sluice/internal/transport/grpctransport"
 )
 
 // pipeline is an agent delivering to a sink, both in this process, with
@@ -93,46 +91,18 @@ func (p *pipeline) waitFor(t *testing.T, what string, found func([]marked) bool)
 // storedTelemetry reads every marked record in the sink's store.
 func storedTelemetry(t *testing.T, addr string) []marked {
 	t.Helper()
-	d, cc, err := grpctransport.Connect(addr, grpctransport.ClientOptions{MaxRecvBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Bound)
-	defer cancel()
-	c, err := d.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(nil)
-	if err := c.Send(&protocol.ReadStart{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Send(&protocol.ReadMore{N: 1 << 30}); err != nil {
-		t.Fatal(err)
-	}
 	var out []marked
-	for {
-		f, err := c.Recv()
+	for _, r := range sinktest.StoredRecords(t, addr) {
+		k, body, err := telemetry.Decode(r)
+		if errors.Is(err, telemetry.ErrNotMarked) {
+			continue
+		}
 		if err != nil {
-			t.Fatalf("reading the store: %v", err)
+			t.Fatalf("stored record: %v", err)
 		}
-		switch f := f.(type) {
-		case *protocol.Stored:
-			for _, r := range f.Records {
-				k, body, err := telemetry.Decode(r)
-				if errors.Is(err, telemetry.ErrNotMarked) {
-					continue
-				}
-				if err != nil {
-					t.Fatalf("stored record: %v", err)
-				}
-				out = append(out, marked{k, append([]byte(nil), body...)})
-			}
-		case *protocol.EndOfLog:
-			return out
-		}
+		out = append(out, marked{k, body})
 	}
+	return out
 }
 
 // seriesLabels returns the label sets of a WriteRequest's time series

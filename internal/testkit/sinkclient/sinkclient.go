@@ -1,9 +1,10 @@
 // Package sinkclient is what the tests that play a sink's client over
 // gRPC share: the Hello an agent opens its Send stream with, distinct
 // records for a message, a follower that reads the whole store and keeps
-// following, the receive pump and bounded wait of a test's stream, and
-// the dial and shutdown of a harness's connection and sink. It
-// is for tests only.
+// following, the receive pump and bounded wait of a test's stream, the
+// raw Send and Read streams a test plays an agent or a consumer with
+// (streams.go), and the dial and shutdown of a harness's connection and
+// sink. It is for tests only.
 //
 // It imports neither internal/sink nor its gRPC server
 // (internal/transport/grpctransport/grpcserve), so that the in-package

@@ -2,8 +2,9 @@
 // for the tests of what talks to one: the agent, the status page, the
 // hostile lab's targets. Those tests had a startSink each; the parts they
 // shared are here: start with a config, stop and wait for Serve to
-// return, and start again on the same address and data directory, as a
-// restarted sink is found where its agents expect it.
+// return, start again on the same address and data directory, as a
+// restarted sink is found where its agents expect it, and read back
+// every stored record as a consumer would (read.go).
 package sinktest
 
 import (

@@ -2,15 +2,12 @@ package rsocketxfer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/rsocket"
 )
@@ -59,11 +56,31 @@ func (s *Client) Close() error {
 	return nil
 }
 
-// fromRSocket turns an ERROR of ours into a *xfer.RemoteError.
+// fromRSocket turns an ERROR of ours into a *xfer.RemoteError, and a
+// refusal of our wire version into a permanent error: it would be the
+// same on every retry.
 func fromRSocket(err error) error {
 	var re *rsocket.Error
-	if errors.As(err, &re) && xfer.OurMessage(re.Message) {
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch {
+	case xfer.OurMessage(re.Message):
 		return xfer.DecodeRemote(re.Message)
+	case strings.HasPrefix(re.Message, versionPrefix):
+		return xfer.Permanent(fmt.Errorf("the server refused our message: %s", re.Message))
+	case olderServer(re.Message):
+		return xfer.Permanent(fmt.Errorf("the server speaks the older protobuf encoding of xfer over RSocket (%q), this client xfer wire version %d: run the same sluice release on both ends", re.Message, WireVersion))
+	}
+	return err
+}
+
+// badAnswer is the error of an answer that does not decode: permanent
+// when it is of another wire version.
+func badAnswer(what string, err error) error {
+	err = fmt.Errorf("bad %s answer: %w", what, err)
+	if errors.As(err, new(*VersionError)) {
+		return xfer.Permanent(err)
 	}
 	return err
 }
@@ -74,16 +91,15 @@ func (s *Client) Offset(ctx context.Context, name string) (int64, int64, bool, e
 	if err != nil {
 		return 0, 0, false, err
 	}
-	req, _ := proto.Marshal(&xferv1.OffsetRequest{Name: name})
-	p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte(rsMetaOffset), Data: req})
+	p, err := c.RequestResponse(ctx, rsocket.Payload{Metadata: []byte(MetaOffset), Data: AppendOffsetRequest(nil, name)})
 	if err != nil {
 		return 0, 0, false, fromRSocket(err)
 	}
-	var r xferv1.OffsetResponse
-	if err := proto.Unmarshal(p.Data, &r); err != nil {
-		return 0, 0, false, fmt.Errorf("bad offset answer: %w", err)
+	a, err := DecodeOffsetAnswer(p.Data)
+	if err != nil {
+		return 0, 0, false, badAnswer("offset", err)
 	}
-	return r.GetOffset(), r.GetSize(), r.GetExists(), nil
+	return a.Offset, a.Size, a.Exists, nil
 }
 
 // Begin opens the upload's REQUEST_CHANNEL, its Begin the first payload.
@@ -93,13 +109,13 @@ func (s *Client) Begin(ctx context.Context, out xfer.Outgoing) (xfer.Stream, err
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	begin, _ := proto.Marshal(&xferv1.Begin{Name: out.Name, Size: out.Size, Offset: out.From})
-	ch, err := c.RequestChannel(ctx, rsocket.Payload{Metadata: []byte(rsMetaUpload), Data: begin}, 64)
+	begin := AppendBegin(nil, Begin{Name: out.Name, Size: out.Size, Offset: out.From})
+	ch, err := c.RequestChannel(ctx, rsocket.Payload{Metadata: []byte(MetaUpload), Data: begin}, 64)
 	if err != nil {
 		cancel()
 		return nil, fromRSocket(err)
 	}
-	u := &upload{ctx: ctx, cancel: cancel, ch: ch, res: make(chan result, 1), meta: [5]byte{rsChunk}}
+	u := &upload{ctx: ctx, cancel: cancel, ch: ch, res: make(chan result, 1)}
 	go u.answers()
 	return u, nil
 }
@@ -109,8 +125,8 @@ type upload struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ch     *rsocket.Channel
-	res    chan result // the server's last answer
-	meta   [5]byte     // a chunk's metadata, reused: Send is done with it on return
+	res    chan result        // the server's last answer
+	meta   [chunkMetaLen]byte // a chunk's metadata, reused: Send is done with it on return
 }
 
 type result struct {
@@ -131,13 +147,14 @@ func (u *upload) answers() {
 			u.res <- result{err: fromRSocket(err)}
 			return
 		}
-		var r xferv1.UploadResponse
-		if err := proto.Unmarshal(p.Data, &r); err != nil {
-			u.res <- result{err: fmt.Errorf("bad answer: %w", err)}
+		a, err := DecodeUploadAnswer(p.Data)
+		if err != nil {
+			u.res <- result{err: badAnswer("upload", err)}
 			return
 		}
-		if len(r.GetSha256()) > 0 {
-			u.res <- result{sum: r.GetSha256()}
+		if a.Done {
+			// A copy: the payload's buffer may be the connection's.
+			u.res <- result{sum: append([]byte(nil), a.SHA256...)}
 			return
 		}
 	}
@@ -150,7 +167,7 @@ func (u *upload) answers() {
 // allocation per chunk (profile in docs/xfer.md, "Where an upload's CPU
 // goes").
 func (u *upload) Chunk(c xfer.Chunk) error {
-	binary.BigEndian.PutUint32(u.meta[1:], c.CRC32C)
+	putChunkMeta(&u.meta, c.CRC32C)
 	return u.ch.Send(rsocket.Payload{Metadata: u.meta[:], Data: c.Data})
 }
 
@@ -168,7 +185,7 @@ func (u *upload) Cause(err error) error {
 }
 
 func (u *upload) Finish(sum []byte) ([]byte, error) {
-	if err := u.ch.Send(rsocket.Payload{Metadata: []byte{rsFinish}, Data: sum}); err != nil {
+	if err := u.ch.Send(rsocket.Payload{Metadata: []byte{metaFinish}, Data: sum}); err != nil {
 		return nil, u.Cause(err)
 	}
 	select {

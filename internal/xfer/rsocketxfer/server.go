@@ -1,34 +1,25 @@
 // Package rsocketxfer is file transfer over RSocket: its server adapter
 // (a responder) over an xfer.Backend, and its client for the upload loop
-// of internal/xfer/send. Its payloads are xfer.v1 protobuf messages.
+// of internal/xfer/send. Its payloads have their own small binary
+// encoding (wire.go), so that protobuf stays in the gRPC adapter.
 package rsocketxfer
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
 
-	"google.golang.org/protobuf/proto"
-
-	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/rsocket"
 )
 
 // Over RSocket, an upload is one REQUEST_CHANNEL. Its first payload has
-// metadata "upload" and an xfer.v1.Begin as data; each further payload is
-// a chunk (metadata: 'c' then the CRC32C, big endian; data: the bytes) or
-// the finish (metadata 'f'; data: the client's SHA-256). The server sends
-// an xfer.v1.UploadResponse back at each durable checkpoint (size: the
-// offset) and a last one with the SHA-256 once the file is in place; a
-// refusal is ERROR[APPLICATION_ERROR] "code: message". The offset is a
-// REQUEST_RESPONSE with metadata "offset" and an xfer.v1.OffsetRequest.
-const (
-	rsMetaUpload = "upload"
-	rsMetaOffset = "offset"
-	rsChunk      = 'c'
-	rsFinish     = 'f'
-)
+// metadata "upload" and a Begin as data; each further payload is a chunk
+// (metadata: 'c' then the CRC32C, big endian; data: the bytes) or the
+// finish (metadata 'f'; data: the client's SHA-256). The server sends an
+// ack of the durable offset at each checkpoint and a last answer with
+// the SHA-256 once the file is in place; a refusal is
+// ERROR[APPLICATION_ERROR] "code: message". The offset is a
+// REQUEST_RESPONSE with metadata "offset" and an offset request.
 
 // Responder serves an xfer.Backend over RSocket.
 type Responder struct {
@@ -38,47 +29,58 @@ type Responder struct {
 
 func rsError(err error) error { return rsocket.ApplicationError("%s", xfer.EncodeRemote(err)) }
 
+// badMessage refuses a message that does not decode; a version mismatch
+// goes as it is, so that the client recognises it (versionPrefix).
+func badMessage(what string, err error) error {
+	if _, ok := err.(*VersionError); ok {
+		return rsocket.ApplicationError("%s", err)
+	}
+	return rsocket.ApplicationError("bad %s: %v", what, err)
+}
+
 func (r *Responder) RequestResponse(_ context.Context, p rsocket.Payload) (rsocket.Payload, error) {
-	if string(p.Metadata) != rsMetaOffset {
+	if string(p.Metadata) != MetaOffset {
 		return rsocket.Payload{}, rsocket.ApplicationError("unknown request %q", p.Metadata)
 	}
-	var req xferv1.OffsetRequest
-	if err := proto.Unmarshal(p.Data, &req); err != nil {
-		return rsocket.Payload{}, rsocket.ApplicationError("bad offset request: %v", err)
+	name, err := DecodeOffsetRequest(p.Data)
+	if err != nil {
+		return rsocket.Payload{}, badMessage("offset request", err)
 	}
-	if err := xfer.ValidateName(req.GetName()); err != nil {
+	if err := xfer.ValidateName(name); err != nil {
 		return rsocket.Payload{}, rsError(err)
 	}
-	resp := &xferv1.OffsetResponse{}
-	if in, err := r.Store.Stat(req.GetName()); err == nil {
-		resp = &xferv1.OffsetResponse{Offset: in.Offset, Size: in.Size, Exists: true}
+	var a OffsetAnswer
+	if in, err := r.Store.Stat(name); err == nil {
+		a = OffsetAnswer{Offset: in.Offset, Size: in.Size, Exists: true}
 	}
-	b, _ := proto.Marshal(resp)
-	return rsocket.Payload{Data: b}, nil
+	return rsocket.Payload{Data: AppendOffsetAnswer(nil, a)}, nil
 }
 
 func (r *Responder) RequestChannel(ctx context.Context, p rsocket.Payload, in *rsocket.Stream, out *rsocket.Sink) error {
-	if string(p.Metadata) != rsMetaUpload {
+	if string(p.Metadata) != MetaUpload {
 		return rsocket.ApplicationError("unknown channel %q", p.Metadata)
 	}
-	var b xferv1.Begin
-	if err := proto.Unmarshal(p.Data, &b); err != nil {
-		return rsocket.ApplicationError("bad begin: %v", err)
+	b, err := DecodeBegin(p.Data)
+	if err != nil {
+		return badMessage("begin", err)
 	}
-	var sha []byte
-	if len(b.GetSha256()) > 0 {
-		sha = b.GetSha256()
-	}
-	u, err := r.Store.Begin(b.GetName(), b.GetSize(), sha, "", false)
+	u, err := r.Store.Begin(b.Name, b.Size, b.SHA256, "", false)
 	if err != nil {
 		return rsError(err)
 	}
 	defer u.Release()
-	off := b.GetOffset()
+	off := b.Offset
 	if have := u.Offset(); off != have {
 		return rsError(&xfer.OffsetError{Want: off, Have: have})
 	}
+	return receive(u, off, in, out)
+}
+
+// receive writes an upload's chunks from off, acking each new durable
+// offset, until its finish.
+func receive(u xfer.BackendUpload, off int64, in *rsocket.Stream, out *rsocket.Sink) error {
 	acked := u.Info().Offset
+	var ack [ackLen]byte // reused: Send copies it
 	for {
 		m, err := in.Next()
 		if err == io.EOF {
@@ -91,23 +93,23 @@ func (r *Responder) RequestChannel(ctx context.Context, p rsocket.Payload, in *r
 			return rsocket.ApplicationError("payload without metadata")
 		}
 		switch m.Metadata[0] {
-		case rsChunk:
-			if len(m.Metadata) != 5 {
-				return rsocket.ApplicationError("chunk metadata of %d bytes, want 5", len(m.Metadata))
+		case metaChunk:
+			crc, err := decodeChunkMeta(m.Metadata)
+			if err != nil {
+				return rsocket.ApplicationError("%v", err)
 			}
-			n, err := u.Write(off, m.Data, binary.BigEndian.Uint32(m.Metadata[1:]))
+			n, err := u.Write(off, m.Data, crc)
 			if err != nil {
 				return rsError(err)
 			}
 			off = n
 			if d := u.Info().Offset; d != acked {
 				acked = d
-				ack, _ := proto.Marshal(&xferv1.UploadResponse{Size: d})
-				if err := out.Send(rsocket.Payload{Data: ack}); err != nil {
+				if err := out.Send(rsocket.Payload{Data: AppendUploadAnswer(ack[:0], UploadAnswer{Offset: d})}); err != nil {
 					return err
 				}
 			}
-		case rsFinish:
+		case metaFinish:
 			var want []byte
 			if len(m.Data) > 0 {
 				want = m.Data
@@ -116,8 +118,7 @@ func (r *Responder) RequestChannel(ctx context.Context, p rsocket.Payload, in *r
 			if err != nil {
 				return rsError(err)
 			}
-			fin, _ := proto.Marshal(&xferv1.UploadResponse{Size: off, Sha256: sum})
-			return out.Send(rsocket.Payload{Data: fin})
+			return out.Send(rsocket.Payload{Data: AppendUploadAnswer(nil, UploadAnswer{Offset: off, Done: true, SHA256: sum})})
 		default:
 			return rsocket.ApplicationError("unknown payload kind %q", m.Metadata[0])
 		}

@@ -3,7 +3,6 @@ package send
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
@@ -23,14 +21,8 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/rsocketxfer"
 	"github.com/sluicehq/sluice/rsocket"
-)
-
-// The RSocket wire's upload metadata and chunk kind
-// (internal/xfer/rsocketxfer), for a client that freezes mid-upload.
-const (
-	rsMetaUpload = "upload"
-	rsChunk      = 'c'
 )
 
 // startEnv is a store served on every transport.
@@ -243,13 +235,12 @@ func TestFrozenClientReleasesUpload(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				b, _ := proto.Marshal(begin)
-				ch, err := c.RequestChannel(ctx, rsocket.Payload{Metadata: []byte(rsMetaUpload), Data: b}, 64)
+				b := rsocketxfer.AppendBegin(nil, rsocketxfer.Begin{Name: name, Size: int64(len(data))})
+				ch, err := c.RequestChannel(ctx, rsocket.Payload{Metadata: []byte(rsocketxfer.MetaUpload), Data: b}, 64)
 				if err != nil {
 					t.Fatal(err)
 				}
-				meta := []byte{rsChunk, 0, 0, 0, 0}
-				binary.BigEndian.PutUint32(meta[1:], xfer.CRC32C(chunk))
+				meta := rsocketxfer.AppendChunkMeta(nil, xfer.CRC32C(chunk))
 				if err := ch.Send(rsocket.Payload{Metadata: meta, Data: chunk}); err != nil {
 					t.Fatal(err)
 				}

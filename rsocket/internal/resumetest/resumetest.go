@@ -3,9 +3,10 @@
 // "0", "1", … "n-1" (rsocket/echo's answer to a request stream of n)
 // came complete, in order and without duplicates whatever resumed,
 // redialled or restarted on the way, a thief that presents another
-// client's resume token, and the bound on a step that must not hang. It does not import package rsocket (it takes a
-// stream as its next function), so that package rsocket's own tests can
-// use it.
+// client's resume token, the mutual-TLS PKI of an owner and a thief
+// (mtls.go), and the bound on a step that must not hang. It does not
+// import package rsocket (it takes a stream as its next function), so
+// that package rsocket's own tests can use it.
 package resumetest
 
 import (

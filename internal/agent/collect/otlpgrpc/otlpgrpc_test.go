@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,36 +31,12 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testkit/spooltest"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // defaultMaxRecord is the agent's --max-record by default.
 const defaultMaxRecord = int(defaults.AgentMaxMessage) - ingest.BatchOverhead
-
-// fakeSpool records what the receiver spools, or fails with err.
-type fakeSpool struct {
-	mu      sync.Mutex
-	records [][]byte
-	err     error
-}
-
-func (f *fakeSpool) ingest(_ context.Context, records [][]byte) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	for _, r := range records {
-		f.records = append(f.records, bytes.Clone(r))
-	}
-	return nil
-}
-
-func (f *fakeSpool) taken() [][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.records
-}
 
 func logsRequest(service string, bodies ...string) *collogspb.ExportLogsServiceRequest {
 	var recs []*logspb.LogRecord
@@ -76,10 +51,10 @@ func logsRequest(service string, bodies ...string) *collogspb.ExportLogsServiceR
 
 // serveGRPC starts the OTLP/gRPC services on loopback over a fake spool
 // and returns a connection to them.
-func serveGRPC(t *testing.T, mod func(*collect.Config)) (*fakeSpool, *grpc.ClientConn) {
+func serveGRPC(t *testing.T, mod func(*collect.Config)) (*spooltest.Recorder, *grpc.ClientConn) {
 	t.Helper()
-	fs := &fakeSpool{}
-	cfg := collect.Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord}
+	fs := &spooltest.Recorder{}
+	cfg := collect.Config{Ingest: fs.Ingest, MaxRecordBytes: defaultMaxRecord}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -122,7 +97,7 @@ func TestGRPCExport(t *testing.T) {
 	if _, err := coltracepb.NewTraceServiceClient(cc).Export(ctx, traces); err != nil {
 		t.Fatal(err)
 	}
-	recs := fs.taken()
+	recs := fs.Taken()
 	if len(recs) != 1 {
 		t.Fatalf("%d records, want the logs request's (the empty ones hold nothing)", len(recs))
 	}
@@ -137,9 +112,7 @@ func TestGRPCExport(t *testing.T) {
 		err  error
 		want codes.Code
 	}{{"spool full", spool.ErrFull, codes.Unavailable}, {"disk full", spool.ErrNoSpace, codes.Unavailable}} {
-		fs.mu.Lock()
-		fs.err = tc.err
-		fs.mu.Unlock()
+		fs.Fail(tc.err)
 		_, err := collogspb.NewLogsServiceClient(cc).Export(ctx, logs)
 		if status.Code(err) != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -171,7 +144,7 @@ func TestGRPCTokens(t *testing.T) {
 	if _, err := client.Export(ctx, logsRequest("s", "x")); err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
-	if n := len(fs.taken()); n != 1 {
+	if n := len(fs.Taken()); n != 1 {
 		t.Fatalf("%d records, want the authorized request's", n)
 	}
 }
@@ -183,8 +156,8 @@ func TestGRPCTokens(t *testing.T) {
 // spooled; before, the stream and what it had sent were held for as
 // long as the kernel kept the connection.
 func TestGRPCFrozenClient(t *testing.T) {
-	fs := &fakeSpool{}
-	rc := collect.New(collect.Config{Ingest: fs.ingest, MaxRecordBytes: defaultMaxRecord})
+	fs := &spooltest.Recorder{}
+	rc := collect.New(collect.Config{Ingest: fs.Ingest, MaxRecordBytes: defaultMaxRecord})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +197,7 @@ func TestGRPCFrozenClient(t *testing.T) {
 			break
 		}
 	}
-	if n := len(fs.taken()); n != 0 {
+	if n := len(fs.Taken()); n != 0 {
 		t.Fatalf("%d records spooled from a frozen client", n)
 	}
 }
@@ -240,7 +213,7 @@ func TestGRPCCompressionBomb(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a message decompressing past %d bytes: %v, want ResourceExhausted", ingest.MaxRequestBytes, err)
 	}
-	if n := len(fs.taken()); n != 0 {
+	if n := len(fs.Taken()); n != 0 {
 		t.Fatalf("%d records spooled from a compression bomb", n)
 	}
 }

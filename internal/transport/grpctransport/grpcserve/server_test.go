@@ -1,7 +1,6 @@
 package grpcserve
 
 import (
-	"io"
 	"testing"
 	"time"
 
@@ -35,31 +34,12 @@ func TestRequestSizeLimit(t *testing.T) {
 	h := newHarnessWith(t, func(c *sink.Config) { c.MaxMessageBytes = maxMsg }, nil)
 	a := h.connect("edge-1")
 	limit := maxRequestBytes(maxMsg)
-	a.send(&sluicev1.Request{Version: 1, MessageId: 1, RecordCount: 1,
+	a.Send(&sluicev1.Request{Version: 1, MessageId: 1, RecordCount: 1,
 		Payload: &sluicev1.Request_Plain{Plain: make([]byte, limit+1)}})
-	if err := a.status(); status.Code(err) != codes.ResourceExhausted {
+	if err := a.Status(); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("Request of %d bytes: %v, want ResourceExhausted", limit+1, err)
 	}
 	if limit > 2<<20 {
 		t.Errorf("receive limit %d for a max message of %d: want it tight", limit, maxMsg)
-	}
-}
-
-// status waits for the stream to end and returns its status error (nil
-// for OK).
-func (a *agentConn) status() error {
-	a.t.Helper()
-	for {
-		select {
-		case _, ok := <-a.resps:
-			if !ok {
-				if err := <-a.end; err != io.EOF {
-					return err
-				}
-				return nil
-			}
-		case <-time.After(wait):
-			a.t.Fatal("stream did not end")
-		}
 	}
 }

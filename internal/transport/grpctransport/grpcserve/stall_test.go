@@ -230,8 +230,8 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 	})
 	// The sink serves the others as before.
 	a := h.connect("agent")
-	a.send(plainReq(1, sinkclient.Records(1, 3)...))
-	a.collect(1) // fails the test if no ack comes
+	a.Send(sinkclient.PlainRequest(1, sinkclient.Records(1, 3)...))
+	a.Collect(1) // fails the test if no ack comes
 }
 
 // A client that trickles its message after 200 KiB (1 KiB per quarter
@@ -284,7 +284,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	for i := range 64 {
 		recs = append(recs, strings.Repeat(string(rune('a'+i%26)), (4<<20)/64-64))
 	}
-	msg := message(t, plainReq(1, recs...))
+	msg := message(t, sinkclient.PlainRequest(1, recs...))
 	if len(msg) < 4<<20-16<<10 {
 		t.Fatalf("test message of %d bytes, want about 4 MiB", len(msg))
 	}
@@ -308,11 +308,11 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 
 	// Idle: a real agent and a consumer, then hours of ticks.
 	a := h.connect("agent")
-	a.send(plainReq(1, sinkclient.Records(1, 3)...))
-	a.collect(1)
+	a.Send(sinkclient.PlainRequest(1, sinkclient.Records(1, 3)...))
+	a.Collect(1)
 	rd := h.read(&sluicev1.ReadStart{Follow: true})
-	rd.request(10)
-	rd.next()
+	rd.Request(10)
+	rd.Next()
 	for range 20 {
 		k.advance(h.host.StallTimeout * 10)
 		k.look(t)
@@ -325,10 +325,10 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 		t.Error("the slow but progressing connection was closed")
 	default:
 	}
-	a.send(plainReq(2, sinkclient.Records(2, 3)...))
-	a.collect(2) // the idle agent's stream still works
+	a.Send(sinkclient.PlainRequest(2, sinkclient.Records(2, 3)...))
+	a.Collect(2) // the idle agent's stream still works
 	select {
-	case err := <-rd.end:
+	case err := <-rd.End:
 		t.Errorf("the idle consumer's stream ended: %v", err)
 	default:
 	}

@@ -180,8 +180,13 @@ cmd_start() {
 		return 0
 	fi
 	cmd_build >/dev/null
-	local port
+	local port p=()
 	port="$(free_port)"
+	# Every other server weed mini runs gets a free port too: their
+	# defaults (master 9333, volume 8080, filer 8888, admin 12535, and
+	# gRPC at each plus 10000) collide when two test binaries (go test
+	# runs packages in parallel) or two checkouts start their own weed.
+	for _ in 1 2 3 4 5 6 7 8 9; do p+=("$(free_port)"); done
 	mkdir -p "$RUN_DIR/data"
 	echo "http://127.0.0.1:$port" >"$RUN_DIR/endpoint"
 	# -ip and -ip.bind: without them weed binds every interface and
@@ -189,7 +194,9 @@ cmd_start() {
 	# and the Iceberg/Lance catalogs are off: tests need the S3 API only.
 	# shellcheck disable=SC2016 # $$ and $@ are the child's
 	PIDFILE="$RUN_DIR/weed.pid" setsid bash -c 'echo $$ >"$PIDFILE"; exec "$@"' weed "$WEED" mini \
-		-dir="$RUN_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port="$port" \
+		-dir="$RUN_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port="$port" -s3.port.grpc="${p[0]}" \
+		-master.port="${p[1]}" -master.port.grpc="${p[2]}" -volume.port="${p[3]}" -volume.port.grpc="${p[4]}" \
+		-filer.port="${p[5]}" -filer.port.grpc="${p[6]}" -admin.port="${p[7]}" -admin.port.grpc="${p[8]}" -admin.port.legacy=0 \
 		-master.telemetry=false -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 \
 		-bucket="$BUCKET" </dev/null >>"$RUN_DIR/weed.log" 2>&1 9>&- &
 	local i deadline=$((SECONDS + READY_TIMEOUT))

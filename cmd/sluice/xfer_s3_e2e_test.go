@@ -5,6 +5,9 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,12 +132,41 @@ func getObject(c *s3.Client, loc s3store.Location, name string) ([]byte, error) 
 // bench upload --store measures one thing; the sweep's flags beside it
 // would be ignored silently, so they are refused.
 func TestBenchUploadStoreRefusesSweepFlags(t *testing.T) {
-	code, _, stderr := run("bench", "upload", "--store", "s3://b?endpoint=http://127.0.0.1:1", "--chunks", "1MiB", "--json", "x.json")
-	if code != 2 || !strings.Contains(stderr, "--chunks, --json") {
-		t.Fatalf("exit %d, stderr %q; want 2 naming --chunks, --json", code, stderr)
+	code, _, stderr := run("bench", "upload", "--store", "s3://b?endpoint=http://127.0.0.1:1", "--chunks", "1MiB", "--svg", "x.svg")
+	if code != 2 || !strings.Contains(stderr, "--chunks, --svg") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming --chunks, --svg", code, stderr)
 	}
 	code, _, stderr = run("bench", "upload", "--store", "s3://b", "--size", "1MiB")
 	if code != 2 || !strings.Contains(stderr, "endpoint=") {
 		t.Fatalf("no endpoint: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// bench upload --store --json writes the envelope every bench command
+// writes (bench.Report): its command line, and each row's reps and
+// summary, the sluice rows with their ratio to the direct upload of the
+// same rep and the servers' memory. It had no --json.
+func TestBenchUploadStoreJSON(t *testing.T) {
+	st := s3test.Start(t)
+	js := filepath.Join(t.TempDir(), "s3.json")
+	args := []string{"--store", st.URL("bench-json-" + strconv.Itoa(os.Getpid())), "--size", "6MiB", "--json", js}
+	out, err := exec.Command(sluiceBin, append([]string{"bench", "upload"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	rep := readReport(t, js)
+	if rep.Command != "bench upload" || !slices.Equal(rep.Args, args) || rep.Reps != 1 || len(rep.Rows) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	for i, r := range rep.Rows {
+		if len(r.Reps) != 1 || r.Summary["mb_per_sec"].N != 1 || r.Summary["x_direct"].Median <= 0 {
+			t.Errorf("row %s: reps %+v, summary %+v", r.Name, r.Reps, r.Summary)
+		}
+		if i > 0 && r.Summary["peak_rss_bytes"].Median <= 0 {
+			t.Errorf("row %s: no servers' memory: %+v", r.Name, r.Summary)
+		}
+	}
+	if !strings.Contains(string(out), "| × direct |") {
+		t.Errorf("no table:\n%s", out)
 	}
 }

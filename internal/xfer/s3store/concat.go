@@ -15,13 +15,14 @@ import (
 // Concatenation (tus's extension): each partial upload is a multipart
 // upload of its own, sent in parallel by the client, which lands at a
 // hidden key (objKey: PREFIX/.sluice/part/ID) with a finished record; the
-// final upload is a new upload of the name, fed the partials' objects in
-// order through the ordinary write path (part buffer, hash state) and
-// finished as any other: visible only once the SHA-256 of all its bytes
-// matches. The bytes go through the server a second time (read from the
-// store, written back); server-side UploadPartCopy would spare the write,
-// but not the read the SHA-256 of the whole needs, and S3 takes a copied
-// part under 5 MiB only as the last.
+// final upload is a new multipart upload of the name whose parts are the
+// partials, in order: each copied inside the store (UploadPartCopy,
+// concatcopy.go) while the server reads them once for the SHA-256 of the
+// whole. It is completed as any upload is, only once that hash matches.
+// S3 takes a part under 5 MiB only as the last, and copies at most 5 GiB
+// into one: partials that do not fit (tus-js-client splits a small file
+// into small parts) are fed instead through the ordinary write path (part
+// buffer, hash state), their bytes read from the store and written back.
 
 // The S3 store joins partial uploads.
 var _ xfer.ConcatBackend = (*Store)(nil)
@@ -60,11 +61,16 @@ func (s *Store) Concat(name string, sha []byte, meta string, ids []string) (xfer
 		return xfer.Info{}, err
 	}
 	defer u.Release()
-	if err := s.feed(u, ids, sizes); err != nil {
+	join := s.feed
+	if copyable(sizes) {
+		join = s.copyParts
+	}
+	if err := join(u, ids, sizes); err != nil {
 		u.Remove()
 		return xfer.Info{}, err
 	}
-	if _, err := u.Finish(nil, "tus-concat"); err != nil {
+	sum, err := u.Finish(nil, "tus-concat")
+	if err != nil {
 		return xfer.Info{}, err
 	}
 	dctx, dcancel := s.opCtx() // ctx may be spent: the copy may be long
@@ -73,7 +79,9 @@ func (s *Store) Concat(name string, sha []byte, meta string, ids []string) (xfer
 		s.del(dctx, s.partDir()+id)
 		s.del(dctx, s.doneKey(id))
 	}
-	return u.Info(), nil
+	in := u.Info()
+	in.Offset, in.SHA256, in.Finished, in.Active = in.Size, sum, true, false
+	return in, nil
 }
 
 // finishedRecord is the finished record of upload id.

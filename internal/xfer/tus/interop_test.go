@@ -420,7 +420,9 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 // TestInteropTusJSParallel: tus-js-client's parallelUploads sends the
 // file as three partial uploads at once and joins them with a final
 // upload (the concatenation extension), through the S3 store: the file
-// lands whole, and the final upload names its three partials.
+// lands whole, and the final upload names its three partials. Each is
+// over 5 MiB, so they become its parts by copies inside the store: the
+// server received every byte once.
 func TestInteropTusJSParallel(t *testing.T) {
 	nodeDir := tusDir(t, "node/node_modules/tus-js-client/package.json")
 	nodeDir = filepath.Dir(filepath.Dir(nodeDir)) // .../node
@@ -429,7 +431,7 @@ func TestInteropTusJSParallel(t *testing.T) {
 	}
 	script, _ := filepath.Abs("../../../interop/tus/tusjs_upload.js")
 	e := startS3(t)
-	data := xfertest.RandBytes(12<<20+17, 43)
+	data := xfertest.RandBytes(16<<20+17, 43)
 	src := xfertest.TempFile(t, data)
 	c := exec.Command("node", script, e.url, src, "parallel.bin", "--parallel", "3", "--chunk", fmt.Sprint(1<<20))
 	c.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
@@ -445,5 +447,8 @@ func TestInteropTusJSParallel(t *testing.T) {
 	}
 	if n := e.store.Stats.UploadsCompleted.Load(); n != 4 {
 		t.Fatalf("%d uploads completed, want 4 (3 partial, 1 final)", n)
+	}
+	if n := e.store.Stats.BytesReceived.Load(); n != int64(len(data)) {
+		t.Fatalf("the server wrote %d bytes for a %d-byte file: the partials were not copied inside the store", n, len(data))
 	}
 }

@@ -3,6 +3,7 @@ package s3store
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/xfer"
 )
@@ -73,5 +74,26 @@ func TestS3ConcatCopiesParts(t *testing.T) {
 				t.Fatalf("%s: a used partial joined again: %v", c.name, err)
 			}
 		}
+	}
+}
+
+// TestS3ExpireRemovesUnusedPartials: a finished partial upload no final
+// upload used goes with --expire, its hidden object with its record, so
+// a client that never sends the final upload leaves nothing behind.
+func TestS3ExpireRemovesUnusedPartials(t *testing.T) {
+	f := newFixture(t)
+	var clk clock
+	s := f.server(Options{Expire: time.Hour, Now: clk.now})
+	ids := partials(t, s, randomBytes(1<<20, 52))
+	if n := s.Expire(clk.now()); n != 0 {
+		t.Fatalf("Expire before the hour removed %d", n)
+	}
+	clk.advance(2 * time.Hour)
+	s.Expire(clk.now())
+	if _, err := f.object(stateDir + "part/" + ids[0]); err == nil {
+		t.Fatal("an expired partial upload's object is still there")
+	}
+	if _, err := s.StatID(ids[0]); !errors.Is(err, xfer.ErrNotFound) {
+		t.Fatalf("StatID of an expired partial: %v", err)
 	}
 }

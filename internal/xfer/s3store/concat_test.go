@@ -97,3 +97,25 @@ func TestS3ExpireRemovesUnusedPartials(t *testing.T) {
 		t.Fatalf("StatID of an expired partial: %v", err)
 	}
 }
+
+// TestS3PartialNotResumedByName: a partial upload is named by its id;
+// an upload of a file of that name (gRPC, RSocket Begin by name) starts
+// an upload of its own and does not write into the hidden partial.
+func TestS3PartialNotResumedByName(t *testing.T) {
+	f := newFixture(t)
+	s := f.server(Options{})
+	p, err := s.BeginPartial(10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.Info().ID
+	p.Release()
+	u, err := s.Begin(id, 10, nil, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Release()
+	if u.Info().ID == id || u.Info().Partial {
+		t.Fatalf("Begin of the name %s resumed the partial upload: %+v", id, u.Info())
+	}
+}

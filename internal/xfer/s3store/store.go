@@ -293,7 +293,9 @@ func (s *Store) partialOf(ctx context.Context, name string) (*state, error) {
 		return nil, nil
 	}
 	st, err := s.load(ctx, id)
-	if errors.Is(err, xfer.ErrNotFound) || st != nil && st.rec.Name != name {
+	// A partial upload (tus concatenation) is named by its id only so
+	// that it has a name; an upload of a file of that name is not it.
+	if errors.Is(err, xfer.ErrNotFound) || st != nil && (st.rec.Name != name || st.rec.Partial) {
 		return nil, nil
 	}
 	return st, err

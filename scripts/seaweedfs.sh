@@ -180,8 +180,19 @@ cmd_start() {
 		return 0
 	fi
 	cmd_build >/dev/null
-	local port
+	local port p ports=()
 	port="$(free_port)"
+	# weed mini's other servers listen on fixed ports by default (master
+	# 9333, volume 8080, filer 8888, admin 12535, 23646, each gRPC at
+	# +10000): a second weed on the machine (another test binary of the
+	# same `go test ./...`, another checkout's tests) failed to bind them
+	# and died after its S3 port had answered. Each gets a free port.
+	for p in master master.port.grpc volume volume.port.grpc filer filer.port.grpc admin admin.port.grpc s3.port.grpc; do
+		case "$p" in
+		*.grpc) ports+=("-$p=$(free_port)") ;;
+		*) ports+=("-$p.port=$(free_port)") ;;
+		esac
+	done
 	mkdir -p "$RUN_DIR/data"
 	echo "http://127.0.0.1:$port" >"$RUN_DIR/endpoint"
 	# -ip and -ip.bind: without them weed binds every interface and
@@ -190,6 +201,7 @@ cmd_start() {
 	# shellcheck disable=SC2016 # $$ and $@ are the child's
 	PIDFILE="$RUN_DIR/weed.pid" setsid bash -c 'echo $$ >"$PIDFILE"; exec "$@"' weed "$WEED" mini \
 		-dir="$RUN_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port="$port" \
+		"${ports[@]}" -admin.port.legacy=0 \
 		-master.telemetry=false -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 \
 		-bucket="$BUCKET" </dev/null >>"$RUN_DIR/weed.log" 2>&1 9>&- &
 	local i deadline=$((SECONDS + READY_TIMEOUT))

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,5 +170,71 @@ func TestBenchUploadStoreJSON(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "| × direct |") {
 		t.Errorf("no table:\n%s", out)
+	}
+}
+
+// `xfer serve --store … --tus` offers tus concatenation, and its partial
+// uploads are the store's, not a server's: two partials sent to two
+// servers of one store, joined by a final upload on a third request to
+// the first, land as one file.
+func TestXferServeS3ConcatAcrossServers(t *testing.T) {
+	st := s3test.Start(t)
+	url := st.URL("e2e-concat-" + strconv.Itoa(os.Getpid()))
+	var bases []string
+	for _, name := range []string{"xfer serve A", "xfer serve B"} {
+		addr := freeAddr(t)
+		p := start(t, name, "xfer", "serve", "--store", url, "--tus", addr)
+		testwait.For(t, name+" listening", func() bool { return strings.Contains(p.log.String(), "listening tus") })
+		bases = append(bases, "http://"+addr)
+	}
+	tusReq := func(method, u string, body []byte, hdr ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, u, bytes.NewReader(body))
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if r := tusReq("OPTIONS", bases[0]+"/files/", nil); !strings.Contains(r.Header.Get("Tus-Extension"), "concatenation") {
+		t.Fatalf("Tus-Extension %q: no concatenation over --store", r.Header.Get("Tus-Extension"))
+	}
+	data := make([]byte, 7<<20+5)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	pieces := [][]byte{data[:5<<20+1], data[5<<20+1:]}
+	var urls []string
+	for i, piece := range pieces {
+		r := tusReq("POST", bases[i]+"/files/", nil, "Upload-Concat", "partial", "Upload-Length", strconv.Itoa(len(piece)))
+		if r.StatusCode != http.StatusCreated {
+			t.Fatalf("partial on server %d: %s", i, r.Status)
+		}
+		u := bases[i] + r.Header.Get("Location")
+		if r := tusReq("PATCH", u, piece, "Content-Type", "application/offset+octet-stream", "Upload-Offset", "0"); r.StatusCode != http.StatusNoContent {
+			t.Fatalf("PATCH of partial %d: %s", i, r.Status)
+		}
+		urls = append(urls, u)
+	}
+	meta := "filename " + base64.StdEncoding.EncodeToString([]byte("joined.bin"))
+	if r := tusReq("POST", bases[0]+"/files/", nil, "Upload-Concat", "final;"+strings.Join(urls, " "), "Upload-Metadata", meta); r.StatusCode != http.StatusCreated {
+		t.Fatalf("final upload: %s", r.Status)
+	}
+	loc, err := s3store.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s3store.Client(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := getObject(c, loc, "joined.bin")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("joined.bin: %d bytes (want %d), %v", len(got), len(data), err)
 	}
 }

@@ -17,7 +17,7 @@ func init() {
 }
 
 func runBenchUpload(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench upload", "[--size 64MiB] [--chunks 16B,...,2MiB] [--transports grpc,rsocket,tus,http1,h2c] [--source memory,disk] [--reps 1] [--json FILE] [--svg FILE] | --store s3://BUCKET[/PREFIX]?endpoint=URL [--size 1GiB] [--reps 3]", stderr)
+	fs := newFlags("bench upload", "[--size 64MiB] [--chunks 16B,...,2MiB] [--transports grpc,rsocket,tus,http1,h2c] [--source memory,disk] [--reps 1] [--json FILE] [--svg FILE] | --store s3://BUCKET[/PREFIX]?endpoint=URL [--size 1GiB] [--reps 3] [--json FILE]", stderr)
 	store := fs.String("store", "", "instead of the sweep: upload --size into this S3 store through one and two `xfer serve --store` processes (gRPC), against the S3 SDK's own multipart upload straight to it; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	size := byteSize(64 << 20)
 	fs.Var(&size, "size", "file size (\"Sending files via gRPC\" used 143MiB)")
@@ -39,14 +39,15 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 	if *store != "" {
 		var sweepOnly []string
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "store" && f.Name != "size" && f.Name != "reps" {
+			if f.Name != "store" && f.Name != "size" && f.Name != "reps" && f.Name != "json" {
 				sweepOnly = append(sweepOnly, "--"+f.Name)
 			}
 		})
 		if len(sweepOnly) > 0 {
-			return usageError(fs, "--store takes only --size and --reps, not %s", strings.Join(sweepOnly, ", "))
+			return usageError(fs, "--store takes only --size, --reps and --json, not %s", strings.Join(sweepOnly, ", "))
 		}
-		return benchUploadS3(*store, int64(size), *reps, stdout, stderr)
+		report := benchkit.Report{Command: "bench upload", Args: args, Reps: *reps, JSONPath: *jsonOut}
+		return benchUploadS3(*store, int64(size), report, stdout, stderr)
 	}
 	cfg := uploadbench.Config{Size: int64(size), PerChunk: *perChunk, Auto: *auto, KnownSHA: *knownSHA, Chunks: chunks,
 		Transports: strings.Split(*transports, ","), Sources: strings.Split(*sources, ","), Reps: *reps,
@@ -66,11 +67,11 @@ func runBenchUpload(args []string, stdout, stderr io.Writer) error {
 
 // benchUploadS3 is `bench upload --store`: the servers it starts are this
 // binary's `xfer serve`.
-func benchUploadS3(store string, size int64, reps int, stdout, stderr io.Writer) error {
+func benchUploadS3(store string, size int64, report benchkit.Report, stdout, stderr io.Writer) error {
 	if _, err := s3store.ParseURL(store); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	if reps < 1 || size < 1 {
+	if report.Reps < 1 || size < 1 {
 		return &exitError{code: 2, msg: "--reps and --size must be positive"}
 	}
 	exe, err := os.Executable()
@@ -79,5 +80,5 @@ func benchUploadS3(store string, size int64, reps int, stdout, stderr io.Writer)
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	return s3bench.Run(ctx, s3bench.Config{Store: store, Size: size, Reps: reps, Sluice: exe}, stdout, stderr)
+	return s3bench.Run(ctx, s3bench.Config{Store: store, Size: size, Reps: report.Reps, Sluice: exe, Report: report}, stdout, stderr)
 }

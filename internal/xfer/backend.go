@@ -57,6 +57,24 @@ type IDBackend interface {
 	RemoveFinished(id string) bool
 }
 
+// ConcatBackend is an IDBackend that joins finished uploads into one:
+// what tus's concatenation extension needs (several partial uploads sent
+// in parallel, then one final upload made of them). A tus server
+// advertises the extension only over a store that has it (as tusd's
+// ConcatableUpload): the S3 store does, the disk store does not.
+type ConcatBackend interface {
+	IDBackend
+	// BeginPartial starts a partial upload of size bytes, acquired for
+	// writing (Release it). Finished, its bytes stay hidden, addressed by
+	// its id, until a Concat uses them or they expire.
+	BeginPartial(size int64, meta string) (BackendUpload, error)
+	// Concat makes the finished partial uploads ids, in that order, the
+	// file name: visible only once its SHA-256 matches sha (when not
+	// nil). The partials are gone once it returns nil; the Info is the
+	// finished final upload's, kept as BeginKept's.
+	Concat(name string, sha []byte, meta string, ids []string) (Info, error)
+}
+
 // BackendUpload is one upload, held by its writer from Begin or Acquire
 // until Release.
 type BackendUpload interface {
@@ -100,6 +118,11 @@ type Info struct {
 	// Finished: the upload completed (Offset == Size) and is kept until it
 	// expires (BeginKept); SHA256 is then the file's.
 	Finished bool
+	// Partial: a partial upload (ConcatBackend.BeginPartial), whose
+	// bytes only a Concat makes a file. Parts: the partial uploads a
+	// final upload was made of (ConcatBackend.Concat), in order.
+	Partial bool
+	Parts   []string
 }
 
 // Stats are a backend's counters since it was opened; the adapters add

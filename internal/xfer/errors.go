@@ -17,6 +17,9 @@ var (
 	ErrOverSize    = errors.New("more data than the declared size")
 	ErrIncomplete  = errors.New("upload incomplete")
 	ErrClosedStore = errors.New("store closed")
+	// ErrNotPartial is a concatenation (ConcatBackend.Concat) of an
+	// upload that is not a finished partial upload.
+	ErrNotPartial = errors.New("not a finished partial upload")
 )
 
 // OffsetError is an append at the wrong offset; Have is the server's.

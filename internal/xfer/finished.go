@@ -17,13 +17,17 @@ type Finished struct {
 	SHA256   []byte    `json:"sha256"`
 	Created  time.Time `json:"created"`
 	Finished time.Time `json:"finished"`
+	// Partial and Parts: a tus concatenation's partial upload, and the
+	// partials a final one was joined from (Info's fields of the same name).
+	Partial bool     `json:"partial,omitempty"`
+	Parts   []string `json:"parts,omitempty"`
 }
 
 // Info describes f as Stat answers it, expiring expire after it finished
 // (0: never).
 func (f *Finished) Info(expire time.Duration) Info {
 	in := Info{ID: f.ID, Name: f.Name, Size: f.Size, Offset: f.Size, Meta: f.Meta, SHA256: f.SHA256,
-		Created: f.Created, Updated: f.Finished, Finished: true}
+		Created: f.Created, Updated: f.Finished, Finished: true, Partial: f.Partial, Parts: f.Parts}
 	if expire > 0 {
 		in.Expires = f.Finished.Add(expire)
 	}

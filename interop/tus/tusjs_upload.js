@@ -1,6 +1,6 @@
 // Uploads a file to a tus server with tus-js-client (Node), as a user would.
 //
-//   node tusjs_upload.js URL FILE NAME [--abort-at N] [--resume UPLOAD_URL] [--chunk N] [--store FILE]
+//   node tusjs_upload.js URL FILE NAME [--abort-at N] [--resume UPLOAD_URL] [--chunk N] [--store FILE] [--parallel N]
 //
 // --abort-at aborts the upload (upload.abort(), as a user's cancel) once
 // the server confirmed at least N bytes, and prints "url URL"; --resume
@@ -10,6 +10,8 @@
 // (tus.FileUrlStorage) under the file's fingerprint, and a run with the
 // same FILE resumes the upload it finds there (findPreviousUploads, as the
 // tus-js-client docs show), HEADing it first; "previous URL" says so.
+// --parallel N sends the file as N partial uploads at once, joined by a
+// final upload (parallelUploads: the tus concatenation extension).
 const path = require("path");
 module.paths.unshift(path.join(process.env.TUS_NODE_DIR || ".", "node_modules"));
 const fs = require("fs");
@@ -25,15 +27,19 @@ const abortAt = opt("--abort-at") ? Number(opt("--abort-at")) : 0;
 const resume = opt("--resume");
 const chunk = Number(opt("--chunk") || 256 * 1024);
 const store = opt("--store");
+const parallel = Number(opt("--parallel") || 1);
 
 const size = fs.statSync(file).size;
 const upload = new tus.Upload(fs.createReadStream(file), {
   endpoint: url,
   uploadUrl: resume || null,
   chunkSize: chunk,
-  uploadSize: size,
+  // tus-js-client refuses uploadSize with parallelUploads (it takes
+  // the size from the file).
+  ...(parallel > 1 ? {} : { uploadSize: size }),
   metadata: { filename: name },
   retryDelays: [0, 500, 1000],
+  ...(parallel > 1 ? { parallelUploads: parallel } : {}),
   ...(store ? { urlStorage: new tus.FileUrlStorage(store) } : {}),
   onChunkComplete(chunkSize, accepted, total) {
     if (abortAt && accepted >= abortAt) {

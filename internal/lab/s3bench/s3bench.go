@@ -3,7 +3,8 @@
 // process, through two (half the file to each, at once), and straight
 // from the S3 SDK's own multipart uploader (transfermanager, its default
 // concurrency and part size) as the baseline: throughput to the verified,
-// visible object, and the servers' memory.
+// visible object, and the servers' memory. With --json, every rep's
+// figures in the envelope of the other bench commands (bench.Report).
 package s3bench
 
 import (
@@ -16,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/xfer/s3store"
 	"github.com/sluicehq/sluice/internal/xfer/send"
 )
@@ -36,14 +38,21 @@ type Config struct {
 	Reps  int
 	// Sluice is the sluice binary the servers run (`xfer serve`).
 	Sluice string
+	// Report is where the --json file goes.
+	Report benchkit.Report
 }
 
-// row is one way of uploading, timed over the reps.
-type row struct {
-	name   string
-	secs   []float64
-	peakMB []float64 // the servers' peak RSS, summed (sluice rows)
-}
+// The rows, one per way of uploading, in the table's order.
+var rowNames = []string{"S3 SDK multipart, straight (transfermanager: 5 parts at once, 8 MiB)",
+	"sluice xfer send → 1 xfer serve --store", "sluice xfer send ×2 → 2 xfer serve --store (half each)"}
+
+// Each rep of a row measures these (the names carry the units).
+const (
+	metricSeconds = "seconds"
+	metricMBps    = "mb_per_sec"     // 1e6 bytes/s, to the verified, visible object
+	metricXDirect = "x_direct"       // the rep's MB/s over the same rep's direct upload
+	metricPeakRSS = "peak_rss_bytes" // the servers' peak RSS (VmHWM), summed
+)
 
 // Run measures the three rows, Reps times each, interleaved (so that a
 // loaded machine's drift hits them alike), and prints a table.
@@ -71,44 +80,57 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	rows := []*row{{name: "S3 SDK multipart, straight (transfermanager: 5 parts at once, 8 MiB)"},
-		{name: "sluice xfer send → 1 xfer serve --store"}, {name: "sluice xfer send ×2 → 2 xfer serve --store (half each)"}}
+	var rs bench.Results
+	mb := float64(cfg.Size) / 1e6
 	for rep := 0; rep < cfg.Reps; rep++ {
 		fmt.Fprintf(stderr, "rep %d of %d\n", rep+1, cfg.Reps)
-		t0 := time.Now()
-		tm := transfermanager.New(c)
-		f, err := os.Open(whole)
+		secs, err := direct(ctx, c, loc, whole, rep)
 		if err != nil {
 			return err
 		}
-		key := loc.Prefix + fmt.Sprintf("bench-direct-%d", rep)
-		_, err = tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: &loc.Bucket, Key: &key, Body: f})
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("direct upload: %w", err)
-		}
-		rows[0].secs = append(rows[0].secs, time.Since(t0).Seconds())
-		c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &loc.Bucket, Key: &key})
+		base := mb / secs
+		rs.Add(rowNames[0], map[string]any{"servers": 0}, bench.Metrics{metricSeconds: secs, metricMBps: base, metricXDirect: 1})
 		for i, files := range [][]string{{whole}, {a, b}} {
 			secs, peak, err := throughServers(ctx, cfg, files, rep, stderr)
 			if err != nil {
 				return err
 			}
-			rows[i+1].secs = append(rows[i+1].secs, secs)
-			rows[i+1].peakMB = append(rows[i+1].peakMB, peak)
+			rs.Add(rowNames[i+1], map[string]any{"servers": len(files)},
+				bench.Metrics{metricSeconds: secs, metricMBps: mb / secs, metricXDirect: mb / secs / base, metricPeakRSS: peak})
 			for j := range files {
 				key := loc.Prefix + fmt.Sprintf("bench-%d-%d-%d", i, rep, j)
 				c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &loc.Bucket, Key: &key})
 			}
 		}
 	}
-	printTable(stdout, cfg, rows)
-	return nil
+	rs.Summarize()
+	printTable(stdout, cfg, rs)
+	return cfg.Report.Write(map[string]any{"store": cfg.Store, "size_bytes": cfg.Size}, rs, nil)
+}
+
+// direct uploads the file whole straight to the store with the S3 SDK's
+// own multipart uploader, and returns the seconds it took.
+func direct(ctx context.Context, c *s3.Client, loc s3store.Location, path string, rep int) (float64, error) {
+	t0 := time.Now()
+	tm := transfermanager.New(c)
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	key := loc.Prefix + fmt.Sprintf("bench-direct-%d", rep)
+	_, err = tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: &loc.Bucket, Key: &key, Body: f})
+	f.Close()
+	if err != nil {
+		return 0, fmt.Errorf("direct upload: %w", err)
+	}
+	secs := time.Since(t0).Seconds()
+	c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &loc.Bucket, Key: &key})
+	return secs, nil
 }
 
 // throughServers starts one `xfer serve --store` per file, sends each
 // file to its server at once, and returns the wall time until every
-// file is verified and visible, and the servers' peak RSS in MB.
+// file is verified and visible, and the servers' peak RSS in bytes.
 func throughServers(ctx context.Context, cfg Config, files []string, rep int, stderr io.Writer) (float64, float64, error) {
 	var addrs []string
 	var procs []*exec.Cmd
@@ -144,7 +166,7 @@ func throughServers(ctx context.Context, cfg Config, files []string, rep int, st
 	}
 	var peak float64
 	for _, p := range procs {
-		peak += peakRSSMB(p.Process.Pid)
+		peak += peakRSS(p.Process.Pid)
 	}
 	return secs, peak, nil
 }
@@ -173,8 +195,8 @@ func startServer(cfg Config) (*exec.Cmd, string, error) {
 	return nil, "", errors.New("xfer serve --store exited before it listened")
 }
 
-// peakRSSMB is VmHWM of pid: its peak resident memory.
-func peakRSSMB(pid int) float64 {
+// peakRSS is VmHWM of pid: its peak resident memory, in bytes.
+func peakRSS(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -182,7 +204,7 @@ func peakRSSMB(pid int) float64 {
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
+			return kb * 1024
 		}
 	}
 	return 0
@@ -200,31 +222,17 @@ func randomFile(path string, n int64) error {
 	return err
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
-func printTable(w io.Writer, cfg Config, rows []*row) {
-	mb := float64(cfg.Size) / 1e6
-	base := mb / median(rows[0].secs)
-	fmt.Fprintf(w, "upload of %d MiB into %s, median of %d reps\n\n", cfg.Size>>20, cfg.Store, cfg.Reps)
-	fmt.Fprintln(w, "| path | MB/s (median) | runs (s) | × direct | servers' peak RSS |")
+// printTable prints each row's medians over the reps, with the spread.
+// x_direct is the median of the per-rep ratios: each rep's sluice upload
+// against the direct one of the same rep, which ran beside it.
+func printTable(w io.Writer, cfg Config, rs bench.Results) {
+	fmt.Fprintf(w, "upload of %d MiB into %s, median (min–max) of %d reps\n\n", cfg.Size>>20, cfg.Store, cfg.Reps)
+	fmt.Fprintln(w, "| path | MB/s | seconds | × direct | servers' peak RSS (MB) |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
-	for _, r := range rows {
-		rate := mb / median(r.secs)
-		var runs []string
-		for _, s := range r.secs {
-			runs = append(runs, strconv.FormatFloat(s, 'f', 2, 64))
-		}
-		rss := "–"
-		if len(r.peakMB) > 0 {
-			rss = fmt.Sprintf("%.0f MB", median(r.peakMB))
-		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %s |\n", r.name, rate, strings.Join(runs, ", "), rate/base, rss)
+	for _, r := range rs.Rows {
+		rss := r.Summary[metricPeakRSS]
+		rss.Median, rss.Min, rss.Max = rss.Median/1e6, rss.Min/1e6, rss.Max/1e6
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.Name, r.Summary[metricMBps].Format(0), r.Summary[metricSeconds].Format(2),
+			r.Summary[metricXDirect].Format(2), rss.Format(0))
 	}
 }

@@ -56,13 +56,16 @@ func (s *Store) Expire(now time.Time) int {
 		}
 	}
 	n += s.abortUnnamed(ctx, named, cutoff)
-	done := s.loc.Prefix + stateDir + "done/"
+	// Finished records, and the finished partial uploads (concatenation)
+	// no final upload used.
 	var old []string
-	s.list(ctx, done, func(o types.Object) {
-		if aws.ToTime(o.LastModified).Before(cutoff) {
-			old = append(old, aws.ToString(o.Key))
-		}
-	})
+	for _, dir := range []string{s.loc.Prefix + stateDir + "done/", s.partDir()} {
+		s.list(ctx, dir, func(o types.Object) {
+			if aws.ToTime(o.LastModified).Before(cutoff) {
+				old = append(old, aws.ToString(o.Key))
+			}
+		})
+	}
 	for _, k := range old {
 		if s.del(ctx, k) == nil {
 			n++

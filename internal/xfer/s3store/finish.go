@@ -52,7 +52,7 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	}
 	if u.rec.Keep {
 		f := xfer.Finished{ID: u.rec.ID, Name: u.rec.Name, Size: u.rec.Size, Meta: u.rec.Meta, SHA256: sum,
-			Created: u.rec.Created, Finished: u.s.o.Now().UTC()}
+			Created: u.rec.Created, Finished: u.s.o.Now().UTC(), Partial: u.rec.Partial, Parts: u.rec.Parts}
 		b, _ := json.Marshal(f)
 		if _, err := u.s.put(ctx, u.s.doneKey(u.rec.ID), b, cond{}); err != nil {
 			u.s.log.Warn("keeping a finished upload's record failed; a client asking for it will find it gone", "name", u.rec.Name, "id", u.rec.ID, "err", err)
@@ -69,7 +69,7 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 // complete makes the object visible: CompleteMultipartUpload of the
 // parts (an empty file, which has none, is put whole instead).
 func (u *Upload) complete(ctx context.Context) error {
-	key := u.s.key(u.rec.Name)
+	key := u.s.objKey(u.rec)
 	if u.rec.Size == 0 {
 		if _, err := u.s.put(ctx, key, nil, cond{}); err != nil {
 			return classify("writing "+u.rec.Name, err)

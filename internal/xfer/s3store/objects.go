@@ -102,7 +102,7 @@ func (s *Store) delAll(ctx context.Context, prefix string) error {
 
 // parts lists the parts S3 has of the multipart upload of r, in order.
 func (s *Store) parts(ctx context.Context, r *record) ([]types.Part, error) {
-	key := s.key(r.Name)
+	key := s.objKey(r)
 	var out []types.Part
 	p := s3.NewListPartsPaginator(s.c, &s3.ListPartsInput{Bucket: &s.loc.Bucket, Key: &key, UploadId: &r.UploadID})
 	for p.HasMorePages() {

@@ -44,7 +44,7 @@ func (sd *sender) launch(u *Upload, n int32, body []byte) {
 		defer sd.wg.Done()
 		ctx, cancel := u.s.opCtx()
 		defer cancel()
-		key := u.s.key(u.rec.Name)
+		key := u.s.objKey(u.rec)
 		out, err := u.s.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &u.s.loc.Bucket, Key: &key, UploadId: &u.rec.UploadID,
 			PartNumber: aws.Int32(n), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))},
 			s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))

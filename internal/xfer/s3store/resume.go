@@ -28,7 +28,7 @@ type state struct {
 func (st *state) info(expire time.Duration) xfer.Info {
 	r := st.rec
 	in := xfer.Info{ID: r.ID, Name: r.Name, Size: r.Size, Offset: st.offset, Meta: r.Meta, SHA256: r.SHA256,
-		Created: r.Created, Updated: st.updated}
+		Created: r.Created, Updated: st.updated, Partial: r.Partial, Parts: r.Parts}
 	if expire > 0 {
 		in.Expires = st.updated.Add(expire)
 	}

@@ -26,6 +26,16 @@ func (s *Store) tailKey(id string) string   { return s.upDir(id) + "tail" }
 func (s *Store) leaseKey(id string) string  { return s.upDir(id) + "lease" }
 func (s *Store) nameKey(name string) string { return s.loc.Prefix + stateDir + "name/" + name }
 func (s *Store) doneKey(id string) string   { return s.loc.Prefix + stateDir + "done/" + id }
+func (s *Store) partDir() string            { return s.loc.Prefix + stateDir + "part/" }
+
+// objKey is where the multipart upload of r lands: the file's key, or a
+// partial upload's (tus concatenation) hidden key, which no name reaches.
+func (s *Store) objKey(r *record) string {
+	if r.Partial {
+		return s.partDir() + r.ID
+	}
+	return s.key(r.Name)
+}
 func (s *Store) hashKey(id string, n int32) string {
 	return s.upDir(id) + "hash-" + strconv.FormatInt(int64(n), 10)
 }
@@ -41,6 +51,10 @@ type record struct {
 	Created  time.Time `json:"created"`
 	UploadID string    `json:"upload_id"` // the S3 multipart upload's
 	PartSize int64     `json:"part_size"`
+	// Partial: a partial upload (BeginPartial), landing at objKey. Parts:
+	// the partial uploads a final upload is made of (Concat).
+	Partial bool     `json:"partial,omitempty"`
+	Parts   []string `json:"parts,omitempty"`
 }
 
 // maxParts is S3's limit on the parts of a multipart upload; minPart its

@@ -165,13 +165,13 @@ func validID(id string) bool {
 // writer resumes at its Offset; else a new one. fresh always starts a new
 // one. A name another writer holds gives a *xfer.BusyError.
 func (s *Store) Begin(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
-	return upload(s.begin(name, size, sha, meta, fresh, false))
+	return upload(s.begin(&record{Name: name, Size: size, SHA256: sha, Meta: meta}, fresh))
 }
 
 // BeginKept is Begin for an upload whose record is kept once finished,
 // until it expires (tus).
 func (s *Store) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
-	return upload(s.begin(name, size, sha, meta, fresh, true))
+	return upload(s.begin(&record{Name: name, Size: size, SHA256: sha, Meta: meta, Keep: true}, fresh))
 }
 
 func upload(u *Upload, err error) (xfer.BackendUpload, error) {
@@ -210,12 +210,15 @@ func (s *Store) checkBegin(name string, size int64, sha []byte, meta string) err
 	return nil
 }
 
-func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, keep bool) (*Upload, error) {
+// begin starts or resumes the upload want describes (its Name, Size,
+// SHA256, Meta, Keep, Partial, Parts).
+func (s *Store) begin(want *record, fresh bool) (*Upload, error) {
 	id := newID()
+	name, size, sha := want.Name, want.Size, want.SHA256
 	if name == "" && fresh {
 		name = id
 	}
-	if err := s.checkBegin(name, size, sha, meta); err != nil {
+	if err := s.checkBegin(name, size, sha, want.Meta); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.opCtx()
@@ -239,18 +242,21 @@ func (s *Store) begin(name string, size int64, sha []byte, meta string, fresh, k
 		u.Remove()
 		u.Release()
 	}
-	return s.create(ctx, id, name, size, sha, meta, keep)
+	rec := *want
+	rec.ID, rec.Name = id, name
+	return s.create(ctx, &rec)
 }
 
-// create starts a new multipart upload and its state objects.
-func (s *Store) create(ctx context.Context, id, name string, size int64, sha []byte, meta string, keep bool) (*Upload, error) {
-	key := s.key(name)
+// create starts a new multipart upload for rec (its ID, Name, Size,
+// SHA256, Meta, Keep, Partial, Parts set) and its state objects.
+func (s *Store) create(ctx context.Context, rec *record) (*Upload, error) {
+	id, name := rec.ID, rec.Name
+	key := s.objKey(rec)
 	out, err := s.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.loc.Bucket, Key: &key})
 	if err != nil {
 		return nil, classify("starting the multipart upload of "+name, err)
 	}
-	rec := &record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Keep: keep, Created: s.o.Now().UTC(),
-		UploadID: *out.UploadId, PartSize: partSizeFor(size, s.o.PartSize)}
+	rec.Created, rec.UploadID, rec.PartSize = s.o.Now().UTC(), *out.UploadId, partSizeFor(rec.Size, s.o.PartSize)
 	b, _ := json.Marshal(rec)
 	if _, err := s.put(ctx, s.infoKey(id), b, cond{ifAbsent: true}); err != nil {
 		s.abort(ctx, rec)
@@ -265,7 +271,7 @@ func (s *Store) create(ctx context.Context, id, name string, size int64, sha []b
 }
 
 func (s *Store) abort(ctx context.Context, r *record) error {
-	key := s.key(r.Name)
+	key := s.objKey(r)
 	_, err := s.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.loc.Bucket, Key: &key, UploadId: &r.UploadID})
 	if err != nil && !notFound(err) {
 		return err
@@ -287,7 +293,9 @@ func (s *Store) partialOf(ctx context.Context, name string) (*state, error) {
 		return nil, nil
 	}
 	st, err := s.load(ctx, id)
-	if errors.Is(err, xfer.ErrNotFound) || st != nil && st.rec.Name != name {
+	// A partial upload (tus concatenation) is named by its id only so
+	// that it has a name; an upload of a file of that name is not it.
+	if errors.Is(err, xfer.ErrNotFound) || st != nil && (st.rec.Name != name || st.rec.Partial) {
 		return nil, nil
 	}
 	return st, err

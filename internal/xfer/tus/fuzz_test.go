@@ -3,6 +3,7 @@ package tus
 import (
 	"encoding/base64"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,40 @@ func FuzzTusMetadata(f *testing.F) {
 		back, err := parseMetadata(strings.Join(pairs, ","))
 		if err != nil || !maps.Equal(back, m) {
 			t.Fatalf("%q parsed to %v; written back it parses to %v, %v", s, m, back, err)
+		}
+	})
+}
+
+// FuzzTusConcat: any Upload-Concat header parses to partial, or to final
+// with 1 to maxConcatParts ids, or to an error, never a panic; an id
+// never holds a "/" (it could address something else than an upload),
+// and the ids written back as a header parse to the same ids.
+func FuzzTusConcat(f *testing.F) {
+	for _, s := range []string{"", "partial", "final;", "final;/files/a /files/b", "final;http://h:1/files/a%2Fb",
+		"final; http://x/files/ab  /files/cd ", "final;/other/a", "final;/files/", "whole", "final;::"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		kind, ids, err := parseConcat(s, "/files/")
+		if err != nil || kind != concatFinal {
+			if err == nil && ids != nil {
+				t.Fatalf("%q: kind %d with ids %v", s, kind, ids)
+			}
+			return
+		}
+		if len(ids) == 0 || len(ids) > maxConcatParts {
+			t.Fatalf("%q: %d ids", s, len(ids))
+		}
+		urls := make([]string, len(ids))
+		for i, id := range ids {
+			if id == "" || strings.Contains(id, "/") {
+				t.Fatalf("%q: id %q", s, id)
+			}
+			urls[i] = "/files/" + url.PathEscape(id)
+		}
+		_, back, err := parseConcat("final;"+strings.Join(urls, " "), "/files/")
+		if err != nil || !slices.Equal(back, ids) {
+			t.Fatalf("%q parsed to %q; written back it parses to %q, %v", s, ids, back, err)
 		}
 	})
 }

@@ -416,3 +416,39 @@ func TestInteropTusFinishedNotResent(t *testing.T) {
 		again(t, e, c, out)
 	})
 }
+
+// TestInteropTusJSParallel: tus-js-client's parallelUploads sends the
+// file as three partial uploads at once and joins them with a final
+// upload (the concatenation extension), through the S3 store: the file
+// lands whole, and the final upload names its three partials. Each is
+// over 5 MiB, so they become its parts by copies inside the store: the
+// server received every byte once.
+func TestInteropTusJSParallel(t *testing.T) {
+	nodeDir := tusDir(t, "node/node_modules/tus-js-client/package.json")
+	nodeDir = filepath.Dir(filepath.Dir(nodeDir)) // .../node
+	if _, err := exec.LookPath("node"); err != nil {
+		testskip.Missing(t, "SLUICE_INTEROP", testskip.Interop, "node not found")
+	}
+	script, _ := filepath.Abs("../../../interop/tus/tusjs_upload.js")
+	e := startS3(t)
+	data := xfertest.RandBytes(16<<20+17, 43)
+	src := xfertest.TempFile(t, data)
+	c := exec.Command("node", script, e.url, src, "parallel.bin", "--parallel", "3", "--chunk", fmt.Sprint(1<<20))
+	c.Env = append(os.Environ(), "TUS_NODE_DIR="+nodeDir)
+	out := runPeer(t, c)
+	got, err := e.object("parallel.bin")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the file tus-js-client sent in parallel: %d bytes (want %d), %v\n%s", len(got), len(data), err, out)
+	}
+	r := do(t, "HEAD", field(out, "url"), nil)
+	concat := r.Header.Get("Upload-Concat")
+	if r.StatusCode != http.StatusOK || !strings.HasPrefix(concat, "final;") || len(strings.Fields(concat)) != 3 {
+		t.Fatalf("HEAD of %s: %s, Upload-Concat %q: want a final upload of 3 partials\n%s", field(out, "url"), r.Status, concat, out)
+	}
+	if n := e.store.Stats.UploadsCompleted.Load(); n != 4 {
+		t.Fatalf("%d uploads completed, want 4 (3 partial, 1 final)", n)
+	}
+	if n := e.store.Stats.BytesReceived.Load(); n != int64(len(data)) {
+		t.Fatalf("the server wrote %d bytes for a %d-byte file: the partials were not copied inside the store", n, len(data))
+	}
+}

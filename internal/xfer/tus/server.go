@@ -22,7 +22,8 @@ import (
 )
 
 // tus 1.0.0 (https://tus.io/protocols/resumable-upload) with the creation,
-// checksum, termination and expiration extensions.
+// checksum, termination and expiration extensions, and concatenation over
+// a store that joins uploads (concat.go).
 const (
 	Version       = "1.0.0"
 	tusExtensions = "creation,checksum,termination,expiration"
@@ -52,7 +53,11 @@ func (t *tusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Tus-Resumable", Version)
 	if r.Method == http.MethodOptions {
 		h.Set("Tus-Version", Version)
-		h.Set("Tus-Extension", tusExtensions)
+		ext := tusExtensions
+		if _, ok := t.s.(xfer.ConcatBackend); ok {
+			ext += ",concatenation"
+		}
+		h.Set("Tus-Extension", ext)
 		h.Set("Tus-Checksum-Algorithm", tusAlgorithms)
 		if m := t.s.MaxSize(); m > 0 {
 			h.Set("Tus-Max-Size", strconv.FormatInt(m, 10))
@@ -148,34 +153,38 @@ func parseMetadata(s string) (map[string]string, error) {
 	return m, nil
 }
 
-func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Upload-Defer-Length") != "" {
-		tusError(w, http.StatusBadRequest, "Upload-Defer-Length is not supported (creation-defer-length is not an extension of this server)")
-		return
-	}
-	size, err := strconv.ParseInt(r.Header.Get("Upload-Length"), 10, 64)
-	if err != nil || size < 0 {
-		tusError(w, http.StatusBadRequest, "Upload-Length must be a non-negative integer")
-		return
-	}
-	if m := t.s.MaxSize(); m > 0 && size > m {
-		tusStatus(w, fmt.Errorf("%w: %d bytes, the limit is %d", xfer.ErrTooLarge, size, m))
-		return
-	}
-	raw := r.Header.Get("Upload-Metadata")
+// metadata is the file name and expected SHA-256 (nil: none) that
+// Upload-Metadata raw gives, refused (answered) when malformed.
+func (t *tusServer) metadata(w http.ResponseWriter, raw string) (string, []byte, bool) {
 	meta, err := parseMetadata(raw)
 	if err != nil {
 		tusError(w, http.StatusBadRequest, err.Error())
-		return
+		return "", nil, false
 	}
 	var sha []byte
 	if v := meta["sha256"]; v != "" {
 		if sha, err = hex.DecodeString(v); err != nil || len(sha) != 32 {
 			tusError(w, http.StatusBadRequest, "Upload-Metadata sha256 must be 64 hex digits")
-			return
+			return "", nil, false
 		}
 	}
-	u, err := t.s.BeginKept(meta["filename"], size, sha, raw, true)
+	return meta["filename"], sha, true
+}
+
+func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
+	if t.createConcat(w, r) {
+		return
+	}
+	size, ok := t.uploadLength(w, r)
+	if !ok {
+		return
+	}
+	raw := r.Header.Get("Upload-Metadata")
+	name, sha, ok := t.metadata(w, raw)
+	if !ok {
+		return
+	}
+	u, err := t.s.BeginKept(name, size, sha, raw, true)
 	if err != nil {
 		if errors.Is(err, xfer.ErrBusy) {
 			tusError(w, http.StatusConflict, xfer.EncodeRemote(err))
@@ -213,6 +222,7 @@ func (t *tusServer) head(w http.ResponseWriter, id string) {
 	if in.Finished {
 		h.Set(headerSHA256, hex.EncodeToString(in.SHA256))
 	}
+	t.concatHeaders(h, in)
 	t.expires(w, in)
 	w.WriteHeader(http.StatusOK)
 }
@@ -226,6 +236,10 @@ func (t *tusServer) finishedPatch(w http.ResponseWriter, r *http.Request, id str
 	in, err := t.s.StatID(id)
 	if err != nil || !in.Finished {
 		return false
+	}
+	if len(in.Parts) > 0 {
+		tusError(w, http.StatusForbidden, "a final upload (Upload-Concat: final) is complete from its creation: it takes no PATCH")
+		return true
 	}
 	if off != in.Size {
 		tusStatus(w, &xfer.OffsetError{Want: off, Have: in.Size})

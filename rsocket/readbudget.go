@@ -18,9 +18,10 @@ import (
 // reader waits, without reading, until the total plus the frame fits the
 // server's budget. The peer's bytes stay in the kernel and TCP pushes
 // back on it. Its buffer comes from a pool by size class (frame.GetBuf) and
-// goes back once the frame is processed: the machine and the driver copy
-// what they keep (conn.Machine.Receive, Conn.copyInbound), so nothing aliases
-// it then.
+// goes back once the frame is processed: the machine lends its bytes to
+// the events (conn.Config.LendFrames), which the driver dispatches before
+// that, copying what the application keeps (Conn.inboundPayload), so
+// nothing aliases it then.
 //
 // Deadlock: memory follows the bytes that arrive (a 16 MiB length prefix
 // followed by silence costs 1 MiB, not 16), so a frame's reservation may

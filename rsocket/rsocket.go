@@ -156,6 +156,11 @@ func buildOptions(role conn.Role, opts []Option) options {
 		f(&o)
 	}
 	o.cfg.Lease = o.lease // client: L in SETUP; server: accepts L (else UNSUPPORTED_SETUP)
+	// The reader dispatches a frame's events before it reads the next
+	// (readLoop), so the machine may lend it the frame's bytes: the
+	// driver's copy for the application (inboundPayload) is then the
+	// only one.
+	o.cfg.LendFrames = true
 	return o
 }
 

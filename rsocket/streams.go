@@ -99,7 +99,7 @@ func (c *Conn) request(ev *conn.Event) {
 		}
 		return
 	}
-	p := Payload{Metadata: c.copyInbound(ev.Metadata), Data: c.copyInbound(ev.Data)}
+	p := c.inboundPayload(ev)
 	switch ev.Interaction {
 	case conn.FireAndForget:
 		c.goOneway(func() { _ = guard(func() error { h.FireAndForget(c.ctx, p); return nil }) }, p)

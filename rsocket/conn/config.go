@@ -86,6 +86,18 @@ type Config struct {
 	// A peer without the extension ignores it. 0: plain RSocket.
 	ByteCredits uint32
 
+	// LendFrames lets Receive hand the application the frame's own bytes
+	// instead of a copy: the Metadata and Data of the events a frame
+	// causes may alias the frame passed to Receive, so the caller must
+	// leave that frame unchanged until Advance (the rsocket driver does:
+	// it dispatches a frame's events before it reads the next). The
+	// application copies what it keeps past Advance, as always. Without
+	// it (the default) Receive copies into the machine's arena and the
+	// caller may reuse the frame at once. It saves one copy of every
+	// inbound payload: for a 1 MiB upload chunk, one of the two copies
+	// the receive path made (docs/rsocket.md, "Who owns which bytes").
+	LendFrames bool
+
 	// ResumeToken (client), when not nil, asks for resumption (R flag in
 	// SETUP, resume.go): the connection survives transport losses.
 	ResumeToken []byte

@@ -124,7 +124,11 @@
 // # Ownership
 //
 // Receive copies what it keeps: the caller may reuse the frame buffer as
-// soon as Receive returns. The slices in Events and Ready.Out are valid
-// until Advance; copy them to keep them. Byte slices passed to commands are
-// copied into the outbound buffer before the command returns.
+// soon as Receive returns, unless Config.LendFrames lets the events'
+// bytes alias the frame (then the caller keeps it unchanged until
+// Advance, and saves a copy of every payload). The slices in Events and
+// Ready.Out are valid until Advance; copy them to keep them, except an
+// event marked Owned (a reassembled payload, built for it alone) and the
+// output taken with TakeOut, which are the caller's. Byte slices passed to
+// commands are copied into the outbound buffer before the command returns.
 package conn

@@ -122,6 +122,11 @@ type Event struct {
 	TTL         time.Duration // EventLease
 	Setup       *SetupInfo    // EventSetup
 	Err         error         // EventClosed
+	// Owned (EventRequest, EventPayload): Metadata and Data were
+	// allocated for this event alone (a payload reassembled from
+	// fragments), so they stay valid after Advance and this end never
+	// touches them again: the application may keep them without a copy.
+	Owned bool
 }
 
 // SetupInfo is the accepted SETUP, as the server saw it.

@@ -151,6 +151,19 @@ func (m *Machine) Start(now time.Duration) error {
 // Ready returns the queued output. It stays valid until Advance.
 func (m *Machine) Ready() Ready { return Ready{Out: m.out, Events: m.events} }
 
+// TakeOut hands the caller the buffer of the queued output (Ready().Out)
+// instead of letting it copy it: the caller owns it from now on (a large
+// one came from frame.GetBuf and may go back with frame.PutBuf once
+// written), and the machine queues further output in a new buffer. A
+// driver that queues output in pooled buffers takes a large payload's
+// frames this way, so the payload is copied once, into its frame, and not
+// once more into the driver's queue.
+func (m *Machine) TakeOut() []byte {
+	out := m.out
+	m.out = nil
+	return out
+}
+
 // HasReady reports whether Ready has anything.
 func (m *Machine) HasReady() bool { return len(m.out) > 0 || len(m.events) > 0 }
 
@@ -348,13 +361,18 @@ func (m *Machine) shutdown(err error, code frame.ErrorCode, msg string) {
 }
 
 // copyIn copies inbound bytes that an event will reference into the
-// arena, keeping nil as nil (no metadata) and empty as empty.
+// arena, keeping nil as nil (no metadata) and empty as empty. With
+// Config.LendFrames it lends the frame's bytes instead (capped, so an
+// append by the application cannot write into the next field).
 func (m *Machine) copyIn(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
 	if len(b) == 0 {
 		return []byte{}
+	}
+	if m.cfg.LendFrames {
+		return b[:len(b):len(b)]
 	}
 	at := len(m.arena)
 	m.arena = append(growBuf(m.arena, len(b)), b...)

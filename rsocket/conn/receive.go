@@ -320,16 +320,17 @@ func (m *Machine) receiveRequest(now time.Duration, h frame.Header, b []byte) {
 		m.appendFragment(s, md, data)
 		return
 	}
-	m.openResponder(s, n, m.copyIn(md), m.copyIn(data), complete)
+	m.openResponder(s, n, m.copyIn(md), m.copyIn(data), complete, false)
 }
 
 // openResponder sets up the responder halves of a complete request and
-// tells the application.
-func (m *Machine) openResponder(s *stream, n uint32, md, data []byte, complete bool) {
+// tells the application; owned: md and data are the event's alone
+// (Event.Owned).
+func (m *Machine) openResponder(s *stream, n uint32, md, data []byte, complete, owned bool) {
 	s.announced = true
 	switch s.kind {
 	case FireAndForget:
-		m.events = append(m.events, Event{Kind: EventRequest, StreamID: s.id, Interaction: s.kind, Metadata: md, Data: data})
+		m.events = append(m.events, Event{Kind: EventRequest, StreamID: s.id, Interaction: s.kind, Metadata: md, Data: data, Owned: owned})
 		m.free(s)
 		return
 	case RequestResponse:
@@ -341,7 +342,7 @@ func (m *Machine) openResponder(s *stream, n uint32, md, data []byte, complete b
 		s.recvOpen = !complete
 	}
 	m.events = append(m.events, Event{Kind: EventRequest, StreamID: s.id, Interaction: s.kind,
-		Metadata: md, Data: data, N: n, Complete: complete})
+		Metadata: md, Data: data, N: n, Complete: complete, Owned: owned})
 }
 
 // oversizeRequest answers a whole (unfragmented) request whose payload,
@@ -422,10 +423,10 @@ func (m *Machine) receivePayload(p frame.Payload) {
 		// are: this end never touches them again.
 		if a.request != 0 {
 			complete := s.kind == RequestChannel && p.Complete()
-			m.openResponder(s, a.initialN, md, a.data, complete)
+			m.openResponder(s, a.initialN, md, a.data, complete, true)
 			return
 		}
-		m.deliverPayload(s, md, a.data, a.next, p.Complete())
+		m.deliverPayload(s, md, a.data, a.next, p.Complete(), true)
 		return
 	}
 	if !s.recvOpen {
@@ -454,11 +455,12 @@ func (m *Machine) receivePayload(p frame.Payload) {
 		}
 		return
 	}
-	m.deliverPayload(s, m.copyIn(p.Metadata), m.copyIn(p.Data), p.Next(), p.Complete())
+	m.deliverPayload(s, m.copyIn(p.Metadata), m.copyIn(p.Data), p.Next(), p.Complete(), false)
 }
 
-// deliverPayload applies a complete (reassembled) PAYLOAD to s.
-func (m *Machine) deliverPayload(s *stream, md, data []byte, next, complete bool) {
+// deliverPayload applies a complete (reassembled) PAYLOAD to s; owned:
+// md and data are the event's alone (Event.Owned).
+func (m *Machine) deliverPayload(s *stream, md, data []byte, next, complete, owned bool) {
 	if s.kind == RequestResponse {
 		complete = true // "MUST assume it is set"
 	}
@@ -473,7 +475,7 @@ func (m *Machine) deliverPayload(s *stream, md, data []byte, next, complete bool
 		}
 		s.recvBytes -= payloadBytes(md, data)
 	}
-	m.events = append(m.events, Event{Kind: EventPayload, StreamID: s.id, Metadata: md, Data: data, Next: next, Complete: complete})
+	m.events = append(m.events, Event{Kind: EventPayload, StreamID: s.id, Metadata: md, Data: data, Next: next, Complete: complete, Owned: owned})
 	if complete {
 		s.recvOpen = false
 		m.maybeFree(s)

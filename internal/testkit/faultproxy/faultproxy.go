@@ -247,6 +247,9 @@ func (p *Proxy) cut(l *link, counted bool, r rst) {
 		delete(p.live, l)
 		s := l.s
 		p.mu.Unlock()
+		if counted { // before the close: who sees the end may ask Cuts at once
+			p.cuts.Add(1)
+		}
 		for i, c := range []net.Conn{l.c, s} {
 			if c == nil {
 				continue
@@ -255,9 +258,6 @@ func (p *Proxy) cut(l *link, counted bool, r rst) {
 				_ = tc.SetLinger(0)
 			}
 			_ = c.Close()
-		}
-		if counted {
-			p.cuts.Add(1)
 		}
 	})
 }

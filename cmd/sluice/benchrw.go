@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ func runBenchRemoteWrite(args []string, stdout, stderr io.Writer) error {
 	dur := fs.Duration("duration", 30*time.Second, "steady window measured in each run")
 	outage := fs.Duration("outage", 60*time.Second, "how long the link is cut after the steady window (0: no outage; the issue's run is 10m)")
 	train := fs.Duration("train", 20*time.Second, "how long the dictionary's training run collects the workload's records")
+	dictSize := byteSize(1 << 20)
+	fs.Var(&dictSize, "dict-size", "size of the sluice+dict path's dictionary (at most 1MiB): large enough to hold the label sets every request repeats")
+	agentFlags := fs.String("agent-flags", "", "extra flags of the agent on the sluice paths, e.g. \"--linger 5s --compression-level better\" (default: the agent's defaults)")
 	prom := fs.String("prometheus", "prometheus", "the prometheus binary (Debian's: bash scripts/install-prometheus.sh)")
 	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -35,7 +39,7 @@ func runBenchRemoteWrite(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg := rwbench.Config{Bin: bin, Prometheus: *prom, Scenarios: strings.Split(*scenarios, ","), Paths: strings.Split(*paths, ","),
-		Hosts: *hosts, Seed: *seed, Duration: *dur, Outage: *outage, Train: *train, Report: bf.report("bench remote-write", args)}
+		Hosts: *hosts, Seed: *seed, Duration: *dur, Outage: *outage, Train: *train, DictSize: strconv.FormatInt(int64(dictSize), 10), AgentFlags: strings.Fields(*agentFlags), Report: bf.report("bench remote-write", args)}
 	if _, err := cfg.Plan(); err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}

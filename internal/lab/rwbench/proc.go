@@ -71,7 +71,7 @@ func (p *proc) fail(err error) error {
 	if len(out) > 4000 {
 		out = "..." + out[len(out)-4000:]
 	}
-	return fmt.Errorf("%s: %w\n%s", p.name, err, out)
+	return fmt.Errorf("%s: %v\n%s", p.name, err, out) // %v: main takes an *exec.ExitError for its own exit code
 }
 
 // waitFor polls cond every 200 ms until it holds, ctx ends, limit passes

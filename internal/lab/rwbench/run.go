@@ -119,6 +119,7 @@ func (r *run) startPath(ctx context.Context, dict string) (string, error) {
 	if dict != "" {
 		args = append(args, "--dict", dict)
 	}
+	args = append(args, r.c.AgentFlags...)
 	agent, err := r.sluice("agent", args...)
 	if err != nil {
 		return "", err
@@ -189,8 +190,8 @@ remote_write:
 
 // snapshot is the counters a steady window is measured between.
 type snapshot struct {
-	at                    time.Time
-	linkBytes             int64
+	at                     time.Time
+	linkBytes              int64
 	sent, snappy, appended float64
 }
 

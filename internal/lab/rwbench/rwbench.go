@@ -48,6 +48,8 @@ type Config struct {
 	Duration   time.Duration // the steady window measured
 	Outage     time.Duration // how long the link is cut (0: no outage)
 	Train      time.Duration // how long the dictionary's training run collects records
+	AgentFlags []string      // extra flags of the agent on the sluice paths
+	DictSize   string        // the dictionary's size (dict train --size)
 	Report     benchkit.Report
 }
 
@@ -115,9 +117,9 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		printTable(stdout, &rs, sc.Name, c.Paths)
 		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintf(stdout, "%s; Prometheus scrapes itself and a generated fleet of %d hosts every second; steady window %s, outage %s\n",
-		benchkit.RepsLine(c.Report.Reps), c.Hosts, c.Duration, c.Outage)
-	params := map[string]any{"hosts": c.Hosts, "seed": c.Seed, "duration_s": c.Duration.Seconds(),
+	fmt.Fprintf(stdout, "%s; Prometheus scrapes itself and a generated fleet of %d hosts every second; steady window %s, outage %s; agent flags: %s\n",
+		benchkit.RepsLine(c.Report.Reps), c.Hosts, c.Duration, c.Outage, agentFlagsString(c.AgentFlags))
+	params := map[string]any{"agent_flags": agentFlagsString(c.AgentFlags), "hosts": c.Hosts, "seed": c.Seed, "duration_s": c.Duration.Seconds(),
 		"outage_s": c.Outage.Seconds(), "scrape_interval_s": 1}
 	return c.Report.Write(params, rs, nil)
 }
@@ -149,6 +151,9 @@ func (c Config) runOne(ctx context.Context, sc Scenario, path, dict string) (ben
 // --records-from`): the workload's own remote-write requests.
 func (c Config) trainDict(ctx context.Context, out string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "training a dictionary on %s of the workload ...\n", c.Train)
+	// The agent's defaults: a long --linger holds Prometheus' requests
+	// back, and the training run only needs the requests.
+	c.AgentFlags = nil
 	r := &run{c: c, sc: Scenarios[2], path: Sluice}
 	defer r.close()
 	if err := r.start(ctx, ""); err != nil {
@@ -160,7 +165,11 @@ func (c Config) trainDict(ctx context.Context, out string, stdout, stderr io.Wri
 	case <-time.After(c.Train):
 	}
 	sinkAddr := r.link.l.Config().Target
-	p, err := startProc("dict train", c.Bin, "dict", "train", "--records-from", sinkAddr, "--out", out)
+	// A sample per remote-write request (they are larger than the
+	// default 16 KiB), so that the dictionary learns what every request
+	// repeats: the label names and values of the series.
+	p, err := startProc("dict train", c.Bin, "dict", "train", "--records-from", sinkAddr, "--message", "64KiB",
+		"--size", c.DictSize, "--out", out)
 	if err != nil {
 		return err
 	}
@@ -169,6 +178,13 @@ func (c Config) trainDict(ctx context.Context, out string, stdout, stderr io.Wri
 	}
 	fmt.Fprintf(stdout, "%s\n", strings.TrimSpace(p.out.String()))
 	return nil
+}
+
+func agentFlagsString(f []string) string {
+	if len(f) == 0 {
+		return "(defaults)"
+	}
+	return strings.Join(f, " ")
 }
 
 func label(sc Scenario) string {

@@ -180,6 +180,20 @@ func (c Config) trainDict(ctx context.Context, out string, stdout, stderr io.Wri
 	return nil
 }
 
+// pairedRatio is base's metric over row's, each rep paired with the
+// base's run of the same rep (they ran side by side) before the median.
+func pairedRatio(base, row *bench.Row, metric string) bench.Stat {
+	var xs []float64
+	for i := range min(len(base.Reps), len(row.Reps)) {
+		b, okb := base.Reps[i][metric]
+		r, okr := row.Reps[i][metric]
+		if okb && okr && r > 0 {
+			xs = append(xs, b/r)
+		}
+	}
+	return bench.Summarize(xs)
+}
+
 func agentFlagsString(f []string) string {
 	if len(f) == 0 {
 		return "(defaults)"
@@ -206,7 +220,7 @@ func printTable(w io.Writer, rs *bench.Results, scenario string, paths []string)
 		}
 		ratio := "–"
 		if direct != nil {
-			ratio = fmt.Sprintf("%.2f×", direct.Stat("link_bytes_per_sample").Median/row.Stat("link_bytes_per_sample").Median)
+			ratio = pairedRatio(direct, row, "link_bytes_per_sample").FormatUnit(2, "×")
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p,
 			row.Stat("link_bytes_per_sample").Format(2), ratio, row.Stat("snappy_bytes_per_sample").Format(2),

@@ -99,7 +99,11 @@ func (r *run) startPath(ctx context.Context, dict string) (string, error) {
 		r.stops = append(r.stops, link.close)
 		return "http://" + link.addr + "/api/v1/write", nil
 	}
-	sinkAddr, sinkMetrics, agentIngest, agentMetrics := freeAddr4()
+	addrs, err := freeAddrs(4)
+	if err != nil {
+		return "", err
+	}
+	sinkAddr, sinkMetrics, agentIngest, agentMetrics := addrs[0], addrs[1], addrs[2], addrs[3]
 	sink, err := r.sluice("sink", "sink", "--listen", sinkAddr, "--data", filepath.Join(r.dir, "sink"),
 		"--metrics", sinkMetrics, "--export", "remote-write="+recvURL, "--log-level", "warn")
 	if err != nil {
@@ -130,12 +134,15 @@ func (r *run) startPath(ctx context.Context, dict string) (string, error) {
 	return "http://" + agentIngest + "/api/v1/write", nil
 }
 
-func freeAddr4() (a, b, c, d string) {
-	addrs := make([]string, 4)
+func freeAddrs(n int) ([]string, error) {
+	addrs := make([]string, n)
 	for i := range addrs {
-		addrs[i], _ = freeAddr()
+		var err error
+		if addrs[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
 	}
-	return addrs[0], addrs[1], addrs[2], addrs[3]
+	return addrs, nil
 }
 
 func (r *run) sluice(name string, args ...string) (*proc, error) {

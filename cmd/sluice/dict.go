@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/lab/bench"
@@ -15,31 +16,26 @@ func init() {
 }
 
 func runDictTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dict train", "--out FILE [--size 64KiB] [--message 16KiB] [INPUT ...]", stderr)
+	fs := newFlags("dict train", "--out FILE [--size 64KiB] [--message 16KiB] [INPUT ... | --records-from SINK]", stderr)
 	out := fs.String("out", "", "where to write the dictionary")
 	size := byteSize(64 << 10)
 	fs.Var(&size, "size", "dictionary size")
 	msg := byteSize(16 << 10)
 	fs.Var(&msg, "message", "size of the sample messages (as large as the agent's messages will be)")
+	recordsFrom := fs.String("records-from", "", "train on the records stored in the sink at this HOST:PORT instead of lines:\n"+
+		"binary records such as Prometheus remote-write or OTLP requests, which INPUT's lines cannot hold")
+	maxBytes := byteSize(64 << 20)
+	fs.Var(&maxBytes, "max-bytes", "with --records-from: read at most this many bytes of records from the start of the store")
 	if err := parseFlagsArgs(fs, args); err != nil {
 		return err
 	}
 	if err := requireFlags(fs, "out", *out); err != nil {
 		return err
 	}
-	inputs := []io.Reader{os.Stdin}
-	if fs.NArg() > 0 {
-		inputs = nil
-		for _, name := range fs.Args() {
-			f, err := os.Open(name)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			inputs = append(inputs, f)
-		}
+	if *recordsFrom != "" && fs.NArg() > 0 {
+		return usageError(fs, "INPUT and --records-from exclude each other")
 	}
-	samples, err := batch.Samples(inputs, int(msg))
+	samples, err := trainingSamples(fs.Args(), *recordsFrom, int64(maxBytes), int(msg))
 	if err != nil {
 		return err
 	}
@@ -70,4 +66,58 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 			len(test), zstd, dict, dict/zstd)
 	}
 	return nil
+}
+
+// trainingSamples are the sample messages to train on: the lines of the
+// named files (or stdin), or with sink != "" the records stored in that
+// sink, packed into messages of messageBytes as the agent packs them.
+func trainingSamples(names []string, sink string, maxBytes int64, messageBytes int) ([][]byte, error) {
+	if sink != "" {
+		recs, err := storedRecords(sink, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		return batch.PackSamples(recs, messageBytes)
+	}
+	inputs := []io.Reader{os.Stdin}
+	if len(names) > 0 {
+		inputs = nil
+		for _, name := range names {
+			f, err := os.Open(name)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			inputs = append(inputs, f)
+		}
+	}
+	return batch.Samples(inputs, messageBytes)
+}
+
+// storedRecords reads the sink's store from its start until its end or
+// maxBytes of records.
+func storedRecords(sink string, maxBytes int64) ([][]byte, error) {
+	c, err := client.NewConsumer(client.SinkAddrs(sink))
+	if err != nil {
+		return nil, &exitError{code: 2, msg: err.Error()}
+	}
+	defer c.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	var recs [][]byte
+	var n int64
+	for n < maxBytes {
+		b, err := c.NextBatch(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, dialHint(err, "sink", sink, "--records-from", "the sink's --listen address")
+		}
+		for _, r := range b.Records {
+			recs = append(recs, append([]byte(nil), r...))
+			n += int64(len(r))
+		}
+	}
+	return recs, nil
 }

@@ -39,3 +39,25 @@ func Samples(inputs []io.Reader, messageBytes int) ([][]byte, error) {
 	flush()
 	return samples, nil
 }
+
+// PackSamples packs binary records (a collector's protobuf requests, which
+// cannot be split into lines) into message bodies as the agent builds
+// them, up to messageBytes each; a record larger than that is a message
+// of its own, as it would be in the agent.
+func PackSamples(records [][]byte, messageBytes int) ([][]byte, error) {
+	var samples [][]byte
+	var b Builder
+	for _, r := range records {
+		if b.Count() > 0 && b.LenWith(len(r)) > messageBytes {
+			samples = append(samples, append([]byte(nil), b.Bytes()...))
+			b.Reset()
+		}
+		if err := b.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	if b.Count() > 0 {
+		samples = append(samples, append([]byte(nil), b.Bytes()...))
+	}
+	return samples, nil
+}

@@ -68,10 +68,6 @@ type Options struct {
 // timeout, long enough for a slow link to deliver some bytes.
 const DefaultIdleTimeout = 60 * time.Second
 
-// takeoverWait bounds how long Acquire waits for the writer it
-// interrupted to let go of the upload.
-const takeoverWait = 10 * time.Second
-
 // Uploads keeps the uploads of one directory.
 type Uploads struct {
 	dir, partial string
@@ -489,15 +485,8 @@ func (s *Uploads) acquire(ctx context.Context, id string) (*Upload, error) {
 		u.resumed = true
 		s.mu.Unlock()
 		interrupt()
-		t := time.NewTimer(takeoverWait)
-		select {
-		case <-released:
-			t.Stop()
-		case <-t.C:
-			return nil, &xfer.BusyError{Name: u.rec.Name}
-		case <-ctx.Done():
-			t.Stop()
-			return nil, &xfer.BusyError{Name: u.rec.Name}
+		if err := xfer.AwaitRelease(ctx, released, u.rec.Name); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -410,10 +410,6 @@ func (s *Store) Acquire(ctx context.Context, id string) (xfer.BackendUpload, err
 	return upload(s.acquire(ctx, id))
 }
 
-// takeoverWait bounds how long Acquire waits for the writer it
-// interrupted to let go of the upload.
-const takeoverWait = 10 * time.Second
-
 func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 	if !validID(id) {
 		return nil, xfer.ErrNotFound
@@ -436,15 +432,8 @@ func (s *Store) acquire(ctx context.Context, id string) (*Upload, error) {
 		s.log.Info("a new request for an upload interrupts its writer", "name", u.rec.Name, "id", id)
 		s.Stats.TakenOver.Add(1)
 		interrupt()
-		t := time.NewTimer(takeoverWait)
-		select {
-		case <-released:
-			t.Stop()
-		case <-t.C:
-			return nil, &xfer.BusyError{Name: u.rec.Name}
-		case <-ctx.Done():
-			t.Stop()
-			return nil, &xfer.BusyError{Name: u.rec.Name}
+		if err := xfer.AwaitRelease(ctx, released, u.rec.Name); err != nil {
+			return nil, err
 		}
 	}
 	octx, cancel := s.opCtx()

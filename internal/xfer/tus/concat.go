@@ -106,16 +106,7 @@ func (t *tusServer) createPartial(w http.ResponseWriter, r *http.Request, cb xfe
 		return
 	}
 	defer u.Release()
-	in := u.Info()
-	if size == 0 {
-		if _, err := u.Finish(nil, "tus"); err != nil {
-			tusStatus(w, err)
-			return
-		}
-	}
-	w.Header().Set("Location", t.base+in.ID)
-	t.expires(w, in)
-	w.WriteHeader(http.StatusCreated)
+	t.created(w, u, size)
 }
 
 // createFinal makes the final upload of the partials ids. Its length is

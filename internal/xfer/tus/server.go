@@ -194,6 +194,12 @@ func (t *tusServer) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer u.Release()
+	t.created(w, u, size)
+}
+
+// created answers the creation of u (finishing it at once when it is
+// empty, as it will get no PATCH): 201 with its Location and expiry.
+func (t *tusServer) created(w http.ResponseWriter, u xfer.BackendUpload, size int64) {
 	in := u.Info()
 	if size == 0 {
 		if _, err := u.Finish(nil, "tus"); err != nil {

@@ -130,7 +130,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		rs.Add(cf.name(), c.params(cf), m)
 	}
 	ofTCP(rs, configs)
-	printTable(stdout, rs, c.Split)
+	PrintTable(stdout, rs.Rows, c.Split, true)
 	fmt.Fprintln(stdout, benchkit.RepsLine(c.Report.Reps))
 	if c.SVGPath != "" {
 		if err := os.WriteFile(c.SVGPath, []byte(chart.RR(rs)), 0o644); err != nil {
@@ -361,18 +361,24 @@ func ofTCP(rs bench.Results, configs []config) {
 	}
 }
 
-func printTable(w io.Writer, rs bench.Results, split bool) {
+// PrintTable prints the table of rows (a run's, or a committed JSON's):
+// with split the client's and server's CPU apart, with vsTCP the column
+// of each row against the tcp limit's (rps_of_tcp, p50_of_tcp). The docs
+// generate their tables with it (internal/docs TestBenchTables).
+func PrintTable(w io.Writer, rows []*bench.Row, split, vsTCP bool) {
 	cpuHead := "CPU µs/req (client+server, one process)"
 	if split {
 		cpuHead = "CPU µs/req total | client | server"
 	}
-	fmt.Fprintf(w, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | vs tcp | %s |\n", cpuHead)
-	sep := "|---|---|---|---|---|---|---|---|---|---|---|"
+	vsHead, sep := "", "|---|---|---|---|---|---|---|---|---|---|"
+	if vsTCP {
+		vsHead, sep = " vs tcp |", sep+"---|"
+	}
 	if split {
 		sep += "---|---|"
 	}
-	fmt.Fprintln(w, sep)
-	for _, r := range rs.Rows {
+	fmt.Fprintf(w, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs |%s %s |\n%s\n", vsHead, cpuHead, sep)
+	for _, r := range rows {
 		load := ""
 		switch r.Params["mode"] {
 		case "closed":
@@ -386,15 +392,18 @@ func printTable(w io.Writer, rs bench.Results, split bool) {
 		if split {
 			cpu += " | " + r.Stat("client_cpu_us_per_req").Format(1) + " | " + r.Stat("server_cpu_us_per_req").Format(1)
 		}
-		// Closed loop: the share of tcp's req/s; open and burst: p50 as a
-		// multiple of tcp's.
 		vs := ""
-		if st := r.Stat("rps_of_tcp"); st.N > 0 {
-			vs = st.FormatUnit(2, " of req/s")
-		} else if st := r.Stat("p50_of_tcp"); st.N > 0 {
-			vs = st.FormatUnit(2, "× p50")
+		if vsTCP {
+			// Closed loop: the share of tcp's req/s; open and burst: p50
+			// as a multiple of tcp's.
+			vs = "  |" // an empty cell, as the table always printed it
+			if st := r.Stat("rps_of_tcp"); st.N > 0 {
+				vs = " " + st.FormatUnit(2, " of req/s") + " |"
+			} else if st := r.Stat("p50_of_tcp"); st.N > 0 {
+				vs = " " + st.FormatUnit(2, "× p50") + " |"
+			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |%s %s |\n", r.Params["protocol"], r.Params["mode"], load,
 			r.Stat("rps").Format(0), r.Stat("p50_us").Format(0), r.Stat("p90_us").Format(0), r.Stat("p99_us").Format(0),
 			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), vs, cpu)
 	}

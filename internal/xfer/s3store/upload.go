@@ -166,9 +166,8 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 	if err := u.check(off, int64(len(p))); err != nil {
 		return u.written, err
 	}
-	if xfer.CRC32C(p) != crc {
-		u.s.Stats.ChunksRejected.Add(1)
-		return u.written, fmt.Errorf("%w: CRC32C of the %d-byte chunk at offset %d", xfer.ErrChecksum, len(p), off)
+	if err := xfer.VerifyChunk(&u.s.Stats, off, p, crc); err != nil {
+		return u.written, err
 	}
 	ctx, cancel := u.s.opCtx()
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -67,7 +68,8 @@ var Protocols = []Protocol{
 	// tcp is the physical limit: length-prefixed echo on one connection,
 	// every queued request and reply coalesced into one write on both
 	// ends (the server answers all requests that arrived together in one
-	// write, the client writes everything queued while it wrote). tcp-naive
+	// write; the client's writer goroutine, as sluice's RSocket writer,
+	// writes everything queued since its last write). tcp-naive
 	// has the same server and a client that writes once per request (what
 	// the olympics ran as "tcp" before).
 	{"tcp", serveTCP, dialTCPCoalesced},
@@ -556,29 +558,36 @@ func (t *tcpClient) Close() error { return t.c.Close() }
 
 // ---- raw TCP, coalesced: the limit any protocol on TCP can approach ----
 
-// coalescer is one connection's writing side: callers append whole frames
-// under mu; the first caller to find no write under way becomes the
-// writer and writes everything queued, again and again until the queue is
-// empty, while later callers only append and return. Under load many
-// frames share a write; a lone frame is written at once, by its caller,
-// with no goroutine handoff.
+// coalescer is one connection's writing side, built as sluice's RSocket
+// connection writes (rsocket/write.go): callers append whole frames under
+// mu and never write; one writer goroutine, woken when frames wait and it
+// is idle, first yields (runtime.Gosched) so that every caller ready to
+// run queues its frame, then writes everything queued in one write, again
+// until nothing is. An earlier version let the first caller that found no
+// write under way write itself: under 128 callers each woken caller then
+// wrote its own frame, a syscall per request on both ends, and sluice's
+// RSocket did 1.4× that "limit" (olympics of 2026-11-28, closed loop).
 type coalescer struct {
 	c       net.Conn
 	mu      sync.Mutex
 	out     []byte // frames not yet taken by the writer
 	spare   []byte // the writer's last buffer, reused
-	writing bool   // a caller is writing; the others only append
+	writing bool   // the writer holds or is about to take a batch
 	failed  bool   // a write failed: the connection is done
-	closed  chan struct{}
+	wake    chan struct{}
+	done    chan struct{} // closed by close: the writer ends
+	closed  chan struct{} // closed when a write fails
 }
 
 func newCoalescer(c net.Conn) *coalescer {
-	return &coalescer{c: c, closed: make(chan struct{})}
+	w := &coalescer{c: c, wake: make(chan struct{}, 1), done: make(chan struct{}), closed: make(chan struct{})}
+	go w.writeLoop()
+	return w
 }
 
-// frame queues one length-prefixed frame and, if no write is under way,
-// writes it and whatever queues meanwhile; before, if not nil, runs under
-// the same lock (the client queues the reply's channel in write order).
+// frame queues one length-prefixed frame for the writer; before, if not
+// nil, runs under the same lock (the client queues the reply's channel
+// in write order).
 func (w *coalescer) frame(p []byte, before func()) {
 	w.mu.Lock()
 	if before != nil {
@@ -586,26 +595,56 @@ func (w *coalescer) frame(p []byte, before func()) {
 	}
 	w.out = binary.BigEndian.AppendUint32(w.out, uint32(len(p)))
 	w.out = append(w.out, p...)
-	if w.writing || w.failed {
-		w.mu.Unlock()
-		return
-	}
+	wake := !w.writing && !w.failed
 	w.writing = true
-	for len(w.out) > 0 {
-		buf := w.out
-		w.out = w.spare[:0]
-		w.mu.Unlock()
-		_, err := w.c.Write(buf)
-		w.mu.Lock()
-		w.spare = buf
-		if err != nil {
-			w.failed = true
-			close(w.closed)
-			break
+	w.mu.Unlock()
+	if wake {
+		select {
+		case w.wake <- struct{}{}:
+		default:
 		}
 	}
-	w.writing = false
-	w.mu.Unlock()
+}
+
+// writeLoop writes what callers queued, every frame queued during a write
+// in the next one.
+func (w *coalescer) writeLoop() {
+	for {
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return
+		}
+		for {
+			runtime.Gosched() // let ready callers queue their frames first
+			w.mu.Lock()
+			if len(w.out) == 0 {
+				w.writing = false
+				w.mu.Unlock()
+				break
+			}
+			buf := w.out
+			w.out = w.spare[:0]
+			w.mu.Unlock()
+			_, err := w.c.Write(buf)
+			w.mu.Lock()
+			w.spare = buf
+			if err != nil {
+				w.failed = true
+				w.out = nil
+				close(w.closed)
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// close ends the writer and the connection.
+func (w *coalescer) close() error {
+	close(w.done)
+	return w.c.Close()
 }
 
 // tcpCoalesced pipelines requests on one connection through a coalescer;
@@ -648,7 +687,7 @@ func (t *tcpCoalesced) Call(ctx context.Context, p []byte) ([]byte, error) {
 	}
 }
 
-func (t *tcpCoalesced) Close() error { return t.w.c.Close() }
+func (t *tcpCoalesced) Close() error { return t.w.close() }
 
 // ---- sluice RSocket over TCP and WebSocket ----
 

@@ -235,35 +235,64 @@ func TestExporterSkipsUnreadable(t *testing.T) {
 	}
 }
 
-// A receiver that is down (nothing listens on its port) has the request
-// retried until it listens again; nothing is lost.
+// A receiver that is down (every connection to its port cut at once,
+// before a byte of an answer) has the request retried until it serves
+// again; nothing is lost. The port stays bound throughout (downListener):
+// freeing it and binding it again let another test take it meanwhile.
 func TestExporterRetriesUnreachableReceiver(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close() // down
-	u, _ := url.Parse("http://" + addr)
+	down := &downListener{Listener: lis, down: true}
+	u, _ := url.Parse("http://" + lis.Addr().String())
 	st.add(marked(telemetry.OTLPMetrics, []byte("while down")))
+	rc := &receiver{}
+	srv := &http.Server{Handler: http.HandlerFunc(rc.serve)}
+	go srv.Serve(down)
+	t.Cleanup(func() { srv.Close() })
 	x := startExporter(t, st, Target{Protocol: OTLP, URL: u})
 	testwait.For(t, "a failed attempt", func() bool { return x.errors(reasonRetried) >= 1 })
 	if st := x.e.Status(); !st.Failing || st.LastError == "" {
 		t.Errorf("status while down %+v: want failing with the error", st)
 	}
-	rc := &receiver{}
-	lis, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("the receiver's port was taken meanwhile: %v", err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(rc.serve)}
-	go srv.Serve(lis)
-	t.Cleanup(func() { srv.Close() })
+	down.up()
 	got := waitAccepted(t, rc, 1)
 	if string(got[0].body) != "while down" {
 		t.Fatalf("accepted %v", got)
 	}
+}
+
+// downListener closes every connection it accepts while down, as a
+// receiver whose process is gone but whose port answers (a load balancer
+// with no backend); up lets connections through.
+type downListener struct {
+	net.Listener
+	mu   sync.Mutex
+	down bool
+}
+
+func (l *downListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		down := l.down
+		l.mu.Unlock()
+		if !down {
+			return c, nil
+		}
+		c.Close()
+	}
+}
+
+func (l *downListener) up() {
+	l.mu.Lock()
+	l.down = false
+	l.mu.Unlock()
 }
 
 // failingCommits is a store whose first commits fail (a disk error).

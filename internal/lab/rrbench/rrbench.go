@@ -71,8 +71,11 @@ func (c config) name() string {
 }
 
 // plan lists the configurations; a protocol whose peer cannot be had is
-// skipped, said on stdout and in the returned notes.
-func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []config, skipped []string, peerPath string) {
+// skipped, said on stdout and in the returned notes. peers maps each peer
+// command needed to its binary.
+func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []config, skipped []string, peers map[string]string) {
+	peers = map[string]string{}
+	peerErrs := map[string]error{} // a peer that failed to build once is not built again
 	for _, name := range c.Protocols {
 		p, _ := rr.Lookup(strings.TrimSpace(name))
 		if err := rr.Unavailable(p.Name); err != nil {
@@ -81,15 +84,16 @@ func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []c
 			skipped = append(skipped, msg)
 			continue
 		}
-		if p.Serve == nil {
-			path, err := peerbuild.RRPeer(ctx, c.RRPeer, stderr)
-			if err != nil {
+		if peer, ok := rr.Peers[p.Name]; ok && peers[peer.Cmd] == "" {
+			if peerErrs[peer.Cmd] == nil {
+				peers[peer.Cmd], peerErrs[peer.Cmd] = c.buildPeer(ctx, peer, stderr)
+			}
+			if err := peerErrs[peer.Cmd]; err != nil {
 				msg := fmt.Sprintf("%s skipped: %v", p.Name, err)
 				fmt.Fprintln(stdout, msg)
 				skipped = append(skipped, msg)
 				continue
 			}
-			peerPath = path
 		}
 		for _, m := range c.Modes {
 			if p.Name == "rsocket-go-async" && m != "closed" {
@@ -104,13 +108,22 @@ func (c Config) plan(ctx context.Context, stdout, stderr io.Writer) (configs []c
 			}
 		}
 	}
-	return configs, skipped, peerPath
+	return configs, skipped, peers
+}
+
+// buildPeer returns peer's binary: --rrpeer's for rsocket-go, else a
+// fresh build of its module.
+func (c Config) buildPeer(ctx context.Context, peer rr.Peer, progress io.Writer) (string, error) {
+	if peer.Cmd == "rrpeer" {
+		return peerbuild.RRPeer(ctx, c.RRPeer, progress)
+	}
+	return peerbuild.Build(ctx, peer.Module, peer.Cmd, progress)
 }
 
 // Run measures every configuration, prints the table, and writes the
 // chart and report asked for; Validate first.
 func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
-	configs, skipped, peerPath := c.plan(ctx, stdout, stderr)
+	configs, skipped, peers := c.plan(ctx, stdout, stderr)
 	data := make([]byte, c.Payload)
 	for i := range data {
 		data[i] = byte('a' + i%26)
@@ -122,7 +135,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 		cf := configs[st.Config]
 		fmt.Fprintf(stderr, "[rep %d/%d] %s ...\n", st.Rep+1, c.Report.Reps, cf.name())
-		m, err := runStep(ctx, cf, step{data: data, rate: c.Rate, dur: c.Duration, split: c.Split, self: c.Self, peer: peerPath,
+		m, err := runStep(ctx, cf, step{data: data, rate: c.Rate, dur: c.Duration, split: c.Split, self: c.Self, peers: peers,
 			burstSeconds: c.BurstSeconds, seed: uint64(st.Rep + 1)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", cf.name(), err)
@@ -158,7 +171,8 @@ type step struct {
 	rate         float64
 	dur          time.Duration
 	split        bool
-	self, peer   string
+	self         string
+	peers        map[string]string // peer command → binary (Config.plan)
 	burstSeconds int
 	seed         uint64
 }
@@ -187,7 +201,7 @@ func startServer(ctx context.Context, c config, s step) (addr string, serverCPU 
 	}
 	cmd := exec.CommandContext(ctx, s.self, "bench", "rr-server", "--protocol", c.proto.Name)
 	if c.proto.Serve == nil {
-		cmd = exec.CommandContext(ctx, s.peer, "serve")
+		cmd = exec.CommandContext(ctx, s.peers[rr.Peers[c.proto.Name].Cmd], "serve")
 	}
 	cmd.Stderr = os.Stderr
 	r, err := rr.StartRemote(cmd, 30*time.Second)
@@ -195,6 +209,20 @@ func startServer(ctx context.Context, c config, s step) (addr string, serverCPU 
 		return "", nil, nil, err
 	}
 	return r.Addr, func() (time.Duration, error) { return r.CPU(ctx) }, func() { r.Close() }, nil
+}
+
+// poolConns is the pool size of pooled clients (http1, go-redis): one
+// connection per request in flight, as their users would configure them;
+// in burst mode (0) they keep the library defaults, as the Olympics
+// harness did.
+func (c config) poolConns() int {
+	switch c.mode {
+	case "closed":
+		return c.inflight
+	case "open":
+		return 64
+	}
+	return 0
 }
 
 // warmup is every client's unmeasured closed loop before a rep (burst:
@@ -207,17 +235,7 @@ func measure(ctx context.Context, c config, s step, addr string, serverCPU func(
 	if c.proto.Dial == nil {
 		return runPeerClient(ctx, c, s, addr, serverCPU)
 	}
-	// Pooled clients get one connection per request in flight, as their
-	// users would configure them; in burst mode they keep the library
-	// defaults, as the Olympics harness did.
-	conns := 0
-	switch c.mode {
-	case "closed":
-		conns = c.inflight
-	case "open":
-		conns = 64
-	}
-	cl, err := c.proto.Dial(ctx, addr, rr.DialOptions{Conns: conns})
+	cl, err := c.proto.Dial(ctx, addr, rr.DialOptions{Conns: c.poolConns()})
 	if err != nil {
 		return nil, err
 	}
@@ -277,15 +295,12 @@ func measure(ctx context.Context, c config, s step, addr string, serverCPU func(
 	return m, nil
 }
 
-// runPeerClient runs one rep with the peer's own client (rsocket-go): the
-// peer warms up its own connection (the same 300 ms closed loop as every
-// other client here) and drives the measured load, and prints its result
-// line.
+// runPeerClient runs one rep with the peer's own client (rsocket-go,
+// go-redis, rueidis): the peer warms up its own connection (the same
+// 300 ms closed loop as every other client here) and drives the measured
+// load, and prints its result line.
 func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU func() (time.Duration, error)) (bench.Metrics, error) {
-	api := "block"
-	if c.proto.Name == "rsocket-go-async" {
-		api = "async"
-	}
+	peer := rr.Peers[c.proto.Name]
 	warm := warmup
 	if c.mode == "burst" {
 		warm = time.Millisecond // the others make one call
@@ -294,12 +309,18 @@ func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU
 	if err2 != nil {
 		return nil, err2
 	}
-	out, err2 := exec.CommandContext(ctx, s.peer, "client", "--addr", addr, "--mode", c.mode, "--inflight", strconv.Itoa(max(c.inflight, 1)),
+	args := []string{"client", "--addr", addr, "--mode", c.mode, "--inflight", strconv.Itoa(max(c.inflight, 1)),
 		"--rate", strconv.FormatFloat(s.rate, 'f', -1, 64), "--duration", s.dur.String(), "--payload", strconv.Itoa(len(s.data)),
-		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--api", api,
-		"--warmup", warm.String()).Output()
-	if err2 != nil {
-		return nil, fmt.Errorf("rrpeer client: %w", err2)
+		"--burst-seconds", strconv.Itoa(s.burstSeconds), "--seed", strconv.FormatUint(s.seed, 10), "--warmup", warm.String()}
+	args = append(args, peer.Client...)
+	if peer.Pooled {
+		args = append(args, "--conns", strconv.Itoa(c.poolConns()))
+	}
+	out, err2 := exec.CommandContext(ctx, s.peers[peer.Cmd], args...).Output()
+	if ee := (*exec.ExitError)(nil); errors.As(err2, &ee) {
+		return nil, fmt.Errorf("%s client: %w: %s", peer.Cmd, err2, strings.TrimSpace(string(ee.Stderr)))
+	} else if err2 != nil {
+		return nil, fmt.Errorf("%s client: %w", peer.Cmd, err2)
 	}
 	srv1, err2 := serverCPU()
 	if err2 != nil {
@@ -309,20 +330,20 @@ func runPeerClient(ctx context.Context, c config, s step, addr string, serverCPU
 	if i := strings.LastIndex(line, "result "); i >= 0 {
 		line = line[i+len("result "):]
 	} else {
-		return nil, fmt.Errorf("rrpeer client printed %q", out)
+		return nil, fmt.Errorf("%s client printed %q", peer.Cmd, out)
 	}
 	v := map[string]float64{}
 	for _, f := range strings.Fields(line) {
 		k, val, ok := strings.Cut(f, "=")
 		x, err := strconv.ParseFloat(val, 64)
 		if !ok || err != nil {
-			return nil, fmt.Errorf("rrpeer client: bad field %q", f)
+			return nil, fmt.Errorf("%s client: bad field %q", peer.Cmd, f)
 		}
 		v[k] = x
 	}
 	n := v["count"]
 	if n == 0 || v["elapsed_us"] == 0 {
-		return nil, fmt.Errorf("rrpeer client: no request succeeded (%v errors)", v["errors"])
+		return nil, fmt.Errorf("%s client: no request succeeded (%v errors)", peer.Cmd, v["errors"])
 	}
 	m := bench.Metrics{"rps": n / (v["elapsed_us"] / 1e6), "p50_us": v["p50_us"], "p90_us": v["p90_us"], "p99_us": v["p99_us"],
 		"p999_us": v["p999_us"], "max_us": v["max_us"], "errors": v["errors"], "client_cpu_us_per_req": v["cpu_us"] / n,

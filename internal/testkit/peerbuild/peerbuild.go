@@ -1,5 +1,6 @@
-// Package peerbuild finds, and builds when need be, the rsocket-go peers
-// of `sluice bench rr` (rrpeer) and `sluice bench rsocket` (rsgo-bench).
+// Package peerbuild finds, and builds when need be, the peers of `sluice
+// bench rr` (rsocket-go's rrpeer, the Redis clients' redispeer) and `sluice
+// bench rsocket` (rsgo-bench), each in a module of its own under interop/.
 // It is apart from package peers, which only tests import, so that the
 // sluice binary does not link package testing.
 package peerbuild
@@ -33,9 +34,7 @@ func RSGoBench() string {
 }
 
 // RRPeer returns rsocket-go's echo server for `sluice bench rr`: path if
-// given, else a build of interop/rsocket-go/cmd/rrpeer found above the
-// working directory, cached in the user cache directory and rebuilt each
-// time (go build is quick when nothing changed); progress hears of it.
+// given, else Build's rrpeer from interop/rsocket-go.
 func RRPeer(ctx context.Context, path string, progress io.Writer) (string, error) {
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
@@ -43,25 +42,42 @@ func RRPeer(ctx context.Context, path string, progress io.Writer) (string, error
 		}
 		return path, nil
 	}
-	dir, err := above(filepath.Join("interop", "rsocket-go", "cmd", "rrpeer"))
+	out, err := Build(ctx, "rsocket-go", "rrpeer", progress)
+	if err != nil && errors.Is(err, errNotFound) {
+		err = fmt.Errorf("%w (or pass --rrpeer)", err)
+	}
+	return out, err
+}
+
+// errNotFound is Build's error when the module is not above the working
+// directory (a sluice binary run outside the repository).
+var errNotFound = errors.New("not found above the working directory")
+
+// Build returns a peer of `sluice bench rr`, interop/module/cmd/name in
+// its own module, built from the module found above the working
+// directory into the user cache directory and rebuilt each time (go build
+// is quick when nothing changed); progress hears of it.
+func Build(ctx context.Context, module, name string, progress io.Writer) (string, error) {
+	src := filepath.Join("interop", module, "cmd", name)
+	dir, err := above(src)
 	if err != nil {
-		return "", errors.New("interop/rsocket-go/cmd/rrpeer not found above the working directory (or pass --rrpeer)")
+		return "", fmt.Errorf("%s %w", src, errNotFound)
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		return "", errors.New("building rrpeer needs the go command")
+		return "", fmt.Errorf("building %s needs the go command", name)
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
-	out := filepath.Join(cache, "sluice", "rrpeer")
+	out := filepath.Join(cache, "sluice", name)
 	fmt.Fprintf(progress, "building %s ...\n", out)
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(bctx, "go", "build", "-o", out, "./cmd/rrpeer")
-	cmd.Dir = filepath.Join(dir, "interop", "rsocket-go")
+	cmd := exec.CommandContext(bctx, "go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = filepath.Join(dir, "interop", module)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building rrpeer: %v: %s", err, strings.TrimSpace(string(b)))
+		return "", fmt.Errorf("building %s: %v: %s", name, err, strings.TrimSpace(string(b)))
 	}
 	return out, nil
 }

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/tidwall/redcon"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -34,7 +32,8 @@ type Client interface {
 
 // DialOptions shape a client the way its users would for a load.
 type DialOptions struct {
-	// Conns bounds the connections of pooled protocols (http1, resp);
+	// Conns bounds the connections of pooled protocols (http1; resp's
+	// go-redis gets it as redispeer's --conns);
 	// 0 means the library's default (the setup of "Request-Response
 	// Olympics").
 	Conns int
@@ -44,10 +43,12 @@ type DialOptions struct {
 type Protocol struct {
 	Name string
 	// Serve starts an echo server on 127.0.0.1 and returns its address
-	// and a stop function. Nil when the server is another program
-	// (rsocket-go): then it is always run by the caller in its own process.
+	// and a stop function. Nil when the server is a peer's (rsocket-go,
+	// redcon; see Peers): then it is always run by the caller in the
+	// peer's own process.
 	Serve func(ctx context.Context) (addr string, stop func(), err error)
-	// Dial is nil when the client is another program too.
+	// Dial is nil when the client is a peer's too: the peer drives the
+	// load itself.
 	Dial func(ctx context.Context, addr string, o DialOptions) (Client, error)
 }
 
@@ -57,14 +58,16 @@ var Protocols = []Protocol{
 	{"h2c", serveHTTP(true), dialHTTP(true)},
 	{"grpc-unary", serveGRPC, dialGRPCUnary},
 	{"grpc-stream", serveGRPC, dialGRPCStream},
-	// resp: redcon's server, go-redis with one connection per request in
-	// flight; resp-pipelined: redcon, rueidis auto-pipelining on one
-	// connection; redis and redis-pipelined: the same two clients against
-	// a real redis-server (skipped when it is not installed).
-	{"resp", serveRESP, dialRESP},
-	{"resp-pipelined", serveRESP, dialRESPPipelined(false)},
-	{"redis", serveRedis, dialRESP},
-	{"redis-pipelined", serveRedis, dialRESPPipelined(true)},
+	// The Redis rows run as interop/redis/cmd/redispeer, a module of its
+	// own (see Peers): resp is redcon's server with go-redis, one
+	// connection per request in flight; resp-pipelined redcon with rueidis
+	// auto-pipelining on one connection; redis and redis-pipelined the
+	// same two clients against a real redis-server, which the bench starts
+	// (skipped when it is not installed).
+	{"resp", nil, nil},
+	{"resp-pipelined", nil, nil},
+	{"redis", serveRedis, nil},
+	{"redis-pipelined", serveRedis, nil},
 	// tcp is the physical limit: length-prefixed echo on one connection,
 	// every queued request and reply coalesced into one write on both
 	// ends (the server answers all requests that arrived together in one
@@ -379,52 +382,6 @@ func (g *grpcStream) Call(ctx context.Context, p []byte) ([]byte, error) {
 }
 
 func (g *grpcStream) Close() error { g.cancel(); return g.cc.Close() }
-
-// ---- RESP: redcon server, go-redis client ----
-
-func serveRESP(ctx context.Context) (string, func(), error) {
-	ln, err := listen()
-	if err != nil {
-		return "", nil, err
-	}
-	srv := redcon.NewServer("", func(c redcon.Conn, cmd redcon.Command) {
-		switch strings.ToLower(string(cmd.Args[0])) {
-		case "echo":
-			if len(cmd.Args) != 2 {
-				c.WriteError("ERR wrong number of arguments for 'echo'")
-				return
-			}
-			c.WriteBulk(cmd.Args[1])
-		case "ping":
-			c.WriteString("PONG")
-		default:
-			// go-redis probes with HELLO and CLIENT SETINFO; a real
-			// server rejects what it does not know, and so do we.
-			c.WriteError("ERR unknown command '" + string(cmd.Args[0]) + "'")
-		}
-	}, nil, nil)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	return ln.Addr().String(), func() { srv.Close() }, nil
-}
-
-type respClient struct{ c *redis.Client }
-
-func dialRESP(_ context.Context, addr string, o DialOptions) (Client, error) {
-	opt := &redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true}
-	if o.Conns > 0 {
-		opt.PoolSize = o.Conns
-		opt.MinIdleConns = 0
-	}
-	return &respClient{redis.NewClient(opt)}, nil
-}
-
-func (r *respClient) Call(ctx context.Context, p []byte) ([]byte, error) {
-	s, err := r.c.Echo(ctx, p).Result()
-	return []byte(s), err
-}
-
-func (r *respClient) Close() error { return r.c.Close() }
 
 // ---- raw TCP, naive: 4-byte big-endian length prefix, replies in order,
 // one write syscall per request on the client ----

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
 
 // Every in-process protocol echoes, under concurrency, the payload of each
@@ -21,10 +19,6 @@ func TestProtocolsEcho(t *testing.T) {
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {
-			if err := Unavailable(p.Name); err != nil {
-				// Only redis-server can be missing (scripts/install-redis.sh).
-				testskip.Missing(t, "SLUICE_REDIS", "redis-server", err.Error())
-			}
 			addr, stop, err := p.Serve(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -96,5 +90,25 @@ func BenchmarkClosed128(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// Every row whose server or client is not sluice's in-process one has a
+// peer to run it, and every peer's row exists: a row without either would
+// start nothing (the Redis rows moved to interop/redis this way).
+func TestPeersCoverTheRowsWithoutServeOrDial(t *testing.T) {
+	for _, p := range Protocols {
+		_, ok := Peers[p.Name]
+		if (p.Serve == nil || p.Dial == nil) != ok {
+			t.Errorf("%s: Serve nil %v, Dial nil %v, has a peer %v", p.Name, p.Serve == nil, p.Dial == nil, ok)
+		}
+		if peer := Peers[p.Name]; ok && p.Dial == nil && len(peer.Client) == 0 {
+			t.Errorf("%s: the peer drives its load but no client is named", p.Name)
+		}
+	}
+	for name := range Peers {
+		if _, ok := Lookup(name); !ok {
+			t.Errorf("peer row %s is no protocol", name)
+		}
 	}
 }

@@ -10,45 +10,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
-// ---- Redis at its best: rueidis auto-pipelining, and a real redis-server ----
-
-// respPipelined is rueidis (github.com/redis/rueidis) on one connection:
-// concurrent calls are auto-pipelined, every command queued while the
-// last write was under way goes out in the next one, which is what
-// rueidis is known for (its README, "Auto Pipelining"). rueidis is a
-// dependency of this lab package only, in the main module: a benchmark
-// competitor, never imported by sluice's own packages.
-type respPipelined struct{ c rueidis.Client }
-
-// dialRESPPipelined connects over RESP2 (redcon does not speak HELLO 3,
-// rueidis' default) unless resp3; one connection (PipelineMultiplex -1:
-// rueidis' default would open 2 here, log2 of GOMAXPROCS).
-func dialRESPPipelined(resp3 bool) func(context.Context, string, DialOptions) (Client, error) {
-	return func(_ context.Context, addr string, _ DialOptions) (Client, error) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{
-			InitAddress:       []string{addr},
-			ForceSingleClient: true,
-			PipelineMultiplex: -1,
-			AlwaysRESP2:       !resp3,
-			DisableCache:      true, // client-side caching needs RESP3 and is no part of an echo
-			ClientSetInfo:     rueidis.DisableClientSetInfo,
-		})
-		if err != nil {
-			return nil, err
-		}
-		return &respPipelined{c}, nil
-	}
-}
-
-func (r *respPipelined) Call(ctx context.Context, p []byte) ([]byte, error) {
-	return r.c.Do(ctx, r.c.B().Echo().Message(rueidis.BinaryString(p)).Build()).AsBytes()
-}
-
-func (r *respPipelined) Close() error { r.c.Close(); return nil }
+// ---- a real redis-server; the Redis clients and redcon are redispeer's ----
 
 // RedisServerBin is Debian's redis-server (package redis-server; scripts/
 // install-redis.sh installs it where apt works).

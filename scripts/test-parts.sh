@@ -29,8 +29,11 @@ export SLUICE_INTEROP=require
 
 echo "== redis-server for the Redis rows of the request-response bench (Debian's package, scripts/install-redis.sh)"
 timeout 600 bash scripts/install-redis.sh
-# Without redis-server the Redis echo test must fail CI, not skip.
+# Without redis-server the Redis rows' test must fail CI, not skip.
 export SLUICE_REDIS=require
+
+echo "== the request-response bench's peers' modules (interop/rsocket-go, interop/redis: go mod download, so that their builds inside go test do not download)"
+(cd interop/rsocket-go && timeout 600 go mod download) && (cd interop/redis && timeout 600 go mod download)
 
 echo "== Prometheus for the remote-write tests, the agent's receiver and the sink's exporter (Debian's package, scripts/install-prometheus.sh)"
 timeout 600 bash scripts/install-prometheus.sh

@@ -68,3 +68,21 @@ func FuzzTusConcat(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTusChecksumAlgorithms: any Tus-Checksum-Algorithm value the client
+// reads (listsAlgorithm) never panics; it lists crc32c only when crc32c
+// is one of its comma-separated fields, and crc32c added as a field is
+// always found, wherever the list puts it.
+func FuzzTusChecksumAlgorithms(f *testing.F) {
+	for _, s := range []string{"", "sha1,sha256,md5,crc32c", "crc32c", " crc32c ", "crc32", "crc32c2", "sha1, crc32c", ",,", "CRC32C"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if listsAlgorithm(s, "crc32c") && !strings.Contains(s, "crc32c") {
+			t.Fatalf("%q lists crc32c", s)
+		}
+		if !listsAlgorithm(s+",crc32c", "crc32c") || !listsAlgorithm("crc32c,"+s, "crc32c") {
+			t.Fatalf("crc32c added to %q is not found", s)
+		}
+	})
+}

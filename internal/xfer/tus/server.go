@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
@@ -27,7 +28,16 @@ import (
 const (
 	Version       = "1.0.0"
 	tusExtensions = "creation,checksum,termination,expiration"
-	tusAlgorithms = "sha1,sha256,md5"
+	// tusAlgorithms are the Upload-Checksum algorithms a PATCH may use.
+	// crc32c (Castagnoli, the 4 bytes big endian) is ours, not in the tus
+	// registry: sluice's client uses it when a server lists it, since a
+	// PATCH's SHA-256 on both ends (the client's, the server's check)
+	// cost as much CPU as the rest of the upload (docs/xfer.md).
+	tusAlgorithms = "sha1,sha256,md5,crc32c"
+	// algorithmsHeader lists tusAlgorithms; tus puts it on the OPTIONS
+	// answer, sluice on every answer, so that a client learns them from
+	// the POST or HEAD it sends anyway, without an OPTIONS round trip.
+	algorithmsHeader = "Tus-Checksum-Algorithm"
 	// StatusChecksumMismatch is tus's 460 Checksum Mismatch.
 	StatusChecksumMismatch = 460
 	// headerSHA256 carries the file's SHA-256 (hex) on the PATCH answer
@@ -51,6 +61,7 @@ type tusServer struct {
 func (t *tusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Tus-Resumable", Version)
+	h.Set(algorithmsHeader, tusAlgorithms)
 	if r.Method == http.MethodOptions {
 		h.Set("Tus-Version", Version)
 		ext := tusExtensions
@@ -58,7 +69,6 @@ func (t *tusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ext += ",concatenation"
 		}
 		h.Set("Tus-Extension", ext)
-		h.Set("Tus-Checksum-Algorithm", tusAlgorithms)
 		if m := t.s.MaxSize(); m > 0 {
 			h.Set("Tus-Max-Size", strconv.FormatInt(m, 10))
 		}
@@ -269,6 +279,8 @@ func readsAny(body io.Reader) bool {
 	return n > 0
 }
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 func tusHash(algo string) hash.Hash {
 	switch algo {
 	case "sha1":
@@ -277,6 +289,8 @@ func tusHash(algo string) hash.Hash {
 		return sha256.New()
 	case "md5":
 		return md5.New()
+	case "crc32c":
+		return crc32.New(castagnoli)
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func TestTUSProtocol(t *testing.T) {
 	r := c.do("OPTIONS", "/files/", nil, "Tus-Resumable", "")
 	c.want(r, 204)
 	for k, v := range map[string]string{"Tus-Version": "1.0.0", "Tus-Extension": "creation,checksum,termination,expiration",
-		"Tus-Checksum-Algorithm": "sha1,sha256,md5", "Tus-Max-Size": "1000", "Tus-Resumable": "1.0.0"} {
+		"Tus-Checksum-Algorithm": "sha1,sha256,md5,crc32c", "Tus-Max-Size": "1000", "Tus-Resumable": "1.0.0"} {
 		if got := r.Header.Get(k); got != v {
 			t.Errorf("OPTIONS %s: %q, want %q", k, got, v)
 		}

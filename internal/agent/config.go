@@ -112,6 +112,10 @@ type Config struct {
 	// IngestBodyIdleTimeout ends an ingest request whose body sends
 	// nothing for this long (408). Default defaults.IngestBodyIdleTimeout.
 	IngestBodyIdleTimeout time.Duration
+	// StallTimeout closes an OTLP/gRPC connection whose stream holds
+	// defaults.StallBytes of an incomplete message and received less than
+	// that more of it in this time. Default defaults.StallTimeout.
+	StallTimeout time.Duration
 	// bodyIdle overrides IngestBodyIdleTimeout (tests).
 	bodyIdle time.Duration
 }

@@ -120,7 +120,7 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d.String(&c.spool, "spool", "spool directory (created if missing)")
 	d.String(&c.ingest, "ingest", "address of the ingest HTTP API (POST /v1/records, Prometheus remote-write on /api/v1/write, OTLP/HTTP on /v1/metrics, /v1/logs, /v1/traces)")
 	d.String(&c.otlpGRPC, "otlp-grpc", "also serve OTLP/gRPC (metrics, logs, traces) on this address, with the ingest TLS and tokens (empty: off)")
-	d.Duration(&c.stallTimeout, "stall-timeout", "close an --otlp-grpc connection whose stream holds "+formatSize(defaults.StallBytes)+"+ of a message and sent less than that more of it in this time")
+	d.Duration(&c.stallTimeout, "stall-timeout", "end a collector's request (--otlp-grpc message; remote-write or OTLP/HTTP body) that holds "+formatSize(defaults.StallBytes)+"+ and got less than that more of it in this time")
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")

@@ -2,7 +2,9 @@ package collect
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -97,6 +99,11 @@ func TestTrickledBodies(t *testing.T) {
 		case resp := <-answer:
 			if resp == nil || resp.StatusCode != http.StatusRequestTimeout {
 				t.Fatalf("%s: a trickled body: %v, want 408", ep.path, resp)
+			}
+			// The stall rule's 408, not the idle timeout's (which a
+			// client that stops trickling gets after 30 s anyway).
+			if b, _ := io.ReadAll(resp.Body); !bytes.Contains(b, []byte("stall timeout")) {
+				t.Fatalf("%s: 408 %q, want the stall rule's", ep.path, b)
 			}
 		case <-time.After(testwait.Bound):
 			t.Fatalf("%s: a trickled body got no answer", ep.path)

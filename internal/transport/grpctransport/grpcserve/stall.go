@@ -201,13 +201,13 @@ func (l *stallListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.w.Conn(c, l.plaintext), nil
+	return l.w.conn(c, l.plaintext), nil
 }
 
-// Conn is c as a server must serve it for the watch: plaintext HTTP/2 is
+// conn is c as a server must serve it for the watch: plaintext HTTP/2 is
 // followed from here; a connection that TLS will wrap (Creds) is marked
 // so that the watch forgets it if grpc-go closes it before serving.
-func (w *StallWatch) Conn(c net.Conn, plaintext bool) net.Conn {
+func (w *StallWatch) conn(c net.Conn, plaintext bool) net.Conn {
 	hc := &hookConn{Conn: c}
 	if plaintext {
 		return w.track(hc)
@@ -473,8 +473,8 @@ func (w *StallWatch) Run(done <-chan struct{}) {
 }
 
 // Creds wraps a server's TLS credentials so that the watch follows the
-// decrypted HTTP/2 of each connection (accepted through Listener or Conn
-// with plaintext false).
+// decrypted HTTP/2 of each connection (accepted through Listener with
+// plaintext false).
 func (w *StallWatch) Creds(tc credentials.TransportCredentials) credentials.TransportCredentials {
 	return stallCreds{TransportCredentials: tc, w: w}
 }

@@ -104,6 +104,7 @@ type agentCmd struct {
 	sink, spool, ingest, otlpGRPC       string
 	ingestCert, ingestKey, ingestTokens string
 	metricsAddr, logLevel, configFile   string
+	stallTimeout                        time.Duration
 	af                                  agentFlags
 	cf                                  clientFlags
 	lf                                  liveFlags
@@ -119,6 +120,7 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d.String(&c.spool, "spool", "spool directory (created if missing)")
 	d.String(&c.ingest, "ingest", "address of the ingest HTTP API (POST /v1/records, Prometheus remote-write on /api/v1/write, OTLP/HTTP on /v1/metrics, /v1/logs, /v1/traces)")
 	d.String(&c.otlpGRPC, "otlp-grpc", "also serve OTLP/gRPC (metrics, logs, traces) on this address, with the ingest TLS and tokens (empty: off)")
+	d.Duration(&c.stallTimeout, "stall-timeout", "end a collector's request (--otlp-grpc message; remote-write or OTLP/HTTP body) that holds "+formatSize(defaults.StallBytes)+"+ and got less than that more of it in this time")
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
@@ -218,6 +220,10 @@ func (c *agentCmd) config(log *slog.Logger) (cfg agent.Config, ingestTLS *tls.Co
 	if cfg.AgentID, err = agentIDFor(cfg.AgentID, c.cf.certFile); err != nil {
 		return cfg, nil, &exitError{code: 2, msg: err.Error()}
 	}
+	if c.stallTimeout <= 0 {
+		return cfg, nil, &exitError{code: 2, msg: "--stall-timeout must be positive"}
+	}
+	cfg.StallTimeout = c.stallTimeout
 	if (c.ingestCert == "") != (c.ingestKey == "") {
 		return cfg, nil, &exitError{code: 2, msg: "--ingest-tls-cert and --ingest-tls-key go together"}
 	}

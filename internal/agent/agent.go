@@ -155,7 +155,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.collect = collect.New(collect.Config{Ingest: a.Ingest, MaxRecordBytes: cfg.MaxRecordBytes, Tokens: cfg.IngestTokens,
-		BodyIdleTimeout: cmp.Or(cfg.bodyIdle, cfg.IngestBodyIdleTimeout), Logger: a.log, Registry: cfg.Registry})
+		BodyIdleTimeout: cmp.Or(cfg.bodyIdle, cfg.IngestBodyIdleTimeout), Logger: a.log, Registry: cfg.Registry, StallTimeout: cfg.StallTimeout})
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,
 		"resuming_messages", len(backlog), "watermark", sp.AckedWatermark(), "spool_segment_bytes", cfg.segmentBytes)
 	return a, nil

@@ -112,6 +112,12 @@ type Config struct {
 	// IngestBodyIdleTimeout ends an ingest request whose body sends
 	// nothing for this long (408). Default defaults.IngestBodyIdleTimeout.
 	IngestBodyIdleTimeout time.Duration
+	// StallTimeout ends a collector's request that holds
+	// defaults.StallBytes (of an OTLP/gRPC message, or a remote-write or
+	// OTLP/HTTP body) and received less than that more of it in this
+	// time: the OTLP/gRPC connection is closed, the HTTP request answered
+	// 408. Default defaults.StallTimeout.
+	StallTimeout time.Duration
 	// bodyIdle overrides IngestBodyIdleTimeout (tests).
 	bodyIdle time.Duration
 }

@@ -34,5 +34,6 @@ func (a *Agent) ServeIngest(ctx context.Context, lis net.Listener) error {
 // tokens and tlsCfg (nil: plaintext), then stops it gracefully as
 // ServeIngest does.
 func (a *Agent) ServeOTLPGRPC(ctx context.Context, lis net.Listener, tlsCfg *tls.Config) error {
-	return otlpgrpc.Serve(ctx, a.collect, lis, otlpgrpc.Options{TLS: tlsCfg})
+	return otlpgrpc.Serve(ctx, a.collect, lis, otlpgrpc.Options{TLS: tlsCfg, StallTimeout: a.cfg.StallTimeout,
+		Logger: a.log, Registry: a.cfg.Registry})
 }

@@ -152,6 +152,7 @@ var Table = []Entry{
 	{Flag: "spool", Daemons: agentOnly, Value: "", Meaning: "spool directory, created if missing (required)"},
 	{Flag: "spool-quota", Daemons: agentOnly, Value: Size(SpoolQuota), Meaning: "spool size on disk at which ingest answers 507"},
 	{Flag: "spool-sync", Daemons: agentOnly, Value: SpoolSync, Meaning: "spool durability: always (fsync before answering), none, or an interval"},
+	{Flag: "stall-timeout", Daemons: agentOnly, Value: time.Duration(StallTimeout), Meaning: "end a collector's request (--otlp-grpc message; remote-write or OTLP/HTTP body) that holds " + FormatSize(StallBytes) + "+ and got less than that more of it in this time"},
 	{Flag: "stall-timeout", Daemons: sinkOnly, Value: time.Duration(StallTimeout), Meaning: "close a connection whose stream holds " + FormatSize(StallBytes) + "+ of a message and sent less than that more of it in this time"},
 	{Flag: "store", Daemons: sinkOnly, Value: Store, Meaning: "embedded (a log in --data) or kafka://HOST:PORT[,...]/TOPIC"},
 	{Flag: "tls-ca", Daemons: agentOnly, Value: "", Meaning: "connect to the sink with TLS, trusting this CA bundle (PEM)"},

@@ -3,11 +3,11 @@ package collect
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/klauspost/compress/snappy"
 
@@ -20,17 +20,21 @@ import (
 const maxBody = ingest.MaxRequestBytes
 
 // readRaw reads the request body as sent, bounded by maxBody, with the
-// body's silences bounded by idle. On error it returns the status to
-// answer: 413 over the bound, 408 for a silent body, 400 otherwise.
-func readRaw(w http.ResponseWriter, r *http.Request, idle time.Duration) ([]byte, int, error) {
-	in := http.MaxBytesReader(w, idleread.New(w, r, idle), maxBody)
+// body's silences and trickles bounded by lim. On error it returns the
+// status to answer: 413 over the bound, 408 for a silent or stalled
+// body, 400 otherwise.
+func readRaw(w http.ResponseWriter, r *http.Request, lim bodyLimits) ([]byte, int, error) {
 	var b bytes.Buffer
+	stall := newStallBody(idleread.New(w, r, lim.idle), lim, func() int64 { return int64(b.Cap()) })
+	in := http.MaxBytesReader(w, stall, maxBody)
 	if n := r.ContentLength; n > 0 && n <= maxBody {
 		// Only what a declared length promises, up to the bound: it
 		// costs a client nothing to declare.
 		b.Grow(int(min(n, 4<<20)) + bytes.MinRead)
 	}
-	if _, err := b.ReadFrom(in); err != nil {
+	if _, err := b.ReadFrom(in); errors.Is(err, errStalled) {
+		return nil, http.StatusRequestTimeout, err
+	} else if err != nil {
 		return nil, ingest.ReadStatus(err), fmt.Errorf("reading body: %w", err)
 	}
 	return b.Bytes(), 0, nil
@@ -38,12 +42,12 @@ func readRaw(w http.ResponseWriter, r *http.Request, idle time.Duration) ([]byte
 
 // readGzip reads an OTLP/HTTP body: identity or gzip (the encodings the
 // OTLP spec names), the decoded bytes bounded by maxBody too.
-func readGzip(w http.ResponseWriter, r *http.Request, idle time.Duration) ([]byte, int, error) {
+func readGzip(w http.ResponseWriter, r *http.Request, lim bodyLimits) ([]byte, int, error) {
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	if enc != "" && enc != "identity" && enc != "gzip" {
 		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Encoding %q not supported: send identity or gzip", enc)
 	}
-	raw, status, err := readRaw(w, r, idle)
+	raw, status, err := readRaw(w, r, lim)
 	if err != nil || enc != "gzip" {
 		return raw, status, err
 	}
@@ -65,12 +69,12 @@ func readGzip(w http.ResponseWriter, r *http.Request, idle time.Duration) ([]byt
 // remote-write 1.0 always uses (Content-Encoding: snappy, or none from
 // senders that leave it out). The length the block declares is checked
 // against maxBody before anything is allocated for it.
-func readSnappy(w http.ResponseWriter, r *http.Request, idle time.Duration) ([]byte, int, error) {
+func readSnappy(w http.ResponseWriter, r *http.Request, lim bodyLimits) ([]byte, int, error) {
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	if enc != "" && enc != "snappy" {
 		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Encoding %q not supported: remote-write bodies are snappy", enc)
 	}
-	raw, status, err := readRaw(w, r, idle)
+	raw, status, err := readRaw(w, r, lim)
 	if err != nil {
 		return nil, status, err
 	}

@@ -48,7 +48,7 @@ func (rc *Receiver) remoteWrite(w http.ResponseWriter, r *http.Request) (int, er
 	if err := remoteWrite1(r.Header.Get("Content-Type")); err != nil {
 		return http.StatusUnsupportedMediaType, err
 	}
-	body, status, err := readSnappy(w, r, rc.cfg.BodyIdleTimeout)
+	body, status, err := readSnappy(w, r, rc.bodyLimits())
 	if err != nil {
 		return status, err
 	}
@@ -128,7 +128,7 @@ func (rc *Receiver) serveOTLP(s signal, w http.ResponseWriter, r *http.Request) 
 }
 
 func (rc *Receiver) otlp(s signal, w http.ResponseWriter, r *http.Request, isJSON bool) (int, error) {
-	body, status, err := readGzip(w, r, rc.cfg.BodyIdleTimeout)
+	body, status, err := readGzip(w, r, rc.bodyLimits())
 	if err != nil {
 		return status, err
 	}

@@ -32,6 +32,13 @@ type Config struct {
 	Logger          *slog.Logger
 	// Registry, when set, gets the receivers' metrics.
 	Registry prometheus.Registerer
+	// StallTimeout ends a body that holds defaults.StallBytes and brings
+	// less than that more in this time (default defaults.StallTimeout;
+	// stallbody.go).
+	StallTimeout time.Duration
+	// stallClock, if set, is the stall rule's clock (tests): the time
+	// once a body's reads have brought it fed bytes.
+	stallClock func(fed int64) time.Time
 }
 
 // Receiver serves remote-write and OTLP into the spool. Create it with

@@ -11,9 +11,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -29,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/collect"
 	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/grpcserve"
 )
 
 // Options are the server's settings beyond the Receiver's.
@@ -38,17 +42,48 @@ type Options struct {
 	// PingAfter is the quiet time after which a connection is pinged
 	// (default: the Receiver's body idle timeout).
 	PingAfter time.Duration
+	// StallTimeout: a connection whose stream holds at least
+	// defaults.StallBytes of an incomplete message and received less than
+	// that more of it in this time is closed (default
+	// defaults.StallTimeout, as the sink's --stall-timeout).
+	StallTimeout time.Duration
 	// ShutdownTimeout bounds how long Serve's graceful stop waits for
 	// calls in flight (default defaults.IngestShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// Logger gets a warning for each connection closed as stalled;
+	// Registry, when set, the server's metrics.
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+
+	// stallTick, stallNow and stallChecked drive the stall watch in tests
+	// (grpcserve.StallOptions).
+	stallTick    <-chan time.Time
+	stallNow     func() time.Time
+	stallChecked func()
+}
+
+// Server is the OTLP/gRPC receiver's gRPC server and the stall watch of
+// its connections.
+type Server struct {
+	srv    *grpc.Server
+	stalls *grpcserve.StallWatch
+	tls    bool
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Stop and GracefulStop: ends the watch
 }
 
 // NewServer is a gRPC server with the OTLP metrics, logs and trace
 // services on it, behind rc's tokens and opts.TLS. A connection quiet
 // for the body idle timeout is pinged and closed when the ping goes
 // unanswered. A message is bounded like an HTTP body, after
-// decompression too (grpc-go stops decompressing at the bound).
-func NewServer(rc *collect.Receiver, opts Options) *grpc.Server {
+// decompression too (grpc-go stops decompressing at the bound). A client
+// that answers the pings but trickles (or stops) a message is closed by
+// the stall watch, the sink's (grpcserve.StallWatch): grpc-go buffers a
+// message until it is whole, with no deadline of its own.
+func NewServer(rc *collect.Receiver, opts Options) *Server {
+	s := &Server{tls: opts.TLS != nil, stopped: make(chan struct{}),
+		stalls: newStallWatch(opts)}
 	// A client frozen or gone mid-message (no FIN) would hold its stream
 	// and what it sent for as long as the kernel keeps the connection:
 	// the pings find it, as the body idle timeout does for HTTP.
@@ -63,14 +98,67 @@ func NewServer(rc *collect.Receiver, opts Options) *grpc.Server {
 			return handler(ctx, req)
 		})}
 	if opts.TLS != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		sopts = append(sopts, grpc.Creds(s.stalls.Creds(credentials.NewTLS(opts.TLS))))
 	}
-	srv := grpc.NewServer(sopts...)
-	colmetricspb.RegisterMetricsServiceServer(srv, metricsService{rc: rc})
-	collogspb.RegisterLogsServiceServer(srv, logsService{rc: rc})
-	coltracepb.RegisterTraceServiceServer(srv, traceService{rc: rc})
-	return srv
+	s.srv = grpc.NewServer(sopts...)
+	colmetricspb.RegisterMetricsServiceServer(s.srv, metricsService{rc: rc})
+	collogspb.RegisterLogsServiceServer(s.srv, logsService{rc: rc})
+	coltracepb.RegisterTraceServiceServer(s.srv, traceService{rc: rc})
+	return s
 }
+
+// newStallWatch is the stall watch of opts, counting and logging the
+// connections it closes.
+func newStallWatch(opts Options) *grpcserve.StallWatch {
+	timeout := cmp.Or(opts.StallTimeout, defaults.StallTimeout)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	stalled := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
+		Name: "otlp_grpc_stalled_conns_total",
+		Help: "OTLP/gRPC connections closed because a stream began a message and stopped sending it (or trickled it) for the stall timeout."})
+	w := grpcserve.NewStallWatch(grpcserve.StallOptions{Timeout: timeout,
+		Tick: opts.stallTick, Now: opts.stallNow, Checked: opts.stallChecked,
+		OnStall: func(peer string, held int64) {
+			stalled.Inc()
+			log.Warn("agent: an OTLP/gRPC client began a message and stopped sending it; closing its connection",
+				"peer", peer, "held_bytes", held, "stall_timeout", timeout)
+		}})
+	if opts.Registry != nil {
+		opts.Registry.MustRegister(stalled, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent",
+			Name: "otlp_grpc_partial_message_bytes",
+			Help: "Bytes the OTLP/gRPC receiver holds of messages not yet received whole."},
+			func() float64 { return float64(w.HeldBytes()) }))
+	}
+	return w
+}
+
+// Serve serves on lis until Stop or GracefulStop, with the stall watch
+// looking at its connections. It returns nil once stopped.
+func (s *Server) Serve(lis net.Listener) error {
+	go s.stalls.Run(s.stopped)
+	defer s.stopWatch() // also when the listener fails
+	if err := s.srv.Serve(s.stalls.Listener(lis, !s.tls)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// GracefulStop stops accepting connections and waits for the calls in
+// flight.
+func (s *Server) GracefulStop() {
+	s.srv.GracefulStop()
+	s.stopWatch()
+}
+
+// Stop closes every connection.
+func (s *Server) Stop() {
+	s.srv.Stop()
+	s.stopWatch()
+}
+
+func (s *Server) stopWatch() { s.stopOnce.Do(func() { close(s.stopped) }) }
 
 // Serve serves OTLP/gRPC on lis until ctx ends, then stops gracefully:
 // calls in flight get opts.ShutdownTimeout to be spooled and answered.
@@ -86,10 +174,7 @@ func Serve(ctx context.Context, rc *collect.Receiver, lis net.Listener, opts Opt
 			srv.Stop()
 		}
 	}()
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
-	}
-	return nil
+	return srv.Serve(lis)
 }
 
 // export spools req and turns the outcome into the gRPC status OTLP

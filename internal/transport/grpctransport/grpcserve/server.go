@@ -28,11 +28,9 @@ type Server struct {
 	h   serving.Host
 	srv *grpc.Server
 
-	// stallConns are the open connections the stall watch follows
-	// (stall.go), under stallMu.
-	stallMu    sync.Mutex
-	stallConns map[*stallConn]struct{}
-	watchOnce  sync.Once
+	// stalls is the stall watch (stall.go) of the server's connections.
+	stalls    *StallWatch
+	watchOnce sync.Once
 }
 
 // Serve serves h's service on lis until h's service closes (it stops the
@@ -45,7 +43,13 @@ func Serve(h serving.Host, lis net.Listener) error {
 // New builds the gRPC server for h: windows, limits, keepalive, TLS with
 // the stall watch, token authentication.
 func New(h serving.Host) *Server {
-	s := &Server{h: h, stallConns: make(map[*stallConn]struct{})}
+	s := &Server{h: h, stalls: NewStallWatch(StallOptions{Timeout: h.StallTimeout,
+		Tick: h.StallTick, Now: h.StallNow, Checked: h.StallChecked,
+		OnStall: func(peer string, held int64) {
+			h.StalledConns.Inc()
+			h.Logger.Warn("sink: a client began a message and stopped sending it; closing its connection",
+				"peer", peer, "held_bytes", held, "stall_timeout", h.StallTimeout)
+		}})}
 	sopts := []grpc.ServerOption{
 		// HTTP/2 flow control caps a stream at window ÷ RTT: gRPC's
 		// default 64 KiB would cap a 150 ms link at 430 KB/s, and even its
@@ -71,7 +75,7 @@ func New(h serving.Host) *Server {
 	if h.TLS != nil {
 		// The stall watch follows the decrypted HTTP/2 (without TLS, the
 		// listener wraps each connection: limitListener).
-		sopts = append(sopts, grpc.Creds(stallCreds{TransportCredentials: credentials.NewTLS(h.TLS), s: s}))
+		sopts = append(sopts, grpc.Creds(s.stalls.Creds(credentials.NewTLS(h.TLS))))
 	}
 	if h.Tokens != nil {
 		sopts = append(sopts, grpc.ChainStreamInterceptor(grpctransport.TokenStreamInterceptor(h.Tokens)),
@@ -101,8 +105,8 @@ func (s *Server) Serve(lis net.Listener) error {
 			"(and have that agent's later messages dropped as duplicates) and read every record; "+
 			"configure tokens (--tokens) or mutual TLS (--client-ca)", "addr", lis.Addr().String())
 	}
-	s.watchOnce.Do(func() { go s.watchStalls() })
-	err := s.srv.Serve(&limitListener{Listener: lis, s: s})
+	s.watchOnce.Do(func() { go s.stalls.Run(s.h.Closing) })
+	err := s.srv.Serve(s.stalls.Listener(&limitListener{Listener: lis, s: s}, s.h.TLS == nil))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -145,7 +149,7 @@ func isLoopback(addr net.Addr) bool {
 
 // limitListener admits each accepted connection through the host's
 // connection caps (serving.Host.Admit), closing the ones over them at
-// once, and puts plaintext connections under the stall watch.
+// once.
 type limitListener struct {
 	net.Listener
 	s *Server
@@ -162,13 +166,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		hc := &hookConn{Conn: ac}
-		if l.s.h.TLS == nil {
-			// Plaintext HTTP/2: the stall watch follows it here (with TLS,
-			// after the handshake: stallCreds).
-			return l.s.trackStalls(hc), nil
-		}
-		return hc, nil
+		return ac, nil
 	}
 }
 

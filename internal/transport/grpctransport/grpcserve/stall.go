@@ -29,6 +29,10 @@ import (
 // the sink is not the one holding it back). The sink then closes the connection: the client's
 // streams fail and a real agent reconnects and resends.
 //
+// The watch is a StallWatch of its own, so that the agent's OTLP/gRPC
+// receiver (internal/agent/collect/otlpgrpc), which buffers its clients'
+// messages the same way, applies the same rule.
+//
 // Byte counts alone (bytes since the last complete message) cannot tell a
 // partial message from the pings and window updates of an idle agent or a
 // consumer that has caught up; following the frames can, and it sees each
@@ -131,10 +135,43 @@ type h2scan struct {
 	collect    []byte
 }
 
+// StallWatch is the stall watch of one gRPC server: the sink's (Server)
+// or another's that reads client messages (the agent's OTLP/gRPC
+// receiver). Its connections come through Listener or Creds; Run looks
+// at them.
+type StallWatch struct {
+	o StallOptions
+
+	// conns are the open connections the watch follows, under mu.
+	mu    sync.Mutex
+	conns map[*stallConn]struct{}
+}
+
+// StallOptions configure a StallWatch.
+type StallOptions struct {
+	// Timeout: how long a stream may hold an incomplete message of at
+	// least StallBytes while receiving less than StallBytes more of it.
+	Timeout time.Duration
+	// OnStall runs for each connection the watch closes, with the peer's
+	// address and the bytes its stalled streams held: the server counts
+	// and logs it in its own words.
+	OnStall func(peer string, held int64)
+	// Tick and Now, if set, drive the watch instead of a ticker and the
+	// monotonic clock; Checked runs after each look (tests).
+	Tick    <-chan time.Time
+	Now     func() time.Time
+	Checked func()
+}
+
+// NewStallWatch makes a watch; it looks at nothing until Run.
+func NewStallWatch(o StallOptions) *StallWatch {
+	return &StallWatch{o: o, conns: make(map[*stallConn]struct{})}
+}
+
 // stallConn is a server connection followed by the stall watch.
 type stallConn struct {
 	net.Conn
-	s *Server
+	w *StallWatch
 
 	in, out h2scan // used by grpc's reader and writer goroutines
 
@@ -146,23 +183,55 @@ type stallConn struct {
 	closeOnce sync.Once
 }
 
-// trackStalls wraps c, a connection carrying plaintext HTTP/2, and
-// registers it with the watch.
-func (s *Server) trackStalls(c net.Conn) net.Conn {
-	return s.watch(newStallConn(s, c))
+// Listener wraps lis so that the watch follows what it accepts:
+// plaintext, each connection as it is accepted; with TLS (the server's
+// credentials from Creds), after the handshake.
+func (w *StallWatch) Listener(lis net.Listener, plaintext bool) net.Listener {
+	return &stallListener{Listener: lis, w: w, plaintext: plaintext}
 }
 
-func newStallConn(s *Server, c net.Conn) *stallConn {
-	sc := &stallConn{Conn: c, s: s, streams: make(map[uint32]*stallStream),
+type stallListener struct {
+	net.Listener
+	w         *StallWatch
+	plaintext bool
+}
+
+func (l *stallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.w.conn(c, l.plaintext), nil
+}
+
+// conn is c as a server must serve it for the watch: plaintext HTTP/2 is
+// followed from here; a connection that TLS will wrap (Creds) is marked
+// so that the watch forgets it if grpc-go closes it before serving.
+func (w *StallWatch) conn(c net.Conn, plaintext bool) net.Conn {
+	hc := &hookConn{Conn: c}
+	if plaintext {
+		return w.track(hc)
+	}
+	return hc
+}
+
+// track wraps c, a connection carrying plaintext HTTP/2, and registers
+// it with the watch.
+func (w *StallWatch) track(c net.Conn) *stallConn {
+	return w.watch(newStallConn(w, c))
+}
+
+func newStallConn(w *StallWatch, c net.Conn) *stallConn {
+	sc := &stallConn{Conn: c, w: w, streams: make(map[uint32]*stallStream),
 		initWin: h2DefaultWindow, connWin: h2DefaultWindow}
 	sc.in.skip = h2ClientPreface
 	return sc
 }
 
-func (s *Server) watch(sc *stallConn) *stallConn {
-	s.stallMu.Lock()
-	s.stallConns[sc] = struct{}{}
-	s.stallMu.Unlock()
+func (w *StallWatch) watch(sc *stallConn) *stallConn {
+	w.mu.Lock()
+	w.conns[sc] = struct{}{}
+	w.mu.Unlock()
 	return sc
 }
 
@@ -193,9 +262,9 @@ func (c *stallConn) Close() error {
 // forget unregisters the connection from the watch.
 func (c *stallConn) forget() {
 	c.closeOnce.Do(func() {
-		c.s.stallMu.Lock()
-		delete(c.s.stallConns, c)
-		c.s.stallMu.Unlock()
+		c.w.mu.Lock()
+		delete(c.w.conns, c)
+		c.w.mu.Unlock()
 	})
 }
 
@@ -361,12 +430,12 @@ func (c *stallConn) stalled(now time.Time, timeout time.Duration) (held int64) {
 	return held
 }
 
-// watchStalls looks at every connection each tick (a quarter of the stall
-// timeout) and closes those with a stalled stream, until Close.
-func (s *Server) watchStalls() {
-	tick, now := s.h.StallTick, s.h.StallNow
+// Run looks at every connection each tick (a quarter of the stall
+// timeout) and closes those with a stalled stream, until done is closed.
+func (w *StallWatch) Run(done <-chan struct{}) {
+	tick, now := w.o.Tick, w.o.Now
 	if tick == nil {
-		t := time.NewTicker(max(s.h.StallTimeout/4, time.Millisecond))
+		t := time.NewTicker(max(w.o.Timeout/4, time.Millisecond))
 		defer t.Stop()
 		tick = t.C
 	}
@@ -378,36 +447,42 @@ func (s *Server) watchStalls() {
 	}
 	for {
 		select {
-		case <-s.h.Closing:
+		case <-done:
 			return
 		case <-tick:
 		}
 		t := now()
-		s.stallMu.Lock()
-		conns := make([]*stallConn, 0, len(s.stallConns))
-		for c := range s.stallConns {
+		w.mu.Lock()
+		conns := make([]*stallConn, 0, len(w.conns))
+		for c := range w.conns {
 			conns = append(conns, c)
 		}
-		s.stallMu.Unlock()
+		w.mu.Unlock()
 		for _, c := range conns {
-			if held := c.stalled(t, s.h.StallTimeout); held > 0 {
-				s.h.StalledConns.Inc()
-				s.h.Logger.Warn("sink: a client began a message and stopped sending it; closing its connection",
-					"peer", c.RemoteAddr().String(), "held_bytes", held, "stall_timeout", s.h.StallTimeout)
+			if held := c.stalled(t, w.o.Timeout); held > 0 {
+				if w.o.OnStall != nil {
+					w.o.OnStall(c.RemoteAddr().String(), held)
+				}
 				c.Close()
 			}
 		}
-		if s.h.StallChecked != nil {
-			s.h.StallChecked()
+		if w.o.Checked != nil {
+			w.o.Checked()
 		}
 	}
 }
 
-// stallCreds wraps the TLS credentials so that the watch follows the
-// decrypted HTTP/2 of each connection.
+// Creds wraps a server's TLS credentials so that the watch follows the
+// decrypted HTTP/2 of each connection (accepted through Listener with
+// plaintext false).
+func (w *StallWatch) Creds(tc credentials.TransportCredentials) credentials.TransportCredentials {
+	return stallCreds{TransportCredentials: tc, w: w}
+}
+
+// stallCreds are TLS credentials whose connections the watch follows.
 type stallCreds struct {
 	credentials.TransportCredentials
-	s *Server
+	w *StallWatch
 }
 
 func (c stallCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -415,15 +490,35 @@ func (c stallCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInf
 	if err != nil {
 		return nil, nil, err
 	}
-	sc := newStallConn(c.s, conn)
+	sc := newStallConn(c.w, conn)
 	if pc, ok := raw.(*hookConn); ok {
 		// grpc-go closes the raw connection, not this one, when it fails
 		// between the handshake and serving: forget it then too.
 		pc.onClose = sc.forget
 	}
-	return c.s.watch(sc), info, nil
+	return c.w.watch(sc), info, nil
 }
 
 func (c stallCreds) Clone() credentials.TransportCredentials {
-	return stallCreds{TransportCredentials: c.TransportCredentials.Clone(), s: c.s}
+	return stallCreds{TransportCredentials: c.TransportCredentials.Clone(), w: c.w}
+}
+
+// HeldBytes is what the watched connections' streams hold of incomplete
+// messages: the memory a stall would keep.
+func (w *StallWatch) HeldBytes() int64 {
+	w.mu.Lock()
+	conns := make([]*stallConn, 0, len(w.conns))
+	for c := range w.conns {
+		conns = append(conns, c)
+	}
+	w.mu.Unlock()
+	var held int64
+	for _, c := range conns {
+		c.mu.Lock()
+		for _, st := range c.streams {
+			held += st.held
+		}
+		c.mu.Unlock()
+	}
+	return held
 }

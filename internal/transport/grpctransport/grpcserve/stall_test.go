@@ -155,9 +155,15 @@ func message(t *testing.T, req *sluicev1.Request) []byte {
 // streamState returns what the watch knows of stream id of the sink's
 // connections (a copy; ok false if none).
 func streamState(s *Server, id uint32) (st stallStream, ok bool) {
-	s.stallMu.Lock()
-	defer s.stallMu.Unlock()
-	for c := range s.stallConns {
+	return watchedStream(s.stalls, id)
+}
+
+// watchedStream returns what w knows of stream id of its connections (a
+// copy; ok false if none).
+func watchedStream(w *StallWatch, id uint32) (st stallStream, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conns {
 		c.mu.Lock()
 		if p := c.streams[id]; p != nil {
 			st, ok = *p, true
@@ -224,9 +230,7 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 		t.Errorf("no warning naming the bytes held in the logs:\n%s", logs)
 	}
 	testwait.For(t, "the watch to forget the connection", func() bool {
-		h.srv.stallMu.Lock()
-		defer h.srv.stallMu.Unlock()
-		return len(h.srv.stallConns) <= 1 // the harness's own client may be connected
+		return h.srv.stalls.watched() <= 1 // the harness's own client may be connected
 	})
 	// The sink serves the others as before.
 	a := h.connect("agent")
@@ -336,9 +340,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	r.c.Close()
 	h.cc.Close()
 	testwait.For(t, "the watch to forget closed connections", func() bool {
-		h.srv.stallMu.Lock()
-		defer h.srv.stallMu.Unlock()
-		return len(h.srv.stallConns) == 0
+		return h.srv.stalls.watched() == 0
 	})
 }
 
@@ -361,8 +363,7 @@ func TestStallScan(t *testing.T) {
 	_ = fout.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(sent)}, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 14})
 	_ = fout.WriteWindowUpdate(0, 1<<30)
 
-	s := &Server{stallConns: map[*stallConn]struct{}{}}
-	c := s.trackStalls(nil).(*stallConn)
+	c := NewStallWatch(StallOptions{}).track(nil)
 	for _, b := range out.Bytes() { // the sink's SETTINGS go first
 		c.out.scan([]byte{b}, c.outFrame, nil, c.outPayload, c.outEnd)
 	}
@@ -409,8 +410,7 @@ func BenchmarkStallScan(b *testing.B) {
 		_ = fr.WriteData(1, false, p)
 	}
 	frames := in.Bytes()[hdrLen:]
-	s := &Server{stallConns: map[*stallConn]struct{}{}}
-	c := newStallConn(s, nil)
+	c := newStallConn(NewStallWatch(StallOptions{}), nil)
 	c.in.skip = 0
 	c.in.scan(in.Bytes()[:hdrLen], c.inFrame, c.inData, nil, c.inEnd)
 	b.SetBytes(int64(len(frames)))
@@ -422,4 +422,11 @@ func BenchmarkStallScan(b *testing.B) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// watched is the number of connections w follows.
+func (w *StallWatch) watched() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.conns)
 }

@@ -21,8 +21,11 @@ const maxBody = ingest.MaxRequestBytes
 
 // readRaw reads the request body as sent, bounded by maxBody, with the
 // body's silences and trickles bounded by lim. On error it returns the
-// status to answer: 413 over the bound, 408 for a silent or stalled
-// body, 400 otherwise.
+// status to answer: 413 over the bound, 503 for a silent or stalled
+// body (with Retry-After from the handler: a stalled body is a link's
+// trouble, and the senders retry only 5xx and 429 — Prometheus' remote
+// client and the OTLP exporters both drop a request answered 408), 400
+// otherwise.
 func readRaw(w http.ResponseWriter, r *http.Request, lim bodyLimits) ([]byte, int, error) {
 	var b bytes.Buffer
 	stall := newStallBody(idleread.New(w, r, lim.idle), lim, func() int64 { return int64(b.Cap()) })
@@ -33,9 +36,13 @@ func readRaw(w http.ResponseWriter, r *http.Request, lim bodyLimits) ([]byte, in
 		b.Grow(int(min(n, 4<<20)) + bytes.MinRead)
 	}
 	if _, err := b.ReadFrom(in); errors.Is(err, errStalled) {
-		return nil, http.StatusRequestTimeout, err
+		return nil, http.StatusServiceUnavailable, err
 	} else if err != nil {
-		return nil, ingest.ReadStatus(err), fmt.Errorf("reading body: %w", err)
+		status := ingest.ReadStatus(err)
+		if status == http.StatusRequestTimeout {
+			status = http.StatusServiceUnavailable // retried, as above
+		}
+		return nil, status, fmt.Errorf("reading body: %w", err)
 	}
 	return b.Bytes(), 0, nil
 }

@@ -278,7 +278,7 @@ func TestRemoteWriteSplitsOverMaxRecord(t *testing.T) {
 }
 
 // TestStalledBodies: a body that goes silent on any of the new
-// endpoints ends with 408 once the idle timeout passes, with nothing
+// endpoints ends with 503 (a status its senders retry) once the idle timeout passes, with nothing
 // spooled (a frozen client would otherwise hold the handler and its
 // buffer for as long as the connection lasts).
 func TestStalledBodies(t *testing.T) {
@@ -295,8 +295,8 @@ func TestStalledBodies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: the stalled request got no answer: %v", path, err)
 		}
-		if resp.StatusCode != http.StatusRequestTimeout {
-			t.Fatalf("%s: stalled body: %d, want 408", path, resp.StatusCode)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: stalled body: %d (Retry-After %q), want 503 with Retry-After", path, resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 	}
 	if n := len(fs.Taken()); n != 0 {

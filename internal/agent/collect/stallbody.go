@@ -16,7 +16,7 @@ import (
 // per 29 s takes 60 years. The stall rule is the sink's and the OTLP/gRPC
 // receiver's (grpcserve.StallWatch): a body that holds at least
 // defaults.StallBytes (its buffer, received or reserved) and brings less
-// than StallBytes more in the stall timeout is ended with 408. A slow
+// than StallBytes more in the stall timeout is ended with 503 (retried by the sender). A slow
 // link that moves 64 KiB a minute (about 1.1 KB/s) goes through; below
 // 64 KiB held, a stall costs little and the idle timeout bounds silence.
 

@@ -68,7 +68,7 @@ func send(t *testing.T, conn net.Conn, p []byte) {
 
 // TestTrickledBodies: on every endpoint, a body that declares 64 MiB
 // (the receiver reserves 4 MiB for it), sends 100 KiB and then a byte
-// every 20 s (never silent for the idle timeout) is answered 408 once a
+// every 20 s (never silent for the idle timeout) is answered 503 once a
 // stall timeout (a minute, the default) has passed with less than 64 KiB
 // more, and not before; nothing is spooled. Before, it held its handler
 // and buffer for as long as it trickled.
@@ -97,13 +97,13 @@ func TestTrickledBodies(t *testing.T) {
 		}
 		select {
 		case resp := <-answer:
-			if resp == nil || resp.StatusCode != http.StatusRequestTimeout {
-				t.Fatalf("%s: a trickled body: %v, want 408", ep.path, resp)
+			if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("%s: a trickled body: %v, want 503", ep.path, resp)
 			}
-			// The stall rule's 408, not the idle timeout's (which a
+			// The stall rule's 503, not the idle timeout's (which a
 			// client that stops trickling gets after 30 s anyway).
 			if b, _ := io.ReadAll(resp.Body); !bytes.Contains(b, []byte("stall timeout")) {
-				t.Fatalf("%s: 408 %q, want the stall rule's", ep.path, b)
+				t.Fatalf("%s: 503 %q, want the stall rule's", ep.path, b)
 			}
 		case <-time.After(testwait.Bound):
 			t.Fatalf("%s: a trickled body got no answer", ep.path)

@@ -66,7 +66,15 @@ func viaKafkaName(codec string) string {
 }
 
 func openLoopName(codec string) string {
-	return "(b′) agent → sink → Kafka, " + codec + ", open loop below saturation"
+	return "(b′) agent → sink → Kafka, open loop below saturation, " + codec
+}
+
+// shortName is how the notes name a row: its letter, and (b)'s codec.
+func shortName(row string) string {
+	if strings.HasPrefix(row, "(b)") {
+		return "(b) " + row[strings.LastIndex(row, ", ")+2:]
+	}
+	return row[:3]
 }
 
 // config is one row of the table and how to measure it.
@@ -333,7 +341,7 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 				continue
 			}
 			notes = append(notes, fmt.Sprintf("sluice %s / Java producer: %.2f× of zstd, %.2f× of no compression (records/s, medians of per-rep ratios)",
-				row.Name, row.Stat("vs_java_zstd").Median, row.Stat("vs_java_none").Median))
+				shortName(row.Name), row.Stat("vs_java_zstd").Median, row.Stat("vs_java_none").Median))
 		}
 	}
 	fmt.Fprintln(stdout, "\nrecords/s: records durably stored (sink fsync, or Kafka acks=all) per second, end to end.")
@@ -344,7 +352,7 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 	for _, row := range r.rs.Rows {
 		if strings.HasPrefix(row.Name, "(b′)") {
 			note := fmt.Sprintf("%s offered %s records/s (%.0f %% of its (b) row's median), paced by the clock: its delivered ack is the latency below saturation",
-				row.Name, row.Stat("offered_records_per_sec").Format(0), 100*r.OpenLoop)
+				row.Name[:len("(b′)")], row.Stat("offered_records_per_sec").Format(0), 100*r.OpenLoop)
 			notes = append(notes, note)
 		}
 	}

@@ -139,11 +139,12 @@ func TestBenchIngestSinkRunsOwnTopics(t *testing.T) {
 }
 
 // TestBenchIngestFlagsChecked: --runs takes only the rows' letters and
-// --open-loop a fraction below 1; anything else exits 2 naming the flag,
+// --open-loop a fraction below 1, --sink-compression only the store's
+// codecs; anything else exits 2 naming the flag,
 // before any Kafka is started.
 func TestBenchIngestFlagsChecked(t *testing.T) {
 	for _, c := range []struct{ flag, value string }{{"--runs", "x"}, {"--runs", "abf"}, {"--runs", ""},
-		{"--open-loop", "1"}, {"--open-loop", "-0.5"}} {
+		{"--open-loop", "1"}, {"--open-loop", "-0.5"}, {"--sink-compression", "gzip"}, {"--sink-compression", "lz4,"}} {
 		out, err := exec.Command(sluiceBin, "bench", "ingest", c.flag, c.value).CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), c.flag) {
 			t.Errorf("%s %q: %v, want exit 2 naming %s:\n%s", c.flag, c.value, err, c.flag, out)

@@ -41,6 +41,10 @@ type Config struct {
 	// fraction of (b)'s measured maximum, paced whatever the acks do, so
 	// that its delivered latency is the latency below saturation.
 	OpenLoop float64
+	// SinkCompressions are the codecs of the record batches the sink
+	// produces to Kafka: one (b) row each, so that they meet the same
+	// machine load in one run. The open-loop row uses the first.
+	SinkCompressions []string
 	// CPUProfile and AllocProfile, when set, are written over the runs.
 	CPUProfile, AllocProfile string
 	Report                   benchkit.Report
@@ -48,12 +52,30 @@ type Config struct {
 
 const (
 	nameEmbedded = "(a) agent → sink, embedded store, fsync before ack"
-	nameViaKafka = "(b) agent → sink → Kafka (acks=all)"
 	nameFranz    = "(c) franz-go producer → Kafka, acks=all, zstd"
 	nameJavaNone = "(d) Kafka Java producer, acks=all, no compression"
 	nameJavaZstd = "(e) Kafka Java producer, acks=all, zstd"
-	nameOpenLoop = "(b′) agent → sink → Kafka, open loop below saturation"
 )
+
+// viaKafkaName and openLoopName name the (b) and (b′) rows of the sink
+// producing record batches compressed with codec: the agent's messages to
+// the sink are zstd in every row, the codec is the Kafka hop's, like
+// (c)'s and (e)'s.
+func viaKafkaName(codec string) string {
+	return "(b) agent → sink → Kafka, acks=all, " + codec
+}
+
+func openLoopName(codec string) string {
+	return "(b′) agent → sink → Kafka, open loop below saturation, " + codec
+}
+
+// shortName is how the notes name a row: its letter, and (b)'s codec.
+func shortName(row string) string {
+	if strings.HasPrefix(row, "(b)") {
+		return "(b) " + row[strings.LastIndex(row, ", ")+2:]
+	}
+	return row[:3]
+}
 
 // config is one row of the table and how to measure it.
 type config struct {
@@ -74,14 +96,17 @@ type runner struct {
 	sinkTopics int
 }
 
-// sinkStore is the Store of a new sink: a topic of its own for every run.
+// sinkStore is the Store of a new sink producing batches compressed with
+// codec: a topic of its own for every run.
 // A sink reads its topic from the start before it stores anything (the
 // dedup index is rebuilt from it), so a run on the topic of the runs
 // before it re-read all their records first, and (b)'s later reps measured
 // that catch-up: 5× slower than the first, delivered p50 of seconds.
-func (r *runner) sinkStore() string {
-	r.sinkTopics++
-	return fmt.Sprintf("kafka://%s/%s-sink-%d", r.Kafka, r.topic, r.sinkTopics)
+func (r *runner) sinkStore(codec string) func() string {
+	return func() string {
+		r.sinkTopics++
+		return fmt.Sprintf("kafka://%s/%s-sink-%d?compression=%s", r.Kafka, r.topic, r.sinkTopics, codec)
+	}
 }
 
 // Run starts Kafka if need be, measures, prints the table and writes the
@@ -159,16 +184,22 @@ func (r *runner) configs() []config {
 func (r *runner) allConfigs() []config {
 	configs := []config{
 		{nameEmbedded, map[string]any{"store": "embedded", "compression": "zstd"}, r.pipe(func() string { return "" })},
-		{nameViaKafka, map[string]any{"store": "kafka", "compression": "zstd"}, r.pipe(r.sinkStore)},
+	}
+	for _, codec := range r.SinkCompressions {
+		configs = append(configs, config{viaKafkaName(codec), map[string]any{"store": "kafka", "compression": "zstd", "kafka_compression": codec},
+			r.pipe(r.sinkStore(codec))})
+	}
+	configs = append(configs, []config{
 		{nameFranz, map[string]any{"producer": "franz-go", "compression": "zstd"}, func() (bench.Metrics, error) {
 			p, err := bench.RunKafkaProducer(r.ctx, []string{r.Kafka}, r.topic+"-producer", r.Duration, r.Feeders, r.MessageSize, r.source, r.stderr)
 			return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": p.MBps(),
 				"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds()}, err
 		}},
-	}
-	if r.OpenLoop > 0 {
-		configs = append(configs, config{nameOpenLoop, map[string]any{"store": "kafka", "compression": "zstd", "open_loop": r.OpenLoop},
-			r.openLoop(r.sinkStore)})
+	}...)
+	if r.OpenLoop > 0 && len(r.SinkCompressions) > 0 {
+		codec := r.SinkCompressions[0]
+		configs = append(configs, config{openLoopName(codec), map[string]any{"store": "kafka", "compression": "zstd", "kafka_compression": codec, "open_loop": r.OpenLoop},
+			r.openLoop(codec)})
 	}
 	if r.Java {
 		configs = append(configs,
@@ -183,19 +214,19 @@ func (r *runner) pipe(store func() string) func() (bench.Metrics, error) {
 	return func() (bench.Metrics, error) { return r.runPipeline(sink.Config{Store: store()}, r.source) }
 }
 
-// openLoop runs (b) offered OpenLoop times the median rate (b) reached so
-// far (the open-loop row comes after (b) in the first rep, so there is
-// one): the feed is paced by the clock, not by the acks, so the delivered
+// openLoop runs (b) with codec offered OpenLoop times the median rate
+// that (b) row reached so far (the open-loop row comes after it in the
+// first rep, so there is one): the feed is paced by the clock, not by the acks, so the delivered
 // latency it reports is that of a sink below saturation.
-func (r *runner) openLoop(store func() string) func() (bench.Metrics, error) {
+func (r *runner) openLoop(codec string) func() (bench.Metrics, error) {
 	return func() (bench.Metrics, error) {
-		row := r.rs.Row(nameViaKafka)
+		row := r.rs.Row(viaKafkaName(codec))
 		if row == nil {
 			return nil, errors.New("the open-loop run needs (b) measured first (--runs must include b)")
 		}
 		rate := r.OpenLoop * row.Stat("records_per_sec").Median
 		fmt.Fprintf(r.stderr, "  offering %.0f records/s\n", rate)
-		m, err := r.runPipeline(sink.Config{Store: store()}, pacedSource(r.source, rate/pipelineGenerators))
+		m, err := r.runPipeline(sink.Config{Store: r.sinkStore(codec)()}, pacedSource(r.source, rate/pipelineGenerators))
 		if m != nil {
 			m["offered_records_per_sec"] = rate
 		}
@@ -305,13 +336,12 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 	}
 	var notes []string
 	if r.Java {
-		for _, name := range []string{nameEmbedded, nameViaKafka} {
-			row := r.rs.Row(name)
-			if row == nil || r.rs.Row(nameJavaZstd) == nil || r.rs.Row(nameJavaNone) == nil {
+		for _, row := range r.rs.Rows {
+			if !strings.HasPrefix(row.Name, "(a)") && !strings.HasPrefix(row.Name, "(b)") || r.rs.Row(nameJavaZstd) == nil || r.rs.Row(nameJavaNone) == nil {
 				continue
 			}
 			notes = append(notes, fmt.Sprintf("sluice %s / Java producer: %.2f× of zstd, %.2f× of no compression (records/s, medians of per-rep ratios)",
-				name[:3], row.Stat("vs_java_zstd").Median, row.Stat("vs_java_none").Median))
+				shortName(row.Name), row.Stat("vs_java_zstd").Median, row.Stat("vs_java_none").Median))
 		}
 	}
 	fmt.Fprintln(stdout, "\nrecords/s: records durably stored (sink fsync, or Kafka acks=all) per second, end to end.")
@@ -319,10 +349,12 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 	fmt.Fprintln(stdout, "  Java: per record, send to ack, open loop, so it includes queueing in the producer's 32 MiB buffer).")
 	fmt.Fprintln(stdout, "CPU µs/record: CPU time of this process (agent and sink, or franz-go) per record stored; Kafka's broker is not counted.")
 	fmt.Fprintln(stdout, "delivered ack: from spooled to acknowledged by the sink (after its store's fsync or Kafka's acks).")
-	if row := r.rs.Row(nameOpenLoop); row != nil {
-		note := fmt.Sprintf("%s offered %s records/s (%.0f %% of (b)'s median), paced by the clock: its delivered ack is the latency below saturation",
-			nameOpenLoop[:len("(b′)")], row.Stat("offered_records_per_sec").Format(0), 100*r.OpenLoop)
-		notes = append(notes, note)
+	for _, row := range r.rs.Rows {
+		if strings.HasPrefix(row.Name, "(b′)") {
+			note := fmt.Sprintf("%s offered %s records/s (%.0f %% of its (b) row's median), paced by the clock: its delivered ack is the latency below saturation",
+				row.Name[:len("(b′)")], row.Stat("offered_records_per_sec").Format(0), 100*r.OpenLoop)
+			notes = append(notes, note)
+		}
 	}
 	for _, n := range notes {
 		fmt.Fprintln(stdout, n)

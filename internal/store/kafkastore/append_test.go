@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,6 +100,75 @@ func TestAppendRecyclesRecords(t *testing.T) {
 	}
 }
 
+// TestAppendCompressions: with each codec the URL's compression parameter
+// names, the sink's record batches reach Kafka compressed with it (as a
+// plain consumer sees them: franz-go's fetch hook reports each batch's
+// codec), and the records read back whole; without the parameter the
+// batches are DefaultCompression's.
+func TestAppendCompressions(t *testing.T) {
+	b := kafkatest.Start(t)
+	codecIDs := map[string]uint8{"none": 0, "snappy": 2, "lz4": 3, "zstd": 4}
+	for _, name := range append([]string{"default"}, Compressions...) {
+		param, want := "?compression="+name, name
+		if name == "default" {
+			param, want = "", DefaultCompression
+		}
+		t.Run(name, func(t *testing.T) {
+			u, err := ParseURL("kafka://" + b.Addr + "/compression-" + name + param)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, _, err := Open(testEnv(t), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			var bb batch.Builder
+			var recs []string
+			for i := range 500 {
+				r := fmt.Sprintf("cpu_seconds_total{host=\"h%d\"} %d", i%7, i)
+				recs = append(recs, r)
+				if err := bb.Add([]byte(r)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := &store.Message{Agent: "edge-1", AgentB: []byte("edge-1"), ID: 7, Records: uint32(len(recs)), Codec: codec.Plain, Body: bb.Bytes()}
+			if _, err := k.Append([]*store.Message{m}); err != nil || m.DropErr != nil {
+				t.Fatalf("append: %v, %v", err, m.DropErr)
+			}
+			seen := &batchCodecs{}
+			got := readAll(t, k, len(recs), kgo.WithHooks(seen))
+			for i, r := range got {
+				if string(r.Value) != recs[i] {
+					t.Fatalf("record %d: %q, want %q", i, r.Value, recs[i])
+				}
+			}
+			seen.mu.Lock()
+			defer seen.mu.Unlock()
+			if len(seen.codecs) == 0 {
+				t.Fatal("no batch read")
+			}
+			for _, c := range seen.codecs {
+				if c != codecIDs[want] {
+					t.Fatalf("a batch of codec %d, want %d (%s)", c, codecIDs[want], want)
+				}
+			}
+		})
+	}
+}
+
+// batchCodecs records the codec of every batch a consumer reads.
+type batchCodecs struct {
+	mu     sync.Mutex
+	codecs []uint8
+}
+
+func (h *batchCodecs) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.mu.Lock()
+	h.codecs = append(h.codecs, m.CompressionType)
+	h.mu.Unlock()
+}
+
 // testEnv is the Env of a store in a test: defaults, no metrics
 // registered, nothing logged.
 func testEnv(t *testing.T) Env {
@@ -112,9 +182,9 @@ func testEnv(t *testing.T) Env {
 }
 
 // readAll reads the store's topic from its start until it has n records.
-func readAll(t *testing.T, k *Store, n int) []*kgo.Record {
-	cl, err := kgo.NewClient(append(k.ClientOpts("test-reader"), kgo.ConsumeTopics(k.Topic()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+func readAll(t *testing.T, k *Store, n int, opts ...kgo.Opt) []*kgo.Record {
+	cl, err := kgo.NewClient(append(k.ClientOpts("test-reader"), append(opts, kgo.ConsumeTopics(k.Topic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +211,9 @@ func readAll(t *testing.T, k *Store, n int) []*kgo.Record {
 	return got
 }
 
-// BenchmarkBatchCompressor compares the sink's batch compressor with
-// franz-go's default zstd one on what the sink produces from bench ingest's
+// BenchmarkBatchCompressor compares the sink's batch compressors (its
+// zstd one, franz-go's lz4 and snappy), and franz-go's default zstd one,
+// compressing and decompressing what the sink produces from bench ingest's
 // records: a Kafka batch's records section of 200 B metric lines with the
 // four sluice headers, about 4 MiB (the topic's max.message.bytes). It
 // reports the compression ratio beside the speed.
@@ -180,19 +251,45 @@ func BenchmarkBatchCompressor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct {
+	compressors := []struct {
 		name string
 		kgo.Compressor
-	}{{"franz-go-default", franz}, {"sink", &batchCompressor{}}} {
-		b.Run(c.name, func(b *testing.B) {
+	}{{"franz-go-default-zstd", franz}, {"sink-zstd", &batchCompressor{}}}
+	for _, alg := range []string{"lz4", "snappy"} {
+		// The sink's other codecs are franz-go's own compressors.
+		cc := map[string]kgo.CompressionCodec{"lz4": kgo.Lz4Compression(), "snappy": kgo.SnappyCompression()}[alg]
+		c, err := kgo.DefaultCompressor(cc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		compressors = append(compressors, struct {
+			name string
+			kgo.Compressor
+		}{alg, c})
+	}
+	// The tailer and every consumer pay the decompression: measured
+	// beside each compressor, on its output.
+	dec := kgo.DefaultDecompressor()
+	for _, c := range compressors {
+		var buf bytes.Buffer
+		out, kind := c.Compress(&buf, payload)
+		out = bytes.Clone(out)
+		b.Run("compress/"+c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(payload)))
-			var out []byte
 			var buf bytes.Buffer
 			for b.Loop() {
 				buf.Reset()
-				out, _ = c.Compress(&buf, payload)
+				c.Compress(&buf, payload)
 			}
 			b.ReportMetric(float64(len(payload))/float64(len(out)), "ratio")
+		})
+		b.Run("decompress/"+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				if _, err := dec.Decompress(out, kind); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -19,8 +19,14 @@ func TestParseURL(t *testing.T) {
 	if err != nil || !slices.Equal(u.brokers, []string{"a:1", "b:2"}) || u.topic != "t.x-1" || u.partitions != 3 || u.replication != 2 {
 		t.Errorf("parse: %+v, %v", u, err)
 	}
+	if u.compression != DefaultCompression {
+		t.Errorf("compression %q by default, want %q", u.compression, DefaultCompression)
+	}
+	if u, err := ParseURL("kafka://a:1/t?compression=lz4"); err != nil || u.compression != "lz4" {
+		t.Errorf("compression=lz4: %+v, %v", u, err)
+	}
 	for _, s := range []string{"kafka://", "kafka://host:1", "kafka://host/topic", "kafka://host:0/t", "kafka://:9092/t",
-		"kafka://h:9092/bad topic", "kafka://h:9092/t?partitions=0", "kafka://h:9092/t?foo=1"} {
+		"kafka://h:9092/bad topic", "kafka://h:9092/t?partitions=0", "kafka://h:9092/t?foo=1", "kafka://h:9092/t?compression=gzip", "kafka://h:9092/t?compression="} {
 		if _, err := ParseURL(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}

@@ -108,11 +108,14 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 // `bench ingest` writes a topic of its own. A new sink reads its whole
 // topic before storing anything (it rebuilds its dedup index from it), so
 // when the reps shared one topic each rep of (b) first re-read every
-// record of the reps before it, and measured that.
+// record of the reps before it, and measured that. Each run lasts 3 s: the
+// bench refuses a run in which no Ingest call completed (the first waits
+// for a spool fdatasync and the topic's creation), and 500 ms was not
+// always enough on a loaded 2-core machine.
 func TestBenchIngestSinkRunsOwnTopics(t *testing.T) {
 	b := kafkatest.Start(t)
 	out, err := exec.Command(sluiceBin, "bench", "ingest", "--kafka", b.Addr, "--runs", "b", "--open-loop", "0", "--java=false",
-		"--duration", "500ms", "--feeders", "2", "--reps", "2").CombinedOutput()
+		"--duration", "3s", "--feeders", "2", "--reps", "2").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -24,8 +24,9 @@
 # prints a markdown table: RSS before, peak, after (and whether within
 # 10 %; before and after split into anonymous + file-backed, from
 # /proc/PID/smaps_rollup: Anonymous, and Rss less Anonymous, which is
-# the binary's code and data pages), the largest live heap (GODEBUG=gctrace=1: the heap a collection
-# left, what the daemon really holds), how many hostile connections the
+# the binary's code and data pages), the largest live heap
+# (GODEBUG=gctrace=1: the heap a collection left, what the daemon
+# really holds), how many hostile connections the
 # daemon closed before DURATION, and the well-behaved client's answers.
 # After the table, for each row, what grew from the start to after they
 # go, read from the daemon's /metrics: the Go runtime's memory classes

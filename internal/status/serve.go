@@ -17,9 +17,9 @@ import (
 // MaxConns bounds the connections a daemon's metrics and status listener
 // serves at once (internal/connlimit); the rest wait in the kernel's
 // accept queue. Scrapers and status pages need a few; 100 clients
-// resetting mid-request in a loop had thousands accepted at once, and the
-// runtime kept what that peak grew for the daemon's life (metrics/reset:
-// 7.1 MB more anonymous memory after they went, 3.3 MB with the bound).
+// resetting mid-request in a loop had thousands accepted at once under
+// load, and the runtime keeps what that peak grew (a goroutine record
+// and a poll descriptor per connection) for the daemon's life.
 const MaxConns = 1024
 
 // Serve serves a daemon's HTTP endpoints on lis (nil: none) until ctx

@@ -8,8 +8,13 @@
 # --grpc, --tus and --http; metrics: `sluice sink`'s --metrics listener),
 # every daemon with its defaults, and for each misbehaviour of `sluice
 # hostile` (silent, headers-stall, huge-length, flood, never-reads,
-# reset), it starts a fresh daemon (temp dirs, loopback), records its
-# VmRSS, lets CONNS hostile connections (default 100) misbehave for
+# reset), it starts a fresh daemon (temp dirs, loopback), warms it up
+# (one full exchange of the well-behaved client below, so that the code
+# and buffers of its serving path are in memory, as in a daemon that has
+# served), waits for its RSS to settle (SETTLE_S seconds, default 6, the
+# quiet that internal/memrelease waits for, without the RSS moving by
+# more than 1 MB; at most 30 s), records that RSS as the start, lets
+# CONNS hostile connections (default 100) misbehave for
 # DURATION (default 35s), samples RSS every 0.25 s meanwhile, and has a
 # well-behaved client ask 5 times, 1 s apart, each bounded to 5 s
 # (sink: `sluice consume`; ingest: a POST of one record; xfer-grpc and
@@ -17,9 +22,16 @@
 # metrics: GET /metrics). After the hostile clients go it waits up to
 # 15 s for the RSS to come back within 10 % of where it started. It
 # prints a markdown table: RSS before, peak, after (and whether within
-# 10 %), the largest live heap (GODEBUG=gctrace=1: the heap a collection
-# left, what the daemon really holds), how many hostile connections the
+# 10 %; before and after split into anonymous + file-backed, from
+# /proc/PID/smaps_rollup: Anonymous, and Rss less Anonymous, which is
+# the binary's code and data pages), the largest live heap
+# (GODEBUG=gctrace=1: the heap a collection left, what the daemon
+# really holds), how many hostile connections the
 # daemon closed before DURATION, and the well-behaved client's answers.
+# After the table, for each row, what grew from the start to after they
+# go, read from the daemon's /metrics: the Go runtime's memory classes
+# (go_memory_classes_*_bytes, runtime/metrics' /memory/classes/...) and
+# the goroutines.
 #
 #   scripts/hostile-listeners.sh
 #   CONNS=20 DURATION=5s TARGETS="sink ingest" MODES="silent flood" scripts/hostile-listeners.sh
@@ -92,9 +104,60 @@ good() {
   esac
 }
 
+# mem PID: "RSS ANON FILE" in kB from smaps_rollup (FILE = Rss less
+# Anonymous: the binary's pages); nothing once the process is gone.
+mem() {
+  awk '/^Rss:/ { r = $2 } /^Anonymous:/ { a = $2 } END { if (r != "") print r, a, r - a }' "/proc/$1/smaps_rollup" 2>/dev/null || true
+}
+
+# mb KB: kB as whole MB.
+mb() { echo $((($1 + 512) / 1024)); }
+
+# split "RSS ANON FILE": "R MB (A + F)".
+split() { echo "$(mb "$1") MB ($(mb "$2") + $(mb "$3"))"; }
+
+# settle PID: waits until the RSS has moved by at most 1 MB over the last
+# SETTLE_S seconds (at most 30 s), sampling every second.
+settle() {
+  local hist=() r i lo hi
+  for i in $(seq 30); do
+    read -r r _ _ <<<"$(mem "$1")"
+    [ -z "$r" ] && return
+    hist+=("$r")
+    if [ "${#hist[@]}" -gt "$settle_s" ]; then
+      lo=$r hi=$r
+      for r in "${hist[@]: -$((settle_s + 1))}"; do
+        [ "$r" -lt "$lo" ] && lo=$r
+        [ "$r" -gt "$hi" ] && hi=$r
+      done
+      [ $((hi - lo)) -le 1024 ] && return
+    fi
+    sleep 1
+  done
+}
+
+# classes OUT: the daemon's memory classes and goroutines, "name value"
+# lines, from its /metrics.
+classes() {
+  curl -sf --max-time 5 "http://$p_metrics/metrics" |
+    awk '/^go_memory_classes_.*_bytes / || /^go_goroutines / { print $1, $2 }' >"$1" || true
+}
+
+# growth BEFORE AFTER: "name +N MB" for each class that grew by 0.5 MB
+# or more, and the goroutines before → after.
+growth() {
+  awk 'NR == FNR { b[$1] = $2; next }
+    $1 == "go_goroutines" { g = sprintf("goroutines %d → %d", b[$1], $2); next }
+    $1 != "go_memory_classes_total_bytes" { d = ($2 - b[$1]) / 1048576; if (d >= 0.5 || d <= -0.5) printf "%s %+.1f MB, ", substr($1, 19), d }
+    END { print g }' "$1" "$2"
+}
+
+settle_s=${SETTLE_S:-6}
+breakdown=$work/breakdown
+: >"$breakdown"
 echo "$conns connections per mode from $source, $duration, at most $max_requests requests, streams or resets per connection ($(nproc) cores); daemons with their defaults"
 echo
-echo "| listener | mode | RSS before | RSS peak | RSS after they go | live heap peak | closed by the server | well-behaved client |"
+echo "| listener | mode | RSS before (anon + file) | RSS peak | RSS after they go (anon + file) | live heap peak | closed by the server | well-behaved client |"
 echo "|---|---|---|---|---|---|---|---|"
 for target in $targets; do
   for mode in $modes; do
@@ -102,9 +165,13 @@ for target in $targets; do
     pid=$!
     log=$work/run-$target-$mode/log
     for _ in $(seq 100); do curl -sf "http://$p_metrics/metrics" >/dev/null && break || sleep 0.1; done
-    # The well-behaved client once before, so that its first use is not counted.
+    # The start is a daemon that has served: one exchange of the
+    # well-behaved client, then the RSS settled.
     good "$target" 0 || true
-    rss0=$(rss_mb $pid)
+    settle $pid
+    read -r rss0k anon0 file0 <<<"$(mem $pid)"
+    rss0=$(mb "$rss0k")
+    classes "$work/classes0"
     "$work/sluice" hostile --target "$target" --addr "$(addr_of "$target")" --mode "$mode" --conns "$conns" --source "$source" \
       --duration "$duration" --max-requests "$max_requests" >"$work/hostile.out" 2>&1 &
     hpid=$!
@@ -123,23 +190,30 @@ for target in $targets; do
     wait $hpid || true
     wait $gpid || true
     # After they go: up to 15 s for the RSS to come back within 10 %.
-    rss2= back=no
+    after=— back=no
     for _ in $(seq 60); do
-      rss2=$(rss_mb $pid)
-      [ -z "$rss2" ] && break
-      if [ "$rss2" -le $((rss0 + rss0 / 10)) ]; then
+      read -r rss2k anon2 file2 <<<"$(mem $pid)"
+      [ -z "$rss2k" ] && break
+      after=$(split "$rss2k" "$anon2" "$file2")
+      if [ "$rss2k" -le $((rss0k + rss0k / 10)) ]; then
         back=yes
         break
       fi
       sleep 0.25
     done
+    classes "$work/classes2"
+    echo "- $target/$mode: $(growth "$work/classes0" "$work/classes2")" >>"$breakdown"
     closed=$(sed -n 's/.* \([0-9]*\) closed by the server.*/\1/p' "$work/hostile.out")
     closed="${closed:-0} of $conns"
     [ -n "$killed" ] && closed="— (killed)"
     grep -q "no connection" "$work/hostile.out" && closed="$closed ($(tail -1 "$work/hostile.out"))"
     live=$(live_peak "$log")
-    echo "| $target | $mode | $rss0 MB | $rss1 MB$killed | ${rss2:-—} MB (within 10 %: $back) | $live MB | $closed | $(cat "$work/good.out") |"
+    echo "| $target | $mode | $(split "$rss0k" "$anon0" "$file0") | $rss1 MB$killed | $after (within 10 %: $back) | $live MB | $closed | $(cat "$work/good.out") |"
     kill $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
   done
 done
+echo
+echo "What grew from the start to after they go (runtime memory classes, from the daemon's /metrics):"
+echo
+cat "$breakdown"

@@ -36,10 +36,15 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 }
 
 // newRegistry returns a registry with the Go runtime and process
-// collectors and sluice_build_info.
+// collectors and sluice_build_info. The runtime's memory classes
+// (go_memory_classes_*_bytes: heap objects, free, released, stacks, GC
+// metadata, other) are exported so that what a daemon keeps after a burst
+// can be told apart from outside (docs/reliability.md, "Hostile clients
+// on every listener").
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsMemory)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	return reg
 }
 

@@ -344,6 +344,8 @@ func (s *Sink) removeSendStream(st *session) {
 	if s.live[st.agent] == st {
 		delete(s.live, st.agent)
 	}
+	renewIfEmpty(&s.sendStreams)
+	renewIfEmpty(&s.live)
 	a := s.seen(st.agent)
 	a.connected--
 	r, d := st.acks.Counts()
@@ -351,6 +353,20 @@ func (s *Sink) removeSendStream(st *session) {
 	a.duplicates += d
 	a.lastSeen = time.Now()
 	s.statusMu.Unlock()
+}
+
+// renewIfEmpty replaces *m by a new empty map once its last entry is
+// gone. A Go map keeps the memory it grew to when its entries are
+// deleted: the sink's maps of sessions, grown to thousands of entries by
+// a client opening streams as fast as it can, held that memory for the
+// sink's life after the client went (docs/reliability.md, "Hostile
+// clients on every listener"). An empty map is dropped, not a smaller
+// one, so that the common case (sessions come and go) costs one small
+// allocation when the last leaves.
+func renewIfEmpty[K comparable, V any](m *map[K]V) {
+	if len(*m) == 0 && *m != nil {
+		*m = make(map[K]V)
+	}
 }
 
 // recordLimit is the largest record the store takes, 0 if only
@@ -389,6 +405,7 @@ func (s *Sink) enter(c protocol.Conn) (leave func(), err error) {
 	return func() {
 		s.sessMu.Lock()
 		delete(s.conns, c)
+		renewIfEmpty(&s.conns)
 		s.sessMu.Unlock()
 		s.sessions.Done()
 	}, nil

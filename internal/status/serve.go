@@ -10,7 +10,17 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/connlimit"
 )
+
+// MaxConns bounds the connections a daemon's metrics and status listener
+// serves at once (internal/connlimit); the rest wait in the kernel's
+// accept queue. Scrapers and status pages need a few; 100 clients
+// resetting mid-request in a loop had thousands accepted at once under
+// load, and the runtime keeps what that peak grew (a goroutine record
+// and a poll descriptor per connection) for the daemon's life.
+const MaxConns = 1024
 
 // Serve serves a daemon's HTTP endpoints on lis (nil: none) until ctx
 // ends: /metrics from reg; /healthz, 200 while the process serves HTTP
@@ -18,7 +28,8 @@ import (
 // restart helps; /readyz, 200 when ready (nil: always) returns nil, 503
 // with the reason otherwise. With a page config, also the status page at
 // / and its RSocket API at /rsocket; the config's Gatherer, Ready and Log
-// default to reg, ready and log.
+// default to reg, ready and log. It serves at most MaxConns connections
+// at once.
 func Serve(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log *slog.Logger, ready, healthy func() error, page ...Config) {
 	if lis == nil {
 		return
@@ -61,7 +72,7 @@ func Serve(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log 
 		srv.Close()
 	}()
 	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(connlimit.New(lis, MaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()

@@ -40,8 +40,8 @@ func TestHTTPListenersServeAtMostMaxConns(t *testing.T) {
 			hostile = append(hostile, c)
 			fmt.Fprintf(c, "POST /post/h%d HTTP/1.1\r\nHost: x\r\nContent-Le", k) // half a header, then nothing
 		}
-		testwait.For(t, "the listener to serve its limit of connections", func() bool { return l.open.Load() == DefaultMaxConns })
-		if n := l.open.Load(); n != DefaultMaxConns {
+		testwait.For(t, "the listener to serve its limit of connections", func() bool { return l.Open() == DefaultMaxConns })
+		if n := l.Open(); n != DefaultMaxConns {
 			t.Fatalf("%s: %d connections served at once, want %d", addr, n, DefaultMaxConns)
 		}
 		// Once they go, a well-behaved client is served.
@@ -60,50 +60,6 @@ func TestHTTPListenersServeAtMostMaxConns(t *testing.T) {
 				t.Fatalf("well-behaved POST after the attack: %s %s", resp.Status, body)
 			}
 		}
-		testwait.For(t, "the hostile connections to be released", func() bool { return l.open.Load() == 0 })
-	}
-}
-
-// limitListener: Accept takes a connection only while fewer than max are
-// open; closing one (once, however often Close is called) lets the next in.
-func TestLimitListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limitConns(ln, 2)
-	defer l.Close()
-	for range 3 {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
-	a, _ := l.Accept()
-	b, _ := l.Accept()
-	third := make(chan net.Conn, 1)
-	go func() {
-		c, _ := l.Accept()
-		third <- c
-	}()
-	select {
-	case <-third:
-		t.Fatal("a third connection was accepted while two were open")
-	default:
-	}
-	a.Close()
-	a.Close() // a second Close frees no second slot
-	c := <-third
-	if c == nil {
-		t.Fatal("no third connection after one closed")
-	}
-	if n := l.open.Load(); n != 2 {
-		t.Fatalf("%d open, want 2", n)
-	}
-	b.Close()
-	c.Close()
-	if n := l.open.Load(); n != 0 {
-		t.Fatalf("%d open after all closed, want 0", n)
+		testwait.For(t, "the hostile connections to be released", func() bool { return l.Open() == 0 })
 	}
 }

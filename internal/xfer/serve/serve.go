@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/connlimit"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
 	"github.com/sluicehq/sluice/internal/xfer/post"
@@ -39,8 +40,8 @@ type Server struct {
 	grpc   *grpc.Server
 	http   *http.Server
 	post   *http.Server
-	// limited are the HTTP listeners' connection limits (limitConns).
-	limited []*limitListener
+	// limited are the HTTP listeners' connection limits.
+	limited []*connlimit.Listener
 }
 
 // Start listens on every transport of l and serves s until Close. tus
@@ -109,7 +110,7 @@ func Start(s xfer.Backend, l Listen) (*Server, error) {
 // limit bounds the connections an HTTP listener serves at once
 // (DefaultMaxConns).
 func (srv *Server) limit(ln net.Listener) net.Listener {
-	l := limitConns(ln, DefaultMaxConns)
+	l := connlimit.New(ln, DefaultMaxConns)
 	srv.limited = append(srv.limited, l)
 	return l
 }

@@ -305,6 +305,7 @@ func (s *Uploads) load(id string) (*Upload, error) {
 		return nil, err
 	}
 	u.written = u.rec.Offset
+	u.closeFiles() // reopened by its next writer (reopen): an idle partial holds no descriptor
 	return u, nil
 }
 
@@ -426,6 +427,10 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 				return nil, err
 			}
 			old.takeLocked()
+			if err := old.reopen(); err != nil {
+				old.untakeLocked()
+				return nil, err
+			}
 			old.resumed = old.resumed || old.rec.Offset > 0
 			return old, nil
 		}
@@ -471,7 +476,14 @@ func (s *Uploads) acquire(ctx context.Context, id string) (*Upload, error) {
 		}
 		if !u.active {
 			u.takeLocked()
+			err := u.reopen()
+			if err != nil {
+				u.untakeLocked()
+			}
 			s.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
 			return u, nil
 		}
 		interrupt, released := u.interrupt, u.released

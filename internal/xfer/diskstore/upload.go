@@ -202,6 +202,28 @@ func (u *Upload) openFiles(create bool) error {
 	return nil
 }
 
+// reopen opens the files of a partial that its last writer closed
+// (Release): only an upload being written holds descriptors, so clients
+// that create uploads and vanish, in any number, cannot run the process
+// out of them (before: two descriptors per partial until it expired; a
+// tus client resetting in a loop left 14,758 open in 20 s, the ulimit
+// was 20,000). Under s.mu, with u just taken.
+func (u *Upload) reopen() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.data != nil || u.done {
+		return nil
+	}
+	return u.openFiles(false)
+}
+
+// untakeLocked undoes takeLocked when the taker cannot write after all.
+// Under s.mu.
+func (u *Upload) untakeLocked() {
+	u.active, u.interrupt = false, nil
+	close(u.released)
+}
+
 func (u *Upload) closeFiles() {
 	u.drainHash()
 	if u.data != nil {
@@ -648,6 +670,9 @@ func (u *Upload) Release() {
 		}
 	}
 	u.putBlocks()
+	if !u.done {
+		u.closeFiles() // the next writer reopens them (reopen)
+	}
 	u.mu.Unlock()
 	u.s.bufs.trim()
 	u.s.mu.Lock()

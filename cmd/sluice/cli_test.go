@@ -218,18 +218,3 @@ func TestReadmeTestCommandIsCI(t *testing.T) {
 		t.Errorf("README.md and .ci/run should both run %q", cmd)
 	}
 }
-
-func TestPlural(t *testing.T) {
-	for _, c := range []struct{ got, want string }{
-		{plural(0, "message"), "0 messages"},
-		{plural(1, "message"), "1 message"},
-		{plural(uint64(12282), "record"), "12282 records"},
-		{plural(int64(1), "byte"), "1 byte"},
-		{plural(2, "offset holds", "offsets hold"), "2 offsets hold"},
-		{plural(1, "offset holds", "offsets hold"), "1 offset holds"},
-	} {
-		if c.got != c.want {
-			t.Errorf("got %q, want %q", c.got, c.want)
-		}
-	}
-}

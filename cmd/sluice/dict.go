@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 )
@@ -56,7 +57,7 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "dictionary %d (%s) trained on %s of ≤ %s, written to %s\n",
-		d.ID, plural(len(d.Data), "byte"), plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
+		d.ID, cliflag.Plural(len(d.Data), "byte"), cliflag.Plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
 	if len(test) > 0 {
 		zstd, dict, err := bench.CompareDictionary(d, test)
 		if err != nil {

@@ -112,10 +112,10 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	memrelease.Start(ctx, log)
-	exp := startExporters(s, c.targets, cfg.Registry, log)
-	defer exp.stop()
+	exp := export.StartGroup(s, c.targets, cfg.Registry, log)
+	defer exp.Stop()
 	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead,
-		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError), status.Exporters(exp.status)}}
+		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError), status.Exporters(exp.Status)}}
 	if st := s.Store(); st != nil {
 		page.Providers = append(page.Providers, status.StoreSize(st.Dir()))
 	}
@@ -134,7 +134,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		}
 		a, err := rsockettransport.Start(rsCtx, c.listenRSocket, s, served, opts...)
 		if err != nil {
-			exp.stop()
+			exp.Stop()
 			s.Close()
 			return fmt.Errorf("--listen-rsocket: %w", err)
 		}
@@ -142,7 +142,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
 		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
-	return waitSink(ctx, s, served, exp.stop, rsStop, log)
+	return waitSink(ctx, s, served, exp.Stop, rsStop, log)
 }
 
 // check refuses flags that cannot work together (exit 2).

@@ -78,17 +78,21 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := newLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
-	st, err := openXferStore(*dir, loc, diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
+	st, err := serve.OpenStore(serve.StoreConfig{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log}})
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	reg := newRegistry()
-	diskstore.RegisterStats(reg, st.backend.Counters())
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: st.status}); err != nil {
+	diskstore.RegisterStats(reg, st.Backend.Counters())
+	page := status.Config{Kind: status.KindXfer}
+	if st.Disk != nil {
+		page.Providers = []status.Provider{status.Uploads(st.Disk)}
+	}
+	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, page); err != nil {
 		return err
 	}
-	srv, err := serve.Start(st.backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
+	srv, err := serve.Start(st.Backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
 	if err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, u := range srv.Addrs.URLs() {
 		fmt.Fprintln(stdout, "listening", u)
 	}
-	log.Info("xfer serving", "store", st.where, "max_size", int64(maxSize), "expire", *expire)
+	log.Info("xfer serving", "store", st.Where, "max_size", int64(maxSize), "expire", *expire)
 	var err2 error
 	select {
 	case <-ctx.Done():
@@ -104,13 +108,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// One line at the end, so that an operator sees what the run did and
 	// what it leaves for the next server on this directory or store.
-	stats := st.backend.Counters()
-	attrs := []any{"uploads_completed", stats.UploadsCompleted.Load(),
-		"uploads_failed", stats.UploadsFailed.Load(), "bytes_received", stats.BytesReceived.Load()}
-	if st.partials != nil {
-		attrs = append(attrs, "partial_uploads_kept", st.partials())
-	}
-	log.Info("xfer serve stopping", attrs...)
+	log.Info("xfer serve stopping", st.Summary()...)
 	return err2
 }
 
@@ -128,35 +126,6 @@ func storeFlags(fs *flag.FlagSet, dir, store string) (s3store.Location, error) {
 		return loc, usageError(fs, "%v", err)
 	}
 	return loc, nil
-}
-
-// xferStore is the store behind `xfer serve`: a directory or an S3 location.
-type xferStore struct {
-	backend  xfer.IDBackend
-	where    string
-	status   []status.Provider
-	partials func() int // nil: the S3 store, whose partials any server resumes
-	close    func() error
-}
-
-func openXferStore(dir string, loc s3store.Location, o diskstore.Options) (*xferStore, error) {
-	if dir != "" {
-		store, err := diskstore.Open(dir, o)
-		if err != nil {
-			return nil, err
-		}
-		return &xferStore{backend: store, where: dir, status: []status.Provider{status.Uploads(store)},
-			partials: store.Partials, close: store.Close}, nil
-	}
-	c, err := s3store.Client(loc)
-	if err != nil {
-		return nil, err
-	}
-	store, err := s3store.Open(loc, c, s3store.Options{MaxSize: o.MaxSize, Expire: o.Expire, IdleTimeout: o.IdleTimeout, Log: o.Log})
-	if err != nil {
-		return nil, err
-	}
-	return &xferStore{backend: store, where: loc.String(), close: store.Close}, nil
 }
 
 // chunkFlag is --chunk: a size, or auto (0).

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/seglog"
@@ -122,7 +123,7 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
-	d.String(&c.metricsAddr, "metrics", metricsHelp(true, "127.0.0.1:9401", "--ingest-tokens"))
+	d.String(&c.metricsAddr, "metrics", status.MetricsHelp(true, "127.0.0.1:9401", "--ingest-tokens"))
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	c.af.register(fs)
@@ -139,7 +140,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if err := requireFlags(fs, "sink", c.sink, "spool", c.spool); err != nil {
 		return err
 	}
-	log := newLogger(stderr, c.logLevel)
+	log := logutil.NewLogger(stderr, c.logLevel)
 	cfg, ingestTLS, err := c.config(log)
 	if err != nil {
 		return err

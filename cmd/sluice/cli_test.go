@@ -173,20 +173,6 @@ func TestSizesPrinted(t *testing.T) {
 	}
 }
 
-// Every daemon's logger writes a repeated line once (the rest are
-// summarized by internal/logutil when the window ends).
-func TestNewLoggerSuppressesRepeats(t *testing.T) {
-	var buf bytes.Buffer
-	log := newLogger(&buf, "info")
-	for range 65 {
-		log.Error("ingest failed", "err", "spool quota reached")
-	}
-	log.Debug("below the level")
-	if n := strings.Count(buf.String(), "\n"); n != 1 {
-		t.Fatalf("65 identical lines wrote %d lines:\n%s", n, buf.String())
-	}
-}
-
 // The README offers only what a user can use: no call into a package under
 // internal/, which other modules cannot import.
 func TestReadmeAdvertisesNoInternalAPI(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/lines"
 	"github.com/sluicehq/sluice/internal/wire"
@@ -62,7 +63,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	}
 	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)))
 	opts = append(opts, lines.ReconnectReporter(stderr, func(err error, addr string) error {
-		return dialHint(err, "sink", addr, "--sink", "the sink's --listen address")
+		return cli.DialHint(err, "sink", addr, "--sink", "the sink's --listen address")
 	})...)
 	if *group != "" {
 		opts = append(opts, client.Group(*group))
@@ -83,7 +84,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		defer lines.ReportProgress(c, stderr)()
 	}
 	p, rerr := lines.Print(sig, c, stdout, lines.PrintOptions{Commit: *group != "", Raw: *raw}, func(err error) error {
-		return dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
+		return cli.DialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
 	})
 	// Closing has the sink apply the last commits (waiting a few seconds).
 	if err := c.Close(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/metricsgen"
+	"github.com/sluicehq/sluice/internal/logutil"
 )
 
 func init() {
@@ -45,7 +46,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 			return bench.Source(g.NextMessage)
 		},
 		Agent:    acfg,
-		Logger:   newLogger(stderr, *logLevel),
+		Logger:   logutil.NewLogger(stderr, *logLevel),
 		Progress: stdout,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/lab/bench"
@@ -105,20 +106,9 @@ func storedRecords(sink string, maxBytes int64) ([][]byte, error) {
 	defer c.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	var recs [][]byte
-	var n int64
-	for n < maxBytes {
-		b, err := c.NextBatch(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, dialHint(err, "sink", sink, "--records-from", "the sink's --listen address")
-		}
-		for _, r := range b.Records {
-			recs = append(recs, append([]byte(nil), r...))
-			n += int64(len(r))
-		}
+	recs, err := c.ReadStored(ctx, maxBytes)
+	if err != nil {
+		return nil, cli.DialHint(err, "sink", sink, "--records-from", "the sink's --listen address")
 	}
 	return recs, nil
 }

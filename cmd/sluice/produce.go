@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/lines"
 )
@@ -55,7 +56,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, client.ErrAgentUnavailable) {
 			err = fmt.Errorf("%w (--timeout)", err)
 		}
-		return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
+		return fmt.Errorf("after %d lines: %w", sent, cli.DialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
 	}, progressEvery(*progress, stderr))
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func retryReporter(stderr io.Writer) func(client.RetryStatus) {
 			fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
 		case st.First:
 			fmt.Fprintf(stderr, "produce: agent at %s: %v; retrying, giving up in %s (--timeout)\n", st.Agent,
-				dialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
+				cli.DialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
 		default:
 			fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); retrying, giving up in %s (--timeout)\n",
 				st.Agent, st.For.Round(time.Second), st.Cause, st.GiveUpIn.Round(time.Second))

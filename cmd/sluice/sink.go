@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/export"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
@@ -55,7 +56,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N]: one Kafka record per record,\n"+
 		"acked once Kafka (acks=all) has them; the topic is created if missing (partitions default 1,\n"+
 		"replication default min(3, brokers))")
-	d.String(&c.metrics, "metrics", metricsHelp(true, "127.0.0.1:9400", "--tokens"))
+	d.String(&c.metrics, "metrics", status.MetricsHelp(true, "127.0.0.1:9400", "--tokens"))
 	d.String(&c.tlsCert, "tls-cert", "serve TLS with this certificate (PEM); needs --tls-key")
 	d.String(&c.tlsKey, "tls-key", "key of --tls-cert (PEM)")
 	d.String(&c.clientCA, "client-ca", "require client certificates signed by these CAs (PEM): mutual TLS")
@@ -90,7 +91,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if err := c.check(fs); err != nil {
 		return err
 	}
-	log := newLogger(stderr, c.logLevel)
+	log := logutil.NewLogger(stderr, c.logLevel)
 	cfg, err := c.config(log)
 	if err != nil {
 		return err

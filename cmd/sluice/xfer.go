@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/progress"
 
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -47,7 +48,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (--store: abort their multipart uploads), and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
 	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
-	metrics := fs.String("metrics", "", metricsHelp(true, "", ""))
+	metrics := fs.String("metrics", "", status.MetricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -76,7 +77,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		lis.Close()
 	}
-	log := newLogger(stderr, *logLevel)
+	log := logutil.NewLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
 	st, err := serve.OpenStore(serve.StoreConfig{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log}})
 	if err != nil {
@@ -195,7 +196,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := requireFlags(fs, "to", *to); err != nil {
 		return err
 	}
-	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
+	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: logutil.NewLogger(stderr, *logLevel)}
 	if *sha != "" {
 		b, err := hex.DecodeString(*sha)
 		if err != nil || len(b) != sha256.Size {

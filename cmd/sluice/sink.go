@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -143,7 +142,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
 		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
-	return waitSink(ctx, s, served, exp.Stop, rsStop, log)
+	return s.RunUntil(ctx, served, exp.Stop, rsStop)
 }
 
 // check refuses flags that cannot work together (exit 2).
@@ -233,30 +232,4 @@ func (c *sinkCmd) bind() (lis, metricsLis net.Listener, err error) {
 		}
 	}
 	return lis, metricsLis, nil
-}
-
-// waitSink runs the sink until ctx ends or its listener fails, then
-// closes it: the exporters stopped (stopExport: they commit into the
-// store, which must still be open), streams finished, the queue stored,
-// then the RSocket connections (rsStop) go.
-func waitSink(ctx context.Context, s *sink.Sink, served chan error, stopExport, rsStop func(), log *slog.Logger) error {
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: finishing the streams, storing what is queued")
-	case err := <-served:
-		// Serve only returns early when the listener fails.
-		stopExport()
-		cerr := s.Close()
-		return errors.Join(err, cerr)
-	}
-	stopExport()
-	if err := s.Close(); err != nil {
-		return fmt.Errorf("close: %w", err)
-	}
-	rsStop() // after Close: the sessions ended with their status, now the connections go
-	if err := <-served; err != nil {
-		return err
-	}
-	log.Info("sink stopped")
-	return nil
 }

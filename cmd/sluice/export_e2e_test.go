@@ -236,16 +236,7 @@ func TestExportSurvivesSinkKill(t *testing.T) {
 	const rounds, perRound, perCall = 3, 400, 20
 	n := 0
 	for round := range rounds {
-		for range perRound / perCall {
-			recs := make([][]byte, perCall)
-			for i := range recs {
-				recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
-				n++
-			}
-			if err := p.Produce(context.Background(), recs...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		n = produceOTLPLogs(t, p, n, perRound, perCall)
 		if round < rounds-1 {
 			at := len(rc.got())
 			testwait.For(t, "the exporter to send more", func() bool { return len(rc.got()) > at })
@@ -407,16 +398,7 @@ func TestExportChaos(t *testing.T) {
 	const parts, perPart, perCall = 5, 600, 20
 	n := 0
 	for part := range parts {
-		for range perPart / perCall {
-			recs := make([][]byte, perCall)
-			for i := range recs {
-				recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
-				n++
-			}
-			if err := p.Produce(context.Background(), recs...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		n = produceOTLPLogs(t, p, n, perPart, perCall)
 		at := len(rc.got())
 		testwait.For(t, fmt.Sprintf("part %d: the exporter to send more", part), func() bool { return len(rc.got()) > at })
 		// Both links cut while in use, besides the ticker's resets.
@@ -447,4 +429,25 @@ func TestExportChaos(t *testing.T) {
 	}
 	t.Logf("%d records, %d requests (%d sent again), %d timed resets, %d + %d connections cut", n, len(got), len(got)-n, resets,
 		toSink.Cuts(), toRecv.Cuts())
+}
+
+// produceOTLPLogs produces count OTLP log records "log-NNNNN" numbered
+// from `from`, perCall in each Produce call, through p (an agent's
+// producer or its HTTP ingest), and returns the next number.
+func produceOTLPLogs(t *testing.T, p interface {
+	Produce(context.Context, ...[]byte) error
+}, from, count, perCall int) int {
+	t.Helper()
+	n := from
+	for range count / perCall {
+		recs := make([][]byte, perCall)
+		for i := range recs {
+			recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
+			n++
+		}
+		if err := p.Produce(context.Background(), recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
 }

@@ -183,22 +183,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	serveMetricsOn(ctx, metricsLis, reg, log, a.Ready, a.Healthy, status.Config{Kind: status.KindAgent,
 		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota),
 			status.LastError(a.LastError)}})
-	otlpDone := make(chan error, 1)
-	if otlpLis != nil {
-		log.Info("OTLP/gRPC listening", "addr", otlpLis.Addr().String(), "tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
-		go func() { otlpDone <- a.ServeOTLPGRPC(ctx, otlpLis, ingestTLS) }()
-	} else {
-		otlpDone <- nil
-	}
-	if ingestTLS != nil {
-		lis = tls.NewListener(lis, ingestTLS)
-	}
-	log.Info("ingest listening", "addr", lis.Addr().String(), "agent_id", a.ID(),
-		"tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
-	if err := a.ServeIngest(ctx, lis); err != nil {
-		return err
-	}
-	if err := <-otlpDone; err != nil {
+	if err := a.ServeListeners(ctx, lis, otlpLis, ingestTLS); err != nil {
 		return err
 	}
 	log.Info("shutting down; unacknowledged messages stay in the spool")

@@ -12,8 +12,8 @@ import (
 	"unicode"
 
 	"github.com/sluicehq/sluice/internal/lab/bench"
-	"github.com/sluicehq/sluice/internal/lab/rrbench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
+	"github.com/sluicehq/sluice/internal/lab/rrbench"
 )
 
 // Every table of measurements in the documents below either is generated

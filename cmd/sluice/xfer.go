@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/openstore"
 	"github.com/sluicehq/sluice/internal/xfer/s3store"
 	"github.com/sluicehq/sluice/internal/xfer/send"
 	"github.com/sluicehq/sluice/internal/xfer/serve"
@@ -79,7 +80,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := logutil.NewLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
-	st, err := serve.OpenStore(serve.StoreConfig{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log}})
+	st, err := openstore.Open(openstore.Config{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log}})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,9 @@
-package serve
+// Package openstore opens the store `sluice xfer serve` keeps uploads in,
+// from its flags: a local directory (diskstore) or an S3 location
+// (s3store), behind xfer.IDBackend. It is apart from the serve package
+// because the stores' own tests run servers (serve), which would then
+// import their store back.
+package openstore
 
 import (
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -6,15 +11,15 @@ import (
 	"github.com/sluicehq/sluice/internal/xfer/s3store"
 )
 
-// StoreConfig says which store a server keeps its uploads in: a local
+// Config says which store a server keeps its uploads in: a local
 // directory (Dir), or else an S3 location (S3), with the same limits.
-type StoreConfig struct {
+type Config struct {
 	Dir     string
 	S3      s3store.Location
 	Options diskstore.Options
 }
 
-// Store is the store behind a server, opened from a StoreConfig.
+// Store is the store behind a server, opened from a Config.
 type Store struct {
 	Backend xfer.IDBackend
 	// Where names it for logs: the directory, or the S3 URL.
@@ -26,9 +31,9 @@ type Store struct {
 	Close func() error
 }
 
-// OpenStore opens the directory store at c.Dir, or the S3 store at c.S3
+// Open opens the directory store at c.Dir, or the S3 store at c.S3
 // when Dir is "".
-func OpenStore(c StoreConfig) (*Store, error) {
+func Open(c Config) (*Store, error) {
 	o := c.Options
 	if c.Dir != "" {
 		disk, err := diskstore.Open(c.Dir, o)

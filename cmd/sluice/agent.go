@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/seglog"
@@ -124,7 +125,7 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d.String(&c.ingestCert, "ingest-tls-cert", "serve ingest over HTTPS with this certificate (PEM); needs --ingest-tls-key")
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
-	d.String(&c.metricsAddr, "metrics", metricsHelp(true, "127.0.0.1:9401", "--ingest-tokens"))
+	d.String(&c.metricsAddr, "metrics", status.MetricsHelp(true, "127.0.0.1:9401", "--ingest-tokens"))
 	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	c.af.register(fs)
@@ -141,7 +142,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if err := requireFlags(fs, "sink", c.sink, "spool", c.spool); err != nil {
 		return err
 	}
-	log := newLogger(stderr, c.logLevel)
+	log := logutil.NewLogger(stderr, c.logLevel)
 	cfg, ingestTLS, err := c.config(log)
 	if err != nil {
 		return err
@@ -184,22 +185,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	serveMetricsOn(ctx, metricsLis, reg, log, a.Ready, a.Healthy, status.Config{Kind: status.KindAgent,
 		Tokens: cfg.IngestTokens, Providers: []status.Provider{status.SpoolQuota(quota),
 			status.LastError(a.LastError)}})
-	otlpDone := make(chan error, 1)
-	if otlpLis != nil {
-		log.Info("OTLP/gRPC listening", "addr", otlpLis.Addr().String(), "tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
-		go func() { otlpDone <- a.ServeOTLPGRPC(ctx, otlpLis, ingestTLS) }()
-	} else {
-		otlpDone <- nil
-	}
-	if ingestTLS != nil {
-		lis = tls.NewListener(lis, ingestTLS)
-	}
-	log.Info("ingest listening", "addr", lis.Addr().String(), "agent_id", a.ID(),
-		"tls", ingestTLS != nil, "tokens", cfg.IngestTokens != nil)
-	if err := a.ServeIngest(ctx, lis); err != nil {
-		return err
-	}
-	if err := <-otlpDone; err != nil {
+	if err := a.ServeListeners(ctx, lis, otlpLis, ingestTLS); err != nil {
 		return err
 	}
 	log.Info("shutting down; unacknowledged messages stay in the spool")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,18 +194,11 @@ func TestBenchJSONRecordsWholeCommandLine(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			b, err := os.ReadFile(js)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep struct {
+			rep := readJSON[struct {
 				Command string        `json:"command"`
 				Args    []string      `json:"args"`
 				Machine bench.Machine `json:"machine"`
-			}
-			if err := json.Unmarshal(b, &rep); err != nil {
-				t.Fatalf("%v\n%s", err, b)
-			}
+			}](t, js)
 			if rep.Command != name || !slices.Equal(rep.Args, args) {
 				t.Errorf("recorded %q %q, want %q %q", rep.Command, rep.Args, name, args)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/lab/wanbench"
+	"github.com/sluicehq/sluice/internal/logutil"
 )
 
 func init() {
@@ -55,7 +56,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: newLogger(stderr, "error")}
+	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: logutil.NewLogger(stderr, "error")}
 	if *sweep {
 		rate, err := parseRate(*sweepRate)
 		if err != nil {

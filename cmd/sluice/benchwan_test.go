@@ -58,19 +58,15 @@ func TestBenchWANDurationBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	b, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
+	rep := readJSON[struct {
 		Rows []struct {
 			Reps []struct {
 				RawBytes int64 `json:"raw_bytes"`
 			}
 		}
-	}
-	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 1 || len(rep.Rows[0].Reps) != 1 {
-		t.Fatalf("results %s: %v", b, err)
+	}](t, js)
+	if len(rep.Rows) != 1 || len(rep.Rows[0].Reps) != 1 {
+		t.Fatalf("results: %+v", rep)
 	}
 	// The run ends once what was fed is delivered, long before 60 s; the
 	// bound is on bytes, so no clock is asserted on.
@@ -123,15 +119,18 @@ func TestBenchRepsFlagChecked(t *testing.T) {
 	}
 }
 
-func readReport(t *testing.T, path string) bench.Report {
+func readReport(t *testing.T, path string) bench.Report { return readJSON[bench.Report](t, path) }
+
+// readJSON reads the JSON file at path (a --json report) into a T.
+func readJSON[T any](t *testing.T, path string) T {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep bench.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatalf("%s: %v\n%s", path, err, b)
 	}
-	return rep
+	return v
 }

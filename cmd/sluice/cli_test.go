@@ -173,20 +173,6 @@ func TestSizesPrinted(t *testing.T) {
 	}
 }
 
-// Every daemon's logger writes a repeated line once (the rest are
-// summarized by internal/logutil when the window ends).
-func TestNewLoggerSuppressesRepeats(t *testing.T) {
-	var buf bytes.Buffer
-	log := newLogger(&buf, "info")
-	for range 65 {
-		log.Error("ingest failed", "err", "spool quota reached")
-	}
-	log.Debug("below the level")
-	if n := strings.Count(buf.String(), "\n"); n != 1 {
-		t.Fatalf("65 identical lines wrote %d lines:\n%s", n, buf.String())
-	}
-}
-
 // The README offers only what a user can use: no call into a package under
 // internal/, which other modules cannot import.
 func TestReadmeAdvertisesNoInternalAPI(t *testing.T) {
@@ -216,20 +202,5 @@ func TestReadmeTestCommandIsCI(t *testing.T) {
 	const cmd = "go test -count=1 ./..."
 	if !strings.Contains(string(readme), cmd) || !regexp.MustCompile(`(?m)^go test -count=1 \./\.\.\.$`).Match(ci) {
 		t.Errorf("README.md and .ci/run should both run %q", cmd)
-	}
-}
-
-func TestPlural(t *testing.T) {
-	for _, c := range []struct{ got, want string }{
-		{plural(0, "message"), "0 messages"},
-		{plural(1, "message"), "1 message"},
-		{plural(uint64(12282), "record"), "12282 records"},
-		{plural(int64(1), "byte"), "1 byte"},
-		{plural(2, "offset holds", "offsets hold"), "2 offsets hold"},
-		{plural(1, "offset holds", "offsets hold"), "1 offset holds"},
-	} {
-		if c.got != c.want {
-			t.Errorf("got %q, want %q", c.got, c.want)
-		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cliflag"
@@ -99,18 +97,5 @@ func runConfigDefaults(args []string, stdout, stderr io.Writer) error {
 		_, err := io.WriteString(stdout, defaults.Markdown(rs))
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tDAEMON\tDEFAULT\tMEANING")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, strings.Join(r.Daemons, ","), shown(r.Default), r.Meaning)
-	}
-	return tw.Flush()
-}
-
-// shown prints an empty default as "-", so columns stay aligned.
-func shown(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return defaults.WriteText(stdout, rs)
 }

@@ -90,7 +90,7 @@ func TestConfigDefaultsListsEveryFlag(t *testing.T) {
 			l, ok := lines[f.Name+" "+daemon]
 			if !ok {
 				t.Errorf("sluice config defaults: no line for %s --%s", daemon, f.Name)
-			} else if def := strings.Fields(l)[2]; def != shown(f.DefValue) {
+			} else if def := strings.Fields(l)[2]; def != defaults.Shown(f.DefValue) {
 				t.Errorf("sluice config defaults: %s --%s shows %q, the flag's default is %q", daemon, f.Name, def, f.DefValue)
 			}
 			if r, ok := inJSON[f.Name+" "+daemon]; !ok || r.Default != f.DefValue || r.Meaning == "" {

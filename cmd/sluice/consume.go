@@ -4,10 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sync"
-	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/lines"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -62,7 +62,9 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	opts = append(opts, client.SinkAddrs(*addr), client.Follow(*follow), client.Credits(int(*credits)))
-	opts = append(opts, reconnectReporter(stderr)...)
+	opts = append(opts, lines.ReconnectReporter(stderr, func(err error, addr string) error {
+		return cli.DialHint(err, "sink", addr, "--sink", "the sink's --listen address")
+	})...)
 	if *group != "" {
 		opts = append(opts, client.Group(*group))
 	}
@@ -79,10 +81,10 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	if *progress {
-		defer reportProgress(c, stderr)()
+		defer lines.ReportProgress(c, stderr)()
 	}
 	p, rerr := lines.Print(sig, c, stdout, lines.PrintOptions{Commit: *group != "", Raw: *raw}, func(err error) error {
-		return dialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
+		return cli.DialHint(err, "sink", *addr, "--sink", "the sink's --listen address")
 	})
 	// Closing has the sink apply the last commits (waiting a few seconds).
 	if err := c.Close(); err != nil {
@@ -96,64 +98,8 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if p.Any {
 		last = formatOffset(p.LastOffset)
 	}
-	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", plural(p.Records, "record"), plural(p.Bytes, "byte"), last)
+	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", cliflag.Plural(p.Records, "record"), cliflag.Plural(p.Bytes, "byte"), last)
 	return rerr
-}
-
-// reconnectReporter says on stderr when the sink goes away and comes
-// back: once per state change, not per attempt (a 65 s outage printed 665
-// lines before issue 24). The first failure says what broke, a second
-// that the sink stays away.
-func reconnectReporter(stderr io.Writer) []client.ConsumerOpt {
-	var failures int
-	var downSince time.Time
-	return []client.ConsumerOpt{
-		client.OnReconnect(func(ev client.Reconnect) {
-			failures++
-			switch failures {
-			case 1:
-				at := formatOffset(ev.From)
-				if ev.FromCommitted {
-					at = "the group's committed offset"
-				}
-				fmt.Fprintf(stderr, "consume: sink at %s: %v; reconnecting, resuming at offset %s\n",
-					ev.Addr, dialHint(ev.Err, "sink", ev.Addr, "--sink", "the sink's --listen address"), at)
-				downSince = time.Now()
-			case 2:
-				fmt.Fprintf(stderr, "consume: sink unreachable since %s; retrying every ≤%v\n",
-					downSince.Format(time.TimeOnly), client.ReconnectMax)
-			}
-		}),
-		client.OnReconnected(func(addr string, d time.Duration) {
-			if failures > 0 {
-				fmt.Fprintf(stderr, "consume: sink at %s reachable again after %s\n", addr, d.Round(100*time.Millisecond))
-			}
-			failures = 0
-		}),
-	}
-}
-
-// reportProgress says every second on stderr how far c has read, until
-// the returned function is called.
-func reportProgress(c *client.Consumer, stderr io.Writer) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				st := c.Stats()
-				fmt.Fprintf(stderr, "consume: reading: %s, %s, next offset %s\n", plural(st.Messages, "message"), plural(st.Records, "record"), formatOffset(st.Position))
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
 }
 
 // clientOptions turns the transport and credential flags into client

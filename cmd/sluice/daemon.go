@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -14,25 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/status"
 )
 
 // signalContext is cancelled on SIGINT or SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// newLogger logs structured text lines to w. A line repeated within
-// logutil.DefaultWindow (same level, message and attributes) is written
-// once, then summarized as "MESSAGE repeated N times": a daemon failing
-// in a loop must not flood its log.
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(logutil.Dedup(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}), logutil.Options{}))
 }
 
 // newRegistry returns a registry with the Go runtime and process
@@ -89,23 +75,4 @@ func listenFlag(flag, addr string) (net.Listener, error) {
 // serveMetricsOn is serveMetrics on a bound listener (nil: none).
 func serveMetricsOn(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log *slog.Logger, ready, healthy func() error, page ...status.Config) {
 	status.Serve(ctx, lis, reg, log, ready, healthy, page...)
-}
-
-// metricsHelp is the help of a daemon's --metrics: what serveMetrics
-// serves there, with the status page (page) when the daemon passes one.
-// example is an address to show; tokens the flag whose tokens the page
-// requires, if any.
-func metricsHelp(page bool, example, tokens string) string {
-	s := "serve HTTP on HOST:PORT"
-	if example != "" {
-		s += " (e.g. " + example + ")"
-	}
-	s += ": /metrics (Prometheus), /healthz (200 while healthy), /readyz (200 once ready)"
-	if page {
-		s += ",\nthe status page at / and its RSocket API at /rsocket (WebSocket)"
-		if tokens != "" {
-			s += "; the page asks for a token of " + tokens + " when that is set"
-		}
-	}
-	return s
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 )
@@ -56,7 +58,7 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "dictionary %d (%s) trained on %s of ≤ %s, written to %s\n",
-		d.ID, plural(len(d.Data), "byte"), plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
+		d.ID, cliflag.Plural(len(d.Data), "byte"), cliflag.Plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
 	if len(test) > 0 {
 		zstd, dict, err := bench.CompareDictionary(d, test)
 		if err != nil {
@@ -104,20 +106,9 @@ func storedRecords(sink string, maxBytes int64) ([][]byte, error) {
 	defer c.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	var recs [][]byte
-	var n int64
-	for n < maxBytes {
-		b, err := c.NextBatch(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, dialHint(err, "sink", sink, "--records-from", "the sink's --listen address")
-		}
-		for _, r := range b.Records {
-			recs = append(recs, append([]byte(nil), r...))
-			n += int64(len(r))
-		}
+	recs, err := c.ReadStored(ctx, maxBytes)
+	if err != nil {
+		return nil, cli.DialHint(err, "sink", sink, "--records-from", "the sink's --listen address")
 	}
 	return recs, nil
 }

@@ -236,16 +236,7 @@ func TestExportSurvivesSinkKill(t *testing.T) {
 	const rounds, perRound, perCall = 3, 400, 20
 	n := 0
 	for round := range rounds {
-		for range perRound / perCall {
-			recs := make([][]byte, perCall)
-			for i := range recs {
-				recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
-				n++
-			}
-			if err := p.Produce(context.Background(), recs...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		n = produceOTLPLogs(t, p, n, perRound, perCall)
 		if round < rounds-1 {
 			at := len(rc.got())
 			testwait.For(t, "the exporter to send more", func() bool { return len(rc.got()) > at })
@@ -254,15 +245,7 @@ func TestExportSurvivesSinkKill(t *testing.T) {
 	}
 	testwait.For(t, "every record exported", func() bool { return firstSeen(rc.got()) >= n })
 	got := rc.got()
-	next := 0
-	for _, b := range got {
-		if b == fmt.Sprintf("log-%05d", next) {
-			next++
-		}
-	}
-	if next != n {
-		t.Fatalf("first arrivals out of order: in order up to %d of %d", next, n)
-	}
+	firstArrivalsInOrder(t, got, n)
 	t.Logf("%d records, %d requests: %d sent again after the kills", n, len(got), len(got)-n)
 }
 
@@ -407,16 +390,7 @@ func TestExportChaos(t *testing.T) {
 	const parts, perPart, perCall = 5, 600, 20
 	n := 0
 	for part := range parts {
-		for range perPart / perCall {
-			recs := make([][]byte, perCall)
-			for i := range recs {
-				recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
-				n++
-			}
-			if err := p.Produce(context.Background(), recs...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		n = produceOTLPLogs(t, p, n, perPart, perCall)
 		at := len(rc.got())
 		testwait.For(t, fmt.Sprintf("part %d: the exporter to send more", part), func() bool { return len(rc.got()) > at })
 		// Both links cut while in use, besides the ticker's resets.
@@ -433,6 +407,40 @@ func TestExportChaos(t *testing.T) {
 	close(stop)
 	resets := <-resetsDone
 	got := rc.got()
+	firstArrivalsInOrder(t, got, n)
+	if toSink.Cuts() == 0 || toRecv.Cuts() == 0 {
+		t.Errorf("connections cut: %d agent to sink, %d sink to receiver; want both links cut while in use", toSink.Cuts(), toRecv.Cuts())
+	}
+	t.Logf("%d records, %d requests (%d sent again), %d timed resets, %d + %d connections cut", n, len(got), len(got)-n, resets,
+		toSink.Cuts(), toRecv.Cuts())
+}
+
+// produceOTLPLogs produces count OTLP log records "log-NNNNN" numbered
+// from `from`, perCall in each Produce call, through p (an agent's
+// producer or its HTTP ingest), and returns the next number.
+func produceOTLPLogs(t *testing.T, p interface {
+	Produce(context.Context, ...[]byte) error
+}, from, count, perCall int) int {
+	t.Helper()
+	n := from
+	for range count / perCall {
+		recs := make([][]byte, perCall)
+		for i := range recs {
+			recs[i] = telemetry.Append(nil, telemetry.OTLPLogs, fmt.Appendf(nil, "log-%05d", n))
+			n++
+		}
+		if err := p.Produce(context.Background(), recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// firstArrivalsInOrder fails the test unless the first arrival of each
+// of the n records "log-NNNNN" in got comes in the order produced (what
+// came again after a kill or a cut may come anywhere).
+func firstArrivalsInOrder(t *testing.T, got []string, n int) {
+	t.Helper()
 	next := 0
 	for _, b := range got {
 		if b == fmt.Sprintf("log-%05d", next) {
@@ -442,9 +450,4 @@ func TestExportChaos(t *testing.T) {
 	if next != n {
 		t.Fatalf("first arrivals out of order: in order up to %d of %d", next, n)
 	}
-	if toSink.Cuts() == 0 || toRecv.Cuts() == 0 {
-		t.Errorf("connections cut: %d agent to sink, %d sink to receiver; want both links cut while in use", toSink.Cuts(), toRecv.Cuts())
-	}
-	t.Logf("%d records, %d requests (%d sent again), %d timed resets, %d + %d connections cut", n, len(got), len(got)-n, resets,
-		toSink.Cuts(), toRecv.Cuts())
 }

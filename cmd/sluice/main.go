@@ -39,23 +39,6 @@ func main() {
 // exit status: 0 success or help asked for, 1 failure, 2 bad invocation.
 func runMain(args []string, stdout, stderr io.Writer) int { return app.Main(args, stdout, stderr) }
 
-// integer is any integer type plural counts.
-type integer interface {
-	~int | ~int32 | ~int64 | ~uint | ~uint32 | ~uint64
-}
-
-// plural says n of a noun: "1 segment", "2 segments", "0 problems"; the
-// plural is noun+"s" unless given.
-func plural[N integer](n N, noun string, nouns ...string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	if len(nouns) > 0 {
-		return fmt.Sprintf("%d %s", n, nouns[0])
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // newFlags returns a FlagSet that reports errors instead of exiting. Its
 // usage goes to the FlagSet's output: stderr, except while parseFlags
 // captures it for -h.

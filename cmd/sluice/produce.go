@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/lines"
 )
 
@@ -54,12 +56,12 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, client.ErrAgentUnavailable) {
 			err = fmt.Errorf("%w (--timeout)", err)
 		}
-		return fmt.Errorf("after %d lines: %w", sent, dialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
+		return fmt.Errorf("after %d lines: %w", sent, cli.DialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
 	}, progressEvery(*progress, stderr))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", plural(read, "line"), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", cliflag.Plural(read, "line"), time.Since(start).Round(time.Millisecond))
 	if why := p.SinkDown(); why != "" {
 		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
 	}
@@ -76,7 +78,7 @@ func retryReporter(stderr io.Writer) func(client.RetryStatus) {
 			fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
 		case st.First:
 			fmt.Fprintf(stderr, "produce: agent at %s: %v; retrying, giving up in %s (--timeout)\n", st.Agent,
-				dialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
+				cli.DialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
 		default:
 			fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); retrying, giving up in %s (--timeout)\n",
 				st.Agent, st.For.Round(time.Second), st.Cause, st.GiveUpIn.Round(time.Second))
@@ -94,7 +96,7 @@ func progressEvery(on bool, stderr io.Writer) func(sent int) {
 	return func(sent int) {
 		if time.Since(last) >= time.Second {
 			last = time.Now()
-			fmt.Fprintf(stderr, "produce: %s spooled\n", plural(sent, "line"))
+			fmt.Fprintf(stderr, "produce: %s spooled\n", cliflag.Plural(sent, "line"))
 		}
 	}
 }

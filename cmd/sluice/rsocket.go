@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsocketcall"
 	"github.com/sluicehq/sluice/internal/rsocketd"
+	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/conn"
-	"github.com/sluicehq/sluice/rsocket/extension"
 	"github.com/sluicehq/sluice/rsocket/frame"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -72,7 +73,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	serverBudget := byteSize(rsocket.DefaultServerOutboundBudget)
 	fs.Var(&serverBudget, "server-outbound-budget", "output all connections of one listener may queue together; past it connections with output queued stop reading")
 	writeTimeout := fs.Duration("write-timeout", rsocket.DefaultWriteTimeout, "close a connection whose peer accepted no output for this long; 0: never")
-	metrics := fs.String("metrics", "", metricsHelp(false, "", ""))
+	metrics := fs.String("metrics", "", status.MetricsHelp(false, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	setupTimeout := fs.Duration("setup-timeout", 10*time.Second, "close a connection whose SETUP (or RESUME) has not come by then")
 	frameStall := fs.Duration("frame-stall-timeout", 30*time.Second, "close a connection whose started frame stops arriving for this long (silence within a frame, not its total time)")
@@ -100,11 +101,11 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil || *resumeSync == "" {
 		return usageError(fs, "--resume-sync %q: want none, always or a duration", *resumeSync)
 	}
-	tlsCfg, err := listenerTLS(fs, listen, *tlsCert, *tlsKey, *tlsClientCA)
+	tlsCfg, err := rsocketd.ListenerTLS(listen, *tlsCert, *tlsKey, *tlsClientCA)
 	if err != nil {
-		return err
+		return usageError(fs, "%v", err)
 	}
-	log := newLogger(stderr, *logLevel)
+	log := logutil.NewLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
 	retained := int64(0)
 	if *resume || *resumeDir != "" {
@@ -125,25 +126,6 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	return srv.Run(ctx, stdout)
-}
-
-// listenerTLS is the server TLS the flags ask for (nil: none), refusing a
-// tls:// or wss:// listener without it (exit 2).
-func listenerTLS(fs *flag.FlagSet, listen []string, cert, key, clientCA string) (*tls.Config, error) {
-	var tlsCfg *tls.Config
-	if cert != "" || key != "" || clientCA != "" {
-		cfg, err := auth.ServerTLS(cert, key, clientCA)
-		if err != nil {
-			return nil, usageError(fs, "--tls-cert/--tls-key/--tls-client-ca: %v", err)
-		}
-		tlsCfg = cfg
-	}
-	for _, u := range listen {
-		if (strings.HasPrefix(u, "tls://") || strings.HasPrefix(u, "wss://")) && tlsCfg == nil {
-			return nil, usageError(fs, "--listen %s needs --tls-cert and --tls-key", u)
-		}
-	}
-	return tlsCfg, nil
 }
 
 // checkMaxPayload refuses a --max-payload that is not a positive size
@@ -192,8 +174,8 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if err := requireFlags(fs, "url", *url); err != nil {
 		return err
 	}
-	if err := checkClientURLs(fs, *url); err != nil {
-		return err
+	if err := rsocketcall.CheckURLs(*url); err != nil {
+		return usageError(fs, "%v", err)
 	}
 	switch {
 	case model == "stream" && !hasData:
@@ -209,9 +191,9 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *requestN < 1 || *requestN > frame.MaxRequestN {
 		return usageError(fs, "--request-n must be in 1..%d", frame.MaxRequestN)
 	}
-	md, err := requestMetadata(fs, *metadata, hasMetadata, *route)
+	md, err := rsocketcall.Metadata(*metadata, hasMetadata, *route)
 	if err != nil {
-		return err
+		return usageError(fs, "--route: %v", err)
 	}
 	opts := []rsocket.Option{
 		rsocket.WithMIME(*metadataMIME, *dataMIME),
@@ -238,48 +220,6 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	defer c.Close()
 	call := rsocketcall.Call{Model: model, Payload: rsocket.Payload{Metadata: md, Data: []byte(*data)}, HasData: hasData, N: uint32(*requestN), Stdin: rsocketStdin}
 	return rsocketFailed(call.Do(ctx, c, stdout, stderr), stderr)
-}
-
-// requestMetadata is --metadata, or with --route composite metadata: the
-// route, then --metadata as a text/plain entry.
-func requestMetadata(fs *flag.FlagSet, metadata string, hasMetadata bool, route string) ([]byte, error) {
-	var md []byte
-	if hasMetadata {
-		md = []byte(metadata)
-	}
-	if route != "" {
-		tags, err := extension.AppendRouting(nil, route)
-		if err != nil {
-			return nil, usageError(fs, "--route: %v", err)
-		}
-		comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
-		if err != nil {
-			return nil, err
-		}
-		if hasMetadata {
-			if comp, err = extension.AppendCompositeEntry(comp, "text/plain", md); err != nil {
-				return nil, err
-			}
-		}
-		md = comp
-	}
-	return md, nil
-}
-
-// checkClientURLs refuses a --url entry that is not SCHEME://HOST:PORT...
-// before dialing: a bare HOST:PORT failed in url.Parse with "first path
-// segment in URL cannot contain colon".
-func checkClientURLs(fs *flag.FlagSet, urls string) error {
-	for _, u := range strings.Split(urls, ",") {
-		if u = strings.TrimSpace(u); u == "" {
-			continue
-		}
-		scheme, rest, ok := strings.Cut(u, "://")
-		if !ok || rest == "" || strings.ContainsAny(scheme, ":/") {
-			return usageError(fs, "bad --url %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH (tls:// and wss:// with TLS)", u)
-		}
-	}
-	return nil
 }
 
 // rsocketTLSFlags are a client command's TLS flags: the server is

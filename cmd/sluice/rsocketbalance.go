@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/balance"
 )
@@ -23,8 +24,8 @@ func dialRSocketClient(ctx context.Context, url string, opts ...rsocket.Option) 
 	}
 	if len(urls) == 1 {
 		c, err := rsocket.Dial(ctx, urls[0], opts...)
-		return c, dialHint(err, "server", urls[0], "--url", "the server's address")
+		return c, cli.DialHint(err, "server", urls[0], "--url", "the server's address")
 	}
 	c, err := balance.Dial(ctx, urls, balance.WithConnOptions(opts...))
-	return c, dialHint(err, "server", url, "--url", "the server's address")
+	return c, cli.DialHint(err, "server", url, "--url", "the server's address")
 }

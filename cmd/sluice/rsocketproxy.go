@@ -7,8 +7,10 @@ import (
 	"net"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsproxy"
+	"github.com/sluicehq/sluice/internal/status"
 )
 
 func init() {
@@ -29,7 +31,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	backends := fs.String("backends", "", "the RSocket servers, comma-separated tcp://HOST:PORT (required)")
 	affinity := fs.Bool("affinity", true, "route each RESUME to the server that holds its session (rendezvous hashing of the resume token); false: round-robin, as a plain TCP balancer would (for comparison)")
 	maxTokens := fs.Int("max-tokens", rsproxy.DefaultMaxTokens, "resume tokens whose server is remembered; beyond, the oldest fall back to hashing")
-	metrics := fs.String("metrics", "", metricsHelp(false, "", ""))
+	metrics := fs.String("metrics", "", status.MetricsHelp(false, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,7 +54,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(addrs) == 0 {
 		return requireFlags(fs, "backends", "")
 	}
-	log := newLogger(stderr, *logLevel)
+	log := logutil.NewLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
 	p, err := rsproxy.New(rsproxy.Config{Backends: addrs, Affinity: *affinity, MaxTokens: *maxTokens, Logger: log})
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/export"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/status"
@@ -55,7 +55,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C]: one Kafka record per record,\n"+
 		"acked once Kafka (acks=all) has them; the topic is created if missing (partitions default 1,\n"+
 		"replication default min(3, brokers)); record batches compressed with C: zstd (default), lz4, snappy or none")
-	d.String(&c.metrics, "metrics", metricsHelp(true, "127.0.0.1:9400", "--tokens"))
+	d.String(&c.metrics, "metrics", status.MetricsHelp(true, "127.0.0.1:9400", "--tokens"))
 	d.String(&c.tlsCert, "tls-cert", "serve TLS with this certificate (PEM); needs --tls-key")
 	d.String(&c.tlsKey, "tls-key", "key of --tls-cert (PEM)")
 	d.String(&c.clientCA, "client-ca", "require client certificates signed by these CAs (PEM): mutual TLS")
@@ -90,7 +90,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	if err := c.check(fs); err != nil {
 		return err
 	}
-	log := newLogger(stderr, c.logLevel)
+	log := logutil.NewLogger(stderr, c.logLevel)
 	cfg, err := c.config(log)
 	if err != nil {
 		return err
@@ -112,10 +112,10 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	memrelease.Start(ctx, log)
-	exp := startExporters(s, c.targets, cfg.Registry, log)
-	defer exp.stop()
+	exp := export.StartGroup(s, c.targets, cfg.Registry, log)
+	defer exp.Stop()
 	page := status.Config{Kind: status.KindSink, Tokens: cfg.Tokens, Full: auth.Identity.CanRead,
-		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError), status.Exporters(exp.status)}}
+		Providers: []status.Provider{status.AgentRows(s.Agents), status.LastError(s.LastError), status.Exporters(exp.Status)}}
 	if st := s.Store(); st != nil {
 		page.Providers = append(page.Providers, status.StoreSize(st.Dir()))
 	}
@@ -134,7 +134,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 		}
 		a, err := rsockettransport.Start(rsCtx, c.listenRSocket, s, served, opts...)
 		if err != nil {
-			exp.stop()
+			exp.Stop()
 			s.Close()
 			return fmt.Errorf("--listen-rsocket: %w", err)
 		}
@@ -142,7 +142,7 @@ func runSink(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("sink listening", "addr", lis.Addr().String(), "data", c.data, "store", c.store, "tls", cfg.TLS != nil,
 		"mtls", c.clientCA != "", "tokens", cfg.Tokens != nil)
-	return waitSink(ctx, s, served, exp.stop, rsStop, log)
+	return s.RunUntil(ctx, served, exp.Stop, rsStop)
 }
 
 // check refuses flags that cannot work together (exit 2).
@@ -232,30 +232,4 @@ func (c *sinkCmd) bind() (lis, metricsLis net.Listener, err error) {
 		}
 	}
 	return lis, metricsLis, nil
-}
-
-// waitSink runs the sink until ctx ends or its listener fails, then
-// closes it: the exporters stopped (stopExport: they commit into the
-// store, which must still be open), streams finished, the queue stored,
-// then the RSocket connections (rsStop) go.
-func waitSink(ctx context.Context, s *sink.Sink, served chan error, stopExport, rsStop func(), log *slog.Logger) error {
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: finishing the streams, storing what is queued")
-	case err := <-served:
-		// Serve only returns early when the listener fails.
-		stopExport()
-		cerr := s.Close()
-		return errors.Join(err, cerr)
-	}
-	stopExport()
-	if err := s.Close(); err != nil {
-		return fmt.Errorf("close: %w", err)
-	}
-	rsStop() // after Close: the sessions ended with their status, now the connections go
-	if err := <-served; err != nil {
-		return err
-	}
-	log.Info("sink stopped")
-	return nil
 }

@@ -12,10 +12,12 @@ import (
 
 	"github.com/sluicehq/sluice/internal/progress"
 
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+	"github.com/sluicehq/sluice/internal/xfer/openstore"
 	"github.com/sluicehq/sluice/internal/xfer/s3store"
 	"github.com/sluicehq/sluice/internal/xfer/send"
 	"github.com/sluicehq/sluice/internal/xfer/serve"
@@ -47,7 +49,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (--store: abort their multipart uploads), and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
 	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
-	metrics := fs.String("metrics", "", metricsHelp(true, "", ""))
+	metrics := fs.String("metrics", "", status.MetricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -76,19 +78,23 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		lis.Close()
 	}
-	log := newLogger(stderr, *logLevel)
+	log := logutil.NewLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
-	st, err := openXferStore(*dir, loc, diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log})
+	st, err := openstore.Open(openstore.Config{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log}})
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	reg := newRegistry()
-	diskstore.RegisterStats(reg, st.backend.Counters())
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, status.Config{Kind: status.KindXfer, Providers: st.status}); err != nil {
+	diskstore.RegisterStats(reg, st.Backend.Counters())
+	page := status.Config{Kind: status.KindXfer}
+	if st.Disk != nil {
+		page.Providers = []status.Provider{status.Uploads(st.Disk)}
+	}
+	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, page); err != nil {
 		return err
 	}
-	srv, err := serve.Start(st.backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
+	srv, err := serve.Start(st.Backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
 	if err != nil {
 		return err
 	}
@@ -96,7 +102,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, u := range srv.Addrs.URLs() {
 		fmt.Fprintln(stdout, "listening", u)
 	}
-	log.Info("xfer serving", "store", st.where, "max_size", int64(maxSize), "expire", *expire)
+	log.Info("xfer serving", "store", st.Where, "max_size", int64(maxSize), "expire", *expire)
 	var err2 error
 	select {
 	case <-ctx.Done():
@@ -104,13 +110,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// One line at the end, so that an operator sees what the run did and
 	// what it leaves for the next server on this directory or store.
-	stats := st.backend.Counters()
-	attrs := []any{"uploads_completed", stats.UploadsCompleted.Load(),
-		"uploads_failed", stats.UploadsFailed.Load(), "bytes_received", stats.BytesReceived.Load()}
-	if st.partials != nil {
-		attrs = append(attrs, "partial_uploads_kept", st.partials())
-	}
-	log.Info("xfer serve stopping", attrs...)
+	log.Info("xfer serve stopping", st.Summary()...)
 	return err2
 }
 
@@ -128,35 +128,6 @@ func storeFlags(fs *flag.FlagSet, dir, store string) (s3store.Location, error) {
 		return loc, usageError(fs, "%v", err)
 	}
 	return loc, nil
-}
-
-// xferStore is the store behind `xfer serve`: a directory or an S3 location.
-type xferStore struct {
-	backend  xfer.IDBackend
-	where    string
-	status   []status.Provider
-	partials func() int // nil: the S3 store, whose partials any server resumes
-	close    func() error
-}
-
-func openXferStore(dir string, loc s3store.Location, o diskstore.Options) (*xferStore, error) {
-	if dir != "" {
-		store, err := diskstore.Open(dir, o)
-		if err != nil {
-			return nil, err
-		}
-		return &xferStore{backend: store, where: dir, status: []status.Provider{status.Uploads(store)},
-			partials: store.Partials, close: store.Close}, nil
-	}
-	c, err := s3store.Client(loc)
-	if err != nil {
-		return nil, err
-	}
-	store, err := s3store.Open(loc, c, s3store.Options{MaxSize: o.MaxSize, Expire: o.Expire, IdleTimeout: o.IdleTimeout, Log: o.Log})
-	if err != nil {
-		return nil, err
-	}
-	return &xferStore{backend: store, where: loc.String(), close: store.Close}, nil
 }
 
 // chunkFlag is --chunk: a size, or auto (0).
@@ -226,7 +197,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := requireFlags(fs, "to", *to); err != nil {
 		return err
 	}
-	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: newLogger(stderr, *logLevel)}
+	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: logutil.NewLogger(stderr, *logLevel)}
 	if *sha != "" {
 		b, err := hex.DecodeString(*sha)
 		if err != nil || len(b) != sha256.Size {

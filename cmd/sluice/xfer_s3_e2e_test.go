@@ -40,14 +40,7 @@ func startS3Server(t *testing.T, name, url string) (*proc, string) {
 func TestXferS3ResumeOnAnotherServer(t *testing.T) {
 	st := s3test.Start(t)
 	url := st.URL("e2e-kill-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""))
-	loc, err := s3store.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := s3store.Client(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc, c := s3Client(t, url)
 	probe, err := s3store.Open(loc, c, s3store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +209,17 @@ func TestXferServeS3ConcatAcrossServers(t *testing.T) {
 	if r := tusReq("POST", bases[0]+"/files/", nil, "Upload-Concat", "final;"+strings.Join(urls, " "), "Upload-Metadata", meta); r.StatusCode != http.StatusCreated {
 		t.Fatalf("final upload: %s", r.Status)
 	}
+	loc, c := s3Client(t, url)
+	got, err := getObject(c, loc, "joined.bin")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("joined.bin: %d bytes (want %d), %v", len(got), len(data), err)
+	}
+}
+
+// s3Client is the location of an --store URL and a client of it, for a
+// test to look at the bucket itself.
+func s3Client(t *testing.T, url string) (s3store.Location, *s3.Client) {
+	t.Helper()
 	loc, err := s3store.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +228,5 @@ func TestXferServeS3ConcatAcrossServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := getObject(c, loc, "joined.bin")
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("joined.bin: %d bytes (want %d), %v", len(got), len(data), err)
-	}
+	return loc, c
 }

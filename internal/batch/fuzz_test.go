@@ -3,13 +3,11 @@ package batch_test
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/testkit/fuzzseed"
 )
 
 // FuzzDecode feeds arbitrary bodies to Decode and Count. Neither may panic;
@@ -61,42 +59,5 @@ func FuzzDecode(f *testing.F) {
 // TestFuzzCorpus keeps the committed seed corpus honest: files named valid-*
 // hold well-formed bodies, files named bad-* malformed ones.
 func TestFuzzCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	valid := 0
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The go test fuzz v1 format: a header line, then one []byte("...")
-		// line per fuzz argument.
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		if len(lines) != 2 || lines[0] != "go test fuzz v1" ||
-			!strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
-			t.Fatalf("%s: not a go test fuzz v1 file with one []byte", e.Name())
-		}
-		s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-		if err != nil {
-			t.Fatalf("%s: %v", e.Name(), err)
-		}
-		err = batch.Decode([]byte(s), nil)
-		switch {
-		case strings.HasPrefix(e.Name(), "valid-"):
-			valid++
-			if err != nil {
-				t.Errorf("%s: %v", e.Name(), err)
-			}
-		case strings.HasPrefix(e.Name(), "bad-"):
-			if !errors.Is(err, batch.ErrMalformed) {
-				t.Errorf("%s: Decode = %v, want ErrMalformed", e.Name(), err)
-			}
-		}
-	}
-	if valid < 3 {
-		t.Errorf("%d valid-* seeds in %s, want at least 3", valid, dir)
-	}
+	fuzzseed.Check(t, filepath.Join("testdata", "fuzz", "FuzzDecode"), batch.ErrMalformed, 3, 0, func(in []byte) error { return batch.Decode(in, nil) })
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
+	"github.com/sluicehq/sluice/internal/lab/rrbench"
 )
 
 // Every table of measurements in the documents below either is generated
@@ -103,34 +104,12 @@ func provenance(rep bench.Report) string {
 	return fmt.Sprintf("%s; `sluice %s %s`\n", s, rep.Command, strings.Join(rep.Args, " "))
 }
 
-// rrTable is `bench rr`'s table (internal/lab/rrbench printTable) without
-// the "vs tcp" column: the committed olympics runs predate the coalescing
-// tcp limit, so a share of their tcp row would be a share of tcp-naive.
+// rrTable is `bench rr`'s table (rrbench.PrintTable) without the "vs
+// tcp" column: the committed olympics runs predate the coalescing tcp
+// limit, so a share of their tcp row would be a share of tcp-naive.
 func rrTable(rep bench.Report, split bool) string {
 	var b strings.Builder
-	cpuHead, sep := "CPU µs/req (client+server, one process)", "|---|---|---|---|---|---|---|---|---|---|"
-	if split {
-		cpuHead, sep = "CPU µs/req total | client | server", sep+"---|---|"
-	}
-	fmt.Fprintf(&b, "| protocol | mode | in flight / rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | %s |\n%s\n", cpuHead, sep)
-	for _, r := range rep.Rows {
-		load := ""
-		switch r.Params["mode"] {
-		case "closed":
-			load = fmt.Sprint(r.Params["inflight"])
-		case "open":
-			load = fmt.Sprintf("%v/s", r.Params["rate"])
-		case "burst":
-			load = fmt.Sprintf("%v calls over %v s", r.Params["calls"], r.Params["burst_seconds"])
-		}
-		cpu := r.Stat("cpu_us_per_req").Format(1)
-		if split {
-			cpu += " | " + r.Stat("client_cpu_us_per_req").Format(1) + " | " + r.Stat("server_cpu_us_per_req").Format(1)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Params["protocol"], r.Params["mode"], load,
-			r.Stat("rps").Format(0), r.Stat("p50_us").Format(0), r.Stat("p90_us").Format(0), r.Stat("p99_us").Format(0),
-			r.Stat("p999_us").Format(0), r.Stat("max_us").Format(0), cpu)
-	}
+	rrbench.PrintTable(&b, rep.Rows, split, false)
 	return b.String() + provenance(rep)
 }
 

@@ -30,7 +30,7 @@ var packageLayers = []struct {
 	{"daemons", []string{"internal/agent/...", "internal/sink", "internal/export", "internal/rsproxy", "internal/rsocketd", "internal/xfer/serve", "internal/xfer/send"}},
 	// File transfer's contract, its store and its transport adapters:
 	// serve and send, above, put them together.
-	{"transports and stores", []string{"internal/transport/...", "internal/store/...", "internal/xfer", "internal/xfer/diskstore", "internal/xfer/s3store",
+	{"transports and stores", []string{"internal/transport/...", "internal/store/...", "internal/xfer", "internal/xfer/diskstore", "internal/xfer/s3store", "internal/xfer/openstore",
 		"internal/xfer/grpcxfer", "internal/xfer/rsocketxfer", "internal/xfer/tus", "internal/xfer/post"}},
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -33,10 +32,10 @@ type harness struct {
 	t      testing.TB
 	cfg    Config
 	s      *Sink
+	served *sinkclient.Served
 	cc     *grpc.ClientConn
 	client sluicev1.SinkClient
 	logs   *syncbuf.Buffer
-	served chan error
 	dial   []grpc.DialOption
 }
 
@@ -45,7 +44,7 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	h := &harness{t: t, logs: &syncbuf.Buffer{}}
 	h.cfg = Config{
 		DataDir: t.TempDir(),
-		Logger:  slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger:  sinkclient.Logger(h.logs),
 	}
 	if mod != nil {
 		mod(&h.cfg)
@@ -61,22 +60,16 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	h.s = s
-	served := make(chan error, 1)
-	h.served = served
-	go func() { served <- grpcserve.Serve(s.Serving(), lis) }()
-	h.cc, h.client = sinkclient.Dial(h.t, lis.Addr().String(), h.dial...)
+	h.served = sinkclient.Serve(h.t, s, func(lis net.Listener) error { return grpcserve.Serve(s.Serving(), lis) }, h.dial...)
+	h.cc, h.client = h.served.CC, h.served.Client
 }
 
 func (h *harness) stop() {
 	if h.s == nil {
 		return
 	}
-	sinkclient.Shutdown(h.t, h.cc, h.s, h.served)
+	h.served.Stop(h.t)
 	h.s = nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/storedmsg"
+	"github.com/sluicehq/sluice/internal/testkit/fuzzseed"
 )
 
 // hdr builds a header by hand, independently of Append.
@@ -187,43 +188,10 @@ func FuzzDecode(f *testing.F) {
 // TestFuzzCorpus keeps the committed seed corpus honest: files named valid-*
 // hold records that decode, files named bad-* records that do not.
 func TestFuzzCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	valid, bad := 0, 0
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		if len(lines) != 2 || lines[0] != "go test fuzz v1" ||
-			!strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
-			t.Fatalf("%s: not a go test fuzz v1 file with one []byte", e.Name())
-		}
-		s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-		if err != nil {
-			t.Fatalf("%s: %v", e.Name(), err)
-		}
-		_, err = storedmsg.Decode([]byte(s))
-		switch {
-		case strings.HasPrefix(e.Name(), "valid-"):
-			valid++
-			if err != nil {
-				t.Errorf("%s: %v", e.Name(), err)
-			}
-		case strings.HasPrefix(e.Name(), "bad-"):
-			bad++
-			if !errors.Is(err, storedmsg.ErrMalformed) {
-				t.Errorf("%s: Decode = %v, want ErrMalformed", e.Name(), err)
-			}
-		}
-	}
-	if valid < 3 || bad < 3 {
-		t.Errorf("%d valid-* and %d bad-* seeds in %s, want at least 3 of each", valid, bad, dir)
-	}
+	fuzzseed.Check(t, filepath.Join("testdata", "fuzz", "FuzzDecode"), storedmsg.ErrMalformed, 3, 3, func(in []byte) error {
+		_, err := storedmsg.Decode(in)
+		return err
+	})
 }
 
 func ExampleAppend() {

@@ -14,6 +14,8 @@ package sinkclient
 import (
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,15 +119,44 @@ func Dial(tb testing.TB, addr string, opts ...grpc.DialOption) (*grpc.ClientConn
 	return cc, sluicev1.NewSinkClient(cc)
 }
 
-// Shutdown closes the test's connection cc, then the sink s, and waits
-// for the sink's Serve to return its result on served; a failing Close
-// or Serve fails the test.
-func Shutdown(tb testing.TB, cc, s io.Closer, served <-chan error) {
-	cc.Close()
-	if err := s.Close(); err != nil {
+// Served is a sink served on 127.0.0.1:0 with a test's client
+// connection to it: what the harnesses of internal/sink's tests and of
+// grpcserve's share.
+type Served struct {
+	CC     *grpc.ClientConn
+	Client sluicev1.SinkClient
+	sink   io.Closer
+	served chan error
+}
+
+// Serve binds 127.0.0.1:0, runs serve on it (the sink's server; its
+// result is awaited by Stop) and dials it in plaintext with opts.
+func Serve(tb testing.TB, sink io.Closer, serve func(net.Listener) error, opts ...grpc.DialOption) *Served {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &Served{sink: sink, served: make(chan error, 1)}
+	go func() { s.served <- serve(lis) }()
+	s.CC, s.Client = Dial(tb, lis.Addr().String(), opts...)
+	return s
+}
+
+// Stop closes the test's connection, then the sink, and waits for serve
+// to return; a failing Close or serve fails the test.
+func (s *Served) Stop(tb testing.TB) {
+	s.CC.Close()
+	if err := s.sink.Close(); err != nil {
 		tb.Errorf("Close: %v", err)
 	}
-	if err := <-served; err != nil {
+	if err := <-s.served; err != nil {
 		tb.Errorf("Serve: %v", err)
 	}
+}
+
+// Logger is a sink's logger in a test: text lines of info and above into
+// logs, which the test reads.
+func Logger(logs io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }

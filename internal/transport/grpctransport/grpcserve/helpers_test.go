@@ -1,8 +1,6 @@
 package grpcserve
 
 import (
-	"log/slog"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -31,7 +29,7 @@ type harness struct {
 	cc     *grpc.ClientConn
 	client sluicev1.SinkClient
 	logs   *syncbuf.Buffer
-	served chan error
+	served *sinkclient.Served
 	dial   []grpc.DialOption
 	// hostMod, if set, changes what the server is given (test hooks).
 	hostMod func(*serving.Host)
@@ -48,7 +46,7 @@ func newHarnessWith(t testing.TB, cfgMod func(*sink.Config), hostMod func(*servi
 	h := &harness{t: t, logs: &syncbuf.Buffer{}, hostMod: hostMod}
 	h.cfg = sink.Config{
 		DataDir: t.TempDir(),
-		Logger:  slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger:  sinkclient.Logger(h.logs),
 	}
 	if cfgMod != nil {
 		cfgMod(&h.cfg)
@@ -64,26 +62,20 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	h.s, h.host = s, s.Serving()
 	if h.hostMod != nil {
 		h.hostMod(&h.host)
 	}
 	h.srv = New(h.host)
-	served := make(chan error, 1)
-	h.served = served
-	go func() { served <- h.srv.Serve(lis) }()
-	h.cc, h.client = sinkclient.Dial(h.t, lis.Addr().String(), h.dial...)
+	h.served = sinkclient.Serve(h.t, s, h.srv.Serve, h.dial...)
+	h.cc, h.client = h.served.CC, h.served.Client
 }
 
 func (h *harness) stop() {
 	if h.s == nil {
 		return
 	}
-	sinkclient.Shutdown(h.t, h.cc, h.s, h.served)
+	h.served.Stop(h.t)
 	h.s = nil
 }
 

@@ -1,11 +1,11 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"strings"
 )
 
-// dialHint says what a failure to reach a server most likely means, for
+// DialHint says what a failure to reach a server most likely means, for
 // a person: the raw gRPC or transport text alone ("connection error: desc
 // = transport: Error while dialing: dial tcp …: connect: connection
 // refused", "http2: frame too large, note that the frame header looked
@@ -14,7 +14,7 @@ import (
 // and listen the flag that took it and what that flag wants ("the
 // sink's --listen address"). An error it does not recognize is returned
 // as it is.
-func dialHint(err error, what, addr, flag, listen string) error {
+func DialHint(err error, what, addr, flag, listen string) error {
 	if err == nil {
 		return nil
 	}

@@ -1,0 +1,49 @@
+package rsocketcall
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/rsocket/extension"
+)
+
+// Metadata is a request's metadata: metadata (when hasMetadata), or with
+// a route composite metadata: the route (message/x.rsocket.routing.v0),
+// then metadata as a text/plain entry.
+func Metadata(metadata string, hasMetadata bool, route string) ([]byte, error) {
+	var md []byte
+	if hasMetadata {
+		md = []byte(metadata)
+	}
+	if route == "" {
+		return md, nil
+	}
+	tags, err := extension.AppendRouting(nil, route)
+	if err != nil {
+		return nil, err
+	}
+	comp, err := extension.AppendCompositeWellKnown(nil, extension.MIMERSocketRouting, tags)
+	if err != nil {
+		return nil, err
+	}
+	if hasMetadata {
+		return extension.AppendCompositeEntry(comp, "text/plain", md)
+	}
+	return comp, nil
+}
+
+// CheckURLs refuses an entry of a comma-separated server list that is not
+// SCHEME://HOST:PORT..., before dialing: a bare HOST:PORT failed in
+// url.Parse with "first path segment in URL cannot contain colon".
+func CheckURLs(urls string) error {
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(u, "://")
+		if !ok || rest == "" || strings.ContainsAny(scheme, ":/") {
+			return fmt.Errorf("bad --url %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH (tls:// and wss:// with TLS)", u)
+		}
+	}
+	return nil
+}

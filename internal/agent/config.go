@@ -116,7 +116,7 @@ type Config struct {
 	// defaults.StallBytes (of an OTLP/gRPC message, or a remote-write or
 	// OTLP/HTTP body) and received less than that more of it in this
 	// time: the OTLP/gRPC connection is closed, the HTTP request answered
-	// 408. Default defaults.StallTimeout.
+	// 503 with Retry-After. Default defaults.StallTimeout.
 	StallTimeout time.Duration
 	// bodyIdle overrides IngestBodyIdleTimeout (tests).
 	bodyIdle time.Duration

@@ -88,6 +88,16 @@ const (
 	// otherwise hold its handler and buffer forever. Only silence counts,
 	// so a slow link is not cut off.
 	IngestBodyIdleTimeout = 30 * time.Second
+	// IngestMaxConns is how many connections each agent listener (ingest
+	// HTTP, OTLP/gRPC) serves at once; the rest wait in the kernel's
+	// accept queue, costing nothing, until one closes. Unbounded, clients
+	// resetting in a loop outran the handlers and thousands of
+	// connections' buffers were the heap (the same fault as xfer serve's
+	// and the status listener's, docs/reliability.md).
+	IngestMaxConns = 1024
+	// IngestIdleConnTimeout closes an ingest keep-alive connection that
+	// brings no next request, so that none holds its slot for good.
+	IngestIdleConnTimeout = 60 * time.Second
 )
 
 // Sink defaults.

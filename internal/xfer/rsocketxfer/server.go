@@ -128,3 +128,23 @@ func receive(u xfer.BackendUpload, off int64, in *rsocket.Stream, out *rsocket.S
 // MaxPayloadSize is the payload limit of both ends: a chunk of
 // xfer.MaxChunk and its metadata.
 const MaxPayloadSize = xfer.MaxChunk + 1<<16
+
+// An upload's window: what a sender may have in flight before the server
+// took any of it. RSocket's default (64 REQUEST_N credits per channel)
+// made it 64 chunks: 1 MiB at 16 KiB chunks, which at 150 ms of round
+// trip caps an upload near 7 MB/s (gRPC's xfer window is 8 MiB), and
+// 256 MiB at 4 MiB chunks, which the server holds in memory. The server
+// grants ChannelCredits items and, through sluice's byte-credits
+// extension, ByteCredits bytes, whichever runs out first: 8 MiB in flight
+// whatever the chunk size (a sender without the extension is held to
+// ChannelCredits chunks and to the server's memory budget).
+const (
+	ChannelCredits = 1024
+	ByteCredits    = 8 << 20
+)
+
+// ServerOptions are the options of an xfer RSocket server.
+func ServerOptions() []rsocket.Option {
+	return []rsocket.Option{rsocket.WithMaxPayloadSize(MaxPayloadSize),
+		rsocket.WithChannelCredits(ChannelCredits), rsocket.WithByteCredits(ByteCredits)}
+}

@@ -75,7 +75,7 @@ func Start(s xfer.Backend, l Listen) (*Server, error) {
 		srv.Addrs.RSocket = "tcp://" + ln.Addr().String()
 		r := &rsocketxfer.Responder{Store: s}
 		srv.run(func() error {
-			return rsocket.Serve(ctx, ln, r, rsocket.WithMaxPayloadSize(rsocketxfer.MaxPayloadSize))
+			return rsocket.Serve(ctx, ln, r, rsocketxfer.ServerOptions()...)
 		})
 	}
 	if l.TUS != "" {

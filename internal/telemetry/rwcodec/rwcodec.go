@@ -24,16 +24,18 @@
 // of later versions, or a protobuf laid out otherwise than Prometheus'
 // marshaller does.
 //
-// Layout: two uvarints (series, strings), then ten columns, each a
+// Layout: two uvarints (series, strings), then nine columns, each a
 // uvarint byte length and its bytes:
 //
-//	string lengths  uvarint per string
-//	string bytes    the strings, concatenated
+//	strings         each string followed by a 0 byte (a request with a
+//	                0 byte in a label is not encoded)
 //	label counts    uvarint per series: its labels
 //	label names     uvarint per label: the name's index
 //	label values    uvarint per label: 0 the same value as this name had
-//	                in the previous label of that name, 1 the next new
-//	                string of the table, 2+i the string of index i
+//	                in its previous label, 1 the next new string of the
+//	                table, else 2 + zigzag(index - that previous value's
+//	                index, 0 for a name's first label): a histogram's
+//	                le values, seen before, each come as +1
 //	sample counts   uvarint per series: its samples
 //	timestamps      zigzag varint per sample: minus the previous sample's (the first: minus 0)
 //	value tags      byte per sample: 0 a raw float, 1+k a decimal with k digits after the point
@@ -67,8 +69,7 @@ var pow10 = [maxScale + 1]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9
 
 // Column indices, in stored order.
 const (
-	colStrLens = iota
-	colStrBytes
+	colStrBytes = iota
 	colLabelCounts
 	colLabelNames
 	colLabelValues
@@ -85,7 +86,7 @@ const (
 // caller then stores body as it is.
 func Encode(body []byte) ([]byte, bool) {
 	var e encoder
-	if !e.parseRequest(body) {
+	if !e.parseRequest(body) || e.hasZero {
 		return nil, false
 	}
 	enc := e.finish()
@@ -107,6 +108,8 @@ type encoder struct {
 	lastTime int64
 	// lastValue is each label name's (by index) latest value's index.
 	lastValue map[uint64]uint64
+	// hasZero: a string holds a 0 byte, which ends strings here.
+	hasZero bool
 }
 
 // parseRequest fills the columns from body; false for anything the
@@ -189,7 +192,7 @@ func (e *encoder) parseLabel(b []byte) bool {
 	case vi == next:
 		code = 1
 	default:
-		code = 2 + vi
+		code = 2 + protowire.EncodeZigZag(int64(vi-last))
 	}
 	e.lastValue[ni] = vi
 	e.cols[colLabelValues] = protowire.AppendVarint(e.cols[colLabelValues], code)
@@ -203,8 +206,8 @@ func (e *encoder) ref(s []byte) uint64 {
 	}
 	i := uint64(len(e.index))
 	e.index[string(s)] = i
-	e.cols[colStrLens] = protowire.AppendVarint(e.cols[colStrLens], uint64(len(s)))
-	e.cols[colStrBytes] = append(e.cols[colStrBytes], s...)
+	e.cols[colStrBytes] = append(append(e.cols[colStrBytes], s...), 0)
+	e.hasZero = e.hasZero || bytes.IndexByte(s, 0) >= 0
 	return i
 }
 
@@ -341,17 +344,21 @@ func (d *decoder) open(enc []byte) error {
 	if len(head.b) != 0 {
 		return fmt.Errorf("%w: bytes after the last column", ErrMalformed)
 	}
-	// Every string has a length byte, every series a count byte: a
+	// Every string has a 0 byte, every series a count byte: a
 	// count larger than its column is damage, found before allocating.
-	if nStrings > uint64(len(d.cols[colStrLens].b)) || d.nSeries > uint64(len(d.cols[colLabelCounts].b)) {
+	if nStrings > uint64(len(d.cols[colStrBytes].b)) || d.nSeries > uint64(len(d.cols[colLabelCounts].b)) {
 		return fmt.Errorf("%w: counts larger than their columns", ErrMalformed)
 	}
 	d.strs = make([][]byte, nStrings)
 	d.lastValue = make(map[uint64]uint64)
 	for i := range d.strs {
-		d.strs[i] = d.cols[colStrBytes].bytes(d.cols[colStrLens].uvarint())
+		n := bytes.IndexByte(d.cols[colStrBytes].b, 0)
+		if n < 0 {
+			return fmt.Errorf("%w: fewer strings than counted", ErrMalformed)
+		}
+		d.strs[i] = d.cols[colStrBytes].bytes(uint64(n + 1))[:n]
 	}
-	return d.cols[colStrLens].err
+	return nil
 }
 
 // request writes out the WriteRequest: each series in Prometheus'
@@ -453,10 +460,10 @@ func (d *decoder) label() (name, value []byte) {
 		d.used++
 	}
 	var vi uint64
+	last, seen := d.lastValue[ni]
 	switch code := d.cols[colLabelValues].uvarint(); code {
 	case 0:
-		last, ok := d.lastValue[ni]
-		if !ok {
+		if !seen {
 			d.cols[colLabelValues].fail("a label repeats a value its name never had")
 			return nil, nil
 		}
@@ -465,7 +472,7 @@ func (d *decoder) label() (name, value []byte) {
 		vi = d.used
 		d.used++
 	default:
-		vi = code - 2
+		vi = last + uint64(protowire.DecodeZigZag(code-2))
 	}
 	if vi >= d.used || vi >= uint64(len(d.strs)) {
 		d.cols[colLabelValues].fail("a label value refers past the strings so far")

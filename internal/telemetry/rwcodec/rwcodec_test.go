@@ -130,6 +130,7 @@ func TestCodecDeclinesWhatItDoesNotCarry(t *testing.T) {
 		"empty":             nil,
 		"truncated series":  testRequest(append(labels, sample...))[:10],
 		"varint value type": testRequest(append(labels, 0x12, 0x02, 0x08, 0x01)),
+		"0 byte in a label": testRequest(testSeries([]string{"__name__", "a\x00b"}, testSample{f(1), 1000})),
 	}
 	for name, body := range cases {
 		if enc, ok := Encode(body); ok {
@@ -166,8 +167,7 @@ func TestDecodeBoundsOutput(t *testing.T) {
 	long := bytes.Repeat([]byte("x"), 1<<20)
 	const labels = 200 // 200 MiB of label values from ~1 MiB
 	cols := [numColumns][]byte{
-		colStrLens:      protowire.AppendVarint(nil, uint64(len(long))),
-		colStrBytes:     long,
+		colStrBytes:     append(long, 0),
 		colLabelCounts:  protowire.AppendVarint(nil, labels),
 		colLabelNames:   make([]byte, labels), // all label names string 0…
 		colLabelValues:  make([]byte, labels), // …and its values too

@@ -114,7 +114,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				"rate_bits": sc.Rate * 8, "rtt_ms": sc.RTT.Milliseconds()}, m)
 		}
 		fmt.Fprintf(stdout, "### %s: %s\n\n", sc.Name, label(sc))
-		printTable(stdout, &rs, sc.Name, c.Paths)
+		PrintTable(stdout, &rs, sc.Name, c.Paths)
 		fmt.Fprintln(stdout)
 	}
 	fmt.Fprintf(stdout, "%s; Prometheus scrapes itself and a generated fleet of %d hosts every second; steady window %s, outage %s; agent flags: %s\n",
@@ -208,8 +208,10 @@ func label(sc Scenario) string {
 	return fmt.Sprintf("%s, RTT %s", defaults.RateString(sc.Rate), sc.RTT)
 }
 
-// printTable prints one scenario's rows, each path against direct.
-func printTable(w io.Writer, rs *bench.Results, scenario string, paths []string) {
+// PrintTable prints one scenario's rows, each path against direct: the
+// bench's output, and docs/benchmarks.md's tables generated from its
+// --json (internal/docs TestBenchTables).
+func PrintTable(w io.Writer, rs *bench.Results, scenario string, paths []string) {
 	fmt.Fprintln(w, "| path | link bytes/sample | direct / this | Prometheus snappy bytes/sample | samples/s delivered | delay p50 | outage: samples | lost | catch-up |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	direct := rs.Row(scenario + "/" + Direct)

@@ -201,7 +201,7 @@ func TestCodecRealRequests(t *testing.T) {
 
 // realRequests reads the captured requests of the round-trip fuzz
 // corpus (testdata/fuzz/FuzzRemoteWriteCodecRoundTrip/real-*).
-func realRequests(t *testing.T) [][]byte {
+func realRequests(t testing.TB) [][]byte {
 	files, err := filepath.Glob("testdata/fuzz/FuzzRemoteWriteCodecRoundTrip/real-*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no captured requests: %v", err)
@@ -249,4 +249,52 @@ func corpusBytes(file []byte) ([]byte, error) {
 	}
 	s, err := strconv.Unquote(string(bytes.TrimSuffix(bytes.TrimSpace(lit), []byte(")"))))
 	return []byte(s), err
+}
+
+// samplesIn counts the samples of a WriteRequest the codec carries.
+func samplesIn(tb testing.TB, body []byte) int {
+	var e encoder
+	if !e.parseRequest(body) {
+		tb.Fatal("not a request the codec carries")
+	}
+	return len(e.cols[colTags])
+}
+
+// BenchmarkEncode is the agent's cost per remote-write request: encode,
+// decode and compare (the lossless check), on Prometheus' own requests.
+func BenchmarkEncode(b *testing.B) {
+	bodies := realRequests(b)
+	samples := 0
+	for _, body := range bodies {
+		samples += samplesIn(b, body)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, body := range bodies {
+			if _, ok := Encode(body); !ok {
+				b.Fatal("declined")
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+}
+
+// BenchmarkDecode is the exporter's and consume's cost per request.
+func BenchmarkDecode(b *testing.B) {
+	bodies := realRequests(b)
+	var encs [][]byte
+	samples := 0
+	for _, body := range bodies {
+		e, _ := Encode(body)
+		encs, samples = append(encs, e), samples+samplesIn(b, body)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, e := range encs {
+			if _, err := Decode(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
 }

@@ -165,10 +165,13 @@ func (c Config) trainDict(ctx context.Context, out string, stdout, stderr io.Wri
 	case <-time.After(c.Train):
 	}
 	sinkAddr := r.link.l.Config().Target
-	// A sample per remote-write request (they are larger than the
-	// default 16 KiB), so that the dictionary learns what every request
-	// repeats: the label names and values of the series.
-	p, err := startProc("dict train", c.Bin, "dict", "train", "--records-from", sinkAddr, "--message", "64KiB",
+	// Messages as the agent's defaults make them: about one remote-write
+	// request each (a columnar request of the fleet is ~19 KB, over
+	// 16 KiB, so a message of its own), so that the dictionary learns
+	// what every request repeats, the label names and values of its
+	// series, and a short run (TestBenchRemoteWriteSmoke's 6 s) still
+	// gives the trainer its 8 samples.
+	p, err := startProc("dict train", c.Bin, "dict", "train", "--records-from", sinkAddr, "--message", "16KiB",
 		"--size", c.DictSize, "--out", out)
 	if err != nil {
 		return err

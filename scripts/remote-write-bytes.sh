@@ -10,8 +10,8 @@
 #
 # With TRAIN=SECONDS, a first run of that long (agent defaults) stores
 # the workload's records in a sink, `sluice dict train --records-from`
-# trains a dictionary on them (1 MiB asked, one sample per request, as
-# `sluice bench remote-write` does), and the measured run's agent uses it
+# trains a dictionary on them (1 MiB asked, 64 KiB sample messages: a
+# few columnar requests each), and the measured run's agent uses it
 # (--dict): Prometheus starts afresh, so the measured requests are not
 # the ones trained on.
 # Usage: SLUICE=path/to/sluice [TRAIN=30] scripts/remote-write-bytes.sh [DURATION] [agent flags...]

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/lab/rrbench"
+	"github.com/sluicehq/sluice/internal/lab/rwbench"
 )
 
 // Every table of measurements in the documents below either is generated
@@ -59,17 +60,34 @@ func fromReport(render func(bench.Report) string) layout {
 }
 
 var layouts = map[string]layout{
-	"rr":             fromReport(func(rep bench.Report) string { return rrTable(rep, false) }),
-	"rr-split":       fromReport(func(rep bench.Report) string { return rrTable(rep, true) }),
-	"rr-versus":      fromReport(rrVersusTable),
-	"rsocket-rr":     fromReport(rsocketRRTable),
-	"rsocket-stream": fromReport(rsocketStreamTable),
-	"lb":             fromReport(lbTable),
-	"delivery":       fromReport(deliveryTable),
-	"ingest":         fromReport(ingestTable),
-	"wan-seed":       wanScenario("seed"),
-	"wan-thin":       wanScenario("thin"),
-	"wan-lan":        wanScenario("lan"),
+	"rr":                fromReport(func(rep bench.Report) string { return rrTable(rep, false) }),
+	"rr-split":          fromReport(func(rep bench.Report) string { return rrTable(rep, true) }),
+	"rr-versus":         fromReport(rrVersusTable),
+	"rsocket-rr":        fromReport(rsocketRRTable),
+	"rsocket-stream":    fromReport(rsocketStreamTable),
+	"lb":                fromReport(lbTable),
+	"delivery":          fromReport(deliveryTable),
+	"ingest":            fromReport(ingestTable),
+	"wan-seed":          wanScenario("seed"),
+	"wan-thin":          wanScenario("thin"),
+	"wan-lan":           wanScenario("lan"),
+	"remote-write-thin": fromReport(func(rep bench.Report) string { return remoteWriteTable(rep, "thin") }),
+	"remote-write-seed": fromReport(func(rep bench.Report) string { return remoteWriteTable(rep, "seed") }),
+}
+
+// remoteWriteTable is one scenario of `bench remote-write` as the bench
+// prints it (internal/lab/rwbench PrintTable), its paths in run order.
+func remoteWriteTable(rep bench.Report, scenario string) string {
+	rs := bench.Results{Rows: rep.Rows}
+	var paths []string
+	for _, r := range rep.Rows {
+		if p, ok := r.Params["path"].(string); ok && r.Params["scenario"] == scenario {
+			paths = append(paths, p)
+		}
+	}
+	var b strings.Builder
+	rwbench.PrintTable(&b, &rs, scenario, paths)
+	return b.String() + provenance(rep)
 }
 
 // wanScenario renders one scenario of a bare array of `bench wan` runs

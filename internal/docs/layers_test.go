@@ -35,7 +35,7 @@ var packageLayers = []struct {
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},
 	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/cliflag", "internal/codec", "internal/defaults", "internal/dirlock",
-		"internal/fields", "internal/idleread", "internal/telemetry", "internal/logutil", "internal/memrelease", "internal/connlimit", "internal/progress", "internal/wire"}},
+		"internal/fields", "internal/idleread", "internal/telemetry", "internal/telemetry/rwcodec", "internal/logutil", "internal/memrelease", "internal/connlimit", "internal/progress", "internal/wire"}},
 	{"generated protobuf", []string{"api/..."}},
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -233,6 +234,40 @@ func TestExporterSkipsUnreadable(t *testing.T) {
 	if string(got[0].body) != "ok" || x.errors(reasonUnreadable) != 1 {
 		t.Fatalf("accepted %v, unreadable %v; want ok and 1", got, x.errors(reasonUnreadable))
 	}
+}
+
+// Remote-write records in the agent's columnar encoding
+// (telemetry.AppendRemoteWrite) go out as the WriteRequest the agent
+// received, byte for byte (a stale marker's NaN bits included); a
+// damaged one — cut short, as a torn or forged record would be — is
+// counted as unreadable and skipped, and what follows goes out.
+func TestExporterForwardsEncodedRemoteWrite(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	rc := newReceiver(t)
+	// A scrape's worth of series: one alone would be smaller as protobuf.
+	scrape := func(v float64, ts int64) []byte {
+		var req []byte
+		for i := range 20 {
+			req = append(req, writeRequest("up", fmt.Sprint("job-", i), v, ts)...)
+		}
+		return req
+	}
+	first, last := scrape(1.5, 1000), scrape(math.Float64frombits(0x7ff0000000000002), 2000)
+	enc := func(body []byte) []byte {
+		rec := telemetry.AppendRemoteWrite(nil, body)
+		if telemetry.Kind(rec[len(telemetry.Magic)+1]) != telemetry.RemoteWriteColumns {
+			t.Fatalf("record %x not in the columnar encoding", rec)
+		}
+		return rec
+	}
+	damaged := enc(scrape(3, 3000))
+	st.add(enc(first), damaged[:len(damaged)-3], enc(last))
+	x := startExporter(t, st, rc.target(t, RemoteWrite))
+	got := waitAccepted(t, rc, 2)
+	if len(got) != 2 || !bytes.Equal(got[0].body, first) || !bytes.Equal(got[1].body, last) {
+		t.Fatalf("accepted %v, want %q then %q", got, first, last)
+	}
+	testwait.For(t, "the damaged record counted unreadable", func() bool { return x.errors(reasonUnreadable) == 1 })
 }
 
 // A receiver that is down (every connection to its port cut at once,

@@ -3,6 +3,7 @@ package export
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -37,6 +38,32 @@ func TestShowRemoteWrite(t *testing.T) {
 	}
 	if _, err := Show(nil, marked(telemetry.RemoteWrite, []byte{0x0a, 0x05, 0x01})); err == nil {
 		t.Error("a truncated WriteRequest showed without error")
+	}
+}
+
+// A remote-write record in the agent's columnar encoding shows as the
+// protobuf record of the same request does, stale marker included; one
+// cut short is an error (consume prints it as unreadable).
+func TestShowRemoteWriteColumns(t *testing.T) {
+	var req []byte
+	for i := 1; i <= 20; i++ { // not 0: writeRequest writes a zero value out, which the encoding declines
+		v := float64(i) / 4
+		if i == 3 {
+			v = math.Float64frombits(0x7ff0000000000002) // Prometheus' stale marker
+		}
+		req = append(req, writeRequest("up", fmt.Sprint("job-", i), v, 1700000000123)...)
+	}
+	rec := telemetry.AppendRemoteWrite(nil, req)
+	if telemetry.Kind(rec[len(telemetry.Magic)+1]) != telemetry.RemoteWriteColumns {
+		t.Fatal("the request was not stored in the columnar encoding")
+	}
+	got, err := Show(nil, rec)
+	want, werr := Show(nil, marked(telemetry.RemoteWrite, req))
+	if err != nil || werr != nil || string(got) != string(want) {
+		t.Fatalf("columnar record shows\n%s (%v)\nprotobuf record\n%s (%v)", got, err, want, werr)
+	}
+	if _, err := Show(nil, rec[:len(rec)-2]); err == nil {
+		t.Error("a damaged columnar record showed without error")
 	}
 }
 

@@ -71,6 +71,9 @@ func listen(t *testing.T) net.Listener {
 type marked struct {
 	kind telemetry.Kind
 	body []byte
+	// storedAs is the kind in the stored record: RemoteWriteColumns for
+	// a remote-write request in the columnar encoding.
+	storedAs telemetry.Kind
 }
 
 // waitFor waits until found holds for what the sink has stored, reading
@@ -100,7 +103,7 @@ func storedTelemetry(t *testing.T, addr string) []marked {
 		if err != nil {
 			t.Fatalf("stored record: %v", err)
 		}
-		out = append(out, marked{k, body})
+		out = append(out, marked{k, body, telemetry.Kind(r[len(telemetry.Magic)+1])})
 	}
 	return out
 }

@@ -17,7 +17,7 @@ import (
 // itself every second and remote-writing to the agent's /api/v1/write
 // with an external label marking this run, gets its series through the
 // agent into the sink's store, where they are WriteRequests that carry
-// the marker.
+// the marker, stored in the columnar encoding (internal/telemetry/rwcodec).
 func TestPrometheusRemoteWrite(t *testing.T) {
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -59,6 +59,7 @@ remote_write:
 			t.Logf("prometheus log:\n%s", b)
 		}
 	})
+	var storedAs telemetry.Kind
 	p.waitFor(t, "Prometheus' own up series with the marker in the sink's store", func(got []marked) bool {
 		for _, m := range got {
 			if m.kind != telemetry.RemoteWrite {
@@ -66,12 +67,18 @@ remote_write:
 			}
 			for _, l := range seriesLabels(t, m.body) {
 				if l["__name__"] == "up" && l["job"] == "self" && l["sluice_marker"] == marker {
+					storedAs = m.storedAs
 					return true
 				}
 			}
 		}
 		return false
 	})
+	// A real Prometheus' samples request is one the columnar encoding
+	// carries: stored as the protobuf, it would cost ~1.6× the bytes.
+	if storedAs != telemetry.RemoteWriteColumns {
+		t.Errorf("Prometheus' request stored as %v, want %v", storedAs, telemetry.RemoteWriteColumns)
+	}
 }
 
 // freePort is a loopback address that was free a moment ago, for

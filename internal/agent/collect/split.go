@@ -26,8 +26,9 @@ import (
 var errMalformed = errors.New("malformed request")
 
 // splitRecords turns one request's protobuf body into marked records of
-// kind k, each at most maxRecord bytes. A body that fits is one record
-// holding it unchanged; a larger one is cut between its top-level fields
+// kind k, each at most maxRecord bytes (remote-write ones in the
+// columnar encoding where it round-trips: appendRecord). A body that fits
+// is one record; a larger one is cut between its top-level fields
 // (remote-write: time series and metadata; OTLP: resources), which keeps
 // every piece a valid request of the same message type, because protobuf
 // concatenates repeated fields. A single field too large for a record is
@@ -39,7 +40,7 @@ func splitRecords(body []byte, k telemetry.Kind, maxRecord int) ([][]byte, error
 	}
 	room := maxRecord - telemetry.HeaderLen
 	if len(body) <= room {
-		return [][]byte{telemetry.Append(nil, k, body)}, nil
+		return [][]byte{appendRecord(k, body)}, nil
 	}
 	var out [][]byte
 	start, end := 0, 0 // body[start:end] is the pending piece
@@ -52,12 +53,22 @@ func splitRecords(body []byte, k telemetry.Kind, maxRecord int) ([][]byte, error
 			return nil, fmt.Errorf("%w: one %s element of %d bytes, limit %d (raise --max-record)", ingest.ErrRecordTooLarge, unitName(k), n, room)
 		}
 		if end+n-start > room {
-			out = append(out, telemetry.Append(nil, k, body[start:end]))
+			out = append(out, appendRecord(k, body[start:end]))
 			start = end
 		}
 		end += n
 	}
-	return append(out, telemetry.Append(nil, k, body[start:end])), nil
+	return append(out, appendRecord(k, body[start:end])), nil
+}
+
+// appendRecord is the marked record of kind k holding body: remote-write
+// in the columnar encoding when it round-trips (telemetry.AppendRemoteWrite),
+// which is never longer than the protobuf, so the cuts above hold.
+func appendRecord(k telemetry.Kind, body []byte) []byte {
+	if k == telemetry.RemoteWrite {
+		return telemetry.AppendRemoteWrite(nil, body)
+	}
+	return telemetry.Append(nil, k, body)
 }
 
 // unitName is what one top-level field of a request of kind k holds.

@@ -114,7 +114,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				"rate_bits": sc.Rate * 8, "rtt_ms": sc.RTT.Milliseconds()}, m)
 		}
 		fmt.Fprintf(stdout, "### %s: %s\n\n", sc.Name, label(sc))
-		printTable(stdout, &rs, sc.Name, c.Paths)
+		PrintTable(stdout, &rs, sc.Name, c.Paths)
 		fmt.Fprintln(stdout)
 	}
 	fmt.Fprintf(stdout, "%s; Prometheus scrapes itself and a generated fleet of %d hosts every second; steady window %s, outage %s; agent flags: %s\n",
@@ -165,10 +165,13 @@ func (c Config) trainDict(ctx context.Context, out string, stdout, stderr io.Wri
 	case <-time.After(c.Train):
 	}
 	sinkAddr := r.link.l.Config().Target
-	// A sample per remote-write request (they are larger than the
-	// default 16 KiB), so that the dictionary learns what every request
-	// repeats: the label names and values of the series.
-	p, err := startProc("dict train", c.Bin, "dict", "train", "--records-from", sinkAddr, "--message", "64KiB",
+	// Messages as the agent's defaults make them: about one remote-write
+	// request each (a columnar request of the fleet is ~19 KB, over
+	// 16 KiB, so a message of its own), so that the dictionary learns
+	// what every request repeats, the label names and values of its
+	// series, and a short run (TestBenchRemoteWriteSmoke's 6 s) still
+	// gives the trainer its 8 samples.
+	p, err := startProc("dict train", c.Bin, "dict", "train", "--records-from", sinkAddr, "--message", "16KiB",
 		"--size", c.DictSize, "--out", out)
 	if err != nil {
 		return err
@@ -208,8 +211,10 @@ func label(sc Scenario) string {
 	return fmt.Sprintf("%s, RTT %s", defaults.RateString(sc.Rate), sc.RTT)
 }
 
-// printTable prints one scenario's rows, each path against direct.
-func printTable(w io.Writer, rs *bench.Results, scenario string, paths []string) {
+// PrintTable prints one scenario's rows, each path against direct: the
+// bench's output, and docs/benchmarks.md's tables generated from its
+// --json (internal/docs TestBenchTables).
+func PrintTable(w io.Writer, rs *bench.Results, scenario string, paths []string) {
 	fmt.Fprintln(w, "| path | link bytes/sample | direct / this | Prometheus snappy bytes/sample | samples/s delivered | delay p50 | outage: samples | lost | catch-up |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	direct := rs.Row(scenario + "/" + Direct)

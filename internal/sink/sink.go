@@ -275,12 +275,11 @@ func (s *Sink) setStoreStatus(available bool, detail string) {
 	}
 	was := time.Since(s.statusSince)
 	s.available, s.statusDetail, s.statusSince = available, detail, time.Now()
-	status := &protocol.StoreStatus{Available: available, Detail: detail}
-	for st := range s.sendStreams {
-		st.pushStatus(status)
-	}
 	n := len(s.sendStreams)
-	s.statusMu.Unlock()
+	// The metric and the log come before the agents are told, so that
+	// whoever sees the status (an agent, a test) finds them already
+	// there; the change happens under statusMu, so that the status pushes
+	// of two changes cannot interleave.
 	if available {
 		s.m.storeAvailable.Set(1)
 		s.log.Warn("sink: store available again; storing and granting credits", "unavailable_for", was.Round(time.Millisecond), "agents_told", n)
@@ -289,6 +288,11 @@ func (s *Sink) setStoreStatus(available bool, detail string) {
 		s.m.storeOutages.Inc()
 		s.log.Warn("sink: store unavailable; withholding credits, agents keep spooling", "detail", detail, "agents_told", n)
 	}
+	status := &protocol.StoreStatus{Available: available, Detail: detail}
+	for st := range s.sendStreams {
+		st.pushStatus(status)
+	}
+	s.statusMu.Unlock()
 }
 
 // addSendStream registers st for store status changes and, if the store

@@ -26,7 +26,7 @@ func TestXferChunkFlag(t *testing.T) {
 // docs/xfer.md says the same sizes (the help said 1MiB, 64KiB and 16MiB
 // while the code sent 512 KiB and 16 KiB; issue 24).
 func TestXferAutoChunkHelp(t *testing.T) {
-	want := "auto: 512 KiB for gRPC, 16 KiB for RSocket, 16 MiB for tus"
+	want := "auto: 512 KiB for gRPC, 128 KiB for RSocket, 16 MiB for tus"
 	if got := autoChunkHelp(); got != want {
 		t.Errorf("autoChunkHelp() = %q, want %q", got, want)
 	}

@@ -94,7 +94,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, page); err != nil {
 		return err
 	}
-	srv, err := serve.Start(st.Backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr})
+	srv, err := serve.Start(st.Backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr, Log: log})
 	if err != nil {
 		return err
 	}

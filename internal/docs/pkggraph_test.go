@@ -256,8 +256,9 @@ func TestOnlyTransportImportsProtobuf(t *testing.T) {
 		// tests import it.
 		"api/sluice/v1": {"internal/transport/grpctransport": true, "internal/testkit/sinkclient": true},
 		// Other gRPC services (file transfer, the agent's OTLP/gRPC
-		// receiver) speak gRPC statuses themselves.
-		"google.golang.org/grpc/status": {"internal/transport/grpctransport": true, "internal/xfer/grpcxfer": true, "api/sluice/v1": true, "api/xfer/v1": true,
+		// receiver) speak gRPC statuses themselves, as does the tap that
+		// refuses streams waiting for their first message.
+		"google.golang.org/grpc/status": {"internal/transport/grpctransport": true, "internal/transport/grpctransport/firstmsg": true, "internal/xfer/grpcxfer": true, "api/sluice/v1": true, "api/xfer/v1": true,
 			"internal/agent/collect/otlpgrpc": true},
 	}
 	for pkg, imports := range directImports(t, "./...") {

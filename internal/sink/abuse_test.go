@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/firstmsg"
 )
 
 // TestOutOfWindow: an agent that ignores its credits is told
@@ -153,6 +154,41 @@ func TestStreamsPerConnection(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// TestWaitingSendsPerConnection (issue 23): a connection may have
+// firstmsg.DefaultMax Send streams waiting for their Hello; the next is
+// refused at once with ResourceExhausted (no handler runs for it), and
+// counted; a Hello frees a place. Before, each such stream ran a handler
+// up to MaxStreamsPerConn (256) per connection: 16,384 goroutines from
+// one address, whose records the Go runtime keeps.
+func TestWaitingSendsPerConnection(t *testing.T) {
+	waiting := make(chan struct{}, 2*firstmsg.DefaultMax)
+	h := newHarness(t, func(c *Config) { c.helloWait = func() { waiting <- struct{}{} } })
+	var silent []*sinkclient.Agent
+	for range firstmsg.DefaultMax {
+		silent = append(silent, h.open())
+		select {
+		case <-waiting:
+		case <-time.After(wait):
+			t.Fatal("the sink did not start waiting for a Hello")
+		}
+	}
+	over := h.open()
+	if err := over.Status(); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "first message") {
+		t.Fatalf("Send stream beyond the waiting ones: %v, want ResourceExhausted", err)
+	}
+	if got := metricValue(t, h, "sluice_sink_refused_total{reason=waiting_streams}"); got != 1 {
+		t.Errorf("refused_total{waiting_streams} = %v, want 1", got)
+	}
+	// A Hello on one of them lets the next stream in.
+	if err := silent[0].Stream.Send(sinkclient.Hello("edge-1")); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := silent[0].Stream.Recv(); err != nil || r.GetWelcome() == nil {
+		t.Fatalf("Hello answered with %v, %v; want a Welcome", r, err)
+	}
+	h.connect("edge-2")
 }
 
 // TestConnectionsPerPeer: connections beyond MaxConnsPerPeer from one IP

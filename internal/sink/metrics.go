@@ -71,6 +71,9 @@ const (
 	// refusedConsumersPerPeer: Config.MaxConsumersPerPeer.
 	refusedConsumersPerPeer = "consumers_per_peer"
 	refusedConns            = "max_conns"
+	// refusedWaitingStreams: a Send stream refused because its connection
+	// had internal/firstmsg.DefaultMax Send streams waiting for a Hello.
+	refusedWaitingStreams = "waiting_streams"
 )
 
 // Reasons of sluice_sink_streams_cut_total: a stream the sink ended because
@@ -150,7 +153,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	}
 	m.streams.WithLabelValues("send")
 	m.streams.WithLabelValues("read")
-	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConsumersPerPeer, refusedConns} {
+	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConsumersPerPeer, refusedConns, refusedWaitingStreams} {
 		m.refused.WithLabelValues(r)
 	}
 	for _, r := range []string{cutHelloTimeout, cutOutOfWindow, cutReplaced} {

@@ -33,6 +33,7 @@ func (s *Sink) Serving() serving.Host {
 		Attach:       s.attach,
 		Closing:      s.closing,
 		StalledConns: s.m.stalledConns, StreamCapReached: s.m.connStreamCap,
+		WaitingRefused: s.m.refused.WithLabelValues(refusedWaitingStreams),
 	}
 }
 

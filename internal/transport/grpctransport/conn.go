@@ -147,6 +147,9 @@ func (c *readClient) Close(error)              { c.cancel() }
 func (c *readClient) Context() context.Context { return c.ctx }
 func (c *readClient) Peer() protocol.PeerInfo  { return peerInfo(c.stream.Context()) }
 
+// SendMethod is the full gRPC method name of an agent's Send stream.
+const SendMethod = sluicev1.Sink_Send_FullMethodName
+
 // Register serves svc as the Sink service of s.
 func Register(s *grpc.Server, svc protocol.Service) {
 	sluicev1.RegisterSinkServer(s, &server{svc: svc})

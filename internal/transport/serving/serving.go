@@ -58,8 +58,10 @@ type Host struct {
 	Closing <-chan struct{}
 
 	// StalledConns counts the connections closed by the stall watch,
-	// StreamCapReached those reaching MaxStreamsPerConn.
-	StalledConns, StreamCapReached prometheus.Counter
+	// StreamCapReached those reaching MaxStreamsPerConn, WaitingRefused
+	// the streams refused because their connection had the most streams
+	// waiting for their first message (internal/firstmsg).
+	StalledConns, StreamCapReached, WaitingRefused prometheus.Counter
 
 	// StallTick and StallNow, if set, drive the stall watch instead of a
 	// ticker and the monotonic clock; StallChecked runs after each look.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/firstmsg"
 	"github.com/sluicehq/sluice/internal/xfer"
 )
 
@@ -51,11 +53,18 @@ func Register(srv *grpc.Server, s xfer.Backend) {
 // (gRPC's default is 120 s); one that sends nothing is pinged after
 // grpcKeepalive.Time, or idle if shorter, and closed when the answer
 // does not come within grpcKeepalive.Timeout, or idle if shorter. With
-// the default idle (60 s) that is grpcKeepalive.
-func ServerOptions(idle time.Duration) []grpc.ServerOption {
+// the default idle (60 s) that is grpcKeepalive. log, when not nil, gets
+// a warning (once a minute) when a connection's streams are refused.
+func ServerOptions(idle time.Duration, log *slog.Logger) []grpc.ServerOption {
 	ka := grpcKeepalive
 	ka.Time, ka.Timeout = min(ka.Time, idle), min(ka.Timeout, idle)
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(xfer.MaxChunk + 1<<16), grpc.ForceServerCodecV2(newCodec()),
+	// A client opening Uploads and sending no Begin had a goroutine run
+	// for each (25,600 from 100 connections), whose records the Go
+	// runtime keeps after they end: at most firstmsg.DefaultMax wait per
+	// connection.
+	waiting := firstmsg.New(firstmsg.Config{Methods: []string{xferv1.Xfer_Upload_FullMethodName},
+		Logger: log, Warning: "xfer: a connection opened more uploads than it began; refusing the new ones"})
+	return append(waiting.ServerOptions(), grpc.MaxRecvMsgSize(xfer.MaxChunk+1<<16), grpc.ForceServerCodecV2(newCodec()),
 		experimental.BufferPool(sharedPool),
 		grpc.InitialWindowSize(grpcWindow), grpc.InitialConnWindowSize(grpcWindow),
 		grpc.ReadBufferSize(grpcIOBuf), grpc.WriteBufferSize(grpcIOBuf),
@@ -63,7 +72,7 @@ func ServerOptions(idle time.Duration) []grpc.ServerOption {
 		grpc.ConnectionTimeout(min(defaults.ListenerHandshakeTimeout, idle)),
 		// Each stream is a handler waiting for its first chunk; gRPC's
 		// default is no limit at all.
-		grpc.MaxConcurrentStreams(grpcMaxStreams)}
+		grpc.MaxConcurrentStreams(grpcMaxStreams))
 }
 
 // grpcMaxStreams bounds the streams (uploads, offset queries) one

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -28,6 +29,9 @@ import (
 // POST /post/NAME of post.Handler (no resume).
 type Listen struct {
 	GRPC, RSocket, TUS, HTTP string
+	// Log, when set, gets the listeners' warnings (a gRPC connection
+	// refused streams: internal/firstmsg).
+	Log *slog.Logger
 }
 
 // Server serves an xfer.Backend on the transports of a Listen.
@@ -59,7 +63,7 @@ func Start(s xfer.Backend, l Listen) (*Server, error) {
 			return fail(fmt.Errorf("--grpc: %w", err))
 		}
 		srv.Addrs.GRPC = ln.Addr().String()
-		srv.grpc = grpc.NewServer(grpcxfer.ServerOptions(s.IdleTimeout())...)
+		srv.grpc = grpc.NewServer(grpcxfer.ServerOptions(s.IdleTimeout(), l.Log)...)
 		grpcxfer.Register(srv.grpc, s)
 		srv.run(func() error { return srv.grpc.Serve(ln) })
 	}

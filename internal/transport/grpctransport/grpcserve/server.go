@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
+	"github.com/sluicehq/sluice/internal/transport/grpctransport/firstmsg"
 	"github.com/sluicehq/sluice/internal/transport/serving"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -77,6 +78,9 @@ func New(h serving.Host) *Server {
 		// listener wraps each connection: limitListener).
 		sopts = append(sopts, grpc.Creds(s.stalls.Creds(credentials.NewTLS(h.TLS))))
 	}
+	// First in the interceptor chain: a Send refused by the token check
+	// is counted out of the waiting streams too.
+	sopts = append(sopts, s.waitingLimit().ServerOptions()...)
 	if h.Tokens != nil {
 		sopts = append(sopts, grpc.ChainStreamInterceptor(grpctransport.TokenStreamInterceptor(h.Tokens)),
 			grpc.ChainUnaryInterceptor(grpctransport.TokenUnaryInterceptor(h.Tokens)))
@@ -84,6 +88,22 @@ func New(h serving.Host) *Server {
 	s.srv = grpc.NewServer(sopts...)
 	grpctransport.Register(s.srv, h.Service)
 	return s
+}
+
+// waitingLimit bounds the Send streams of one connection that wait for
+// their Hello (internal/firstmsg): an agent opens one and sends its Hello
+// at once; a client opening Sends and sending nothing had the sink run a
+// goroutine for each, 16,384 of them from one address (64 connections ×
+// 256 streams), whose records the Go runtime keeps after they end.
+func (s *Server) waitingLimit() *firstmsg.Limit {
+	return firstmsg.New(firstmsg.Config{Methods: []string{grpctransport.SendMethod},
+		Refused: func() {
+			if s.h.WaitingRefused != nil {
+				s.h.WaitingRefused.Inc()
+			}
+		},
+		Logger:  s.h.Logger,
+		Warning: "sink: a connection opened more Send streams than it sent Hellos; refusing the new ones"})
 }
 
 // serverKeepalivePolicy lets clients ping as often as every MinTime, with

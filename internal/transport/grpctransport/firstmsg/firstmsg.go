@@ -160,14 +160,6 @@ func (f *firstRecv) RecvMsg(m any) error {
 	return err
 }
 
-// Waiting returns how many streams of the connection between local and
-// remote wait for their first message (tests).
-func (l *Limit) Waiting(local, remote string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.waiting[local+" "+remote]
-}
-
 // connOf names the stream's connection by both its ends, and returns the
 // remote one alone too.
 func connOf(ctx context.Context) (conn, remote string) {

@@ -177,7 +177,7 @@ func testEnv(t *testing.T) Env {
 	dir := t.TempDir()
 	return Env{Log: slog.New(slog.DiscardHandler), DataDir: dir, MaxMessageBytes: defaults.SinkMaxMessage,
 		StartTimeout: time.Minute, Dicts: store.NewDicts(dir),
-		Metrics:  Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})},
+		Metrics:  Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), TailSkipped: c(), Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})},
 		OnStatus: func(bool, string) {}}
 }
 

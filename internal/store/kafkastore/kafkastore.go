@@ -240,7 +240,10 @@ type Metrics struct {
 	Produce, CatchUp     prometheus.Observer
 	Records, TailRecords prometheus.Counter
 	Foreign              prometheus.Counter
-	Lag                  prometheus.Gauge
+	// TailSkipped counts the records of this sink's own batches the
+	// tailer skipped (the writer added their messages to the index).
+	TailSkipped prometheus.Counter
+	Lag         prometheus.Gauge
 }
 
 // RecordLimit is the largest record value the topic takes.
@@ -343,6 +346,14 @@ func Open(env Env, u *URL) (*Store, *store.Dedup, error) {
 	k.tail, err = newTailer(k, pos, parts)
 	if err != nil {
 		return fail(err)
+	}
+	// The producer's id, known before its first batch reaches the topic, so
+	// that the tailer skips this sink's batches from the first; the
+	// promises follow it if franz-go takes a new one.
+	if id, _, err := cl.ProducerID(ctx); err == nil {
+		k.tail.ownPID.Store(id)
+	} else {
+		env.Log.Debug("sink: Kafka producer id unknown; the tailer decodes this sink's batches until the first is acknowledged", "err", err)
 	}
 	env.Log.Info("sink: Kafka store open", "store", u.String(), "partitions", len(parts),
 		"max_record_bytes", k.recordLimit, "compression", u.compression, "agents", d.Agents())
@@ -471,7 +482,9 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 	start := time.Now()
 	k.inflightSince.Store(start.UnixNano())
 	defer k.inflightSince.Store(0)
-	c := &commit{}
+	// Where the tailer stands now: before every record this Append writes.
+	rewindTo := k.tail.positions()
+	c := &commit{ownPID: &k.tail.ownPID}
 	var bytes int64
 	var nrecs int
 	for _, it := range msgs {
@@ -491,6 +504,9 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 	c.wg.Wait()
 	k.env.Metrics.Produce.Observe(time.Since(start).Seconds())
 	if c.first != nil {
+		// The tailer skipped this sink's batches, and the writer will
+		// not add these messages: the tailer must read them.
+		k.tail.rewind(rewindTo)
 		//lint:ignore ST1005 Kafka is a name, capitalized wherever it stands
 		return 0, fmt.Errorf("Kafka: %w", c.first)
 	}
@@ -551,6 +567,9 @@ type commit struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	first error // the first produce error
+	// ownPID is the tailer's: the producer id of the records Kafka
+	// acknowledged, whose batches the tailer skips.
+	ownPID *atomic.Int64
 }
 
 // msgRecords are the Kafka records of one message, recycled (msgRecordsPool)
@@ -580,8 +599,13 @@ func (m *msgRecords) release() {
 }
 
 // promise is the producer's callback for each record of m.
-func (m *msgRecords) promise(_ *kgo.Record, err error) {
+func (m *msgRecords) promise(r *kgo.Record, err error) {
 	c := m.c
+	// Written once per producer id, read by the tailer: no store per
+	// record on the shared cache line.
+	if err == nil && c.ownPID.Load() != r.ProducerID {
+		c.ownPID.Store(r.ProducerID)
+	}
 	if err != nil {
 		c.mu.Lock()
 		if c.first == nil {

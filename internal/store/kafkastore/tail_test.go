@@ -4,7 +4,15 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // recordBatch is an encoded record batch (magic 2) of producer pid holding
@@ -88,4 +96,73 @@ func FuzzSplitOwn(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFailedAppendRewindsTailer: the tailer skips the batches of the
+// store's own producer, whose messages the writer adds to the index once
+// Append succeeds (here nothing adds them: the store alone never does).
+// When an Append fails, records of it may be in the topic all the same —
+// here a small message's, acknowledged beside a record the producer refuses
+// — and the writer adds none of its messages: the tailer reads the topic
+// again from where it stood when that Append began, and learns the small
+// message as it would another sink's.
+func TestFailedAppendRewindsTailer(t *testing.T) {
+	b := kafkatest.Start(t)
+	u, err := ParseURL("kafka://" + b.Addr + "/rewind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testEnv(t)
+	skipped := prometheus.NewCounter(prometheus.CounterOpts{Name: "skipped_total"})
+	env.Metrics.TailSkipped = skipped
+	k, d, err := Open(env, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	msg := func(id uint64, recs ...[]byte) *store.Message {
+		var bb batch.Builder
+		for _, r := range recs {
+			if err := bb.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return &store.Message{Agent: "edge-1", AgentB: []byte("edge-1"), ID: id, Records: uint32(len(recs)),
+			Codec: codec.Plain, Body: bytes.Clone(bb.Bytes())}
+	}
+	has := func(id uint64) bool {
+		d.Lock()
+		defer d.Unlock()
+		return d.Has("edge-1", id)
+	}
+	count := func(c prometheus.Counter) float64 {
+		var m dto.Metric
+		if err := c.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	if _, err := k.Append([]*store.Message{msg(1, []byte("a"), []byte("b"))}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the tailer to skip message 1's two records", func() bool { return count(skipped) == 2 })
+	if has(1) || count(env.Metrics.TailRecords) != 0 {
+		t.Fatalf("the tailer decoded the store's own batch (%v records)", count(env.Metrics.TailRecords))
+	}
+	// A record larger than the topic takes, which Append's own check
+	// would refuse: the producer fails it.
+	k.recordLimit = 1 << 30
+	huge := bytes.Repeat([]byte{'x'}, int(env.MaxMessageBytes)+1<<20)
+	if _, err := k.Append([]*store.Message{msg(2, []byte("c")), msg(3, huge)}); err == nil {
+		t.Fatal("an Append with a record larger than the topic takes succeeded")
+	}
+	testwait.For(t, "the tailer to read message 2 again", func() bool { return has(2) })
+	if has(1) || has(3) {
+		t.Fatalf("index: message 1 %v (before the rewind point), message 3 %v (never written); want neither", has(1), has(3))
+	}
+	// From now on the store's batches are read like any other's.
+	if _, err := k.Append([]*store.Message{msg(4, []byte("d"))}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the tailer to read message 4", func() bool { return has(4) })
 }

@@ -58,8 +58,10 @@ type tailer struct {
 	ownPID atomic.Int64
 
 	// Only run's goroutine uses these: each partition's leader (nil when
-	// it must be asked again), the topic's id, and what decodes batches.
+	// it must be asked again), whether the last fetch left records to
+	// read, the topic's id, and what decodes batches.
 	leaders      map[int32]int32
+	behind       bool // a partition's answer ended below its high watermark
 	topicID      [16]byte
 	pools        *tailPools
 	decompressor kgo.Decompressor
@@ -146,21 +148,33 @@ func (t *tailer) fetchOnce() time.Duration {
 	t.d.Lock()
 	gen, skip := t.gen, t.skipOwn
 	byLeader := map[int32]*leaderFetch{}
+	unled := false
 	for p, o := range t.pos {
 		l, ok := t.leaders[p]
 		if !ok {
-			continue // a partition added since: the next refresh finds it
+			unled = true // a partition added since: the next refresh finds it
+			continue
 		}
 		if byLeader[l] == nil {
 			byLeader[l] = &leaderFetch{asked: map[int32]int64{}}
 		}
 		byLeader[l].asked[p] = o
 	}
-	unled := len(t.pos) > len(t.leaders)
 	t.d.Unlock()
+	// The answers are applied once all leaders have answered: a leader
+	// with nothing new holds its answer up to the wait, so with several
+	// leaders the wait is short, and none while a partition is behind.
+	wait := int32(500)
+	switch {
+	case t.behind:
+		wait = 0
+	case len(byLeader) > 1:
+		wait = 100
+	}
+	t.behind = false
 	var wg sync.WaitGroup
 	for l, f := range byLeader {
-		wg.Go(func() { f.resp, f.err = t.fetch(l, f.asked) })
+		wg.Go(func() { f.resp, f.err = t.fetch(l, f.asked, wait) })
 	}
 	wg.Wait()
 	own := int64(-1)
@@ -269,10 +283,11 @@ func (t *tailer) refreshLeaders() error {
 }
 
 // fetch sends one fetch request, without a fetch session (each names its
-// partitions and offsets), to broker leader.
-func (t *tailer) fetch(leader int32, asked map[int32]int64) (*kmsg.FetchResponse, error) {
+// partitions and offsets), to broker leader; the broker holds it up to
+// waitMillis for records to arrive.
+func (t *tailer) fetch(leader int32, asked map[int32]int64, waitMillis int32) (*kmsg.FetchResponse, error) {
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = 500
+	req.MaxWaitMillis = waitMillis
 	req.MinBytes = 1
 	req.MaxBytes = FetchMaxBytes
 	req.SessionEpoch = -1 // no session
@@ -316,6 +331,9 @@ func (t *tailer) consume(rp *kmsg.FetchResponseTopicPartition, asked int64, gen 
 		}
 	}
 	t.apply(rp.Partition, asked, gen, recs, next, skipped)
+	if next < rp.HighWatermark {
+		t.behind = true
+	}
 	if err != nil && next == asked {
 		return err
 	}

@@ -496,8 +496,10 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 			it.DropErr = err
 			continue
 		}
-		bytes += k.produce(c, m, it)
+		// The last promise may recycle m before produce returns: count
+		// its records first.
 		nrecs += len(m.recs)
+		bytes += k.produce(c, m, it)
 	}
 	// Send what lingers at once, and wait for every promise.
 	_ = k.cl.Flush(k.ctx)

@@ -2,10 +2,15 @@ package kafkastore
 
 import (
 	"bytes"
+	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/internal/batch"
@@ -165,4 +170,72 @@ func TestFailedAppendRewindsTailer(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, "the tailer to read message 4", func() bool { return has(4) })
+}
+
+// TestTailerLogStartAndNewPartitions: records deleted before the tailer
+// read them (its position is below the partition's log start: Kafka
+// answers OFFSET_OUT_OF_RANGE) are passed over and the tailer reads on from
+// the log start; a partition added to the topic later is read from its
+// start. Another producer writes every record here, so each is decoded.
+func TestTailerLogStartAndNewPartitions(t *testing.T) {
+	b := kafkatest.Start(t)
+	const topic = "tail-log-start"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	other, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	adm := kadm.NewClient(other)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	write := func(partition int32, id uint64) {
+		t.Helper()
+		r := &kgo.Record{Partition: partition, Key: []byte("edge-9"), Value: []byte("v"), Headers: []kgo.RecordHeader{
+			{Key: HeaderAgent, Value: []byte("edge-9")}, {Key: HeaderMessage, Value: []byte(strconv.FormatUint(id, 10))},
+			{Key: HeaderIndex, Value: []byte("0")}, {Key: HeaderCount, Value: []byte("1")}}}
+		if err := other.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, 1)
+	write(0, 2)
+	// Retention, as it were, deletes message 1 before any sink read it.
+	if _, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {At: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := ParseURL("kafka://" + b.Addr + "/" + topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, d, err := Open(testEnv(t), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	has := func(id uint64) bool {
+		d.Lock()
+		defer d.Unlock()
+		return d.Has("edge-9", id)
+	}
+	testwait.For(t, "the tailer to read message 2, after the log start", func() bool { return has(2) })
+	if has(1) {
+		t.Fatal("the index holds message 1, deleted before the tailer could read it")
+	}
+	if _, err := adm.CreatePartitions(ctx, 1, topic); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the other producer to write to the new partition", func() bool {
+		other.ForceMetadataRefresh()
+		r := &kgo.Record{Partition: 1, Key: []byte("edge-9"), Value: []byte("v"), Headers: []kgo.RecordHeader{
+			{Key: HeaderAgent, Value: []byte("edge-9")}, {Key: HeaderMessage, Value: []byte("3")},
+			{Key: HeaderIndex, Value: []byte("0")}, {Key: HeaderCount, Value: []byte("1")}}}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return other.ProduceSync(pctx, r).FirstErr() == nil
+	})
+	testwait.For(t, "the tailer to read message 3 from the new partition", func() bool { return has(3) })
 }

@@ -189,7 +189,8 @@ func validTopic(t string) error {
 // Store writes messages to a Kafka topic, one Kafka record per record
 // of each message (see the package documentation), and keeps the dedup
 // index in step with what every sink writing the topic stored, through a
-// consumer tailing the topic (tail.go).
+// tailer reading the topic (tail.go) — all of it but the batches this
+// store's own producer wrote, whose messages the writer indexes.
 type Store struct {
 	env Env
 	u   *URL

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // kafkaWait bounds the blocking steps of Kafka tests (a broker restart is
@@ -165,6 +166,7 @@ func TestKafka(t *testing.T) {
 	t.Run("Read", func(t *testing.T) { testKafkaRead(t, b) })
 	t.Run("Partitions", func(t *testing.T) { testKafkaPartitions(t, b) })
 	t.Run("Partial", func(t *testing.T) { testKafkaPartial(t, b) })
+	t.Run("TailSkipsOwn", func(t *testing.T) { testKafkaTailSkipsOwn(t, b) })
 	t.Run("BadURL", testKafkaBadURL)
 }
 
@@ -544,6 +546,64 @@ func testKafkaPartial(t *testing.T, b *kafkatest.Broker) {
 	}
 	if n := len(topicRecords(t, b.Addr, topic)); n != 5 {
 		t.Fatalf("topic holds %d records, want 2 + 3", n)
+	}
+}
+
+// testKafkaTailSkipsOwn: the tailer does not decode the batches the sink's
+// own producer wrote (the writer indexed their messages), but still reads
+// what another producer writes to the topic: a message written by another
+// sink is known as stored, and so are the sink's own, also after a restart
+// from the checkpoint (whose positions are past the skipped batches).
+func testKafkaTailSkipsOwn(t *testing.T, b *kafkatest.Broker) {
+	topic := newTopic(t)
+	h := kafkaHarness(t, b, topic, func(c *Config) { c.CheckpointBytes = 1 })
+	msgs := map[uint64][]string{}
+	var ids []uint64
+	for id := range uint64(10) {
+		msgs[id] = sinkclient.Records(id, 3)
+		ids = append(ids, id)
+	}
+	a := h.connect("edge-1")
+	sendAll(a, msgs, ids...)
+
+	// Another sink stores message 0 of edge-7 (two records).
+	other := sinkclient.Records(0, 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i, rec := range other {
+		r := &kgo.Record{Key: []byte("edge-7"), Value: []byte(rec), Headers: []kgo.RecordHeader{
+			{Key: kafkastore.HeaderAgent, Value: []byte("edge-7")}, {Key: kafkastore.HeaderMessage, Value: []byte("0")},
+			{Key: kafkastore.HeaderIndex, Value: []byte(strconv.Itoa(i))}, {Key: kafkastore.HeaderCount, Value: []byte("2")}}}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (decoded, skipped float64) {
+		return metricValue(t, h, "sluice_sink_kafka_tail_records_total"), metricValue(t, h, "sluice_sink_kafka_tail_own_records_skipped_total")
+	}
+	if !testwait.Until(func() bool { d, s := read(); return d >= 2 && s >= 30 }) {
+		d, s := read()
+		t.Fatalf("tailer decoded %v records and skipped %v; want the other sink's 2 decoded and the own 30 skipped", d, s)
+	}
+	if d, s := read(); d != 2 || s != 30 {
+		t.Fatalf("tailer decoded %v records and skipped %v; want 2 and 30", d, s)
+	}
+	b7 := h.connect("edge-7")
+	sendAll(b7, map[uint64][]string{0: other}, 0)
+	if dup := metricValue(t, h, "sluice_sink_duplicate_messages_total"); dup != 1 {
+		t.Fatalf("the other sink's message: %v duplicates, want 1", dup)
+	}
+	h.restart()
+	a = h.connect("edge-1")
+	sendAll(a, msgs, ids...)
+	if dup := metricValue(t, h, "sluice_sink_duplicate_messages_total"); dup != 10 {
+		t.Fatalf("after a restart: %v duplicates, want 10", dup)
+	}
+	if n := len(topicRecords(t, b.Addr, topic)); n != 32 {
+		t.Fatalf("topic holds %d records, want 30 + 2", n)
 	}
 }
 

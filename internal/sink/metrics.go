@@ -59,6 +59,7 @@ type metrics struct {
 	kafkaRecords     prometheus.Counter
 	kafkaTailRecords prometheus.Counter
 	kafkaForeign     prometheus.Counter
+	kafkaTailSkipped prometheus.Counter
 	kafkaLag         prometheus.Gauge
 	kafkaCatchUp     prometheus.Histogram
 }
@@ -144,6 +145,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 		kafkaRecords:     counter("kafka_records_total", "Kafka store: records produced (one per record of each message)."),
 		kafkaTailRecords: counter("kafka_tail_records_total", "Kafka store: records the dedup tailer read from the topic (any sink's)."),
 		kafkaForeign:     counter("kafka_foreign_records_total", "Kafka store: records in the topic without valid sluice headers (ignored by dedup)."),
+		kafkaTailSkipped: counter("kafka_tail_own_records_skipped_total", "Kafka store: records of this sink's own batches the dedup tailer skipped undecoded (the writer indexed their messages)."),
 		kafkaLag:         gauge("kafka_tail_lag_records", "Kafka store: records in the topic the dedup tailer has not read yet."),
 		kafkaCatchUp: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_catchup_seconds",
 			Help: "Kafka store: time from an agent's Hello until the dedup tailer had read the topic up to its end as of then.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
@@ -168,7 +170,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 		reg.MustRegister(m.fsync) // the embedded store's
 	}
 	if kafka {
-		reg.MustRegister(m.kafkaProduce, m.kafkaRecords, m.kafkaTailRecords, m.kafkaForeign, m.kafkaLag, m.kafkaCatchUp)
+		reg.MustRegister(m.kafkaProduce, m.kafkaRecords, m.kafkaTailRecords, m.kafkaForeign, m.kafkaTailSkipped, m.kafkaLag, m.kafkaCatchUp)
 	}
 	return m
 }

@@ -155,7 +155,7 @@ func New(cfg Config) (*Sink, error) {
 			Log: log, DataDir: cfg.DataDir, MaxMessageBytes: cfg.MaxMessageBytes, StartTimeout: cfg.KafkaStartTimeout,
 			TailHold: cfg.tailHold, Dicts: s.dicts, OnStatus: s.setStoreStatus,
 			Metrics: kafkastore.Metrics{Produce: m.kafkaProduce, CatchUp: m.kafkaCatchUp, Records: m.kafkaRecords,
-				TailRecords: m.kafkaTailRecords, Foreign: m.kafkaForeign, Lag: m.kafkaLag},
+				TailRecords: m.kafkaTailRecords, Foreign: m.kafkaForeign, TailSkipped: m.kafkaTailSkipped, Lag: m.kafkaLag},
 		}, ku)
 		if err != nil {
 			return nil, err

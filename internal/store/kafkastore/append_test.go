@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,7 +178,7 @@ func testEnv(t *testing.T) Env {
 	dir := t.TempDir()
 	return Env{Log: slog.New(slog.DiscardHandler), DataDir: dir, MaxMessageBytes: defaults.SinkMaxMessage,
 		StartTimeout: time.Minute, Dicts: store.NewDicts(dir),
-		Metrics:  Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})},
+		Metrics:  Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), TailSkipped: c(), Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})},
 		OnStatus: func(bool, string) {}}
 }
 
@@ -292,4 +293,59 @@ func BenchmarkBatchCompressor(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAppend: one Append of a message of 1,000 records of 200 B (plain,
+// bench ingest's record size) to a single-node broker, acks=all with the
+// default codec: what the sink's Kafka path costs per record in the
+// process (producing, compressing, and the tailer, which skips these
+// batches), and its allocations.
+func BenchmarkAppend(b *testing.B) {
+	br := kafkatest.Start(b)
+	u, err := ParseURL("kafka://" + br.Addr + "/bench-append")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "c_total"}) }
+	h := func() prometheus.Histogram { return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"}) }
+	env := Env{Log: slog.New(slog.DiscardHandler), DataDir: dir, MaxMessageBytes: defaults.SinkMaxMessage,
+		StartTimeout: time.Minute, Dicts: store.NewDicts(dir), OnStatus: func(bool, string) {},
+		Metrics: Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), TailSkipped: c(),
+			Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}}
+	k, _, err := Open(env, u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close()
+	const n = 1000
+	var bb batch.Builder
+	rec := bytes.Repeat([]byte{'m'}, 200)
+	for range n {
+		if err := bb.Add(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	body := bytes.Clone(bb.Bytes())
+	id := uint64(0)
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		id++
+		m := &store.Message{Agent: "edge-1", AgentB: []byte("edge-1"), ID: id, Records: n, Codec: codec.Plain, Body: body}
+		if _, err := k.Append([]*store.Message{m}); err != nil || m.DropErr != nil {
+			b.Fatal(err, m.DropErr)
+		}
+	}
+	// The process's CPU (the broker is another process), steadier than
+	// wall time on a shared machine.
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N*n), "cpu-ns/record")
+}
+
+// processCPU is the CPU time this process has used, in nanoseconds.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -257,6 +258,42 @@ func (s *Stream) Next() (Payload, error) {
 			return Payload{}, io.EOF
 		}
 	}
+}
+
+// Release gives back p, a payload Next returned, once the application is
+// done with its bytes: nothing may use p's Metadata or Data after. The
+// stream's later large payloads (32 KiB of data and more) are then
+// copied into the buffers given back instead of fresh memory the
+// collector reclaims: a stream of large payloads, such as a file upload's
+// chunks, costs no allocation per payload and copies into memory still
+// in the cache. Optional; a payload not released is collected as usual.
+func (s *Stream) Release(p Payload) {
+	st := s.st
+	st.recycles.Store(true)
+	if len(p.Data) < minRecycled {
+		return
+	}
+	st.mu.Lock()
+	if st.spareBytes+cap(p.Data) <= s.c.maxSpares() {
+		st.spares = append(st.spares, p.Data[:0])
+		st.spareBytes += cap(p.Data)
+	}
+	st.mu.Unlock()
+}
+
+// spare takes a buffer of n bytes from the payloads the application gave
+// back (Release); nil when none is large enough.
+func (st *stream) spare(n int) []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := len(st.spares) - 1; i >= 0; i-- {
+		if b := st.spares[i]; cap(b) >= n {
+			st.spares = slices.Delete(st.spares, i, i+1)
+			st.spareBytes -= cap(b)
+			return b[:n]
+		}
+	}
+	return nil
 }
 
 // push after ended is a no-op; re-queue terminal items directly.

@@ -42,6 +42,12 @@ type stream struct {
 	popped     []item  // what pop took from queue and has not returned (popped[poppedNext:]); pop's own
 	poppedNext int
 	cancelled  atomic.Bool // cancelled: popped is dropped as queue was
+	// recycles: the application gives this stream's payloads back
+	// (Stream.Release), so large ones are copied into pooled buffers
+	// (Conn.streamPayload). Set by the application, read under Conn.mu.
+	recycles   atomic.Bool
+	spares     [][]byte // buffers of released payloads (Stream.Release); under mu
+	spareBytes int      // their capacity
 	ready      chan struct{}
 	ended      bool // a terminal item was queued
 }

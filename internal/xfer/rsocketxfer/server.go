@@ -99,6 +99,9 @@ func receive(u xfer.BackendUpload, off int64, in *rsocket.Stream, out *rsocket.S
 				return rsocket.ApplicationError("%v", err)
 			}
 			n, err := u.Write(off, m.Data, crc)
+			// The store copied the chunk: its buffer goes back to the
+			// connection's pool for the next chunk (Stream.Release).
+			in.Release(m)
 			if err != nil {
 				return rsError(err)
 			}

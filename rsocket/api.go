@@ -266,7 +266,9 @@ func (s *Stream) Next() (Payload, error) {
 // copied into the buffers given back instead of fresh memory the
 // collector reclaims: a stream of large payloads, such as a file upload's
 // chunks, costs no allocation per payload and copies into memory still
-// in the cache. Optional; a payload not released is collected as usual.
+// in the cache. What the stream does not keep goes to the frame pool,
+// for other streams. Optional; a payload not released is collected as
+// usual.
 func (s *Stream) Release(p Payload) {
 	st := s.st
 	st.recycles.Store(true)
@@ -274,11 +276,15 @@ func (s *Stream) Release(p Payload) {
 		return
 	}
 	st.mu.Lock()
-	if st.spareBytes+cap(p.Data) <= s.c.maxSpares() {
+	keep := st.spareBytes+cap(p.Data) <= s.c.maxSpares()
+	if keep {
 		st.spares = append(st.spares, p.Data[:0])
 		st.spareBytes += cap(p.Data)
 	}
 	st.mu.Unlock()
+	if !keep {
+		frame.PutBuf(p.Data) // kept if its capacity is a pool class's
+	}
 }
 
 // spare takes a buffer of n bytes from the payloads the application gave

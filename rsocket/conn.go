@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
+	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
 // The connection: the Conn type with its fields grouped by concern, its
@@ -449,8 +450,8 @@ func (c *Conn) inboundPayload(ev *conn.Event) Payload {
 
 // streamPayload is inboundPayload for a PAYLOAD of st: when st's
 // application gives its payloads back (Stream.Release), large data is
-// copied into a buffer it gave back rather than fresh memory. Such a
-// buffer is warm in the cache and needs no collection: the copy of an
+// copied into a buffer it gave back (or one of the frame pool) rather
+// than fresh memory. Such a buffer is warm in the cache and needs no collection: the copy of an
 // upload's 128 KiB chunk into fresh memory was half of an RSocket
 // upload's memmove, plus the clearing of new pages, at one 128 KiB
 // allocation per chunk (docs/xfer.md, "Where an upload's CPU goes").
@@ -461,7 +462,9 @@ func (c *Conn) streamPayload(st *stream, ev *conn.Event) Payload {
 	}
 	b := st.spare(len(ev.Data))
 	if b == nil {
-		return c.inboundPayload(ev)
+		// The frame pool's, which Release fills when the stream's spares
+		// are full: memory another stream or connection gave back.
+		b = frame.GetBuf(len(ev.Data))[:len(ev.Data)]
 	}
 	copy(b, ev.Data)
 	return Payload{Metadata: c.copyInbound(ev.Metadata), Data: b}

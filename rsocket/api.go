@@ -268,11 +268,17 @@ func (s *Stream) Next() (Payload, error) {
 // chunks, costs no allocation per payload and copies into memory still
 // in the cache. What the stream does not keep goes to the frame pool,
 // for other streams. Optional; a payload not released is collected as
-// usual.
+// usual. Releasing an empty Payload only declares that the application
+// will release: call it before the first Next so that the stream's first
+// payloads already come in recycled buffers.
 func (s *Stream) Release(p Payload) {
 	st := s.st
 	st.recycles.Store(true)
 	if len(p.Data) < minRecycled {
+		return
+	}
+	if buf := st.unlend(p.Data); buf != nil {
+		frame.PutBuf(buf) // the frame's own buffer: the reader takes it again
 		return
 	}
 	st.mu.Lock()
@@ -285,6 +291,50 @@ func (s *Stream) Release(p Payload) {
 	if !keep {
 		frame.PutBuf(p.Data) // kept if its capacity is a pool class's
 	}
+}
+
+// lend records buf, a frame's pooled buffer whose first n bytes are the
+// frame, while the application holds a payload in it, until Release
+// gives it back; false (buf stays the reader's) when buf is nil or the
+// stream's application holds max bytes of them already.
+func (st *stream) lend(buf []byte, n, max int) bool {
+	if buf == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.lentBytes+cap(buf) > max {
+		return false
+	}
+	st.lent = append(st.lent, lentFrame{buf: buf, n: n})
+	st.lentBytes += cap(buf)
+	return true
+}
+
+// lentFrame is a frame buffer lent to the application: buf[:n] was the
+// frame, whose payload data was its tail.
+type lentFrame struct {
+	buf []byte
+	n   int
+}
+
+// unlend takes back the frame buffer that data, a payload's, is the tail
+// of; nil when data is in none (a copy).
+func (st *stream) unlend(data []byte) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	last := &data[len(data)-1]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, l := range st.lent {
+		if &l.buf[:l.n][l.n-1] == last {
+			st.lent = slices.Delete(st.lent, i, i+1)
+			st.lentBytes -= cap(l.buf)
+			return l.buf
+		}
+	}
+	return nil
 }
 
 // spare takes a buffer of n bytes from the payloads the application gave

@@ -49,6 +49,7 @@ func (c *Conn) readLoop(tr transport) {
 		}
 		q0 := len(c.out) + c.inflight
 		now := c.now()
+		c.reading = readingFrame{rb: rb, f: f}
 		c.machine.Receive(now, f)
 		// Frames already buffered are taken under the same lock: one
 		// lock, one dispatch and one write for a burst of requests. The
@@ -62,6 +63,7 @@ func (c *Conn) readLoop(tr transport) {
 			if f, err = st.readFrame(f); err != nil || c.closed {
 				break // the next readFrame returns the error again
 			}
+			c.reading.f = f
 			c.machine.Receive(now, f)
 		}
 		if !c.closed {
@@ -71,6 +73,7 @@ func (c *Conn) readLoop(tr transport) {
 				c.markRead()
 			}
 		}
+		c.reading = readingFrame{}
 		rb.release() // before unlock publishes the frames' output
 		c.unlock(true)
 		c.combineDirect()

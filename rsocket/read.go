@@ -136,8 +136,8 @@ type frameReader struct {
 	// frame of an upload's chunks, 5 % of an RSocket upload's CPU; its
 	// header is read and the rest goes straight into the frame's buffer.
 	afterHuge bool
-	small [smallRead]byte
-	stall stallDeadline // deadlines.go: set while a frame is partial
+	small     [smallRead]byte
+	stall     stallDeadline // deadlines.go: set while a frame is partial
 	// budget reserves frames larger than largeRead against the server's
 	// budget and lends their buffers (readbudget.go); nil (a resumable
 	// listener's first frame): plain allocations.

@@ -103,7 +103,9 @@ func checkElement(t *testing.T, i int, data []byte, size int) {
 
 // TestStreamReleaseSmallPayloads: payloads below minRecycled are copied
 // from the connection's shared slab, which must never be reused for
-// another payload; releasing them changes nothing.
+// another payload; releasing them changes nothing. The test reads them
+// after Release on purpose (the API forbids it): a slab piece that went
+// to a pool would show a later element's bytes.
 func TestStreamReleaseSmallPayloads(t *testing.T) {
 	const count, size = 100, 300
 	b := &bigStreamer{count: count, size: size, done: make(chan struct{})}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/sluicehq/sluice/rsocket/conn"
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -257,6 +258,98 @@ func (s *Stream) Next() (Payload, error) {
 			return Payload{}, io.EOF
 		}
 	}
+}
+
+// Release gives back p, a payload Next returned, once the application is
+// done with its bytes: nothing may use p's Metadata or Data after. The
+// stream's later large payloads (32 KiB of data and more) are then
+// copied into the buffers given back instead of fresh memory the
+// collector reclaims: a stream of large payloads, such as a file upload's
+// chunks, costs no allocation per payload and copies into memory still
+// in the cache. What the stream does not keep goes to the frame pool,
+// for other streams. Optional; a payload not released is collected as
+// usual. Releasing an empty Payload only declares that the application
+// will release: call it before the first Next so that the stream's first
+// payloads already come in recycled buffers.
+func (s *Stream) Release(p Payload) {
+	st := s.st
+	st.recycles.Store(true)
+	if len(p.Data) < minRecycled {
+		return
+	}
+	if buf := st.unlend(p.Data); buf != nil {
+		frame.PutBuf(buf) // the frame's own buffer: the reader takes it again
+		return
+	}
+	st.mu.Lock()
+	keep := st.spareBytes+cap(p.Data) <= s.c.maxSpares()
+	if keep {
+		st.spares = append(st.spares, p.Data[:0])
+		st.spareBytes += cap(p.Data)
+	}
+	st.mu.Unlock()
+	if !keep {
+		frame.PutBuf(p.Data) // kept if its capacity is a pool class's
+	}
+}
+
+// lend records buf, a frame's pooled buffer whose first n bytes are the
+// frame, while the application holds a payload in it, until Release
+// gives it back; false (buf stays the reader's) when buf is nil or the
+// stream's application holds max bytes of them already.
+func (st *stream) lend(buf []byte, n, max int) bool {
+	if buf == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.lentBytes+cap(buf) > max {
+		return false
+	}
+	st.lent = append(st.lent, lentFrame{buf: buf, n: n})
+	st.lentBytes += cap(buf)
+	return true
+}
+
+// lentFrame is a frame buffer lent to the application: buf[:n] was the
+// frame, whose payload data was its tail.
+type lentFrame struct {
+	buf []byte
+	n   int
+}
+
+// unlend takes back the frame buffer that data, a payload's, is the tail
+// of; nil when data is in none (a copy).
+func (st *stream) unlend(data []byte) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	last := &data[len(data)-1]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, l := range st.lent {
+		if &l.buf[:l.n][l.n-1] == last {
+			st.lent = slices.Delete(st.lent, i, i+1)
+			st.lentBytes -= cap(l.buf)
+			return l.buf
+		}
+	}
+	return nil
+}
+
+// spare takes a buffer of n bytes from the payloads the application gave
+// back (Release); nil when none is large enough.
+func (st *stream) spare(n int) []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := len(st.spares) - 1; i >= 0; i-- {
+		if b := st.spares[i]; cap(b) >= n {
+			st.spares = slices.Delete(st.spares, i, i+1)
+			st.spareBytes -= cap(b)
+			return b[:n]
+		}
+	}
+	return nil
 }
 
 // push after ended is a no-op; re-queue terminal items directly.

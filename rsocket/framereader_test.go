@@ -77,3 +77,52 @@ func TestFrameReaderDeclaredLengthCostsLittle(t *testing.T) {
 		t.Fatalf("a frame declared as %d bytes, of which 100 came, was read into a buffer of %d", n, r.max)
 	}
 }
+
+// readSizes records how many bytes each Read asked for.
+type readSizes struct {
+	r     io.Reader
+	asked []int
+}
+
+func (s *readSizes) Read(p []byte) (int, error) {
+	s.asked = append(s.asked, len(p))
+	return s.r.Read(p)
+}
+
+// TestFrameReaderLargeFramesNotCopied: after a frame larger than the
+// reader's buffer, the next read into the buffer asks for at most
+// smallRead bytes, so that of the next large frame (an upload's next
+// chunk) only its first bytes land in the buffer and need copying into
+// the frame's own; the rest is read straight there. Before, the reader
+// filled its 64 KiB buffer and copied all of it. Frames still arrive
+// whole, and small frames after large ones too.
+func TestFrameReaderLargeFramesNotCopied(t *testing.T) {
+	// The first frame is over smallRead, so the reader takes its large
+	// buffer, as a connection busy with requests has.
+	sizes := []int{1000, 3 * largeRead, 2 * largeRead, 2 * largeRead, 100, 5}
+	var stream bytes.Buffer
+	for i, n := range sizes {
+		stream.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
+		stream.Write(bytes.Repeat([]byte{byte(i + 1)}, n))
+	}
+	src := &readSizes{r: bytes.NewReader(stream.Bytes())}
+	f := newFrameReader(src)
+	for i, n := range sizes {
+		before := len(src.asked)
+		fr, err := f.readFrame(nil)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if !bytes.Equal(fr, bytes.Repeat([]byte{byte(i + 1)}, n)) {
+			t.Fatalf("frame %d: got %d bytes, want %d of %d", i, len(fr), n, i+1)
+		}
+		if i < 2 || i > 3 {
+			continue
+		}
+		// Frames 2 and 3 follow a large frame: their first read into the
+		// buffer takes the prefix and little more.
+		if into := src.asked[before]; into > smallRead {
+			t.Fatalf("frame %d, after a %d-byte frame: the first read asked %d bytes into the buffer, want at most %d", i, sizes[i-1], into, smallRead)
+		}
+	}
+}

@@ -133,10 +133,13 @@ type options struct {
 	leaseN    uint32
 	lease     bool
 	channelN  uint32
-	err       error       // an invalid option; Dial, Serve and the like return it
-	inline    bool        // RequestResponse runs on the reader, see NonBlocking
-	tls       *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
-	resume    *resumeOptions
+	// releasedChannels: a responder's channels recycle their payloads'
+	// buffers from the start (WithReleasedChannels).
+	releasedChannels bool
+	err              error       // an invalid option; Dial, Serve and the like return it
+	inline           bool        // RequestResponse runs on the reader, see NonBlocking
+	tls              *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
+	resume           *resumeOptions
 
 	outBudget    int64         // WithOutboundBudget
 	serverOut    int64         // WithServerOutboundBudget
@@ -207,6 +210,14 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithOnConnect is called with each new connection (server: after SETUP),
 // so the application can also send requests to the peer.
 func WithOnConnect(f func(*Conn)) Option { return func(o *options) { o.onConnect = f } }
+
+// WithReleasedChannels declares that the responder's RequestChannel
+// handlers give the payloads of their channels back (Stream.Release), so
+// that a channel's payloads come in recycled buffers from its first one
+// on, before its handler runs (Release of an empty Payload declares it
+// from the handler, once it runs). For servers whose channels carry
+// large payloads, such as file uploads.
+func WithReleasedChannels() Option { return func(o *options) { o.releasedChannels = true } }
 
 // WithChannelCredits sets the REQUEST_N batch a responder grants the
 // requester of a channel (default 64), at once when the channel opens and

@@ -42,6 +42,14 @@ type stream struct {
 	popped     []item  // what pop took from queue and has not returned (popped[poppedNext:]); pop's own
 	poppedNext int
 	cancelled  atomic.Bool // cancelled: popped is dropped as queue was
+	// recycles: the application gives this stream's payloads back
+	// (Stream.Release), so large ones are copied into pooled buffers
+	// (Conn.streamPayload). Set by the application, read under Conn.mu.
+	recycles   atomic.Bool
+	spares     [][]byte    // buffers of released payloads (Stream.Release); under mu
+	spareBytes int         // their capacity
+	lent       []lentFrame // frame buffers the application holds payloads in (Conn.streamPayload); under mu
+	lentBytes  int         // their capacity
 	ready      chan struct{}
 	ended      bool // a terminal item was queued
 }
@@ -114,6 +122,7 @@ func (c *Conn) request(ev *conn.Event) {
 		goWork(funcRunner(func() { sink.finish(guard(func() error { return h.RequestStream(st.ctx, p, sink) })) }))
 	case conn.RequestChannel:
 		st := c.newStream(ev.StreamID, ev.Interaction, false, c.handlerParent)
+		st.recycles.Store(c.opts.releasedChannels)
 		in := &Stream{c: c, st: st, batch: c.opts.channelN}
 		if ev.Complete {
 			st.recvDone = true

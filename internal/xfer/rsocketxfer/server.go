@@ -81,6 +81,10 @@ func (r *Responder) RequestChannel(ctx context.Context, p rsocket.Payload, in *r
 func receive(u xfer.BackendUpload, off int64, in *rsocket.Stream, out *rsocket.Sink) error {
 	acked := u.Info().Offset
 	var ack [ackLen]byte // reused: Send copies it
+	// Each chunk is given back once the store copied it (below), so the
+	// connection hands chunks over in their frames' buffers, with no copy
+	// and no allocation per chunk (rsocket.Stream.Release).
+	in.Release(rsocket.Payload{})
 	for {
 		m, err := in.Next()
 		if err == io.EOF {
@@ -99,6 +103,7 @@ func receive(u xfer.BackendUpload, off int64, in *rsocket.Stream, out *rsocket.S
 				return rsocket.ApplicationError("%v", err)
 			}
 			n, err := u.Write(off, m.Data, crc)
+			in.Release(m) // the store copied it
 			if err != nil {
 				return rsError(err)
 			}
@@ -146,5 +151,8 @@ const (
 // ServerOptions are the options of an xfer RSocket server.
 func ServerOptions() []rsocket.Option {
 	return []rsocket.Option{rsocket.WithMaxPayloadSize(MaxPayloadSize),
-		rsocket.WithChannelCredits(ChannelCredits), rsocket.WithByteCredits(ByteCredits)}
+		rsocket.WithChannelCredits(ChannelCredits), rsocket.WithByteCredits(ByteCredits),
+		// receive releases each chunk: an upload's first window, which
+		// arrives while Begin creates the partial, is not copied either.
+		rsocket.WithReleasedChannels()}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"os"
 	"sync"
@@ -353,6 +354,8 @@ type segment struct {
 // and including its record count.
 const batchHeaderLen = 61
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // splitOwn splits a partition's fetched record batches (in, as Kafka sent
 // them) into segments: the batches producer own wrote (own ≥ 0; control
 // batches excepted) on their own, to be skipped, and the stretches between,
@@ -370,7 +373,12 @@ func splitOwn(in []byte, own int64) []segment {
 		}
 		end := at + 12 + int(length)
 		control := binary.BigEndian.Uint16(b[21:])&0x20 != 0
-		if b[16] == 2 && own >= 0 && int64(binary.BigEndian.Uint64(b[43:])) == own && !control {
+		// A skipped batch is never decoded, so its CRC (CRC-32C of
+		// attributes to the end) is checked here: a damaged one is left
+		// to the decoder, which reports it, rather than move the read
+		// position by an offset delta read from damaged bytes.
+		if b[16] == 2 && own >= 0 && int64(binary.BigEndian.Uint64(b[43:])) == own && !control &&
+			crc32.Checksum(b[21:12+length], castagnoli) == binary.BigEndian.Uint32(b[17:]) {
 			if at > run {
 				segs = append(segs, segment{data: in[run:at]})
 			}

@@ -3,6 +3,8 @@ package kafkastore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"strconv"
 	"testing"
 	"time"
@@ -30,7 +32,22 @@ func recordBatch(base int64, n int32, pid int64, control bool) []byte {
 	}
 	b := rb.AppendTo(nil)
 	rb.Length = int32(len(b) - 12)
-	return rb.AppendTo(nil)
+	b = rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// TestSplitOwnDecodesDamagedBatch: a batch of the producer whose CRC does
+// not match is not skipped (its offsets cannot be trusted): it stays in
+// the stretch to decode, whose decoder reports the damage.
+func TestSplitOwnDecodesDamagedBatch(t *testing.T) {
+	other := recordBatch(0, 3, 9, false)
+	mine := recordBatch(3, 4, 7, false)
+	mine[23] ^= 0x7f // lastOffsetDelta: the position would jump
+	in := append(append([]byte{}, other...), mine...)
+	if segs := splitOwn(in, 7); len(segs) != 1 || !bytes.Equal(segs[0].data, in) {
+		t.Fatalf("a damaged batch of ours: %d segments, want everything to decode", len(segs))
+	}
 }
 
 // TestSplitOwn: the batches of the sink's producer are cut out of a fetch,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent/ingest"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/testkit/h2raw"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
@@ -89,11 +90,11 @@ func TestGRPCOversizedMessage(t *testing.T) {
 func TestGRPCManyStalledConnections(t *testing.T) {
 	s := startStallServer(t, false)
 	const conns = 20
-	var raws []*rawClient
+	var raws []*h2raw.Client
 	for range conns {
 		r := dialRaw(t, s)
-		r.open(1)
-		r.data(t, 1, bigPrefix())
+		r.Open(1, exportPath, "agent")
+		r.Data(t, 1, bigPrefix())
 		raws = append(raws, r)
 	}
 	s.waitHeld(t, conns*int64(len(bigPrefix())))
@@ -103,7 +104,7 @@ func TestGRPCManyStalledConnections(t *testing.T) {
 		t.Fatalf("stalled_conns_total = %v, want %d", got, conns)
 	}
 	for _, r := range raws {
-		r.waitClosed(t, "a stalled connection")
+		r.WaitClosed(t, "a stalled connection")
 	}
 	testwait.For(t, "the watch to let go of every message", func() bool { return s.srv.stalls.HeldBytes() == 0 })
 	cc, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -1,7 +1,6 @@
 package otlpgrpc
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,15 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -26,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/collect"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testkit/h2raw"
 	"github.com/sluicehq/sluice/internal/testkit/spooltest"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
@@ -117,24 +114,10 @@ func (s *stallServer) waitHeld(t *testing.T, n int64) {
 	testwait.For(t, "the receiver to hold the bytes sent", func() bool { return s.srv.stalls.HeldBytes() == n })
 }
 
-// rawClient speaks HTTP/2 itself, so that it can send a gRPC message as
-// slowly as it likes and stop in the middle, which a gRPC client never
-// does. It answers pings and SETTINGS, as a live client's transport does,
-// and keeps to the server's flow-control windows.
-type rawClient struct {
-	c      net.Conn
-	fr     *http2.Framer
-	wmu    sync.Mutex // writes
-	closed chan struct{}
-
-	mu      sync.Mutex // the windows
-	connWin int64
-	initWin int64
-	winAdd  map[uint32]int64 // WINDOW_UPDATEs per stream
-	sent    map[uint32]int64 // DATA bytes per stream
-}
-
-func dialRaw(t *testing.T, s *stallServer) *rawClient {
+// dialRaw connects an h2raw client to s (over TLS when s has a client
+// config): it can send an Export message as slowly as it likes and stop
+// in the middle, which a gRPC client never does.
+func dialRaw(t *testing.T, s *stallServer) *h2raw.Client {
 	t.Helper()
 	var c net.Conn
 	var err error
@@ -146,104 +129,11 @@ func dialRaw(t *testing.T, s *stallServer) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	r := &rawClient{c: c, fr: http2.NewFramer(c, c), closed: make(chan struct{}),
-		connWin: 65535, initWin: 65535, winAdd: map[uint32]int64{}, sent: map[uint32]int64{}}
-	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	r.write(func() error { return r.fr.WriteSettings() })
-	go r.readLoop()
-	return r
+	return h2raw.Start(t, c, 0)
 }
 
-func (r *rawClient) readLoop() {
-	defer close(r.closed)
-	for {
-		f, err := r.fr.ReadFrame()
-		if err != nil {
-			return
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
-					r.mu.Lock()
-					r.initWin = int64(v)
-					r.mu.Unlock()
-				}
-				r.write(r.fr.WriteSettingsAck)
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				r.write(func() error { return r.fr.WritePing(true, f.Data) })
-			}
-		case *http2.WindowUpdateFrame:
-			r.mu.Lock()
-			if f.StreamID == 0 {
-				r.connWin += int64(f.Increment)
-			} else {
-				r.winAdd[f.StreamID] += int64(f.Increment)
-			}
-			r.mu.Unlock()
-		}
-	}
-}
-
-func (r *rawClient) write(f func() error) {
-	r.wmu.Lock()
-	defer r.wmu.Unlock()
-	f() // a write error shows as the connection closing
-}
-
-// open starts an OTLP logs Export call on stream id.
-func (r *rawClient) open(id uint32) {
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", collogspb.LogsService_Export_FullMethodName},
-		{":authority", "agent"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-	}
-	r.write(func() error {
-		return r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
-	})
-}
-
-// data sends p on stream id in frames of at most 16 KiB, each once the
-// server's windows let it.
-func (r *rawClient) data(t *testing.T, id uint32, p []byte) {
-	t.Helper()
-	for len(p) > 0 {
-		var n int
-		testwait.For(t, "the server to open its window", func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			n = int(min(int64(len(p)), 16<<10, r.connWin, r.initWin+r.winAdd[id]-r.sent[id]))
-			return n > 0
-		})
-		r.mu.Lock()
-		r.connWin -= int64(n)
-		r.sent[id] += int64(n)
-		r.mu.Unlock()
-		chunk := p[:n]
-		r.write(func() error { return r.fr.WriteData(id, false, chunk) })
-		p = p[n:]
-	}
-}
-
-// end ends the client's side of stream id.
-func (r *rawClient) end(id uint32) {
-	r.write(func() error { return r.fr.WriteData(id, true, nil) })
-}
-
-func (r *rawClient) waitClosed(t *testing.T, what string) {
-	t.Helper()
-	select {
-	case <-r.closed:
-	case <-time.After(testwait.Bound):
-		t.Fatalf("the receiver did not close %s", what)
-	}
-}
+// exportPath is the method the raw client's streams call.
+const exportPath = collogspb.LogsService_Export_FullMethodName
 
 // bigPrefix is the start of a 2 MiB message: its length prefix and the
 // first 200 KiB.
@@ -265,9 +155,9 @@ func TestGRPCStalledMessage(t *testing.T) {
 		t.Run(mode+"/stopped", func(t *testing.T) {
 			s := startStallServer(t, mode == "tls")
 			r := dialRaw(t, s)
-			r.open(1)
+			r.Open(1, exportPath, "agent")
 			big := bigPrefix()
-			r.data(t, 1, big)
+			r.Data(t, 1, big)
 			s.waitHeld(t, int64(len(big)))
 			s.look(t, 0) // the watch sees the bytes
 			s.look(t, defaults.StallTimeout-time.Second)
@@ -278,7 +168,7 @@ func TestGRPCStalledMessage(t *testing.T) {
 			if got := s.stalledConns(t); got != 1 {
 				t.Fatalf("stalled_conns_total = %v, want 1", got)
 			}
-			r.waitClosed(t, "the stalled connection")
+			r.WaitClosed(t, "the stalled connection")
 			if logs := s.logs.String(); !strings.Contains(logs, "stopped sending") || !strings.Contains(logs, "held_bytes=") {
 				t.Errorf("no warning naming the bytes held:\n%s", logs)
 			}
@@ -290,14 +180,14 @@ func TestGRPCStalledMessage(t *testing.T) {
 		t.Run(mode+"/trickle", func(t *testing.T) {
 			s := startStallServer(t, mode == "tls")
 			r := dialRaw(t, s)
-			r.open(1)
+			r.Open(1, exportPath, "agent")
 			big := bigPrefix()
-			r.data(t, 1, big)
+			r.Data(t, 1, big)
 			held := int64(len(big))
 			s.waitHeld(t, held)
 			s.look(t, 0)
 			for i := 1; i <= 4; i++ {
-				r.data(t, 1, make([]byte, 1<<10))
+				r.Data(t, 1, make([]byte, 1<<10))
 				held += 1 << 10
 				s.waitHeld(t, held)
 				s.look(t, defaults.StallTimeout/4)
@@ -309,7 +199,7 @@ func TestGRPCStalledMessage(t *testing.T) {
 					t.Fatalf("after %d quarter timeouts of trickle: stalled_conns_total = %v, want %v", i, got, want)
 				}
 			}
-			r.waitClosed(t, "the trickling connection")
+			r.WaitClosed(t, "the trickling connection")
 		})
 	}
 }
@@ -332,7 +222,7 @@ func TestGRPCStallSparesProgressAndIdle(t *testing.T) {
 	}
 
 	r := dialRaw(t, s)
-	r.open(1)
+	r.Open(1, exportPath, "agent")
 	// 16 resources of 64 KiB: the receiver splits it into records within
 	// the default --max-record (256 KiB).
 	var b []byte
@@ -350,13 +240,13 @@ func TestGRPCStallSparesProgressAndIdle(t *testing.T) {
 	msg := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...)
 	for off := 0; off < len(msg); off += 16 << 10 {
 		end := min(off+16<<10, len(msg))
-		r.data(t, 1, msg[off:end])
+		r.Data(t, 1, msg[off:end])
 		if end < len(msg) {
 			s.waitHeld(t, int64(end))
 		}
 		s.look(t, defaults.StallTimeout/8)
 	}
-	r.end(1)
+	r.End(1)
 	testwait.For(t, "the slow Export to be spooled", func() bool { return spooledResources(t, s.spool) == 1+16 })
 
 	for range 20 {
@@ -366,7 +256,7 @@ func TestGRPCStallSparesProgressAndIdle(t *testing.T) {
 		t.Errorf("stalled_conns_total = %v, want 0: a progressing or idle connection was cut", got)
 	}
 	select {
-	case <-r.closed:
+	case <-r.Closed:
 		t.Error("the slow but progressing connection was closed")
 	default:
 	}

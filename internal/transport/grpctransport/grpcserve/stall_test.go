@@ -8,19 +8,18 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/h2raw"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testpki"
@@ -61,17 +60,10 @@ func (k *stallClock) look(t *testing.T) {
 	}
 }
 
-// rawClient speaks HTTP/2 itself, so that it can stop in the middle of a
+// dialRaw connects an h2raw client to the harness's sink (over TLS with
+// tc), granting the sink a 1 GiB window: it can stop in the middle of a
 // gRPC message, which a gRPC client never does.
-type rawClient struct {
-	t      *testing.T
-	c      net.Conn
-	mu     sync.Mutex // writes
-	fr     *http2.Framer
-	closed chan struct{} // closed when the sink closed the connection
-}
-
-func dialRaw(t *testing.T, h *harness, tc *tls.Config) *rawClient {
+func dialRaw(t *testing.T, h *harness, tc *tls.Config) *h2raw.Client {
 	t.Helper()
 	var c net.Conn
 	var err error
@@ -83,64 +75,7 @@ func dialRaw(t *testing.T, h *harness, tc *tls.Config) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	r := &rawClient{t: t, c: c, fr: http2.NewFramer(c, c), closed: make(chan struct{})}
-	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	r.write(func() error {
-		return r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
-	})
-	r.write(func() error { return r.fr.WriteWindowUpdate(0, 1<<30) })
-	go func() {
-		defer close(r.closed)
-		for {
-			f, err := r.fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					r.write(r.fr.WriteSettingsAck)
-				}
-			case *http2.PingFrame:
-				if !f.IsAck() {
-					r.write(func() error { return r.fr.WritePing(true, f.Data) })
-				}
-			}
-		}
-	}()
-	return r
-}
-
-func (r *rawClient) write(f func() error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f() // a write error shows as the connection closing
-}
-
-// open starts a Send stream.
-func (r *rawClient) open(id uint32) {
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", sluicev1.Sink_Send_FullMethodName},
-		{":authority", "sink"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-	}
-	r.write(func() error {
-		return r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
-	})
-}
-
-// data sends p on stream id in frames the sink accepts.
-func (r *rawClient) data(id uint32, p []byte) {
-	for len(p) > 0 {
-		n := min(len(p), 16<<10)
-		chunk := p[:n]
-		r.write(func() error { return r.fr.WriteData(id, false, chunk) })
-		p = p[n:]
-	}
+	return h2raw.Start(t, c, 1<<30)
 }
 
 // message is req with its gRPC length prefix.
@@ -200,11 +135,11 @@ func TestStalledMessage(t *testing.T) {
 
 func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config) {
 	r := dialRaw(t, h, tc)
-	r.open(1)
-	r.data(1, message(t, sinkclient.Hello("staller")))
+	r.Open(1, sluicev1.Sink_Send_FullMethodName, "sink")
+	r.Data(t, 1, message(t, sinkclient.Hello("staller")))
 	big := make([]byte, 5+200<<10)
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
-	r.data(1, big)
+	r.Data(t, 1, big)
 	testwait.For(t, "the sink to receive 200 KiB of the message", func() bool {
 		st, _ := streamState(h.srv, 1)
 		return st.held == int64(len(big))
@@ -222,7 +157,7 @@ func testStalledMessage(t *testing.T, h *harness, k *stallClock, tc *tls.Config)
 		t.Errorf("stalled_conns_total = %v, want 1", got)
 	}
 	select {
-	case <-r.closed:
+	case <-r.Closed:
 	case <-time.After(wait):
 		t.Fatal("the sink did not close the stalled connection")
 	}
@@ -245,16 +180,16 @@ func TestStallTrickle(t *testing.T) {
 	var k *stallClock
 	h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 	r := dialRaw(t, h, nil)
-	r.open(1)
-	r.data(1, message(t, sinkclient.Hello("trickler")))
+	r.Open(1, sluicev1.Sink_Send_FullMethodName, "sink")
+	r.Data(t, 1, message(t, sinkclient.Hello("trickler")))
 	big := make([]byte, 5+200<<10)
 	binary.BigEndian.PutUint32(big[1:], 2<<20)
-	r.data(1, big)
+	r.Data(t, 1, big)
 	fed := int64(len(big))
 	testwait.For(t, "the sink to receive 200 KiB", func() bool { st, _ := streamState(h.srv, 1); return st.held == fed })
 	k.look(t) // mark
 	for i := 1; i <= 4; i++ {
-		r.data(1, make([]byte, 1<<10))
+		r.Data(t, 1, make([]byte, 1<<10))
 		fed += 1 << 10
 		testwait.For(t, "the sink to receive 1 KiB more", func() bool { st, _ := streamState(h.srv, 1); return st.held == fed })
 		k.advance(h.host.StallTimeout / 4)
@@ -268,7 +203,7 @@ func TestStallTrickle(t *testing.T) {
 		}
 	}
 	select {
-	case <-r.closed:
+	case <-r.Closed:
 	case <-time.After(wait):
 		t.Fatal("the sink did not close the trickling connection")
 	}
@@ -282,8 +217,8 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	var k *stallClock
 	h := newHarness(t, func(c *serving.Host) { k = withStallClock(c) })
 	r := dialRaw(t, h, nil)
-	r.open(1)
-	r.data(1, message(t, sinkclient.Hello("slow")))
+	r.Open(1, sluicev1.Sink_Send_FullMethodName, "sink")
+	r.Data(t, 1, message(t, sinkclient.Hello("slow")))
 	recs := make([]string, 0, 64)
 	for i := range 64 {
 		recs = append(recs, strings.Repeat(string(rune('a'+i%26)), (4<<20)/64-64))
@@ -294,7 +229,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	}
 	for off := 0; off < len(msg); off += 16 << 10 {
 		end := min(off+16<<10, len(msg))
-		r.data(1, msg[off:end])
+		r.Data(t, 1, msg[off:end])
 		if end == len(msg) {
 			break
 		}
@@ -325,7 +260,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 		t.Errorf("stalled_conns_total = %v, want 0: a progressing or idle connection was cut", got)
 	}
 	select {
-	case <-r.closed:
+	case <-r.Closed:
 		t.Error("the slow but progressing connection was closed")
 	default:
 	}
@@ -337,7 +272,7 @@ func TestStallSparesProgressAndIdle(t *testing.T) {
 	default:
 	}
 	// Closed connections leave the watch.
-	r.c.Close()
+	r.Close()
 	h.cc.Close()
 	testwait.For(t, "the watch to forget closed connections", func() bool {
 		return h.srv.stalls.watched() == 0

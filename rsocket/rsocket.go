@@ -55,8 +55,9 @@ func ApplicationError(format string, args ...any) *Error {
 	return &Error{Code: frame.ErrorCodeApplicationError, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrClosed: the connection is closed.
-var ErrClosed = errors.New("rsocket: connection closed")
+// ErrClosed: the connection is closed. It is conn.ErrClosed, so that
+// errors.Is finds it whether the driver or its machine saw the close first.
+var ErrClosed = conn.ErrClosed
 
 // Responder answers the requests of the peer. Handlers run on their own
 // goroutine; ctx ends when the peer cancels, the stream fails or the

@@ -289,14 +289,21 @@ func (c *Client) done(i int, rtt time.Duration) {
 }
 
 // connFailed reports whether err means cn died (not an answer from the server).
+// A connection-scoped code (CONNECTION_ERROR, CONNECTION_CLOSE) in a
+// request's error says so by itself: the stream fails with it before the
+// connection's Done channel is closed, and a caller that looked only at
+// Done could see it still open.
 func connFailed(cn *rsocket.Conn, err error) bool {
 	if errors.Is(err, rsocket.ErrClosed) {
 		return true
 	}
+	var re *rsocket.Error
+	if errors.As(err, &re) && re.Code.IsConnectionScoped() {
+		return true
+	}
 	select {
 	case <-cn.Done():
-		var re *rsocket.Error
-		return !errors.As(err, &re) || re.Code.IsConnectionScoped()
+		return re == nil
 	default:
 		return false
 	}

@@ -120,7 +120,7 @@ func (s *server) kill() {
 // closed, counting successes and failures.
 type load struct {
 	ok, failed atomic.Int64
-	firstErr   atomic.Value
+	firstErr   atomic.Pointer[error] // not atomic.Value: errors of different types would panic it
 	wg         sync.WaitGroup
 	stop       chan struct{}
 }
@@ -147,7 +147,7 @@ func startLoad(c *balance.Client, workers int) *load {
 				}
 				if err != nil {
 					l.failed.Add(1)
-					l.firstErr.CompareAndSwap(nil, err)
+					l.firstErr.CompareAndSwap(nil, &err)
 				} else {
 					l.ok.Add(1)
 				}
@@ -158,6 +158,14 @@ func startLoad(c *balance.Client, workers int) *load {
 }
 
 func (l *load) end() { close(l.stop); l.wg.Wait() }
+
+// first is the first failure, nil if none.
+func (l *load) first() error {
+	if p := l.firstErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func dialAll(t *testing.T, ss []*server, opts ...balance.Option) *balance.Client {
 	urls := make([]string, len(ss))
@@ -179,7 +187,7 @@ func TestSlowServerGetsLittleTraffic(t *testing.T) {
 	testwait.For(t, "3000 responses", func() bool { return l.ok.Load() >= 3000 })
 	l.end()
 	if f := l.failed.Load(); f > 0 {
-		t.Fatalf("%d requests failed: %v", f, l.firstErr.Load())
+		t.Fatalf("%d requests failed: %v", f, l.first())
 	}
 	total := ss[0].n.Load() + ss[1].n.Load() + ss[2].n.Load()
 	share := float64(ss[1].n.Load()) / float64(total)
@@ -229,7 +237,7 @@ func TestKillAndRestartServer(t *testing.T) {
 	after := l.ok.Load()
 	testwait.For(t, "1000 responses without the killed server", func() bool { return l.ok.Load() >= after+1000 })
 	if f := l.failed.Load(); f > 0 {
-		t.Fatalf("%d idempotent requests failed after a server died: %v", f, l.firstErr.Load())
+		t.Fatalf("%d idempotent requests failed after a server died: %v", f, l.first())
 	}
 
 	before := ss[1].n.Load()
@@ -237,7 +245,7 @@ func TestKillAndRestartServer(t *testing.T) {
 	testwait.For(t, "the restarted server to get traffic", func() bool { return ss[1].n.Load() > before+100 })
 	l.end()
 	if f := l.failed.Load(); f > 0 {
-		t.Fatalf("%d requests failed: %v", f, l.firstErr.Load())
+		t.Fatalf("%d requests failed: %v", f, l.first())
 	}
 	t.Logf("ok %d; served %d %d %d", l.ok.Load(), ss[0].n.Load(), ss[1].n.Load(), ss[2].n.Load())
 }

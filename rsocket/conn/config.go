@@ -213,8 +213,11 @@ func (c *Config) validate() error {
 
 // Errors returned by commands and carried by EventClosed.
 var (
-	// ErrClosed: the connection is closed; the command did nothing.
-	ErrClosed = errors.New("rsocket/conn: connection closed")
+	// ErrClosed: the connection is closed; the command did nothing. The
+	// rsocket package's ErrClosed is this same value: a request made in
+	// the instant the machine closed but its driver had not yet seen it
+	// fails with the error a caller of the driver tests for.
+	ErrClosed = errors.New("rsocket: connection closed")
 	// ErrNotReady: a client command before Start, or any request on a
 	// server before SETUP was accepted.
 	ErrNotReady = errors.New("rsocket/conn: connection not established")

@@ -45,7 +45,7 @@ func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur t
 	runCtx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
 	var wg sync.WaitGroup
-	var firstErr atomic.Value
+	var firstErr atomic.Pointer[error] // atomic.Value panics on errors of different types
 	start := time.Now()
 	for f := 0; f < feeders; f++ {
 		src := newSource(f)
@@ -74,7 +74,7 @@ func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur t
 				t0 := time.Now()
 				promise := func(_ *kgo.Record, err error) {
 					if err != nil {
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.CompareAndSwap(nil, &err)
 					}
 					if left.Add(-1) == 0 {
 						close(done)
@@ -116,8 +116,8 @@ loop:
 			}
 		}
 	}
-	if err, ok := firstErr.Load().(error); ok && err != nil {
-		return ProducerResult{}, err
+	if p := firstErr.Load(); p != nil {
+		return ProducerResult{}, *p
 	}
 	return ProducerResult{Records: recs.Load(), Bytes: bytes.Load(), Elapsed: time.Since(start),
 		AckP50: time.Duration(lat.ValueAtQuantile(50)) * time.Microsecond,

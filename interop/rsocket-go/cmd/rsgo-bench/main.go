@@ -79,13 +79,13 @@ func run(mode, api string, inflight int, dur time.Duration, size int, addr strin
 		end := time.Now().Add(dur)
 		start := time.Now()
 		var wg sync.WaitGroup
-		var firstErr atomic.Value
+		var firstErr atomic.Pointer[error] // atomic.Value panics on errors of different types
 		if api == "async" {
 			// One goroutine issues and records until the end; -max bounds
 			// what is recorded.
 			asyncrr.Closed(ctx, c, data, inflight, end, func(d time.Duration, err error) {
 				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
 				if n.Add(1) <= maxReq {
@@ -101,7 +101,7 @@ func run(mode, api string, inflight int, dur time.Duration, size int, addr strin
 				for time.Now().Before(end) && n.Add(1) <= maxReq {
 					t := time.Now()
 					if _, err := c.RequestResponse(payload.New(data, nil)).Block(ctx); err != nil {
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.CompareAndSwap(nil, &err)
 						return
 					}
 					lat[w] = append(lat[w], time.Since(t))
@@ -110,8 +110,8 @@ func run(mode, api string, inflight int, dur time.Duration, size int, addr strin
 		}
 		wg.Wait()
 		el := time.Since(start)
-		if err, ok := firstErr.Load().(error); ok {
-			return err
+		if p := firstErr.Load(); p != nil {
+			return *p
 		}
 		all := slices.Concat(lat...)
 		slices.Sort(all)

@@ -306,6 +306,7 @@ func (s *Uploads) load(id string) (*Upload, error) {
 	}
 	u.written = u.rec.Offset
 	u.closeFiles() // reopened by its next writer (reopen): an idle partial holds no descriptor
+	u.slim()
 	return u, nil
 }
 

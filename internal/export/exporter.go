@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/internal/telemetry"
@@ -54,12 +55,12 @@ type Exporter struct {
 	// committed is the position last committed, pos the next message to
 	// export (owned by Run's goroutine).
 	committed, pos uint64
-	// poisonLogged is when a poison record was last logged, and
-	// poisonQuiet how many were skipped without a log since.
-	poisonLogged time.Time
+	// poisonLogged: a poison record is logged once a minute, and
+	// poisonQuiet counts those skipped without a log since.
+	poisonLogged logutil.Every
 	poisonQuiet  int
-	// rejectLogged is when a partial success was last logged.
-	rejectLogged time.Time
+	// rejectLogged: a partial success is logged once a minute.
+	rejectLogged logutil.Every
 
 	mu sync.Mutex
 	st Status
@@ -313,10 +314,9 @@ func (e *Exporter) accepted(res result, failingSince time.Time) {
 	if res.rejected > 0 || res.rejectedWhy != "" {
 		e.cfg.Metrics.rejected.WithLabelValues(e.name).Add(float64(res.rejected))
 		e.noteError(fmt.Errorf("the receiver rejected %d items of a request: %s", res.rejected, res.rejectedWhy), false)
-		if now := time.Now(); now.Sub(e.rejectLogged) >= time.Minute {
+		if e.rejectLogged.Due(time.Now(), time.Minute) {
 			e.log.Warn("export: the receiver took a request but rejected part of it; not sent again (logged once a minute)",
 				"rejected", res.rejected, "why", res.rejectedWhy)
-			e.rejectLogged = now
 		}
 	}
 }
@@ -329,10 +329,10 @@ func (e *Exporter) poisoned(res result) {
 	e.st.Poison++
 	e.mu.Unlock()
 	e.noteError(res.err, false)
-	if now := time.Now(); now.Sub(e.poisonLogged) >= time.Minute {
+	if e.poisonLogged.Due(time.Now(), time.Minute) {
 		e.log.Error("export: the receiver refused a record; skipped (logged once a minute)",
 			"err", res.err, "skipped_unlogged", e.poisonQuiet)
-		e.poisonLogged, e.poisonQuiet = now, 0
+		e.poisonQuiet = 0
 		return
 	}
 	e.poisonQuiet++

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/logutil"
 )
 
 // maxAgentsSeen bounds the agents the sink remembers for Agents: past it,
@@ -36,7 +38,7 @@ type agentSeen struct {
 	lastSeen            time.Time
 	// replacedWarned: when the sink last logged one of its sessions
 	// replaced by a newer one (addSendStream), to log that once a minute.
-	replacedWarned time.Time
+	replacedWarned logutil.Every
 }
 
 // seen returns the agent's entry, making it (and forgetting the agent

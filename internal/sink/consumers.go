@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/protocol"
 )
 
@@ -23,15 +24,15 @@ type consumerSlots struct {
 	total, perPeer int
 
 	mu     sync.Mutex
-	open   int                  // open Read streams
-	byPeer map[string]int       // open Read streams per IP address
-	warned map[string]time.Time // last warning per IP address (once a minute)
-	// warnedTotal is the last warning about the total.
-	warnedTotal time.Time
+	open   int              // open Read streams
+	byPeer map[string]int   // open Read streams per IP address
+	warned logutil.EveryKey // a warning per IP address once a minute
+	// warnedTotal: the warning about the total, once a minute.
+	warnedTotal logutil.Every
 }
 
 func newConsumerSlots(total, perPeer int) *consumerSlots {
-	return &consumerSlots{total: total, perPeer: perPeer, byPeer: make(map[string]int), warned: make(map[string]time.Time)}
+	return &consumerSlots{total: total, perPeer: perPeer, byPeer: make(map[string]int)}
 }
 
 // refusal says why take refused a slot.
@@ -51,26 +52,9 @@ func (c *consumerSlots) take(ip string, now time.Time) (why refusal, warn bool) 
 	defer c.mu.Unlock()
 	switch {
 	case c.open >= c.total:
-		warn = now.Sub(c.warnedTotal) >= time.Minute
-		if warn {
-			c.warnedTotal = now
-		}
-		return overTotal, warn
+		return overTotal, c.warnedTotal.Due(now, time.Minute)
 	case c.byPeer[ip] >= c.perPeer:
-		warn = now.Sub(c.warned[ip]) >= time.Minute
-		if warn {
-			if len(c.warned) >= 1024 {
-				// Addresses warned about over a minute ago would be
-				// warned about again anyway: keep the map small.
-				for p, at := range c.warned {
-					if now.Sub(at) >= time.Minute {
-						delete(c.warned, p)
-					}
-				}
-			}
-			c.warned[ip] = now
-		}
-		return overPeer, warn
+		return overPeer, c.warned.Due(ip, now, time.Minute)
 	}
 	c.open++
 	c.byPeer[ip]++

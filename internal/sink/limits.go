@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/protocol"
 )
 
@@ -43,16 +44,16 @@ type peerTable struct {
 	// byAddr: every open connection, by connKey of its local and remote
 	// addresses (a session's protocol.PeerInfo.Local and Addr).
 	byAddr map[string]*peerConn
-	warned map[string]time.Time // last warning per peer, to keep the log quiet
-	// open counts every open connection; warnedTotal: the last warning
-	// about total.
+	warned logutil.EveryKey // a warning per peer once a minute, to keep the log quiet
+	// open counts every open connection; warnedTotal: the warning about
+	// total, once a minute.
 	open        int
-	warnedTotal time.Time
+	warnedTotal logutil.Every
 }
 
 func newPeerTable(s *Sink, max, total int) *peerTable {
 	return &peerTable{s: s, max: max, total: total, anonymous: make(map[string]int),
-		byAddr: make(map[string]*peerConn), warned: make(map[string]time.Time)}
+		byAddr: make(map[string]*peerConn)}
 }
 
 // admit counts c as an anonymous connection of its IP, or reports false
@@ -61,11 +62,7 @@ func (t *peerTable) admit(c net.Conn) (*peerConn, bool) {
 	ip := peerIP(c.RemoteAddr())
 	t.mu.Lock()
 	if t.open >= t.total {
-		now := time.Now()
-		warn := now.Sub(t.warnedTotal) >= time.Minute
-		if warn {
-			t.warnedTotal = now
-		}
+		warn := t.warnedTotal.Due(time.Now(), time.Minute)
 		t.mu.Unlock()
 		t.s.m.refused.WithLabelValues(refusedConns).Inc()
 		t.s.noteError("%d connections open, the maximum (--max-conns); new ones closed", t.total)
@@ -75,11 +72,7 @@ func (t *peerTable) admit(c net.Conn) (*peerConn, bool) {
 		return nil, false
 	}
 	if t.anonymous[ip] >= t.max {
-		now := time.Now()
-		warn := now.Sub(t.warned[ip]) >= time.Minute
-		if warn {
-			t.warned[ip] = now
-		}
+		warn := t.warned.Due(ip, time.Now(), time.Minute)
 		t.mu.Unlock()
 		t.s.m.refused.WithLabelValues(refusedConnsPerPeer).Inc()
 		t.s.noteError("too many connections from %s not yet past a Hello (max %d per peer); new ones closed", ip, t.max)

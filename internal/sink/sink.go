@@ -314,10 +314,7 @@ func (s *Sink) addSendStream(st *session) {
 	s.live[st.agent] = st
 	s.sendStreams[st] = struct{}{}
 	a := s.seen(st.agent)
-	warn := false
-	if now := time.Now(); old != nil && now.Sub(a.replacedWarned) >= time.Minute {
-		a.replacedWarned, warn = now, true
-	}
+	warn := old != nil && a.replacedWarned.Due(time.Now(), time.Minute)
 	a.connected++
 	a.vouched = st.vouched
 	if !s.available {

@@ -33,6 +33,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/sluicehq/sluice/internal/logutil"
 )
 
 // DefaultMax is how many streams of the counted methods one connection
@@ -67,7 +69,7 @@ type Limit struct {
 	// waiting: per connection (local and remote address), its streams
 	// waiting for their first message; an entry leaves at zero.
 	waiting map[string]int
-	warned  time.Time
+	warned  logutil.Every
 }
 
 // New returns the Limit cfg describes.
@@ -116,11 +118,7 @@ func (l *Limit) Tap(ctx context.Context, info *tap.Info) (context.Context, error
 	conn, remote := connOf(ctx)
 	l.mu.Lock()
 	if l.waiting[conn] >= l.cfg.Max {
-		now := time.Now()
-		warn := l.cfg.Logger != nil && now.Sub(l.warned) >= time.Minute
-		if warn {
-			l.warned = now
-		}
+		warn := l.cfg.Logger != nil && l.warned.Due(time.Now(), time.Minute)
 		l.mu.Unlock()
 		if l.cfg.Refused != nil {
 			l.cfg.Refused()

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/stats"
 
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/transport/serving"
 )
 
@@ -25,7 +26,7 @@ type streamCapWatch struct {
 	max int64
 
 	mu     sync.Mutex
-	warned time.Time
+	warned logutil.Every
 }
 
 type connStreamsKey struct{}
@@ -68,12 +69,8 @@ func (w *streamCapWatch) HandleRPC(ctx context.Context, st stats.RPCStats) {
 // reached counts a connection reaching the cap and warns once a minute.
 func (w *streamCapWatch) reached(remote string) {
 	w.h.StreamCapReached.Inc()
-	now := time.Now()
 	w.mu.Lock()
-	warn := now.Sub(w.warned) >= time.Minute
-	if warn {
-		w.warned = now
-	}
+	warn := w.warned.Due(time.Now(), time.Minute)
 	w.mu.Unlock()
 	if warn {
 		w.h.Logger.Warn("sink: a connection reached --max-streams-per-conn; its client queues further streams "+

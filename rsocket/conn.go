@@ -87,7 +87,7 @@ type Conn struct {
 	// read (both ends blocked writing would deadlock). It stops reading
 	// only for the outbound budget (readOver), waiting without mu
 	// (write.go).
-	out     []byte // frames not yet written, after those in outFront
+	out []byte // frames not yet written, after those in outFront
 	// outFront holds whole buffers queued before out, in order: a large
 	// payload's frames join the queue as the pooled buffer the machine
 	// encoded them into (queueLarge), not copied into out behind what
@@ -96,8 +96,8 @@ type Conn struct {
 	outFront    [][]byte
 	outFrontLen int
 	frontSpare  [][]byte
-	spare   []byte // the last written buffer, for reuse
-	writing bool
+	spare       []byte // the last written buffer, for reuse
+	writing     bool
 	// idleWait, when set, is closed by the end of the write in flight
 	// (wrote): lockIdle waits on it.
 	idleWait        chan struct{}

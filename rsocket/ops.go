@@ -129,7 +129,7 @@ func (c *Conn) unlock(direct bool) {
 		if raw == nil {
 			break
 		}
-		direct = false // once: more output goes to the writer
+		direct = false        // once: more output goes to the writer
 		_, buf := c.takeOut() // outFront is empty
 		c.mu.Unlock()
 		n, err := raw.tryWrite(buf)

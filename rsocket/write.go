@@ -129,7 +129,7 @@ func (c *Conn) writeLoop() {
 				break
 			}
 			if !c.pending() {
-				c.dropOut() // dropped output (a failed write)
+				c.dropOut()               // dropped output (a failed write)
 				if cap(c.out) > keepOut { // dropped output: the buffer goes back, a connection keeps little
 					frame.PutBuf(c.out)
 					c.out = nil

@@ -45,7 +45,7 @@ func (c *Conn) releaseHeld(n int64) {
 // for room when it shrank. Under mu; it costs nothing when the queue is
 // as it was last time (a request answered by a direct write).
 func (c *Conn) account() {
-	n := int64(len(c.out) + c.inflight)
+	n := int64(c.queued() + c.inflight)
 	if c.peerOut > int(n) { // the queue was dropped (a failed write, a lost transport)
 		c.peerOut = int(n)
 	}
@@ -82,14 +82,18 @@ func (c *Conn) account() {
 // charged its room to spare too. (A connection's own budget counts
 // bytes: its bound, the budget plus one frame, is in bytes.) Under mu.
 func (c *Conn) queueMemory() int64 {
-	return int64(bufMemory(c.out) + c.inflightMem)
+	mem := bufMemory(c.out) + c.inflightMem
+	for _, b := range c.outFront {
+		mem += bufMemory(b)
+	}
+	return int64(mem)
 }
 
 // markRead moves peerOut to the end of the queue if output the peer's frames
 // caused was added (peerOutAdded). Under mu, right after a drain.
 func (c *Conn) markRead() {
 	if c.peerOutAdded {
-		c.peerOut, c.peerOutAdded = len(c.out)+c.inflight, false
+		c.peerOut, c.peerOutAdded = c.queued()+c.inflight, false
 	}
 }
 

@@ -87,9 +87,17 @@ type Conn struct {
 	// read (both ends blocked writing would deadlock). It stops reading
 	// only for the outbound budget (readOver), waiting without mu
 	// (write.go).
-	out     []byte // frames not yet written
-	spare   []byte // the last written buffer, for reuse
-	writing bool
+	out []byte // frames not yet written, after those in outFront
+	// outFront holds whole buffers queued before out, in order: a large
+	// payload's frames join the queue as the pooled buffer the machine
+	// encoded them into (queueLarge), not copied into out behind what
+	// waits there. outFrontLen is their bytes; frontSpare is the list
+	// the last write used, for reuse.
+	outFront    [][]byte
+	outFrontLen int
+	frontSpare  [][]byte
+	spare       []byte // the last written buffer, for reuse
+	writing     bool
 	// idleWait, when set, is closed by the end of the write in flight
 	// (wrote): lockIdle waits on it.
 	idleWait        chan struct{}
@@ -268,7 +276,7 @@ func (c *Conn) drain() {
 			break
 		}
 		nOut, nEv := len(rd.Out), len(rd.Events)
-		if !c.writeFailed && c.adoptOut(rd.Out) {
+		if !c.writeFailed && c.queueLarge(rd.Out) {
 			nOut = 0 // the machine queues what the handlers send in a new buffer
 		} else if !c.writeFailed {
 			c.out = append(growOut(c.out, len(rd.Out)), rd.Out...)
@@ -328,17 +336,24 @@ func (c *Conn) drain() {
 
 func noop() {}
 
-// adoptOut takes the machine's output buffer as the queue instead of
-// copying out into it, when the queue is empty and out is a large pooled
-// buffer (a large payload's frames): an upload's chunk is then copied
-// once on the way out, into its frame. It reports whether it did. The
-// queue's old, empty (small) buffer becomes the spare, as a written small
-// one does (wrote). Under mu.
-func (c *Conn) adoptOut(out []byte) bool {
-	if len(c.out) > 0 || cap(c.out) > keepOut || cap(out) <= keepOut {
+// queueLarge queues the machine's output buffer as it is instead of
+// copying it into the queue, when it is a large pooled buffer (a large
+// payload's frames): an upload's chunk is then copied once on the way
+// out, into its frame, whether or not the queue is empty. What waits in
+// the queue goes before it (outFront); an empty small queue buffer
+// becomes the spare, as a written one does (wrote). It reports whether it
+// took the buffer. Under mu.
+func (c *Conn) queueLarge(out []byte) bool {
+	if cap(out) <= keepOut {
 		return false
 	}
-	if c.spare == nil && c.out != nil {
+	switch {
+	case len(c.out) > 0:
+		c.outFront = append(c.outFront, c.out)
+		c.outFrontLen += len(c.out)
+	case cap(c.out) > keepOut:
+		frame.PutBuf(c.out)
+	case c.spare == nil && c.out != nil:
 		c.spare = c.out[:0]
 	}
 	c.out = c.machine.TakeOut()

@@ -48,5 +48,5 @@ func (c *Conn) WaitingForServerBudget() bool { return c.budgetWaits.Load() > 0 }
 func (c *Conn) OutputMemory() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return bufMemory(c.out) + c.inflightMem
+	return int(c.queueMemory())
 }

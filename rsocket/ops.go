@@ -121,15 +121,16 @@ func (c *Conn) unlock(direct bool) {
 		if !c.closed {
 			c.schedule()
 		}
-		if !direct || c.writing || c.closeAfterWrite || !c.pending() {
+		// Whole buffers queued in front (queueLarge) are the writer's.
+		if !direct || c.writing || c.closeAfterWrite || len(c.outFront) > 0 || !c.pending() {
 			break
 		}
 		raw := c.rawOut()
 		if raw == nil {
 			break
 		}
-		direct = false // once: more output goes to the writer
-		buf := c.takeOut()
+		direct = false        // once: more output goes to the writer
+		_, buf := c.takeOut() // outFront is empty
 		c.mu.Unlock()
 		n, err := raw.tryWrite(buf)
 		c.mu.Lock()
@@ -143,10 +144,10 @@ func (c *Conn) unlock(direct bool) {
 			c.out = append(append(growOut(b, rest), buf[n:]...), c.out...)
 		}
 		c.peerOut = max(c.peerOut-n, 0)
-		c.wrote(buf, err)
+		c.wrote(nil, buf, err)
 	}
 	c.account()
-	wake := (len(c.out) > 0 || c.closeAfterWrite) && !c.writing
+	wake := (c.queued() > 0 || c.closeAfterWrite) && !c.writing
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()

@@ -47,7 +47,7 @@ func (c *Conn) readLoop(tr transport) {
 			c.release()
 			return
 		}
-		q0 := len(c.out) + c.inflight
+		q0 := c.queued() + c.inflight
 		now := c.now()
 		c.reading = readingFrame{rb: rb, f: f}
 		c.machine.Receive(now, f)
@@ -68,7 +68,7 @@ func (c *Conn) readLoop(tr transport) {
 		}
 		if !c.closed {
 			c.drain()
-			if len(c.out)+c.inflight > q0 { // the frames' own output (echoes, inline answers, errors)
+			if c.queued()+c.inflight > q0 { // the frames' own output (echoes, inline answers, errors)
 				c.peerOutAdded = true
 				c.markRead()
 			}

@@ -102,7 +102,7 @@ func (c *Conn) transportLost(err error) {
 	// Output not yet written is dropped: the machine replays what the
 	// peer lacks. writeFailed also makes a failing write in flight on the
 	// lost transport a no-op (wrote), not a second loss.
-	c.out = c.out[:0]
+	c.dropOut()
 	c.writeFailed = true
 	if !r.down {
 		r.down = true
@@ -165,7 +165,7 @@ func (c *Conn) lockIdle() bool {
 // of its own. Under mu, with no write in flight.
 func (c *Conn) swapTransport(tr transport) {
 	c.transport = tr
-	c.out = c.out[:0]
+	c.dropOut()
 	c.writeFailed = false
 	c.writeStalled.Store(false)
 	c.resumable.down = false

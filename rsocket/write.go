@@ -23,7 +23,7 @@ import (
 // journal's store closed the server is stopping, and the output is
 // dropped (the session lives on in the journal as it was). Under mu.
 func (c *Conn) pending() bool {
-	if len(c.out) == 0 || c.writeFailed {
+	if c.queued() == 0 || c.writeFailed {
 		return false
 	}
 	return c.resumable == nil || c.resumable.j == nil || c.journaled()
@@ -32,41 +32,74 @@ func (c *Conn) pending() bool {
 // journaled is pending's journal step. Under mu.
 func (c *Conn) journaled() bool {
 	if !c.persist() {
-		c.out, c.writeFailed = c.out[:0], true
+		c.dropOut()
+		c.writeFailed = true
 		return false
 	}
 	return true
 }
 
-// takeOut hands the queued output to the writer. Under mu.
-func (c *Conn) takeOut() []byte {
-	buf := c.out
+// queued is the bytes the output queue holds. Under mu.
+func (c *Conn) queued() int { return c.outFrontLen + len(c.out) }
+
+// dropOut empties the output queue; its large buffers go back to the
+// pool. Under mu.
+func (c *Conn) dropOut() {
+	for _, b := range c.outFront {
+		frame.PutBuf(b)
+	}
+	clear(c.outFront)
+	c.outFront, c.outFrontLen = c.outFront[:0], 0
+	c.out = c.out[:0]
+}
+
+// takeOut hands the queued output to the writer: the whole buffers of
+// outFront, to be written first, and buf. Under mu.
+func (c *Conn) takeOut() (front [][]byte, buf []byte) {
+	front, buf = c.outFront, c.out
+	c.outFront, c.outFrontLen, c.frontSpare = c.frontSpare[:0], 0, nil
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
 	c.inflight, c.inflightMem = len(buf), bufMemory(buf)
-	return buf
+	for _, b := range front {
+		c.inflight += len(b)
+		c.inflightMem += bufMemory(b)
+	}
+	return front, buf
 }
 
 // wrote ends a write. Under mu.
-func (c *Conn) wrote(buf []byte, err error) {
+func (c *Conn) wrote(front [][]byte, buf []byte, err error) {
 	c.writing = false
 	c.inflight, c.inflightMem = 0, 0
 	if c.idleWait != nil {
 		close(c.idleWait)
 		c.idleWait = nil
 	}
-	if cap(buf) <= keepOut { // a large one goes back to the pool: a connection keeps little
-		c.spare = buf[:0]
-	} else {
-		frame.PutBuf(buf) // written: nothing refers to it
+	for _, b := range front {
+		c.recycleOut(b)
 	}
+	clear(front)
+	c.frontSpare = front[:0]
+	c.recycleOut(buf)
 	if err != nil && !c.writeFailed {
 		c.writeFailed = true
-		c.out = c.out[:0]
+		c.dropOut()
 		if !c.closed {
 			c.machine.TransportClosed(err)
 			c.drain()
 		}
+	}
+}
+
+// recycleOut takes back a written output buffer: a small one as the
+// spare, a large one to the pool (a connection keeps little). Nothing
+// refers to it any more. Under mu.
+func (c *Conn) recycleOut(b []byte) {
+	if cap(b) <= keepOut {
+		c.spare = b[:0]
+	} else {
+		frame.PutBuf(b)
 	}
 }
 
@@ -96,6 +129,7 @@ func (c *Conn) writeLoop() {
 				break
 			}
 			if !c.pending() {
+				c.dropOut()               // dropped output (a failed write)
 				if cap(c.out) > keepOut { // dropped output: the buffer goes back, a connection keeps little
 					frame.PutBuf(c.out)
 					c.out = nil
@@ -115,7 +149,8 @@ func (c *Conn) writeLoop() {
 				}
 				break
 			}
-			buf := c.takeOut()
+			front, buf := c.takeOut()
+			n := c.inflight
 			tr := c.transport
 			if c.writeTimer == nil && c.opts.writeTimeout > 0 {
 				c.writeTimerArmed.Store(true)
@@ -123,17 +158,31 @@ func (c *Conn) writeLoop() {
 			}
 			c.mu.Unlock()
 			c.combine()
-			err := c.writeOut(tr, buf)
+			err := c.writeQueued(tr, front, buf)
 			c.mu.Lock()
 			if err == nil {
-				c.peerOut = max(c.peerOut-len(buf), 0)
+				c.peerOut = max(c.peerOut-n, 0)
 			}
-			c.wrote(buf, err)
+			c.wrote(front, buf, err)
 			c.account()
 			c.mu.Unlock()
 			c.combine()
 		}
 	}
+}
+
+// writeQueued writes what takeOut took: the whole buffers of front, in
+// order, then buf. Each holds whole frames.
+func (c *Conn) writeQueued(tr transport, front [][]byte, buf []byte) error {
+	for _, b := range front {
+		if err := c.writeOut(tr, b); err != nil {
+			return err
+		}
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	return c.writeOut(tr, buf)
 }
 
 // writeChunk is the most one write call carries, so that the write

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/store/kafkastore"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
@@ -85,14 +86,11 @@ func topicRecords(t *testing.T, addr, topic string, want int, timeout time.Durat
 		fs.EachRecord(func(r *kgo.Record) {
 			raw++
 			next[r.Partition] = max(next[r.Partition], r.Offset+1)
-			h := map[string]string{}
-			for _, hd := range r.Headers {
-				h[hd.Key] = string(hd.Value)
-			}
-			if h["sluice-agent"] == "" || h["sluice-message"] == "" || h["sluice-index"] == "" {
+			h, ok := kafkastore.ParseHeaders(r.Headers)
+			if !ok {
 				t.Fatalf("record without dedup headers: %v", r.Headers)
 			}
-			key := h["sluice-agent"] + "/" + h["sluice-message"] + "/" + h["sluice-index"]
+			key := fmt.Sprintf("%s/%d/%d", h.Agent, h.Message, h.Index)
 			if !seen[key] {
 				seen[key] = true
 				dedup = append(dedup, string(r.Value))

@@ -97,17 +97,8 @@ func topicRecords(t *testing.T, addr, topic string) []kRecord {
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			kr := kRecord{partition: r.Partition, offset: r.Offset, key: string(r.Key), value: string(r.Value)}
-			for _, h := range r.Headers {
-				switch h.Key {
-				case kafkastore.HeaderAgent:
-					kr.agent = string(h.Value)
-				case kafkastore.HeaderMessage:
-					kr.message, _ = strconv.ParseUint(string(h.Value), 10, 64)
-				case kafkastore.HeaderIndex:
-					kr.index, _ = strconv.Atoi(string(h.Value))
-				case kafkastore.HeaderCount:
-					kr.count, _ = strconv.Atoi(string(h.Value))
-				}
+			if h, ok := kafkastore.ParseHeaders(r.Headers); ok {
+				kr.agent, kr.message, kr.index, kr.count = string(h.Agent), h.Message, int(h.Index), int(h.Count)
 			}
 			out = append(out, kr)
 			if e, ok := left[r.Partition]; ok && r.Offset+1 >= e {

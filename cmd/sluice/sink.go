@@ -52,9 +52,10 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	d.Bool(&c.rsocketResume, "rsocket-resume", "keep RSocket sessions through a broken connection until the agent resumes them (agents need --rsocket-resume)")
 	d.String(&c.data, "data", "data directory: the store, dictionaries, group offsets and the dedup checkpoint (required)")
 	d.String(&c.store, "store", "where messages are stored: embedded (a log in --data), or\n"+
-		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C]: one Kafka record per record,\n"+
+		"kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C&headers=H]: one Kafka record per record,\n"+
 		"acked once Kafka (acks=all) has them; the topic is created if missing (partitions default 1,\n"+
-		"replication default min(3, brokers)); record batches compressed with C: zstd (default), lz4, snappy or none")
+		"replication default min(3, brokers)); record batches compressed with C: zstd (default), lz4, snappy or none;\n"+
+		"headers=four writes the four headers of sinks before the one 'sluice' header, for a topic they still write to")
 	d.String(&c.metrics, "metrics", status.MetricsHelp(true, "127.0.0.1:9400", "--tokens"))
 	d.String(&c.tlsCert, "tls-cert", "serve TLS with this certificate (PEM); needs --tls-key")
 	d.String(&c.tlsKey, "tls-key", "key of --tls-cert (PEM)")

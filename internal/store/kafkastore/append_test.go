@@ -26,13 +26,27 @@ import (
 // and headers once Kafka acknowledged them, and its decompression buffer.
 // Messages of different sizes, compressed and not, appended one after the
 // other (each Append hands its records back before the next takes them),
-// are read back from the topic each with its own value, key and four
-// headers, and the records of a later Append do not carry the timestamp a
-// recycled record had (franz-go only stamps a record whose timestamp is
-// zero).
+// are read back from the topic each with its own value, key and headers
+// (the one HeaderSluice by default; the four of older sinks with
+// headers=four, for a topic they still share), and the records of a later
+// Append do not carry the timestamp a recycled record had (franz-go only
+// stamps a record whose timestamp is zero).
 func TestAppendRecyclesRecords(t *testing.T) {
 	b := kafkatest.Start(t)
-	u, err := ParseURL("kafka://" + b.Addr + "/recycle")
+	for _, headers := range []string{"", HeadersOne, HeadersFour} {
+		t.Run("headers="+headers, func(t *testing.T) { testAppendRecycles(t, b, headers) })
+	}
+}
+
+func testAppendRecycles(t *testing.T, b *kafkatest.Broker, headers string) {
+	topic, wantHeaders := "recycle", 1
+	if headers != "" {
+		topic += "-" + headers + "?headers=" + headers
+	}
+	if headers == HeadersFour {
+		wantHeaders = 4
+	}
+	u, err := ParseURL("kafka://" + b.Addr + "/" + topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +100,7 @@ func TestAppendRecyclesRecords(t *testing.T) {
 			rec := got[at]
 			at++
 			h, ok := ParseHeaders(rec.Headers)
-			if !ok || len(rec.Headers) != 1 || rec.Headers[0].Key != HeaderSluice || string(h.Agent) != s.msg.Agent || h.Message != s.msg.ID || int(h.Index) != j || int(h.Count) != len(s.recs) {
+			if !ok || len(rec.Headers) != wantHeaders || wantHeaders == 1 && rec.Headers[0].Key != HeaderSluice || wantHeaders == 4 && rec.Headers[0].Key != HeaderAgent || string(h.Agent) != s.msg.Agent || h.Message != s.msg.ID || int(h.Index) != j || int(h.Count) != len(s.recs) {
 				t.Fatalf("message %d record %d: headers %v (parsed %+v, %v)", s.msg.ID, j, rec.Headers, h, ok)
 			}
 			if string(rec.Value) != r || string(rec.Key) != s.msg.Agent {

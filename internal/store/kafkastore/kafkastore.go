@@ -86,14 +86,27 @@ const (
 )
 
 // URL is a parsed Config.Store of the form
-// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C].
+// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C&headers=H].
 type URL struct {
 	brokers     []string
 	topic       string
 	partitions  int32  // when the sink creates the topic
 	replication int16  // when the sink creates the topic; 0: min(3, brokers)
 	compression string // of the record batches the sink produces: one of Compressions
+	// fourHeaders: the records carry the four headers of sinks from
+	// before HeaderSluice (headers=four), for a topic that such sinks
+	// still write to and read (docs/scaling.md, "Upgrading the sinks of
+	// one topic").
+	fourHeaders bool
 }
+
+// The URL's headers parameter: HeadersOne (the default) writes the one
+// HeaderSluice header, HeadersFour the four headers older sinks wrote
+// and read. Both are read whatever the parameter.
+const (
+	HeadersOne  = "one"
+	HeadersFour = "four"
+)
 
 // Compressions are the codecs the sink can compress its record batches
 // with (the URL's compression parameter); every Kafka consumer since
@@ -122,7 +135,7 @@ func (u *URL) String() string {
 
 func ParseURL(s string) (*URL, error) {
 	bad := func(format string, args ...any) (*URL, error) {
-		return nil, fmt.Errorf("store %q: %s (want kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=N&replication=N&compression=C])", s, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("store %q: %s (want kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=N&replication=N&compression=C&headers=one|four])", s, fmt.Sprintf(format, args...))
 	}
 	rest := strings.TrimPrefix(s, "kafka://")
 	rest, query, _ := strings.Cut(rest, "?")
@@ -169,6 +182,11 @@ func ParseURL(s string) (*URL, error) {
 				return bad("compression=%q: want one of %s", v, strings.Join(Compressions, ", "))
 			}
 			u.compression = v
+		case "headers":
+			if v != HeadersOne && v != HeadersFour {
+				return bad("headers=%q: want %s or %s", v, HeadersOne, HeadersFour)
+			}
+			u.fourHeaders = v == HeadersFour
 		default:
 			return bad("unknown parameter %q", k)
 		}
@@ -669,18 +687,27 @@ func (k *Store) produce(c *commit, m *msgRecords, it *store.Message) int64 {
 		m.promiseFn = m.promise
 	}
 	m.left.Store(int64(n))
-	m.hdrs = slices.Grow(m.hdrs[:0], n)[:n]
+	perRec, valueLen := 1, headerValueLen(it.AgentB)
+	if k.u.fourHeaders {
+		perRec, valueLen = 4, fourHeadersLen
+	}
+	m.hdrs = slices.Grow(m.hdrs[:0], perRec*n)[:perRec*n]
 	// Grown once to hold every record's value: the values are slices of
 	// it, so it must not move while they are built.
-	values := slices.Grow(m.values[:0], n*headerValueLen(it.AgentB))
+	values := slices.Grow(m.values[:0], n*valueLen)
 	// One timestamp for the message's records: franz-go reads the clock
 	// for each record that has none (2.5 % of bench ingest (b)'s CPU).
 	now := time.Now().Truncate(time.Millisecond)
 	for i := range m.recs {
-		v0 := len(values)
-		values = AppendHeaderValue(values, RecordHeaders{Agent: it.AgentB, Message: it.ID, Index: uint32(i), Count: uint32(n)})
-		h := m.hdrs[i : i+1 : i+1]
-		h[0] = kgo.RecordHeader{Key: HeaderSluice, Value: values[v0:len(values):len(values)]}
+		rh := RecordHeaders{Agent: it.AgentB, Message: it.ID, Index: uint32(i), Count: uint32(n)}
+		h := m.hdrs[perRec*i : perRec*(i+1) : perRec*(i+1)]
+		if k.u.fourHeaders {
+			values = appendFourHeaders(values, h, rh)
+		} else {
+			v0 := len(values)
+			values = AppendHeaderValue(values, rh)
+			h[0] = kgo.RecordHeader{Key: HeaderSluice, Value: values[v0:len(values):len(values)]}
+		}
 		// A recycled record must not keep what the producer set on it
 		// last time (its timestamp above all): build it anew.
 		m.recs[i] = kgo.Record{Topic: k.u.topic, Key: it.AgentB, Value: m.recs[i].Value, Headers: h, Timestamp: now}
@@ -848,4 +875,24 @@ func Retry(ctx context.Context, f func(context.Context) error) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// fourHeadersLen bounds the bytes appendFourHeaders appends: three
+// decimal numbers (the agent id is not copied).
+const fourHeadersLen = 20 + 10 + 10
+
+// appendFourHeaders sets h (four headers) to rh as sinks from before
+// HeaderSluice wrote it, their decimal values appended to b (which must
+// have room: they are slices of it) and returned.
+func appendFourHeaders(b []byte, h []kgo.RecordHeader, rh RecordHeaders) []byte {
+	dec := func(v uint64) []byte {
+		n := len(b)
+		b = strconv.AppendUint(b, v, 10)
+		return b[n:len(b):len(b)]
+	}
+	h[0] = kgo.RecordHeader{Key: HeaderAgent, Value: rh.Agent}
+	h[1] = kgo.RecordHeader{Key: HeaderMessage, Value: dec(rh.Message)}
+	h[2] = kgo.RecordHeader{Key: HeaderIndex, Value: dec(uint64(rh.Index))}
+	h[3] = kgo.RecordHeader{Key: HeaderCount, Value: dec(uint64(rh.Count))}
+	return b
 }

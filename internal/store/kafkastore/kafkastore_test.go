@@ -26,8 +26,15 @@ func TestParseURL(t *testing.T) {
 	if u, err := ParseURL("kafka://a:1/t?compression=lz4"); err != nil || u.compression != "lz4" {
 		t.Errorf("compression=lz4: %+v, %v", u, err)
 	}
+	if u.fourHeaders {
+		t.Error("four headers by default")
+	}
+	if u, err := ParseURL("kafka://a:1/t?headers=four"); err != nil || !u.fourHeaders {
+		t.Errorf("headers=four: %+v, %v", u, err)
+	}
 	for _, s := range []string{"kafka://", "kafka://host:1", "kafka://host/topic", "kafka://host:0/t", "kafka://:9092/t",
-		"kafka://h:9092/bad topic", "kafka://h:9092/t?partitions=0", "kafka://h:9092/t?foo=1", "kafka://h:9092/t?compression=gzip", "kafka://h:9092/t?compression="} {
+		"kafka://h:9092/bad topic", "kafka://h:9092/t?partitions=0", "kafka://h:9092/t?foo=1", "kafka://h:9092/t?compression=gzip", "kafka://h:9092/t?compression=",
+		"kafka://h:9092/t?headers=4", "kafka://h:9092/t?headers="} {
 		if _, err := ParseURL(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}

@@ -43,13 +43,17 @@ func (c *Conn) journaled() bool {
 func (c *Conn) queued() int { return c.outFrontLen + len(c.out) }
 
 // dropOut empties the output queue; its large buffers go back to the
-// pool. Under mu.
+// pool (a connection keeps little). Under mu.
 func (c *Conn) dropOut() {
 	for _, b := range c.outFront {
 		frame.PutBuf(b)
 	}
 	clear(c.outFront)
 	c.outFront, c.outFrontLen = c.outFront[:0], 0
+	if cap(c.out) > keepOut {
+		frame.PutBuf(c.out)
+		c.out = nil
+	}
 	c.out = c.out[:0]
 }
 
@@ -129,12 +133,7 @@ func (c *Conn) writeLoop() {
 				break
 			}
 			if !c.pending() {
-				c.dropOut()               // dropped output (a failed write)
-				if cap(c.out) > keepOut { // dropped output: the buffer goes back, a connection keeps little
-					frame.PutBuf(c.out)
-					c.out = nil
-				}
-				c.out = c.out[:0]
+				c.dropOut() // dropped output (a failed write)
 				c.account()
 				closing := c.closeAfterWrite
 				c.mu.Unlock()

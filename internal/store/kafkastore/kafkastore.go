@@ -37,7 +37,7 @@ import (
 // record and the size of its message, packed into one value (see
 // AppendHeaderValue). One header instead of four: the four cost about
 // 10 % of bench ingest (b)'s CPU, in franz-go's record encoding and in
-// zstd over the extra bytes.
+// zstd over the extra bytes (docs/benchmarks.md, issue 27's fourth pass).
 const HeaderSluice = "sluice"
 
 // The four headers older sinks wrote, still read (ParseHeaders) for

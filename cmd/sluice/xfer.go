@@ -49,6 +49,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&maxSize, "max-size", "refuse uploads larger than this, e.g. 10GiB (0: no limit)")
 	expire := fs.Duration("expire", 24*time.Hour, "remove partial uploads idle for longer (--store: abort their multipart uploads), and finished tus uploads' records (HEAD answers them until then) this long after they finished (0: never)")
 	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
+	maxPartials := fs.Int("max-partials", diskstore.DefaultMaxPartials, "keep at most this many partial uploads in --dir (a new one beyond it removes the one idle the longest; its client starts again), and as many finished tus uploads' records")
 	metrics := fs.String("metrics", "", status.MetricsHelp(true, "", ""))
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -57,6 +58,9 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	loc, err := storeFlags(fs, *dir, *storeURL)
 	if err != nil {
 		return err
+	}
+	if *maxPartials <= 0 {
+		return &exitError{code: 2, msg: "--max-partials must be positive"}
 	}
 	if *idle <= 0 {
 		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
@@ -80,7 +84,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := logutil.NewLogger(stderr, *logLevel)
 	memrelease.Start(ctx, log)
-	st, err := openstore.Open(openstore.Config{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, Log: log}})
+	st, err := openstore.Open(openstore.Config{Dir: *dir, S3: loc, Options: diskstore.Options{MaxSize: int64(maxSize), Expire: *expire, IdleTimeout: *idle, MaxPartials: *maxPartials, Log: log}})
 	if err != nil {
 		return err
 	}

@@ -132,6 +132,10 @@ type Stats struct {
 	// TakenOver counts writers interrupted by a newer request for their
 	// upload, IdleTimeouts writers ended because their body stalled.
 	TakenOver, IdleTimeouts atomic.Int64
+	// Evicted counts partial uploads, and finished uploads' records,
+	// removed because the store keeps at most so many (diskstore's
+	// Options.MaxPartials).
+	Evicted atomic.Int64
 	// BufferBytes is the upload buffer memory in use now (blocks out of
 	// the budget, diskstore.Options.BufferBytes), BufferPeak the most it was,
 	// BufferMisses how many writes found the budget spent and went to

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"container/list"
 	"encoding/json"
 	"errors"
 	"os"
@@ -30,7 +31,7 @@ func (s *Uploads) keepFinished(rec *record, sum []byte) {
 		s.log.Warn("keeping a finished upload's record failed; a client asking for it will find it gone", "name", rec.Name, "id", rec.ID, "err", err)
 	}
 	s.mu.Lock()
-	s.done[f.ID] = f
+	s.addFinishedLocked(f)
 	s.mu.Unlock()
 }
 
@@ -80,15 +81,14 @@ func (s *Uploads) loadFinished(id string) {
 		s.o.FS.Remove(path)
 		return
 	}
-	s.done[id] = &f
+	s.done[id] = &list.Element{Value: &f} // put in order by orderRecovered
 }
 
 // RemoveFinished forgets the finished upload id (tus termination of a
 // finished upload): the file it landed stays. False when there is none.
 func (s *Uploads) RemoveFinished(id string) bool {
 	s.mu.Lock()
-	f := s.done[id]
-	delete(s.done, id)
+	f := s.removeFinishedLocked(id)
 	s.mu.Unlock()
 	if f == nil {
 		return false

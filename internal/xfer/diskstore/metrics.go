@@ -18,6 +18,7 @@ func RegisterStats(reg prometheus.Registerer, s *xfer.Stats) {
 		{"sluice_xfer_uploads_failed_total", "Uploads whose whole-file SHA-256 did not match (discarded).", s.UploadsFailed.Load},
 		{"sluice_xfer_chunks_rejected_total", "Chunks refused for a bad CRC32C or tus checksum.", s.ChunksRejected.Load},
 		{"sluice_xfer_expired_total", "Idle partial uploads, and records of finished tus uploads, removed at --expire.", s.Expired.Load},
+		{"sluice_xfer_evicted_total", "Idle partial uploads, and records of finished tus uploads, removed because the server keeps at most --max-partials of each (the longest idle, the oldest first).", s.Evicted.Load},
 		{"sluice_xfer_salvaged_total", "Partial uploads recovered from a torn or unreadable sidecar.", s.Salvaged.Load},
 		{"sluice_xfer_takeovers_total", "Writers interrupted by a newer request for their upload (a tus client back on a new connection).", s.TakenOver.Load},
 		{"sluice_xfer_idle_timeouts_total", "tus PATCHes ended because their body sent nothing for --idle-timeout.", s.IdleTimeouts.Load},

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -51,6 +53,11 @@ type Options struct {
 	// (a frozen or vanished client), so that its upload is free again.
 	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// MaxPartials bounds the partial uploads kept (a new one beyond it
+	// evicts the one idle the longest), and the records of finished
+	// uploads kept (BeginKept; the oldest goes). Default
+	// DefaultMaxPartials (bound.go).
+	MaxPartials int
 	Log         *slog.Logger
 	// Now and FreeSpace replace the clock and statfs in tests.
 	Now       func() time.Time
@@ -80,11 +87,16 @@ type Uploads struct {
 	mu     sync.Mutex
 	byID   map[string]*Upload
 	byName map[string]*Upload
-	// done holds the finished uploads begun with BeginKept, by id, until
-	// they expire (finished.go).
-	done    map[string]*xfer.Finished
-	closed  bool
-	stopExp chan struct{}
+	// idle orders the idle partials by when they were let go (bound.go).
+	idle list.List
+	// done holds the finished uploads begun with BeginKept (elements of
+	// doneOrder, whose values are *xfer.Finished), by id, until they
+	// expire (finished.go) or the bound evicts them (bound.go).
+	done      map[string]*list.Element
+	doneOrder list.List
+	evictLog  logutil.Every
+	closed    bool
+	stopExp   chan struct{}
 }
 
 // Open opens (creating it if needed) the upload directory dir, locks it,
@@ -112,6 +124,9 @@ func Open(dir string, o Options) (*Uploads, error) {
 	if o.FS == nil {
 		o.FS = seglog.OSFS()
 	}
+	if o.MaxPartials <= 0 {
+		o.MaxPartials = DefaultMaxPartials
+	}
 	if o.BufferBytes <= 0 {
 		o.BufferBytes = DefaultBufferBytes
 	}
@@ -125,12 +140,13 @@ func Open(dir string, o Options) (*Uploads, error) {
 		return nil, err
 	}
 	s := &Uploads{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
-		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*xfer.Finished{}, stopExp: make(chan struct{})}
+		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*list.Element{}, stopExp: make(chan struct{})}
 	s.bufs = newBufferBudget(o.BufferBytes, &s.Stats)
 	if err := s.recover(); err != nil {
 		lock.Release()
 		return nil, err
 	}
+	s.orderRecovered()
 	if o.Expire > 0 {
 		go s.expireLoop()
 	}
@@ -355,7 +371,7 @@ func (s *Uploads) Stat(name string) (xfer.Info, error) {
 func (s *Uploads) StatID(id string) (xfer.Info, error) {
 	s.mu.Lock()
 	u := s.byID[id]
-	f := s.done[id]
+	f := s.finishedLocked(id)
 	s.mu.Unlock()
 	if u != nil {
 		return u.Info(), nil
@@ -439,10 +455,12 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 		old.mu.Lock()
 		old.removeFiles()
 		old.mu.Unlock()
-		delete(s.byID, old.rec.ID)
-		delete(s.byName, name)
+		s.dropLocked(old)
 	}
 	if err := s.checkSpace(size); err != nil {
+		return nil, err
+	}
+	if err := s.makeRoomLocked(); err != nil {
 		return nil, err
 	}
 	now := s.o.Now()
@@ -533,19 +551,19 @@ func (s *Uploads) Expire(now time.Time) int {
 	}
 	s.mu.Lock()
 	var gone []*Upload
-	for id, u := range s.byID {
+	for _, u := range s.byID {
 		if !u.active && expired(u.rec.Updated, s.o.Expire, now) {
 			gone = append(gone, u)
-			delete(s.byID, id)
-			delete(s.byName, u.rec.Name)
+			s.dropLocked(u)
 		}
 	}
 	var goneDone []*xfer.Finished
-	for id, f := range s.done {
+	for e := s.doneOrder.Front(); e != nil; {
+		f, next := e.Value.(*xfer.Finished), e.Next()
 		if expired(f.Finished, s.o.Expire, now) {
-			goneDone = append(goneDone, f)
-			delete(s.done, id)
+			goneDone = append(goneDone, s.removeFinishedLocked(f.ID))
 		}
+		e = next
 	}
 	s.mu.Unlock()
 	for _, u := range gone {
@@ -573,12 +591,7 @@ func (s *Uploads) expireLoop() {
 // forget drops u from the indexes (it completed or was terminated).
 func (s *Uploads) forget(u *Upload) {
 	s.mu.Lock()
-	if s.byID[u.rec.ID] == u {
-		delete(s.byID, u.rec.ID)
-	}
-	if s.byName[u.rec.Name] == u {
-		delete(s.byName, u.rec.Name)
-	}
+	s.dropLocked(u)
 	s.mu.Unlock()
 }
 

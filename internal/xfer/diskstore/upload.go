@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"bytes"
+	"container/list"
 	"crypto/sha256"
 	"encoding"
 	"encoding/hex"
@@ -45,6 +46,9 @@ type Upload struct {
 	// after a server restart (recover), a new Begin of the same name or a
 	// takeover of a frozen writer. Guarded by s.mu.
 	resumed bool
+	// idleAt is u's place in s.idle while no one writes it (bound.go).
+	// Guarded by s.mu.
+	idleAt *list.Element
 }
 
 // The receiving goroutine gathers chunks into blocks that end on
@@ -228,6 +232,7 @@ func (u *Upload) untakeLocked() {
 	u.active, u.interrupt = false, nil
 	close(u.released)
 	u.released = nil
+	u.s.markIdleLocked(u)
 }
 
 func (u *Upload) closeFiles() {
@@ -657,6 +662,7 @@ func (u *Upload) Remove() {
 // takeLocked makes the caller the upload's writer. Under s.mu.
 func (u *Upload) takeLocked() {
 	u.active, u.released, u.interrupt = true, make(chan struct{}), nil
+	u.s.markBusyLocked(u)
 }
 
 // OnTakeover sets how to stop this writer when a newer request wants the
@@ -685,7 +691,8 @@ func (u *Upload) Release() {
 	u.s.mu.Lock()
 	u.active, u.interrupt = false, nil
 	close(u.released)
-	u.released = nil // a waiter took it before; the next writer makes its own
+	u.released = nil      // a waiter took it before; the next writer makes its own
+	u.s.markIdleLocked(u) // not when it completed or was removed: then it is no longer indexed
 	u.s.mu.Unlock()
 }
 

@@ -1,0 +1,173 @@
+package diskstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/xfer"
+)
+
+// beginIdle begins a tus-like upload of name (BeginKept, fresh), writes a
+// few bytes and lets it go, as a client that reset mid-PATCH does.
+func beginIdle(t testing.TB, s *Uploads, name string) string {
+	t.Helper()
+	u, err := s.BeginKept(name, 1<<20, nil, "", true)
+	if err != nil {
+		t.Fatalf("begin %s: %v", name, err)
+	}
+	p := []byte("some bytes")
+	if _, err := u.Write(0, p, xfer.CRC32C(p)); err != nil {
+		t.Fatal(err)
+	}
+	id := u.Info().ID
+	u.Release()
+	return id
+}
+
+// TestPartialsBounded: a client creating uploads in a loop (issue 23's
+// tus reset flood left 21,775 partials in 35 s, kept for a day) cannot
+// grow the store beyond DefaultMaxPartials: each new upload beyond it
+// evicts the partial idle the longest (files too), never one being
+// written, and the rest stay resumable.
+func TestPartialsBounded(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	ids := make([]string, 0, DefaultMaxPartials+3)
+	for i := range DefaultMaxPartials {
+		ids = append(ids, beginIdle(t, s, fmt.Sprintf("p%05d", i)))
+	}
+	if n := s.Partials(); n != DefaultMaxPartials {
+		t.Fatalf("%d partials before the bound, want %d", n, DefaultMaxPartials)
+	}
+	// The oldest is being written again: it is not the one evicted.
+	busy, err := s.Acquire(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		ids = append(ids, beginIdle(t, s, fmt.Sprintf("new%d", i)))
+	}
+	if n := s.Partials(); n != DefaultMaxPartials {
+		t.Errorf("%d partials after 3 more, want the bound %d", n, DefaultMaxPartials)
+	}
+	if got := s.Stats.Evicted.Load(); got != 3 {
+		t.Errorf("evicted %d, want 3", got)
+	}
+	for i, want := range map[int]error{0: nil, 1: xfer.ErrNotFound, 2: xfer.ErrNotFound, 3: xfer.ErrNotFound, 4: nil} {
+		if _, err := s.StatID(ids[i]); !errors.Is(err, want) {
+			t.Errorf("upload %d: StatID = %v, want %v", i, err, want)
+		}
+	}
+	for _, id := range ids[len(ids)-3:] {
+		if _, err := s.StatID(id); err != nil {
+			t.Errorf("a new upload %s: %v", id, err)
+		}
+	}
+	if n := len(partialFiles(t, dir)); n != 2*DefaultMaxPartials {
+		t.Errorf("%d files in .partial, want %d (data and sidecar of each kept partial)", n, 2*DefaultMaxPartials)
+	}
+	busy.Release()
+	// The one written again went to the back: the next eviction takes
+	// the longest idle, upload 4.
+	beginIdle(t, s, "last")
+	if _, err := s.StatID(ids[0]); err != nil {
+		t.Errorf("the partial written last-but-one was evicted: %v", err)
+	}
+	if _, err := s.StatID(ids[4]); !errors.Is(err, xfer.ErrNotFound) {
+		t.Errorf("the longest idle partial was kept: %v", err)
+	}
+}
+
+// TestPartialsAllBusy: with every partial being written, a new upload is
+// refused (ErrNoSpace, a tus 507) rather than evicting a writer's. The
+// bound is lowered only to hold that many writers open in a test.
+func TestPartialsAllBusy(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{MaxPartials: 2})
+	for i := range 2 {
+		u, err := s.BeginKept(fmt.Sprintf("w%d", i), 10, nil, "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Release()
+	}
+	if _, err := s.BeginKept("third", 10, nil, "", true); !errors.Is(err, xfer.ErrNoSpace) {
+		t.Fatalf("a third upload with two being written: %v, want ErrNoSpace", err)
+	}
+}
+
+// TestBoundAtRecovery: a server restarted with a lower bound keeps the
+// partials updated last and the finished records finished last.
+func TestBoundAtRecovery(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	s := openT(t, dir, Options{Now: clock})
+	var ids []string
+	for i := range 4 {
+		now = now.Add(time.Second)
+		ids = append(ids, beginIdle(t, s, fmt.Sprintf("r%d", i)))
+	}
+	var done []string
+	for i := range 3 {
+		now = now.Add(time.Second)
+		p := []byte(fmt.Sprintf("file %d", i))
+		u, err := s.BeginKept(fmt.Sprintf("f%d", i), int64(len(p)), nil, "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, u, p, 0, len(p))
+		if _, err := u.Finish(nil, "test"); err != nil {
+			t.Fatal(err)
+		}
+		done = append(done, u.Info().ID)
+		u.Release()
+	}
+	s.Close()
+	s = openT(t, dir, Options{Now: clock, MaxPartials: 2})
+	for i, id := range append(ids, done...) {
+		_, err := s.StatID(id)
+		kept := i == 2 || i == 3 || i == 5 || i == 6
+		if (err == nil) != kept {
+			t.Errorf("upload %d after a restart with a bound of 2: StatID = %v, want kept %v", i, err, kept)
+		}
+	}
+	if n := len(partialFiles(t, dir)); n != 2*2+2 {
+		t.Errorf("%d files in .partial, want 6 (two partials' data and sidecar, two finished records)", n)
+	}
+}
+
+// TestFinishedRecordsBounded: the records of finished tus uploads (HEAD
+// answers them until --expire) are bounded too; the oldest goes, its file
+// stays landed.
+func TestFinishedRecordsBounded(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{MaxPartials: 2})
+	var ids []string
+	for i := range 3 {
+		p := []byte("x")
+		u, err := s.BeginKept(fmt.Sprintf("d%d", i), 1, nil, "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, u, p, 0, 1)
+		if _, err := u.Finish(nil, "test"); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, u.Info().ID)
+		u.Release()
+	}
+	if _, err := s.StatID(ids[0]); !errors.Is(err, xfer.ErrNotFound) {
+		t.Errorf("the oldest finished record was kept: %v", err)
+	}
+	for _, id := range ids[1:] {
+		if in, err := s.StatID(id); err != nil || !in.Finished {
+			t.Errorf("finished record %s: %+v, %v", id, in, err)
+		}
+	}
+	if _, err := s.Stat("d0"); !errors.Is(err, xfer.ErrNotFound) {
+		t.Errorf("d0 still a partial: %v", err)
+	}
+}

@@ -290,7 +290,7 @@ func (s *Uploads) load(id string) (*Upload, error) {
 		s.o.FS.Remove(metaPath)
 		return nil, nil
 	}
-	u := &Upload{s: s, rec: *rec}
+	u := &Upload{s: s, name: rec.Name, rec: *rec}
 	if err := u.openFiles(false); err != nil {
 		return nil, err
 	}
@@ -464,7 +464,7 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 		return nil, err
 	}
 	now := s.o.Now()
-	u := &Upload{s: s, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Keep: keep, Created: now, Updated: now}}
+	u := &Upload{s: s, name: name, rec: record{ID: id, Name: name, Size: size, SHA256: sha, Meta: meta, Keep: keep, Created: now, Updated: now}}
 	u.takeLocked()
 	if err := u.create(); err != nil {
 		return nil, err
@@ -508,15 +508,15 @@ func (s *Uploads) acquire(ctx context.Context, id string) (*Upload, error) {
 		interrupt, released := u.interrupt, u.released
 		s.mu.Unlock()
 		if interrupt == nil || attempt == 2 {
-			return nil, &xfer.BusyError{Name: u.rec.Name}
+			return nil, &xfer.BusyError{Name: u.name}
 		}
-		s.log.Info("a new request for an upload interrupts its writer", "name", u.rec.Name, "id", id)
+		s.log.Info("a new request for an upload interrupts its writer", "name", u.name, "id", id)
 		s.Stats.TakenOver.Add(1)
 		s.mu.Lock()
 		u.resumed = true
 		s.mu.Unlock()
 		interrupt()
-		if err := xfer.AwaitRelease(ctx, released, u.rec.Name); err != nil {
+		if err := xfer.AwaitRelease(ctx, released, u.name); err != nil {
 			return nil, err
 		}
 	}

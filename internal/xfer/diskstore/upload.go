@@ -24,7 +24,11 @@ import (
 // Begin or Acquire) appends with Write or ReadFrom, ends with Finish or
 // Remove, and Releases it.
 type Upload struct {
-	s      *Uploads
+	s *Uploads
+	// name is rec.Name, never changed: read without u.mu by a request
+	// that waits for the writer (Acquire), while the writer may be
+	// assigning rec under u.mu.
+	name   string
 	active bool // guarded by s.mu
 	// released is closed when the writer Releases; interrupt, if the
 	// writer set one (OnTakeover), asks it to stop. Guarded by s.mu.

@@ -132,9 +132,9 @@ func (c Config) dataset(scs []bench.Scenario, stdout, stderr io.Writer) (*bench.
 	return data, nil
 }
 
-// SinkProfilePath is the file the sink of one run (rep from 0) profiles
+// sinkProfilePath is the file the sink of one run (rep from 0) profiles
 // itself to, for Config.SinkCPUProfile prefix.
-func SinkProfilePath(prefix, scenario, mode string, rep int) string {
+func sinkProfilePath(prefix, scenario, mode string, rep int) string {
 	return fmt.Sprintf("%s.%s.%s.%d", prefix, scenario, mode, rep+1)
 }
 
@@ -152,7 +152,7 @@ func (c Config) scenario(ctx context.Context, sc bench.Scenario, ms []bench.Mode
 		fmt.Fprintf(stderr, "[rep %d/%d] %s / %s: %d connection(s), window %s ...\n", step.Rep+1, reps, sc.Name, m.Name, m.Conns, windowName(m.Window))
 		wan := c.WAN
 		if c.SinkCPUProfile != "" {
-			wan.SinkCPUProfile = SinkProfilePath(c.SinkCPUProfile, sc.Name, m.Name, step.Rep)
+			wan.SinkCPUProfile = sinkProfilePath(c.SinkCPUProfile, sc.Name, m.Name, step.Rep)
 		}
 		r, err := bench.RunWAN(ctx, wan, sc, m, d)
 		if err != nil {

@@ -35,6 +35,28 @@ func TestBenchWANSmoke(t *testing.T) {
 	}
 }
 
+// TestBenchWANSinkCPUProfile: --sink-cpuprofile makes each run's sink, a
+// child process that the bench's own --cpuprofile does not see, write a
+// CPU profile of itself to PREFIX.SCENARIO.MODE.REP; the sweep, which
+// does not take it, refuses it.
+func TestBenchWANSinkCPUProfile(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "sink")
+	out, err := exec.Command(sluiceBin, "bench", "wan", "--scenarios", "lan", "--bytes", "2MB",
+		"--modes", "async+zstd", "--sink-cpuprofile", prefix).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, err := os.ReadFile(prefix + ".lan.async+zstd.1")
+	// runtime/pprof writes a gzipped profile.proto.
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("sink profile: %d bytes, %v; want a gzipped pprof profile\n%s", len(b), err, out)
+	}
+	out, err = exec.Command(sluiceBin, "bench", "wan", "--sweep", "--sink-cpuprofile", prefix).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--sink-cpuprofile") {
+		t.Errorf("--sweep with --sink-cpuprofile: %v, want exit status 2 naming the flag\n%s", err, out)
+	}
+}
+
 // TestBenchWANSweepSmoke checks the window sweep runs and prints its table.
 func TestBenchWANSweepSmoke(t *testing.T) {
 	out, err := exec.Command(sluiceBin, "bench", "wan", "--sweep", "--sweep-rtts", "10ms",

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/lab/bench"
+	"github.com/sluicehq/sluice/internal/lab/benchkit"
 )
 
 // app is sluice's commands; each file registers its own.
@@ -32,7 +34,22 @@ func (e *exitError) Error() string { return e.msg }
 func (e *exitError) ExitCode() int { return e.code }
 
 func main() {
-	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+	stopProfile, err := startEnvCPUProfile()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sluice: %s: %v\n", bench.SinkCPUProfileEnv, err)
+		os.Exit(1)
+	}
+	code := runMain(os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
+	os.Exit(code)
+}
+
+// startEnvCPUProfile profiles the whole process to the file that the
+// environment variable bench.SinkCPUProfileEnv names, if set: how `bench
+// wan --sink-cpuprofile` profiles its sink, a child process. It is read
+// in main, not runMain, so that tests calling runMain never profile.
+func startEnvCPUProfile() (stop func(), err error) {
+	return benchkit.StartCPUProfile(os.Getenv(bench.SinkCPUProfileEnv))
 }
 
 // runMain runs sluice with args (without the program name) and returns the

@@ -76,7 +76,17 @@ type WANConfig struct {
 	Seed     int64
 	Progress io.Writer
 	Logger   *slog.Logger
+	// SinkCPUProfile, when set, is the file the run's sink child writes a
+	// CPU profile of its whole life to (through SinkCPUProfileEnv): the
+	// sink is a process of its own, which the bench's own profile does
+	// not see.
+	SinkCPUProfile string
 }
+
+// SinkCPUProfileEnv is the environment variable that makes a sluice
+// process write a CPU profile of itself to the file it names (cmd/sluice
+// reads it); RunWAN sets it for the sink child of WANConfig.SinkCPUProfile.
+const SinkCPUProfileEnv = "SLUICE_CPUPROFILE"
 
 // DefaultMaxBytes is WANConfig.MaxBytes when it is 0.
 const DefaultMaxBytes = 1 << 30
@@ -199,7 +209,11 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 	if err != nil {
 		return res, err
 	}
-	sink, err := startChild(cfg.Bin, "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--log-level", "warn")
+	var sinkEnv []string
+	if cfg.SinkCPUProfile != "" {
+		sinkEnv = []string{SinkCPUProfileEnv + "=" + cfg.SinkCPUProfile}
+	}
+	sink, err := startChild(cfg.Bin, sinkEnv, "sink", "--listen", sinkAddr, "--data", filepath.Join(dir, "sink"), "--log-level", "warn")
 	if err != nil {
 		return res, err
 	}
@@ -214,7 +228,7 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 		if err != nil {
 			return res, err
 		}
-		link, err = startChild(cfg.Bin, "netem", "--listen", linkAddr, "--target", sinkAddr,
+		link, err = startChild(cfg.Bin, nil, "netem", "--listen", linkAddr, "--target", sinkAddr,
 			"--rate", strconv.FormatInt(sc.Rate, 10), "--delay", (sc.RTT / 2).String(), "--stats-json")
 		if err != nil {
 			return res, err
@@ -390,8 +404,13 @@ type child struct {
 	out *syncbuf.Buffer
 }
 
-func startChild(bin string, args ...string) (*child, error) {
+// startChild starts bin with args, its environment this process's plus
+// env (NAME=value entries).
+func startChild(bin string, env []string, args ...string) (*child, error) {
 	c := &child{cmd: exec.Command(bin, args...), out: &syncbuf.Buffer{}}
+	if env != nil {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the bench
 	if err := c.cmd.Start(); err != nil {

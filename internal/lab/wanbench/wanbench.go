@@ -30,7 +30,10 @@ type Config struct {
 	CSVPath    string          // also write the results as CSV ("": none)
 	SVGPath    string          // also draw the goodput chart ("": none)
 	CPUProfile string          // profile this process's agents ("": none)
-	Report     benchkit.Report
+	// SinkCPUProfile, when set, is the prefix of the files each run's sink
+	// child profiles itself to: PREFIX.SCENARIO.MODE.REP (REP from 1).
+	SinkCPUProfile string
+	Report         benchkit.Report
 }
 
 // Plan resolves the scenario and mode names, in the flags' words on error.
@@ -129,6 +132,12 @@ func (c Config) dataset(scs []bench.Scenario, stdout, stderr io.Writer) (*bench.
 	return data, nil
 }
 
+// sinkProfilePath is the file the sink of one run (rep from 0) profiles
+// itself to, for Config.SinkCPUProfile prefix.
+func sinkProfilePath(prefix, scenario, mode string, rep int) string {
+	return fmt.Sprintf("%s.%s.%s.%d", prefix, scenario, mode, rep+1)
+}
+
 // scenario runs every mode of one scenario, reps in alternating order,
 // and prints its table; it returns each mode's runs.
 func (c Config) scenario(ctx context.Context, sc bench.Scenario, ms []bench.Mode, data *bench.Dataset, stdout, stderr io.Writer) ([][]bench.WANResult, error) {
@@ -141,7 +150,11 @@ func (c Config) scenario(ctx context.Context, sc bench.Scenario, ms []bench.Mode
 	for _, step := range bench.RepOrder(reps, len(ms)) {
 		m := ms[step.Config]
 		fmt.Fprintf(stderr, "[rep %d/%d] %s / %s: %d connection(s), window %s ...\n", step.Rep+1, reps, sc.Name, m.Name, m.Conns, windowName(m.Window))
-		r, err := bench.RunWAN(ctx, c.WAN, sc, m, d)
+		wan := c.WAN
+		if c.SinkCPUProfile != "" {
+			wan.SinkCPUProfile = sinkProfilePath(c.SinkCPUProfile, sc.Name, m.Name, step.Rep)
+		}
+		r, err := bench.RunWAN(ctx, wan, sc, m, d)
 		if err != nil {
 			return nil, fmt.Errorf("%s / %s: %w", sc.Name, m.Name, err)
 		}

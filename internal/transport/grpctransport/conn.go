@@ -34,7 +34,7 @@ func (d *Dialer) Send(ctx context.Context) (protocol.Conn, error) {
 		cancel()
 		return nil, SessionError(err)
 	}
-	return &sendClient{stream: st, ctx: ctx, cancel: cancel}, nil
+	return &sendClient{stream: st, ctx: ctx, cancel: cancel, end: newEndStatus()}, nil
 }
 
 // Read opens a Read session.
@@ -45,7 +45,7 @@ func (d *Dialer) Read(ctx context.Context) (protocol.Conn, error) {
 		cancel()
 		return nil, SessionError(err)
 	}
-	return &readClient{stream: st, ctx: ctx, cancel: cancel}, nil
+	return &readClient{stream: st, ctx: ctx, cancel: cancel, end: newEndStatus()}, nil
 }
 
 // sendClient is the agent's end of a Send session.
@@ -56,6 +56,7 @@ type sendClient struct {
 	req     sluicev1.Request // reused: Send marshals before returning
 	owned   ownedRequest     // reused likewise, by SendOwned
 	pending []protocol.Frame // frames of the last Response not yet returned
+	end     *endStatus       // the status the stream ended with, for Send
 }
 
 func (c *sendClient) Send(f protocol.Frame) error {
@@ -65,10 +66,8 @@ func (c *sendClient) Send(f protocol.Frame) error {
 	err := c.stream.Send(&c.req)
 	if err == io.EOF {
 		// io.EOF from Send means the stream has ended; its real status
-		// (PermissionDenied from the sink, say) comes from Recv.
-		if _, rerr := c.stream.Recv(); rerr != nil {
-			return SessionError(rerr)
-		}
+		// (PermissionDenied from the sink, say) is what Recv returns.
+		err = afterSendEOF(c.ctx, c.end, c.stream.Recv)
 	}
 	return SessionError(err)
 }
@@ -88,16 +87,14 @@ func (c *sendClient) SendOwned(m *protocol.Message, rec *[]byte, put func(*[]byt
 	err := c.stream.SendMsg(&c.owned)
 	c.owned = ownedRequest{}
 	if err == io.EOF {
-		if _, rerr := c.stream.Recv(); rerr != nil {
-			return SessionError(rerr)
-		}
+		err = afterSendEOF(c.ctx, c.end, c.stream.Recv)
 	}
 	return SessionError(err)
 }
 
 func (c *sendClient) Recv() (protocol.Frame, error) {
 	for len(c.pending) == 0 {
-		resp, err := c.stream.Recv()
+		resp, err := recv(c.end, c.stream.Recv)
 		if err != nil {
 			return nil, SessionError(err)
 		}
@@ -118,6 +115,7 @@ type readClient struct {
 	stream sluicev1.Sink_ReadClient
 	ctx    context.Context
 	cancel context.CancelFunc
+	end    *endStatus // the status the stream ended with, for Send
 }
 
 func (c *readClient) Send(f protocol.Frame) error {
@@ -127,15 +125,13 @@ func (c *readClient) Send(f protocol.Frame) error {
 	}
 	err = c.stream.Send(req)
 	if err == io.EOF {
-		if _, rerr := c.stream.Recv(); rerr != nil {
-			return SessionError(rerr)
-		}
+		err = afterSendEOF(c.ctx, c.end, c.stream.Recv)
 	}
 	return SessionError(err)
 }
 
 func (c *readClient) Recv() (protocol.Frame, error) {
-	resp, err := c.stream.Recv()
+	resp, err := recv(c.end, c.stream.Recv)
 	if err != nil {
 		return nil, SessionError(err)
 	}

@@ -32,12 +32,26 @@ func (s *Client) conn(ctx context.Context) (*rsocket.Conn, error) {
 			return s.c, nil
 		}
 	}
-	c, err := rsocket.Dial(ctx, s.url, rsocket.WithMaxPayloadSize(MaxPayloadSize))
+	c, err := rsocket.Dial(ctx, s.url, clientOptions()...)
 	if err != nil {
 		return nil, err
 	}
 	s.c = c
 	return c, nil
+}
+
+// clientOptions are the client's connection options. It offers the
+// byte-credits extension (ignored by a server without it): only a client's
+// offer turns it on, and without it the server's 8 MiB window
+// (ByteCredits) did not hold, so an upload was bounded by its 1,024 channel
+// credits and the server's read budget alone. At 128 KiB chunks 12 MiB
+// then queued at the server, beyond the frame buffers a stream may be lent
+// (twice the window), and 3 to 4 chunks in 10 were copied for the
+// application instead of handed over in their frames (docs/benchmarks.md,
+// "Issue 27, RSocket's window"). Its own window is what the client grants
+// the server's answers, a few bytes each.
+func clientOptions() []rsocket.Option {
+	return []rsocket.Option{rsocket.WithMaxPayloadSize(MaxPayloadSize), rsocket.WithByteCredits(ByteCredits)}
 }
 
 // Reset drops the connection; the next call dials again.

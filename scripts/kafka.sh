@@ -238,24 +238,47 @@ running_pid() { # prints the broker pid if it is running
 prop() { sed -n "s/^$1=//p" "$(props_file)" | tail -n1; }
 
 free_ports() { # free_ports N: prints N distinct free TCP ports on 127.0.0.1
+	# Below the kernel's ephemeral range (net.ipv4.ip_local_port_range),
+	# so that no other process's port-0 socket is given a broker's port
+	# while the broker is down between Kill or Stop and Restart (the
+	# restart then fails: "now used by another process"); seen when two
+	# test runs shared a machine, 2026-11-28.
+	local lo=32768
+	if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
+		read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+	fi
+	((lo > 11000)) || lo=32768
 	if command -v python3 >/dev/null 2>&1; then
-		python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
+		python3 - "$1" "$lo" <<'PY'
+import random, socket, sys
+n, lo = int(sys.argv[1]), int(sys.argv[2])
+ports, socks = [], []
+for _ in range(2000):
+    if len(ports) == n:
+        break
+    p = random.randrange(10000, lo)
+    if p in ports:
+        continue
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        s.close()
+        continue
+    ports.append(p)
     socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
 for s in socks:
     s.close()
+if len(ports) < n:
+    sys.exit("no free port found below " + str(lo))
+print(" ".join(map(str, ports)))
 PY
 		return
 	fi
 	local ports=() p tries=0
 	while ((${#ports[@]} < $1)); do
 		((tries++ < 200)) || die "no free port found"
-		p=$((20000 + RANDOM % 30000))
+		p=$((10000 + RANDOM % (lo - 10000)))
 		[[ " ${ports[*]} " == *" $p "* ]] && continue
 		port_open "$p" && continue
 		ports+=("$p")

@@ -32,6 +32,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -218,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.Counts = RunConns(ctx, cfg.Conns, cfg.Duration, dial, func(ctx context.Context, c *conn) bool {
 		c.id = seq.Add(1)
 		defer func() { _ = c.nc.Close() }()
-		stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
+		stop := context.AfterFunc(ctx, c.stopNow)
 		defer stop()
 		if cfg.Mode == Reset {
 			return c.resets(ctx, cfg, dial, &reqs)
@@ -252,6 +253,17 @@ type conn struct {
 	br     *bufio.Reader
 	id     int64
 	nbytes *atomic.Int64
+	// mu guards nc between the goroutine that replaces it (resets: a new
+	// connection each round) and the one that stops it when the run ends
+	// (stopNow); the owner's own reads need no lock.
+	mu sync.Mutex
+}
+
+// stopNow makes the current connection's reads and writes fail at once.
+func (c *conn) stopNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.nc.SetDeadline(time.Now())
 }
 
 func (c *conn) write(b []byte) error {
@@ -421,8 +433,12 @@ func (c *conn) resets(ctx context.Context, cfg Config, dial func(context.Context
 			if err != nil {
 				return false
 			}
-			nc.id = c.id
-			*c = *nc
+			c.mu.Lock()
+			c.nc, c.br = nc.nc, nc.br
+			c.mu.Unlock()
+			if ctx.Err() != nil {
+				c.stopNow() // the run ended while dialing: stopNow saw the old one
+			}
 		}
 		var b []byte
 		if cfg.Target.H2 {

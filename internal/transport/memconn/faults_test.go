@@ -142,8 +142,14 @@ func TestFaultsDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The reset comes within 2×5 frames counted in both directions, but
+	// when the pump counts the frame that resets, the Sends go on until it
+	// gets to close the session: a pump descheduled between the two (a CI
+	// machine under load) lets the Sends fill both queues first (64 frames
+	// each way, then Send blocks until the close). So the loop runs until
+	// the error, bounded far above what the queues hold.
 	var serr error
-	for i := range 100 {
+	for i := range 10_000 {
 		if serr = c.Send(&protocol.Message{ID: uint64(i)}); serr != nil {
 			break
 		}

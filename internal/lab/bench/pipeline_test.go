@@ -20,3 +20,23 @@ func TestRunPipelineNothingIngested(t *testing.T) {
 		t.Fatalf("RunPipeline = %+v, %v; want the no-Ingest error", res, err)
 	}
 }
+
+// The end of the drain is looked for every drainPoll, not at the progress
+// ticks: with an Interval longer than the test's bound the run must still
+// end, drained. Before, the check after the feeders stopped waited for the
+// next tick (by default up to a second added to every run's Elapsed).
+func TestRunPipelineDrainDoesNotWaitForTick(t *testing.T) {
+	src := func(int) Source {
+		return func(dst [][]byte) [][]byte { return append(dst, []byte("a record of the pipeline test")) }
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := RunPipeline(ctx, PipelineConfig{Dir: t.TempDir(), Duration: 300 * time.Millisecond,
+		NewSource: src, Feeders: 2, Interval: time.Hour})
+	if err != nil || !res.Drained {
+		t.Fatalf("RunPipeline = drained %v, %v; want drained without a progress tick", res.Drained, err)
+	}
+	if res.Agent.AckedRecords == 0 {
+		t.Fatal("no record acknowledged")
+	}
+}

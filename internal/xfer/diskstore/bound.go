@@ -1,7 +1,6 @@
 package diskstore
 
 import (
-	"container/list"
 	"fmt"
 	"slices"
 	"time"
@@ -68,24 +67,28 @@ func (s *Uploads) dropLocked(u *Upload) {
 }
 
 // makeRoomLocked evicts idle partials, the longest idle first, until a new
-// one fits under the bound; xfer.ErrNoSpace when every partial is being
-// written.
-func (s *Uploads) makeRoomLocked() error {
+// one fits under the bound, and returns them: the caller removes their
+// files (removeUploadFiles) once it has let go of s.mu. xfer.ErrNoSpace
+// when every partial is being written (with what it evicted before it
+// found that).
+func (s *Uploads) makeRoomLocked() ([]*Upload, error) {
+	var evicted []*Upload
 	for len(s.byID) >= s.o.MaxPartials {
 		e := s.idle.Front()
 		if e == nil {
-			return fmt.Errorf("%w: %d partial uploads, the most this server keeps (--max-partials), are all being written", xfer.ErrNoSpace, len(s.byID))
+			return evicted, fmt.Errorf("%w: %d partial uploads, the most this server keeps (--max-partials), are all being written", xfer.ErrNoSpace, len(s.byID))
 		}
-		s.evictLocked(e.Value.(*Upload))
+		u := e.Value.(*Upload)
+		s.evictLocked(u)
+		evicted = append(evicted, u)
 	}
-	return nil
+	return evicted, nil
 }
 
+// evictLocked forgets the idle partial u; its files are the caller's to
+// remove.
 func (s *Uploads) evictLocked(u *Upload) {
 	s.dropLocked(u)
-	u.mu.Lock()
-	u.removeFiles()
-	u.mu.Unlock()
 	s.Stats.Evicted.Add(1)
 	if s.evictLog.Due(s.o.Now(), warnEvery) {
 		s.log.Warn("the server keeps too many partial uploads; removing the one idle the longest (its client starts it again if it comes back)",
@@ -106,32 +109,55 @@ func (s *Uploads) orderRecovered() {
 	for _, u := range ups {
 		s.markIdleLocked(u)
 	}
+	var evicted []*Upload
 	for len(s.byID) > s.o.MaxPartials {
-		s.evictLocked(s.idle.Front().Value.(*Upload))
+		u := s.idle.Front().Value.(*Upload)
+		s.evictLocked(u)
+		evicted = append(evicted, u)
 	}
-	fs := make([]*xfer.Finished, 0, len(s.done))
-	for _, e := range s.done {
-		fs = append(fs, e.Value.(*xfer.Finished))
-	}
+	removeUploadFiles(evicted)
+	fs := s.recoveredDone
+	s.recoveredDone = nil
 	slices.SortFunc(fs, func(a, b *xfer.Finished) int { return a.Finished.Compare(b.Finished) })
-	s.done = make(map[string]*list.Element, len(fs))
 	for _, f := range fs {
-		s.addFinishedLocked(f)
+		s.removeFinishedFiles(s.addFinishedLocked(f))
 	}
 }
 
-// addFinishedLocked records f, evicting the oldest finished records beyond
-// the bound.
-func (s *Uploads) addFinishedLocked(f *xfer.Finished) {
+// addFinishedLocked records f and forgets the oldest finished records
+// beyond the bound, which it returns: the caller removes their files
+// (removeFinishedFiles) once it has let go of s.mu.
+func (s *Uploads) addFinishedLocked(f *xfer.Finished) []*xfer.Finished {
 	if old := s.done[f.ID]; old != nil {
 		s.doneOrder.Remove(old)
 	}
 	s.done[f.ID] = s.doneOrder.PushBack(f)
+	var evicted []*xfer.Finished
 	for len(s.done) > s.o.MaxPartials {
 		old := s.doneOrder.Front().Value.(*xfer.Finished)
 		s.removeFinishedLocked(old.ID)
-		s.o.FS.Remove(s.donePath(old.ID))
 		s.Stats.Evicted.Add(1)
+		evicted = append(evicted, old)
+	}
+	return evicted
+}
+
+// removeUploadFiles removes the files of partials already forgotten (no
+// index holds them, so no writer can take them meanwhile). Called without
+// s.mu.
+func removeUploadFiles(us []*Upload) {
+	for _, u := range us {
+		u.mu.Lock()
+		u.removeFiles()
+		u.mu.Unlock()
+	}
+}
+
+// removeFinishedFiles removes the files of finished records already
+// forgotten. Called without s.mu.
+func (s *Uploads) removeFinishedFiles(fs []*xfer.Finished) {
+	for _, f := range fs {
+		s.o.FS.Remove(s.donePath(f.ID))
 	}
 }
 

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/xfer"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // beginIdle begins a tus-like upload of name (BeginKept, fresh), writes a
@@ -169,5 +174,64 @@ func TestFinishedRecordsBounded(t *testing.T) {
 	}
 	if _, err := s.Stat("d0"); !errors.Is(err, xfer.ErrNotFound) {
 		t.Errorf("d0 still a partial: %v", err)
+	}
+}
+
+// blockingRemoveFS holds the first Remove of a file ending in suffix until
+// release is closed, telling on removing that it got there.
+type blockingRemoveFS struct {
+	seglog.FS
+	suffix   string
+	once     sync.Once
+	removing chan struct{}
+	release  chan struct{}
+}
+
+func (f *blockingRemoveFS) Remove(name string) error {
+	if strings.HasSuffix(name, f.suffix) {
+		held := false
+		f.once.Do(func() { held = true })
+		if held {
+			close(f.removing)
+			<-f.release
+		}
+	}
+	return f.FS.Remove(name)
+}
+
+// An eviction unlinks the evicted partial's files after the store's lock
+// is let go: the other uploads' calls do not wait for the filesystem.
+// Before, Begin removed them under s.mu, and StatID below waited for the
+// held Remove (the test's bound ran out).
+func TestEvictionRemovesFilesOutsideTheStoreLock(t *testing.T) {
+	fsys := &blockingRemoveFS{FS: seglog.OSFS(), suffix: ".part", removing: make(chan struct{}), release: make(chan struct{})}
+	s := openT(t, t.TempDir(), Options{MaxPartials: 2, FS: fsys})
+	beginIdle(t, s, "a")
+	kept := beginIdle(t, s, "b")
+	began := make(chan error, 1)
+	go func() {
+		u, err := s.Begin("c", 1<<20, nil, "", true) // evicts "a"
+		if err == nil {
+			u.Release()
+		}
+		began <- err
+	}()
+	<-fsys.removing
+	var statErr atomic.Pointer[error]
+	go func() {
+		_, err := s.StatID(kept)
+		statErr.Store(&err)
+	}()
+	if !testwait.Until(func() bool { return statErr.Load() != nil }) {
+		t.Error("StatID waited for the evicted partial's Remove: the store's lock is held while unlinking")
+	} else if err := *statErr.Load(); err != nil {
+		t.Errorf("StatID of a kept partial while an eviction unlinks: %v", err)
+	}
+	close(fsys.release)
+	if err := <-began; err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	if got := s.Stats.Evicted.Load(); got != 1 {
+		t.Errorf("evicted %d, want 1", got)
 	}
 }

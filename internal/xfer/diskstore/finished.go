@@ -1,7 +1,6 @@
 package diskstore
 
 import (
-	"container/list"
 	"encoding/json"
 	"errors"
 	"os"
@@ -31,8 +30,9 @@ func (s *Uploads) keepFinished(rec *record, sum []byte) {
 		s.log.Warn("keeping a finished upload's record failed; a client asking for it will find it gone", "name", rec.Name, "id", rec.ID, "err", err)
 	}
 	s.mu.Lock()
-	s.addFinishedLocked(f)
+	evicted := s.addFinishedLocked(f)
 	s.mu.Unlock()
+	s.removeFinishedFiles(evicted)
 }
 
 // writeFinished writes f's file whole (a temporary file, fsynced, renamed;
@@ -66,7 +66,7 @@ func (s *Uploads) writeFinished(f *xfer.Finished) error {
 // loadFinished reads the record of the finished upload id at Open; an
 // unreadable one is removed (the upload is then unknown, as it was
 // before such records existed).
-func (s *Uploads) loadFinished(id string) {
+func (s *Uploads) loadFinished(id string) *xfer.Finished {
 	path := s.donePath(id)
 	b, err := s.readFile(path)
 	var f xfer.Finished
@@ -79,9 +79,9 @@ func (s *Uploads) loadFinished(id string) {
 	if err != nil {
 		s.log.Warn("a finished upload's record is unreadable; removing it", "id", id, "err", err)
 		s.o.FS.Remove(path)
-		return
+		return nil
 	}
-	s.done[id] = &list.Element{Value: &f} // put in order by orderRecovered
+	return &f
 }
 
 // RemoveFinished forgets the finished upload id (tus termination of a

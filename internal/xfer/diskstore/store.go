@@ -94,9 +94,12 @@ type Uploads struct {
 	// expire (finished.go) or the bound evicts them (bound.go).
 	done      map[string]*list.Element
 	doneOrder list.List
-	evictLog  logutil.Every
-	closed    bool
-	stopExp   chan struct{}
+	// recoveredDone: the finished records Open found, until
+	// orderRecovered puts them in order.
+	recoveredDone []*xfer.Finished
+	evictLog      logutil.Every
+	closed        bool
+	stopExp       chan struct{}
 }
 
 // Open opens (creating it if needed) the upload directory dir, locks it,
@@ -217,7 +220,9 @@ func (s *Uploads) recover() error {
 			metas[id] = true
 		}
 		if id, ok := strings.CutSuffix(e.Name(), doneSuffix); ok {
-			s.loadFinished(id)
+			if f := s.loadFinished(id); f != nil {
+				s.recoveredDone = append(s.recoveredDone, f)
+			}
 		}
 		if strings.HasSuffix(e.Name(), doneSuffix+".tmp") {
 			s.o.FS.Remove(filepath.Join(s.partial, e.Name()))
@@ -430,6 +435,12 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 	if sha != nil && len(sha) != 32 {
 		return nil, fmt.Errorf("sha256 of %d bytes, want 32", len(sha))
 	}
+	// Files of the uploads this one replaces or evicts are removed after
+	// the store's lock is let go (deferred calls run last in, first out):
+	// unlinking is a filesystem call every other upload's Begin, Acquire
+	// and Release would otherwise wait for.
+	var gone []*Upload
+	defer func() { removeUploadFiles(gone) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -452,15 +463,15 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 			return old, nil
 		}
 		s.log.Info("a new upload replaces an idle partial of the same name", "name", name, "old_offset", old.rec.Offset)
-		old.mu.Lock()
-		old.removeFiles()
-		old.mu.Unlock()
 		s.dropLocked(old)
+		gone = append(gone, old)
 	}
 	if err := s.checkSpace(size); err != nil {
 		return nil, err
 	}
-	if err := s.makeRoomLocked(); err != nil {
+	evicted, err := s.makeRoomLocked()
+	gone = append(gone, evicted...)
+	if err != nil {
 		return nil, err
 	}
 	now := s.o.Now()
@@ -568,14 +579,12 @@ func (s *Uploads) Expire(now time.Time) int {
 	s.mu.Unlock()
 	for _, u := range gone {
 		s.log.Info("partial upload expired", "name", u.rec.Name, "offset", u.rec.Offset, "idle_since", u.rec.Updated)
-		u.mu.Lock()
-		u.removeFiles()
-		u.mu.Unlock()
 	}
+	removeUploadFiles(gone)
 	for _, f := range goneDone {
 		s.log.Info("finished upload's record expired", "name", f.Name, "id", f.ID, "finished", f.Finished)
-		s.o.FS.Remove(s.donePath(f.ID))
 	}
+	s.removeFinishedFiles(goneDone)
 	s.Stats.Expired.Add(int64(len(gone) + len(goneDone)))
 	return len(gone) + len(goneDone)
 }

@@ -17,6 +17,13 @@ import (
 // Errors: Recv returns io.EOF when the peer closed its sending side
 // cleanly, a *SessionError when the peer (or the transport) ended the
 // session with a status, anything else for a broken connection.
+//
+// A Send that finds the session ended returns its status too, and on
+// transports where only a receive sees that status (gRPC), Send gets it
+// from the goroutine that calls Recv: once Recv has been called, Send may
+// wait, until Close, for Recv to be called again and see the end. So the
+// reader of a session keeps calling Recv until it returns an error, or
+// Closes the session, as every reader here does.
 type Conn interface {
 	Send(f Frame) error
 	Recv() (Frame, error)

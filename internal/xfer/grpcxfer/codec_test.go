@@ -143,7 +143,7 @@ func TestCodecHoldsFramesUntilRelease(t *testing.T) {
 type countingPool struct{ put int }
 
 func (p *countingPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
-func (p *countingPool) Put(*[]byte)        { p.put++ }
+func (p *countingPool) Put(*[]byte)       { p.put++ }
 
 // FuzzChunkPieces: whatever chunkPieces accepts, however the message is
 // cut into frames, parseChunk reads the same chunk from the bytes

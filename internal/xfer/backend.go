@@ -105,6 +105,17 @@ type BackendUpload interface {
 	Release()
 }
 
+// PieceWriter is a BackendUpload that takes a chunk in pieces, as a
+// transport received it (gRPC: the HTTP/2 frames a message came in),
+// and copies them once into its own buffers; the caller does not gather
+// them into one slice first, a copy of every byte (docs/xfer.md, "Where
+// an upload's CPU goes"). WritePieces is Write of the pieces' bytes in
+// order: the CRC32C crc is of all of them, checked before any is kept.
+// The store does not hold the pieces after it returns.
+type PieceWriter interface {
+	WritePieces(off int64, pieces [][]byte, crc uint32) (int64, error)
+}
+
 // Info describes an upload.
 type Info struct {
 	ID, Name     string

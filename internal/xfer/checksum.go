@@ -21,6 +21,23 @@ func VerifyChunk(stats *Stats, off int64, p []byte, crc uint32) error {
 	if CRC32C(p) == crc {
 		return nil
 	}
+	return refuseChunk(stats, off, len(p))
+}
+
+// VerifyPieces is VerifyChunk for a chunk given in pieces (see
+// PieceWriter), the CRC32C running across them; n is their length.
+func VerifyPieces(stats *Stats, off int64, pieces [][]byte, n int, crc uint32) error {
+	var sum uint32
+	for _, p := range pieces {
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	if sum == crc {
+		return nil
+	}
+	return refuseChunk(stats, off, n)
+}
+
+func refuseChunk(stats *Stats, off int64, n int) error {
 	stats.ChunksRejected.Add(1)
-	return fmt.Errorf("%w: CRC32C of the %d-byte chunk at offset %d", ErrChecksum, len(p), off)
+	return fmt.Errorf("%w: CRC32C of the %d-byte chunk at offset %d", ErrChecksum, n, off)
 }

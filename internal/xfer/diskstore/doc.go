@@ -24,4 +24,5 @@ import "github.com/sluicehq/sluice/internal/xfer"
 var (
 	_ xfer.IDBackend     = (*Uploads)(nil)
 	_ xfer.BackendUpload = (*Upload)(nil)
+	_ xfer.PieceWriter   = (*Upload)(nil)
 )

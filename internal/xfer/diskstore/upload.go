@@ -340,12 +340,42 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 	if err := u.append(p); err != nil {
 		return u.written, err
 	}
-	if u.sinceSync >= u.s.o.SyncEvery || u.s.o.Now().Sub(u.rec.Updated) >= u.s.o.SyncInterval {
-		if err := u.checkpointLocked(); err != nil {
-			return u.written, err
+	err := u.maybeCheckpoint() // before reading written: a failed checkpoint rolls it back
+	return u.written, err
+}
+
+// WritePieces is Write of a chunk given in pieces (xfer.PieceWriter):
+// their CRC32C is checked across them before any byte is kept, then each
+// is copied into the upload's blocks, the only copy the store makes.
+func (u *Upload) WritePieces(off int64, pieces [][]byte, crc uint32) (int64, error) {
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err := u.check(off, int64(n)); err != nil {
+		return u.written, err
+	}
+	if err := xfer.VerifyPieces(&u.s.Stats, off, pieces, n, crc); err != nil {
+		return u.written, err
+	}
+	for _, p := range pieces {
+		if err := u.append(p); err != nil {
+			return u.written, err // back at the last checkpoint (failWrite)
 		}
 	}
-	return u.written, nil
+	err := u.maybeCheckpoint() // before reading written: a failed checkpoint rolls it back
+	return u.written, err
+}
+
+// maybeCheckpoint checkpoints after SyncEvery bytes or SyncInterval.
+// Caller holds u.mu.
+func (u *Upload) maybeCheckpoint() error {
+	if u.sinceSync >= u.s.o.SyncEvery || u.s.o.Now().Sub(u.rec.Updated) >= u.s.o.SyncInterval {
+		return u.checkpointLocked()
+	}
+	return nil
 }
 
 func (u *Upload) check(off, n int64) error {

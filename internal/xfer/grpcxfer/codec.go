@@ -19,8 +19,11 @@ import (
 // first, then protobuf copies the chunk's bytes out of it into a fresh
 // slice: two copies, a clear and an allocation per chunk, about a third
 // of the server's memmove in a 256 KiB-chunk upload (docs/xfer.md, "Where
-// an upload's CPU goes"). A *request gets the frames copied once into a
-// buffer of its own, and a chunk's Data is parsed in place.
+// an upload's CPU goes"). A *request holding a chunk keeps the frames
+// gRPC read it into and points at the chunk's bytes in them, in pieces,
+// which a store that takes pieces (xfer.PieceWriter) copies once into
+// its blocks; any other message is gathered into a buffer of its own and
+// parsed there.
 type codec struct{ encoding.CodecV2 }
 
 func newCodec() codec { return codec{encoding.GetCodecV2("proto")} }
@@ -54,22 +57,46 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.CodecV2.Unmarshal(data, v)
 	}
 	r.release()
+	if r.holdChunk(data) {
+		return nil
+	}
 	r.bufp = getBuf(data.Len())
 	r.buf = *r.bufp
 	data.CopyTo(r.buf)
 	return r.parse()
 }
 
-// request is one UploadRequest as the server receives it: a chunk parsed
-// in place (Data aliases buf), or any other message decoded by protobuf
-// (Msg). Give it back with release once the chunk is written.
+// request is one UploadRequest as the server receives it: a chunk whose
+// bytes are pieces of the message's frames (frames held) or of buf, or
+// any other message decoded by protobuf (msg). Give it back with release
+// once the chunk is written.
 type request struct {
 	bufp    *[]byte // from bufs; buf is *bufp
 	buf     []byte
+	frames  mem.BufferSlice // gRPC's buffers of the message, referenced while pieces point into them
+	views   [][]byte        // the frames' bytes, reused between messages
 	isChunk bool
-	data    []byte // the chunk's bytes, in buf
+	pieces  [][]byte // the chunk's bytes, in frames or buf
 	crc     uint32
 	msg     xferv1.UploadRequest // when !isChunk
+}
+
+// holdChunk takes data as r's chunk without copying it, when it is one
+// in the shape chunkPieces reads: it then keeps a reference to data's
+// buffers, which gRPC frees (to its pool) when release drops it.
+func (r *request) holdChunk(data mem.BufferSlice) bool {
+	r.views = r.views[:0]
+	for _, b := range data {
+		r.views = append(r.views, b.ReadOnlyData())
+	}
+	pieces, crc, ok := chunkPieces(r.views, r.pieces[:0])
+	if !ok {
+		return false
+	}
+	data.Ref()
+	r.frames = append(r.frames[:0], data...)
+	r.isChunk, r.pieces, r.crc = true, pieces, crc
+	return true
 }
 
 // parse reads r.buf. The in-place path takes only the exact shape our
@@ -79,15 +106,41 @@ type request struct {
 // whose reading is the reference (FuzzRequestParse compares the two).
 func (r *request) parse() error {
 	if data, crc, ok := parseChunk(r.buf); ok {
-		r.isChunk, r.data, r.crc = true, data, crc
+		r.isChunk, r.pieces, r.crc = true, append(r.pieces[:0], data), crc
 		return nil
 	}
-	r.isChunk, r.data, r.crc = false, nil, 0
+	r.isChunk, r.pieces, r.crc = false, r.pieces[:0], 0
 	r.msg.Reset()
 	if err := proto.Unmarshal(r.buf, &r.msg); err != nil {
 		return fmt.Errorf("bad UploadRequest: %w", err)
 	}
 	return nil
+}
+
+// chunkLen is the length of r's chunk.
+func (r *request) chunkLen() int {
+	n := 0
+	for _, p := range r.pieces {
+		n += len(p)
+	}
+	return n
+}
+
+// gathered returns r's chunk in one slice, for a store that does not
+// take pieces: the pieces copied into a buffer of bufs when there are
+// several.
+func (r *request) gathered() []byte {
+	if len(r.pieces) == 1 {
+		return r.pieces[0]
+	}
+	p := getBuf(r.chunkLen())
+	b := (*p)[:0]
+	for _, q := range r.pieces {
+		b = append(b, q...)
+	}
+	r.releaseBuf()
+	r.bufp, r.buf = p, b
+	return b
 }
 
 // parseChunk parses b as an UploadRequest holding a Chunk and nothing
@@ -128,11 +181,23 @@ func parseChunk(b []byte) (data []byte, crc uint32, ok bool) {
 	return data, crc, true
 }
 
-// release gives r's buffer back; r.data is invalid from then on.
+// release gives r's buffers back; r.pieces is invalid from then on.
 func (r *request) release() {
+	r.releaseBuf()
+	if len(r.frames) > 0 {
+		r.frames.Free()
+		clear(r.frames)
+		r.frames = r.frames[:0]
+	}
+	clear(r.views)
+	clear(r.pieces)
+	r.pieces = r.pieces[:0]
+}
+
+func (r *request) releaseBuf() {
 	if r.bufp != nil {
 		bufs.Put(r.bufp)
-		r.bufp, r.buf, r.data = nil, nil, nil
+		r.bufp, r.buf = nil, nil
 	}
 }
 

@@ -3,6 +3,7 @@ package grpcxfer
 import (
 	"bytes"
 	"testing"
+	"unsafe"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -53,7 +54,7 @@ func FuzzRequestParse(f *testing.F) {
 		}
 		got := &r.msg
 		if r.isChunk {
-			got = chunkMsg(r.data, r.crc)
+			got = chunkMsg(r.gathered(), r.crc)
 		}
 		if !proto.Equal(got, &want) {
 			t.Fatalf("codec reads %v, protobuf %v", got, &want)
@@ -62,24 +63,123 @@ func FuzzRequestParse(f *testing.F) {
 	})
 }
 
-// A chunk split over several of gRPC's frame buffers is read whole.
-func TestCodecReadsChunkAcrossBuffers(t *testing.T) {
+// A chunk split over several of gRPC's frame buffers is read whole and
+// not copied: its pieces are the frames' own bytes, held until release.
+// Before, the codec gathered the frames into a buffer of its own, a copy
+// of every byte of an upload (BufferSlice.CopyTo, 0.26 s of 1.11 s of
+// memmove in a 128 KiB-chunk profile).
+func TestCodecReadsChunkAcrossBuffersWithoutCopying(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 5000)
 	b := marshal(t, chunkMsg(data, 42))
+	frames := splitAt(b, 16<<10)
 	var bs mem.BufferSlice
-	for len(b) > 0 {
-		n := min(len(b), 16<<10)
-		bs = append(bs, mem.SliceBuffer(b[:n]))
-		b = b[n:]
+	for _, f := range frames {
+		bs = append(bs, mem.SliceBuffer(f))
 	}
 	var r request
 	if err := newCodec().Unmarshal(bs, &r); err != nil {
 		t.Fatal(err)
 	}
-	if !r.isChunk || !bytes.Equal(r.data, data) || r.crc != 42 {
-		t.Fatalf("read isChunk=%v, %d bytes, crc %d", r.isChunk, len(r.data), r.crc)
+	if !r.isChunk || !bytes.Equal(bytes.Join(r.pieces, nil), data) || r.crc != 42 {
+		t.Fatalf("read isChunk=%v, %d bytes, crc %d", r.isChunk, r.chunkLen(), r.crc)
+	}
+	if len(r.pieces) != len(frames) {
+		t.Fatalf("%d pieces from %d frames", len(r.pieces), len(frames))
+	}
+	for i, p := range r.pieces {
+		if !within(p, frames[i]) {
+			t.Fatalf("piece %d is a copy, not the bytes of frame %d", i, i)
+		}
 	}
 	r.release()
+}
+
+// within reports whether p's bytes lie in the array of frame.
+func within(p, frame []byte) bool {
+	if len(p) == 0 || len(frame) == 0 {
+		return false
+	}
+	start, end := &frame[0], &frame[len(frame)-1]
+	return uintptr(unsafe.Pointer(&p[0])) >= uintptr(unsafe.Pointer(start)) &&
+		uintptr(unsafe.Pointer(&p[len(p)-1])) <= uintptr(unsafe.Pointer(end))
+}
+
+// splitAt cuts b into pieces of n bytes (the last shorter).
+func splitAt(b []byte, n int) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		k := min(len(b), n)
+		out = append(out, b[:k])
+		b = b[k:]
+	}
+	return out
+}
+
+// The codec holds gRPC's buffers while it points into them and gives
+// them back on release, so that their pool can reuse them.
+func TestCodecHoldsFramesUntilRelease(t *testing.T) {
+	b := marshal(t, chunkMsg(bytes.Repeat([]byte{3}, 100<<10), 9))
+	var pool countingPool
+	var bs mem.BufferSlice
+	for _, f := range splitAt(b, 16<<10) {
+		p := pool.Get(len(f))
+		copy(*p, f)
+		bs = append(bs, mem.NewBuffer(p, &pool))
+	}
+	var r request
+	if err := newCodec().Unmarshal(bs, &r); err != nil {
+		t.Fatal(err)
+	}
+	bs.Free() // as grpc.recv does once Unmarshal returns
+	if pool.put != 0 {
+		t.Fatalf("%d of %d buffers back in the pool while the chunk points into them", pool.put, len(bs))
+	}
+	r.release()
+	if pool.put != len(bs) {
+		t.Fatalf("%d of %d buffers back in the pool after release", pool.put, len(bs))
+	}
+}
+
+type countingPool struct{ put int }
+
+func (p *countingPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (p *countingPool) Put(*[]byte)       { p.put++ }
+
+// FuzzChunkPieces: whatever chunkPieces accepts, however the message is
+// cut into frames, parseChunk reads the same chunk from the bytes
+// gathered; and it accepts every chunk our client sends.
+func FuzzChunkPieces(f *testing.F) {
+	f.Add(marshal(f, chunkMsg([]byte("hello"), 7)), []byte{1, 3})
+	f.Add(marshal(f, chunkMsg([]byte("hello"), 0)), []byte{0})
+	f.Add(marshal(f, chunkMsg(bytes.Repeat([]byte{1}, 300), 1<<31)), []byte{2, 200, 9})
+	f.Add(marshal(f, chunkMsg(nil, 5)), []byte{})
+	f.Add(marshal(f, &xferv1.UploadRequest{Msg: &xferv1.UploadRequest_Begin{Begin: &xferv1.Begin{Name: "x", Size: 3}}}), []byte{4})
+	f.Fuzz(func(t *testing.T, b, cuts []byte) {
+		var views [][]byte
+		rest := b
+		for _, c := range cuts {
+			k := min(int(c), len(rest))
+			views = append(views, rest[:k])
+			rest = rest[k:]
+		}
+		views = append(views, rest)
+		pieces, crc, ok := chunkPieces(views, nil)
+		data, wcrc, wok := parseChunk(b)
+		if ok && (!wok || !bytes.Equal(bytes.Join(pieces, nil), data) || crc != wcrc) {
+			t.Fatalf("pieces read %d bytes, crc %d; parseChunk (ok %v) %d bytes, crc %d",
+				len(bytes.Join(pieces, nil)), crc, wok, len(data), wcrc)
+		}
+		for _, p := range pieces {
+			if len(p) == 0 {
+				t.Fatal("an empty piece")
+			}
+		}
+		var m xferv1.UploadRequest
+		if proto.Unmarshal(b, &m) == nil && m.GetChunk() != nil && len(m.GetChunk().GetData()) > 0 &&
+			bytes.Equal(marshal(t, chunkMsg(m.GetChunk().GetData(), m.GetChunk().GetCrc32C())), b) && !ok {
+			t.Fatal("a chunk as our client sends it was not read in pieces")
+		}
+	})
 }
 
 // The codec marshals a chunk exactly as protobuf does, from a pooled

@@ -110,7 +110,7 @@ func (g *Service) Offset(_ context.Context, req *xferv1.OffsetRequest) (*xferv1.
 }
 
 func (g *Service) Upload(stream xferv1.Xfer_UploadServer) error {
-	var m request // read through codec: a chunk's bytes are copied once
+	var m request // read through codec: a chunk's bytes stay in gRPC's frames
 	defer m.release()
 	if err := stream.RecvMsg(&m); err != nil {
 		return err
@@ -141,7 +141,7 @@ func (g *Service) Upload(stream xferv1.Xfer_UploadServer) error {
 			return err // the client went away; Release saves what arrived
 		}
 		if m.isChunk {
-			n, err := u.Write(off, m.data, m.crc)
+			n, err := writeChunk(u, off, &m)
 			m.release() // the store copied the chunk: hold no buffer while the next one comes
 			if err != nil {
 				return toStatus(err)
@@ -170,4 +170,14 @@ func (g *Service) Upload(stream xferv1.Xfer_UploadServer) error {
 			return status.Error(codes.InvalidArgument, "Begin sent twice")
 		}
 	}
+}
+
+// writeChunk gives the store the chunk of m: in the pieces it came in
+// when the store takes them (one copy of each byte, into the store's
+// blocks), else gathered into one slice first.
+func writeChunk(u xfer.BackendUpload, off int64, m *request) (int64, error) {
+	if pw, ok := u.(xfer.PieceWriter); ok {
+		return pw.WritePieces(off, m.pieces, m.crc)
+	}
+	return u.Write(off, m.gathered(), m.crc)
 }

@@ -524,6 +524,14 @@ func (c *Conn) OversizeFNFDropped() uint64 {
 	return c.machine.OversizeFNFDropped()
 }
 
+// PayloadsLent returns how many payloads SendLent sent from the caller's
+// memory, without copying their data into a frame.
+func (c *Conn) PayloadsLent() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lentCount
+}
+
 // Err is why the connection closed (after Done).
 func (c *Conn) Err() error {
 	select {

@@ -103,6 +103,7 @@ type Conn struct {
 	// trySend appends, drain takes them from lentHead on.
 	lentWritten []func()
 	lentHead    int
+	lentCount   uint64 // payloads lent so far (PayloadsLent)
 	// vec and vecBatch are writeVec's lists of pieces, reused: the writer
 	// goroutine's alone.
 	vec      [][]byte

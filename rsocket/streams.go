@@ -200,6 +200,7 @@ func (c *Conn) trySend(st *stream, r *sendReq) {
 	}
 	if lent {
 		c.lentWritten = append(c.lentWritten, r.written) // drain queues it with the data
+		c.lentCount++
 	} else if err == nil && r.written != nil {
 		r.written() // copied into its frame
 	}

@@ -103,7 +103,8 @@ type Conn struct {
 	// trySend appends, drain takes them from lentHead on.
 	lentWritten []func()
 	lentHead    int
-	lentCount   uint64 // payloads lent so far (PayloadsLent)
+	lentCount   uint64   // payloads lent so far (PayloadsLent)
+	smallSpares [][]byte // written heads of lent payloads, for reuse (recycleOut)
 	// vec and vecBatch are writeVec's lists of pieces, reused: the writer
 	// goroutine's alone.
 	vec      [][]byte
@@ -396,7 +397,7 @@ func (c *Conn) queueLent(out []byte, from int, lent []conn.Lent) {
 		c.out = append(growOut(c.out, l.At-from), out[from:l.At]...)
 		c.outFront = append(c.outFront, outPiece{b: c.out}, outPiece{b: l.Data, written: written})
 		c.outFrontLen += len(c.out) + len(l.Data)
-		c.out, c.spare = c.spare, nil
+		c.out = c.nextOut()
 		from = l.At
 	}
 	if c.lentHead == len(c.lentWritten) {

@@ -131,11 +131,40 @@ func (c *Conn) wrote(front []outPiece, buf []byte, err error) {
 // spare, a large one to the pool (a connection keeps little). Nothing
 // refers to it any more. Under mu.
 func (c *Conn) recycleOut(b []byte) {
-	if cap(b) <= keepOut {
-		c.spare = b[:0]
-	} else {
+	switch {
+	case cap(b) > keepOut:
 		frame.PutBuf(b)
+	case c.spare == nil:
+		c.spare = b[:0]
+	case cap(b) <= smallOut && len(c.smallSpares) < maxSmallSpares:
+		// A lent payload's frame head (queueLent): one per payload
+		// queued, so more than one spare is needed between two writes.
+		c.smallSpares = append(c.smallSpares, b[:0])
 	}
+}
+
+// smallOut is the largest buffer kept in smallSpares, maxSmallSpares how
+// many: the heads of lent payloads queued between two writes (at 64 KiB
+// each, 128 of them fill the 8 MiB window xfer grants).
+const (
+	smallOut       = 512
+	maxSmallSpares = 128
+)
+
+// nextOut is a buffer for the output queue after queueLent closed one:
+// the spare, or a small one kept for it, or nil (append allocates). Under mu.
+func (c *Conn) nextOut() []byte {
+	if c.spare != nil {
+		b := c.spare
+		c.spare = nil
+		return b
+	}
+	if n := len(c.smallSpares); n > 0 {
+		b := c.smallSpares[n-1]
+		c.smallSpares = c.smallSpares[:n-1]
+		return b
+	}
+	return nil
 }
 
 func (c *Conn) wakeWriter() {

@@ -146,7 +146,8 @@ type upload struct {
 	// (rsocket.Sink.SendLent) that the connection may still refer to:
 	// Close waits for them, so that the caller's memory is its own again
 	// when the upload ends.
-	lent sync.WaitGroup
+	lent    sync.WaitGroup
+	written func() // lent.Done, bound once: a method value per chunk allocates
 }
 
 type result struct {
@@ -198,7 +199,10 @@ func (u *upload) Chunk(c xfer.Chunk) error {
 		return u.ch.Send(p)
 	}
 	u.lent.Add(1)
-	err := u.ch.SendLent(p, u.lent.Done)
+	if u.written == nil {
+		u.written = u.lent.Done
+	}
+	err := u.ch.SendLent(p, u.written)
 	if err != nil {
 		u.lent.Done() // not lent: SendLent calls written only on success
 	}

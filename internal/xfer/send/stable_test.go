@@ -16,8 +16,10 @@ func TestOnlyMemoryChunksAreStable(t *testing.T) {
 	data := xfertest.RandBytes(1<<20, 16)
 	const chunk = 128 << 10
 	for _, c := range []struct {
-		name    string
-		src     interface{ ReadAt([]byte, int64) (int, error) }
+		name string
+		src  interface {
+			ReadAt([]byte, int64) (int, error)
+		}
 		corrupt func(int64) bool
 		stable  func(off int64) bool
 	}{

@@ -116,3 +116,28 @@ func TestSendLentCopiesSmallPayloads(t *testing.T) {
 		t.Fatal("written not called when SendLent returned a small payload, which is copied")
 	}
 }
+
+// A lent payload still queued when the connection fails is dropped with
+// the queue, and written is called: the caller's memory is free again
+// (xfer's upload Close waits for it).
+func TestSendLentWrittenWhenDropped(t *testing.T) {
+	_, ch, peer := lentChannel(t)
+	written := make(chan struct{})
+	if err := ch.SendLent(Payload{Data: make([]byte, 128<<10)}, func() { close(written) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-written:
+		t.Fatal("written called before the data was written or dropped")
+	default:
+	}
+	peer.Close() // the SETUP's write in flight fails: the queue is dropped
+	testwait.For(t, "written called once the failed connection dropped the data", func() bool {
+		select {
+		case <-written:
+			return true
+		default:
+			return false
+		}
+	})
+}

@@ -409,6 +409,26 @@ type Sink struct {
 // sent): the caller may reuse them.
 func (s *Sink) Send(p Payload) error { return s.send(p, true, false) }
 
+// SendLent is Send without copying a large p.Data into its frame: on a
+// TCP connection without resumption, data of 64 KiB or more
+// (conn.MinLent) that fits one frame stays the caller's memory, and the
+// writer sends it from there right after the frame's head (one writev),
+// so the bytes on the wire are Send's. The caller must keep p.Data
+// unchanged until written is called: once, when the connection no longer
+// refers to it (written to the socket, or dropped with a failed
+// connection), at once if it was copied after all. written runs under
+// the connection's lock, on any goroutine, possibly before SendLent
+// returns: it must only signal (a WaitGroup's Done, a non-blocking
+// send). When SendLent returns an error, written is not called and
+// nothing refers to p.Data. p.Metadata is copied, as by Send. The output
+// queue's budget counts the lent bytes.
+func (s *Sink) SendLent(p Payload, written func()) error {
+	s.req.written = written
+	err := s.send(p, true, false)
+	s.req.written = nil
+	return err
+}
+
 // Complete ends our half of the stream.
 func (s *Sink) Complete() error {
 	if s.done {
@@ -502,6 +522,14 @@ func (c *Conn) OversizeFNFDropped() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.machine.OversizeFNFDropped()
+}
+
+// PayloadsLent returns how many payloads SendLent sent from the caller's
+// memory, without copying their data into a frame.
+func (c *Conn) PayloadsLent() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lentCount
 }
 
 // Err is why the connection closed (after Done).

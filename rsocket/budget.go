@@ -83,8 +83,8 @@ func (c *Conn) account() {
 // bytes: its bound, the budget plus one frame, is in bytes.) Under mu.
 func (c *Conn) queueMemory() int64 {
 	mem := bufMemory(c.out) + c.inflightMem
-	for _, b := range c.outFront {
-		mem += bufMemory(b)
+	for _, p := range c.outFront {
+		mem += p.memory()
 	}
 	return int64(mem)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,13 +92,26 @@ type Conn struct {
 	// outFront holds whole buffers queued before out, in order: a large
 	// payload's frames join the queue as the pooled buffer the machine
 	// encoded them into (queueLarge), not copied into out behind what
-	// waits there. outFrontLen is their bytes; frontSpare is the list
-	// the last write used, for reuse.
-	outFront    [][]byte
+	// waits there, and a lent payload's data (Sink.SendLent) as the
+	// caller's own slice after its frame's head. outFrontLen is their
+	// bytes; frontSpare is the list the last write used, for reuse.
+	outFront    []outPiece
 	outFrontLen int
-	frontSpare  [][]byte
-	spare       []byte // the last written buffer, for reuse
-	writing     bool
+	frontSpare  []outPiece
+	// lentWritten holds, in order, the callbacks of the data the machine
+	// lent in its output (conn.Ready.Lent) that drain has not queued yet:
+	// trySend appends, drain takes them from lentHead on.
+	lentWritten []func()
+	lentHead    int
+	lentCount   uint64   // payloads lent so far (PayloadsLent)
+	smallSpares [][]byte // written heads of lent payloads, for reuse (recycleOut)
+	// vec and vecBatch are writeVec's lists of pieces, reused: the writer
+	// goroutine's alone.
+	vec      [][]byte
+	vecBatch [][]byte
+	vecWrite net.Buffers
+	spare    []byte // the last written buffer, for reuse
+	writing  bool
 	// idleWait, when set, is closed by the end of the write in flight
 	// (wrote): lockIdle waits on it.
 	idleWait        chan struct{}
@@ -275,10 +289,13 @@ func (c *Conn) drain() {
 		if len(rd.Out) == 0 && len(rd.Events) == 0 && len(later) == 0 {
 			break
 		}
-		nOut, nEv := len(rd.Out), len(rd.Events)
-		if !c.writeFailed && c.queueLarge(rd.Out) {
+		nOut, nEv, nLent := len(rd.Out), len(rd.Events), len(rd.Lent)
+		switch {
+		case len(rd.Lent) > 0:
+			c.queueLent(rd.Out, 0, rd.Lent)
+		case !c.writeFailed && c.queueLarge(rd.Out):
 			nOut = 0 // the machine queues what the handlers send in a new buffer
-		} else if !c.writeFailed {
+		case !c.writeFailed:
 			c.out = append(growOut(c.out, len(rd.Out)), rd.Out...)
 		}
 		for i := range rd.Events {
@@ -290,7 +307,9 @@ func (c *Conn) drain() {
 		// and events, which Advance would drop: keep them (deep copies,
 		// since Advance also releases the arena) before advancing.
 		rd = c.machine.Ready()
-		if !c.writeFailed {
+		if len(rd.Lent) > nLent {
+			c.queueLent(rd.Out, nOut, rd.Lent[nLent:])
+		} else if !c.writeFailed {
 			c.out = append(growOut(c.out, len(rd.Out)-nOut), rd.Out[nOut:]...)
 		}
 		later = later[:0]
@@ -349,7 +368,7 @@ func (c *Conn) queueLarge(out []byte) bool {
 	}
 	switch {
 	case len(c.out) > 0:
-		c.outFront = append(c.outFront, c.out)
+		c.outFront = append(c.outFront, outPiece{b: c.out})
 		c.outFrontLen += len(c.out)
 	case cap(c.out) > keepOut:
 		frame.PutBuf(c.out)
@@ -358,6 +377,35 @@ func (c *Conn) queueLarge(out []byte) bool {
 	}
 	c.out = c.machine.TakeOut()
 	return true
+}
+
+// queueLent queues the machine's output out[from:], in which the data of
+// lent goes at each one's At: the bytes before it are closed as a buffer
+// of their own in outFront, and the data follows as the caller's slice,
+// with its callback (lentWritten), which the writer calls once it is
+// written (wrote) or dropped (dropOut). A failed connection drops it all
+// at once. Under mu.
+func (c *Conn) queueLent(out []byte, from int, lent []conn.Lent) {
+	for _, l := range lent {
+		written := c.lentWritten[c.lentHead]
+		c.lentWritten[c.lentHead] = nil
+		c.lentHead++
+		if c.writeFailed {
+			written()
+			continue
+		}
+		c.out = append(growOut(c.out, l.At-from), out[from:l.At]...)
+		c.outFront = append(c.outFront, outPiece{b: c.out}, outPiece{b: l.Data, written: written})
+		c.outFrontLen += len(c.out) + len(l.Data)
+		c.out = c.nextOut()
+		from = l.At
+	}
+	if c.lentHead == len(c.lentWritten) {
+		c.lentWritten, c.lentHead = c.lentWritten[:0], 0
+	}
+	if !c.writeFailed {
+		c.out = append(growOut(c.out, len(out)-from), out[from:]...)
+	}
 }
 
 func (c *Conn) event(ev *conn.Event) bool {

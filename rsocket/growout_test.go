@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net"
-	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
@@ -62,7 +61,11 @@ func TestLargePayloadsQueuedInTheirOwnBuffers(t *testing.T) {
 		return c.queued() >= count*size
 	})
 	c.mu.Lock()
-	bufs := append(slices.Clone(c.outFront), c.out)
+	var bufs [][]byte
+	for _, p := range c.outFront {
+		bufs = append(bufs, p.b)
+	}
+	bufs = append(bufs, c.out)
 	c.mu.Unlock()
 	for i, b := range bufs {
 		if len(b) > size+size/2 {

@@ -65,6 +65,7 @@ type sendReq struct {
 	p        Payload
 	next     bool
 	complete bool
+	written  func() // SendLent's: p.Data may be lent to the writer
 	done     chan error
 }
 
@@ -186,10 +187,22 @@ func (c *Conn) trySend(st *stream, r *sendReq) {
 		r.done <- fmt.Errorf("rsocket: stream %d is over: %w", st.id, context.Canceled)
 		return
 	}
-	err := c.machine.SendPayload(st.id, r.p.Metadata, r.p.Data, r.next, r.complete)
+	var lent bool
+	var err error
+	if r.written != nil && c.mayLend() {
+		lent, err = c.machine.SendPayloadLent(st.id, r.p.Metadata, r.p.Data, r.next, r.complete)
+	} else {
+		err = c.machine.SendPayload(st.id, r.p.Metadata, r.p.Data, r.next, r.complete)
+	}
 	if errors.Is(err, conn.ErrNoCredits) {
 		st.parked = r
 		return
+	}
+	if lent {
+		c.lentWritten = append(c.lentWritten, r.written) // drain queues it with the data
+		c.lentCount++
+	} else if err == nil && r.written != nil {
+		r.written() // copied into its frame
 	}
 	if err == nil && !st.requester {
 		c.peerOutAdded = true // a responder's element: the peer's request caused it
@@ -199,6 +212,14 @@ func (c *Conn) trySend(st *stream, r *sendReq) {
 		c.maybeForget(st)
 	}
 	r.done <- err
+}
+
+// mayLend reports whether the writer can take a payload's data as a
+// piece of its own (Sink.SendLent): on a byte stream, written with writev;
+// a WebSocket message is one frame, built whole. Under mu.
+func (c *Conn) mayLend() bool {
+	_, ok := c.transport.(*streamTransport)
+	return ok
 }
 
 func (c *Conn) maybeForget(st *stream) {

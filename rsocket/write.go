@@ -45,8 +45,8 @@ func (c *Conn) queued() int { return c.outFrontLen + len(c.out) }
 // dropOut empties the output queue; its large buffers go back to the
 // pool (a connection keeps little). Under mu.
 func (c *Conn) dropOut() {
-	for _, b := range c.outFront {
-		frame.PutBuf(b)
+	for _, p := range c.outFront {
+		p.done()
 	}
 	clear(c.outFront)
 	c.outFront, c.outFrontLen = c.outFront[:0], 0
@@ -59,29 +59,60 @@ func (c *Conn) dropOut() {
 
 // takeOut hands the queued output to the writer: the whole buffers of
 // outFront, to be written first, and buf. Under mu.
-func (c *Conn) takeOut() (front [][]byte, buf []byte) {
+func (c *Conn) takeOut() (front []outPiece, buf []byte) {
 	front, buf = c.outFront, c.out
 	c.outFront, c.outFrontLen, c.frontSpare = c.frontSpare[:0], 0, nil
 	c.out, c.spare = c.spare[:0], nil
 	c.writing = true
 	c.inflight, c.inflightMem = len(buf), bufMemory(buf)
-	for _, b := range front {
-		c.inflight += len(b)
-		c.inflightMem += bufMemory(b)
+	for _, p := range front {
+		c.inflight += len(p.b)
+		c.inflightMem += p.memory()
 	}
 	return front, buf
 }
 
+// outPiece is a buffer of outFront: one of the connection's (a pooled
+// one goes back to the pool once written), or, with written set, a lent
+// payload's data, the caller's memory, which is only told it is free.
+type outPiece struct {
+	b       []byte
+	written func()
+}
+
+// memory is what the piece holds for the budget (bufMemory): lent data
+// counts its bytes, not the capacity of the caller's slice.
+func (p outPiece) memory() int {
+	if p.written != nil {
+		return len(p.b)
+	}
+	return bufMemory(p.b)
+}
+
+// done gives a piece that was written or dropped back: a lent one to its
+// caller, a large buffer to the pool.
+func (p outPiece) done() {
+	if p.written != nil {
+		p.written()
+		return
+	}
+	frame.PutBuf(p.b)
+}
+
 // wrote ends a write. Under mu.
-func (c *Conn) wrote(front [][]byte, buf []byte, err error) {
+func (c *Conn) wrote(front []outPiece, buf []byte, err error) {
 	c.writing = false
 	c.inflight, c.inflightMem = 0, 0
 	if c.idleWait != nil {
 		close(c.idleWait)
 		c.idleWait = nil
 	}
-	for _, b := range front {
-		c.recycleOut(b)
+	for _, p := range front {
+		if p.written != nil {
+			p.written()
+		} else {
+			c.recycleOut(p.b)
+		}
 	}
 	clear(front)
 	c.frontSpare = front[:0]
@@ -100,11 +131,40 @@ func (c *Conn) wrote(front [][]byte, buf []byte, err error) {
 // spare, a large one to the pool (a connection keeps little). Nothing
 // refers to it any more. Under mu.
 func (c *Conn) recycleOut(b []byte) {
-	if cap(b) <= keepOut {
-		c.spare = b[:0]
-	} else {
+	switch {
+	case cap(b) > keepOut:
 		frame.PutBuf(b)
+	case c.spare == nil:
+		c.spare = b[:0]
+	case cap(b) <= smallOut && len(c.smallSpares) < maxSmallSpares:
+		// A lent payload's frame head (queueLent): one per payload
+		// queued, so more than one spare is needed between two writes.
+		c.smallSpares = append(c.smallSpares, b[:0])
 	}
+}
+
+// smallOut is the largest buffer kept in smallSpares, maxSmallSpares how
+// many: the heads of lent payloads queued between two writes (at 64 KiB
+// each, 128 of them fill the 8 MiB window xfer grants).
+const (
+	smallOut       = 512
+	maxSmallSpares = 128
+)
+
+// nextOut is a buffer for the output queue after queueLent closed one:
+// the spare, or a small one kept for it, or nil (append allocates). Under mu.
+func (c *Conn) nextOut() []byte {
+	if c.spare != nil {
+		b := c.spare
+		c.spare = nil
+		return b
+	}
+	if n := len(c.smallSpares); n > 0 {
+		b := c.smallSpares[n-1]
+		c.smallSpares = c.smallSpares[:n-1]
+		return b
+	}
+	return nil
 }
 
 func (c *Conn) wakeWriter() {
@@ -172,9 +232,12 @@ func (c *Conn) writeLoop() {
 
 // writeQueued writes what takeOut took: the whole buffers of front, in
 // order, then buf. Each holds whole frames.
-func (c *Conn) writeQueued(tr transport, front [][]byte, buf []byte) error {
-	for _, b := range front {
-		if err := c.writeOut(tr, b); err != nil {
+func (c *Conn) writeQueued(tr transport, front []outPiece, buf []byte) error {
+	if st, ok := tr.(*streamTransport); ok && len(front) > 0 {
+		return c.writeVec(st, front, buf)
+	}
+	for _, p := range front {
+		if err := c.writeOut(tr, p.b); err != nil {
 			return err
 		}
 	}
@@ -198,12 +261,7 @@ func (c *Conn) writeOut(tr transport, buf []byte) error {
 	if c.writeTimer == nil {
 		return tr.writeFrames(buf)
 	}
-	c.writeProgressAt.Store(int64(c.now()))
-	c.writeBusy.Store(true)
-	if !c.writeTimerArmed.Load() {
-		c.writeTimerArmed.Store(true)
-		c.writeTimer.Reset(c.opts.writeTimeout)
-	}
+	c.writeBegin()
 	var err error
 	_, stream := tr.(*streamTransport)
 	for len(buf) > 0 && err == nil {
@@ -224,11 +282,78 @@ func (c *Conn) writeOut(tr transport, buf []byte) error {
 			c.writeProgressAt.Store(int64(c.now()))
 		}
 	}
+	return c.writeEnd(err)
+}
+
+// writeBegin starts a write watched by the write timeout (writeOut).
+func (c *Conn) writeBegin() {
+	c.writeProgressAt.Store(int64(c.now()))
+	c.writeBusy.Store(true)
+	if !c.writeTimerArmed.Load() {
+		c.writeTimerArmed.Store(true)
+		c.writeTimer.Reset(c.opts.writeTimeout)
+	}
+}
+
+// writeEnd ends a write that writeBegin started: a failure after a stall
+// is the write timeout.
+func (c *Conn) writeEnd(err error) error {
 	c.writeBusy.Store(false)
 	if err != nil && c.writeStalled.Load() {
 		err = ErrWriteTimeout
 	}
 	return err
+}
+
+// writeVec writes the pieces of front, then buf, on a byte stream in
+// writev calls of at most writeChunk bytes each (net.Buffers): a lent
+// payload's frame head and its data go out in one call, as they would
+// from one buffer, without the data being copied into one first. Under
+// the write timeout as writeOut. For the writer goroutine only (c.vec).
+func (c *Conn) writeVec(st *streamTransport, front []outPiece, buf []byte) error {
+	all := c.vec[:0]
+	for _, p := range front {
+		if len(p.b) > 0 {
+			all = append(all, p.b)
+		}
+	}
+	if len(buf) > 0 {
+		all = append(all, buf)
+	}
+	c.vec = all
+	vec := all
+	watched := c.writeTimer != nil
+	if watched {
+		c.writeBegin()
+	}
+	var err error
+	for len(vec) > 0 && err == nil {
+		batch, n := c.vecBatch[:0], 0
+		for len(vec) > 0 && n < writeChunk {
+			b := vec[0]
+			if k := writeChunk - n; len(b) > k {
+				b, vec[0] = b[:k], b[k:] // a byte stream: any cut will do
+			} else {
+				vec = vec[1:]
+			}
+			batch = append(batch, b)
+			n += len(b)
+		}
+		c.vecBatch = batch
+		c.vecWrite = batch
+		_, err = c.vecWrite.WriteTo(st.c) // consumes c.vecWrite, not batch
+		if watched && len(vec) > 0 {
+			c.writeProgressAt.Store(int64(c.now()))
+		}
+	}
+	// No reference to written pieces stays: lent data is the caller's again.
+	clear(all)
+	clear(c.vecBatch[:cap(c.vecBatch)])
+	c.vec, c.vecWrite = all[:0], nil
+	if !watched {
+		return err
+	}
+	return c.writeEnd(err)
 }
 
 // writeWatch runs when a write may have stalled: with no progress for

@@ -55,6 +55,11 @@ type Chunk struct {
 	// Orig, which is Data unless a test corrupted the copy sent.
 	CRC32C uint32
 	Orig   []byte
+	// Stable says Data stays unchanged until the upload's Stream is
+	// closed (a slice of the caller's file in memory, not a reused
+	// buffer): a transport may send it from there without copying it,
+	// as long as Close waits until it no longer refers to it.
+	Stable bool
 }
 
 // MaxBackoff is the longest wait between the upload loop's attempts, and

@@ -162,6 +162,19 @@ func (e Event) String() string {
 type Ready struct {
 	Out    []byte
 	Events []Event
+	// Lent lists the data SendPayloadLent did not copy into Out, in
+	// order: each goes into the output right after Out[:At], so the bytes
+	// to send are Out[:Lent[0].At], Lent[0].Data, Out[Lent[0].At:...] and
+	// so on. Empty unless the driver called SendPayloadLent.
+	Lent []Lent
+}
+
+// Lent is a payload's data that belongs in the output at At (an offset in
+// Ready.Out) but was not copied there: the driver writes it from the
+// caller's memory, which the caller keeps unchanged until then.
+type Lent struct {
+	At   int
+	Data []byte
 }
 
 // NextFrame splits the first length-prefixed frame off out, for drivers

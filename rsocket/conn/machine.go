@@ -63,6 +63,7 @@ type Machine struct {
 	now   time.Duration // the latest time an input brought
 
 	out    []byte
+	lent   []Lent // data not copied into out (SendPayloadLent)
 	events []Event
 	arena  []byte // copies of inbound bytes referenced by events
 	err    error  // why closed
@@ -149,7 +150,7 @@ func (m *Machine) Start(now time.Duration) error {
 }
 
 // Ready returns the queued output. It stays valid until Advance.
-func (m *Machine) Ready() Ready { return Ready{Out: m.out, Events: m.events} }
+func (m *Machine) Ready() Ready { return Ready{Out: m.out, Events: m.events, Lent: m.lent} }
 
 // TakeOut hands the caller the buffer of the queued output (Ready().Out)
 // instead of letting it copy it: the caller owns it from now on (a large
@@ -158,6 +159,9 @@ func (m *Machine) Ready() Ready { return Ready{Out: m.out, Events: m.events} }
 // driver that queues output in pooled buffers takes a large payload's
 // frames this way, so the payload is copied once, into its frame, and not
 // once more into the driver's queue.
+//
+// Not with lent data pending (Ready().Lent): its offsets are into the
+// output the caller copies piece by piece.
 func (m *Machine) TakeOut() []byte {
 	out := m.out
 	m.out = nil
@@ -173,6 +177,8 @@ func (m *Machine) Advance() {
 	// that once moved 16 MiB should not hold 16 MiB forever.
 	m.out = resetBuf(m.out, keepBuf)
 	m.arena = resetBuf(m.arena, keepBuf)
+	clear(m.lent) // the caller's memory: not ours to keep reachable
+	m.lent = m.lent[:0]
 	clear(m.events)
 	if cap(m.events) > 1024 {
 		m.events = nil
@@ -506,6 +512,33 @@ func (m *Machine) emitPayload(t frame.Type, id uint32, n uint32, md, data []byte
 		}
 		typ = frame.TypePayload
 	}
+}
+
+// mayLend reports whether a PAYLOAD's data may stay out of the output
+// (SendPayloadLent): large enough to be worth it, one frame, and no
+// resume, whose retained frames need their bytes.
+func (m *Machine) mayLend(md, data []byte) bool {
+	return len(data) >= MinLent && !m.rs.on && frame.Size(frame.TypePayload, md, data) <= m.cfg.MaxFrameSize
+}
+
+// emitPayloadHead queues a PAYLOAD frame's length prefix, header and
+// metadata, and lends its data (Ready().Lent) to follow them on the wire.
+func (m *Machine) emitPayloadHead(id uint32, md, data []byte, next, complete bool) error {
+	var flags frame.Flags
+	if next {
+		flags |= frame.FlagNext
+	}
+	if complete {
+		flags |= frame.FlagComplete
+	}
+	out, err := frame.AppendPayloadHead(m.out, id, flags, md, len(data))
+	if err != nil {
+		return err
+	}
+	m.sentPos += uint64(len(out) - len(m.out) - frame.LengthPrefixSize + len(data))
+	m.out = out
+	m.lent = append(m.lent, Lent{At: len(m.out), Data: data})
+	return nil
 }
 
 func (m *Machine) emitOne(t frame.Type, id, n uint32, flags frame.Flags, md, data []byte) error {

@@ -219,30 +219,56 @@ func (m *Machine) live(id uint32) (*stream, error) {
 // credit), complete ends our half. A request-response response always
 // completes. Refused without credits (ErrNoCredits) or on a closed half.
 func (m *Machine) SendPayload(id uint32, metadata, data []byte, next, complete bool) error {
+	_, err := m.sendPayload(id, metadata, data, next, complete, false)
+	return err
+}
+
+// MinLent is the least data SendPayloadLent lends: below it the copy
+// costs less than the driver's bookkeeping of a separate piece.
+const MinLent = frame.MinPooledBuf
+
+// SendPayloadLent is SendPayload that may leave data out of the output
+// (Ready().Lent) instead of copying it into its frame: the caller then keeps
+// data unchanged until the driver wrote it or dropped it. It lends when
+// the data is at least MinLent, fits one frame with the metadata, and
+// the connection is not resumable (a resumable one retains its frames for
+// replay, which needs their bytes); lent reports whether it did. The
+// frame on the wire is the same either way.
+func (m *Machine) SendPayloadLent(id uint32, metadata, data []byte, next, complete bool) (lent bool, err error) {
+	return m.sendPayload(id, metadata, data, next, complete, true)
+}
+
+func (m *Machine) sendPayload(id uint32, metadata, data []byte, next, complete, lend bool) (bool, error) {
 	s, err := m.live(id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !s.sendOpen {
-		return fmt.Errorf("%w: stream %d (%s) cannot send PAYLOAD", ErrNotAllowed, id, s.kind)
+		return false, fmt.Errorf("%w: stream %d (%s) cannot send PAYLOAD", ErrNotAllowed, id, s.kind)
 	}
 	if !next && !complete {
-		return fmt.Errorf("%w: a PAYLOAD needs next or complete", ErrInvalidArgument)
+		return false, fmt.Errorf("%w: a PAYLOAD needs next or complete", ErrInvalidArgument)
 	}
 	if s.kind == RequestResponse {
 		complete = true
 	}
 	if !next && (metadata != nil || len(data) > 0) {
-		return fmt.Errorf("%w: a PAYLOAD without next carries no element", ErrInvalidArgument)
+		return false, fmt.Errorf("%w: a PAYLOAD without next carries no element", ErrInvalidArgument)
 	}
 	if next && s.sendCredits == 0 && !mutation.skipSendCredits && !mutationIgnoreRequestN {
-		return fmt.Errorf("%w: stream %d", ErrNoCredits, id)
+		return false, fmt.Errorf("%w: stream %d", ErrNoCredits, id)
 	}
 	if next && s.governed && s.sendBytes <= 0 && !mutation.skipByteCredits {
-		return fmt.Errorf("%w: stream %d has %d byte credits", ErrNoCredits, id, s.sendBytes)
+		return false, fmt.Errorf("%w: stream %d has %d byte credits", ErrNoCredits, id, s.sendBytes)
 	}
-	if err := m.emitPayload(frame.TypePayload, id, 0, metadata, data, next, complete); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	lent := lend && m.mayLend(metadata, data)
+	if lent {
+		err = m.emitPayloadHead(id, metadata, data, next, complete)
+	} else {
+		err = m.emitPayload(frame.TypePayload, id, 0, metadata, data, next, complete)
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if next {
 		s.sendCredits.take()
@@ -254,7 +280,7 @@ func (m *Machine) SendPayload(id uint32, metadata, data []byte, next, complete b
 		s.sendOpen = false
 		m.maybeFree(s)
 	}
-	return nil
+	return lent, nil
 }
 
 // Complete ends our half of stream id (PAYLOAD with C only).

@@ -243,6 +243,34 @@ func AppendPayload(dst []byte, stream uint32, flags Flags, metadata, data []byte
 	return appendStreamFrame(dst, TypePayload, stream, flags, false, 0, metadata, data)
 }
 
+// AppendPayloadHead appends a PAYLOAD frame's bytes up to its data: a
+// length prefix for the whole frame (header, metadata and dataLen bytes of
+// data), then the header and the metadata. The caller writes the data right
+// after them, so that a large payload reaches the transport without being
+// copied into a frame buffer first (one writev of head and data). The
+// bytes on the wire are those of ReserveLengthPrefix, AppendPayload and
+// SetLengthPrefix with the same arguments.
+func AppendPayloadHead(dst []byte, stream uint32, flags Flags, metadata []byte, dataLen int) ([]byte, error) {
+	const t = TypePayload
+	if flags&(FlagNext|FlagComplete|FlagFollows) == 0 {
+		return dst, fmt.Errorf("rsocket: PAYLOAD with none of N, C, F: %w", ErrInvalidFlags)
+	}
+	if err := checkStream(t, stream); err != nil {
+		return dst, err
+	}
+	if dataLen < 0 {
+		return dst, fmt.Errorf("rsocket: PAYLOAD with %d bytes of data: %w", dataLen, ErrFrameTooLarge)
+	}
+	size := HeaderSize + bodySize(metadata, nil) + dataLen
+	if err := checkSize(t, size); err != nil {
+		return dst, err
+	}
+	b := slices.Grow(dst, LengthPrefixSize+size-dataLen)
+	b = appendUint24(b, size)
+	b = appendHeader(b, stream, t, withMetadata(flags, metadata))
+	return appendBody(b, metadata, nil), nil
+}
+
 // AppendError appends an ERROR frame with a UTF-8 message. Stream 0 is for
 // connection errors (see ErrorCode.IsConnectionScoped).
 func AppendError(dst []byte, stream uint32, code ErrorCode, message string) ([]byte, error) {

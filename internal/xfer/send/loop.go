@@ -113,7 +113,8 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 	per := max(1, hashBlock/j.chunk)
 	bsize := per * j.chunk
 	const nblocks = 3
-	if _, inMemory := j.src.(memory); !inMemory && j.bufs == nil {
+	_, inMemory := j.src.(memory) // its chunks are the caller's slice: Stable
+	if !inMemory && j.bufs == nil {
 		for i := 0; i < nblocks; i++ {
 			j.bufs = append(j.bufs, make([]byte, bsize))
 		}
@@ -154,13 +155,13 @@ func (j *job) chunks(fn func(c xfer.Chunk) error) error {
 		for len(blk) > 0 {
 			p := blk[:min(j.chunk, len(blk))]
 			blk = blk[len(p):]
-			c := xfer.Chunk{Off: off, Data: p, CRC32C: xfer.CRC32C(p), Orig: p}
+			c := xfer.Chunk{Off: off, Data: p, CRC32C: xfer.CRC32C(p), Orig: p, Stable: inMemory}
 			if j.o.corrupt != nil && j.o.corrupt(off) {
 				// A bit flipped after the CRC, as a bad link or NIC does;
 				// on a copy, the hasher reads the block.
 				scratch = append(scratch[:0], p...)
 				scratch[0] ^= 1
-				c.Data = scratch
+				c.Data, c.Stable = scratch, false
 			}
 			if err := fn(c); err != nil {
 				return err

@@ -3,7 +3,8 @@
 # runs after the README's test command). Each package here runs
 # goroutines against shared state the tests drive from several sides: the
 # RSocket implementation, the log, the agent, the sink, the file-transfer
-# store and its tus server. The whole module under -race takes too long
+# store, its gRPC, RSocket and tus servers and its senders (which lend
+# chunks to the RSocket writer and hold gRPC's frames). The whole module under -race takes too long
 # for CI on two cores; these are where -race found what the plain run did
 # not (2026-11-28: the agent's gRPC Send calling Recv beside its reader,
 # seen through client's TestProduceIdempotentRetryIsDuplicate; a data race
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/.."
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
   pkgs=(./rsocket/... ./seglog/... ./internal/agent/... ./internal/sink/
-    ./internal/xfer/diskstore/ ./internal/xfer/tus/ ./internal/transport/... ./client/...
+    ./internal/xfer/diskstore/ ./internal/xfer/tus/ ./internal/xfer/grpcxfer/ ./internal/xfer/rsocketxfer/
+    ./internal/xfer/send/ ./internal/xfer/serve/ ./internal/transport/... ./client/...
     ./internal/lab/hostile/)
 fi
 go test -count=1 -race "${pkgs[@]}"

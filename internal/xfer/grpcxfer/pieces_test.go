@@ -3,14 +3,10 @@ package grpcxfer_test
 import (
 	"bytes"
 	"crypto/sha256"
-	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/testkit/xfertest"
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -55,15 +51,7 @@ func (u *countedUpload) WritePieces(off int64, pieces [][]byte, crc uint32) (int
 // chunks of n, and returns the file the server landed.
 func upload(t *testing.T, st *piecesStore, dir, name string, data []byte, n int) []byte {
 	t.Helper()
-	srv := grpc.NewServer(grpcxfer.ServerOptions(time.Minute, nil)...)
-	grpcxfer.Register(srv, st)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Stop()
-	c, err := grpcxfer.Dial(ln.Addr().String())
+	c, err := grpcxfer.Dial(serveT(t, st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	xferv1 "github.com/sluicehq/sluice/api/xfer/v1"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport/firstmsg"
+	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
 	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
 )
@@ -29,15 +30,8 @@ func TestWaitingUploadsPerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv := grpc.NewServer(grpcxfer.ServerOptions(time.Minute, nil)...)
-	grpcxfer.Register(srv, st)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Stop()
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr := serveT(t, st)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,4 +74,19 @@ func TestWaitingUploadsPerConnection(t *testing.T) {
 	if _, err := next.CloseAndRecv(); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("an Upload once a place is free: %v, want FailedPrecondition (incomplete)", err)
 	}
+}
+
+// serveT serves st with grpcxfer's server options on a loopback port
+// until the test ends, and returns its address.
+func serveT(t *testing.T, st xfer.Backend) string {
+	t.Helper()
+	srv := grpc.NewServer(grpcxfer.ServerOptions(time.Minute, nil)...)
+	grpcxfer.Register(srv, st)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
 }

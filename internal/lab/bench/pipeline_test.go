@@ -27,11 +27,18 @@ func TestRunPipelineNothingIngested(t *testing.T) {
 // next tick (by default up to a second added to every run's Elapsed).
 func TestRunPipelineDrainDoesNotWaitForTick(t *testing.T) {
 	src := func(int) Source {
-		return func(dst [][]byte) [][]byte { return append(dst, []byte("a record of the pipeline test")) }
+		return func(dst [][]byte) [][]byte {
+			for range 100 {
+				dst = append(dst, []byte("a record of the pipeline test"))
+			}
+			return dst
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := RunPipeline(ctx, PipelineConfig{Dir: t.TempDir(), Duration: 300 * time.Millisecond,
+	// The feeders stop after MaxRecords, not after a time that a slow
+	// fdatasync on a loaded machine could outlast before the first Ingest.
+	res, err := RunPipeline(ctx, PipelineConfig{Dir: t.TempDir(), Duration: time.Minute, MaxRecords: 1000,
 		NewSource: src, Feeders: 2, Interval: time.Hour})
 	if err != nil || !res.Drained {
 		t.Fatalf("RunPipeline = drained %v, %v; want drained without a progress tick", res.Drained, err)

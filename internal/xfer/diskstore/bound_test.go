@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/testfs"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/seglog"
@@ -234,4 +236,28 @@ func TestEvictionRemovesFilesOutsideTheStoreLock(t *testing.T) {
 	if got := s.Stats.Evicted.Load(); got != 1 {
 		t.Errorf("evicted %d, want 1", got)
 	}
+}
+
+// A new upload that replaces an idle partial of the same name finds that
+// partial's bytes free: on a disk with room for one of them, the second
+// begins (its files are removed before the free-space check, not after
+// the store's lock is let go as an eviction's are).
+func TestReplacedPartialsSpaceIsFree(t *testing.T) {
+	const size = 1 << 20
+	disk := testfs.New(size + size/2)
+	s := openT(t, t.TempDir(), Options{FS: disk, FreeSpace: func(string) (int64, error) { return disk.Free(), nil }})
+	u, err := s.Begin("x", size, nil, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte{7}, size-1)
+	if _, err := u.Write(0, p, xfer.CRC32C(p)); err != nil {
+		t.Fatal(err)
+	}
+	u.Release()
+	u, err = s.Begin("x", size, nil, "", true) // fresh: replaces the partial
+	if err != nil {
+		t.Fatalf("a new upload replacing the only partial on a disk with room for one: %v", err)
+	}
+	u.Release()
 }

@@ -435,12 +435,15 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 	if sha != nil && len(sha) != 32 {
 		return nil, fmt.Errorf("sha256 of %d bytes, want 32", len(sha))
 	}
-	// Files of the uploads this one replaces or evicts are removed after
-	// the store's lock is let go (deferred calls run last in, first out):
-	// unlinking is a filesystem call every other upload's Begin, Acquire
-	// and Release would otherwise wait for.
-	var gone []*Upload
-	defer func() { removeUploadFiles(gone) }()
+	// Files of the partials this one evicts are removed after the store's
+	// lock is let go (deferred calls run last in, first out): unlinking is
+	// a filesystem call every other upload's Begin, Acquire and Release
+	// would otherwise wait for, and a flood of new uploads evicts one per
+	// request. (A partial of the same name that this one replaces is
+	// removed before the free-space check, which must see its bytes
+	// free: TestReplacedPartialsSpaceIsFree.)
+	var evicted []*Upload
+	defer func() { removeUploadFiles(evicted) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -464,14 +467,13 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 		}
 		s.log.Info("a new upload replaces an idle partial of the same name", "name", name, "old_offset", old.rec.Offset)
 		s.dropLocked(old)
-		gone = append(gone, old)
+		removeUploadFiles([]*Upload{old})
 	}
 	if err := s.checkSpace(size); err != nil {
 		return nil, err
 	}
-	evicted, err := s.makeRoomLocked()
-	gone = append(gone, evicted...)
-	if err != nil {
+	var err error
+	if evicted, err = s.makeRoomLocked(); err != nil {
 		return nil, err
 	}
 	now := s.o.Now()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/lab/wanbench"
@@ -37,6 +38,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	sweepRate := fs.String("sweep-rate", "200Mbit", "link rate of the sweep")
 	sweepDur := fs.Duration("sweep-duration", 8*time.Second, "length of each sweep run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the agents (this process) to this file")
+	level := fs.String("compression-level", "default", "zstd effort of the agents' compressed modes: default, fastest or better (as sluice agent's flag)")
 	sinkProfile := fs.String("sink-cpuprofile", "", "write a CPU profile of each run's sink (a child process) to PREFIX.SCENARIO.MODE.REP (profiling adds a little to its CPU seconds)")
 	bf := addBenchFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -54,13 +56,18 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	if maxBytes <= 0 {
 		return &exitError{code: 2, msg: "--max-bytes must be positive"}
 	}
+	compressionLevel, err := codec.ParseLevel(*level)
+	if err != nil {
+		return &exitError{code: 2, msg: "--compression-level: " + err.Error()}
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: logutil.NewLogger(stderr, "error")}
+	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: logutil.NewLogger(stderr, "error"),
+		CompressionLevel: compressionLevel}
 	if *sweep {
 		rate, err := parseRate(*sweepRate)
 		if err != nil {

@@ -156,3 +156,18 @@ func readJSON[T any](t *testing.T, path string) T {
 	}
 	return v
 }
+
+// --compression-level sets the agents' zstd effort (the WAN figures at
+// the fastest level in docs/benchmarks.md come from it); an unknown level
+// is a usage error naming the flag.
+func TestBenchWANCompressionLevel(t *testing.T) {
+	out, err := exec.Command(sluiceBin, "bench", "wan", "--scenarios", "lan", "--bytes", "2MB",
+		"--modes", "async+zstd", "--compression-level", "fastest").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "| async+zstd |") {
+		t.Fatalf("--compression-level fastest: %v\n%s", err, out)
+	}
+	out, err = exec.Command(sluiceBin, "bench", "wan", "--compression-level", "max").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--compression-level") {
+		t.Errorf("--compression-level max: %v, want exit status 2 naming the flag\n%s", err, out)
+	}
+}

@@ -81,6 +81,9 @@ type WANConfig struct {
 	// sink is a process of its own, which the bench's own profile does
 	// not see.
 	SinkCPUProfile string
+	// CompressionLevel is the zstd effort of the agents' compressed modes
+	// (agent.Config.CompressionLevel; the zero value is the default).
+	CompressionLevel codec.Level
 }
 
 // SinkCPUProfileEnv is the environment variable that makes a sluice
@@ -259,7 +262,7 @@ func RunWAN(ctx context.Context, cfg WANConfig, sc Scenario, m Mode, data *Datas
 	agents := make([]*agent.Agent, m.Conns)
 	for i := range agents {
 		acfg := agent.Config{SinkAddr: target, SpoolDir: filepath.Join(dir, fmt.Sprintf("spool-%d", i)),
-			MaxMessageBytes: agent.MaxMessageLimit, Compression: m.Compression, MaxInFlightMsgs: m.Window,
+			MaxMessageBytes: agent.MaxMessageLimit, Compression: m.Compression, CompressionLevel: cfg.CompressionLevel, MaxInFlightMsgs: m.Window,
 			SpoolQuota: SpoolQuota(limit), Logger: cfg.Logger, ReconnectMin: 50 * time.Millisecond}
 		if m.Compression == codec.ZstdDict {
 			acfg.Dictionary = &data.Dict

@@ -56,9 +56,9 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	if maxBytes <= 0 {
 		return &exitError{code: 2, msg: "--max-bytes must be positive"}
 	}
-	compressionLevel, err := codec.ParseLevel(*level)
+	compressionLevel, err := parseLevelFlag(*level)
 	if err != nil {
-		return &exitError{code: 2, msg: "--compression-level: " + err.Error()}
+		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {
@@ -66,8 +66,7 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: logutil.NewLogger(stderr, "error"),
-		CompressionLevel: compressionLevel}
+	wan := bench.WANConfig{Bin: bin, Duration: *dur, MaxBytes: int64(maxBytes), Seed: *seed, Progress: stderr, Logger: logutil.NewLogger(stderr, "error"), CompressionLevel: compressionLevel}
 	if *sweep {
 		rate, err := parseRate(*sweepRate)
 		if err != nil {
@@ -98,4 +97,14 @@ func runBenchWAN(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	return wanbench.Run(ctx, cfg, stdout, stderr)
+}
+
+// parseLevelFlag reads --compression-level; an unknown level is a usage
+// error.
+func parseLevelFlag(v string) (codec.Level, error) {
+	l, err := codec.ParseLevel(v)
+	if err != nil {
+		return l, &exitError{code: 2, msg: "--compression-level: " + err.Error()}
+	}
+	return l, nil
 }

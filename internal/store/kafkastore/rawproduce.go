@@ -37,6 +37,11 @@ type rawProducer struct {
 	fmtr    *kmsg.RequestFormatter
 	topic   string
 	timeout int32 // ms the broker waits for the in-sync replicas (acks=all)
+	// answerWithin bounds the wait for each answer once the reader waits
+	// for it: the broker's own timeout plus rawAnswerMargin. A broker that
+	// froze, or a connection half open after a network fault, fails the
+	// requests instead of holding them forever.
+	answerWithin time.Duration
 
 	// wmu orders the writes: a request's correlation id, its place in
 	// inflight and its bytes on the connection follow the same order.
@@ -71,6 +76,10 @@ const rawProduceVersion = 8
 // partition is a few dozen bytes; anything near this is not Kafka.
 const rawMaxResponse = 1 << 20
 
+// rawAnswerMargin is what answerWithin allows beyond the broker's own
+// timeout: a broker under load answers late, not never.
+const rawAnswerMargin = 30 * time.Second
+
 // errRawClosed is the error of requests still unanswered at Close.
 var errRawClosed = errors.New("kafka raw producer: closed")
 
@@ -85,7 +94,7 @@ func dialRaw(ctx context.Context, addr, topic, clientID string, inflight int, ti
 	}
 	p := &rawProducer{
 		conn: conn, fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
-		topic: topic, timeout: int32(timeout.Milliseconds()),
+		topic: topic, timeout: int32(timeout.Milliseconds()), answerWithin: timeout + rawAnswerMargin,
 		inflight: make(chan rawCall, max(inflight, 1)), done: make(chan struct{}),
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -205,6 +214,7 @@ func (p *rawProducer) read() {
 			p.failPending()
 			return
 		}
+		_ = p.conn.SetReadDeadline(time.Now().Add(p.answerWithin))
 		body, err := readResponse(p.conn, buf[:0], call.corr)
 		if err != nil {
 			p.fail(fmt.Errorf("kafka raw producer: read: %w", err))

@@ -209,6 +209,39 @@ func TestRawProduceFailsEveryPendingOnce(t *testing.T) {
 	}
 }
 
+// TestRawProduceUnansweredFails: a broker that reads a request and
+// never answers (frozen, or the connection half open) fails it once
+// answerWithin has passed, rather than holding the writer forever.
+func TestRawProduceUnansweredFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go fakeBrokerHangsUpAfter(ln, 1<<30) // reads, never answers, never closes
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := dialRaw(ctx, ln.Addr().String(), "t", "test", 8, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.answerWithin = 100 * time.Millisecond // the writer's bound, shortened; not a wait of the test's own
+	errs := make(chan error, 1)
+	if err := p.Produce(0, []byte("batch"), func(_ int64, err error) { errs <- err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("unanswered request failed with %v, want a timeout", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("an unanswered request was held past its bound")
+	}
+}
+
 // fakeBrokerHangsUpAfter answers one connection's ApiVersions request,
 // reads n more requests without answering and closes it.
 func fakeBrokerHangsUpAfter(ln net.Listener, n int) {

@@ -238,8 +238,12 @@ type Store struct {
 	// when none is in progress: the monitor's measure of a stall.
 	inflightSince atomic.Int64
 
-	// Only the writer's goroutine uses dec.
+	// Only the writer's goroutine uses dec and own.
 	dec store.BodyDecoder
+	// own writes the sink's own record batches (ownbatch.go): with the
+	// default compression (zstd) and headers; nil otherwise, when the
+	// records go through franz-go's producer.
+	own *ownBatchWriter
 
 	tail *tailer
 }
@@ -373,10 +377,14 @@ func Open(env Env, u *URL) (*Store, *store.Dedup, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// The producer's id, known before its first batch reaches the topic, so
-	// that the tailer skips this sink's batches from the first; the
-	// promises follow it if franz-go takes a new one.
-	if id, _, err := cl.ProducerID(ctx); err == nil {
+	if u.compression == DefaultCompression && !u.fourHeaders {
+		if k.own, err = newOwnBatchWriter(k); err != nil {
+			return fail(err)
+		}
+	} else if id, _, err := cl.ProducerID(ctx); err == nil {
+		// The producer's id, known before its first batch reaches the
+		// topic, so that the tailer skips this sink's batches from the
+		// first; the promises follow it if franz-go takes a new one.
 		k.tail.ownPID.Store(id)
 	} else {
 		env.Log.Debug("sink: Kafka producer id unknown; the tailer decodes this sink's batches until the first is acknowledged", "err", err)
@@ -510,6 +518,17 @@ func (k *Store) Append(msgs []*store.Message) (int64, error) {
 	defer k.inflightSince.Store(0)
 	// Where the tailer stands now: before every record this Append writes.
 	rewindTo := k.tail.positions()
+	if k.own != nil {
+		bytes, nrecs, err := k.appendOwn(msgs)
+		k.env.Metrics.Produce.Observe(time.Since(start).Seconds())
+		if err != nil {
+			k.tail.rewind(rewindTo)
+			//lint:ignore ST1005 Kafka is a name, capitalized wherever it stands
+			return 0, fmt.Errorf("Kafka: %w", err)
+		}
+		k.env.Metrics.Records.Add(float64(nrecs))
+		return bytes, nil
+	}
 	c := &commit{ownPID: &k.tail.ownPID}
 	var bytes int64
 	var nrecs int
@@ -853,6 +872,9 @@ func (k *Store) Close() error {
 	k.cancel()
 	k.tail.close()
 	k.bg.Wait()
+	if k.own != nil {
+		k.own.w.Close()
+	}
 	k.closeProducer()
 	return nil
 }

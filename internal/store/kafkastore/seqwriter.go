@@ -34,8 +34,11 @@ import (
 // next Write: what became of that Write's batches is for the dedup
 // index to find out (the tailer reads what landed).
 //
-// Not safe for concurrent use: the sink's one writer goroutine calls it.
+// Write is for one goroutine (the sink's writer); Close may come from
+// another, and waits for a Write to end (its context ended first).
 type seqWriter struct {
+	mu sync.Mutex // held by Write and Close
+
 	cl       *kgo.Client // metadata and InitProducerID
 	adm      *kadm.Client
 	topic    string
@@ -81,7 +84,11 @@ func newSeqWriter(cl *kgo.Client, topic, clientID string, timeout time.Duration)
 }
 
 // Close closes the writer's connections.
-func (w *seqWriter) Close() { w.dropConns() }
+func (w *seqWriter) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dropConns()
+}
 
 // ProducerID is the id the writer's batches carry (-1 before the first
 // Write).
@@ -98,15 +105,17 @@ type seqPart struct {
 
 // seqAnswer is one callback of rawProducer.Produce, queued for Write.
 type seqAnswer struct {
-	part      int32
-	idx, gen  int
-	base      int64
-	err       error
+	part     int32
+	idx, gen int
+	base     int64
+	err      error
 }
 
 // Write produces batches (in order within each partition) and returns
 // once Kafka has stored every one.
 func (w *seqWriter) Write(ctx context.Context, batches []outBatch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err := w.ensurePID(ctx); err != nil {
 		return err
 	}

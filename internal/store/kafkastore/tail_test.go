@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -172,9 +173,14 @@ func TestFailedAppendRewindsTailer(t *testing.T) {
 		t.Fatalf("the tailer decoded the store's own batch (%v records)", count(env.Metrics.TailRecords))
 	}
 	// A record larger than the topic takes, which Append's own check
-	// would refuse: the producer fails it.
+	// would refuse: Kafka refuses it (MESSAGE_TOO_LARGE). Random bytes, so
+	// that it stays too large compressed: Kafka's limit is on the batch as
+	// stored.
 	k.recordLimit = 1 << 30
-	huge := bytes.Repeat([]byte{'x'}, int(env.MaxMessageBytes)+1<<20)
+	huge := make([]byte, int(env.MaxMessageBytes)+1<<20)
+	for i := range huge {
+		huge[i] = byte(rand.Uint32())
+	}
 	if _, err := k.Append([]*store.Message{msg(2, []byte("c")), msg(3, huge)}); err == nil {
 		t.Fatal("an Append with a record larger than the topic takes succeeded")
 	}

@@ -1,0 +1,224 @@
+package kafkastore
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/store"
+)
+
+// The sink's own record batches: with the default settings (zstd, the one
+// HeaderSluice header) the store encodes each message's records as Kafka
+// record batches itself and writes them with seqWriter, instead of handing
+// franz-go's producer one record at a time. The records are the same
+// (key: the agent id; one header; the message's timestamp), so any Kafka
+// consumer reads them as before. It is the first half of the Kafka-native
+// hop (docs/benchmarks.md, issue 27's seventh pass): the second has the
+// agent compress the records section itself, and the store wrap it as it
+// came instead of compressing it here.
+
+// ownBatchWriter is what Append needs for the sink's own batches. Only
+// the writer's goroutine uses it.
+type ownBatchWriter struct {
+	w    *seqWriter
+	part kgo.TopicPartitioner
+	enc  *zstd.Encoder
+	// section is the uncompressed records of the batch being built; hv
+	// one record's header value.
+	section, hv []byte
+	// bufs are the batches' buffers, reused from Append to Append: a
+	// batch's bytes must live until Write returns.
+	bufs    [][]byte
+	used    int // bufs holding a batch of this Append
+	n       int // records in section
+	batches []outBatch
+	byPart  []partMsg
+}
+
+func newOwnBatchWriter(k *Store) (*ownBatchWriter, error) {
+	// batchCompressor's settings: the fastest level, a 64 KiB window, no
+	// frame checksum (Kafka's CRC-32C covers the batch).
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
+		zstd.WithWindowSize(64<<10), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+	if err != nil {
+		return nil, err
+	}
+	return &ownBatchWriter{
+		w:    newSeqWriter(k.cl, k.u.topic, "sluice-sink-writer", 10*time.Second),
+		part: kgo.StickyKeyPartitioner(nil).ForTopic(k.u.topic),
+		enc:  enc,
+	}, nil
+}
+
+// appendOwn writes msgs as the sink's own batches (see above) and waits
+// for Kafka to store them all. The records of consecutive messages bound
+// for one partition share batches, up to the topic's record limit each,
+// so that small messages make full batches as franz-go's linger would.
+func (k *Store) appendOwn(msgs []*store.Message) (bytes int64, nrecs int, err error) {
+	o := k.own
+	pid, nparts, err := o.w.prepare(k.ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	// The tailer skips this sink's batches by producer id: it must know
+	// the id before the first batch can reach the topic.
+	k.tail.ownPID.Store(pid)
+	// The messages by partition, each partition's in their order.
+	o.byPart = o.byPart[:0]
+	for i, it := range msgs {
+		part := int32(o.part.Partition(&kgo.Record{Key: it.AgentB}, nparts))
+		o.byPart = append(o.byPart, partMsg{part, i})
+	}
+	slices.SortStableFunc(o.byPart, func(a, b partMsg) int { return cmp.Compare(a.part, b.part) })
+	o.batches, o.used = o.batches[:0], 0
+	now := time.Now().UnixMilli()
+	for g := 0; g < len(o.byPart); {
+		part := o.byPart[g].part
+		o.section, o.n = o.section[:0], 0
+		for ; g < len(o.byPart) && o.byPart[g].part == part; g++ {
+			it := msgs[o.byPart[g].msg]
+			m := msgRecordsPool.Get().(*msgRecords)
+			if err := k.split(m, it); err != nil || len(m.recs) == 0 {
+				m.release()
+				it.DropErr = err
+				continue
+			}
+			for from := 0; from < len(m.recs); {
+				from = o.addRecords(m, it, from, min(k.recordLimit, ownBatchTarget))
+				if from < len(m.recs) {
+					o.sealBatch(part, now) // full
+				}
+			}
+			for _, r := range m.recs {
+				bytes += int64(len(r.Value))
+			}
+			nrecs += len(m.recs)
+			m.release()
+		}
+		if o.n > 0 {
+			o.sealBatch(part, now)
+		}
+	}
+	if len(o.batches) == 0 {
+		return 0, 0, nil
+	}
+	if err := o.w.Write(k.ctx, o.batches); err != nil {
+		return 0, 0, err
+	}
+	clear(o.bufs[o.used:]) // a burst's extra buffers are not kept
+	o.bufs = o.bufs[:o.used]
+	return bytes, nrecs, nil
+}
+
+// ownBatchTarget bounds a batch's records (uncompressed) below the
+// topic's limit: about what franz-go's batches hold by default (1 MB), so
+// that a large Append is several requests in flight, not one, and a
+// batch the broker refuses takes few messages with it. A record larger
+// than this is a batch of its own.
+const ownBatchTarget = 1 << 20
+
+// partMsg is a message's index in an Append and its partition.
+type partMsg struct {
+	part int32
+	msg  int
+}
+
+// addRecords encodes m's records from from on into o.section (a record
+// batch's records, uncompressed, o.n of them so far), as many as fit in
+// limit bytes (at least one in an empty section), and returns the index
+// after the last.
+func (o *ownBatchWriter) addRecords(m *msgRecords, it *store.Message, from, limit int) int {
+	n := len(m.recs)
+	to := from
+	for ; to < n; to++ {
+		o.hv = AppendHeaderValue(o.hv[:0], RecordHeaders{Agent: it.AgentB, Message: it.ID, Index: uint32(to), Count: uint32(n)})
+		v := m.recs[to].Value
+		delta := int32(o.n)
+		body := 1 + 1 + varintLen(delta) + varintLen(int32(len(it.AgentB))) + len(it.AgentB) +
+			varintLen(int32(len(v))) + len(v) + 1 + varintLen(int32(len(HeaderSluice))) + len(HeaderSluice) +
+			varintLen(int32(len(o.hv))) + len(o.hv)
+		if o.n > 0 && len(o.section)+varintLen(int32(body))+body > limit {
+			break
+		}
+		s := kbin.AppendVarint(o.section, int32(body))
+		s = append(s, 0, 0) // attributes; timestamp delta 0 (a batch's records share its time)
+		s = kbin.AppendVarint(s, delta)
+		s = kbin.AppendVarintBytes(s, it.AgentB)
+		s = kbin.AppendVarintBytes(s, v)
+		s = kbin.AppendVarint(s, 1)
+		s = kbin.AppendVarintString(s, HeaderSluice)
+		o.section = kbin.AppendVarintBytes(s, o.hv)
+		o.n++
+	}
+	return to
+}
+
+// sealBatch compresses the section into the next buffer as a batch of
+// partition part and starts an empty section.
+func (o *ownBatchWriter) sealBatch(part int32, now int64) {
+	if o.used == len(o.bufs) {
+		o.bufs = append(o.bufs, nil)
+	}
+	o.bufs[o.used] = o.seal(o.bufs[o.used][:0], o.n, now)
+	o.batches = append(o.batches, outBatch{Partition: part, Data: o.bufs[o.used]})
+	o.used++
+	o.section, o.n = o.section[:0], 0
+}
+
+// seal appends to dst a record batch of the n records in o.section,
+// compressed, stamped at now (ms): the header with every field but
+// those seqWriter stamps (producer id, epoch, sequence, CRC).
+func (o *ownBatchWriter) seal(dst []byte, n int, now int64) []byte {
+	var h [batchHeaderLen]byte
+	binary.BigEndian.PutUint32(h[12:], 0xffffffff) // partition leader epoch: -1, the broker's to set
+	h[16] = 2                                      // magic
+	binary.BigEndian.PutUint16(h[21:], uint16(kgo.CodecZstd))
+	binary.BigEndian.PutUint32(h[23:], uint32(n-1))
+	binary.BigEndian.PutUint64(h[27:], uint64(now))
+	binary.BigEndian.PutUint64(h[35:], uint64(now))
+	binary.BigEndian.PutUint32(h[57:], uint32(n))
+	dst = append(dst, h[:]...)
+	dst = o.enc.EncodeAll(o.section, dst)
+	binary.BigEndian.PutUint32(dst[8:], uint32(len(dst)-12))
+	return dst
+}
+
+// varintLen is the length of v as a Kafka varint (zigzag).
+func varintLen(v int32) int {
+	u := uint32(v<<1) ^ uint32(v>>31)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// prepare returns the producer id the next Write stamps and the topic's
+// partition count, asking Kafka for what the writer does not know yet
+// (and waiting while Kafka is away, until ctx ends).
+func (w *seqWriter) prepare(ctx context.Context) (pid int64, partitions int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.ensurePID(ctx); err != nil {
+		return 0, 0, err
+	}
+	for tries := 1; w.leaders == nil; tries++ {
+		err := w.refreshLeaders(ctx)
+		if err == nil {
+			break
+		}
+		if err := sleepCtx(ctx, retryBackoff(tries)); err != nil {
+			return 0, 0, fmt.Errorf("kafka: partitions of %q: %w", w.topic, err)
+		}
+	}
+	return w.pid, len(w.leaders), nil
+}

@@ -3,6 +3,7 @@ package kafkarec
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/batch"
@@ -12,7 +13,8 @@ import (
 // FuzzRecords: a records section comes from an agent, which the sink does
 // not trust. Any bytes, agent, message and count are accepted or refused
 // with ErrMalformed, never a panic; what is accepted is canonical (the
-// values rebuild, through AppendRecords, the same bytes). And the other
+// values rebuild, through AppendRecords, the same bytes), and what the
+// fast path refuses the field-by-field check refuses too. And the other
 // way round: the input split at newlines is a message whose section,
 // built by AppendRecords, Records accepts with the same values.
 func FuzzRecords(f *testing.F) {
@@ -43,6 +45,10 @@ func FuzzRecords(f *testing.F) {
 		})
 		if err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("error not wrapping ErrMalformed: %v", err)
+		}
+		var me *MalformedError
+		if errors.As(err, &me) && strings.Contains(me.Reason, "a bug of this package") {
+			t.Fatalf("Records' fast path and checkRecord disagree on %x: %v", section, err)
 		}
 		if err == nil {
 			var bb batch.Builder

@@ -128,11 +128,17 @@ func Records(section, agent []byte, message uint64, count int, fn func(i int, va
 	if count < 0 || count > math.MaxInt32 {
 		return malformed(0, -1, "record count %d out of Kafka's range (0 to %d)", count, math.MaxInt32)
 	}
+	var scratch [maxPredicted]byte
 	off := 0
 	for i := range count {
-		value, end, err := checkRecord(section, off, i, agent, message, count)
-		if err != nil {
-			return err
+		value, end, ok := matchRecord(section, off, i, agent, message, count, &scratch)
+		if !ok {
+			// checkRecord, field by field, says what is wrong; it
+			// accepts exactly what matchRecord does.
+			if _, _, err := checkRecord(section, off, i, agent, message, count); err != nil {
+				return err
+			}
+			return malformed(off, i, "record differs from its one encoding (a bug of this package)")
 		}
 		if fn != nil {
 			if err := fn(i, value); err != nil {
@@ -145,6 +151,47 @@ func Records(section, agent []byte, message uint64, count int, fn func(i int, va
 		return malformed(off, -1, "%d bytes after the last of %d records", len(section)-off, count)
 	}
 	return nil
+}
+
+// maxPredicted bounds the bytes of a record matchRecord predicts, before
+// and after its value: attributes, timestampDelta, offsetDelta and key;
+// then the header.
+const maxPredicted = 1 + 1 + len(HeaderSluice) + 2 + 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + defaults.MaxAgentIDLen
+
+// matchRecord is Records' fast path: everything of record i but its value
+// is known in advance, so it compares the record with the bytes
+// AppendRecords would write around the value, instead of parsing each
+// field (2.5 times faster on bench ingest's records). ok is false if the
+// record is not exactly those bytes; checkRecord then says why.
+func matchRecord(section []byte, off, i int, agent []byte, message uint64, count int, scratch *[maxPredicted]byte) (value []byte, end int, ok bool) {
+	if len(agent) == 0 || len(agent) > defaults.MaxAgentIDLen {
+		return nil, 0, false
+	}
+	l, n := binary.Varint(section[off:])
+	if n <= 0 || n != varintLen(l) || l < 0 || l > int64(len(section)-off-n) {
+		return nil, 0, false
+	}
+	end = off + n + int(l)
+	rec := section[off+n : end]
+	want := append(scratch[:0], 0, 0) // attributes, timestampDelta
+	want = binary.AppendVarint(want, int64(i))
+	want = binary.AppendVarint(want, int64(len(agent)))
+	want = append(want, agent...)
+	if !bytes.HasPrefix(rec, want) {
+		return nil, 0, false
+	}
+	rec = rec[len(want):]
+	vl, vn := binary.Varint(rec)
+	if vn <= 0 || vn != varintLen(vl) || vl < 0 || vl > int64(len(rec)-vn) {
+		return nil, 0, false
+	}
+	value = rec[vn : vn+int(vl) : vn+int(vl)]
+	h := RecordHeaders{Agent: agent, Message: message, Index: uint32(i), Count: uint32(count)}
+	want = append(scratch[:0], 2, 2*byte(len(HeaderSluice))) // one header; its key's length
+	want = append(want, HeaderSluice...)
+	want = binary.AppendVarint(want, int64(headerValueLen(h)))
+	want = AppendHeaderValue(want, h)
+	return value, end, bytes.Equal(rec[vn+int(vl):], want)
 }
 
 // checkRecord checks record i, starting at off in section, and returns its

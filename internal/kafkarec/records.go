@@ -153,15 +153,16 @@ func Records(section, agent []byte, message uint64, count int, fn func(i int, va
 	return nil
 }
 
-// maxPredicted bounds the bytes of a record matchRecord predicts, before
-// and after its value: attributes, timestampDelta, offsetDelta and key;
-// then the header.
+// maxPredicted bounds each of the two runs of bytes matchRecord predicts
+// in a record: before its value (attributes, timestampDelta, offsetDelta,
+// key: at most 264 bytes) and after it (the header: at most this).
 const maxPredicted = 1 + 1 + len(HeaderSluice) + 2 + 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + defaults.MaxAgentIDLen
 
 // matchRecord is Records' fast path: everything of record i but its value
 // is known in advance, so it compares the record with the bytes
 // AppendRecords would write around the value, instead of parsing each
-// field (2.5 times faster on bench ingest's records). ok is false if the
+// field (1.7 times faster on bench ingest's records: 52 ns against 86
+// per record, BenchmarkNativeHop/part=records-check). ok is false if the
 // record is not exactly those bytes; checkRecord then says why.
 func matchRecord(section []byte, off, i int, agent []byte, message uint64, count int, scratch *[maxPredicted]byte) (value []byte, end int, ok bool) {
 	if len(agent) == 0 || len(agent) > defaults.MaxAgentIDLen {

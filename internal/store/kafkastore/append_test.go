@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
-	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 	"github.com/sluicehq/sluice/internal/kafkarec"
+	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )

@@ -34,7 +34,7 @@ var packageLayers = []struct {
 		"internal/xfer/grpcxfer", "internal/xfer/rsocketxfer", "internal/xfer/tus", "internal/xfer/post"}},
 	{"delivery protocol", []string{"internal/protocol", "internal/delivery", "internal/storedmsg", "internal/auth"}},
 	{"libraries", []string{"rsocket/...", "seglog"}},
-	{"foundations", []string{"internal/batch", "internal/buildinfo", "internal/cliflag", "internal/codec", "internal/defaults", "internal/dirlock",
+	{"foundations", []string{"internal/batch", "internal/kafkarec", "internal/buildinfo", "internal/cliflag", "internal/codec", "internal/defaults", "internal/dirlock",
 		"internal/fields", "internal/idleread", "internal/telemetry", "internal/telemetry/rwcodec", "internal/logutil", "internal/memrelease", "internal/connlimit", "internal/progress", "internal/wire"}},
 	{"generated protobuf", []string{"api/..."}},
 }

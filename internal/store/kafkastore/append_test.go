@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
@@ -247,7 +248,7 @@ func BenchmarkBatchCompressor(b *testing.B) {
 		r = r[:200]
 		// A record as Kafka frames it: length, attributes, deltas,
 		// key, value and the headers.
-		hv := AppendHeaderValue(nil, RecordHeaders{Agent: []byte("edge-1"), Message: 123456, Index: uint32(i % 1300), Count: 1300})
+		hv := kafkarec.AppendHeaderValue(nil, RecordHeaders{Agent: []byte("edge-1"), Message: 123456, Index: uint32(i % 1300), Count: 1300})
 		payload = binary.AppendVarint(payload, int64(len(r)+len(hv)+20))
 		payload = append(payload, 0, 2, byte(i))
 		payload = binary.AppendVarint(payload, 6)

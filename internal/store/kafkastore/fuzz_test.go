@@ -38,29 +38,6 @@ func FuzzParseHeaders(f *testing.F) {
 	})
 }
 
-// FuzzParseHeaderValue: the value of a HeaderSluice header comes from
-// whoever writes to the topic. Any bytes parse or are refused, never a
-// panic; what parses is consistent (a non-empty agent within the limit,
-// index below count) and canonical (it encodes back to the same bytes).
-func FuzzParseHeaderValue(f *testing.F) {
-	f.Add(AppendHeaderValue(nil, RecordHeaders{Agent: []byte("edge-1"), Message: 42, Index: 0, Count: 1}))
-	f.Add(AppendHeaderValue(nil, RecordHeaders{Agent: []byte("a"), Message: 1<<64 - 1, Index: 1<<32 - 2, Count: 1<<32 - 1}))
-	f.Add([]byte{1, 0x85, 0, 0, 1, 'a'})
-	f.Add([]byte{2, 5, 0, 1, 'a'})
-	f.Fuzz(func(t *testing.T, v []byte) {
-		h, ok := ParseHeaderValue(v)
-		if !ok {
-			return
-		}
-		if len(h.Agent) == 0 || len(h.Agent) > store.MaxAgentID || h.Index >= h.Count {
-			t.Fatalf("accepted an inconsistent value %x → %+v", v, h)
-		}
-		if again := AppendHeaderValue(nil, h); string(again) != string(v) {
-			t.Fatalf("accepted a non-canonical value %x (encodes back to %x)", v, again)
-		}
-	})
-}
-
 // FuzzKafkaCheckpoint: the Kafka store's dedup checkpoint is a file the
 // sink owns; damaged, it parses to an error (the sink then reads the
 // whole topic), never a panic. One that parses encodes back to one that

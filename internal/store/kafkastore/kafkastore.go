@@ -30,15 +30,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
-// The header of every Kafka record the sink writes: the dedup key of the
-// record and the size of its message, packed into one value (see
-// AppendHeaderValue). One header instead of four: the four cost about
-// 10 % of bench ingest (b)'s CPU, in franz-go's record encoding and in
-// zstd over the extra bytes (docs/benchmarks.md, issue 27's fourth pass).
-const HeaderSluice = "sluice"
+// The header of every Kafka record the sink writes (kafkarec.HeaderSluice:
+// the dedup key of the record and the size of its message in one value).
+const HeaderSluice = kafkarec.HeaderSluice
 
 // The four headers older sinks wrote, still read (ParseHeaders) for
 // topics they wrote to. Values are decimal ASCII, except sluice-agent,
@@ -706,7 +704,7 @@ func (k *Store) produce(c *commit, m *msgRecords, it *store.Message) int64 {
 		m.promiseFn = m.promise
 	}
 	m.left.Store(int64(n))
-	perRec, valueLen := 1, headerValueLen(it.AgentB)
+	perRec, valueLen := 1, kafkarec.HeaderValueMaxLen(it.AgentB)
 	if k.u.fourHeaders {
 		perRec, valueLen = 4, fourHeadersLen
 	}
@@ -724,7 +722,7 @@ func (k *Store) produce(c *commit, m *msgRecords, it *store.Message) int64 {
 			values = appendFourHeaders(values, h, rh)
 		} else {
 			v0 := len(values)
-			values = AppendHeaderValue(values, rh)
+			values = kafkarec.AppendHeaderValue(values, rh)
 			h[0] = kgo.RecordHeader{Key: HeaderSluice, Value: values[v0:len(values):len(values)]}
 		}
 		// A recycled record must not keep what the producer set on it

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/store"
 )
 
@@ -31,9 +31,8 @@ type ownBatchWriter struct {
 	w    *seqWriter
 	part kgo.TopicPartitioner
 	enc  *zstd.Encoder
-	// section is the uncompressed records of the batch being built; hv
-	// one record's header value.
-	section, hv []byte
+	// section is the uncompressed records of the batch being built.
+	section []byte
 	// bufs are the batches' buffers, reused from Append to Append: a
 	// batch's bytes must live until Write returns.
 	bufs    [][]byte
@@ -139,23 +138,12 @@ func (o *ownBatchWriter) addRecords(m *msgRecords, it *store.Message, from, limi
 	n := len(m.recs)
 	to := from
 	for ; to < n; to++ {
-		o.hv = AppendHeaderValue(o.hv[:0], RecordHeaders{Agent: it.AgentB, Message: it.ID, Index: uint32(to), Count: uint32(n)})
+		h := kafkarec.RecordHeaders{Agent: it.AgentB, Message: it.ID, Index: uint32(to), Count: uint32(n)}
 		v := m.recs[to].Value
-		delta := int32(o.n)
-		body := 1 + 1 + varintLen(delta) + varintLen(int32(len(it.AgentB))) + len(it.AgentB) +
-			varintLen(int32(len(v))) + len(v) + 1 + varintLen(int32(len(HeaderSluice))) + len(HeaderSluice) +
-			varintLen(int32(len(o.hv))) + len(o.hv)
-		if o.n > 0 && len(o.section)+varintLen(int32(body))+body > limit {
+		if o.n > 0 && len(o.section)+kafkarec.RecordLen(int32(o.n), v, h) > limit {
 			break
 		}
-		s := kbin.AppendVarint(o.section, int32(body))
-		s = append(s, 0, 0) // attributes; timestamp delta 0 (a batch's records share its time)
-		s = kbin.AppendVarint(s, delta)
-		s = kbin.AppendVarintBytes(s, it.AgentB)
-		s = kbin.AppendVarintBytes(s, v)
-		s = kbin.AppendVarint(s, 1)
-		s = kbin.AppendVarintString(s, HeaderSluice)
-		o.section = kbin.AppendVarintBytes(s, o.hv)
+		o.section = kafkarec.AppendRecord(o.section, int32(o.n), v, h)
 		o.n++
 	}
 	return to
@@ -189,17 +177,6 @@ func (o *ownBatchWriter) seal(dst []byte, n int, now int64) []byte {
 	dst = o.enc.EncodeAll(o.section, dst)
 	binary.BigEndian.PutUint32(dst[8:], uint32(len(dst)-12))
 	return dst
-}
-
-// varintLen is the length of v as a Kafka varint (zigzag).
-func varintLen(v int32) int {
-	u := uint32(v<<1) ^ uint32(v>>31)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
 }
 
 // prepare returns the producer id the next Write stamps and the topic's

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -605,68 +606,10 @@ func (t *tailer) waitFor(ctx context.Context, starts, ends map[int32]int64) erro
 	}
 }
 
-// RecordHeaders are the sluice headers of one Kafka record.
-type RecordHeaders struct {
-	Agent        []byte
-	Message      uint64
-	Index, Count uint32
-}
-
-// headerValueVersion is the first byte of a HeaderSluice value.
-const headerValueVersion = 1
-
-// headerValueLen bounds the length of a HeaderSluice value with this
-// agent id.
-func headerValueLen(agent []byte) int {
-	return 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + len(agent)
-}
-
-// AppendHeaderValue appends h as the value of a HeaderSluice header:
-//
-//	version(1) message id (uvarint) index (uvarint) count (uvarint) agent id (the rest)
-//
-// Binary, for size: a consumer of other software reads it with any
-// varint decoder, and `sluice consume` prints it decoded.
-func AppendHeaderValue(b []byte, h RecordHeaders) []byte {
-	b = append(b, headerValueVersion)
-	b = binary.AppendUvarint(b, h.Message)
-	b = binary.AppendUvarint(b, uint64(h.Index))
-	b = binary.AppendUvarint(b, uint64(h.Count))
-	return append(b, h.Agent...)
-}
-
-// ParseHeaderValue decodes a HeaderSluice value; ok is false for a
-// malformed one: an unknown version, a varint that is not the shortest
-// form or overflows, an empty or too long agent, an index not below
-// the count.
-func ParseHeaderValue(b []byte) (h RecordHeaders, ok bool) {
-	if len(b) == 0 || b[0] != headerValueVersion {
-		return h, false
-	}
-	b = b[1:]
-	var vs [3]uint64
-	for i, limit := range [3]uint64{1<<64 - 1, 1<<32 - 1, 1<<32 - 1} {
-		v, n := binary.Uvarint(b)
-		if n <= 0 || v > limit || n != uvarintLen(v) {
-			return h, false
-		}
-		vs[i], b = v, b[n:]
-	}
-	if len(b) == 0 || len(b) > store.MaxAgentID {
-		return h, false
-	}
-	h = RecordHeaders{Agent: b, Message: vs[0], Index: uint32(vs[1]), Count: uint32(vs[2])}
-	return h, h.Index < h.Count
-}
-
-// uvarintLen is the length of v's shortest uvarint encoding.
-func uvarintLen(v uint64) int {
-	n := 1
-	for ; v >= 0x80; v >>= 7 {
-		n++
-	}
-	return n
-}
+// RecordHeaders are the sluice headers of one Kafka record; the agent
+// will encode them too (the Kafka-native hop of issue 27), so kafkarec
+// holds them and their encoding.
+type RecordHeaders = kafkarec.RecordHeaders
 
 // ParseHeaders finds the sluice headers: the one HeaderSluice header
 // this sink writes, or the four headers older sinks wrote. ok is false
@@ -675,7 +618,7 @@ func uvarintLen(v uint64) int {
 func ParseHeaders(hs []kgo.RecordHeader) (h RecordHeaders, ok bool) {
 	for _, x := range hs {
 		if x.Key == HeaderSluice {
-			return ParseHeaderValue(x.Value)
+			return kafkarec.ParseHeaderValue(x.Value)
 		}
 	}
 	return parseFourHeaders(hs)

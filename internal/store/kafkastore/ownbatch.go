@@ -35,11 +35,11 @@ type ownBatchWriter struct {
 	section []byte
 	// bufs are the batches' buffers, reused from Append to Append: a
 	// batch's bytes must live until Write returns.
-	bufs    [][]byte
-	used    int // bufs holding a batch of this Append
-	n       int // records in section
-	batches []outBatch
-	byPart  []partMsg
+	bufs   [][]byte
+	used   int       // bufs holding a batch of this Append
+	n      int       // records in section
+	round  *seqRound // the Append's batches being written
+	byPart []partMsg
 }
 
 func newOwnBatchWriter(k *Store) (*ownBatchWriter, error) {
@@ -77,7 +77,10 @@ func (k *Store) appendOwn(msgs []*store.Message) (bytes int64, nrecs int, err er
 		o.byPart = append(o.byPart, partMsg{part, i})
 	}
 	slices.SortStableFunc(o.byPart, func(a, b partMsg) int { return cmp.Compare(a.part, b.part) })
-	o.batches, o.used = o.batches[:0], 0
+	o.used = 0
+	if o.round, err = o.w.Begin(k.ctx); err != nil {
+		return 0, 0, err
+	}
 	now := time.Now().UnixMilli()
 	for g := 0; g < len(o.byPart); {
 		part := o.byPart[g].part
@@ -106,10 +109,12 @@ func (k *Store) appendOwn(msgs []*store.Message) (bytes int64, nrecs int, err er
 			o.sealBatch(part, now)
 		}
 	}
-	if len(o.batches) == 0 {
-		return 0, 0, nil
-	}
-	if err := o.w.Write(k.ctx, o.batches); err != nil {
+	// Every batch was sent as soon as it was sealed (room in flight
+	// allowing): encoding the later ones overlapped Kafka storing the
+	// first.
+	err = o.round.Wait()
+	o.round = nil
+	if err != nil {
 		return 0, 0, err
 	}
 	clear(o.bufs[o.used:]) // a burst's extra buffers are not kept
@@ -156,7 +161,7 @@ func (o *ownBatchWriter) sealBatch(part int32, now int64) {
 		o.bufs = append(o.bufs, nil)
 	}
 	o.bufs[o.used] = o.seal(o.bufs[o.used][:0], o.n, now)
-	o.batches = append(o.batches, outBatch{Partition: part, Data: o.bufs[o.used]})
+	o.round.Add(outBatch{Partition: part, Data: o.bufs[o.used]})
 	o.used++
 	o.section, o.n = o.section[:0], 0
 }

@@ -114,85 +114,149 @@ type seqAnswer struct {
 // Write produces batches (in order within each partition) and returns
 // once Kafka has stored every one.
 func (w *seqWriter) Write(ctx context.Context, batches []outBatch) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.ensurePID(ctx); err != nil {
+	r, err := w.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	parts := map[int32]*seqPart{}
-	for i := range batches {
-		b := &batches[i]
-		if len(b.Data) < batchHeaderLen {
-			return fmt.Errorf("kafka: batch %d of %d bytes", i, len(b.Data))
-		}
-		p := parts[b.Partition]
-		if p == nil {
-			p = &seqPart{}
-			parts[b.Partition] = p
-		}
-		p.idx = append(p.idx, i)
-		s := w.seq[b.Partition]
-		stampBatch(b.Data, w.pid, w.epoch, s)
-		w.seq[b.Partition] = nextSequence(s, int32(binary.BigEndian.Uint32(b.Data[57:])))
+	for _, b := range batches {
+		r.Add(b)
 	}
-	var (
-		mu      sync.Mutex
-		queue   []seqAnswer
-		arrived = make(chan struct{}, 1)
-	)
-	answer := func(a seqAnswer) {
-		mu.Lock()
-		queue = append(queue, a)
-		mu.Unlock()
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
+	err = r.Wait()
+	copy(batches, r.batches)
+	return err
+}
+
+// seqRound is one group of batches being written: Add sends each as soon
+// as its partition has room in flight, so that encoding the next batches
+// overlaps Kafka storing the first; Wait returns once all are stored.
+// A round holds its writer from Begin to Wait.
+type seqRound struct {
+	w       *seqWriter
+	ctx     context.Context
+	batches []outBatch
+	parts   map[int32]*seqPart
+
+	mu      sync.Mutex
+	queue   []seqAnswer
+	arrived chan struct{}
+
+	left, tries int
+	backoff     bool  // a partition could not be sent to: wait before trying again
+	err         error // what ended the round early
+}
+
+// Begin starts a round; the caller must Wait for it.
+func (w *seqWriter) Begin(ctx context.Context) (*seqRound, error) {
+	w.mu.Lock()
+	if err := w.ensurePID(ctx); err != nil {
+		w.mu.Unlock()
+		return nil, err
 	}
-	left, tries := len(batches), 0
-	for left > 0 {
-		if w.sendReady(ctx, batches, parts, answer) {
-			tries++
-			if err := sleepCtx(ctx, retryBackoff(tries)); err != nil {
-				return w.fail(err)
+	return &seqRound{w: w, ctx: ctx, parts: map[int32]*seqPart{}, arrived: make(chan struct{}, 1)}, nil
+}
+
+// Add stamps b with the producer id and its partition's next sequence,
+// and sends it if its partition has room in flight. b.Data must stay as
+// it is until Wait returns.
+func (r *seqRound) Add(b outBatch) {
+	if r.err != nil {
+		return
+	}
+	if len(b.Data) < batchHeaderLen {
+		r.err = fmt.Errorf("kafka: a batch of %d bytes", len(b.Data))
+		return
+	}
+	w := r.w
+	p := r.parts[b.Partition]
+	if p == nil {
+		p = &seqPart{}
+		r.parts[b.Partition] = p
+	}
+	p.idx = append(p.idx, len(r.batches))
+	r.batches = append(r.batches, b)
+	r.left++
+	s := w.seq[b.Partition]
+	stampBatch(b.Data, w.pid, w.epoch, s)
+	w.seq[b.Partition] = nextSequence(s, int32(binary.BigEndian.Uint32(b.Data[57:])))
+	if !r.backoff {
+		r.backoff = w.sendReady(r.ctx, r.batches, r.parts, r.answer)
+	}
+	r.err = r.settle()
+}
+
+// Wait sends what is left, re-sending as needed, and returns once Kafka
+// stored every batch of the round, or with what ended it early.
+func (r *seqRound) Wait() error {
+	w := r.w
+	defer w.mu.Unlock()
+	for r.err == nil && r.left > 0 {
+		if r.backoff || w.sendReady(r.ctx, r.batches, r.parts, r.answer) {
+			r.tries++
+			if err := sleepCtx(r.ctx, retryBackoff(r.tries)); err != nil {
+				r.err = err
+				break
 			}
+			r.backoff = false
 			continue
 		}
 		select {
-		case <-arrived:
-		case <-ctx.Done():
-			return w.fail(ctx.Err())
+		case <-r.arrived:
+			r.err = r.settle()
+		case <-r.ctx.Done():
+			r.err = r.ctx.Err()
 		}
-		mu.Lock()
-		got := queue
-		queue = nil
-		mu.Unlock()
-		for _, a := range got {
-			p := parts[a.part]
-			if a.gen != p.gen {
-				continue // sent before a re-send: its answer is the re-send's
+	}
+	if r.err != nil {
+		return w.fail(r.err)
+	}
+	return nil
+}
+
+// answer queues a produce answer for the round's goroutine (it runs on a
+// connection's reader, which must not wait).
+func (r *seqRound) answer(a seqAnswer) {
+	r.mu.Lock()
+	r.queue = append(r.queue, a)
+	r.mu.Unlock()
+	select {
+	case r.arrived <- struct{}{}:
+	default:
+	}
+}
+
+// settle takes the answers that arrived: a stored batch is counted, one
+// a re-send settles makes its partition send again from its first
+// unanswered batch, anything else ends the round.
+func (r *seqRound) settle() error {
+	r.mu.Lock()
+	got := r.queue
+	r.queue = nil
+	r.mu.Unlock()
+	for _, a := range got {
+		p := r.parts[a.part]
+		if a.gen != p.gen {
+			continue // sent before a re-send: its answer is the re-send's
+		}
+		p.flight--
+		switch {
+		case a.err == nil || errors.Is(a.err, kerr.DuplicateSequenceNumber):
+			if a.idx != p.idx[p.acked] {
+				return fmt.Errorf("%w: partition %d answered out of order", errSeqUnsettled, a.part)
 			}
-			p.flight--
-			switch {
-			case a.err == nil || errors.Is(a.err, kerr.DuplicateSequenceNumber):
-				if a.idx != p.idx[p.acked] {
-					return w.fail(fmt.Errorf("%w: partition %d answered out of order", errSeqUnsettled, a.part))
-				}
-				batches[a.idx].Base = a.base
-				if a.err != nil {
-					batches[a.idx].Base = -1
-				}
-				p.acked++
-				left--
-				tries = 0
-			case retriableProduce(a.err):
-				w.forget(a.part)
-				w.resends++
-				p.gen++
-				p.sent, p.flight = p.acked, 0
-			default:
-				return w.fail(fmt.Errorf("%w: partition %d: %w", errSeqUnsettled, a.part, a.err))
+			r.batches[a.idx].Base = a.base
+			if a.err != nil {
+				r.batches[a.idx].Base = -1
 			}
+			p.acked++
+			r.left--
+			r.tries = 0
+		case retriableProduce(a.err):
+			r.w.forget(a.part)
+			r.w.resends++
+			p.gen++
+			p.sent, p.flight = p.acked, 0
+		default:
+			return fmt.Errorf("%w: partition %d: %w", errSeqUnsettled, a.part, a.err)
 		}
 	}
 	return nil

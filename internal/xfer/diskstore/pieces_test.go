@@ -121,3 +121,67 @@ func TestWritePiecesRefusesBadCRCWhole(t *testing.T) {
 		t.Fatalf("the partial holds %d bytes, not the chunk's %d", len(got), len(p))
 	}
 }
+
+// A chunk with a bad CRC32C that fits in the current block (copied into
+// its free tail and checked there, appendChecked) leaves no byte: not in
+// the offset, the bytes counted, the file, nor the hash; the refused
+// bytes copied past the block's end are overwritten by the chunks that
+// follow, whether the refused chunk came mid-block or first in one, whole
+// or in pieces, and whatever size the chunks sent again have.
+func TestBadCRCInBlockLeavesNoByte(t *testing.T) {
+	for _, pieces := range []bool{false, true} {
+		dir := t.TempDir()
+		s := openT(t, dir, Options{})
+		data := xfertest.RandBytes(blockSize+20_000, 5)
+		want := sha256.Sum256(data)
+		bu, _ := s.Begin("f.bin", int64(len(data)), want[:], "", false)
+		u := bu.(*Upload)
+		write := func(off int, p []byte, crc uint32) error {
+			var err error
+			if pieces {
+				_, err = u.WritePieces(int64(off), cut(p, 1000, 7), crc)
+			} else {
+				_, err = u.Write(int64(off), p, crc)
+			}
+			return err
+		}
+		garbage := func(n int) []byte { return bytes.Repeat([]byte{0xAB}, n) }
+		rejected := int64(0)
+		refuse := func(off, n int) { // a chunk of n garbage bytes sent with the CRC of the data
+			t.Helper()
+			if err := write(off, garbage(n), xfer.CRC32C(data[off:off+n])); !errors.Is(err, xfer.ErrChecksum) {
+				t.Fatalf("pieces %v: bad chunk at %d: %v", pieces, off, err)
+			}
+			rejected++
+			if u.Offset() != int64(off) || s.Stats.BytesReceived.Load() != int64(off) || s.Stats.ChunksRejected.Load() != rejected {
+				t.Fatalf("pieces %v: after a refused chunk at %d: offset %d, %d bytes received, %d rejected",
+					pieces, off, u.Offset(), s.Stats.BytesReceived.Load(), s.Stats.ChunksRejected.Load())
+			}
+		}
+		refuse(0, 5000) // first in a block
+		if err := write(0, data[:3000], xfer.CRC32C(data[:3000])); err != nil {
+			t.Fatal(err)
+		}
+		refuse(3000, 9000) // mid-block
+		if err := u.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		dataPath, _ := s.paths(u.rec.ID)
+		if got, _ := os.ReadFile(dataPath); !bytes.Equal(got, data[:3000]) {
+			t.Fatalf("pieces %v: the partial holds %d bytes, not the 3000 accepted", pieces, len(got))
+		}
+		for off := 3000; off < len(data); off += 100 {
+			p := data[off:min(len(data), off+100)]
+			if err := write(off, p, xfer.CRC32C(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sum, err := u.Finish(nil, "test"); err != nil || !bytes.Equal(sum, want[:]) {
+			t.Fatalf("pieces %v: finish: %x, %v", pieces, sum, err)
+		}
+		u.Release()
+		if got, _ := os.ReadFile(filepath.Join(dir, "f.bin")); !bytes.Equal(got, data) {
+			t.Fatalf("pieces %v: the file differs from the bytes sent", pieces)
+		}
+	}
+}

@@ -334,10 +334,7 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 	if err := u.check(off, int64(len(p))); err != nil {
 		return u.written, err
 	}
-	if err := xfer.VerifyChunk(&u.s.Stats, off, p, crc); err != nil {
-		return u.written, err
-	}
-	if err := u.append(p); err != nil {
+	if err := u.appendChecked(off, [][]byte{p}, len(p), crc); err != nil {
 		return u.written, err
 	}
 	err := u.maybeCheckpoint() // before reading written: a failed checkpoint rolls it back
@@ -345,8 +342,9 @@ func (u *Upload) Write(off int64, p []byte, crc uint32) (int64, error) {
 }
 
 // WritePieces is Write of a chunk given in pieces (xfer.PieceWriter):
-// their CRC32C is checked across them before any byte is kept, then each
-// is copied into the upload's blocks, the only copy the store makes.
+// their CRC32C is checked across them before any byte is kept, and they
+// are copied into the upload's blocks, the only copy the store makes
+// (appendChecked).
 func (u *Upload) WritePieces(off int64, pieces [][]byte, crc uint32) (int64, error) {
 	n := 0
 	for _, p := range pieces {
@@ -357,13 +355,8 @@ func (u *Upload) WritePieces(off int64, pieces [][]byte, crc uint32) (int64, err
 	if err := u.check(off, int64(n)); err != nil {
 		return u.written, err
 	}
-	if err := xfer.VerifyPieces(&u.s.Stats, off, pieces, n, crc); err != nil {
+	if err := u.appendChecked(off, pieces, n, crc); err != nil {
 		return u.written, err
-	}
-	for _, p := range pieces {
-		if err := u.append(p); err != nil {
-			return u.written, err // back at the last checkpoint (failWrite)
-		}
 	}
 	err := u.maybeCheckpoint() // before reading written: a failed checkpoint rolls it back
 	return u.written, err
@@ -389,6 +382,61 @@ func (u *Upload) check(off, n int64) error {
 		return fmt.Errorf("%w: %d bytes at offset %d, the size is %d", xfer.ErrOverSize, n, off, u.rec.Size)
 	}
 	return nil
+}
+
+// appendChecked appends a chunk given in pieces (n bytes, CRC32C crc,
+// at off = written) once its CRC is checked; a chunk with a bad CRC
+// leaves nothing: no byte in the file, the hash, the block or the
+// offset. Where the chunk fits in the current block (always, for chunks
+// that divide blockSize, as every size the upload loop picks does), it is
+// copied into the block's free tail and checked there
+// (xfer.CopyVerified: cheaper than checking the chunk where it lies,
+// then copying it), and only a good chunk is counted in: len(cur) and
+// written move past it. The copied bytes of a bad chunk lie beyond
+// len(cur), so the pwrite and the hasher never see them and the next
+// chunk overwrites them. A chunk that crosses a block boundary, or
+// finds the budget spent, is checked where it lies, then copied (a
+// block is written and hashed once full, so its bytes must be good
+// first). Caller holds u.mu and checked off and n (check).
+func (u *Upload) appendChecked(off int64, pieces [][]byte, n int, crc uint32) error {
+	if u.cur == nil {
+		if b, ok := u.block(); ok {
+			u.cur, u.curLim = b, blockSize-int(u.written%blockSize)
+		}
+	}
+	if u.cur == nil || n > u.curLim-len(u.cur) {
+		if err := xfer.VerifyPieces(&u.s.Stats, off, pieces, n, crc); err != nil {
+			u.dropEmptyCur()
+			return err
+		}
+		for _, p := range pieces {
+			if err := u.append(p); err != nil {
+				return err // back at the last checkpoint (failWrite)
+			}
+		}
+		return nil
+	}
+	at := len(u.cur)
+	if err := xfer.CopyVerified(&u.s.Stats, off, u.cur[at:at+n], pieces, n, crc); err != nil {
+		u.dropEmptyCur()
+		return err
+	}
+	u.s.Stats.BytesReceived.Add(int64(n))
+	u.sinceSync += int64(n)
+	u.cur = u.cur[:at+n]
+	u.written += int64(n)
+	if len(u.cur) == u.curLim {
+		return u.flush()
+	}
+	return nil
+}
+
+// dropEmptyCur gives back a block that holds no accepted byte, taken for
+// a chunk that was refused: an idle upload holds no block (slim).
+func (u *Upload) dropEmptyCur() {
+	if u.cur != nil && len(u.cur) == 0 {
+		u.dropCur()
+	}
 }
 
 // append adds p after written, through blocks (see blockSize). A failed

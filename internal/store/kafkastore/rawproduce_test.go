@@ -171,19 +171,7 @@ func createTopic(t testing.TB, ctx context.Context, addr, topic string, partitio
 // error, and the next Produce is refused. No broker: a listener that
 // answers ApiVersions, reads three requests and hangs up.
 func TestRawProduceFailsEveryPendingOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go fakeBrokerHangsUpAfter(ln, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := dialRaw(ctx, ln.Addr().String(), "t", "test", 8, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := dialFakeBroker(t, 3)
 	calls := make([]int, 3)
 	var wg sync.WaitGroup
 	for i := range calls {
@@ -213,19 +201,9 @@ func TestRawProduceFailsEveryPendingOnce(t *testing.T) {
 // never answers (frozen, or the connection half open) fails it once
 // answerWithin has passed, rather than holding the writer forever.
 func TestRawProduceUnansweredFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go fakeBrokerHangsUpAfter(ln, 1<<30) // reads, never answers, never closes
+	p := dialFakeBroker(t, 1<<30) // reads, never answers, never closes
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := dialRaw(ctx, ln.Addr().String(), "t", "test", 8, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	p.answerWithin = 100 * time.Millisecond // the writer's bound, shortened; not a wait of the test's own
 	errs := make(chan error, 1)
 	if err := p.Produce(0, []byte("batch"), func(_ int64, err error) { errs <- err }); err != nil {
@@ -240,6 +218,25 @@ func TestRawProduceUnansweredFails(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("an unanswered request was held past its bound")
 	}
+}
+
+// dialFakeBroker connects a rawProducer to fakeBrokerHangsUpAfter(n),
+// closed when the test ends.
+func dialFakeBroker(t *testing.T, n int) *rawProducer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go fakeBrokerHangsUpAfter(ln, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := dialRaw(ctx, ln.Addr().String(), "t", "test", 8, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
 
 // fakeBrokerHangsUpAfter answers one connection's ApiVersions request,

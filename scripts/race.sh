@@ -4,7 +4,8 @@
 # goroutines against shared state the tests drive from several sides: the
 # RSocket implementation, the log, the agent, the sink, the file-transfer
 # store, its gRPC, RSocket and tus servers and its senders (which lend
-# chunks to the RSocket writer and hold gRPC's frames). The whole module under -race takes too long
+# chunks to the RSocket writer and hold gRPC's frames), the Kafka store's
+# own writer (its connections' readers, its compressor). The whole module under -race takes too long
 # for CI on two cores; these are where -race found what the plain run did
 # not (2026-11-28: the agent's gRPC Send calling Recv beside its reader,
 # seen through client's TestProduceIdempotentRetryIsDuplicate; a data race
@@ -22,6 +23,6 @@ if [ ${#pkgs[@]} -eq 0 ]; then
   pkgs=(./rsocket/... ./seglog/... ./internal/agent/... ./internal/sink/
     ./internal/xfer/diskstore/ ./internal/xfer/tus/ ./internal/xfer/grpcxfer/ ./internal/xfer/rsocketxfer/
     ./internal/xfer/send/ ./internal/xfer/serve/ ./internal/transport/... ./client/...
-    ./internal/lab/hostile/)
+    ./internal/lab/hostile/ ./internal/store/kafkastore/)
 fi
 go test -count=1 -race "${pkgs[@]}"

@@ -19,8 +19,11 @@ package rsocket_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,10 +70,52 @@ func lentData(i, size int) []byte {
 	return b
 }
 
+// lentCounts: how many of lentPlan go by SendLent, and how many of those
+// are lent.
+func lentCounts() (viaLent, lent int) {
+	for _, it := range lentPlan {
+		if it.viaLent {
+			viaLent++
+		}
+		if it.wantLent {
+			lent++
+		}
+	}
+	return viaLent, lent
+}
+
+// sendLentPlan sends lentPlan on s, each payload by Send or SendLent as
+// planned. A lent payload's data is cleared as soon as its written
+// callback ran (then released counts it): the receiver seeing the
+// original bytes proves the writer read them before saying it was done.
+func sendLentPlan(s *rsocket.Sink, calls, released *atomic.Int64) error {
+	for i, it := range lentPlan {
+		p := rsocket.Payload{Data: lentData(i, it.size)}
+		if it.md != "" {
+			p.Metadata = []byte(it.md)
+		}
+		if !it.viaLent {
+			if err := s.Send(p); err != nil {
+				return fmt.Errorf("Send %d: %w", i, err)
+			}
+			continue
+		}
+		free := make(chan struct{})
+		if err := s.SendLent(p, func() { calls.Add(1); close(free) }); err != nil {
+			return fmt.Errorf("SendLent %d: %w", i, err)
+		}
+		go func() {
+			<-free
+			clear(p.Data)
+			released.Add(1)
+		}()
+	}
+	return nil
+}
+
 // lentEcho sends lentPlan on a request-channel of c and checks that the
-// peer echoed every payload byte for byte. Each lent payload's memory is
-// cleared as soon as its written callback ran: an echo of the original
-// bytes proves the writer no longer read it after saying so.
+// peer echoed every payload byte for byte, and that every written
+// callback ran.
 func lentEcho(t *testing.T, ctx context.Context, c *rsocket.Conn, out *frameMeter) string {
 	t.Helper()
 	lentBefore := c.PayloadsLent()
@@ -79,34 +124,13 @@ func lentEcho(t *testing.T, ctx context.Context, c *rsocket.Conn, out *frameMete
 		t.Fatal(err)
 	}
 	var calls, released atomic.Int64
-	viaLent := 0
 	sent := make(chan error, 1)
 	go func() {
-		for i, it := range lentPlan {
-			p := rsocket.Payload{Data: lentData(i, it.size)}
-			if it.md != "" {
-				p.Metadata = []byte(it.md)
-			}
-			if !it.viaLent {
-				if err := ch.Send(p); err != nil {
-					sent <- fmt.Errorf("Send %d: %w", i, err)
-					return
-				}
-				continue
-			}
-			viaLent++
-			free := make(chan struct{})
-			if err := ch.SendLent(p, func() { calls.Add(1); close(free) }); err != nil {
-				sent <- fmt.Errorf("SendLent %d: %w", i, err)
-				return
-			}
-			go func() {
-				<-free
-				clear(p.Data)
-				released.Add(1)
-			}()
+		err := sendLentPlan(&ch.Sink, &calls, &released)
+		if err == nil {
+			err = ch.Complete()
 		}
-		sent <- ch.Complete()
+		sent <- err
 	}()
 	n := 0
 	for ; ; n++ {
@@ -137,15 +161,10 @@ func lentEcho(t *testing.T, ctx context.Context, c *rsocket.Conn, out *frameMete
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
+	viaLent, wantLent := lentCounts()
 	testwait.For(t, "every SendLent's written callback", func() bool { return released.Load() == int64(viaLent) })
 	if calls.Load() != int64(viaLent) {
 		t.Fatalf("%d written calls for %d SendLent payloads", calls.Load(), viaLent)
-	}
-	wantLent := 0
-	for _, it := range lentPlan {
-		if it.wantLent {
-			wantLent++
-		}
 	}
 	if got := c.PayloadsLent() - lentBefore; got != uint64(wantLent) {
 		t.Fatalf("%d payloads lent, want %d", got, wantLent)
@@ -201,4 +220,79 @@ func TestInteropJSLent(t *testing.T) {
 	port, _ := jsStartServer(t, ctx, node, modules, "tcp")
 	c, out := lentDial(t, ctx, fmt.Sprintf("127.0.0.1:%d", port))
 	t.Log(lentEcho(t, ctx, c, out))
+}
+
+// lentStreamer answers a request-stream "lent-plan" with lentPlan, sent
+// by our responder's Sink (Send and SendLent as planned).
+type lentStreamer struct {
+	rsocket.UnimplementedResponder
+	calls, released atomic.Int64
+}
+
+func (r *lentStreamer) RequestStream(_ context.Context, p rsocket.Payload, out *rsocket.Sink) error {
+	if string(p.Data) != "lent-plan" {
+		return rsocket.ApplicationError("unknown stream %q", p.Data)
+	}
+	return sendLentPlan(out, &r.calls, &r.released)
+}
+
+// TestInteropJavaLentResponder: our responder sends lentPlan by
+// SendLent in a request-stream to rsocket-java's client over TCP (`Peer
+// digest-stream`), which reports each element's size, SHA-256 and
+// metadata.
+func TestInteropJavaLentResponder(t *testing.T) {
+	java, cp := rsocketJava(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mln := &meteredListener{Listener: tln}
+	r := &lentStreamer{}
+	conns := make(chan *rsocket.Conn, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rsocket.Serve(ctx, mln, r, rsocket.WithMaxFrameSize(lentMaxFrame), rsocket.WithOnConnect(func(c *rsocket.Conn) { conns <- c }))
+	}()
+	defer func() { cancel(); <-done }()
+	out, err := exec.CommandContext(ctx, java, peers.JVMFlags, "-cp", cp, "sluice.interop.Peer", "digest-stream", tln.Addr().String(), "lent-plan").Output()
+	if err != nil {
+		t.Fatalf("java digest-stream: %v\n%s", err, out)
+	}
+	var elems []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(l, "\t")
+		switch {
+		case f[0] == "ELEM" && len(f) == 5:
+			elems = append(elems, strings.Join(f[2:], "\t"))
+		case f[0] == "DONE" && len(f) == 2:
+		default:
+			t.Fatalf("the java client printed %q", l)
+		}
+	}
+	if len(elems) != len(lentPlan) {
+		t.Fatalf("rsocket-java received %d elements, we sent %d", len(elems), len(lentPlan))
+	}
+	for i, it := range lentPlan {
+		want := fmt.Sprintf("%d\t%x\t%s", it.size, sha256.Sum256(lentData(i, it.size)), it.md)
+		if elems[i] != want {
+			t.Fatalf("element %d: rsocket-java got %q, we sent %q", i, elems[i], want)
+		}
+	}
+	viaLent, wantLent := lentCounts()
+	testwait.For(t, "every SendLent's written callback", func() bool { return r.released.Load() == int64(viaLent) })
+	if r.calls.Load() != int64(viaLent) {
+		t.Fatalf("%d written calls for %d SendLent payloads", r.calls.Load(), viaLent)
+	}
+	c := <-conns
+	if got := c.PayloadsLent(); got != uint64(wantLent) {
+		t.Fatalf("%d payloads lent, want %d", got, wantLent)
+	}
+	_, sentMeter := mln.summary()
+	if sentMeter.largest() > lentMaxFrame {
+		t.Fatalf("we sent a frame over our max frame size: %v", sentMeter)
+	}
+	t.Logf("%d elements, SHA-256 as sent (%d lent, %d copied); our frames: %v", len(lentPlan), wantLent, len(lentPlan)-wantLent, sentMeter)
 }

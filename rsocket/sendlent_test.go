@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
@@ -140,4 +141,58 @@ func TestSendLentWrittenWhenDropped(t *testing.T) {
 			return false
 		}
 	})
+}
+
+// Several lent payloads queued behind a write in flight, the peer reading
+// part of the output and then dropping the connection: every SendLent
+// that returned nil has its written called exactly once (the one cut
+// mid-write, the ones still queued), and a SendLent waiting for a credit
+// when the connection fails returns an error without calling written.
+func TestSendLentWrittenOnceEachWhenTheConnectionDrops(t *testing.T) {
+	const size, queued = 128 << 10, 4
+	_, ch, peer := lentChannel(t)
+	grant, _ := frame.AppendRequestN(frame.ReserveLengthPrefix(nil), 1, queued-1)
+	if err := frame.SetLengthPrefix(grant, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.Write(grant); err != nil { // credits for all queued ones
+		t.Fatal(err)
+	}
+	var calls [queued + 1]atomic.Int32
+	for i := 0; i < queued; i++ {
+		if err := ch.SendLent(Payload{Data: make([]byte, size)}, func() { calls[i].Add(1) }); err != nil {
+			t.Fatalf("SendLent %d: %v", i, err)
+		}
+	}
+	// One more, beyond the credits: it waits in SendLent.
+	parked := make(chan error, 1)
+	go func() {
+		parked <- ch.SendLent(Payload{Data: make([]byte, size)}, func() { calls[queued].Add(1) })
+	}()
+	// The SETUP, the REQUEST_CHANNEL and part of the first lent payload
+	// reach the peer; then the connection drops mid-frame.
+	if _, err := io.ReadFull(peer, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	peer.Close()
+	testwait.For(t, "written called for every queued lent payload", func() bool {
+		for i := 0; i < queued; i++ {
+			if calls[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := <-parked; err == nil {
+		t.Fatal("SendLent waiting for a credit returned nil on a dropped connection")
+	}
+	for i := range calls {
+		want := int32(1)
+		if i == queued {
+			want = 0 // SendLent failed: the memory was never the connection's
+		}
+		if n := calls[i].Load(); n != want {
+			t.Fatalf("payload %d: written called %d times, want %d", i, n, want)
+		}
+	}
 }

@@ -56,6 +56,10 @@ import reactor.core.publisher.Mono;
  *                          connects with resumption on (redial every 50 ms), asks a request-stream
  *                          of N elements ("0".."N-1") and checks them: all, in order, once; prints
  *                          "RESULT\tTR\tresume_stream\tpass|FAIL\tDETAIL".
+ * Peer digest-stream ADDR REQUEST
+ *                          connects over TCP, asks a request-stream with data REQUEST and prints
+ *                          "ELEM\tINDEX\tSIZE\tSHA256(DATA)\tMETADATA" per element, then
+ *                          "DONE\tCOUNT" (or "FAIL\tERROR"); the test checks the digests.
  * </pre>
  *
  * Lines are tab-separated so the Go side needs no JSON; details never contain tabs or newlines.
@@ -90,8 +94,15 @@ public final class Peer {
         out("RESULT", args[1], "resume_stream", "FAIL", x.toString());
       }
       System.exit(0);
+    } else if (args.length == 3 && args[0].equals("digest-stream")) {
+      try {
+        digestStream(args[1], args[2]);
+      } catch (Throwable x) {
+        out("FAIL", x.toString());
+      }
+      System.exit(0);
     } else {
-      System.err.println("usage: Peer server [resume] | Peer client tcp HOST:PORT|ws URL ... | Peer resume-stream TR ADDR N");
+      System.err.println("usage: Peer server [resume] | Peer client tcp HOST:PORT|ws URL ... | Peer resume-stream TR ADDR N | Peer digest-stream ADDR REQUEST");
       System.exit(2);
     }
   }
@@ -302,6 +313,26 @@ public final class Peer {
     check(bad.isEmpty(), bad.isEmpty() ? "" : bad.get(0));
     check(next.get() == n, next.get() + " of " + n + " elements");
     return n + " elements, in order, once";
+  }
+
+  /** A request-stream whose elements are reported as digests (digest-stream). */
+  static void digestStream(String addr, String request) throws Exception {
+    RSocket r = RSocketConnector.create().connect(transport("tcp", addr)).block(CASE_TIMEOUT);
+    AtomicLong n = new AtomicLong();
+    java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+    r.requestStream(DefaultPayload.create(request))
+        .doOnNext(
+            p -> {
+              byte[] d = bytes(p.getData());
+              String md = p.hasMetadata() ? p.getMetadataUtf8() : "";
+              p.release();
+              StringBuilder hex = new StringBuilder();
+              for (byte b : sha.digest(d)) hex.append(String.format("%02x", b));
+              out("ELEM", Long.toString(n.getAndIncrement()), Integer.toString(d.length), hex.toString(), md);
+            })
+        .blockLast(Duration.ofSeconds(60));
+    r.dispose();
+    out("DONE", Long.toString(n.get()));
   }
 
   static ClientTransport transport(String tr, String addr) {

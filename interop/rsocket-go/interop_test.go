@@ -270,6 +270,25 @@ func subscribeBatches(ctx context.Context, f flux.Flux, n, cancelAt int) ([]stri
 	}
 }
 
+// drainData reads s (a stream or a channel) to its end and returns its
+// payloads' data.
+func drainData(t *testing.T, s interface {
+	Next() (rsocket.Payload, error)
+}) []string {
+	t.Helper()
+	var got []string
+	for {
+		p, err := s.Next()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("after %d payloads: %v", len(got), err)
+		}
+		got = append(got, string(p.Data))
+	}
+}
+
 func checkSeq(t *testing.T, got []string, n int) {
 	t.Helper()
 	if len(got) != n {
@@ -468,18 +487,7 @@ func TestOurClientTheirServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for {
-				p, err := s.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatalf("after %d items: %v", len(got), err)
-				}
-				got = append(got, string(p.Data))
-			}
-			checkSeq(t, got, 100)
+			checkSeq(t, drainData(t, s), 100)
 		})
 		run("request-channel", func(t *testing.T, ctx context.Context, c *rsocket.Conn) {
 			ch, err := c.RequestChannel(ctx, data("a"), 8)
@@ -494,17 +502,7 @@ func TestOurClientTheirServer(t *testing.T) {
 			if err := ch.Complete(); err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for {
-				p, err := ch.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatalf("after %v: %v", got, err)
-				}
-				got = append(got, string(p.Data))
-			}
+			got := drainData(t, ch)
 			if s := strings.Join(got, ","); s != "a,b,c" {
 				t.Fatalf("got %s, want a,b,c", s)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"testing"
 
 	"github.com/rsocket/rsocket-go/payload"
@@ -93,17 +92,7 @@ func TestOurLentTheirServer(t *testing.T) {
 			}
 			sent <- ch.Complete()
 		}()
-		var got []string
-		for {
-			p, err := ch.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("after %d answers: %v", len(got), err)
-			}
-			got = append(got, string(p.Data))
-		}
+		got := drainData(t, ch)
 		if err := <-sent; err != nil {
 			t.Fatal(err)
 		}

@@ -779,6 +779,9 @@ func (k *Store) monitor() {
 		k.env.OnStatus(detail == "", detail)
 		if err == nil {
 			k.tail.sawEnds(ends)
+			if k.own != nil {
+				k.own.w.partitionsSeen.Store(int32(len(ends[k.u.topic])))
+			}
 		}
 		select {
 		case <-t.C:

@@ -101,8 +101,8 @@ func (o *ownBatchWriter) compress(done chan<- struct{}) {
 
 // appendOwn writes msgs as the sink's own batches (see above) and waits
 // for Kafka to store them all. The records of consecutive messages bound
-// for one partition share batches, up to the topic's record limit each,
-// so that small messages make full batches as franz-go's linger would.
+// for one partition share batches (ownBatchTarget), so that small
+// messages make full batches as franz-go's linger would.
 func (k *Store) appendOwn(msgs []*store.Message) (bytes int64, nrecs int, err error) {
 	o := k.own
 	pid, nparts, err := o.w.prepare(k.ctx)
@@ -234,6 +234,9 @@ func (w *seqWriter) prepare(ctx context.Context) (pid int64, partitions int, err
 	defer w.mu.Unlock()
 	if err := w.ensurePID(ctx); err != nil {
 		return 0, 0, err
+	}
+	if n := w.partitionsSeen.Load(); n > 0 && int(n) != len(w.leaders) {
+		w.leaders = nil // partitions added (or the probe saw them first)
 	}
 	for tries := 1; w.leaders == nil; tries++ {
 		err := w.refreshLeaders(ctx)

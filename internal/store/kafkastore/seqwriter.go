@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -56,6 +57,13 @@ type seqWriter struct {
 	// resends counts the times a partition's unanswered batches were
 	// sent again (a connection lost, a leader moved, Kafka away).
 	resends int
+
+	// partitionsSeen is the topic's partition count as the store's health
+	// probe last listed it (0: not yet): when it differs from what the
+	// writer knows, the next round asks for the leaders again, so that
+	// partitions added to the topic are written to, as franz-go's
+	// producer picked them up from its metadata refreshes.
+	partitionsSeen atomic.Int32
 }
 
 // seqMaxInflight is the most batches of one partition sent and not yet

@@ -44,6 +44,10 @@ type Metrics struct {
 	ConnectFailures        prometheus.Counter
 	sinkUp                 prometheus.Gauge
 	lastError              *prometheus.GaugeVec
+	// lastCode is the code of lastError's one series ("" when none);
+	// errMu orders the changes of lastError.
+	errMu    sync.Mutex
+	lastCode string
 }
 
 // Stats is a snapshot of the agent's counters.
@@ -219,15 +223,25 @@ func (m *Metrics) Snapshot(withLatency bool) Stats {
 // SinkConnected: a session to a sink is established.
 func (m *Metrics) SinkConnected() {
 	m.sinkUp.Set(1)
+	m.errMu.Lock()
 	m.lastError.Reset()
+	m.lastCode = ""
+	m.errMu.Unlock()
 }
 
 // SinkFailed: not connected, the newest failure is code, err says it in
-// words.
+// words. The new code's series is set before the old one is deleted: a
+// scrape in between sees both, never none (it did, with Reset then Set,
+// while the agent retried: TestLastErrorPresentWhileRetrying).
 func (m *Metrics) SinkFailed(code string, err error) {
 	m.sinkUp.Set(0)
-	m.lastError.Reset()
+	m.errMu.Lock()
 	m.lastError.WithLabelValues(code).Set(1)
+	if m.lastCode != "" && m.lastCode != code {
+		m.lastError.DeleteLabelValues(m.lastCode)
+	}
+	m.lastCode = code
+	m.errMu.Unlock()
 	m.mu.Lock()
 	m.st.LastError, m.st.LastErrorAt = code+": "+err.Error(), time.Now()
 	m.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/lab/metricsgen"
 	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
 // testBatch encodes values as one zstd-compressed Kafka v2 record batch
@@ -157,13 +158,24 @@ func createTopic(t testing.TB, ctx context.Context, addr, topic string, partitio
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CreateTopic answers before the broker leads the new partitions: a
+	// produce then gets NOT_LEADER_FOR_PARTITION (a CI run did). ListOffsets
+	// goes where a produce goes, so its success says the leaders serve.
+	testwait.For(t, "the new topic's partitions to have their leader", func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		return len(ends[topic]) == int(partitions)
+	})
 }
 
 // TestRawProduceFailsEveryPendingOnce: when the connection drops with

@@ -3,7 +3,6 @@ package kafkastore
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -208,21 +207,16 @@ func (o *ownBatchWriter) sealBatch(part int32, now int64) {
 	o.section, o.n = (<-o.free)[:0], 0
 }
 
-// seal appends to dst the record batch of j: the header with every
-// field but those seqWriter stamps (producer id, epoch, sequence, CRC),
-// then the section compressed.
+// seal appends to dst the record batch of j: kafkarec's header (the
+// producer id, epoch and sequence are seqWriter's to stamp), then the
+// section compressed straight after it.
 func (o *ownBatchWriter) seal(dst []byte, j sealJob) []byte {
-	var h [batchHeaderLen]byte
-	binary.BigEndian.PutUint32(h[12:], 0xffffffff) // partition leader epoch: -1, the broker's to set
-	h[16] = 2                                      // magic
-	binary.BigEndian.PutUint16(h[21:], uint16(kgo.CodecZstd))
-	binary.BigEndian.PutUint32(h[23:], uint32(j.n-1))
-	binary.BigEndian.PutUint64(h[27:], uint64(j.now))
-	binary.BigEndian.PutUint64(h[35:], uint64(j.now))
-	binary.BigEndian.PutUint32(h[57:], uint32(j.n))
-	dst = append(dst, h[:]...)
+	start := len(dst)
+	// j.n ≥ 1: a section is sealed only with records in it.
+	dst, _ = kafkarec.AppendBatchHeader(dst, kafkarec.BatchHeader{Records: j.n, Timestamp: j.now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
 	dst = o.enc.EncodeAll(j.section, dst)
-	binary.BigEndian.PutUint32(dst[8:], uint32(len(dst)-12))
+	kafkarec.SealBatch(dst[start:])
 	return dst
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"net"
 	"strconv"
 	"sync"
@@ -16,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/internal/kafkarec"
 )
 
 // seqWriter produces record batches the sink encoded itself, as an
@@ -184,7 +185,7 @@ func (r *seqRound) Add(b outBatch) {
 	r.batches = append(r.batches, b)
 	r.left++
 	s := w.seq[b.Partition]
-	stampBatch(b.Data, w.pid, w.epoch, s)
+	kafkarec.StampProducer(b.Data, w.pid, w.epoch, s)
 	w.seq[b.Partition] = nextSequence(s, int32(binary.BigEndian.Uint32(b.Data[57:])))
 	if !r.backoff {
 		r.backoff = w.sendReady(r.ctx, r.batches, r.parts, r.answer)
@@ -417,15 +418,6 @@ func retriableProduce(err error) bool {
 	// The connection's own failures (EOF, a reset, an answer that is not
 	// Kafka's) come wrapped by rawProducer: a new connection settles them.
 	return true
-}
-
-// stampBatch sets an encoded batch's producer id, epoch and base
-// sequence and computes its CRC-32C (of everything after the CRC field).
-func stampBatch(b []byte, pid int64, epoch int16, seq int32) {
-	binary.BigEndian.PutUint64(b[43:], uint64(pid))
-	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
-	binary.BigEndian.PutUint32(b[53:], uint32(seq))
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
 }
 
 // nextSequence is the sequence after a batch of n records starting at s:

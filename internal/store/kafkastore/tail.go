@@ -353,7 +353,7 @@ type segment struct {
 
 // batchHeaderLen is the size of a record batch's header (magic 2), up to
 // and including its record count.
-const batchHeaderLen = 61
+const batchHeaderLen = kafkarec.BatchHeaderLen
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

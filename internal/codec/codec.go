@@ -21,6 +21,14 @@ const (
 	// both sides hold (Request.zstd_dict). Small messages of similar
 	// records compress far better this way.
 	ZstdDict Kind = 3
+	// KafkaZstd is one zstd frame without a dictionary, like Zstd, of a
+	// different body: not an internal/batch batch but the records section
+	// of a Kafka v2 record batch as kafkarec.AppendRecords builds it for
+	// the message (Request.kafka_zstd). A sink in front of Kafka puts
+	// these bytes, untouched, behind a record batch header instead of
+	// compressing every message a second time (issue 27's Kafka-native
+	// hop). The agent seals in it only when its sink's Welcome asks for it.
+	KafkaZstd Kind = 4
 )
 
 // String returns the kind's name as used in logs and benchmark labels.
@@ -32,6 +40,8 @@ func (k Kind) String() string {
 		return "zstd"
 	case ZstdDict:
 		return "zstd_dict"
+	case KafkaZstd:
+		return "kafka_zstd"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -68,7 +78,7 @@ var (
 	ErrDictionaryConflict = errors.New("codec: dictionary id already used for different bytes")
 )
 
-// errKind is returned for a Kind outside Plain, Zstd and ZstdDict, or a
+// errKind is returned for a Kind outside Plain, Zstd, ZstdDict and KafkaZstd, or a
 // dictionary id given with a kind that takes none: both are caller bugs,
 // not bad payloads, so they are not ErrCorrupt.
 var errKind = errors.New("codec: invalid kind or dictionary id")

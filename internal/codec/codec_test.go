@@ -455,7 +455,7 @@ func TestInvalidKind(t *testing.T) {
 	for _, tc := range []struct {
 		kind Kind
 		id   uint32
-	}{{0, 0}, {4, 0}, {255, 0}, {Plain, 7}, {Zstd, 7}, {ZstdDict, 0}} {
+	}{{0, 0}, {5, 0}, {255, 0}, {Plain, 7}, {Zstd, 7}, {KafkaZstd, 7}, {ZstdDict, 0}} {
 		if _, err := e.Encode(nil, []byte("x"), tc.kind, tc.id); !errors.Is(err, errKind) {
 			t.Errorf("Encode(%v, %d): %v", tc.kind, tc.id, err)
 		}
@@ -704,5 +704,32 @@ func TestParseLevel(t *testing.T) {
 	}
 	if _, err := ParseLevel("max"); err == nil || !strings.Contains(err.Error(), "want default, fastest or better") {
 		t.Errorf("ParseLevel(max): %v", err)
+	}
+}
+
+// TestKafkaZstdIsAZstdFrame: KafkaZstd differs from Zstd only in what the
+// decompressed bytes are, so both directions treat it as a zstd frame
+// without a dictionary.
+func TestKafkaZstdIsAZstdFrame(t *testing.T) {
+	e := NewEncoder(LevelDefault)
+	d := NewDecoder(1 << 20)
+	src := bytes.Repeat([]byte("kafka records "), 100)
+	enc, err := e.Encode(nil, src, KafkaZstd, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zs, err := e.Encode(nil, src, Zstd, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(enc, zs) {
+		t.Error("KafkaZstd and Zstd frames of the same bytes differ")
+	}
+	got, err := d.Decode(nil, enc, KafkaZstd, 0)
+	if err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("Decode: %v, equal %v", err, bytes.Equal(got, src))
+	}
+	if KafkaZstd.String() != "kafka_zstd" {
+		t.Errorf("String() = %q", KafkaZstd.String())
 	}
 }

@@ -117,7 +117,7 @@ func (d *Decoder) Decode(dst, src []byte, kind Kind, dictID uint32) ([]byte, err
 			return dst, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(src), d.maxSize)
 		}
 		return append(dst, src...), nil
-	case Zstd:
+	case Zstd, KafkaZstd:
 		if dictID != 0 {
 			return dst, fmt.Errorf("%w: dictionary id %d with kind %v", errKind, dictID, kind)
 		}

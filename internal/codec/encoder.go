@@ -147,7 +147,7 @@ func (e *Encoder) HasDictionary(id uint32) bool {
 }
 
 // Encode appends src, encoded as kind, to dst and returns the extended
-// slice. Plain copies src. Zstd and ZstdDict append exactly one zstd frame
+// slice. Plain copies src. Zstd, KafkaZstd and ZstdDict append exactly one zstd frame
 // that records the content size and a checksum; ZstdDict uses the
 // dictionary dictID, which must have been added (ErrUnknownDictionary
 // otherwise). dictID must be 0 for the other kinds. An empty src still
@@ -158,7 +158,7 @@ func (e *Encoder) HasDictionary(id uint32) bool {
 // encoder for the kind and dictionary has warmed up.
 func (e *Encoder) Encode(dst, src []byte, kind Kind, dictID uint32) ([]byte, error) {
 	switch kind {
-	case Plain, Zstd:
+	case Plain, Zstd, KafkaZstd:
 		if dictID != 0 {
 			return dst, fmt.Errorf("%w: dictionary id %d with kind %v", errKind, dictID, kind)
 		}

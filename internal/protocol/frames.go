@@ -28,6 +28,7 @@ const (
 	CodecPlain             // a batch of records, uncompressed
 	CodecZstd              // the batch compressed with zstd
 	CodecZstdDict          // the batch compressed with zstd and a dictionary
+	CodecKafkaZstd         // a Kafka records section compressed with zstd (codec.KafkaZstd)
 )
 
 func (c Codec) String() string {
@@ -38,6 +39,8 @@ func (c Codec) String() string {
 		return "zstd"
 	case CodecZstdDict:
 		return "zstd-dict"
+	case CodecKafkaZstd:
+		return "kafka-zstd"
 	}
 	return "unspecified"
 }
@@ -109,6 +112,12 @@ type Welcome struct {
 	MaxMessageBytes uint64
 	DictionaryIDs   []uint32 // dictionaries the sink already has
 	SessionID       string
+	// Codec is the body the sink asks the agent to seal its messages in
+	// from now on, or CodecUnspecified for the agent's own choice. A sink
+	// sets it only to a codec the Hello listed: CodecKafkaZstd when its
+	// store is a Kafka topic that takes the agent's compressed records as
+	// they are. Messages spooled before keep their codec.
+	Codec Codec
 }
 
 // IDRange is an inclusive range of message ids.

@@ -34,6 +34,8 @@ const (
 	Codec_CODEC_ZSTD Codec = 2
 	// Request.zstd_dict.
 	Codec_CODEC_ZSTD_DICT Codec = 3
+	// Request.kafka_zstd.
+	Codec_CODEC_KAFKA_ZSTD Codec = 4
 )
 
 // Enum value maps for Codec.
@@ -43,12 +45,14 @@ var (
 		1: "CODEC_PLAIN",
 		2: "CODEC_ZSTD",
 		3: "CODEC_ZSTD_DICT",
+		4: "CODEC_KAFKA_ZSTD",
 	}
 	Codec_value = map[string]int32{
 		"CODEC_UNSPECIFIED": 0,
 		"CODEC_PLAIN":       1,
 		"CODEC_ZSTD":        2,
 		"CODEC_ZSTD_DICT":   3,
+		"CODEC_KAFKA_ZSTD":  4,
 	}
 )
 
@@ -178,6 +182,7 @@ type Request struct {
 	//	*Request_Zstd
 	//	*Request_ZstdDict
 	//	*Request_Dictionary
+	//	*Request_KafkaZstd
 	Payload       isRequest_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -286,6 +291,15 @@ func (x *Request) GetDictionary() *Dictionary {
 	return nil
 }
 
+func (x *Request) GetKafkaZstd() []byte {
+	if x != nil {
+		if x, ok := x.Payload.(*Request_KafkaZstd); ok {
+			return x.KafkaZstd
+		}
+	}
+	return nil
+}
+
 type isRequest_Payload interface {
 	isRequest_Payload()
 }
@@ -319,6 +333,17 @@ type Request_Dictionary struct {
 	Dictionary *Dictionary `protobuf:"bytes,12,opt,name=dictionary,proto3,oneof"`
 }
 
+type Request_KafkaZstd struct {
+	// The message as the records section of a Kafka v2 record batch (the
+	// bytes after the batch's 61-byte header: record i with key agent_id,
+	// value the record, offsetDelta i, timestampDelta 0 and the one
+	// `sluice` header of message_id, i, record_count and agent_id),
+	// zstd-compressed (a single zstd frame, no dictionary). Sent only
+	// after the sink asked for it (Welcome.codec); a sink in front of
+	// Kafka puts these bytes, untouched, behind a record batch header.
+	KafkaZstd []byte `protobuf:"bytes,13,opt,name=kafka_zstd,json=kafkaZstd,proto3,oneof"`
+}
+
 func (*Request_Hello) isRequest_Payload() {}
 
 func (*Request_Plain) isRequest_Payload() {}
@@ -328,6 +353,8 @@ func (*Request_Zstd) isRequest_Payload() {}
 func (*Request_ZstdDict) isRequest_Payload() {}
 
 func (*Request_Dictionary) isRequest_Payload() {}
+
+func (*Request_KafkaZstd) isRequest_Payload() {}
 
 // Hello opens a Send stream: who the agent is and what it can do.
 type Hello struct {
@@ -838,7 +865,14 @@ type Welcome struct {
 	ProtocolVersion uint32 `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// Sink-assigned id of this stream, logged on both sides to correlate
 	// them.
-	SessionId     string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The payload the sink asks the agent to seal its batches in from now
+	// on; CODEC_UNSPECIFIED leaves it to the agent. Set only to a codec the
+	// Hello listed: CODEC_KAFKA_ZSTD when the sink's store is a Kafka topic
+	// that takes the agent's compressed records as they are. Batches the
+	// agent spooled before keep their encoding, and every sink accepts all
+	// four payloads.
+	Codec         Codec `protobuf:"varint,6,opt,name=codec,proto3,enum=sluice.v1.Codec" json:"codec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -906,6 +940,13 @@ func (x *Welcome) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *Welcome) GetCodec() Codec {
+	if x != nil {
+		return x.Codec
+	}
+	return Codec_CODEC_UNSPECIFIED
 }
 
 // ServiceMessage tells the agent about changes on the sink side. Any subset
@@ -1527,7 +1568,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xb5\x02\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xd6\x02\n" +
 	"\aRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1d\n" +
 	"\n" +
@@ -1540,7 +1581,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\tzstd_dict\x18\v \x01(\v2\x13.sluice.v1.ZstdDictH\x00R\bzstdDict\x127\n" +
 	"\n" +
 	"dictionary\x18\f \x01(\v2\x15.sluice.v1.DictionaryH\x00R\n" +
-	"dictionaryB\t\n" +
+	"dictionary\x12\x1f\n" +
+	"\n" +
+	"kafka_zstd\x18\r \x01(\fH\x00R\tkafkaZstdB\t\n" +
 	"\apayload\"\xbc\x01\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12)\n" +
@@ -1570,14 +1613,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aCredits\x12#\n" +
 	"\rmessage_limit\x18\x01 \x01(\x04R\fmessageLimit\x12\x1d\n" +
 	"\n" +
-	"byte_limit\x18\x02 \x01(\x04R\tbyteLimit\"\xd4\x01\n" +
+	"byte_limit\x18\x02 \x01(\x04R\tbyteLimit\"\xfc\x01\n" +
 	"\aWelcome\x12,\n" +
 	"\acredits\x18\x01 \x01(\v2\x12.sluice.v1.CreditsR\acredits\x12*\n" +
 	"\x11max_message_bytes\x18\x02 \x01(\x04R\x0fmaxMessageBytes\x12%\n" +
 	"\x0edictionary_ids\x18\x03 \x03(\rR\rdictionaryIds\x12)\n" +
 	"\x10protocol_version\x18\x04 \x01(\rR\x0fprotocolVersion\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\"\xf6\x01\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12&\n" +
+	"\x05codec\x18\x06 \x01(\x0e2\x10.sluice.v1.CodecR\x05codec\"\xf6\x01\n" +
 	"\x0eServiceMessage\x12,\n" +
 	"\acredits\x18\x01 \x01(\v2\x12.sluice.v1.CreditsR\acredits\x12%\n" +
 	"\x0equeue_capacity\x18\x02 \x01(\rR\rqueueCapacity\x12%\n" +
@@ -1616,13 +1660,14 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\arecords\x18\x04 \x03(\fR\arecords\"+\n" +
 	"\bEndOfLog\x12\x1f\n" +
 	"\vnext_offset\x18\x01 \x01(\x04R\n" +
-	"nextOffset*T\n" +
+	"nextOffset*j\n" +
 	"\x05Codec\x12\x15\n" +
 	"\x11CODEC_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vCODEC_PLAIN\x10\x01\x12\x0e\n" +
 	"\n" +
 	"CODEC_ZSTD\x10\x02\x12\x13\n" +
-	"\x0fCODEC_ZSTD_DICT\x10\x03*\xdb\x01\n" +
+	"\x0fCODEC_ZSTD_DICT\x10\x03\x12\x14\n" +
+	"\x10CODEC_KAFKA_ZSTD\x10\x04*\xdb\x01\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_CODE_OVERSIZE\x10\x01\x12\x1a\n" +
@@ -1680,22 +1725,23 @@ var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	10, // 6: sluice.v1.Response.welcome:type_name -> sluice.v1.Welcome
 	7,  // 7: sluice.v1.Ack.ranges:type_name -> sluice.v1.IdRange
 	9,  // 8: sluice.v1.Welcome.credits:type_name -> sluice.v1.Credits
-	9,  // 9: sluice.v1.ServiceMessage.credits:type_name -> sluice.v1.Credits
-	12, // 10: sluice.v1.ServiceMessage.error:type_name -> sluice.v1.MessageError
-	13, // 11: sluice.v1.ServiceMessage.store_status:type_name -> sluice.v1.StoreStatus
-	1,  // 12: sluice.v1.MessageError.code:type_name -> sluice.v1.ErrorCode
-	15, // 13: sluice.v1.ReadRequest.start:type_name -> sluice.v1.ReadStart
-	17, // 14: sluice.v1.ReadResponse.message:type_name -> sluice.v1.StoredMessage
-	18, // 15: sluice.v1.ReadResponse.end:type_name -> sluice.v1.EndOfLog
-	2,  // 16: sluice.v1.Sink.Send:input_type -> sluice.v1.Request
-	14, // 17: sluice.v1.Sink.Read:input_type -> sluice.v1.ReadRequest
-	6,  // 18: sluice.v1.Sink.Send:output_type -> sluice.v1.Response
-	16, // 19: sluice.v1.Sink.Read:output_type -> sluice.v1.ReadResponse
-	18, // [18:20] is the sub-list for method output_type
-	16, // [16:18] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 9: sluice.v1.Welcome.codec:type_name -> sluice.v1.Codec
+	9,  // 10: sluice.v1.ServiceMessage.credits:type_name -> sluice.v1.Credits
+	12, // 11: sluice.v1.ServiceMessage.error:type_name -> sluice.v1.MessageError
+	13, // 12: sluice.v1.ServiceMessage.store_status:type_name -> sluice.v1.StoreStatus
+	1,  // 13: sluice.v1.MessageError.code:type_name -> sluice.v1.ErrorCode
+	15, // 14: sluice.v1.ReadRequest.start:type_name -> sluice.v1.ReadStart
+	17, // 15: sluice.v1.ReadResponse.message:type_name -> sluice.v1.StoredMessage
+	18, // 16: sluice.v1.ReadResponse.end:type_name -> sluice.v1.EndOfLog
+	2,  // 17: sluice.v1.Sink.Send:input_type -> sluice.v1.Request
+	14, // 18: sluice.v1.Sink.Read:input_type -> sluice.v1.ReadRequest
+	6,  // 19: sluice.v1.Sink.Send:output_type -> sluice.v1.Response
+	16, // 20: sluice.v1.Sink.Read:output_type -> sluice.v1.ReadResponse
+	19, // [19:21] is the sub-list for method output_type
+	17, // [17:19] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1709,6 +1755,7 @@ func file_sluice_v1_sluice_proto_init() {
 		(*Request_Zstd)(nil),
 		(*Request_ZstdDict)(nil),
 		(*Request_Dictionary)(nil),
+		(*Request_KafkaZstd)(nil),
 	}
 	file_sluice_v1_sluice_proto_msgTypes[4].OneofWrappers = []any{
 		(*Response_Ack)(nil),

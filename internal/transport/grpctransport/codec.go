@@ -97,9 +97,9 @@ func (protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // input), which the caller hands to proto.Unmarshal: the same result, and
 // the same errors, as gRPC's own codec.
 //
-// A reused req keeps its payload wrapper (Request_Plain, Request_Zstd) when
-// the next request carries the same kind, so a stream of batches
-// allocates nothing but the buffer itself.
+// A reused req keeps its payload wrapper (Request_Plain, Request_Zstd,
+// Request_KafkaZstd) when the next request carries the same kind, so a
+// stream of batches allocates nothing but the buffer itself.
 func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 	var (
 		version, count uint32
@@ -130,7 +130,7 @@ func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 			default:
 				return false
 			}
-		case num >= 9 && num <= 12 && typ == protowire.BytesType:
+		case num >= 9 && num <= 13 && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return false
@@ -161,6 +161,12 @@ func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 					return false
 				}
 				req.Payload = &sluicev1.Request_Dictionary{Dictionary: &sluicev1.Dictionary{Id: dictID, Data: data}}
+			case 13:
+				p, ok := prev.(*sluicev1.Request_KafkaZstd)
+				if !ok {
+					p = &sluicev1.Request_KafkaZstd{}
+				}
+				p.KafkaZstd, req.Payload = v[:len(v):len(v)], p
 			}
 		default:
 			return false
@@ -213,6 +219,8 @@ func messageFromRequest(m *protocol.Message, req *sluicev1.Request) bool {
 		m.Codec, m.Payload = protocol.CodecPlain, p.Plain
 	case *sluicev1.Request_Zstd:
 		m.Codec, m.Payload = protocol.CodecZstd, p.Zstd
+	case *sluicev1.Request_KafkaZstd:
+		m.Codec, m.Payload = protocol.CodecKafkaZstd, p.KafkaZstd
 	default:
 		return false
 	}

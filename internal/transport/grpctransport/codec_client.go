@@ -54,8 +54,9 @@ func (o *payloadOwner) Put(*[]byte)       { o.put(o.rec) }
 
 // marshal encodes o.req exactly as proto.Marshal would (fields in number
 // order, zero scalars omitted), the payload not copied. Payloads gRPC would
-// not pool (mem.BufferPoolingThreshold), and requests other than a plain or
-// zstd batch, are marshalled as usual and the record released at once.
+// not pool (mem.BufferPoolingThreshold), and requests other than a plain,
+// zstd or kafka_zstd batch, are marshalled as usual and the record
+// released at once.
 func (o *ownedRequest) marshal() (mem.BufferSlice, error) {
 	var num protowire.Number
 	var payload []byte
@@ -64,6 +65,8 @@ func (o *ownedRequest) marshal() (mem.BufferSlice, error) {
 		num, payload = 9, p.Plain
 	case *sluicev1.Request_Zstd:
 		num, payload = 10, p.Zstd
+	case *sluicev1.Request_KafkaZstd:
+		num, payload = 13, p.KafkaZstd
 	}
 	if num == 0 || mem.IsBelowBufferPoolingThreshold(cap(payload)) {
 		bs, err := encoding.GetCodecV2("proto").Marshal(o.req)

@@ -29,6 +29,7 @@ func TestClientCodecOwned(t *testing.T) {
 	}{
 		{"plain", &sluicev1.Request{Version: 1, MessageId: 7, RecordCount: 3, Payload: &sluicev1.Request_Plain{Plain: big}}, true},
 		{"zstd", &sluicev1.Request{Version: 1, MessageId: 1 << 40, RecordCount: 1 << 20, Payload: &sluicev1.Request_Zstd{Zstd: big}}, true},
+		{"kafka_zstd", &sluicev1.Request{Version: 1, MessageId: 9, RecordCount: 40, Payload: &sluicev1.Request_KafkaZstd{KafkaZstd: big}}, true},
 		{"zero fields", &sluicev1.Request{Payload: &sluicev1.Request_Plain{Plain: big}}, true},
 		{"small", &sluicev1.Request{Version: 1, MessageId: 2, RecordCount: 1, Payload: &sluicev1.Request_Plain{Plain: []byte("abc")}}, false},
 		{"dict", &sluicev1.Request{Version: 1, MessageId: 3, RecordCount: 1, Payload: &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: 5, Data: big}}}, false},

@@ -20,6 +20,8 @@ func TestServerCodecRequest(t *testing.T) {
 		{Version: 1, MessageId: 1 << 40, RecordCount: 1, Payload: &sluicev1.Request_Zstd{Zstd: bytes.Repeat([]byte{9}, 70000)}},
 		{Version: 1, MessageId: 2, Payload: &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: 5, Data: []byte("z")}}},
 		{Version: 1, Payload: &sluicev1.Request_Dictionary{Dictionary: &sluicev1.Dictionary{Id: 9, Data: []byte("dict")}}},
+		{Version: 1, MessageId: 4, RecordCount: 2, Payload: &sluicev1.Request_KafkaZstd{KafkaZstd: bytes.Repeat([]byte{7}, 70000)}},
+		{Version: 1, MessageId: 5, RecordCount: 1, Payload: &sluicev1.Request_KafkaZstd{KafkaZstd: []byte("k")}},
 		{Version: 1, Payload: &sluicev1.Request_Plain{}},
 		{Version: 2, MessageId: 3},
 		{},

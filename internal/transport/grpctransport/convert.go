@@ -36,6 +36,8 @@ func RequestFromFrame(req *sluicev1.Request, f protocol.Frame) error {
 			req.Payload = &sluicev1.Request_Zstd{Zstd: f.Payload}
 		case protocol.CodecZstdDict:
 			req.Payload = &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: f.DictID, Data: f.Payload}}
+		case protocol.CodecKafkaZstd:
+			req.Payload = &sluicev1.Request_KafkaZstd{KafkaZstd: f.Payload}
 		default:
 			return fmt.Errorf("message %d: codec %v cannot be sent", f.ID, f.Codec)
 		}
@@ -72,6 +74,8 @@ func FrameFromRequest(req *sluicev1.Request) (protocol.Frame, error) {
 	case *sluicev1.Request_ZstdDict:
 		return &protocol.Message{ID: req.GetMessageId(), Records: req.GetRecordCount(), Codec: protocol.CodecZstdDict,
 			DictID: p.ZstdDict.GetDictionaryId(), Payload: p.ZstdDict.GetData()}, nil
+	case *sluicev1.Request_KafkaZstd:
+		return &protocol.Message{ID: req.GetMessageId(), Records: req.GetRecordCount(), Codec: protocol.CodecKafkaZstd, Payload: p.KafkaZstd}, nil
 	case *sluicev1.Request_Dictionary:
 		return &protocol.Dictionary{ID: p.Dictionary.GetId(), Data: p.Dictionary.GetData()}, nil
 	}
@@ -90,6 +94,8 @@ func payloadName(req *sluicev1.Request) string {
 		return "zstd"
 	case *sluicev1.Request_ZstdDict:
 		return "zstd_dict"
+	case *sluicev1.Request_KafkaZstd:
+		return "kafka_zstd"
 	case *sluicev1.Request_Dictionary:
 		return "dictionary"
 	}
@@ -117,7 +123,7 @@ func ResponseFromFrame(f protocol.Frame) (*sluicev1.Response, error) {
 	case *protocol.Welcome:
 		resp.Body = &sluicev1.Response_Welcome{Welcome: &sluicev1.Welcome{
 			Credits: toCredits(&f.Credits), MaxMessageBytes: f.MaxMessageBytes, DictionaryIds: f.DictionaryIDs,
-			ProtocolVersion: f.Version, SessionId: f.SessionID,
+			ProtocolVersion: f.Version, SessionId: f.SessionID, Codec: sluicev1.Codec(f.Codec),
 		}}
 	case *protocol.Ack:
 		rs := make([]*sluicev1.IdRange, len(f.Ranges))
@@ -154,7 +160,7 @@ func FramesFromResponse(dst []protocol.Frame, r *sluicev1.Response) []protocol.F
 			cr = *c
 		}
 		return append(dst, &protocol.Welcome{Version: w.GetProtocolVersion(), Credits: cr, MaxMessageBytes: w.GetMaxMessageBytes(),
-			DictionaryIDs: w.GetDictionaryIds(), SessionID: w.GetSessionId()})
+			DictionaryIDs: w.GetDictionaryIds(), SessionID: w.GetSessionId(), Codec: protocol.Codec(w.GetCodec())})
 	case *sluicev1.Response_Ack:
 		rs := make([]protocol.IDRange, len(b.Ack.GetRanges()))
 		for i, r := range b.Ack.GetRanges() {

@@ -85,6 +85,13 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 		dst = binary.AppendUvarint(dst, f.MaxMessageBytes)
 		dst = appendIDs(dst, f.DictionaryIDs)
 		dst = fields.AppendString(dst, f.SessionID)
+		// The codec byte is there only when a codec is asked for, which a
+		// sink does only of an agent whose Hello listed it: an older
+		// agent, whose decoder refuses bytes after the session id, never
+		// gets it.
+		if f.Codec != protocol.CodecUnspecified {
+			dst = append(dst, byte(f.Codec))
+		}
 		return dst, nil, nil
 	case *protocol.Ack:
 		dst = append(dst, typeAck)
@@ -210,6 +217,9 @@ func Decode(header, body []byte) (protocol.Frame, error) {
 		w.MaxMessageBytes = d.Uvarint()
 		w.DictionaryIDs = ids(&d)
 		w.SessionID = d.Text()
+		if d.Err() == nil && len(d.Rest()) > 0 {
+			w.Codec = protocol.Codec(d.Byte())
+		}
 		f = w
 	case typeAck:
 		a := &protocol.Ack{}

@@ -16,6 +16,8 @@ var frames = []protocol.Frame{
 	&protocol.Message{ID: 42, Records: 3, Codec: protocol.CodecZstdDict, DictID: 9, Payload: []byte("batch bytes")},
 	&protocol.Dictionary{ID: 9, Data: []byte("dict")},
 	&protocol.Welcome{Version: 1, Credits: protocol.Credits{Messages: 64, Bytes: 1 << 30}, MaxMessageBytes: 4 << 20, DictionaryIDs: []uint32{9}, SessionID: "s-1"},
+	&protocol.Welcome{Version: 1, SessionID: "s-2", Codec: protocol.CodecKafkaZstd},
+	&protocol.Message{ID: 43, Records: 2, Codec: protocol.CodecKafkaZstd, Payload: []byte("records section")},
 	&protocol.Ack{Ranges: []protocol.IDRange{{First: 1, Last: 1}, {First: 3, Last: 1<<64 - 1}}},
 	&protocol.Ack{},
 	&protocol.Credit{Credits: &protocol.Credits{Messages: 1, Bytes: 2}, QueueCapacity: 7, DictionaryIDs: []uint32{3}, Store: &protocol.StoreStatus{Available: true, Detail: "ok"}},
@@ -130,4 +132,24 @@ func normalize(f protocol.Frame) protocol.Frame {
 		}
 	}
 	return f
+}
+
+// TestWelcomeWithoutCodecIsTheOldFrame: a Welcome that asks for no codec
+// encodes exactly as before the codec byte existed, so an agent of an
+// older version (whose decoder refuses bytes after the session id) still
+// reads it; one that asks for a codec has the one byte more.
+func TestWelcomeWithoutCodecIsTheOldFrame(t *testing.T) {
+	w := &protocol.Welcome{Version: 1, SessionID: "s"}
+	old, _, err := Encode(nil, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Codec = protocol.CodecKafkaZstd
+	asked, _, err := Encode(nil, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != len(old)+1 || !bytes.Equal(asked[:len(old)], old) || asked[len(old)] != byte(protocol.CodecKafkaZstd) {
+		t.Fatalf("without codec %x, with %x", old, asked)
+	}
 }

@@ -151,6 +151,9 @@ func (k *Store) appendOwn(msgs []*store.Message) (bytes int64, nrecs int, err er
 					o.sealBatch(part, now)
 				}
 				o.jobs <- sealJob{part: part, agentZstd: it.Body, n: int(it.Records), now: now}
+				// Its values' bytes are not known without
+				// decompressing: count the body as received, as the
+				// embedded store does.
 				bytes += int64(len(it.Body))
 				nrecs += int(it.Records)
 				continue

@@ -16,6 +16,10 @@ const (
 	reasonUnknownDict = "unknown_dictionary"
 	reasonOverCredit  = "over_credit"
 	reasonEmpty       = "empty_batch"
+	// reasonKafkaRecords: a kafka_zstd message whose records section is
+	// not the one its agent must send (another key or message id in a
+	// record, a wrong count or offset, bytes left over).
+	reasonKafkaRecords = "malformed_kafka_records"
 )
 
 // metrics are the sink's Prometheus metrics, all named sluice_sink_*.
@@ -150,7 +154,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 		kafkaCatchUp: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "kafka_catchup_seconds",
 			Help: "Kafka store: time from an agent's Hello until the dedup tailer had read the topic up to its end as of then.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit, reasonEmpty} {
+	for _, r := range []string{reasonVersion, reasonNoPayload, reasonOversize, reasonCorrupt, reasonBatch, reasonCount, reasonUnknownDict, reasonOverCredit, reasonEmpty, reasonKafkaRecords} {
 		m.rejected.WithLabelValues(r)
 	}
 	m.streams.WithLabelValues("send")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,13 @@ type session struct {
 	// ownPayloads: conn hands over what Recv returns (see
 	// protocol.PayloadOwner), so a payload is kept without a copy.
 	ownPayloads bool
+	// storeTakesKafka: the store takes codec.KafkaZstd bodies as they
+	// are (store.TakesKafkaRecords); otherwise the receiver converts
+	// them (kafkaConv) into zstd batches before the writer sees them.
+	storeTakesKafka bool
+	// kafkaConv is the receiver's, created at the first KafkaZstd
+	// message that needs converting.
+	kafkaConv *kafkaConverter
 
 	// mu guards rcv, flow, pending and creditsDirty (see session).
 	mu sync.Mutex
@@ -180,18 +188,26 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	}
 	welcome.DictionaryIDs = known
 	welcome.SessionID = newSessionID()
+	takesKafka := store.TakesKafkaRecords(s.store)
+	// Only an agent that listed the codec reads a Welcome asking for it
+	// (older agents do not know it; RSocket's Welcome carries the codec
+	// byte only when one is asked).
+	if takesKafka && slices.Contains(hello.Codecs, protocol.CodecKafkaZstd) {
+		welcome.Codec = protocol.CodecKafkaZstd
+	}
 	po, _ := c.(protocol.PayloadOwner)
 	st := &session{
 		s: s, conn: c, agent: agent, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
-		acks:        store.NewAcks(),
-		ownPayloads: po != nil && po.PayloadsOwned(),
-		log:         s.log.With("agent_id", agent, "session", welcome.SessionID),
-		ended:       make(chan error, 1),
-		kick:        make(chan struct{}, 1),
-		out:         make(chan protocol.Frame, 256),
-		sendDone:    make(chan struct{}),
-		done:        make(chan struct{}),
-		statusCh:    make(chan *protocol.StoreStatus, 1),
+		acks:            store.NewAcks(),
+		ownPayloads:     po != nil && po.PayloadsOwned(),
+		storeTakesKafka: takesKafka,
+		log:             s.log.With("agent_id", agent, "session", welcome.SessionID),
+		ended:           make(chan error, 1),
+		kick:            make(chan struct{}, 1),
+		out:             make(chan protocol.Frame, 256),
+		sendDone:        make(chan struct{}),
+		done:            make(chan struct{}),
+		statusCh:        make(chan *protocol.StoreStatus, 1),
 	}
 	st.flow.init(s)
 	// With Kafka, the agent's messages wait until this sink has read
@@ -208,7 +224,7 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 		return err
 	}
 	st.log.Info("sink: agent connected", "peer", peer.Addr, "agent_watermark", hello.Watermark,
-		"credits", welcome.Credits.Messages, "dictionaries", known)
+		"credits", welcome.Credits.Messages, "dictionaries", known, "codec", welcome.Codec.String())
 	return st.run(ctx)
 }
 

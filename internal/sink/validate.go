@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -120,12 +121,14 @@ func (st *session) check(f *protocol.Message, dec *codec.Decoder) inbound {
 		unknown    = protocol.CodeUnknownDictionary
 	)
 	switch {
-	case kind != codec.Plain && kind != codec.Zstd && kind != codec.ZstdDict:
+	case kind != codec.Plain && kind != codec.Zstd && kind != codec.ZstdDict && kind != codec.KafkaZstd:
 		return reject(badPayload, reasonNoPayload, false, "Request without a payload")
 	case size > limit:
 		return reject(oversize, reasonOversize, false, "payload of %d bytes exceeds max_message_bytes %d", size, limit)
 	case kind == codec.ZstdDict && dictID == 0:
 		return reject(badPayload, reasonCorrupt, false, "zstd_dict payload with dictionary_id 0")
+	case kind == codec.KafkaZstd && dictID != 0:
+		return reject(badPayload, reasonCorrupt, false, "kafka_zstd payload with dictionary_id %d: it takes none", dictID)
 	}
 	if kind == codec.ZstdDict && !dec.HasDictionary(dictID) {
 		dict, ok, err := st.s.dicts.Get(st.agent, dictID)
@@ -160,6 +163,9 @@ func (st *session) check(f *protocol.Message, dec *codec.Decoder) inbound {
 			return reject(badPayload, reasonCorrupt, false, "payload does not decompress: %v", err)
 		}
 	}
+	if kind == codec.KafkaZstd {
+		return st.checkKafkaRecords(f, body, decoded, reject)
+	}
 	n, err := batch.Count(decoded)
 	if err != nil {
 		return reject(badPayload, reasonBatch, false, "not a valid batch: %v", err)
@@ -192,4 +198,110 @@ func (st *session) check(f *protocol.Message, dec *codec.Decoder) inbound {
 	return inbound{kind: inMessage, id: id, size: size, msg: store.Message{
 		Agent: st.agent, AgentB: st.agentB, ID: id, Codec: kind, DictID: dictID, Records: f.Records, Body: body, Acks: st.acks,
 	}}
+}
+
+// checkKafkaRecords validates a codec.KafkaZstd message whose payload
+// decompressed to decoded: a Kafka records section that must be exactly
+// the one kafkarec.AppendRecords builds for this agent's message f.ID
+// (kafkarec.Records). This binds the records to the session's identity:
+// every record's key and sluice header name the agent the credentials
+// proved and this message id, or the message is refused whole; otherwise
+// an agent could write records in another agent's name, which every
+// sink's tailer would index as that agent's stored messages. A store that
+// takes such bodies (store.TakesKafkaRecords) gets the payload as it came;
+// for any other the message is converted here into what the agent would
+// have sent with codec.Zstd.
+func (st *session) checkKafkaRecords(f *protocol.Message, body, decoded []byte,
+	reject func(protocol.ErrorCode, string, bool, string, ...any) inbound) inbound {
+	id, size := f.ID, int64(len(body))
+	switch {
+	case f.Records == 0:
+		return reject(protocol.CodeBadPayload, reasonEmpty, false, "empty batch: a message holds at least one record")
+	case f.Records > batch.MaxRecords:
+		return reject(protocol.CodeBadPayload, reasonCount, false, "record_count %d: a message holds at most %d records", f.Records, batch.MaxRecords)
+	}
+	var conv *kafkaConverter
+	if !st.storeTakesKafka {
+		if st.kafkaConv == nil {
+			st.kafkaConv = &kafkaConverter{enc: codec.NewEncoder(codec.LevelDefault)}
+		}
+		conv = st.kafkaConv
+		conv.b.Reset()
+	}
+	var b *batch.Builder
+	if conv != nil {
+		b = &conv.b
+	}
+	longest, err := kafkaRecords(decoded, st.agentB, id, f.Records, b)
+	if err != nil {
+		return reject(protocol.CodeBadPayload, reasonKafkaRecords, false, "%v", err)
+	}
+	if rl := st.s.recordLimit(); rl > 0 && longest > rl {
+		return reject(protocol.CodeOversize, reasonOversize, false, "a record of %d bytes is larger than the Kafka topic takes (%d bytes; its max.message.bytes less overhead)", longest, rl)
+	}
+	st.s.m.decodedBytes.Add(float64(len(decoded)))
+	kind := codec.KafkaZstd
+	switch {
+	case conv != nil:
+		if body, err = conv.seal(); err != nil {
+			st.log.Error("sink: cannot convert a kafka_zstd message", "message_id", id, "err", err)
+			return inbound{kind: inFatal, err: protocol.Errorf(protocol.StatusInternal, "message %d could not be converted for the store", id)}
+		}
+		kind = codec.Zstd
+	case !st.ownPayloads:
+		// The transport may reuse the payload's memory on the next Recv.
+		body = bytes.Clone(body)
+	}
+	return inbound{kind: inMessage, id: id, size: size, msg: store.Message{
+		Agent: st.agent, AgentB: st.agentB, ID: id, Codec: kind, Records: f.Records, Body: body, Acks: st.acks,
+	}}
+}
+
+// kafkaRecords checks that section is the records section of count records
+// of agent's message (kafkarec.Records) and returns the longest record
+// value; when b is not nil it also adds every value to b, in order. Its
+// error says which record is wrong and how, for the agent.
+func kafkaRecords(section, agent []byte, message uint64, count uint32, b *batch.Builder) (longest int, err error) {
+	err = kafkarec.Records(section, agent, message, int(count), func(_ int, value []byte) error {
+		longest = max(longest, len(value))
+		if b != nil {
+			return b.Add(value)
+		}
+		return nil
+	})
+	var me *kafkarec.MalformedError
+	switch {
+	case errors.As(err, &me) && me.Record >= 0:
+		return 0, fmt.Errorf("not the Kafka records section of message %d of this agent: record %d of %d (byte %d): %s",
+			message, me.Record, count, me.Offset, me.Reason)
+	case errors.As(err, &me):
+		return 0, fmt.Errorf("not the Kafka records section of message %d of this agent: byte %d: %s", message, me.Offset, me.Reason)
+	case err != nil:
+		return 0, fmt.Errorf("kafka_zstd records of message %d: %w", message, err)
+	}
+	return longest, nil
+}
+
+// kafkaConverter turns the records of a codec.KafkaZstd message into a
+// zstd batch (internal/batch's body, codec.Zstd) for a store that does
+// not take Kafka records sections. One per session, used by its receiver
+// only: the message is stored exactly as if its agent had sent it with
+// codec.Zstd, and reads back the same way.
+type kafkaConverter struct {
+	b   batch.Builder
+	enc *codec.Encoder
+}
+
+// convertKeep bounds the batch buffer a converter keeps between messages,
+// as decodeBufs does for decompression buffers.
+const convertKeep = 8 << 20
+
+// seal compresses the batch built and returns it in memory of its own
+// (the message owns its body until it is stored).
+func (c *kafkaConverter) seal() ([]byte, error) {
+	out, err := c.enc.Encode(nil, c.b.Bytes(), codec.Zstd, 0)
+	if c.b.Cap() > convertKeep {
+		c.b = batch.Builder{}
+	}
+	return out, err
 }

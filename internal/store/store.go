@@ -66,6 +66,24 @@ type Store interface {
 	Close() error
 }
 
+// KafkaRecordsTaker is implemented by a Store that may take messages
+// whose Codec is codec.KafkaZstd (a zstd frame of a Kafka records
+// section, kafkarec.AppendRecords') with their bodies as the agents sent
+// them: the Kafka store writing its own record batches puts such a body,
+// untouched, behind a record batch header. A Store that does not
+// implement it, or says false, gets such messages converted by the
+// session into a zstd internal/batch batch, as if the agent had sent that.
+type KafkaRecordsTaker interface {
+	TakesKafkaRecords() bool
+}
+
+// TakesKafkaRecords reports whether s takes codec.KafkaZstd bodies as they
+// are (see KafkaRecordsTaker).
+func TakesKafkaRecords(s Store) bool {
+	t, ok := s.(KafkaRecordsTaker)
+	return ok && t.TakesKafkaRecords()
+}
+
 // Reader is a store read back by position, as a consumer's read session
 // needs it: bounds, an iterator, a wait for what is not stored yet, and
 // consumer groups' committed positions. The embedded store implements it

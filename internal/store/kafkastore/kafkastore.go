@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -236,8 +237,11 @@ type Store struct {
 	// when none is in progress: the monitor's measure of a stall.
 	inflightSince atomic.Int64
 
-	// Only the writer's goroutine uses dec and own.
+	// Only the writer's goroutine uses dec, sectionDec and own.
 	dec store.BodyDecoder
+	// sectionDec decompresses kafka_zstd messages that are split
+	// (splitSection); nil until the first.
+	sectionDec *codec.Decoder
 	// own writes the sink's own record batches (ownbatch.go): with the
 	// default compression (zstd) and headers; nil otherwise, when the
 	// records go through franz-go's producer.
@@ -668,11 +672,22 @@ func (m *msgRecords) promise(r *kgo.Record, err error) {
 	c.wg.Done()
 }
 
+// TakesKafkaRecords reports whether the store takes codec.KafkaZstd
+// bodies as agents sent them (store.KafkaRecordsTaker): with its own
+// record batches (zstd, the one header), which it puts such a body in
+// untouched. Through franz-go's producer (another compression, or the four
+// headers) every record is produced on its own, so the session converts
+// those messages into batches first.
+func (k *Store) TakesKafkaRecords() bool { return k.own != nil }
+
 // split decompresses it into m.body and slices its records into m.recs
 // (values only), in one pass over it (it was three): a message that is malformed, disagrees with
 // its record count or holds a record larger than the topic takes is not
 // produced at all.
 func (k *Store) split(m *msgRecords, it *store.Message) error {
+	if it.Codec == codec.KafkaZstd {
+		return k.splitSection(m, it)
+	}
 	body := it.Body
 	if it.Codec != codec.Plain {
 		var err error
@@ -693,6 +708,30 @@ func (k *Store) split(m *msgRecords, it *store.Message) error {
 		err = fmt.Errorf("%d records, header says %d", len(m.recs), it.Records)
 	}
 	return err
+}
+
+// splitSection is split for a kafka_zstd message too large for a batch
+// of its own (agentBatchFits): its records section is decompressed and
+// checked again (the session did; this costs nothing on the common path)
+// and its values sliced into m.recs, from which the writer builds batches
+// as for any message.
+func (k *Store) splitSection(m *msgRecords, it *store.Message) error {
+	if k.sectionDec == nil {
+		k.sectionDec = codec.NewDecoder(defaults.SinkMaxMessageLimit)
+	}
+	section, err := k.sectionDec.Decode(m.body[:0], it.Body, codec.KafkaZstd, it.DictID)
+	if err != nil {
+		return fmt.Errorf("decompress: %w", err)
+	}
+	m.body = section[:0]
+	m.recs = m.recs[:0]
+	return kafkarec.Records(section, it.AgentB, it.ID, int(it.Records), func(_ int, v []byte) error {
+		if len(v) > k.recordLimit {
+			return fmt.Errorf("a record of %d bytes is larger than the topic takes (%d)", len(v), k.recordLimit)
+		}
+		m.recs = append(m.recs, kgo.Record{Value: v})
+		return nil
+	})
 }
 
 // produce gives the producer m's records, with their headers, and returns

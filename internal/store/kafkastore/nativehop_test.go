@@ -2,9 +2,11 @@ package kafkastore
 
 import (
 	"bytes"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/batch"
@@ -12,6 +14,8 @@ import (
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/lab/metricsgen"
+	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/testkit/kafkatest"
 )
 
 // BenchmarkNativeHop measures, in isolation, what the Kafka-native hop of
@@ -44,6 +48,10 @@ import (
 // (part=batch-compressor). Command (docs/benchmarks.md, issue 27):
 //
 //	go test -run '^$' -bench BenchmarkNativeHop -count 5 ./internal/store/kafkastore/
+//
+// The store's path for these messages is now built (ownbatch.go,
+// sealAgentBatch): BenchmarkAppendAgentBatches measures it through a
+// broker.
 func BenchmarkNativeHop(b *testing.B) {
 	body, n := nativeHopBody(b)
 	agent := []byte("bench-agent-1")
@@ -205,4 +213,75 @@ func splitAndHeaders(b *testing.B, body, agent []byte, message uint64, recs []kg
 		recs[i] = kgo.Record{Topic: "t", Key: agent, Value: recs[i].Value, Headers: hdrs[i : i+1 : i+1], Timestamp: now}
 	}
 	return recs, hdrs, values
+}
+
+// BenchmarkAppendAgentBatches is BenchmarkNativeHop's sink side through
+// the real store: one Append of one message of bench ingest's records
+// (nativeHopBody, ~1,300 records, 256 KiB) to a single-node broker with
+// the default store (its own batches, zstd), the message as the agent
+// sends it today (body=zstd: decompressed, split, encoded and compressed
+// again by the store) or sealed as a Kafka records section
+// (body=kafka_zstd: the agent's bytes behind a batch header). The
+// session's check (decompressing the section, kafkarec.Records) is not in
+// it: BenchmarkNativeHop's sink=native counts that. cpu-ns/record is this
+// process's CPU (the broker is another process).
+//
+//	SLUICE_KAFKA=require go test -run '^$' -bench BenchmarkAppendAgentBatches -benchmem ./internal/store/kafkastore/
+func BenchmarkAppendAgentBatches(b *testing.B) {
+	br := kafkatest.Start(b)
+	body, n := nativeHopBody(b)
+	agent := []byte("bench-agent-1")
+	enc := codec.NewEncoder(codec.LevelDefault)
+	for _, kind := range []codec.Kind{codec.Zstd, codec.KafkaZstd} {
+		b.Run("body="+kind.String(), func(b *testing.B) {
+			u, err := ParseURL("kafka://" + br.Addr + "/bench-agent-" + kind.String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			k, _, err := Open(benchEnv(b), u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer k.Close()
+			id := uint64(0)
+			// The message ids are in the records section: seal each
+			// message before the timed loop.
+			bodies := make([][]byte, 64)
+			for i := range bodies {
+				src := body
+				if kind == codec.KafkaZstd {
+					if src, _, err = kafkarec.AppendRecords(nil, body, agent, uint64(i+1)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				bodies[i], _ = enc.Encode(nil, src, kind, 0)
+			}
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				id++
+				if kind == codec.KafkaZstd && id > uint64(len(bodies)) {
+					// Reuse the sealed messages: Kafka does not care
+					// that a message id repeats.
+					id = 1
+				}
+				m := &store.Message{Agent: string(agent), AgentB: agent, ID: id, Records: uint32(n), Codec: kind,
+					Body: bodies[(id-1)%uint64(len(bodies))]}
+				if _, err := k.Append([]*store.Message{m}); err != nil || m.DropErr != nil {
+					b.Fatal(err, m.DropErr)
+				}
+			}
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N*n), "cpu-ns/record")
+		})
+	}
+}
+
+// benchEnv is testEnv for a benchmark.
+func benchEnv(b *testing.B) Env {
+	dir := b.TempDir()
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "c_total"}) }
+	h := func() prometheus.Histogram { return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"}) }
+	return Env{Log: slog.New(slog.DiscardHandler), DataDir: dir, MaxMessageBytes: defaults.SinkMaxMessage,
+		StartTimeout: time.Minute, Dicts: store.NewDicts(dir), OnStatus: func(bool, string) {},
+		Metrics: Metrics{Produce: h(), CatchUp: h(), Records: c(), TailRecords: c(), Foreign: c(), TailSkipped: c(),
+			Lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}}
 }

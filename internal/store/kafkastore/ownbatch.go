@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -20,9 +21,11 @@ import (
 // franz-go's producer one record at a time. The records are the same
 // (key: the agent id; one header; the message's timestamp), so any Kafka
 // consumer reads them as before. It is the first half of the Kafka-native
-// hop (docs/benchmarks.md, issue 27's seventh pass): the second has the
-// agent compress the records section itself, and the store wrap it as it
-// came instead of compressing it here.
+// hop (docs/benchmarks.md, issue 27's seventh pass). The second half: a
+// message an agent sealed as a Kafka records section (codec.KafkaZstd,
+// checked by the sink's session) is not decoded here at all; its
+// compressed bytes become a batch of their own behind a header
+// (sealAgentBatch), in its partition's order among the other messages.
 
 // ownBatchWriter is what Append needs for the sink's own batches. Only
 // the writer's goroutine uses it, and, during an Append, the compressor
@@ -51,12 +54,15 @@ type ownBatchWriter struct {
 	jobs  chan sealJob
 }
 
-// sealJob is a section for the compressor to make a batch of.
+// sealJob is a section for the compressor to make a batch of, or, with
+// agentZstd set, a kafka_zstd message's body: a records section the agent
+// compressed, which the compressor puts behind a batch header as it is.
 type sealJob struct {
-	part    int32
-	section []byte
-	n       int
-	now     int64
+	part      int32
+	section   []byte
+	agentZstd []byte
+	n         int
+	now       int64
 }
 
 // ownSections is how many sections the writer and the compressor share:
@@ -91,10 +97,16 @@ func (o *ownBatchWriter) compress(done chan<- struct{}) {
 		if o.used == len(o.bufs) {
 			o.bufs = append(o.bufs, nil)
 		}
-		o.bufs[o.used] = o.seal(o.bufs[o.used][:0], j)
+		if j.agentZstd != nil {
+			o.bufs[o.used] = sealAgentBatch(o.bufs[o.used][:0], j)
+		} else {
+			o.bufs[o.used] = o.seal(o.bufs[o.used][:0], j)
+		}
 		o.round.Add(outBatch{Partition: j.part, Data: o.bufs[o.used]})
 		o.used++
-		o.free <- j.section
+		if j.agentZstd == nil {
+			o.free <- j.section // an agent's batch took no section
+		}
 	}
 }
 
@@ -131,6 +143,21 @@ func (k *Store) appendOwn(msgs []*store.Message) (bytes int64, nrecs int, err er
 		o.section, o.n = o.section[:0], 0
 		for ; g < len(o.byPart) && o.byPart[g].part == part; g++ {
 			it := msgs[o.byPart[g].msg]
+			if k.agentBatchFits(it) {
+				// The agent's records, compressed by the agent, are a
+				// batch of their own: what the section holds so far
+				// goes first, so the partition keeps message order.
+				if o.n > 0 {
+					o.sealBatch(part, now)
+				}
+				o.jobs <- sealJob{part: part, agentZstd: it.Body, n: int(it.Records), now: now}
+				// Its values' bytes are not known without
+				// decompressing: count the body as received, as the
+				// embedded store does.
+				bytes += int64(len(it.Body))
+				nrecs += int(it.Records)
+				continue
+			}
 			m := msgRecordsPool.Get().(*msgRecords)
 			if err := k.split(m, it); err != nil || len(m.recs) == 0 {
 				m.release()
@@ -216,6 +243,32 @@ func (o *ownBatchWriter) seal(dst []byte, j sealJob) []byte {
 	dst, _ = kafkarec.AppendBatchHeader(dst, kafkarec.BatchHeader{Records: j.n, Timestamp: j.now,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
 	dst = o.enc.EncodeAll(j.section, dst)
+	kafkarec.SealBatch(dst[start:])
+	return dst
+}
+
+// agentBatchFits reports whether it is a kafka_zstd message (codec.KafkaZstd)
+// that the writer sends as it came, as a batch of its own: the session
+// checked its records section (key, sluice header and offsetDelta of every
+// record), so it only needs a header, and the batch must fit the topic's
+// max.message.bytes. A larger one is decompressed and split into batches
+// like any other message (split), which the broker takes.
+func (k *Store) agentBatchFits(it *store.Message) bool {
+	return it.Codec == codec.KafkaZstd && it.Records > 0 && it.DictID == 0 &&
+		kafkarec.BatchHeaderLen+len(it.Body) <= k.recordLimit+kafkaRecordOverhead
+}
+
+// sealAgentBatch appends to dst the record batch of j, a kafka_zstd
+// message: kafkarec's header (zstd, j.n records, every record at j.now;
+// the producer id, epoch and sequence are seqWriter's to stamp), then the
+// agent's compressed bytes, untouched. Nothing is decompressed or
+// compressed: this is the Kafka-native hop's saving.
+func sealAgentBatch(dst []byte, j sealJob) []byte {
+	start := len(dst)
+	// j.n ≥ 1 (agentBatchFits).
+	dst, _ = kafkarec.AppendBatchHeader(dst, kafkarec.BatchHeader{Records: j.n, Timestamp: j.now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
+	dst = append(dst, j.agentZstd...)
 	kafkarec.SealBatch(dst[start:])
 	return dst
 }

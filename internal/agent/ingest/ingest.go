@@ -6,7 +6,8 @@
 // Config.CompressWorkers) and appends them to the spool in order (the
 // spool writer, one fdatasync per group). An ingest call returns once
 // its records are durable. What is spooled is announced on Spooled for
-// the driver.
+// the driver. When the sink asks for it (SetSealKafka) a zstd agent seals
+// its messages as Kafka records sections instead of batches (kafka.go).
 package ingest
 
 import (

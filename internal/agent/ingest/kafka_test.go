@@ -391,3 +391,43 @@ func BenchmarkSealKafka(b *testing.B) {
 		})
 	}
 }
+
+// TestKafkaSealAllocatesNoMore: compressing a message as a Kafka records
+// section allocates no more than compressing its batch: the section is
+// built in the encoder's own buffer, reused from message to message.
+func TestKafkaSealAllocatesNoMore(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
+	}
+	g := &Ingester{log: slog.New(slog.DiscardHandler), agentID: []byte("agent-allocs")}
+	enc := &encoder{Encoder: codec.NewEncoder(codec.LevelDefault)}
+	recs := make([][]byte, 300)
+	for i := range recs {
+		recs[i] = fmt.Appendf(nil, "cpu_seconds_total{host=\"h-%d\",core=\"%d\"} %d", i%17, i%8, i*7919)
+	}
+	allocs := func(kind codec.Kind) float64 {
+		one := func() {
+			b := getBuilder(64 << 10)
+			for _, r := range recs {
+				if err := b.Add(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := sealedMsg{b: b, kind: kind, records: b.Count(), raw: b.Len(), id: 1 << 20, ready: make(chan struct{})}
+			g.compressWith(&m, enc)
+			if m.kind != kind {
+				t.Fatalf("sealed as %v, want %v", m.kind, kind)
+			}
+			spool.PutBuf(m.rec)
+		}
+		for range 3 {
+			one()
+		}
+		return testing.AllocsPerRun(50, one)
+	}
+	zstd, kafka := allocs(codec.Zstd), allocs(codec.KafkaZstd)
+	if kafka > zstd {
+		t.Fatalf("a Kafka records section costs %.1f allocations per message, a zstd batch %.1f", kafka, zstd)
+	}
+	t.Logf("allocations per message: zstd %.1f, Kafka section %.1f", zstd, kafka)
+}

@@ -57,7 +57,27 @@ type Agent struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// sealMu guards what the sink asked for last (sealKafka, told by the
+	// driver at each Welcome) and the ingester it goes to (sealTo, set
+	// once it exists): the driver dials before the ingester is made, and
+	// a Welcome may come first.
+	sealMu    sync.Mutex
+	sealKafka bool
+	sealTo    *ingest.Ingester
+
 	closeOnce sync.Once
+}
+
+// setSealKafka passes the sink's ask for Kafka records sections (see
+// driver.Config.SealKafka) to the ingester, or keeps it for the ingester
+// not made yet.
+func (a *Agent) setSealKafka(on bool) {
+	a.sealMu.Lock()
+	defer a.sealMu.Unlock()
+	a.sealKafka = on
+	if a.sealTo != nil {
+		a.sealTo.SetSealKafka(on)
+	}
 }
 
 // New opens the spool, resumes delivery of everything not yet
@@ -139,7 +159,7 @@ func New(cfg Config) (*Agent, error) {
 	a.driver = driver.Start(ctx, driver.Config{
 		Dialers: dialers, Addrs: addrs, Dictionary: cfg.Dictionary, Compression: cfg.Compression,
 		MaxMessageBytes: cfg.MaxMessageBytes, HandshakeTimeout: orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
-		Logger: a.log, Now: a.now,
+		Logger: a.log, Now: a.now, SealKafka: a.setSealKafka,
 	}, sender, sp, m, backlog)
 	a.ingest, err = ingest.New(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
@@ -154,6 +174,10 @@ func New(cfg Config) (*Agent, error) {
 		sp.Close()
 		return nil, err
 	}
+	a.sealMu.Lock()
+	a.sealTo = a.ingest
+	a.ingest.SetSealKafka(a.sealKafka)
+	a.sealMu.Unlock()
 	a.collect = collect.New(collect.Config{Ingest: a.Ingest, MaxRecordBytes: cfg.MaxRecordBytes, Tokens: cfg.IngestTokens,
 		BodyIdleTimeout: cmp.Or(cfg.bodyIdle, cfg.IngestBodyIdleTimeout), Logger: a.log, Registry: cfg.Registry, StallTimeout: cfg.StallTimeout})
 	a.log.Info("agent started", "agent_id", sp.ID(), "sink", cfg.SinkAddr, "spool", cfg.SpoolDir,

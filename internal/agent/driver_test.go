@@ -231,7 +231,7 @@ func TestDriverDelivers(t *testing.T) {
 			svc.mu.Lock()
 			h := svc.hellos[0]
 			svc.mu.Unlock()
-			if h.AgentID != a.ID() || h.Version != protocol.Version || len(h.Codecs) != 3 {
+			if h.AgentID != a.ID() || h.Version != protocol.Version || len(h.Codecs) != 4 {
 				t.Errorf("Hello %+v", h)
 			}
 			if v, _ := value(t, reg, "sluice_agent_sink_up", nil); v != 1 {

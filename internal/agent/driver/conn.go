@@ -87,8 +87,11 @@ func (c *conn) take(buf []queued) (ids []queued, dict *codec.Dictionary, ok bool
 	}
 }
 
-// codecs are what this agent can send, in the Hello.
-var codecs = []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd, protocol.CodecZstdDict}
+// codecs are what this agent can send, in the Hello. CodecKafkaZstd is
+// listed whatever the agent's compression: its spool may hold messages
+// sealed so in an earlier session, and it tells the sink it may ask for
+// it (Welcome.Codec; an agent whose compression is not zstd keeps its own).
+var codecs = []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd, protocol.CodecZstdDict, protocol.CodecKafkaZstd}
 
 // dial opens a session, performs the handshake and then relays the sink's
 // frames to the loop until the session ends.
@@ -262,6 +265,8 @@ func wireCodec(k codec.Kind) protocol.Codec {
 		return protocol.CodecZstd
 	case codec.ZstdDict:
 		return protocol.CodecZstdDict
+	case codec.KafkaZstd:
+		return protocol.CodecKafkaZstd
 	}
 	return protocol.CodecUnspecified
 }

@@ -47,6 +47,12 @@ type Config struct {
 	// Now is the agent's clock in nanoseconds, the one spool.Spooled.At
 	// uses.
 	Now func() int64
+	// SealKafka, when set, is told at every Welcome whether the sink asked
+	// for messages sealed as Kafka records sections (Welcome.Codec is
+	// protocol.CodecKafkaZstd): the agent seals new messages so from then
+	// on, and stops when a later Welcome (another sink, after a failover)
+	// does not ask for it. Called in the driver's goroutine.
+	SealKafka func(on bool)
 }
 
 // Driver is a running delivery.

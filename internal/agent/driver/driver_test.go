@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,12 +27,17 @@ var quiet = slog.New(slog.DiscardHandler)
 // acknowledges each message unless drop says to lose that copy.
 type sink struct {
 	drop func(session int, id uint64, copies int) bool
+	// codec, when set, is the Welcome.Codec of each session; endAfter,
+	// when set, ends a session once it has acknowledged message id.
+	codec    func(session int) protocol.Codec
+	endAfter func(session int, id uint64) bool
 
 	mu       sync.Mutex
 	sessions int
 	got      map[uint64][]byte // first payload of each id
 	copies   map[uint64]int
 	frames   []protocol.Message
+	hellos   []protocol.Hello // each session's Hello, its Codecs copied
 	// differ counts copies whose payload differs from the first copy's.
 	differ int
 }
@@ -43,14 +49,24 @@ func (s *sink) ServeRead(protocol.Conn) error {
 }
 
 func (s *sink) ServeSend(c protocol.Conn) error {
-	if _, err := c.Recv(); err != nil {
+	f, err := c.Recv()
+	if err != nil {
 		return nil
 	}
 	s.mu.Lock()
 	s.sessions++
 	n := s.sessions
+	if h, ok := f.(*protocol.Hello); ok {
+		hc := *h
+		hc.Codecs = slices.Clone(h.Codecs)
+		s.hellos = append(s.hellos, hc)
+	}
 	s.mu.Unlock()
-	if err := c.Send(&protocol.Welcome{Version: protocol.Version, Credits: protocol.Credits{Messages: 1 << 20, Bytes: 1 << 40}}); err != nil {
+	w := &protocol.Welcome{Version: protocol.Version, Credits: protocol.Credits{Messages: 1 << 20, Bytes: 1 << 40}}
+	if s.codec != nil {
+		w.Codec = s.codec(n)
+	}
+	if err := c.Send(w); err != nil {
 		return nil
 	}
 	for {
@@ -78,6 +94,9 @@ func (s *sink) ServeSend(c protocol.Conn) error {
 		if err := c.Send(&protocol.Ack{Ranges: []protocol.IDRange{{First: m.ID, Last: m.ID}}}); err != nil {
 			return nil
 		}
+		if s.endAfter != nil && s.endAfter(n, m.ID) {
+			return nil
+		}
 	}
 }
 
@@ -99,6 +118,12 @@ type rig struct {
 
 func newRig(t *testing.T, svc protocol.Service, sc delivery.SenderConfig) *rig {
 	t.Helper()
+	return newRigWith(t, svc, sc, nil)
+}
+
+// newRigWith is newRig with mod applied to the driver's Config.
+func newRigWith(t *testing.T, svc protocol.Service, sc delivery.SenderConfig, mod func(*Config)) *rig {
+	t.Helper()
 	sp, err := spool.Open(t.TempDir(), 0, "", quiet, seglog.WithSync(seglog.SyncNone()))
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +135,15 @@ func newRig(t *testing.T, svc protocol.Service, sc delivery.SenderConfig) *rig {
 	r := &rig{sp: sp, m: metrics.New(nil), bodies: map[uint64][]byte{}, origin: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.d = Start(ctx, Config{
+	cfg := Config{
 		Dialers: []protocol.Dialer{&memconn.Dialer{Service: svc}}, Addrs: []string{"mem"},
 		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
 		Logger: quiet, Now: r.now,
-	}, s, sp, r.m, nil)
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r.d = Start(ctx, cfg, s, sp, r.m, nil)
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.d.Done()
@@ -145,6 +174,27 @@ func (r *rig) spool(t *testing.T, recs ...string) uint64 {
 	in := spool.Spooled{ID: id, Size: int64(len(body)), Records: len(recs), Raw: len(body), At: r.now()}
 	if r.fresh {
 		in.Rec = rec
+	}
+	r.d.Spooled([]spool.Spooled{in})
+	return id
+}
+
+// spoolRecord appends one message of kind with body as it is (the driver
+// does not look into bodies) and announces it.
+func (r *rig) spoolRecord(t *testing.T, kind codec.Kind, records int, body []byte) uint64 {
+	t.Helper()
+	rec := spool.GetBuf()
+	*rec = spool.Append(*rec, spool.Record{Kind: kind, Records: uint32(records), Body: body})
+	id, err := r.sp.Log().Append([][]byte{*rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.bodies[id] = body
+	in := spool.Spooled{ID: id, Size: int64(len(body)), Records: records, Raw: len(body), At: r.now()}
+	if r.fresh {
+		in.Rec = rec
+	} else {
+		spool.PutBuf(rec)
 	}
 	r.d.Spooled([]spool.Spooled{in})
 	return id
@@ -307,4 +357,65 @@ func appendPlain(t *testing.T, sp *spool.Spool, rec string) spool.Spooled {
 		t.Fatal(err)
 	}
 	return spool.Spooled{ID: id, Size: int64(len(body)), Records: 1, Raw: len(body)}
+}
+
+// TestKafkaCodecNegotiated: the Hello lists CodecKafkaZstd; each Welcome
+// tells the agent (Config.SealKafka) whether to seal new messages as Kafka
+// records sections — on when the sink asks for CodecKafkaZstd, off again
+// when the next session's sink (a failover) does not; a message spooled
+// as codec.KafkaZstd goes out as CodecKafkaZstd, fresh or read back from
+// the spool, in any session.
+func TestKafkaCodecNegotiated(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		t.Run(fmt.Sprint("fresh=", fresh), func(t *testing.T) {
+			svc := newSink()
+			svc.codec = func(session int) protocol.Codec {
+				if session == 1 {
+					return protocol.CodecKafkaZstd
+				}
+				return protocol.CodecUnspecified
+			}
+			svc.endAfter = func(session int, id uint64) bool { return session == 1 && id == 0 }
+			var mu sync.Mutex
+			var told []bool
+			r := newRigWith(t, svc, delivery.SenderConfig{ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond},
+				func(c *Config) {
+					c.SealKafka = func(on bool) { mu.Lock(); told = append(told, on); mu.Unlock() }
+				})
+			r.fresh = fresh
+			r.spoolRecord(t, codec.KafkaZstd, 3, []byte("section-0"))
+			r.waitWatermark(t, 1)
+			testwait.For(t, "a second session", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(told) >= 2
+			})
+			r.spoolRecord(t, codec.KafkaZstd, 2, []byte("section-1")) // spooled so before: sent so
+			r.spoolRecord(t, codec.Zstd, 1, []byte("zstd-2"))
+			r.waitWatermark(t, 3)
+			mu.Lock()
+			if !slices.Equal(told, []bool{true, false}) {
+				t.Errorf("SealKafka told %v, want [true false] (session 1 asks, session 2 does not)", told)
+			}
+			mu.Unlock()
+			svc.mu.Lock()
+			defer svc.mu.Unlock()
+			for _, h := range svc.hellos {
+				if !slices.Contains(h.Codecs, protocol.CodecKafkaZstd) {
+					t.Errorf("Hello lists %v, want CodecKafkaZstd among them", h.Codecs)
+				}
+			}
+			want := map[uint64]protocol.Codec{0: protocol.CodecKafkaZstd, 1: protocol.CodecKafkaZstd, 2: protocol.CodecZstd}
+			for _, f := range svc.frames {
+				if f.Codec != want[f.ID] {
+					t.Errorf("message %d sent as %v, want %v", f.ID, f.Codec, want[f.ID])
+				}
+			}
+			for id, body := range r.bodies {
+				if !bytes.Equal(svc.got[id], body) {
+					t.Errorf("message %d: payload %q, want %q", id, svc.got[id], body)
+				}
+			}
+		})
+	}
 }

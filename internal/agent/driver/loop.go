@@ -269,6 +269,11 @@ func (l *loop) connEvent(ev connEvent) {
 	case ev.welcome != nil:
 		l.conn, l.addr = ev.conn, ev.addr
 		w := ev.welcome
+		if f := l.d.cfg.SealKafka; f != nil {
+			// Messages already spooled go as they were sealed: every sink
+			// takes every codec it lists; only new ones follow the ask.
+			f(w.Codec == protocol.CodecKafkaZstd)
+		}
 		cr := w.Credits
 		if max := w.MaxMessageBytes; max > 0 && uint64(l.d.cfg.MaxMessageBytes) > max {
 			l.d.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",

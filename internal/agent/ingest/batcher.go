@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -32,9 +34,12 @@ type sealedMsg struct {
 	// b holds the uncompressed batch (b.Bytes()): the batcher's builder
 	// itself, handed over at seal rather than copied, and returned to
 	// builderPool once compressed.
-	b        *builder
-	kind     codec.Kind
-	dictID   uint32
+	b      *builder
+	kind   codec.Kind
+	dictID uint32
+	// id is the message's predicted spool offset (batcher.nextID): the
+	// message id a KafkaZstd section carries.
+	id       uint64
 	rec      *[]byte // the spool record (header + compressed body), pooled
 	payload  int     // bytes that go on the wire (the compressed body)
 	records  int
@@ -119,6 +124,21 @@ type batcher struct {
 	linger   *time.Timer
 	deadline time.Time // when the pending message has lingered enough
 	closed   bool
+
+	// kafka, when set, says whether a message begun now is sealed as a
+	// Kafka records section (Ingester.SetSealKafka); nil when the agent
+	// cannot (see kafkaCapable). agentID is the records' key.
+	kafka   *atomic.Bool
+	agentID []byte
+	// kafkaMsg: the pending message is a Kafka one, decided at its first
+	// record; section bounds its records section's length.
+	kafkaMsg bool
+	section  int
+	// nextID is the id the next message sealed gets: the spool log's
+	// next offset plus the messages sealed and not yet appended. Seal
+	// takes one under the lock; the spool writer gives back those of a
+	// failed append (see kafka.go).
+	nextID atomic.Uint64
 }
 
 // newBatcher returns a batcher sending to the workers on work and to the
@@ -200,7 +220,7 @@ func (bt *batcher) add(req ingestReq) {
 	}
 	m := req.mark
 	for i, rec := range req.records {
-		if !req.whole && bt.b.Count() > 0 && bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes {
+		if !req.whole && bt.b.Count() > 0 && bt.overflows(rec) {
 			if m.Producer != "" && i > 0 {
 				// The message being sealed holds part of this request.
 				bt.cur.marks = append(bt.cur.marks, spool.Mark{Producer: m.Producer, Seq: m.Seq, Done: m.Done + uint32(i)})
@@ -208,14 +228,17 @@ func (bt *batcher) add(req ingestReq) {
 			bt.seal()
 		}
 		if bt.b.Count() == 0 {
-			bt.startLinger()
+			bt.begin()
 		}
 		if err := bt.b.Add(rec); err != nil {
 			// Only ErrTooManyRecords, far beyond any size limit; seal and
 			// retry once.
 			bt.seal()
-			bt.startLinger()
+			bt.begin()
 			_ = bt.b.Add(rec)
+		}
+		if bt.kafkaMsg {
+			bt.section += bt.sectionLen(bt.b.Count()-1, rec)
 		}
 	}
 	bt.cur.reserved += req.bytes
@@ -225,9 +248,35 @@ func (bt *batcher) add(req ingestReq) {
 		m.Complete = true
 		bt.cur.marks = append(bt.cur.marks, m)
 	}
-	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-BatchOverhead {
+	if req.whole || bt.b.Len() >= bt.cfg.MaxMessageBytes-BatchOverhead ||
+		(bt.kafkaMsg && bt.section+bt.sectionLen(bt.b.Count(), nil) > bt.cfg.MaxMessageBytes) {
 		bt.seal()
 	}
+}
+
+// begin starts a message with its first record: its linger deadline, and
+// whether it is sealed as a Kafka records section (a message keeps the
+// kind it began with, so its size was counted for that kind throughout).
+func (bt *batcher) begin() {
+	bt.startLinger()
+	bt.kafkaMsg, bt.section = bt.kafka != nil && bt.kafka.Load(), 0
+}
+
+// overflows reports whether rec would take the pending message beyond
+// MaxMessageBytes: its batch, and for a Kafka message its records section
+// too, which the sink decompresses under the same limit. The section is
+// larger than the batch (every record carries the agent id twice, in its
+// key and its header, and the header's ids).
+func (bt *batcher) overflows(rec []byte) bool {
+	return bt.b.LenWith(len(rec)) > bt.cfg.MaxMessageBytes ||
+		(bt.kafkaMsg && bt.section+bt.sectionLen(bt.b.Count(), rec) > bt.cfg.MaxMessageBytes)
+}
+
+// sectionLen bounds what rec takes in the pending message's records
+// section as its record i: the message's id is at most nextID now (it is
+// sealed next; the prediction only falls).
+func (bt *batcher) sectionLen(i int, rec []byte) int {
+	return sectionRecordLen(bt.agentID, bt.nextID.Load(), i, rec, maxSectionCount(bt.cfg.MaxMessageBytes))
 }
 
 // seal passes the pending message on for compression (plain: frame) and
@@ -238,6 +287,15 @@ func (bt *batcher) seal() {
 	}
 	m := bt.cur
 	m.b, m.kind, m.dictID, m.records, m.raw = bt.b, bt.cfg.Compression, bt.dictID(), bt.b.Count(), bt.b.Len()
+	// Every message takes one id, whatever its kind.
+	m.id = bt.nextID.Add(1) - 1
+	if bt.kafkaMsg && bt.section <= bt.cfg.MaxMessageBytes {
+		// (A message sealed whole, IngestMessage, or of one record near
+		// the limit, may exceed it as a section: it stays zstd, which
+		// every sink takes.)
+		m.kind = codec.KafkaZstd
+	}
+	bt.kafkaMsg, bt.section = false, 0
 	m.ready = make(chan struct{})
 	bt.b = getBuilder(bt.cfg.MaxMessageBytes)
 	// A plain message needs no compression: its header goes in front of
@@ -302,18 +360,32 @@ func (g *Ingester) compress(m *sealedMsg) {
 // compressWith turns a sealed message into its spool record with enc
 // (and copies a plain one that frame could not make its own record), then
 // closes its ready.
-func (g *Ingester) compressWith(m *sealedMsg, enc *codec.Encoder) {
+func (g *Ingester) compressWith(m *sealedMsg, enc *encoder) {
+	body := m.b.Bytes()
+	in := body
+	if m.kind == codec.KafkaZstd {
+		section, _, err := kafkarec.AppendRecords(enc.section[:0], body, g.agentID, m.id)
+		if err != nil {
+			// Cannot happen: the body is the batcher's and the id was
+			// checked (kafkaCapable). Spool it as zstd, which every sink
+			// takes.
+			g.log.Error("encoding a message as Kafka records failed; spooling it as zstd", "err", err)
+			m.kind = codec.Zstd
+		} else {
+			enc.section, in = section, section
+		}
+	}
 	hdr := spool.Record{Kind: m.kind, DictID: m.dictID, Records: uint32(m.records), Marks: m.marks}
 	rec := spool.GetBuf()
 	out := spool.AppendHeader((*rec)[:0], hdr)
 	header := len(out)
-	body := m.b.Bytes()
-	enc2, err := enc.Encode(out, body, m.kind, m.dictID)
+	enc2, err := enc.Encode(out, in, m.kind, m.dictID)
 	if err != nil {
 		// Cannot happen with a validated config; if it does, spool
 		// the message uncompressed rather than fail or lose it.
 		g.log.Error("compression failed; spooling the message uncompressed", "err", err)
 		hdr.Kind, hdr.DictID = codec.Plain, 0
+		m.kind = codec.Plain
 		out = spool.AppendHeader((*rec)[:0], hdr)
 		enc2 = append(out, body...)
 	}
@@ -347,12 +419,10 @@ func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
 				break drain
 			}
 		}
-		recs = recs[:0]
-		for _, m := range group {
-			recs = append(recs, *m.rec)
+		if g.beforeAppend != nil {
+			g.beforeAppend(len(group))
 		}
-		first, err := g.spool.Log().Append(recs)
-		g.spool.AppendDone(err)
+		first, err := g.appendGroup(group, &recs)
 		if spool.IsNoSpace(err) {
 			err = fmt.Errorf("%w: %v", spool.ErrNoSpace, err)
 			for _, m := range group {
@@ -392,4 +462,40 @@ func (g *Ingester) spoolWriter(in <-chan *sealedMsg) {
 		}
 		g.cfg.OnSpooled(infos)
 	}
+}
+
+// appendGroup appends the group's records to the spool (recs is scratch)
+// and returns the first's offset. A KafkaZstd message carries the id it
+// was predicted at seal; one whose id is not the offset it gets now (an
+// earlier append failed after it was sealed) is re-encoded first, so the
+// spool never holds a section naming another message. A failed append
+// takes no offsets: the prediction is pulled back by the group's messages,
+// so the messages sealed from now on get their offsets again.
+func (g *Ingester) appendGroup(group []*sealedMsg, recs *[][]byte) (first uint64, err error) {
+	log := g.spool.Log()
+	next := log.NextOffset() // this goroutine is the log's only appender
+	fixed := 0
+	for i, m := range group {
+		if id := next + uint64(i); m.kind == codec.KafkaZstd && m.id != id {
+			if err = g.reencode(m, id); err != nil {
+				break
+			}
+			fixed++
+		}
+	}
+	if fixed > 0 {
+		g.log.Warn("re-encoded messages sealed as Kafka records with the ids of a failed spool append", "messages", fixed, "first", next)
+	}
+	if err == nil {
+		*recs = (*recs)[:0]
+		for _, m := range group {
+			*recs = append(*recs, *m.rec)
+		}
+		first, err = log.Append(*recs)
+		g.spool.AppendDone(err)
+	}
+	if err != nil {
+		g.bt.nextID.Add(-uint64(len(group)))
+	}
+	return first, err
 }

@@ -6,7 +6,8 @@
 // Config.CompressWorkers) and appends them to the spool in order (the
 // spool writer, one fdatasync per group). An ingest call returns once
 // its records are durable. What is spooled is announced on Spooled for
-// the driver.
+// the driver. When the sink asks for it (SetSealKafka) a zstd agent seals
+// its messages as Kafka records sections instead of batches (kafka.go).
 package ingest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent/metrics"
@@ -86,7 +88,21 @@ type Ingester struct {
 	// encs holds one encoder per compression worker (CompressWorkers),
 	// each holding the dictionary; a compression takes one, so at most
 	// that many run at once, in the workers or in ingest callers.
-	encs chan *codec.Encoder
+	encs chan *encoder
+
+	// agentID is the spool's agent id: the key of every record of a
+	// message sealed as a Kafka records section (see kafka.go).
+	agentID []byte
+	// sealKafka: new messages are sealed as Kafka records sections
+	// (SetSealKafka).
+	sealKafka atomic.Bool
+	// reenc and reencoded are the spool writer's: what re-encodes a
+	// Kafka message whose predicted id was wrong, and how many it did.
+	reenc     *reencoder
+	reencoded atomic.Int64
+	// beforeAppend, when set (tests only), runs in the spool writer with
+	// each group of messages before it is appended.
+	beforeAppend func(group int)
 
 	prodMu    sync.Mutex
 	prodLocks map[string]*producerLock
@@ -111,9 +127,9 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	encs := make([]*codec.Encoder, workers)
+	encs := make([]*encoder, workers)
 	for i := range encs {
-		encs[i] = codec.NewEncoder(cfg.Level)
+		encs[i] = &encoder{Encoder: codec.NewEncoder(cfg.Level)}
 		if cfg.Dictionary != nil {
 			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
 				return nil, err
@@ -124,7 +140,7 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 		cfg.BodyIdleTimeout = defaults.IngestBodyIdleTimeout
 	}
 	g := &Ingester{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, spoolM: sm,
-		prodLocks: map[string]*producerLock{}, encs: make(chan *codec.Encoder, workers)}
+		prodLocks: map[string]*producerLock{}, encs: make(chan *encoder, workers), agentID: []byte(sp.ID())}
 	for _, enc := range encs {
 		g.encs <- enc
 	}
@@ -134,6 +150,12 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 	sealed := make(chan *sealedMsg, pipelineDepth)
 	work := make(chan *sealedMsg, pipelineDepth)
 	g.bt = newBatcher(&g.cfg, work, sealed, g.compress)
+	if kafkaCapable(cfg.Compression, g.agentID) {
+		g.bt.kafka, g.bt.agentID = &g.sealKafka, g.agentID
+	}
+	// The spool writer is the log's only appender: the next message
+	// sealed gets its next offset (see kafka.go).
+	g.bt.nextID.Store(sp.Log().NextOffset())
 	g.wg.Add(1 + workers)
 	go func() { defer g.wg.Done(); g.spoolWriter(sealed) }()
 	for range workers {
@@ -141,6 +163,13 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 	}
 	return g, nil
 }
+
+// SetSealKafka says whether messages sealed from now on are Kafka records
+// sections (codec.KafkaZstd), what the sink asked for in its Welcome. It
+// changes nothing unless the agent compresses with plain zstd: a plain or
+// dictionary agent keeps its kind. Messages already sealed keep theirs. A
+// message takes the setting in force when its first record was added.
+func (g *Ingester) SetSealKafka(on bool) { g.sealKafka.Store(on) }
 
 // Close stops accepting records, spools what was accepted and answers
 // every call in progress.

@@ -26,7 +26,9 @@ import (
 // A spooled message is one seglog record (a Record):
 //
 //	0  uint8   spool record version (1)
-//	1  uint8   codec kind (codec.Plain, codec.Zstd, codec.ZstdDict)
+//	1  uint8   codec kind (codec.Plain, codec.Zstd, codec.ZstdDict,
+//	           codec.KafkaZstd: a Kafka records section whose sluice
+//	           headers carry this record's offset as the message id)
 //	2  uint32  dictionary id (0 unless ZstdDict)
 //	6  uint32  number of records in the body
 //	10 uint16  number of producer marks, then per Mark:
@@ -149,7 +151,7 @@ func Decode(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: version %d", ErrBadRecord, b[0])
 	}
 	k := codec.Kind(b[1])
-	if k != codec.Plain && k != codec.Zstd && k != codec.ZstdDict {
+	if k != codec.Plain && k != codec.Zstd && k != codec.ZstdDict && k != codec.KafkaZstd {
 		return Record{}, fmt.Errorf("%w: codec %d", ErrBadRecord, b[1])
 	}
 	m := Record{Kind: k, DictID: binary.LittleEndian.Uint32(b[2:6]), Records: binary.LittleEndian.Uint32(b[6:10])}

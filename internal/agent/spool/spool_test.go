@@ -23,7 +23,26 @@ func TestSpooledRecordFormat(t *testing.T) {
 	}
 }
 
+// TestSpooledKafkaZstdKind: a message sealed as a Kafka records section
+// (codec.KafkaZstd) is spooled in the same record format and reads back
+// with its kind; it has no dictionary.
+func TestSpooledKafkaZstdKind(t *testing.T) {
+	m := Record{Kind: codec.KafkaZstd, Records: 2, Marks: []Mark{{Producer: "p", Seq: 1, Done: 2, Complete: true}}, Body: []byte("section")}
+	b := Append(nil, m)
+	got, err := Decode(b)
+	if err != nil || got.Kind != codec.KafkaZstd || got.DictID != 0 || got.Records != 2 || string(got.Body) != "section" || len(got.Marks) != 1 {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := Decode(Append(nil, Record{Kind: codec.KafkaZstd, DictID: 3})); err == nil {
+		t.Error("accepted a KafkaZstd record with a dictionary id")
+	}
+	if _, err := Decode(Append(nil, Record{Kind: codec.KafkaZstd + 1})); err == nil {
+		t.Error("accepted an unknown kind")
+	}
+}
+
 func FuzzDecodeSpooled(f *testing.F) {
+	f.Add(Append(nil, Record{Kind: codec.KafkaZstd, Records: 1, Body: []byte("x")}))
 	f.Add(Append(nil, Record{Kind: codec.Zstd, Records: 1, Body: []byte("x")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)

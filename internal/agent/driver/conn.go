@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/agent/spool"
 	"sync"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/seglog"
@@ -30,6 +30,9 @@ type conn struct {
 	gen    uint64
 	cancel context.CancelFunc
 	pc     protocol.Conn
+	// kafka: the sink asked for messages sealed as Kafka records
+	// (Welcome.Codec); without it a KafkaZstd message is sent as zstd.
+	kafka bool
 
 	mu     sync.Mutex
 	queue  []queued
@@ -156,7 +159,7 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 		fail(pc, errHandshakeTimeout) // the Welcome came, but too late: the session is cancelled
 		return
 	}
-	c := &conn{gen: gen, cancel: cancel, pc: pc, wake: make(chan struct{}, 1)}
+	c := &conn{gen: gen, cancel: cancel, pc: pc, wake: make(chan struct{}, 1), kafka: w.Codec == protocol.CodecKafkaZstd}
 	if dict := d.cfg.Dictionary; dict != nil && d.cfg.Compression == codec.ZstdDict {
 		known := false
 		for _, id := range w.DictionaryIDs {
@@ -189,6 +192,7 @@ func (d *Driver) writeLoop(c *conn) {
 	next := ^uint64(0) // the id the iterator would read next
 	var msg protocol.Message
 	var buf []queued
+	var unseal unsealer
 	for {
 		ids, dict, ok := c.take(buf)
 		if !ok {
@@ -228,6 +232,20 @@ func (d *Driver) writeLoop(c *conn) {
 				return
 			}
 			msg = protocol.Message{ID: id, Records: m.Records, Codec: wireCodec(m.Kind), DictID: m.DictID, Payload: m.Body}
+			if m.Kind == codec.KafkaZstd && !c.kafka {
+				body, err := unseal.toZstd(m.Body, d.spool.ID(), id, m.Records)
+				if err != nil {
+					// Sent as it is, a sink that does not know the
+					// codec would refuse it for good; stop instead, as
+					// for a corrupt spool record.
+					d.log.Error("cannot turn a message sealed as Kafka records into zstd for this sink", "id", id, "err", err)
+					c.close()
+					return
+				}
+				msg.Codec, msg.Payload = protocol.CodecZstd, body
+				spool.PutBuf(q.rec)
+				ids[i].rec, q.rec = nil, nil
+			}
 			if os, ok := c.pc.(ownedSender); ok && q.rec != nil {
 				// The transport frees the fresh record once it has
 				// written it, so it is not copied to be framed.

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
@@ -362,9 +363,11 @@ func appendPlain(t *testing.T, sp *spool.Spool, rec string) spool.Spooled {
 // TestKafkaCodecNegotiated: the Hello lists CodecKafkaZstd; each Welcome
 // tells the agent (Config.SealKafka) whether to seal new messages as Kafka
 // records sections — on when the sink asks for CodecKafkaZstd, off again
-// when the next session's sink (a failover) does not; a message spooled
+// when the next session's sink (a failover) does not. A message spooled
 // as codec.KafkaZstd goes out as CodecKafkaZstd, fresh or read back from
-// the spool, in any session.
+// the spool, to a sink that asked; to one that did not (it may be older
+// than the codec, and would refuse it for good) it goes as the zstd batch
+// of the same records.
 func TestKafkaCodecNegotiated(t *testing.T) {
 	for _, fresh := range []bool{false, true} {
 		t.Run(fmt.Sprint("fresh=", fresh), func(t *testing.T) {
@@ -383,14 +386,15 @@ func TestKafkaCodecNegotiated(t *testing.T) {
 					c.SealKafka = func(on bool) { mu.Lock(); told = append(told, on); mu.Unlock() }
 				})
 			r.fresh = fresh
-			r.spoolRecord(t, codec.KafkaZstd, 3, []byte("section-0"))
+			agent := r.sp.ID()
+			r.spoolRecord(t, codec.KafkaZstd, 3, kafkaSection(t, agent, 0, "a", "b", "c"))
 			r.waitWatermark(t, 1)
 			testwait.For(t, "a second session", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return len(told) >= 2
 			})
-			r.spoolRecord(t, codec.KafkaZstd, 2, []byte("section-1")) // spooled so before: sent so
+			r.spoolRecord(t, codec.KafkaZstd, 2, kafkaSection(t, agent, 1, "d", "e")) // spooled so before the failover
 			r.spoolRecord(t, codec.Zstd, 1, []byte("zstd-2"))
 			r.waitWatermark(t, 3)
 			mu.Lock()
@@ -405,17 +409,49 @@ func TestKafkaCodecNegotiated(t *testing.T) {
 					t.Errorf("Hello lists %v, want CodecKafkaZstd among them", h.Codecs)
 				}
 			}
-			want := map[uint64]protocol.Codec{0: protocol.CodecKafkaZstd, 1: protocol.CodecKafkaZstd, 2: protocol.CodecZstd}
+			want := map[uint64]protocol.Codec{0: protocol.CodecKafkaZstd, 1: protocol.CodecZstd, 2: protocol.CodecZstd}
 			for _, f := range svc.frames {
 				if f.Codec != want[f.ID] {
 					t.Errorf("message %d sent as %v, want %v", f.ID, f.Codec, want[f.ID])
 				}
 			}
 			for id, body := range r.bodies {
+				if id == 1 {
+					continue
+				}
 				if !bytes.Equal(svc.got[id], body) {
 					t.Errorf("message %d: payload %q, want %q", id, svc.got[id], body)
 				}
 			}
+			got, err := codec.NewDecoder(1<<20).Decode(nil, svc.got[1], codec.Zstd, 0)
+			if err != nil {
+				t.Fatalf("message 1 sent as zstd does not decompress: %v", err)
+			}
+			var recs []string
+			if err := batch.Decode(got, func(rec []byte) error { recs = append(recs, string(rec)); return nil }); err != nil || !slices.Equal(recs, []string{"d", "e"}) {
+				t.Errorf("message 1 as zstd holds %q (%v), want [d e]", recs, err)
+			}
 		})
 	}
+}
+
+// kafkaSection is the KafkaZstd payload of agent's message id holding
+// recs, as the agent's compressors seal it.
+func kafkaSection(t *testing.T, agent string, id uint64, recs ...string) []byte {
+	t.Helper()
+	var b batch.Builder
+	for _, r := range recs {
+		if err := b.Add([]byte(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	section, _, err := kafkarec.AppendRecords(nil, b.Bytes(), []byte(agent), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := codec.NewEncoder(codec.LevelDefault).Encode(nil, section, codec.KafkaZstd, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

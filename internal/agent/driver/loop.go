@@ -270,8 +270,9 @@ func (l *loop) connEvent(ev connEvent) {
 		l.conn, l.addr = ev.conn, ev.addr
 		w := ev.welcome
 		if f := l.d.cfg.SealKafka; f != nil {
-			// Messages already spooled go as they were sealed: every sink
-			// takes every codec it lists; only new ones follow the ask.
+			// New messages follow the ask. Messages already spooled as
+			// Kafka records go so only to a sink that asked; the write
+			// loop turns them into zstd for any other (unsealer).
 			f(w.Codec == protocol.CodecKafkaZstd)
 		}
 		cr := w.Credits

@@ -50,10 +50,11 @@ func TestBenchDeliveryReps(t *testing.T) {
 }
 
 // TestBenchIngestKafkaSmoke runs `bench ingest --reps 1` on tiny sizes
-// against a test broker: sluice, franz-go and Kafka's Java producer (both
-// compressions) each produce a row, with the ratio to the Java producer,
-// and (b) runs again open loop (--open-loop's default) with the rate it
-// was offered and its latencies.
+// against a test broker: sluice, franz-go (bare values, and the records
+// sluice writes) and Kafka's Java producer (both compressions) each
+// produce a row, with the ratios to franz-go and the Java producer, and
+// (b) runs again open loop (--open-loop's default) with the rate it was
+// offered and its latencies.
 func TestBenchIngestKafkaSmoke(t *testing.T) {
 	b := kafkatest.Start(t)
 	js := filepath.Join(t.TempDir(), "i.json")
@@ -64,8 +65,9 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	rows := []string{"| (a) agent → sink, embedded store", "| (b) agent → sink → Kafka", "| (c) franz-go producer",
+		"| (c′) franz-go producer → Kafka, acks=all, zstd, sluice's key and header", "franz-go writing the same records (c′):",
 		"| (b′) agent → sink → Kafka, open loop below saturation", "(b′) offered"}
-	wantRows := 4
+	wantRows := 5
 	if strings.Contains(string(out), "skipping the Java producer") {
 		if os.Getenv("SLUICE_KAFKA") == "require" {
 			t.Fatalf("SLUICE_KAFKA=require and the Java producer was skipped:\n%s", out)
@@ -74,7 +76,7 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 	} else {
 		rows = append(rows, "| (d) Kafka Java producer, acks=all, no compression |", "| (e) Kafka Java producer, acks=all, zstd |",
 			"vs Java producer (zstd)", "sluice (a) / Java producer:")
-		wantRows = 6
+		wantRows = 7
 	}
 	for _, want := range rows {
 		if !strings.Contains(string(out), want) {
@@ -90,11 +92,11 @@ func TestBenchIngestKafkaSmoke(t *testing.T) {
 			t.Errorf("row %s: %+v", r.Name, r.Reps)
 		}
 	}
-	if open := rep.Rows[3]; open.Reps[0]["offered_records_per_sec"] <= 0 || open.Reps[0]["delivered_ack_p99_s"] <= 0 {
+	if open := rep.Rows[4]; open.Reps[0]["offered_records_per_sec"] <= 0 || open.Reps[0]["delivered_ack_p99_s"] <= 0 {
 		t.Errorf("open-loop row %s: %+v", open.Name, open.Reps)
 	}
-	if len(rep.Rows) == 6 {
-		if v := rep.Rows[5].Reps[0]["records"]; v != 2000 {
+	if len(rep.Rows) == 7 {
+		if v := rep.Rows[6].Reps[0]["records"]; v != 2000 {
 			t.Errorf("Java zstd run sent %v records, want --java-records 2000", v)
 		}
 		if _, ok := rep.Rows[0].Reps[0]["vs_java_zstd"]; !ok {

@@ -30,8 +30,8 @@ func HeaderValueMaxLen(agent []byte) int {
 	return 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + len(agent)
 }
 
-// headerValueLen is the exact length AppendHeaderValue appends for h.
-func headerValueLen(h RecordHeaders) int {
+// HeaderValueLen is the exact length AppendHeaderValue appends for h.
+func HeaderValueLen(h RecordHeaders) int {
 	return 1 + uvarintLen(h.Message) + uvarintLen(uint64(h.Index)) + uvarintLen(uint64(h.Count)) + len(h.Agent)
 }
 

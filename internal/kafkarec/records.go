@@ -94,7 +94,7 @@ func appendRecord(b, value []byte, h RecordHeaders) []byte {
 // recordBodyLen is what a record's length prefix counts: everything
 // after it.
 func recordBodyLen(offsetDelta int32, value []byte, h RecordHeaders) int {
-	hvLen := headerValueLen(h)
+	hvLen := HeaderValueLen(h)
 	return 1 + 1 + varintLen(int64(offsetDelta)) +
 		varintLen(int64(len(h.Agent))) + len(h.Agent) +
 		varintLen(int64(len(value))) + len(value) +
@@ -113,7 +113,7 @@ func RecordLen(offsetDelta int32, value []byte, h RecordHeaders) int {
 // messages (the Kafka store's, which fills batches across messages) has
 // offsetDelta and h.Index apart; AppendRecords' have them equal.
 func AppendRecord(b []byte, offsetDelta int32, value []byte, h RecordHeaders) []byte {
-	hvLen := headerValueLen(h)
+	hvLen := HeaderValueLen(h)
 	b = binary.AppendVarint(b, int64(recordBodyLen(offsetDelta, value, h)))
 	b = append(b, 0, 0) // attributes (none are defined), timestampDelta 0
 	b = binary.AppendVarint(b, int64(offsetDelta))
@@ -210,7 +210,7 @@ func matchRecord(section []byte, off, i int, agent []byte, message uint64, count
 	h := RecordHeaders{Agent: agent, Message: message, Index: uint32(i), Count: uint32(count)}
 	want = append(scratch[:0], 2, 2*byte(len(HeaderSluice))) // one header; its key's length
 	want = append(want, HeaderSluice...)
-	want = binary.AppendVarint(want, int64(headerValueLen(h)))
+	want = binary.AppendVarint(want, int64(HeaderValueLen(h)))
 	want = AppendHeaderValue(want, h)
 	return value, end, bytes.Equal(rec[vn+int(vl):], want)
 }

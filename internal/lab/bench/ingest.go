@@ -11,6 +11,8 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/internal/kafkarec"
 )
 
 // ProducerResult is a run of franz-go's producer straight to Kafka.
@@ -31,7 +33,14 @@ func (r ProducerResult) MBps() float64          { return float64(r.Bytes) / r.El
 // (give it the agent's message size) and the agent's linger, from `feeders`
 // goroutines that each wait for their batch's acks before producing the
 // next (as an agent's producers wait for Ingest).
-func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur time.Duration, feeders, batchBytes int, newSource func(int) Source, progress io.Writer) (ProducerResult, error) {
+//
+// With a key, every record is the record sluice's Kafka store writes for
+// the same value: that key (an agent id) and the one `sluice` header of
+// a message id (one per batch), the record's index and the batch's count
+// (kafkarec.AppendHeaderValue) — the same bytes for the broker to take,
+// decompress, check and store as the sink's records, which the bare
+// values of a run without a key are not.
+func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur time.Duration, feeders, batchBytes int, key []byte, newSource func(int) Source, progress io.Writer) (ProducerResult, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.ZstdCompression()),
 		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(int32(batchBytes)), kgo.AllowAutoTopicCreation())
@@ -54,6 +63,9 @@ func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur t
 			defer wg.Done()
 			var batch [][]byte
 			var kr []kgo.Record
+			var headerValues []byte
+			var headers []kgo.RecordHeader
+			message := uint64(f) << 40 // a feeder's own message ids, as an agent's spool offsets
 			for runCtx.Err() == nil {
 				batch = src(batch[:0])
 				if len(batch) == 0 {
@@ -80,8 +92,26 @@ func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur t
 						close(done)
 					}
 				}
+				if key != nil {
+					// One buffer for the batch's header values, kept until
+					// every record is acknowledged: franz-go holds a
+					// record's slices until its promise runs.
+					message++
+					headerValues = headerValues[:0]
+					headers = slices.Grow(headers[:0], len(batch))[:len(batch)]
+					for i := range batch {
+						headerValues = kafkarec.AppendHeaderValue(headerValues, kafkarec.RecordHeaders{Agent: key, Message: message, Index: uint32(i), Count: uint32(len(batch))})
+					}
+				}
+				hv := headerValues
 				for i, r := range batch {
 					kr[i] = kgo.Record{Value: r}
+					if key != nil {
+						n := kafkarec.HeaderValueLen(kafkarec.RecordHeaders{Agent: key, Message: message, Index: uint32(i), Count: uint32(len(batch))})
+						headers[i] = kgo.RecordHeader{Key: kafkarec.HeaderSluice, Value: hv[:n:n]}
+						kr[i].Key, kr[i].Headers = key, headers[i:i+1:i+1]
+						hv = hv[n:]
+					}
 					size += int64(len(r))
 					cl.Produce(ctx, &kr[i], promise)
 				}

@@ -53,6 +53,10 @@ type Config struct {
 const (
 	nameEmbedded = "(a) agent → sink, embedded store, fsync before ack"
 	nameFranz    = "(c) franz-go producer → Kafka, acks=all, zstd"
+	// nameFranzKeyed is (c) writing the records sluice's Kafka store
+	// writes (the agent id as key, the one `sluice` header): the same
+	// bytes for the broker as (b)'s, where (c)'s bare values are fewer.
+	nameFranzKeyed = "(c′) franz-go producer → Kafka, acks=all, zstd, sluice's key and header"
 	nameJavaNone = "(d) Kafka Java producer, acks=all, no compression"
 	nameJavaZstd = "(e) Kafka Java producer, acks=all, zstd"
 )
@@ -156,6 +160,7 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		r.rs.Add(cf.name, cf.params, m)
 	}
 	r.ratio(nameFranz, "vs_franz_go")
+	r.ratio(nameFranzKeyed, "vs_franz_go_keyed")
 	r.ratio(nameJavaZstd, "vs_java_zstd")
 	r.ratio(nameJavaNone, "vs_java_none")
 	stopProfiles()
@@ -190,11 +195,8 @@ func (r *runner) allConfigs() []config {
 			r.pipe(r.sinkStore(codec))})
 	}
 	configs = append(configs, []config{
-		{nameFranz, map[string]any{"producer": "franz-go", "compression": "zstd"}, func() (bench.Metrics, error) {
-			p, err := bench.RunKafkaProducer(r.ctx, []string{r.Kafka}, r.topic+"-producer", r.Duration, r.Feeders, r.MessageSize, r.source, r.stderr)
-			return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": p.MBps(),
-				"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds()}, err
-		}},
+		{nameFranz, map[string]any{"producer": "franz-go", "compression": "zstd"}, r.franz(nil)},
+		{nameFranzKeyed, map[string]any{"producer": "franz-go", "compression": "zstd", "records": "sluice's key and header"}, r.franz(benchAgentID)},
 	}...)
 	if r.OpenLoop > 0 && len(r.SinkCompressions) > 0 {
 		codec := r.SinkCompressions[0]
@@ -207,6 +209,24 @@ func (r *runner) allConfigs() []config {
 			config{nameJavaZstd, map[string]any{"producer": "kafka-java", "compression": "zstd"}, r.javaRun(nameJavaZstd, "zstd")})
 	}
 	return configs
+}
+
+// benchAgentID is the key of (c′)'s records: as long as an agent's own
+// id ("agent-" and 24 hex digits, internal/agent/spool).
+var benchAgentID = []byte("agent-0123456789abcdef01234567")
+
+// franz runs franz-go's producer, its records keyed (and with sluice's
+// header) when key is not nil.
+func (r *runner) franz(key []byte) func() (bench.Metrics, error) {
+	return func() (bench.Metrics, error) {
+		topic := r.topic + "-producer"
+		if key != nil {
+			topic += "-keyed"
+		}
+		p, err := bench.RunKafkaProducer(r.ctx, []string{r.Kafka}, topic, r.Duration, r.Feeders, r.MessageSize, key, r.source, r.stderr)
+		return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": p.MBps(),
+			"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds()}, err
+	}
 }
 
 // pipe runs agent → sink into the Store that store returns for each run.
@@ -335,6 +355,14 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 		fmt.Fprintln(stdout)
 	}
 	var notes []string
+	if r.rs.Row(nameFranzKeyed) != nil {
+		for _, row := range r.rs.Rows {
+			if strings.HasPrefix(row.Name, "(b)") {
+				notes = append(notes, fmt.Sprintf("sluice %s / franz-go writing the same records (c′): %.2f× (%.2f–%.2f) (records/s, medians of per-rep ratios)",
+					shortName(row.Name), row.Stat("vs_franz_go_keyed").Median, row.Stat("vs_franz_go_keyed").Min, row.Stat("vs_franz_go_keyed").Max))
+			}
+		}
+	}
 	if r.Java {
 		for _, row := range r.rs.Rows {
 			if !strings.HasPrefix(row.Name, "(a)") && !strings.HasPrefix(row.Name, "(b)") || r.rs.Row(nameJavaZstd) == nil || r.rs.Row(nameJavaNone) == nil {

@@ -314,11 +314,11 @@ func recordEnd(t *testing.T, section []byte, i int) int {
 
 // TestKafkaNative: the Kafka-native hop through a sink, against a broker.
 // The Welcome asks for kafka_zstd exactly when the store takes it (its
-// own batches: zstd, one header) and the Hello listed it; kafka_zstd
+// own batches: zstd, one header, agent-records=on) and the Hello listed it; kafka_zstd
 // messages, mixed with zstd ones, land in the topic as the records
 // franz-go's path writes for them, whether the store took them as they
-// came (the default) or the session converted them (lz4, through
-// franz-go's producer).
+// came (agent-records=on) or the session converted them (the default, and
+// lz4 through franz-go's producer).
 func TestKafkaNative(t *testing.T) {
 	b := kafkatest.Start(t)
 	t.Run("Welcome", func(t *testing.T) {
@@ -327,9 +327,10 @@ func TestKafkaNative(t *testing.T) {
 			codecs []protocol.Codec
 			want   protocol.Codec
 		}{
-			{"", []protocol.Codec{protocol.CodecZstd, protocol.CodecKafkaZstd}, protocol.CodecKafkaZstd},
-			{"", []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd}, protocol.CodecUnspecified},
-			{"", nil, protocol.CodecUnspecified},
+			{"?agent-records=on", []protocol.Codec{protocol.CodecZstd, protocol.CodecKafkaZstd}, protocol.CodecKafkaZstd},
+			{"?agent-records=on", []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd}, protocol.CodecUnspecified},
+			{"?agent-records=on", nil, protocol.CodecUnspecified},
+			{"", []protocol.Codec{protocol.CodecZstd, protocol.CodecKafkaZstd}, protocol.CodecUnspecified},
 			{"?compression=lz4", []protocol.Codec{protocol.CodecZstd, protocol.CodecKafkaZstd}, protocol.CodecUnspecified},
 			{"?headers=four", []protocol.Codec{protocol.CodecZstd, protocol.CodecKafkaZstd}, protocol.CodecUnspecified},
 		} {
@@ -342,9 +343,8 @@ func TestKafkaNative(t *testing.T) {
 			h.stop()
 		}
 	})
-	for _, compression := range []string{"zstd", "lz4"} {
-		t.Run("Deliver-"+compression, func(t *testing.T) {
-			query := "?compression=" + compression
+	for name, query := range map[string]string{"agent-records": "?agent-records=on", "zstd": "?compression=zstd", "lz4": "?compression=lz4"} {
+		t.Run("Deliver-"+name, func(t *testing.T) {
 			topic := newTopic(t)
 			h := kafkaHarness(t, b, topic+query, nil)
 			c, _ := memHello(t, &memconn.Dialer{Service: h.s}, "edge-1", protocol.CodecZstd, protocol.CodecKafkaZstd)

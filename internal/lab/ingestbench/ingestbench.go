@@ -109,9 +109,19 @@ type runner struct {
 func (r *runner) sinkStore(codec string) func() string {
 	return func() string {
 		r.sinkTopics++
-		return fmt.Sprintf("kafka://%s/%s-sink-%d?compression=%s", r.Kafka, r.topic, r.sinkTopics, codec)
+		query := "compression=" + codec
+		if codec == AgentRecords {
+			query = "compression=zstd&agent-records=on"
+		}
+		return fmt.Sprintf("kafka://%s/%s-sink-%d?%s", r.Kafka, r.topic, r.sinkTopics, query)
 	}
 }
+
+// AgentRecords, among SinkCompressions, is a (b) row whose Kafka store has
+// agent-records=on: the agents seal their messages as Kafka records
+// sections and the sink puts their compressed bytes in the topic as they
+// are (zstd).
+const AgentRecords = "zstd-agent-records"
 
 // Run starts Kafka if need be, measures, prints the table and writes the
 // report.

@@ -131,11 +131,13 @@ func TestAgentBatches(t *testing.T) {
 }
 
 // testAgentBatchesTakes: only the store writing its own batches (zstd,
-// one header) takes kafka_zstd bodies as they are; franz-go's path (lz4,
-// snappy, none, or headers=four) does not.
+// one header) with agent-records=on takes kafka_zstd bodies as they are;
+// the default (off) and franz-go's path (lz4, snappy, none, or
+// headers=four, which agent-records=on refuses) do not.
 func testAgentBatchesTakes(t *testing.T, b *kafkatest.Broker) {
 	for query, want := range map[string]bool{
-		"": true, "?compression=zstd": true, "?compression=lz4": false, "?compression=none": false,
+		"?agent-records=on": true, "?compression=zstd&agent-records=on": true,
+		"": false, "?agent-records=off": false, "?compression=lz4": false, "?compression=none": false,
 		"?compression=snappy": false, "?headers=four": false,
 	} {
 		k, _ := openStore(t, testEnv(t), "kafka://"+b.Addr+"/takes"+query)

@@ -85,7 +85,7 @@ const (
 )
 
 // URL is a parsed Config.Store of the form
-// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C&headers=H].
+// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?partitions=N&replication=N&compression=C&headers=H&agent-records=on|off].
 type URL struct {
 	brokers     []string
 	topic       string
@@ -97,6 +97,16 @@ type URL struct {
 	// still write to and read (docs/scaling.md, "Upgrading the sinks of
 	// one topic").
 	fourHeaders bool
+	// agentRecords (agent-records=on): the sink asks its agents to seal
+	// their messages as Kafka records sections (codec.KafkaZstd) and puts
+	// their compressed bytes in the topic untouched (issue 27's
+	// Kafka-native hop). Off by default: it costs agent and sink 18 %
+	// less CPU per record, but each agent message becomes a record batch
+	// of its own, four times the batches of the sink's own (which pack
+	// consecutive messages into up to 1 MiB), and on the two cores the
+	// broker shares in `bench ingest` the rate was lower (docs/benchmarks.md,
+	// issue 27's ninth pass). Only with the default zstd and headers=one.
+	agentRecords bool
 }
 
 // The URL's headers parameter: HeadersOne (the default) writes the one
@@ -134,7 +144,7 @@ func (u *URL) String() string {
 
 func ParseURL(s string) (*URL, error) {
 	bad := func(format string, args ...any) (*URL, error) {
-		return nil, fmt.Errorf("store %q: %s (want kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=N&replication=N&compression=C&headers=one|four])", s, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("store %q: %s (want kafka://HOST:PORT[,HOST:PORT]/TOPIC[?partitions=N&replication=N&compression=C&headers=one|four&agent-records=on|off])", s, fmt.Sprintf(format, args...))
 	}
 	rest := strings.TrimPrefix(s, "kafka://")
 	rest, query, _ := strings.Cut(rest, "?")
@@ -186,9 +196,17 @@ func ParseURL(s string) (*URL, error) {
 				return bad("headers=%q: want %s or %s", v, HeadersOne, HeadersFour)
 			}
 			u.fourHeaders = v == HeadersFour
+		case "agent-records":
+			if v != "on" && v != "off" {
+				return bad("agent-records=%q: want on or off", v)
+			}
+			u.agentRecords = v == "on"
 		default:
 			return bad("unknown parameter %q", k)
 		}
+	}
+	if u.agentRecords && (u.compression != "zstd" || u.fourHeaders) {
+		return bad("agent-records=on needs compression=zstd and headers=one: the agents' records are zstd with the one sluice header")
 	}
 	return u, nil
 }
@@ -673,12 +691,12 @@ func (m *msgRecords) promise(r *kgo.Record, err error) {
 }
 
 // TakesKafkaRecords reports whether the store takes codec.KafkaZstd
-// bodies as agents sent them (store.KafkaRecordsTaker): with its own
+// bodies as agents sent them (store.KafkaRecordsTaker), and so whether the
+// sink's Welcome asks agents for them: with agent-records=on and its own
 // record batches (zstd, the one header), which it puts such a body in
-// untouched. Through franz-go's producer (another compression, or the four
-// headers) every record is produced on its own, so the session converts
-// those messages into batches first.
-func (k *Store) TakesKafkaRecords() bool { return k.own != nil }
+// untouched. Otherwise the session converts such messages into zstd
+// batches first (an agent may still send them, sealed for another sink).
+func (k *Store) TakesKafkaRecords() bool { return k.own != nil && k.u.agentRecords }
 
 // split decompresses it into m.body and slices its records into m.recs
 // (values only), in one pass over it (it was three): a message that is malformed, disagrees with

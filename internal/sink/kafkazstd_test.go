@@ -17,33 +17,11 @@ import (
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 )
 
-// kafkaZstdPayload is what an agent sealing in codec.KafkaZstd sends for
-// message id of agent: its records as kafkarec.AppendRecords' records
-// section, zstd-compressed.
-func kafkaZstdPayload(t testing.TB, agent string, id uint64, recs ...string) []byte {
-	t.Helper()
-	var b batch.Builder
-	for _, r := range recs {
-		if err := b.Add([]byte(r)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	section, _, err := kafkarec.AppendRecords(nil, b.Bytes(), []byte(agent), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := codec.NewEncoder(codec.LevelDefault).Encode(nil, section, codec.KafkaZstd, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // kafkaZstdMessage is message id of agent with recs, sealed as
-// kafkaZstdPayload.
+// sinkclient.KafkaZstdPayload.
 func kafkaZstdMessage(t testing.TB, agent string, id uint64, recs ...string) *protocol.Message {
 	return &protocol.Message{ID: id, Records: uint32(len(recs)), Codec: protocol.CodecKafkaZstd,
-		Payload: kafkaZstdPayload(t, agent, id, recs...)}
+		Payload: sinkclient.KafkaZstdPayload(t, agent, id, recs...)}
 }
 
 // memHello opens a Send session over memconn whose Hello lists codecs,

@@ -15,8 +15,8 @@ import (
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
-	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/memconn"
 	"github.com/sluicehq/sluice/seglog"
@@ -387,14 +387,14 @@ func TestKafkaCodecNegotiated(t *testing.T) {
 				})
 			r.fresh = fresh
 			agent := r.sp.ID()
-			r.spoolRecord(t, codec.KafkaZstd, 3, kafkaSection(t, agent, 0, "a", "b", "c"))
+			r.spoolRecord(t, codec.KafkaZstd, 3, sinkclient.KafkaZstdPayload(t, agent, 0, "a", "b", "c"))
 			r.waitWatermark(t, 1)
 			testwait.For(t, "a second session", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return len(told) >= 2
 			})
-			r.spoolRecord(t, codec.KafkaZstd, 2, kafkaSection(t, agent, 1, "d", "e")) // spooled so before the failover
+			r.spoolRecord(t, codec.KafkaZstd, 2, sinkclient.KafkaZstdPayload(t, agent, 1, "d", "e")) // spooled so before the failover
 			r.spoolRecord(t, codec.Zstd, 1, []byte("zstd-2"))
 			r.waitWatermark(t, 3)
 			mu.Lock()
@@ -433,25 +433,4 @@ func TestKafkaCodecNegotiated(t *testing.T) {
 			}
 		})
 	}
-}
-
-// kafkaSection is the KafkaZstd payload of agent's message id holding
-// recs, as the agent's compressors seal it.
-func kafkaSection(t *testing.T, agent string, id uint64, recs ...string) []byte {
-	t.Helper()
-	var b batch.Builder
-	for _, r := range recs {
-		if err := b.Add([]byte(r)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	section, _, err := kafkarec.AppendRecords(nil, b.Bytes(), []byte(agent), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := codec.NewEncoder(codec.LevelDefault).Encode(nil, section, codec.KafkaZstd, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

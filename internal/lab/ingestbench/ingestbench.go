@@ -57,8 +57,8 @@ const (
 	// writes (the agent id as key, the one `sluice` header): the same
 	// bytes for the broker as (b)'s, where (c)'s bare values are fewer.
 	nameFranzKeyed = "(c′) franz-go producer → Kafka, acks=all, zstd, sluice's key and header"
-	nameJavaNone = "(d) Kafka Java producer, acks=all, no compression"
-	nameJavaZstd = "(e) Kafka Java producer, acks=all, zstd"
+	nameJavaNone   = "(d) Kafka Java producer, acks=all, no compression"
+	nameJavaZstd   = "(e) Kafka Java producer, acks=all, zstd"
 )
 
 // viaKafkaName and openLoopName name the (b) and (b′) rows of the sink

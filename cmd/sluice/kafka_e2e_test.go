@@ -214,23 +214,32 @@ func TestKafkaSinkCrash(t *testing.T) {
 	}
 	r := startKafkaRun(t, "e2e-crash", n, 1)
 	t.Logf("SIGKILL sink after %.0f records acked", r.midDelivery(t, 0))
+	if v := metric(r.metrics, "sluice_agent_seal_kafka_records"); v != 0 {
+		t.Errorf("sluice_agent_seal_kafka_records %v with the store's default (agent-records off), want 0", v)
+	}
 	r.sinks[0].restart()
 	r.finish(t)
 }
 
 // TestKafkaSinkCrashAgentRecords: TestKafkaSinkCrash with the store's
 // agent-records=on, where the agent seals its messages as Kafka records
-// sections and the sink puts them in the topic as they came: every
-// record is there, and after dedup by header exactly once.
+// sections (sluice_agent_seal_kafka_records = 1) and the sink puts them in
+// the topic as they came: every record is there, and after dedup by
+// header exactly once.
 func TestKafkaSinkCrashAgentRecords(t *testing.T) {
 	n := 100_000
 	if testing.Short() {
 		n = 20_000
 	}
 	r := startKafkaRunQuery(t, "e2e-crash-agent", "?agent-records=on", n, 1)
+	sealing := func() bool { return metric(r.metrics, "sluice_agent_seal_kafka_records") == 1 }
+	testwait.For(t, "the agent sealing Kafka records (the sink's Welcome asks)", sealing)
 	t.Logf("SIGKILL sink after %.0f records acked", r.midDelivery(t, 0))
 	r.sinks[0].restart()
 	r.finish(t)
+	if !sealing() {
+		t.Error("after the sink's restart the agent no longer seals Kafka records")
+	}
 }
 
 // TestKafkaBrokerRestart: the broker goes away during delivery and comes

@@ -77,7 +77,18 @@ func (a *Agent) setSealKafka(on bool) {
 	a.sealKafka = on
 	if a.sealTo != nil {
 		a.sealTo.SetSealKafka(on)
+		a.showSealKafka()
 	}
+}
+
+// showSealKafka sets the gauge of what the ingester does now; the caller
+// holds sealMu.
+func (a *Agent) showSealKafka() {
+	v := 0.0
+	if a.sealTo.SealsKafka() {
+		v = 1
+	}
+	a.metrics.SealKafkaRecords.Set(v)
 }
 
 // New opens the spool, resumes delivery of everything not yet
@@ -177,6 +188,7 @@ func New(cfg Config) (*Agent, error) {
 	a.sealMu.Lock()
 	a.sealTo = a.ingest
 	a.ingest.SetSealKafka(a.sealKafka)
+	a.showSealKafka()
 	a.sealMu.Unlock()
 	a.collect = collect.New(collect.Config{Ingest: a.Ingest, MaxRecordBytes: cfg.MaxRecordBytes, Tokens: cfg.IngestTokens,
 		BodyIdleTimeout: cmp.Or(cfg.bodyIdle, cfg.IngestBodyIdleTimeout), Logger: a.log, Registry: cfg.Registry, StallTimeout: cfg.StallTimeout})

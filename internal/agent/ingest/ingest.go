@@ -171,6 +171,11 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 // message takes the setting in force when its first record was added.
 func (g *Ingester) SetSealKafka(on bool) { g.sealKafka.Store(on) }
 
+// SealsKafka reports whether new messages are sealed as Kafka records
+// sections: the sink asked (SetSealKafka) and this agent can (zstd
+// without a dictionary, an id a record key takes).
+func (g *Ingester) SealsKafka() bool { return g.bt.kafka != nil && g.sealKafka.Load() }
+
 // Close stops accepting records, spools what was accepted and answers
 // every call in progress.
 func (g *Ingester) Close() {

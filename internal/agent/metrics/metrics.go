@@ -43,7 +43,10 @@ type Metrics struct {
 	prev                   delivery.Stats
 	ConnectFailures        prometheus.Counter
 	sinkUp                 prometheus.Gauge
-	lastError              *prometheus.GaugeVec
+	// SealKafkaRecords is 1 while new messages are sealed as Kafka
+	// records sections (the sink asked, and the agent can), else 0.
+	SealKafkaRecords prometheus.Gauge
+	lastError        *prometheus.GaugeVec
 	// lastCode is the code of lastError's one series ("" when none);
 	// errMu orders the changes of lastError.
 	errMu    sync.Mutex
@@ -96,9 +99,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ackedRecords:  c("acked_records_total", "Records in acknowledged messages."),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "rejected_messages_total", Help: "Messages the sink refused, by error code."}, []string{"code"}),
-		Reconnects:      c("reconnects_total", "Established sink streams that were lost (the agent then reconnects); failed connection attempts are connect_failures_total."),
-		ConnectFailures: c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
-		sinkUp:          g("sink_up", "1 while a stream to a sink is established, else 0."),
+		Reconnects:       c("reconnects_total", "Established sink streams that were lost (the agent then reconnects); failed connection attempts are connect_failures_total."),
+		ConnectFailures:  c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
+		sinkUp:           g("sink_up", "1 while a stream to a sink is established, else 0."),
+		SealKafkaRecords: g("seal_kafka_records", "1 while new messages are sealed as Kafka records sections (kafka_zstd) because the sink asked for them (a Kafka store with agent-records=on) and this agent compresses with zstd without a dictionary, else 0."),
 		lastError: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "last_error",
 			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS, Unimplemented or a protocol session status); no series while connected."}, []string{"code"}),
 		SpoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
@@ -123,7 +127,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
 			m.ackedRecords, m.Rejected, m.Reconnects, m.SpoolFull, m.Duplicates, m.Fsync, m.ackLatency, m.inflightMsgs,
 			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
-			m.ConnectFailures, m.sinkUp, m.lastError,
+			m.ConnectFailures, m.sinkUp, m.lastError, m.SealKafkaRecords,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
 				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.SpoolBytes()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "oldest_unacked_seconds",

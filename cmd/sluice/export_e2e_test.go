@@ -319,6 +319,11 @@ func TestExportRemoteWriteSurvivesSinkKill(t *testing.T) {
 	start := time.Now().Add(-time.Duration(rounds*perRound) * 100 * time.Millisecond).UnixMilli()
 	n := 0
 	for round := range rounds {
+		// Counted before the round is produced: the exporter may deliver
+		// the whole round before the produce loop ends, and a count read
+		// after it would then wait for samples that never come (a CI run
+		// waited its 2 minutes so).
+		at, _ := strconv.Atoi(promValue(query))
 		for range perRound / perCall {
 			recs := make([][]byte, perCall)
 			for i := range recs {
@@ -331,7 +336,6 @@ func TestExportRemoteWriteSurvivesSinkKill(t *testing.T) {
 			}
 		}
 		if round < rounds-1 {
-			at, _ := strconv.Atoi(promValue(query))
 			testwait.For(t, "prometheus to get more samples", func() bool {
 				got, _ := strconv.Atoi(promValue(query))
 				return got > at

@@ -247,7 +247,11 @@ func TestXferConcurrentSameName(t *testing.T) {
 	srcB, _ := xferSource(t, 3<<20+1)
 	for _, tr := range []string{"grpc", "rsocket"} {
 		name := "same-" + tr
-		a, outA, errA := sendCmd(t, t.TempDir(), srcA, "--to", s.url(tr), "--name", name, "--chunk", "256KiB", "--rate", "4MiB")
+		// The first send lasts 6 s (--rate), so it is still in progress
+		// through both of the second's attempts even on a loaded machine
+		// (at 4 MiB/s, 0.75 s, a CI run's second send retried after the
+		// first had landed, and was accepted).
+		a, outA, errA := sendCmd(t, t.TempDir(), srcA, "--to", s.url(tr), "--name", name, "--chunk", "256KiB", "--rate", "512KiB")
 		if err := a.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package rsocket
 
 import (
 	"context"
+	"slices"
 )
 
 // The command queue: how goroutines other than mu's holder get the
@@ -132,16 +133,16 @@ func (c *Conn) unlock(direct bool) {
 		direct = false        // once: more output goes to the writer
 		_, buf := c.takeOut() // outFront is empty
 		c.mu.Unlock()
-		n, err := raw.tryWrite(buf)
+		var n int
+		var err error
+		if c.opts.directWrite != nil {
+			n, err = c.opts.directWrite(raw, buf)
+		} else {
+			n, err = raw.tryWrite(buf)
+		}
 		c.mu.Lock()
 		if err == nil && n < len(buf) {
-			// The socket is full: the rest goes first, by the writer.
-			rest := len(buf) - n + len(c.out)
-			var b []byte
-			if rest <= keepOut {
-				b = make([]byte, 0, rest)
-			}
-			c.out = append(append(growOut(b, rest), buf[n:]...), c.out...)
+			c.requeueTail(buf[n:])
 		}
 		c.peerOut = max(c.peerOut-n, 0)
 		c.wrote(nil, buf, err)
@@ -155,6 +156,34 @@ func (c *Conn) unlock(direct bool) {
 	if c.callsQueued.Load() > 0 {
 		c.runCalls()
 	}
+}
+
+// requeueTail queues what a direct write left unwritten (the socket was
+// full) to go first, by the writer: before everything queued while the
+// write ran, in outFront as well as out. The tail ends inside a frame
+// whose head is on the wire, so any other byte written before it would
+// cut that frame in two. Before this, the tail went to the front of out
+// only, and a large frame queued meanwhile (queueLarge) had moved what
+// out held by then to outFront, which the writer writes first: the peer
+// read a frame's head, then other frames, then its tail (a resumed
+// session under a write timeout, TestWriteTimeoutResumes, once saw a
+// zero "length" inside a payload). Under mu.
+func (c *Conn) requeueTail(tail []byte) {
+	if len(c.outFront) > 0 {
+		t := growOut(nil, len(tail))
+		if cap(t) <= keepOut {
+			t = make([]byte, 0, len(tail))
+		}
+		c.outFront = slices.Insert(c.outFront, 0, outPiece{b: append(t, tail...)})
+		c.outFrontLen += len(tail)
+		return
+	}
+	rest := len(tail) + len(c.out)
+	var b []byte
+	if rest <= keepOut {
+		b = make([]byte, 0, rest)
+	}
+	c.out = append(append(growOut(b, rest), tail...), c.out...)
 }
 
 // rawOut is the socket to write to directly, or nil. Under mu.

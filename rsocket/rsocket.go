@@ -138,6 +138,10 @@ type options struct {
 	// buffers from the start (WithReleasedChannels).
 	releasedChannels bool
 	err              error       // an invalid option; Dial, Serve and the like return it
+	// directWrite replaces unlock's one attempt on the socket (nil:
+	// rawSock.tryWrite): tests act in the window between the attempt and
+	// the relock (withDirectWrite).
+	directWrite func(*rawSock, []byte) (int, error)
 	inline           bool        // RequestResponse runs on the reader, see NonBlocking
 	tls              *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
 	resume           *resumeOptions

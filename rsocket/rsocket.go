@@ -137,14 +137,14 @@ type options struct {
 	// releasedChannels: a responder's channels recycle their payloads'
 	// buffers from the start (WithReleasedChannels).
 	releasedChannels bool
-	err              error       // an invalid option; Dial, Serve and the like return it
+	err              error // an invalid option; Dial, Serve and the like return it
 	// directWrite replaces unlock's one attempt on the socket (nil:
 	// rawSock.tryWrite): tests act in the window between the attempt and
 	// the relock (withDirectWrite).
 	directWrite func(*rawSock, []byte) (int, error)
-	inline           bool        // RequestResponse runs on the reader, see NonBlocking
-	tls              *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
-	resume           *resumeOptions
+	inline      bool        // RequestResponse runs on the reader, see NonBlocking
+	tls         *tls.Config // transport.go: tls:// and wss:// dials, TLS listeners
+	resume      *resumeOptions
 
 	outBudget    int64         // WithOutboundBudget
 	serverOut    int64         // WithServerOutboundBudget

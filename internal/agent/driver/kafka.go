@@ -31,7 +31,10 @@ type unsealer struct {
 // guard the bytes, this guards against a sealing bug reaching a sink.
 func (u *unsealer) toZstd(body []byte, agent string, id uint64, count uint32) ([]byte, error) {
 	if u.dec == nil {
-		u.dec = codec.NewDecoder(defaults.SinkMaxMessageLimit)
+		// No agent seals more than defaults.MaxMessage (the largest
+		// --max-message, whatever this run's is: the spool may hold an
+		// earlier run's messages); a frame claiming more is not ours.
+		u.dec = codec.NewDecoder(defaults.MaxMessage)
 		u.enc = codec.NewEncoder(codec.LevelDefault)
 	}
 	section, err := u.dec.Decode(u.section[:0], body, codec.KafkaZstd, 0)

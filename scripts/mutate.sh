@@ -38,6 +38,7 @@ mutants=(
 	"mutation_nodedup|./internal/lab/sim/|TestSimulation|duplicated"
 	"mutation_ackbeforefsync|./internal/lab/sim/|TestSimulation|acked-before-durable"
 	"mutation_watermarkahead|./internal/agent/spool/|TestWatermarkPersistedIsTheAcked|lost"
+	"mutation_noreencode|./internal/agent/ingest/|TestKafkaIDsAfterFailedAppend|wrong-id"
 	"mutation_crcskip|./seglog/|TestDamagedRecordIsNeverReturned|corrupted"
 	"mutation_keeptorntail|./seglog/|TestTornTailTruncatedBeforeAppend|torn-tail"
 	"mutation_ignorerequestn|./rsocket/conn/|TestCreditsSaturateButCount|request-n"

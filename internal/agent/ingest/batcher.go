@@ -476,7 +476,7 @@ func (g *Ingester) appendGroup(group []*sealedMsg, recs *[][]byte) (first uint64
 	next := log.NextOffset() // this goroutine is the log's only appender
 	fixed := 0
 	for i, m := range group {
-		if id := next + uint64(i); m.kind == codec.KafkaZstd && m.id != id {
+		if id := next + uint64(i); m.kind == codec.KafkaZstd && m.id != id && !mutationNoReencode {
 			if err = g.reencode(m, id); err != nil {
 				break
 			}

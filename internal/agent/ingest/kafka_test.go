@@ -93,6 +93,10 @@ func readSpool(t *testing.T, sp *spool.Spool, maxMessage int) []spooledMsg {
 		} else {
 			err = batch.Decode(body, func(v []byte) error { return collect(0, v) })
 		}
+		if err != nil && rec.Kind == codec.KafkaZstd {
+			// scripts/mutate.sh's mutation_noreencode greps for this line.
+			t.Fatalf("INVARIANT wrong-id: message at offset %d, sealed as Kafka records, is not that message's section: %v", id, err)
+		}
 		if err != nil {
 			t.Fatalf("message %d (%v) at offset %d: %v", id, rec.Kind, id, err)
 		}

@@ -172,6 +172,9 @@ func New(cfg Config) (*Agent, error) {
 		MaxMessageBytes: cfg.MaxMessageBytes, HandshakeTimeout: orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		Logger: a.log, Now: a.now, SealKafka: a.setSealKafka,
 	}, sender, sp, m, backlog)
+	if cfg.beforeIngester != nil {
+		cfg.beforeIngester(a)
+	}
 	a.ingest, err = ingest.New(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, MaxRecordBytes: cfg.MaxRecordBytes, Linger: cfg.Linger,
 		Compression: cfg.Compression, Level: cfg.CompressionLevel, Dictionary: cfg.Dictionary, SpoolQuota: cfg.SpoolQuota,

@@ -120,6 +120,9 @@ type Config struct {
 	StallTimeout time.Duration
 	// bodyIdle overrides IngestBodyIdleTimeout (tests).
 	bodyIdle time.Duration
+	// beforeIngester runs in New between starting the driver and making
+	// the ingester (tests: a Welcome that comes first).
+	beforeIngester func(*Agent)
 }
 
 // spoolSegmentBytes is the size of a spool segment: an eighth of the

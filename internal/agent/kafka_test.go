@@ -161,3 +161,25 @@ func TestAgentSealsKafkaRecordsWhenAsked(t *testing.T) {
 		t.Errorf("%d records came as zstd, want the 2000 ingested after the failover and the one sent after it", n)
 	}
 }
+
+// The driver dials before the ingester exists, so a sink's Welcome asking
+// for Kafka records may come first: the ask is kept and given to the
+// ingester once it is made (Agent.setSealKafka), and the gauge says so.
+// Before it was kept, the first session's ask was lost until the next
+// Welcome.
+func TestWelcomeBeforeIngesterKeepsTheAsk(t *testing.T) {
+	const maxMessage = 16 << 10
+	k := newKafkaSink(maxMessage)
+	a, reg := newMemAgent(t, k.svc, func(c *Config) {
+		c.Compression, c.MaxMessageBytes = codec.Zstd, maxMessage
+		c.beforeIngester = func(a *Agent) {
+			testwait.For(t, "a session before the ingester exists", func() bool { return a.driver.Ready() == nil })
+		}
+	})
+	if !a.ingest.SealsKafka() {
+		t.Fatal("the ingester does not seal Kafka records: the Welcome that came before it was lost")
+	}
+	if v, ok := value(t, reg, "sluice_agent_seal_kafka_records", nil); !ok || v != 1 {
+		t.Fatalf("sluice_agent_seal_kafka_records %v (present %v), want 1", v, ok)
+	}
+}

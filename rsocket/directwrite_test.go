@@ -2,6 +2,7 @@ package rsocket
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -19,88 +20,136 @@ func withDirectWrite(f func(*rawSock, []byte) (int, error)) Option {
 	return func(o *options) { o.directWrite = f }
 }
 
+// lentStreamer is a responder whose streams wait for go, then send one
+// payload by SendLent: a lent payload queued on cue.
+type lentStreamer struct {
+	UnimplementedResponder
+	data []byte
+	cue  chan chan error
+}
+
+func (l *lentStreamer) RequestStream(_ context.Context, _ Payload, out *Sink) error {
+	done := <-l.cue
+	done <- out.SendLent(Payload{Data: l.data}, func() {})
+	return nil
+}
+
 // A direct write the socket takes only part of leaves the rest of a
-// frame to the writer; frames queued while it ran, a small one and then
-// a large one (which moves the small one to the front of the queue,
-// queueLarge), must go after that rest. Before the fix the rest went
-// behind them: the peer read a KEEPALIVE's head, then the two
-// FIRE_AND_FORGETs, then the KEEPALIVE's tail, and parsed garbage.
+// frame to the writer; whatever other goroutines queue while that write
+// runs must go after the rest. The table is what they queue in that
+// window: small frames only (they join the plain queue behind the rest),
+// a large one (queueLarge moves what the plain queue holds to the queue
+// of whole buffers, outFront, which the writer writes first), and a lent
+// payload (queueLent closes the plain queue into outFront likewise).
+// Before the fix, in the rows with a small frame before a large or lent
+// one, the peer read a KEEPALIVE's head, then the queued frames, then the
+// KEEPALIVE's tail, and parsed garbage: the first frame read was 18 bytes
+// of KEEPALIVE head and FIRE_AND_FORGET.
 func TestDirectWriteTailGoesFirst(t *testing.T) {
-	ctx := tctx(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
 	large := bytes.Repeat([]byte{0xAB}, 1<<20)
-	var (
-		once sync.Once
-		srv  *Conn
-		got  = make(chan *Conn, 1)
-	)
-	partial := func(raw *rawSock, buf []byte) (int, error) {
-		cut := false
-		once.Do(func() { cut = true })
-		if !cut {
-			return raw.tryWrite(buf)
-		}
-		// The socket takes half; meanwhile another goroutine queues a
-		// small frame, then a large one.
-		n, err := raw.tryWrite(buf[:len(buf)/2])
-		if err != nil {
-			return n, err
-		}
-		c := <-got
-		done := make(chan error, 1)
-		go func() {
-			if err := c.FireAndForget(ctx, Payload{Data: []byte("small")}); err != nil {
-				done <- err
-				return
-			}
-			done <- c.FireAndForget(ctx, Payload{Data: large})
-		}()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		return n, nil
-	}
-	srv, err = ServeConn(ctx, nc, newEcho(), withDirectWrite(partial))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	got <- srv
-	rawSetup(t, peer)
-	// The server's reader answers the KEEPALIVE itself: a direct write.
-	if _, err := peer.Write(rawFrame(frame.AppendKeepalive(nil, true, 0, []byte("ping")))); err != nil {
-		t.Fatal(err)
-	}
-	r := newFrameReader(peer)
-	want := []struct {
+	type want struct {
 		typ  frame.Type
 		data []byte
-	}{{frame.TypeKeepalive, []byte("ping")}, {frame.TypeRequestFNF, []byte("small")}, {frame.TypeRequestFNF, large}}
-	for i, w := range want {
-		f, err := r.readFrame(nil)
-		if err != nil {
-			t.Fatalf("frame %d: %v", i, err)
-		}
-		h, err := frame.ParseHeader(f)
-		if err != nil {
-			t.Fatalf("frame %d (%d bytes): %v", i, len(f), err)
-		}
-		if h.Type != w.typ || !bytes.HasSuffix(f, w.data) {
-			t.Fatalf("frame %d: %v of %d bytes, want %v ending in %d bytes of its data", i, h.Type, len(f), w.typ, len(w.data))
-		}
+	}
+	fnf := func(d []byte) func(context.Context, *Conn) error {
+		return func(ctx context.Context, c *Conn) error { return c.FireAndForget(ctx, Payload{Data: d}) }
+	}
+	lent := func(ctx context.Context, c *Conn) error {
+		done := make(chan error, 1)
+		c.opts.responder.(*lentStreamer).cue <- done
+		return <-done
+	}
+	for _, tc := range []struct {
+		name   string
+		queue  []func(context.Context, *Conn) error
+		expect []want
+	}{
+		{"small", []func(context.Context, *Conn) error{fnf([]byte("s1")), fnf([]byte("s2"))},
+			[]want{{frame.TypeRequestFNF, []byte("s1")}, {frame.TypeRequestFNF, []byte("s2")}}},
+		{"large", []func(context.Context, *Conn) error{fnf(large)},
+			[]want{{frame.TypeRequestFNF, large}}},
+		{"large then small", []func(context.Context, *Conn) error{fnf(large), fnf([]byte("small"))},
+			[]want{{frame.TypeRequestFNF, large}, {frame.TypeRequestFNF, []byte("small")}}},
+		{"small then large", []func(context.Context, *Conn) error{fnf([]byte("small")), fnf(large)},
+			[]want{{frame.TypeRequestFNF, []byte("small")}, {frame.TypeRequestFNF, large}}},
+		{"small then lent", []func(context.Context, *Conn) error{fnf([]byte("small")), lent},
+			[]want{{frame.TypeRequestFNF, []byte("small")}, {frame.TypePayload, large}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := tctx(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			peer, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			nc, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var once sync.Once
+			got := make(chan *Conn, 1)
+			partial := func(raw *rawSock, buf []byte) (int, error) {
+				cut := false
+				once.Do(func() { cut = true })
+				if !cut {
+					return raw.tryWrite(buf)
+				}
+				// The socket takes half; meanwhile another goroutine
+				// queues the row's frames.
+				n, err := raw.tryWrite(buf[:len(buf)/2])
+				if err != nil {
+					return n, err
+				}
+				c := <-got
+				done := make(chan error, 1)
+				go func() {
+					for _, q := range tc.queue {
+						if err := q(ctx, c); err != nil {
+							done <- err
+							return
+						}
+					}
+					done <- nil
+				}()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+				return n, nil
+			}
+			srv, err := ServeConn(ctx, nc, &lentStreamer{data: large, cue: make(chan chan error)}, withDirectWrite(partial))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			got <- srv
+			rawSetup(t, peer)
+			// A stream for the lent row's payload, then a KEEPALIVE, which
+			// the server's reader answers itself: a direct write.
+			out := rawFrame(frame.AppendRequestStream(nil, 1, 0, 10, nil, []byte("go")))
+			out = append(out, rawFrame(frame.AppendKeepalive(nil, true, 0, []byte("ping")))...)
+			if _, err := peer.Write(out); err != nil {
+				t.Fatal(err)
+			}
+			r := newFrameReader(peer)
+			for i, w := range append([]want{{frame.TypeKeepalive, []byte("ping")}}, tc.expect...) {
+				f, err := r.readFrame(nil)
+				if err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				h, err := frame.ParseHeader(f)
+				if err != nil {
+					t.Fatalf("frame %d (%d bytes): %v", i, len(f), err)
+				}
+				if h.Type != w.typ || !bytes.HasSuffix(f, w.data) {
+					t.Fatalf("frame %d: %v of %d bytes, want %v ending in %d bytes of its data", i, h.Type, len(f), w.typ, len(w.data))
+				}
+			}
+		})
 	}
 }
 

@@ -103,15 +103,6 @@ func (w *seqWriter) Close() {
 // Write).
 func (w *seqWriter) ProducerID() int64 { return w.pid }
 
-// seqPart is a Write's state for one partition: its batches in order, how
-// many are answered (acked) and sent, and gen, which moves on each
-// re-send so that answers from before it are ignored.
-type seqPart struct {
-	idx                 []int
-	acked, sent, flight int
-	gen                 int
-}
-
 // seqAnswer is one callback of rawProducer.Produce, queued for Write.
 type seqAnswer struct {
 	part     int32
@@ -138,20 +129,21 @@ func (w *seqWriter) Write(ctx context.Context, batches []outBatch) error {
 // seqRound is one group of batches being written: Add sends each as soon
 // as its partition has room in flight, so that encoding the next batches
 // overlaps Kafka storing the first; Wait returns once all are stored.
-// A round holds its writer from Begin to Wait.
+// A round holds its writer from Begin to Wait. Its bookkeeping is core
+// (seqcore.go, pure); the round does the I/O.
 type seqRound struct {
 	w       *seqWriter
 	ctx     context.Context
 	batches []outBatch
-	parts   map[int32]*seqPart
+	core    seqCore
 
 	mu      sync.Mutex
 	queue   []seqAnswer
 	arrived chan struct{}
 
-	left, tries int
-	backoff     bool  // a partition could not be sent to: wait before trying again
-	err         error // what ended the round early
+	tries   int
+	backoff bool  // a partition could not be sent to: wait before trying again
+	err     error // what ended the round early
 }
 
 // Begin starts a round; the caller must Wait for it.
@@ -161,7 +153,7 @@ func (w *seqWriter) Begin(ctx context.Context) (*seqRound, error) {
 		w.mu.Unlock()
 		return nil, err
 	}
-	return &seqRound{w: w, ctx: ctx, parts: map[int32]*seqPart{}, arrived: make(chan struct{}, 1)}, nil
+	return &seqRound{w: w, ctx: ctx, core: newSeqCore(), arrived: make(chan struct{}, 1)}, nil
 }
 
 // Add stamps b with the producer id and its partition's next sequence,
@@ -176,19 +168,13 @@ func (r *seqRound) Add(b outBatch) {
 		return
 	}
 	w := r.w
-	p := r.parts[b.Partition]
-	if p == nil {
-		p = &seqPart{}
-		r.parts[b.Partition] = p
-	}
-	p.idx = append(p.idx, len(r.batches))
+	r.core.Add(b.Partition)
 	r.batches = append(r.batches, b)
-	r.left++
 	s := w.seq[b.Partition]
 	kafkarec.StampProducer(b.Data, w.pid, w.epoch, s)
 	w.seq[b.Partition] = nextSequence(s, int32(binary.BigEndian.Uint32(b.Data[57:])))
 	if !r.backoff {
-		r.backoff = w.sendReady(r.ctx, r.batches, r.parts, r.answer)
+		r.backoff = r.sendReady()
 	}
 	r.err = r.settle()
 }
@@ -198,8 +184,8 @@ func (r *seqRound) Add(b outBatch) {
 func (r *seqRound) Wait() error {
 	w := r.w
 	defer w.mu.Unlock()
-	for r.err == nil && r.left > 0 {
-		if r.backoff || w.sendReady(r.ctx, r.batches, r.parts, r.answer) {
+	for r.err == nil && r.core.Left() > 0 {
+		if r.backoff || r.sendReady() {
 			r.tries++
 			if err := sleepCtx(r.ctx, retryBackoff(r.tries)); err != nil {
 				r.err = err
@@ -233,68 +219,71 @@ func (r *seqRound) answer(a seqAnswer) {
 	}
 }
 
-// settle takes the answers that arrived: a stored batch is counted, one
-// a re-send settles makes its partition send again from its first
-// unanswered batch, anything else ends the round.
+// settle gives the core the answers that arrived and does what each
+// means: a stored batch gets its base offset, a re-send drops its
+// partition's connection, an unsettled one ends the round.
 func (r *seqRound) settle() error {
 	r.mu.Lock()
 	got := r.queue
 	r.queue = nil
 	r.mu.Unlock()
 	for _, a := range got {
-		p := r.parts[a.part]
-		if a.gen != p.gen {
-			continue // sent before a re-send: its answer is the re-send's
-		}
-		p.flight--
+		kind := answerFatal
 		switch {
-		case a.err == nil || errors.Is(a.err, kerr.DuplicateSequenceNumber):
-			if a.idx != p.idx[p.acked] {
-				return fmt.Errorf("%w: partition %d answered out of order", errSeqUnsettled, a.part)
-			}
+		case a.err == nil:
+			kind = answerStored
+		case errors.Is(a.err, kerr.DuplicateSequenceNumber):
+			kind = answerDuplicate
+		case retriableProduce(a.err):
+			kind = answerRetriable
+		}
+		effect, err := r.core.Answer(a.part, a.idx, a.gen, kind)
+		switch effect {
+		case effectCounted:
 			r.batches[a.idx].Base = a.base
-			if a.err != nil {
+			if kind == answerDuplicate {
 				r.batches[a.idx].Base = -1
 			}
-			p.acked++
-			r.left--
 			r.tries = 0
-		case retriableProduce(a.err):
+		case effectResend:
 			r.w.forget(a.part)
 			r.w.resends++
-			p.gen++
-			p.sent, p.flight = p.acked, 0
-		default:
-			return fmt.Errorf("%w: partition %d: %w", errSeqUnsettled, a.part, a.err)
+		case effectUnsettled:
+			if err == nil {
+				err = fmt.Errorf("%w: partition %d: %w", errSeqUnsettled, a.part, a.err)
+			}
+			return err
 		}
 	}
 	return nil
 }
 
-// sendReady sends, for every partition, the batches that may be in
+// sendReady sends, for every partition, the batches the core lets be in
 // flight; it reports whether a partition could not be sent to (no leader
-// known, a connection that cannot be made or failed), for Write to wait
+// known, a connection that cannot be made or failed), for Wait to wait
 // before it tries again.
-func (w *seqWriter) sendReady(ctx context.Context, batches []outBatch, parts map[int32]*seqPart, answer func(seqAnswer)) (wait bool) {
-	for part, p := range parts {
-		for p.flight < seqMaxInflight && p.sent < len(p.idx) {
-			conn, err := w.conn(ctx, part)
+func (r *seqRound) sendReady() (wait bool) {
+	w := r.w
+	for _, part := range r.core.Partitions() {
+		for {
+			i, gen, ok := r.core.Ready(part)
+			if !ok {
+				break
+			}
+			conn, err := w.conn(r.ctx, part)
 			if err == nil {
-				i, gen := p.idx[p.sent], p.gen
-				err = conn.Produce(part, batches[i].Data, func(base int64, err error) {
-					answer(seqAnswer{part: part, idx: i, gen: gen, base: base, err: err})
+				err = conn.Produce(part, r.batches[i].Data, func(base int64, err error) {
+					r.answer(seqAnswer{part: part, idx: i, gen: gen, base: base, err: err})
 				})
 			}
 			if err != nil {
 				w.forget(part)
 				w.resends++
-				p.gen++
-				p.sent, p.flight = p.acked, 0
+				r.core.Lost(part)
 				wait = true
 				break
 			}
-			p.sent++
-			p.flight++
+			r.core.Sent(part)
 		}
 	}
 	return wait

@@ -46,6 +46,8 @@ mutants=(
 	"mutation_ignorelease|./rsocket/conn/|TestLease|lease"
 	"mutation_renamebeforefsync|./internal/xfer/diskstore/|TestFinishSyncsBeforeRename|rename-before-fsync"
 	"mutation_skipsha256|./internal/xfer/diskstore/|TestHashMismatchDiscards|checksum"
+	"mutation_seqignoregen|./internal/store/kafkastore/|TestSeqCoreSimulation|stale-answer"
+	"mutation_seqanyorder|./internal/store/kafkastore/|TestSeqCoreSimulation|acked-out-of-order"
 )
 
 # run TAGS PKG TEST: the killing command, with TAGS ("" for the control).

@@ -49,7 +49,10 @@ type seqWriter struct {
 
 	pid   int64 // -1 until InitProducerID answered
 	epoch int16
-	seq   map[int32]int32 // the next sequence number of each partition
+	// core is the bookkeeping (sequence numbers, batches in flight, which
+	// answers count): a pure state machine (seqcore.go) that the rounds
+	// drive.
+	core *seqCore
 
 	leaders map[int32]int32        // partition → leader's broker id; nil when to be asked
 	addrs   map[int32]string       // broker id → host:port
@@ -89,7 +92,7 @@ var errSeqUnsettled = errors.New("kafka: the batches' fate is unknown")
 
 func newSeqWriter(cl *kgo.Client, topic, clientID string, timeout time.Duration) *seqWriter {
 	return &seqWriter{cl: cl, adm: kadm.NewClient(cl), topic: topic, clientID: clientID, timeout: timeout,
-		pid: -1, conns: map[int32]*rawProducer{}}
+		pid: -1, core: newSeqCore(), conns: map[int32]*rawProducer{}}
 }
 
 // Close closes the writer's connections.
@@ -129,21 +132,22 @@ func (w *seqWriter) Write(ctx context.Context, batches []outBatch) error {
 // seqRound is one group of batches being written: Add sends each as soon
 // as its partition has room in flight, so that encoding the next batches
 // overlaps Kafka storing the first; Wait returns once all are stored.
-// A round holds its writer from Begin to Wait. Its bookkeeping is core
-// (seqcore.go, pure); the round does the I/O.
+// A round holds its writer from Begin to Wait. It is the driver of the
+// writer's seqCore: it does what the core decides (send, forget a
+// leader, wait) and feeds it what came of it.
 type seqRound struct {
 	w       *seqWriter
+	c       *seqCore
 	ctx     context.Context
 	batches []outBatch
-	core    seqCore
 
+	// queue holds the answers the connections' readers delivered and the
+	// round has not yet given the core; arrived wakes Wait.
 	mu      sync.Mutex
 	queue   []seqAnswer
 	arrived chan struct{}
 
-	tries   int
-	backoff bool  // a partition could not be sent to: wait before trying again
-	err     error // what ended the round early
+	err error // what ended the round early
 }
 
 // Begin starts a round; the caller must Wait for it.
@@ -153,7 +157,8 @@ func (w *seqWriter) Begin(ctx context.Context) (*seqRound, error) {
 		w.mu.Unlock()
 		return nil, err
 	}
-	return &seqRound{w: w, ctx: ctx, core: newSeqCore(), arrived: make(chan struct{}, 1)}, nil
+	w.core.Begin()
+	return &seqRound{w: w, c: w.core, ctx: ctx, arrived: make(chan struct{}, 1)}, nil
 }
 
 // Add stamps b with the producer id and its partition's next sequence,
@@ -167,15 +172,11 @@ func (r *seqRound) Add(b outBatch) {
 		r.err = fmt.Errorf("kafka: a batch of %d bytes", len(b.Data))
 		return
 	}
-	w := r.w
-	r.core.Add(b.Partition)
-	r.batches = append(r.batches, b)
-	s := w.seq[b.Partition]
-	kafkarec.StampProducer(b.Data, w.pid, w.epoch, s)
-	w.seq[b.Partition] = nextSequence(s, int32(binary.BigEndian.Uint32(b.Data[57:])))
-	if !r.backoff {
-		r.backoff = r.sendReady()
-	}
+	// The header's record count, at offset 57, moves the sequence on.
+	_, seq := r.c.Add(b.Partition, int32(binary.BigEndian.Uint32(b.Data[57:])))
+	kafkarec.StampProducer(b.Data, r.w.pid, r.w.epoch, seq)
+	r.batches = append(r.batches, b) // at the index Add returned
+	r.sendReady()
 	r.err = r.settle()
 }
 
@@ -184,14 +185,14 @@ func (r *seqRound) Add(b outBatch) {
 func (r *seqRound) Wait() error {
 	w := r.w
 	defer w.mu.Unlock()
-	for r.err == nil && r.core.Left() > 0 {
-		if r.backoff || r.sendReady() {
-			r.tries++
-			if err := sleepCtx(r.ctx, retryBackoff(r.tries)); err != nil {
+	for r.err == nil && !r.c.Done() {
+		r.sendReady()
+		if attempt, wait := r.c.Backoff(); wait {
+			if err := sleepCtx(r.ctx, retryBackoff(attempt)); err != nil {
 				r.err = err
 				break
 			}
-			r.backoff = false
+			r.c.BackedOff()
 			continue
 		}
 		select {
@@ -219,74 +220,71 @@ func (r *seqRound) answer(a seqAnswer) {
 	}
 }
 
-// settle gives the core the answers that arrived and does what each
-// means: a stored batch gets its base offset, a re-send drops its
-// partition's connection, an unsettled one ends the round.
+// settle gives the core the answers that arrived and does what it says:
+// record a stored batch's offset, forget a partition's leader (its
+// batches go again), or end the round.
 func (r *seqRound) settle() error {
 	r.mu.Lock()
 	got := r.queue
 	r.queue = nil
 	r.mu.Unlock()
 	for _, a := range got {
-		kind := answerFatal
-		switch {
-		case a.err == nil:
-			kind = answerStored
-		case errors.Is(a.err, kerr.DuplicateSequenceNumber):
-			kind = answerDuplicate
-		case retriableProduce(a.err):
-			kind = answerRetriable
-		}
-		effect, err := r.core.Answer(a.part, a.idx, a.gen, kind)
-		switch effect {
-		case effectCounted:
+		switch r.c.Answer(a.part, a.idx, a.gen, answerKind(a.err)) {
+		case seqRecord:
 			r.batches[a.idx].Base = a.base
-			if kind == answerDuplicate {
-				r.batches[a.idx].Base = -1
-			}
-			r.tries = 0
-		case effectResend:
+		case seqRecordDuplicate:
+			r.batches[a.idx].Base = -1
+		case seqForget:
 			r.w.forget(a.part)
 			r.w.resends++
-		case effectUnsettled:
-			if err == nil {
-				err = fmt.Errorf("%w: partition %d: %w", errSeqUnsettled, a.part, a.err)
-			}
-			return err
+		case seqFailUnsettled:
+			return fmt.Errorf("%w: partition %d answered out of order", errSeqUnsettled, a.part)
+		case seqFailRefused:
+			return fmt.Errorf("%w: partition %d: %w", errSeqUnsettled, a.part, a.err)
 		}
 	}
 	return nil
 }
 
-// sendReady sends, for every partition, the batches the core lets be in
-// flight; it reports whether a partition could not be sent to (no leader
-// known, a connection that cannot be made or failed), for Wait to wait
-// before it tries again.
-func (r *seqRound) sendReady() (wait bool) {
+// sendReady sends what the core names (every partition's batches that
+// may be in flight), until it names none: all sent or in flight, or a
+// send failed (no leader known, a connection that cannot be made or
+// failed) and the core waits (Backoff) before trying again.
+func (r *seqRound) sendReady() {
 	w := r.w
-	for _, part := range r.core.Partitions() {
-		for {
-			i, gen, ok := r.core.Ready(part)
-			if !ok {
-				break
-			}
-			conn, err := w.conn(r.ctx, part)
-			if err == nil {
-				err = conn.Produce(part, r.batches[i].Data, func(base int64, err error) {
-					r.answer(seqAnswer{part: part, idx: i, gen: gen, base: base, err: err})
-				})
-			}
-			if err != nil {
-				w.forget(part)
-				w.resends++
-				r.core.Lost(part)
-				wait = true
-				break
-			}
-			r.core.Sent(part)
+	for {
+		s, ok := r.c.NextSend()
+		if !ok {
+			return
 		}
+		conn, err := w.conn(r.ctx, s.Part)
+		if err == nil {
+			err = conn.Produce(s.Part, r.batches[s.Idx].Data, func(base int64, err error) {
+				r.answer(seqAnswer{part: s.Part, idx: s.Idx, gen: s.Gen, base: base, err: err})
+			})
+		}
+		if err != nil {
+			if r.c.SendFailed(s.Part) == seqForget {
+				w.forget(s.Part)
+				w.resends++
+			}
+			continue
+		}
+		r.c.Sent(s.Part)
 	}
-	return wait
+}
+
+// answerKind classifies a produce answer for the core.
+func answerKind(err error) seqAnswerKind {
+	switch {
+	case err == nil:
+		return seqStored
+	case errors.Is(err, kerr.DuplicateSequenceNumber):
+		return seqDuplicate
+	case retriableProduce(err):
+		return seqRetriable
+	}
+	return seqFatal
 }
 
 // conn returns the connection to partition part's leader, asking for the
@@ -351,7 +349,7 @@ func (w *seqWriter) forget(part int32) {
 // takes a new producer id (the old one's sequences are spent) and new
 // connections.
 func (w *seqWriter) fail(err error) error {
-	w.pid, w.seq = -1, nil
+	w.pid = -1 // the next round's ensurePID restarts the core's sequences
 	w.dropConns()
 	return err
 }
@@ -374,7 +372,8 @@ func (w *seqWriter) ensurePID(ctx context.Context) error {
 			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
 		if err == nil {
-			w.pid, w.epoch, w.seq = resp.ProducerID, resp.ProducerEpoch, map[int32]int32{}
+			w.pid, w.epoch = resp.ProducerID, resp.ProducerEpoch
+			w.core.NewProducerID()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -407,12 +406,6 @@ func retriableProduce(err error) bool {
 	// The connection's own failures (EOF, a reset, an answer that is not
 	// Kafka's) come wrapped by rawProducer: a new connection settles them.
 	return true
-}
-
-// nextSequence is the sequence after a batch of n records starting at s:
-// Kafka's sequences wrap to 0 after the largest int32.
-func nextSequence(s, n int32) int32 {
-	return int32((int64(s) + int64(n)) % (1 << 31))
 }
 
 // retryBackoff is the wait before the tries-th attempt: 100 ms doubling

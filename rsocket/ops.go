@@ -3,6 +3,8 @@ package rsocket
 import (
 	"context"
 	"slices"
+
+	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
 // The command queue: how goroutines other than mu's holder get the
@@ -170,20 +172,24 @@ func (c *Conn) unlock(direct bool) {
 // zero "length" inside a payload). Under mu.
 func (c *Conn) requeueTail(tail []byte) {
 	if len(c.outFront) > 0 {
-		t := growOut(nil, len(tail))
-		if cap(t) <= keepOut {
-			t = make([]byte, 0, len(tail))
-		}
-		c.outFront = slices.Insert(c.outFront, 0, outPiece{b: append(t, tail...)})
+		c.outFront = slices.Insert(c.outFront, 0, outPiece{b: append(newOutBuf(len(tail)), tail...)})
 		c.outFrontLen += len(tail)
 		return
 	}
-	rest := len(tail) + len(c.out)
-	var b []byte
-	if rest <= keepOut {
-		b = make([]byte, 0, rest)
+	old := c.out
+	c.out = append(append(newOutBuf(len(tail)+len(old)), tail...), old...)
+	if cap(old) > keepOut {
+		frame.PutBuf(old) // copied: nothing refers to it
 	}
-	c.out = append(append(growOut(b, rest), tail...), c.out...)
+}
+
+// newOutBuf is an empty output queue buffer for n bytes: a pooled one
+// past keepOut (wrote gives it back), else one of exactly n.
+func newOutBuf(n int) []byte {
+	if n > keepOut {
+		return frame.GetBuf(n)
+	}
+	return make([]byte, 0, n)
 }
 
 // rawOut is the socket to write to directly, or nil. Under mu.

@@ -3,6 +3,8 @@ package sinktest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/protocol"
@@ -31,7 +33,18 @@ func StoredRecords(tb testing.TB, addr string) [][]byte {
 	// A Send that finds the stream ended says only EOF; the sink's
 	// reason is what Recv returns then (CI saw a bare EOF here once).
 	for _, fr := range []protocol.Frame{&protocol.ReadStart{}, &protocol.ReadMore{N: 1 << 30}} {
-		if err := c.Send(fr); err != nil {
+		err := c.Send(fr)
+		if _, credit := fr.(*protocol.ReadMore); credit && errors.Is(err, io.EOF) {
+			// The session ended well before our credit arrived. A read
+			// that does not follow ends after its first EndOfLog, which
+			// the sink sends at once, without credit, only when it is
+			// already at the end: with records stored it would have
+			// waited for the credit. So the store was empty (CI saw this
+			// race in TestStartStopRestart: the EndOfLog and the end of
+			// the stream came before the ReadMore was sent).
+			return nil
+		}
+		if err != nil {
 			_, why := c.Recv()
 			tb.Fatalf("send %s: %v; the sink ended the stream with: %v (status %v)", protocol.Name(fr), err, why, protocol.StatusOf(why))
 		}

@@ -214,6 +214,16 @@ type Config struct {
 	// (internal/lab/sim) records what a crash would keep.
 	OnStoreSync func()
 
+	// AskKafkaRecords makes sessions ask agents that can for Kafka
+	// records sections (Welcome.codec kafka_zstd) whatever the store,
+	// which a store that does not take them gets converted, as from an
+	// agent that sent them unasked. No flag sets it: the simulation
+	// (internal/lab/sim) uses it to run the agent's Kafka sealing (ids
+	// predicted at seal, across crashes; the write loop's conversion
+	// when a restarted sink stops asking) against the embedded store it
+	// checks.
+	AskKafkaRecords bool
+
 	// beforeCommit, if set, runs on the storage writer before each group
 	// commit; tests use it to hold the writer.
 	beforeCommit func()

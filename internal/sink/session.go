@@ -192,7 +192,7 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	// Only an agent that listed the codec reads a Welcome asking for it
 	// (older agents do not know it; RSocket's Welcome carries the codec
 	// byte only when one is asked).
-	if takesKafka && slices.Contains(hello.Codecs, protocol.CodecKafkaZstd) {
+	if (takesKafka || s.cfg.AskKafkaRecords) && slices.Contains(hello.Codecs, protocol.CodecKafkaZstd) {
 		welcome.Codec = protocol.CodecKafkaZstd
 	}
 	po, _ := c.(protocol.PayloadOwner)

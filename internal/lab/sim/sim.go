@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
@@ -56,6 +57,10 @@ type Result struct {
 	Faults                    memconn.FaultStats
 	Stored                    int // store records at the end, duplicates included
 	Compressed                int // of them, stored zstd-compressed
+	// KafkaSinks is how many of the sink's starts asked for Kafka
+	// records sections; KafkaSent how many messages the agent sent as
+	// such (the sink converts them for its embedded store).
+	KafkaSinks, KafkaSent int
 	Elapsed                   time.Duration
 }
 
@@ -67,7 +72,21 @@ type plan struct {
 	pAgentCrash float64
 	pSinkCrash  float64
 	pPause      float64
+	kafka       kafkaAsk
 }
+
+// kafkaAsk is whether the sink asks the agent for Kafka records sections
+// (sink.Config.AskKafkaRecords): never, at every start, or at each start
+// by a coin's flip, so that a restarted sink stops or starts asking while
+// the agent's spool holds messages sealed either way (the write loop then
+// sends a sealed section as zstd to a sink that did not ask).
+type kafkaAsk int
+
+const (
+	kafkaNever kafkaAsk = iota
+	kafkaAlways
+	kafkaFlip
+)
 
 func newPlan(rng *rand.Rand) plan {
 	return plan{
@@ -103,6 +122,10 @@ type world struct {
 	res      Result
 	plan     plan
 	dec      *codec.Decoder
+	// krng draws the Kafka ask at each sink start, apart from rng so
+	// that the seeds' other draws are as before the ask existed.
+	krng      *rand.Rand
+	kafkaSent atomic.Int64
 }
 
 // The categories of a broken invariant. A failing seed's error is a
@@ -175,11 +198,17 @@ func Run(seed uint64, opts Options) (res Result, err error) {
 	defer func() {
 		w.stop()
 		w.res.Elapsed = time.Since(start)
+		w.res.KafkaSent = int(w.kafkaSent.Load())
 		res = w.res
 	}()
 	p := newPlan(w.rng)
+	w.krng = rand.New(rand.NewPCG(seed, 0xca7ca))
+	if p.compression == codec.Zstd {
+		// The agent seals Kafka records only when it compresses with zstd.
+		p.kafka = kafkaAsk(w.krng.IntN(3))
+	}
 	w.plan, w.dec = p, codec.NewDecoder(1<<20)
-	w.svc = &service{}
+	w.svc = &service{kafkaSent: &w.kafkaSent}
 	w.fd = &memconn.FaultDialer{Inner: &memconn.Dialer{Service: w.svc}, Seed: seed, Faults: p.faults}
 	if err := w.startSink(); err != nil {
 		return w.res, err
@@ -368,9 +397,14 @@ func (w *world) crashAgent() error {
 
 func (w *world) startSink() error {
 	w.disk = newDisk(w.sinkD)
+	ask := w.plan.kafka == kafkaAlways || (w.plan.kafka == kafkaFlip && w.krng.IntN(2) == 0)
+	if ask {
+		w.res.KafkaSinks++
+	}
 	s, err := sink.New(sink.Config{
 		DataDir: w.sinkD, Logger: w.opts.Logger, SegmentBytes: 64 << 10,
 		ShutdownTimeout: 5 * time.Second, OnStoreSync: w.disk.synced,
+		AskKafkaRecords: ask,
 	})
 	if err != nil {
 		return fmt.Errorf("start sink: %w", err)
@@ -431,6 +465,8 @@ type service struct {
 	s     *sink.Sink
 	wg    sync.WaitGroup
 	conns map[protocol.Conn]struct{}
+	// kafkaSent counts the messages received as Kafka records sections.
+	kafkaSent *atomic.Int64
 }
 
 // kill refuses new sessions, resets the open ones and waits until their
@@ -479,7 +515,27 @@ func (v *service) ServeSend(c protocol.Conn) error {
 		return err
 	}
 	defer v.done(c)
-	return s.ServeSend(c)
+	return s.ServeSend(&countingConn{Conn: c, kafka: v.kafkaSent})
+}
+
+// countingConn counts the Kafka records messages a Send session
+// receives, and is otherwise the session's conn (payload ownership too).
+type countingConn struct {
+	protocol.Conn
+	kafka *atomic.Int64
+}
+
+func (c *countingConn) Recv() (protocol.Frame, error) {
+	f, err := c.Conn.Recv()
+	if m, ok := f.(*protocol.Message); ok && m.Codec == protocol.CodecKafkaZstd {
+		c.kafka.Add(1)
+	}
+	return f, err
+}
+
+func (c *countingConn) PayloadsOwned() bool {
+	po, ok := c.Conn.(protocol.PayloadOwner)
+	return ok && po.PayloadsOwned()
 }
 
 func (v *service) ServeRead(c protocol.Conn) error {

@@ -77,6 +77,8 @@ func TestSimulation(t *testing.T) {
 				total.SinkCrashes += r.SinkCrashes
 				total.Stored += r.Stored
 				total.Compressed += r.Compressed
+				total.KafkaSinks += r.KafkaSinks
+				total.KafkaSent += r.KafkaSent
 				total.Faults.Sessions += r.Faults.Sessions
 				total.Faults.Dropped += r.Faults.Dropped
 				total.Faults.Duplicated += r.Faults.Duplicated
@@ -97,9 +99,16 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes, %d stored (%d zstd); faults %+v; slowest seed %d (%v)",
+	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes, %d stored (%d zstd); %d sink starts asked for Kafka records, %d messages sent so; faults %+v; slowest seed %d (%v)",
 		finished.Load(), len(failed), time.Since(start).Round(time.Millisecond), total.Messages, total.Records,
-		total.AgentCrashes, total.SinkCrashes, total.Stored, total.Compressed, total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
+		total.AgentCrashes, total.SinkCrashes, total.Stored, total.Compressed, total.KafkaSinks, total.KafkaSent,
+		total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
+	// The Kafka records path must have run, or the seeds that ask for it
+	// check nothing of it (an agent that stopped offering the codec, a
+	// sink that stopped asking, would pass unnoticed).
+	if total.KafkaSinks > 0 && total.KafkaSent == 0 && len(failed) == 0 {
+		t.Errorf("%d sink starts asked for Kafka records sections, and the agent sent none", total.KafkaSinks)
+	}
 	for i, r := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)

@@ -61,7 +61,7 @@ type Result struct {
 	// records sections; KafkaSent how many messages the agent sent as
 	// such (the sink converts them for its embedded store).
 	KafkaSinks, KafkaSent int
-	Elapsed                   time.Duration
+	Elapsed               time.Duration
 }
 
 // plan is everything drawn from the seed before the run starts.

@@ -49,12 +49,19 @@ func (a *Agent) Ready() error {
 // the agent's /healthz: after a failed fdatasync the spool refuses writes
 // until the process restarts (what the kernel holds for the file can no
 // longer be trusted; reopening re-reads what is on disk), so the agent
-// says so, and a supervisor with a liveness probe restarts it. Everything
+// says so, and a supervisor with a liveness probe restarts it. So it does
+// when a spooled message cannot be read back (Spool.ReadFailed): a restart
+// meets the start-up check, which names the damage. Everything
 // else (no sink, a full disk) heals without a restart and only makes
 // the agent not ready.
 func (a *Agent) Healthy() error {
 	if err := a.spool.Broken(); err != nil {
 		return fmt.Errorf("spool %s needs a restart after a failed fdatasync: %w", a.cfg.SpoolDir, err)
+	}
+	if err := a.spool.Unreadable(); err != nil {
+		// The message is parked, the others go on; only the check at
+		// start-up says where the damage is and how to repair it.
+		return fmt.Errorf("spool %s needs a restart: a spooled message cannot be read back (the start-up check names the damage): %w", a.cfg.SpoolDir, err)
 	}
 	return nil
 }

@@ -325,3 +325,24 @@ func TestBrokenSpoolIsUnhealthy(t *testing.T) {
 		t.Fatalf("after a failed fdatasync: writable %v, ready %v", err, a.Ready())
 	}
 }
+
+// TestUnreadableSpoolIsUnhealthy: a spooled message the driver cannot
+// read back (bytes on disk changed after the start-up check; the driver
+// parks the message, see TestUnreadableSpoolRecordIsParked in
+// internal/agent/driver) makes the agent unhealthy, so a supervisor
+// restarts it into the start-up check that names the damage. The spool
+// still takes appends: the agent stays ready until then.
+func TestUnreadableSpoolIsUnhealthy(t *testing.T) {
+	a := newTestAgent(t, t.TempDir(), nil)
+	defer a.Close()
+	if err := a.Healthy(); err != nil {
+		t.Fatalf("Healthy() = %v on a working agent", err)
+	}
+	a.spool.ReadFailed(fmt.Errorf("message 3: %w", &seglog.CorruptionError{File: "00000000000000000000.seg", Pos: 42, Offset: 3, Reason: "checksum mismatch"}))
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), "needs a restart") || !strings.Contains(err.Error(), "byte 42") {
+		t.Fatalf("Healthy() = %v after a record could not be read back", err)
+	}
+	if err := a.SpoolWritable(); err != nil {
+		t.Fatalf("SpoolWritable() = %v: an unreadable record does not stop appends", err)
+	}
+}

@@ -204,6 +204,9 @@ type Spool struct {
 	// next successful append; broken is a failed fdatasync, which only a
 	// restart clears (seglog.ErrBroken).
 	noSpace, broken error
+	// unreadable is the first record the driver could not read back (see
+	// ReadFailed).
+	unreadable error
 }
 
 const (
@@ -497,6 +500,26 @@ func (s *Spool) Broken() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.broken
+}
+
+// ReadFailed records that a record appended earlier could not be read
+// back: bytes on disk changed under the running agent. Appends still work,
+// so ingest goes on, but the damage stays until someone repairs the log,
+// and the start-up check is what finds it and names it: the agent reports
+// itself unhealthy (Unreadable) so a supervisor restarts it into that check.
+func (s *Spool) ReadFailed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unreadable == nil {
+		s.unreadable = err
+	}
+}
+
+// Unreadable is the first read failure ReadFailed recorded, or nil.
+func (s *Spool) Unreadable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unreadable
 }
 
 // Writable is nil when an append can be expected to succeed.

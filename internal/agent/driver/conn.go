@@ -21,7 +21,31 @@ type connEvent struct {
 	frame   protocol.Frame    // set for every later frame from the sink
 	err     error             // set when the connection ended
 	addr    string            // the sink's address
+	refused *localRefusal     // set when the writer could not send a message
 }
+
+// localRefusal is a message the session writer could not make a frame of
+// for this session. Closing the session over it would only bring the same
+// message first into the next session's window, and close that one too,
+// with nothing else ever delivered; so the loop parks it as a sink's
+// refusal for good is parked: the session goes on without it, and the next
+// session (maybe a sink that takes it, maybe a repaired spool) tries again.
+type localRefusal struct {
+	id     uint64
+	code   string // the Rejected metric's label: local_*, apart from the wire's ERROR_CODE_*
+	reason string
+	err    error
+}
+
+// Codes of local refusals (the Rejected metric's label).
+const (
+	refusedUnreadable    = "local_unreadable"    // the spool could not read the record back
+	refusedCorrupt       = "local_corrupt"       // the record read back is no spooled message
+	refusedUnconvertible = "local_unconvertible" // a Kafka records message that does not turn into zstd
+)
+
+// errNotInSpool: the iterator ended before a message the Sender holds.
+var errNotInSpool = errors.New("the spool ends before this message")
 
 // conn is one Send session. The loop enqueues message ids; the writer
 // goroutine reads each from the spool and sends it, so the loop never
@@ -107,12 +131,7 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 	// half-open TCP, stuck middlebox) must not hold the agent: without a
 	// Welcome in time the attempt fails and the next sink is tried.
 	stopDeadline := handshakeDeadline(d.cfg.HandshakeTimeout, cancelCause)
-	report := func(ev connEvent) {
-		select {
-		case d.connCh <- ev:
-		case <-d.ctx.Done():
-		}
-	}
+	report := d.report
 	fail := func(pc protocol.Conn, err error) {
 		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) && !errors.Is(err, errHandshakeTimeout) {
 			err = fmt.Errorf("%w (%v)", cause, err)
@@ -184,6 +203,20 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 	}
 }
 
+// report hands ev to the loop, unless the driver is stopping.
+func (d *Driver) report(ev connEvent) {
+	select {
+	case d.connCh <- ev:
+	case <-d.ctx.Done():
+	}
+}
+
+// refuse hands the loop message id, which this session cannot send (see
+// localRefusal); the writer goes on with the next one.
+func (d *Driver) refuse(c *conn, id uint64, code, reason string, err error) {
+	d.report(connEvent{gen: c.gen, refused: &localRefusal{id: id, code: code, reason: reason, err: err}})
+}
+
 // writeLoop sends queued messages, reading each body from the spool. The
 // payload sent is the spool record's body as read: no decoding or
 // re-encoding on the agent (the transport copies it once, marshalling).
@@ -214,33 +247,47 @@ func (d *Driver) writeLoop(c *conn) {
 					it.Seek(id)
 				}
 				if !it.Next() {
-					if errors.Is(it.Err(), seglog.ErrTruncated) {
-						next = ^uint64(0)
+					err := it.Err()
+					next = ^uint64(0) // the iterator keeps its error until it seeks
+					switch {
+					case errors.Is(err, seglog.ErrTruncated):
 						continue // acknowledged and removed meanwhile
+					case errors.Is(err, seglog.ErrClosed):
+						c.close() // the agent is stopping
+						return
+					case err == nil:
+						err = errNotInSpool
+					default:
+						// The start-up check read this record whole: the
+						// disk failed or changed it under the agent. A
+						// restart meets that check again, which names
+						// the damage (the spool reports it: Healthy).
+						d.spool.ReadFailed(fmt.Errorf("message %d: %w", id, err))
 					}
-					d.log.Error("cannot read message from spool", "id", id, "err", it.Err())
-					c.close()
-					return
+					d.refuse(c, id, refusedUnreadable, "cannot read message from spool", err)
+					continue
 				}
 				next = id + 1
 				rec = it.Value()
 			}
 			m, err := spool.Decode(rec)
 			if err != nil {
-				d.log.Error("corrupt message in spool", "id", id, "err", err)
-				c.close()
-				return
+				spool.PutBuf(q.rec)
+				ids[i].rec = nil
+				d.refuse(c, id, refusedCorrupt, "corrupt message in spool", err)
+				continue
 			}
 			msg = protocol.Message{ID: id, Records: m.Records, Codec: wireCodec(m.Kind), DictID: m.DictID, Payload: m.Body}
 			if m.Kind == codec.KafkaZstd && !c.kafka {
 				body, err := unseal.toZstd(m.Body, d.spool.ID(), id, m.Records)
 				if err != nil {
-					// Sent as it is, a sink that does not know the
-					// codec would refuse it for good; stop instead, as
-					// for a corrupt spool record.
-					d.log.Error("cannot turn a message sealed as Kafka records into zstd for this sink", "id", id, "err", err)
-					c.close()
-					return
+					// Sent as it is, a sink that does not know the codec
+					// would refuse it for good; parked, it waits for a
+					// session whose sink asks for Kafka records.
+					spool.PutBuf(q.rec)
+					ids[i].rec = nil
+					d.refuse(c, id, refusedUnconvertible, "cannot turn a message sealed as Kafka records into zstd for this sink", err)
+					continue
 				}
 				msg.Codec, msg.Payload = protocol.CodecZstd, body
 				spool.PutBuf(q.rec)

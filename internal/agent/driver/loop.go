@@ -288,6 +288,11 @@ func (l *loop) connEvent(ev connEvent) {
 		l.step(delivery.Connected(cr.Messages, cr.Bytes, now))
 	case ev.frame != nil:
 		l.frame(ev.frame, now)
+	case ev.refused != nil:
+		r := ev.refused
+		l.d.log.Error(r.reason+"; parked until the next session", "id", r.id, "code", r.code, "err", r.err)
+		l.d.metrics.Rejected.WithLabelValues(r.code).Inc()
+		l.step(delivery.Rejected(r.id, false, now))
 	}
 }
 

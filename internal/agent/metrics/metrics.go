@@ -98,7 +98,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ackedMsgs:     c("acked_messages_total", "Messages acknowledged by the sink."),
 		ackedRecords:  c("acked_records_total", "Records in acknowledged messages."),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
-			Name: "rejected_messages_total", Help: "Messages the sink refused, by error code."}, []string{"code"}),
+			Name: "rejected_messages_total", Help: "Messages refused, by code: the sink's error code (ERROR_CODE_*), or local_unreadable, local_corrupt, local_unconvertible for a spooled message the agent itself could not send on the session (parked like a sink's refusal for good, tried again on the next session)."}, []string{"code"}),
 		Reconnects:       c("reconnects_total", "Established sink streams that were lost (the agent then reconnects); failed connection attempts are connect_failures_total."),
 		ConnectFailures:  c("connect_failures_total", "Connection attempts that did not end in an established stream (refused, no Welcome, rejected by the sink)."),
 		sinkUp:           g("sink_up", "1 while a stream to a sink is established, else 0."),

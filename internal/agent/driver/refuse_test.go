@@ -251,3 +251,44 @@ func damage(t *testing.T, logDir string, marker []byte) {
 	}
 	t.Fatalf("no segment holds %q", marker)
 }
+
+// TestCorruptSpoolRecordIsParked: a record the log reads back whole but
+// that is no spooled message (spool.Decode refuses it) is refused locally
+// (code local_corrupt) and the messages after it are delivered on the same
+// session. It does not mark the spool unreadable: the start-up check reads
+// the log's records, not the messages in them, so a restart would not
+// find it.
+func TestCorruptSpoolRecordIsParked(t *testing.T) {
+	svc := newSink()
+	r := newRig(t, svc, delivery.SenderConfig{ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond})
+	r.spool(t, "good-0")
+	raw := []byte("not a spool record")
+	badID, err := r.sp.Log().Append([][]byte{raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d.Spooled([]spool.Spooled{{ID: badID, Size: int64(len(raw)), Records: 1, Raw: len(raw), At: r.now()}})
+	r.spool(t, "good-2")
+	r.spool(t, "good-3")
+	testwait.For(t, "the messages after the corrupt one acknowledged, or a reconnect", func() bool {
+		return (r.m.Snapshot(false).AckedMessages >= 3 && rejected(r.m, refusedCorrupt) >= 1) || svc.sessionCount() >= 2
+	})
+	if n := svc.sessionCount(); n != 1 {
+		t.Fatalf("%d sessions: the corrupt record ended the session (acked %d messages)", n, r.m.Snapshot(false).AckedMessages)
+	}
+	if n := r.m.Snapshot(false).AckedMessages; n != 3 {
+		t.Errorf("acked %d messages, want the 3 good ones", n)
+	}
+	if v := rejected(r.m, refusedCorrupt); v != 1 {
+		t.Errorf("rejected_messages_total{code=%q} = %v, want 1", refusedCorrupt, v)
+	}
+	if p := r.d.parked(); p != 1 {
+		t.Errorf("%d messages parked, want 1", p)
+	}
+	if _, sent := svc.sentAs(badID); sent {
+		t.Errorf("the corrupt record was sent")
+	}
+	if err := r.sp.Unreadable(); err != nil {
+		t.Errorf("Spool.Unreadable() = %v for a record the log reads whole", err)
+	}
+}

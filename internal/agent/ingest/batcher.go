@@ -366,9 +366,9 @@ func (g *Ingester) compressor(work <-chan *sealedMsg) {
 // compress compresses m with one of the agent's encoders (one per CPU:
 // at most that many compressions run at once), in the caller's goroutine.
 func (g *Ingester) compress(m *sealedMsg) {
-	enc := <-g.encs
+	enc := g.encs.get()
 	g.compressWith(m, enc)
-	g.encs <- enc
+	g.encs.put(enc)
 }
 
 // compressWith turns a sealed message into its spool record with enc

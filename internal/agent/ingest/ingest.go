@@ -88,7 +88,7 @@ type Ingester struct {
 	// encs holds one encoder per compression worker (CompressWorkers),
 	// each holding the dictionary; a compression takes one, so at most
 	// that many run at once, in the workers or in ingest callers.
-	encs chan *encoder
+	encs *encoderStack
 
 	// agentID is the spool's agent id: the key of every record of a
 	// message sealed as a Kafka records section (see kafka.go).
@@ -127,23 +127,21 @@ func New(cfg Config, sp *spool.Spool, m *metrics.Metrics, sm *spool.Metrics) (*I
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	encs := make([]*encoder, workers)
-	for i := range encs {
-		encs[i] = &encoder{Encoder: codec.NewEncoder(cfg.Level)}
+	encs := newEncoderStack(workers)
+	for range workers {
+		enc := &encoder{Encoder: codec.NewEncoder(cfg.Level)}
 		if cfg.Dictionary != nil {
-			if err := encs[i].AddDictionary(*cfg.Dictionary); err != nil {
+			if err := enc.AddDictionary(*cfg.Dictionary); err != nil {
 				return nil, err
 			}
 		}
+		encs.put(enc)
 	}
 	if cfg.BodyIdleTimeout <= 0 {
 		cfg.BodyIdleTimeout = defaults.IngestBodyIdleTimeout
 	}
 	g := &Ingester{cfg: cfg, log: cfg.Logger, spool: sp, metrics: m, spoolM: sm,
-		prodLocks: map[string]*producerLock{}, encs: make(chan *encoder, workers), agentID: []byte(sp.ID())}
-	for _, enc := range encs {
-		g.encs <- enc
-	}
+		prodLocks: map[string]*producerLock{}, encs: encs, agentID: []byte(sp.ID())}
 	// Deep enough that compression keeps going while the spool writer
 	// waits for an fsync: with a few slots the workers stall every fsync
 	// and ingest tops out at a few messages per fsync.

@@ -19,8 +19,8 @@ import (
 // not fit in front is left to the compressor, which copies it, and both
 // decode to the same records.
 func TestPlainMessageIsItsRecord(t *testing.T) {
-	g := &Ingester{log: slog.New(slog.DiscardHandler), encs: make(chan *encoder, 1)}
-	g.encs <- &encoder{Encoder: codec.NewEncoder(codec.LevelDefault)}
+	g := &Ingester{log: slog.New(slog.DiscardHandler), encs: newEncoderStack(1)}
+	g.encs.put(&encoder{Encoder: codec.NewEncoder(codec.LevelDefault)})
 	work := make(chan *sealedMsg, 2)
 	done := make(chan struct{})
 	go func() { g.compressor(work); close(done) }()

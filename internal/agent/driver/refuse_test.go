@@ -27,6 +27,33 @@ import (
 )
 
 // rejected is the agent's rejected_messages_total for code.
+// wantParkedAlone checks what a message id the session writer cannot send
+// (what, refused with code) must leave, in a spool of it and three good
+// messages: one session, which went on and acknowledged the three, the
+// message refused once with code and parked, and never sent. It waits for
+// the acks, or for a second session (what the writer did before: close).
+func wantParkedAlone(t *testing.T, svc *sink, m *metrics.Metrics, d *Driver, code string, id uint64, what string) {
+	t.Helper()
+	testwait.For(t, "the good messages acknowledged, or a reconnect", func() bool {
+		return (m.Snapshot(false).AckedMessages >= 3 && rejected(m, code) >= 1) || svc.sessionCount() >= 2
+	})
+	if n := svc.sessionCount(); n != 1 {
+		t.Fatalf("%d sessions: the %s ended the session (acked %d messages)", n, what, m.Snapshot(false).AckedMessages)
+	}
+	if n := m.Snapshot(false).AckedMessages; n != 3 {
+		t.Errorf("acked %d messages, want the 3 good ones", n)
+	}
+	if v := rejected(m, code); v != 1 {
+		t.Errorf("rejected_messages_total{code=%q} = %v, want 1", code, v)
+	}
+	if p := d.parked(); p != 1 {
+		t.Errorf("%d messages parked, want 1", p)
+	}
+	if c, sent := svc.sentAs(id); sent {
+		t.Errorf("the %s (message %d) was sent, as %v", what, id, c)
+	}
+}
+
 func rejected(m *metrics.Metrics, code string) float64 {
 	var out dto.Metric
 	if err := m.Rejected.WithLabelValues(code).Write(&out); err != nil {
@@ -117,24 +144,7 @@ func TestUnconvertibleKafkaMessageIsParked(t *testing.T) {
 				r.spool(t, "good-3")
 				// Either the refusal and the later acks, or a second
 				// session: what the writer did with the message.
-				testwait.For(t, "the messages after the bad one acknowledged, or a reconnect", func() bool {
-					return (r.m.Snapshot(false).AckedMessages >= 3 && rejected(r.m, refusedUnconvertible) >= 1) || svc.sessionCount() >= 2
-				})
-				if n := svc.sessionCount(); n != 1 {
-					t.Fatalf("%d sessions: the unconvertible message ended the session (acked %d messages)", n, r.m.Snapshot(false).AckedMessages)
-				}
-				if n := r.m.Snapshot(false).AckedMessages; n != 3 {
-					t.Errorf("acked %d messages, want the 3 good ones", n)
-				}
-				if v := rejected(r.m, refusedUnconvertible); v != 1 {
-					t.Errorf("rejected_messages_total{code=%q} = %v, want 1", refusedUnconvertible, v)
-				}
-				if p := r.d.parked(); p != 1 {
-					t.Errorf("%d messages parked, want 1", p)
-				}
-				if c, sent := svc.sentAs(badID); sent {
-					t.Errorf("the unconvertible message went to a sink that did not ask for Kafka records, as %v", c)
-				}
+				wantParkedAlone(t, svc, r.m, r.d, refusedUnconvertible, badID, "unconvertible message")
 				if w := r.sp.AckedWatermark(); w > badID {
 					t.Errorf("watermark %d: the parked message %d must stay spooled", w, badID)
 				}
@@ -193,24 +203,7 @@ func TestUnreadableSpoolRecordIsParked(t *testing.T) {
 		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
 		Logger: quiet, Now: func() int64 { return int64(time.Since(origin)) },
 	}, s, sp, m, backlog)
-	testwait.For(t, "the readable messages acknowledged, or a reconnect", func() bool {
-		return (m.Snapshot(false).AckedMessages >= 3 && rejected(m, refusedUnreadable) >= 1) || svc.sessionCount() >= 2
-	})
-	if n := svc.sessionCount(); n != 1 {
-		t.Fatalf("%d sessions: the unreadable record ended the session (acked %d messages)", n, m.Snapshot(false).AckedMessages)
-	}
-	if n := m.Snapshot(false).AckedMessages; n != 3 {
-		t.Errorf("acked %d messages, want the 3 readable ones", n)
-	}
-	if v := rejected(m, refusedUnreadable); v != 1 {
-		t.Errorf("rejected_messages_total{code=%q} = %v, want 1", refusedUnreadable, v)
-	}
-	if p := d.parked(); p != 1 {
-		t.Errorf("%d messages parked, want 1", p)
-	}
-	if _, sent := svc.sentAs(1); sent {
-		t.Errorf("the unreadable message was sent")
-	}
+	wantParkedAlone(t, svc, m, d, refusedUnreadable, 1, "unreadable record")
 	if err := sp.Unreadable(); !errors.Is(err, seglog.ErrCorrupt) {
 		t.Errorf("Spool.Unreadable() = %v, want the corruption", err)
 	}
@@ -270,24 +263,7 @@ func TestCorruptSpoolRecordIsParked(t *testing.T) {
 	r.d.Spooled([]spool.Spooled{{ID: badID, Size: int64(len(raw)), Records: 1, Raw: len(raw), At: r.now()}})
 	r.spool(t, "good-2")
 	r.spool(t, "good-3")
-	testwait.For(t, "the messages after the corrupt one acknowledged, or a reconnect", func() bool {
-		return (r.m.Snapshot(false).AckedMessages >= 3 && rejected(r.m, refusedCorrupt) >= 1) || svc.sessionCount() >= 2
-	})
-	if n := svc.sessionCount(); n != 1 {
-		t.Fatalf("%d sessions: the corrupt record ended the session (acked %d messages)", n, r.m.Snapshot(false).AckedMessages)
-	}
-	if n := r.m.Snapshot(false).AckedMessages; n != 3 {
-		t.Errorf("acked %d messages, want the 3 good ones", n)
-	}
-	if v := rejected(r.m, refusedCorrupt); v != 1 {
-		t.Errorf("rejected_messages_total{code=%q} = %v, want 1", refusedCorrupt, v)
-	}
-	if p := r.d.parked(); p != 1 {
-		t.Errorf("%d messages parked, want 1", p)
-	}
-	if _, sent := svc.sentAs(badID); sent {
-		t.Errorf("the corrupt record was sent")
-	}
+	wantParkedAlone(t, svc, r.m, r.d, refusedCorrupt, badID, "corrupt record")
 	if err := r.sp.Unreadable(); err != nil {
 		t.Errorf("Spool.Unreadable() = %v for a record the log reads whole", err)
 	}

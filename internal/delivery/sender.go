@@ -530,6 +530,11 @@ func (s *Sender) State() SenderState { return s.state }
 // acknowledged, nor timed out, nor rejected.
 func (s *Sender) InFlight() (msgs int, bytes int64) { return s.inflightMsgs, s.inflightBytes }
 
+// Parked is how many messages are refused for good on this session (by
+// the sink, or by the driver for one it cannot send) and wait for the
+// next: each holds the watermark below it.
+func (s *Sender) Parked() int { return s.parked }
+
 // Outstanding returns the number of spooled messages at or above the
 // watermark: queued, in flight, parked, or acked above an unacked id. A
 // driver with a deep spool may feed Spooled lazily, keeping this near the

@@ -49,6 +49,9 @@ func wantParkedAlone(t *testing.T, svc *sink, m *metrics.Metrics, d *Driver, cod
 	if p := d.parked(); p != 1 {
 		t.Errorf("%d messages parked, want 1", p)
 	}
+	if p := m.Snapshot(false).Parked; p != 1 {
+		t.Errorf("the parked_messages gauge says %d, want 1", p)
+	}
 	if c, sent := svc.sentAs(id); sent {
 		t.Errorf("the %s (message %d) was sent, as %v", what, id, c)
 	}

@@ -36,6 +36,7 @@ type Metrics struct {
 	st                                   Stats
 	lat                                  *hdrhistogram.Histogram // µs, spool → ack
 	inflightMsgs, inflightBytes, winMsgs prometheus.Gauge
+	parked                               prometheus.Gauge
 	winBytes, srtt                       prometheus.Gauge
 	// sent, resent and timeouts follow the Sender's cumulative Stats;
 	// prev is what they were last advanced to.
@@ -66,6 +67,7 @@ type Stats struct {
 	WindowMsgs                     int
 	WindowBytes                    int64
 	Unacked                        int
+	Parked                         int // refused for good on this session (Sender.Parked)
 	SRTT, RTO                      time.Duration
 	SpoolBytes                     int64
 	State                          string
@@ -111,7 +113,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "spool_fsync_seconds", Help: "Latency of spool fdatasyncs.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "ack_latency_seconds", Help: "Time from a message being spooled to its acknowledgement.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
-		inflightMsgs:  g("inflight_messages", "Messages sent and not yet acknowledged."),
+		inflightMsgs: g("inflight_messages", "Messages sent and not yet acknowledged."),
+		parked: g("parked_messages", "Messages refused for good on this session (rejected_messages_total: by the sink, or local_* by the agent) and held for the next one; "+
+			"the acknowledged watermark stays below the oldest, so the spool keeps it and everything after it."),
 		inflightBytes: g("inflight_bytes", "Bytes sent and not yet acknowledged."),
 		winMsgs:       g("window_messages", "Current window in messages (0: unbounded in this dimension)."),
 		winBytes:      g("window_bytes", "Current window in bytes (0: unbounded in this dimension)."),
@@ -125,7 +129,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
-			m.ackedRecords, m.Rejected, m.Reconnects, m.SpoolFull, m.Duplicates, m.Fsync, m.ackLatency, m.inflightMsgs,
+			m.ackedRecords, m.Rejected, m.Reconnects, m.SpoolFull, m.Duplicates, m.Fsync, m.ackLatency, m.inflightMsgs, m.parked,
 			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
 			m.ConnectFailures, m.sinkUp, m.lastError, m.SealKafkaRecords,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
@@ -184,6 +188,7 @@ func (m *Metrics) ObserveSender(s *delivery.Sender, unacked int, oldestAt int64,
 	st := s.Stats()
 	m.inflightMsgs.Set(float64(msgs))
 	m.inflightBytes.Set(float64(bytes))
+	m.parked.Set(float64(s.Parked()))
 	m.winMsgs.Set(float64(wm))
 	m.winBytes.Set(float64(wb))
 	m.srtt.Set(s.SRTT().Seconds())
@@ -196,6 +201,7 @@ func (m *Metrics) ObserveSender(s *delivery.Sender, unacked int, oldestAt int64,
 	m.st.InFlightMsgs, m.st.InFlightBytes, m.st.WindowMsgs, m.st.WindowBytes = msgs, bytes, wm, wb
 	m.st.Sent, m.st.Resent, m.st.Timeouts = st.Sent, st.Resent, st.Timeouts
 	m.st.SRTT, m.st.RTO, m.st.State, m.st.Unacked = s.SRTT(), s.RTO(), s.State().String(), unacked
+	m.st.Parked = s.Parked()
 	m.oldestAt, m.hasOldest = oldestAt, hasOldest
 	m.mu.Unlock()
 }

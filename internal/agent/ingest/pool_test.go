@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -200,13 +201,23 @@ func TestEncodersFollowConcurrency(t *testing.T) {
 		}
 	}
 	g.Close()
+	// A message sealed by the linger timer is compressed on the timer's
+	// goroutine, which gives its encoder back after the message's ingest
+	// call returned: wait until all are back.
+	var free []*encoder
+	testwait.For(t, "every encoder back in the stack", func() bool {
+		g.encs.mu.Lock()
+		defer g.encs.mu.Unlock()
+		free = append(free[:0], g.encs.free...)
+		return len(free) == workers
+	})
 	warm := 0
-	for _, e := range g.encs.free {
+	for _, e := range free {
 		if e.States() > 0 {
 			warm++
 		}
 	}
-	if len(g.encs.free) != workers || warm != 1 {
-		t.Fatalf("after %d requests one at a time: %d of %d encoders made their zstd state, want 1", 4*workers, warm, len(g.encs.free))
+	if warm != 1 {
+		t.Fatalf("after %d requests one at a time: %d of %d encoders made their zstd state, want 1", 4*workers, warm, len(free))
 	}
 }

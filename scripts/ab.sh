@@ -8,6 +8,15 @@
 # the N runs, not single runs.
 #
 #   scripts/ab.sh 73d2b9a 5 bench delivery --compression plain,zstd,zstd-fastest
+#
+# For `bench ingest` without --kafka, one broker (scripts/kafka.sh) serves
+# every run, passed as --kafka: each run would otherwise start its own,
+# and one rep meets that broker's JVM cold (franz-go's rate in such runs
+# was 1.05 M records/s where a five-rep run, warming its broker, measured
+# 1.67 M; docs/benchmarks.md, issue 27's eleventh pass), and a first run,
+# not recorded, warms it (with the shared broker but without it, the
+# first run's franz-go still read 1.16 M against 1.37-1.61 M after).
+# AB_KAFKA=own keeps the old way.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: scripts/ab.sh REV N BENCH-ARGS..." >&2
@@ -21,8 +30,20 @@ mkdir -p "$out"
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
 git -C "$root" archive "$rev" | tar -x -C "$src"
+if [ "$1 ${2:-}" = "bench ingest" ] && [ "${AB_KAFKA:-shared}" = shared ] && ! printf '%s\n' "$@" | grep -q '^--kafka'; then
+  kdir=$(mktemp -d)
+  trap '"$root/scripts/kafka.sh" stop --dir "$kdir" >/dev/null 2>&1 || true; rm -rf "$src" "$kdir"' EXIT
+  kaddr=$("$root/scripts/kafka.sh" start --dir "$kdir" --watch-pid $$ | tail -n 1)
+  echo "== one broker for every run: $kaddr"
+  set -- "$@" --kafka "$kaddr"
+  warmup=1
+fi
 (cd "$src" && go build -o "$out/sluice-old" ./cmd/sluice)
 (cd "$root" && go build -o "$out/sluice-new" ./cmd/sluice)
+if [ -n "${warmup:-}" ]; then
+  echo "== warm-up run of the new build (not recorded)"
+  "$out/sluice-new" "$@" --reps 1 >/dev/null
+fi
 for i in $(seq 1 "$n"); do
   for v in old new; do
     echo "== $v ($([ $v = old ] && echo "$rev" || echo "working tree")), run $i of $n"

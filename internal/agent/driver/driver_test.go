@@ -136,11 +136,7 @@ func newRigWith(t *testing.T, svc protocol.Service, sc delivery.SenderConfig, mo
 	r := &rig{sp: sp, m: metrics.New(nil), bodies: map[uint64][]byte{}, origin: time.Now()}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	cfg := Config{
-		Dialers: []protocol.Dialer{&memconn.Dialer{Service: svc}}, Addrs: []string{"mem"},
-		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
-		Logger: quiet, Now: r.now,
-	}
+	cfg := memConfig(svc, r.now)
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -154,6 +150,22 @@ func newRigWith(t *testing.T, svc protocol.Service, sc delivery.SenderConfig, mo
 }
 
 func (r *rig) now() int64 { return int64(time.Since(r.origin)) }
+
+// memConfig is the driver's Config of these tests: one in-memory sink
+// (svc), plain messages, the clock now.
+func memConfig(svc protocol.Service, now func() int64) Config {
+	return Config{
+		Dialers: []protocol.Dialer{&memconn.Dialer{Service: svc}}, Addrs: []string{"mem"},
+		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
+		Logger: quiet, Now: now,
+	}
+}
+
+// sinceStart is a clock for memConfig that starts now.
+func sinceStart() func() int64 {
+	origin := time.Now()
+	return func() int64 { return int64(time.Since(origin)) }
+}
 
 // spool appends one plain message of the given records and announces it.
 func (r *rig) spool(t *testing.T, recs ...string) uint64 {
@@ -329,12 +341,7 @@ func TestBacklogBeforeSpooled(t *testing.T) {
 	svc := newSink()
 	m := metrics.New(nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	origin := time.Now()
-	d := Start(ctx, Config{
-		Dialers: []protocol.Dialer{&memconn.Dialer{Service: svc}}, Addrs: []string{"mem"},
-		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
-		Logger: quiet, Now: func() int64 { return int64(time.Since(origin)) },
-	}, s, sp, m, backlog)
+	d := Start(ctx, memConfig(svc, sinceStart()), s, sp, m, backlog)
 	d.Spooled([]spool.Spooled{appendPlain(t, sp, "new")})
 	if !testwait.Until(func() bool { return sp.AckedWatermark() >= 4 && m.Snapshot(false).AckedMessages >= 4 }) {
 		t.Fatalf("acked %d messages, watermark %d; want all 4", m.Snapshot(false).AckedMessages, sp.AckedWatermark())

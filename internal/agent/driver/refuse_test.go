@@ -22,7 +22,6 @@ import (
 	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
-	"github.com/sluicehq/sluice/internal/transport/memconn"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -200,12 +199,7 @@ func TestUnreadableSpoolRecordIsParked(t *testing.T) {
 	m := metrics.New(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	origin := time.Now()
-	d := Start(ctx, Config{
-		Dialers: []protocol.Dialer{&memconn.Dialer{Service: svc}}, Addrs: []string{"mem"},
-		Compression: codec.Plain, MaxMessageBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
-		Logger: quiet, Now: func() int64 { return int64(time.Since(origin)) },
-	}, s, sp, m, backlog)
+	d := Start(ctx, memConfig(svc, sinceStart()), s, sp, m, backlog)
 	wantParkedAlone(t, svc, m, d, refusedUnreadable, 1, "unreadable record")
 	if err := sp.Unreadable(); !errors.Is(err, seglog.ErrCorrupt) {
 		t.Errorf("Spool.Unreadable() = %v, want the corruption", err)

@@ -1,7 +1,9 @@
 package codec
 
 import (
+	"bytes"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -295,4 +297,38 @@ func TestSmallDictMessagesBeatPlainZstd(t *testing.T) {
 	if de.small == nil || de.enc == nil {
 		t.Fatalf("fast finder used: %v, default finder used: %v; want both (sizes %v around %d)", de.small != nil, de.enc != nil, gainSizes, smallDictMessage)
 	}
+}
+
+// BenchmarkZstdState: the heap one Encoder holds after its first
+// dictionary-less message, at the default level (state-B; allocations
+// per op are the state's and the output's), for messages of 1 KiB and
+// 256 KiB: what each agent encoder in use costs (internal/agent/ingest's
+// encoderStack), and why an Encoder keeps one such state at a time.
+//
+//	go test -run '^$' -bench ZstdState -benchtime 20x ./internal/codec/
+func BenchmarkZstdState(b *testing.B) {
+	for _, size := range []int{1 << 10, 256 << 10} {
+		src := bytes.Repeat([]byte("cpu_seconds{host=\"h\"} 12.5 "), size/27+1)[:size]
+		b.Run(fmt.Sprintf("msg=%dKiB", size>>10), func(b *testing.B) {
+			var held uint64
+			for range b.N {
+				before := liveHeap()
+				e := NewEncoder(LevelDefault)
+				if _, err := e.Encode(nil, src, Zstd, 0); err != nil {
+					b.Fatal(err)
+				}
+				held += liveHeap() - before
+				runtime.KeepAlive(e)
+			}
+			b.ReportMetric(float64(held)/float64(b.N), "state-B")
+		})
+	}
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -752,3 +752,25 @@ func TestKafkaZstdIsAZstdFrame(t *testing.T) {
 		t.Errorf("String() = %q", KafkaZstd.String())
 	}
 }
+
+// TestEncoderOneDictionaryLessState: an Encoder switching between Zstd
+// and KafkaZstd holds one zstd state at a time (each is 1.6–3.7 MB,
+// BenchmarkZstdState), and both kinds' frames still decode after the
+// switches.
+func TestEncoderOneDictionaryLessState(t *testing.T) {
+	e := NewEncoder(LevelDefault)
+	d := NewDecoder(1 << 20)
+	src := bytes.Repeat([]byte("switching kinds "), 200)
+	for i, k := range []Kind{Zstd, KafkaZstd, KafkaZstd, Zstd, KafkaZstd} {
+		frame, err := e.Encode(nil, src, k, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := e.States(); n != 1 {
+			t.Fatalf("message %d (%v): the Encoder holds %d zstd states, want 1", i, k, n)
+		}
+		if got, err := d.Decode(nil, frame, k, 0); err != nil || !bytes.Equal(got, src) {
+			t.Fatalf("message %d (%v): %v, equal %v", i, k, err, bytes.Equal(got, src))
+		}
+	}
+}

@@ -78,7 +78,8 @@ type Encoder struct {
 	// message.
 	plain *zstd.Encoder
 	// kafka is plain without the frame's xxhash, for KafkaZstd; nil
-	// until the first such message. See kafkaChecksum.
+	// until the first such message. See kafkaChecksum. At most one of
+	// plain and kafka is held: switching kind drops the other.
 	kafka *zstd.Encoder
 	dicts map[uint32]*dictEncoder
 }
@@ -143,10 +144,10 @@ func (e *Encoder) AddDictionary(d Dictionary) error {
 	return nil
 }
 
-// States is how many zstd encoders e has made so far (each is made on
-// first use of its kind or dictionary and holds its tables and window,
-// about 1.6 MB at the default level): what e costs in memory beyond its
-// struct.
+// States is how many zstd encoders e holds (each is made on first use of
+// its kind or dictionary and holds its tables and window: at the default
+// level 1.6 MB after a 1 KiB message, 3.7 MB after a 256 KiB one,
+// BenchmarkZstdState): what e costs in memory beyond its struct.
 func (e *Encoder) States() int {
 	n := 0
 	for _, z := range []*zstd.Encoder{e.plain, e.kafka} {
@@ -191,13 +192,21 @@ func (e *Encoder) Encode(dst, src []byte, kind Kind, dictID uint32) ([]byte, err
 		if kind == Plain {
 			return append(dst, src...), nil
 		}
+		// One dictionary-less state at a time: each holds its tables and
+		// window, 3.7 MB after a 256 KiB message (BenchmarkZstdState), and
+		// an agent switches kind only when a new sink's Welcome asks
+		// otherwise, or for the rare whole message whose section would not
+		// fit. Kept both, every encoder that sealed before a Welcome asked
+		// for Kafka records would hold two for good.
 		if kind == KafkaZstd {
 			if e.kafka == nil {
+				e.plain = nil
 				e.kafka = e.newZstdAt(e.level, nil, kafkaChecksum)
 			}
 			return e.kafka.EncodeAll(src, dst), nil
 		}
 		if e.plain == nil {
+			e.kafka = nil
 			e.plain = e.newZstd(nil)
 		}
 		return e.plain.EncodeAll(src, dst), nil

@@ -39,10 +39,12 @@ type encoder struct {
 // encoderStack holds the free encoders, last in first out: the encoder
 // given back last is the next one taken. A queue (a channel, as before)
 // handed each message to the next encoder in turn, so any trickle of
-// messages soon woke every encoder's zstd state (1.3 MB each at the
-// default level, made on first use) and kept them all: an agent with
-// GOMAXPROCS 8 held 12 MB for one client's few requests, 64 cores would
-// hold 80 MB. From a stack, a light load keeps using one encoder, warm in
+// messages soon woke every encoder's zstd state (made on first use, 1.6
+// MB after small messages and 3.7 MB after 256 KiB ones at the default
+// level: codec's BenchmarkZstdState) and kept them all: an agent with
+// GOMAXPROCS 8 held 12 MB for one client's few small requests (a heap
+// profile of TestHostileListeners/ingest at GOMAXPROCS=8); 64 cores
+// would hold 100 to 230 MB. From a stack, a light load keeps using one encoder, warm in
 // the cache, and only as many come into use as compressions ever ran at
 // once (TestEncodersFollowConcurrency).
 type encoderStack struct {

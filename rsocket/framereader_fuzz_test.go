@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"testing"
 
 	"github.com/sluicehq/sluice/rsocket/frame"
@@ -51,12 +50,7 @@ func FuzzFrameReader(f *testing.F) {
 		}
 		var src io.Reader = &cutReader{b: all, sizes: reads}
 		if socket {
-			a, b, err := socketPair()
-			if err != nil {
-				t.Skip(err)
-			}
-			defer a.Close()
-			defer b.Close()
+			a, b := tcpPair(t) // closed at the test's end, the writer's too
 			go func() {
 				w := &cutReader{b: all, sizes: reads}
 				buf := make([]byte, 4<<20)
@@ -141,33 +135,4 @@ func (c *cutReader) Read(p []byte) (int, error) {
 	n = copy(p[:n], c.b)
 	c.b = c.b[n:]
 	return n, nil
-}
-
-// socketPair returns the two ends of a loopback TCP connection, the
-// kind of net.Conn whose reads frameReader takes the raw path for.
-func socketPair() (net.Conn, net.Conn, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer l.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := l.Accept()
-		ch <- res{c, err}
-	}()
-	a, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		return nil, nil, err
-	}
-	r := <-ch
-	if r.err != nil {
-		a.Close()
-		return nil, nil, r.err
-	}
-	return a, r.c, nil
 }

@@ -30,7 +30,11 @@ mkdir -p "$out"
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
 git -C "$root" archive "$rev" | tar -x -C "$src"
-if [ "$1 ${2:-}" = "bench ingest" ] && [ "${AB_KAFKA:-shared}" = shared ] && ! printf '%s\n' "$@" | grep -q '^--kafka'; then
+has_kafka=
+for a in "$@"; do
+  case $a in --kafka | --kafka=* | -kafka | -kafka=*) has_kafka=1 ;; esac
+done
+if [ "$1 ${2:-}" = "bench ingest" ] && [ "${AB_KAFKA:-shared}" = shared ] && [ -z "$has_kafka" ]; then
   kdir=$(mktemp -d)
   trap '"$root/scripts/kafka.sh" stop --dir "$kdir" >/dev/null 2>&1 || true; rm -rf "$src" "$kdir"' EXIT
   kaddr=$("$root/scripts/kafka.sh" start --dir "$kdir" --watch-pid $$ | tail -n 1)

@@ -296,10 +296,11 @@ func deliveryTable(rep bench.Report) string {
 // separated, latencies in ms below a second.
 func ingestTable(rep bench.Report) string {
 	var b strings.Builder
-	b.WriteString("| run | records/s | CPU µs/record | delivered ack p50 | delivered ack p99 | vs franz-go (c) | vs Java zstd (e) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| run | records/s | CPU µs/record | machine busy | delivered ack p50 | delivered ack p99 | vs franz-go (c) | vs Java zstd (e) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, spread(r.Stat("records_per_sec"), thousands),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, spread(r.Stat("records_per_sec"), thousands),
 			optional(r, "cpu_us_per_record", func(s bench.Stat) string { return s.Format(2) }),
+			optional(r, "machine_busy", func(s bench.Stat) string { return spread(s, percent) }),
 			optional(r, "delivered_ack_p50_s", func(s bench.Stat) string { return spread(s, secondsMS) }),
 			optional(r, "delivered_ack_p99_s", func(s bench.Stat) string { return spread(s, secondsMS) }),
 			optional(r, "vs_franz_go", func(s bench.Stat) string { return s.FormatUnit(2, "×") }),
@@ -324,6 +325,9 @@ func spread(s bench.Stat, f func(float64) string) string {
 	}
 	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
 }
+
+// percent is a share (0 to 1) as a whole percentage: 96 %.
+func percent(x float64) string { return fmt.Sprintf("%.0f %%", 100*x) }
 
 // thousands rounds x and separates its thousands with commas: 500,005.
 func thousands(x float64) string {

@@ -292,11 +292,12 @@ func recordEnd(t *testing.T, section []byte, i int) int {
 
 // TestKafkaNative: the Kafka-native hop through a sink, against a broker.
 // The Welcome asks for kafka_zstd exactly when the store takes it (its
-// own batches: zstd, one header, agent-records=on) and the Hello listed it; kafka_zstd
-// messages, mixed with zstd ones, land in the topic as the records
-// franz-go's path writes for them, whether the store took them as they
-// came (agent-records=on) or the session converted them (the default, and
-// lz4 through franz-go's producer).
+// own batches: zstd, one header, agent-records=on) and the Hello listed
+// it; kafka_zstd messages, mixed with zstd ones, land in the topic as the
+// records franz-go's path writes for them, whether the store took them
+// (agent-records=on; these messages are below minAgentBatchBytes, so
+// their records join the store's own batches) or the session converted
+// them (the default, and lz4 through franz-go's producer).
 func TestKafkaNative(t *testing.T) {
 	b := kafkatest.Start(t)
 	t.Run("Welcome", func(t *testing.T) {

@@ -23,6 +23,9 @@ type ProducerResult struct {
 	// acks=all answer for its last record, one sample per batch (as
 	// sluice's ingest latency is one sample per Ingest call).
 	AckP50, AckP99 time.Duration
+	// MachineBusy is the share of the machine's CPUs busy during the run,
+	// after its first second (ReadMachineCPU; -1 where unknown).
+	MachineBusy float64
 }
 
 func (r ProducerResult) RecordsPerSec() float64 { return float64(r.Records) / r.Elapsed.Seconds() }
@@ -56,6 +59,7 @@ func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur t
 	var wg sync.WaitGroup
 	var firstErr atomic.Pointer[error] // atomic.Value panics on errors of different types
 	start := time.Now()
+	cpu0, cpuOK := ReadMachineCPU()
 	for f := 0; f < feeders; f++ {
 		src := newSource(f)
 		wg.Add(1)
@@ -133,12 +137,20 @@ func RunKafkaProducer(ctx context.Context, brokers []string, topic string, dur t
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	prev := int64(0)
+	rampedUp := false
 loop:
 	for {
 		select {
 		case <-done:
 			break loop
 		case <-tick.C:
+			if !rampedUp {
+				// Counted from the first tick, as RunPipeline does.
+				rampedUp = true
+				if c, ok := ReadMachineCPU(); ok {
+					cpu0 = c
+				}
+			}
 			if progress != nil {
 				n := recs.Load()
 				fmt.Fprintf(progress, "  [franz-go] %5.1fs  %9d rec/s\n", time.Since(start).Seconds(), n-prev)
@@ -149,7 +161,11 @@ loop:
 	if p := firstErr.Load(); p != nil {
 		return ProducerResult{}, *p
 	}
-	return ProducerResult{Records: recs.Load(), Bytes: bytes.Load(), Elapsed: time.Since(start),
+	busy := -1.0
+	if cpu1, ok := ReadMachineCPU(); ok && cpuOK {
+		busy = cpu1.BusySince(cpu0)
+	}
+	return ProducerResult{Records: recs.Load(), Bytes: bytes.Load(), Elapsed: time.Since(start), MachineBusy: busy,
 		AckP50: time.Duration(lat.ValueAtQuantile(50)) * time.Microsecond,
 		AckP99: time.Duration(lat.ValueAtQuantile(99)) * time.Microsecond}, nil
 }

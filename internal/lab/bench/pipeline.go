@@ -64,9 +64,13 @@ type PipelineResult struct {
 	IngestP50, IngestP99 time.Duration
 	Elapsed              time.Duration // feeders start to last ack
 	FeedElapsed          time.Duration // feeders start to feeders stop
-	Agent                agent.Stats
-	Drained              bool // everything spooled was acknowledged within Drain
-	IngestedBytes        uint64
+	// MachineBusy is the share of the machine's CPUs busy while the
+	// feeders fed, after the first progress tick (ReadMachineCPU; -1
+	// where unknown).
+	MachineBusy   float64
+	Agent         agent.Stats
+	Drained       bool // everything spooled was acknowledged within Drain
+	IngestedBytes uint64
 }
 
 // RecordsPerSec and MBps are acknowledged (delivered and durably stored)
@@ -168,6 +172,8 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 	var errOnce sync.Once
 	batches := make(chan [][]byte, 2*cfg.Feeders)
 	start := time.Now()
+	cpu0, cpuOK := ReadMachineCPU()
+	machineBusy := -1.0
 	if cfg.Batches != nil {
 		gens.Add(1)
 		go func() {
@@ -238,12 +244,16 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 	// progress tick (up to Interval, a second by default: that was one
 	// second added to an 8 s run's Elapsed, 11 % off every delivery rate).
 	var poll <-chan time.Time
+	rampedUp := false
 	for {
 		select {
 		case <-poll:
 		case <-done:
 			if feeding {
 				feeding, feedElapsed = false, time.Since(start)
+				if cpu1, ok := ReadMachineCPU(); ok && cpuOK {
+					machineBusy = cpu1.BusySince(cpu0)
+				}
 				drainDeadline = time.Now().Add(cfg.Drain)
 				done = nil
 				if records.Load() == 0 && feedErr == nil {
@@ -254,6 +264,15 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 				}
 			}
 		case now := <-tick.C:
+			if feeding && !rampedUp {
+				// The machine's busy share counts from here: the first
+				// tick's ramp (the sink's session, the first spool sync)
+				// is not the steady state.
+				rampedUp = true
+				if c, ok := ReadMachineCPU(); ok {
+					cpu0 = c
+				}
+			}
 			st := a.Stats()
 			if cfg.Progress != nil {
 				printProgress(cfg.Progress, now.Sub(start), st, prev, now.Sub(prevT), feeding)
@@ -267,7 +286,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 			caughtUp := st.SpooledMessages > 0 && st.AckedMessages >= st.SpooledMessages && st.Unacked == 0
 			if caughtUp || time.Now().After(drainDeadline) {
 				res := PipelineResult{Elapsed: time.Since(start), FeedElapsed: feedElapsed, Agent: a.Stats(), Drained: caughtUp,
-					IngestedBytes: st.IngestedBytes}
+					IngestedBytes: st.IngestedBytes, MachineBusy: machineBusy}
 				latMu.Lock()
 				res.IngestP50 = time.Duration(ingestLat.ValueAtQuantile(50)) * time.Microsecond
 				res.IngestP99 = time.Duration(ingestLat.ValueAtQuantile(99)) * time.Microsecond

@@ -167,6 +167,9 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", cf.name, err)
 		}
+		if b, ok := m["machine_busy"]; ok && b < 0 {
+			delete(m, "machine_busy") // no /proc/stat
+		}
 		r.rs.Add(cf.name, cf.params, m)
 	}
 	r.ratio(nameFranz, "vs_franz_go")
@@ -235,7 +238,7 @@ func (r *runner) franz(key []byte) func() (bench.Metrics, error) {
 		}
 		p, err := bench.RunKafkaProducer(r.ctx, []string{r.Kafka}, topic, r.Duration, r.Feeders, r.MessageSize, key, r.source, r.stderr)
 		return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": p.MBps(),
-			"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds()}, err
+			"producer_ack_p50_s": p.AckP50.Seconds(), "producer_ack_p99_s": p.AckP99.Seconds(), "machine_busy": p.MachineBusy}, err
 	}
 }
 
@@ -299,7 +302,7 @@ func (r *runner) runPipeline(scfg sink.Config, source func(int) bench.Source) (b
 	st := p.Agent
 	return bench.Metrics{"records_per_sec": p.RecordsPerSec(), "elapsed_s": p.Elapsed.Seconds(), "mb_per_sec": float64(st.AckedRawBytes) / p.Elapsed.Seconds() / 1e6,
 		"producer_ack_p50_s": p.IngestP50.Seconds(), "producer_ack_p99_s": p.IngestP99.Seconds(),
-		"delivered_ack_p50_s": st.LatencyP50.Seconds(), "delivered_ack_p99_s": st.LatencyP99.Seconds()}, err
+		"delivered_ack_p50_s": st.LatencyP50.Seconds(), "delivered_ack_p99_s": st.LatencyP99.Seconds(), "machine_busy": p.MachineBusy}, err
 }
 
 // javaRate sizes a Java run to last about Duration: its own last rate,
@@ -346,18 +349,18 @@ func (r *runner) ratio(base, key string) {
 // print prints the table and the notes under it; it returns the notes.
 func (r *runner) print(stdout io.Writer, configs []config) []string {
 	fmt.Fprintf(stdout, "\n%s; %s records, %s batches, %d feeders, %s per run\n\n", benchkit.RepsLine(r.Report.Reps), bench.SizeName(r.RecordSize), bench.SizeName(r.MessageSize), r.Feeders, r.Duration)
-	fmt.Fprint(stdout, "| run | records/s | MB/s | CPU µs/record | producer ack p50 | producer ack p99 | delivered ack p50 | delivered ack p99 | vs franz-go |")
+	fmt.Fprint(stdout, "| run | records/s | MB/s | CPU µs/record | machine busy | producer ack p50 | producer ack p99 | delivered ack p50 | delivered ack p99 | vs franz-go |")
 	if r.Java {
 		fmt.Fprint(stdout, " vs Java producer (zstd) |")
 	}
-	fmt.Fprint(stdout, "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprint(stdout, "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	if r.Java {
 		fmt.Fprint(stdout, "---:|")
 	}
 	fmt.Fprintln(stdout)
 	for _, c := range configs {
 		row := r.rs.Row(c.name)
-		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |", row.Name, row.Stat("records_per_sec").Format(0), row.Stat("mb_per_sec").Format(1), cpu(row),
+		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", row.Name, row.Stat("records_per_sec").Format(0), row.Stat("mb_per_sec").Format(1), cpu(row), busy(row),
 			duration(row, "producer_ack_p50_s"), duration(row, "producer_ack_p99_s"), duration(row, "delivered_ack_p50_s"), duration(row, "delivered_ack_p99_s"), times(row, "vs_franz_go"))
 		if r.Java {
 			fmt.Fprintf(stdout, " %s |", times(row, "vs_java_zstd"))
@@ -386,6 +389,8 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 	fmt.Fprintln(stdout, "producer ack: how long a producer waits (agent: until its records are fsync'ed in the spool; franz-go: its batch's acks;")
 	fmt.Fprintln(stdout, "  Java: per record, send to ack, open loop, so it includes queueing in the producer's 32 MiB buffer).")
 	fmt.Fprintln(stdout, "CPU µs/record: CPU time of this process (agent and sink, or franz-go) per record stored; Kafka's broker is not counted.")
+	fmt.Fprintln(stdout, "machine busy: the share of all the machine's CPUs busy while the producers fed, after the first second (/proc/stat; every process, the broker's too):")
+	fmt.Fprintln(stdout, "  near 100 % a row is bound by CPU, and only less CPU per record raises it.")
 	fmt.Fprintln(stdout, "delivered ack: from spooled to acknowledged by the sink (after its store's fsync or Kafka's acks).")
 	for _, row := range r.rs.Rows {
 		if strings.HasPrefix(row.Name, "(b′)") {
@@ -398,6 +403,15 @@ func (r *runner) print(stdout io.Writer, configs []config) []string {
 		fmt.Fprintln(stdout, n)
 	}
 	return notes
+}
+
+// busy is the row's machine_busy as a percentage, or nothing (the Java
+// rows, and machines without /proc/stat).
+func busy(r *bench.Row) string {
+	if st := r.Stat("machine_busy"); st.N > 0 {
+		return fmt.Sprintf("%.0f %%", 100*st.Median)
+	}
+	return ""
 }
 
 func cpu(r *bench.Row) string {

@@ -100,12 +100,15 @@ type URL struct {
 	// agentRecords (agent-records=on): the sink asks its agents to seal
 	// their messages as Kafka records sections (codec.KafkaZstd) and puts
 	// their compressed bytes in the topic untouched (issue 27's
-	// Kafka-native hop). Off by default: it costs agent and sink 18 %
-	// less CPU per record, but each agent message becomes a record batch
-	// of its own, four times the batches of the sink's own (which pack
-	// consecutive messages into up to 1 MiB), and on the two cores the
-	// broker shares in `bench ingest` the rate was lower (docs/benchmarks.md,
-	// issue 27's ninth pass). Only with the default zstd and headers=one.
+	// Kafka-native hop). Only with the default zstd and headers=one. Off
+	// by default: agent and sink spend about a fifth less CPU per record,
+	// and `bench ingest` (b), bound by the two cores it shares with the
+	// broker, ran 1.15× the sink's own batches (docs/benchmarks.md, issue
+	// 27's twelfth pass), but every record's key and header survive the
+	// agent's zstd, 1.39× the bytes from agent to sink, which an agent on
+	// a slow link pays (docs/scaling.md). A small message is not a batch
+	// of its own (agentBatchFits), so agents sealing little at a time
+	// still make full batches.
 	agentRecords bool
 }
 

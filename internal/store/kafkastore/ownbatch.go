@@ -252,11 +252,24 @@ func (o *ownBatchWriter) seal(dst []byte, j sealJob) []byte {
 // checked its records section (key, sluice header and offsetDelta of every
 // record), so it only needs a header, and the batch must fit the topic's
 // max.message.bytes. A larger one is decompressed and split into batches
-// like any other message (split), which the broker takes.
+// like any other message (split), which the broker takes; so is a smaller
+// one than minAgentBatchBytes, whose records join the partition's open
+// section.
 func (k *Store) agentBatchFits(it *store.Message) bool {
 	return it.Codec == codec.KafkaZstd && it.Records > 0 && it.DictID == 0 &&
+		len(it.Body) >= minAgentBatchBytes &&
 		kafkarec.BatchHeaderLen+len(it.Body) <= k.recordLimit+kafkaRecordOverhead
 }
+
+// minAgentBatchBytes is the least compressed size of a kafka_zstd message
+// the writer makes a batch of its own. An agent that seals little at a time
+// (a light load: it seals what its linger gathered) would otherwise put a
+// batch of a few records in the topic per message: the broker's work per
+// batch for a few records, and zstd's frame and tables for each, where the
+// sink's own batches pack consecutive messages into up to ownBatchTarget.
+// An agent's full message (256 KiB of the bench's records) is about 16 KiB
+// compressed, 4× this.
+const minAgentBatchBytes = 4 << 10
 
 // sealAgentBatch appends to dst the record batch of j, a kafka_zstd
 // message: kafkarec's header (zstd, j.n records, every record at j.now;

@@ -19,13 +19,20 @@ type Problem struct {
 	Lost   uint64 // offsets from Offset on that have no intact record
 	// Torn is true for a bad final record of the last segment, which Open
 	// would truncate by itself.
-	Torn   bool
-	Reason string
+	Torn bool
+	// Damaged (with Torn): that record was damaged after it was written
+	// whole, not torn by a crash (damagedTail); Open copies its bytes to
+	// the quarantine before it truncates them.
+	Damaged bool
+	Reason  string
 }
 
 func (p Problem) String() string {
 	kind := "corrupt"
-	if p.Torn {
+	switch {
+	case p.Torn && p.Damaged:
+		kind = "damaged final record (the next open quarantines it)"
+	case p.Torn:
 		kind = "torn tail"
 	}
 	s := fmt.Sprintf("%s: %s at byte %d (offset %d): %s", p.File, kind, p.Pos, p.Offset, p.Reason)
@@ -165,9 +172,14 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 		for j, s := range spans {
 			if s.damaged {
 				bad = true
+				final := last && j == len(spans)-1
+				var dmg bool
+				if final {
+					_, derr := decodeFrame(data[s.pos:], checkMaxBody)
+					dmg = (errors.Is(derr, errChecksum) || errors.Is(derr, errHeader)) && noZeroSector(data[s.pos:], s.pos)
+				}
 				rep.Problems = append(rep.Problems, Problem{File: path, Pos: s.pos, End: s.end,
-					Offset: s.first, Lost: s.next - s.first, Reason: s.reason,
-					Torn: last && j == len(spans)-1})
+					Offset: s.first, Lost: s.next - s.first, Reason: s.reason, Torn: final, Damaged: dmg})
 				rep.Quarantined += s.end - s.pos
 				rep.Gaps += s.next - s.first
 				if !(last && j == len(spans)-1) {

@@ -72,8 +72,13 @@
 //
 // Open checks every segment. In the last segment, a bad final record — one
 // that runs past the end of the file, fails its checksum, or is followed by
-// nothing valid — is a torn write from a crash: it is truncated, logged and
-// counted (Stats.TornTails), never returned. Any other bad record is
+// nothing valid — is truncated, never returned. If it runs past the end of
+// the file or reads as zeros in a sector, it is a torn write from a crash:
+// logged and counted (Stats.TornTails). Otherwise (a wrong checksum or
+// header, no zero sector) it was damaged after it was written whole, and
+// may have been acknowledged: its bytes are first copied to DIR/quarantine/,
+// and it is logged as an error and counted (Stats.DamagedTails). Any other
+// bad record is
 // corruption: Open fails with a *CorruptionError naming the file and byte
 // position, and nothing is skipped silently. Check reports every problem
 // without changing anything (it needs no lock). Repair salvages: after each

@@ -3,6 +3,7 @@ package seglog
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,13 +132,17 @@ func (b *batch) reset(seq uint64) {
 
 // Stats are counters since Open.
 type Stats struct {
-	Appends        uint64 // Append calls that succeeded
-	Records        uint64 // records appended
-	Bytes          uint64 // frame bytes written
-	Writes         uint64 // write batches (group commits)
-	Syncs          uint64 // fdatasync calls on segments
-	TornTails      uint64 // torn final records truncated at Open
-	TornBytes      uint64 // bytes truncated at Open
+	Appends   uint64 // Append calls that succeeded
+	Records   uint64 // records appended
+	Bytes     uint64 // frame bytes written
+	Writes    uint64 // write batches (group commits)
+	Syncs     uint64 // fdatasync calls on segments
+	TornTails uint64 // torn final records truncated at Open
+	TornBytes uint64 // bytes truncated at Open
+	// DamagedTails: final records damaged after they were written whole,
+	// quarantined and truncated at Open (damagedTail).
+	DamagedTails   uint64
+	DamagedBytes   uint64
 	WriteErrors    uint64 // failed writes that were undone
 	SegmentsSealed uint64
 	SegmentsRemove uint64
@@ -266,7 +271,23 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 	// A torn write: everything from r.size on was never acknowledged. Or
 	// the whole segment holds records below its base: RemoveBefore renamed
 	// a consumed active segment and crashed before emptying it
-	// (reuseActive), so they were consumed.
+	// (reuseActive), so they were consumed. Or a final record damaged
+	// after it was written whole (damagedTail): it may have been
+	// acknowledged, so its bytes are kept in the quarantine first.
+	damaged, err := damagedTail(f, r)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seglog: read %s: %w", path, err)
+	}
+	var kept string
+	if damaged {
+		kept, err = l.quarantineTail(f, base, r.size, r.fileLen)
+		if err != nil {
+			// Never wedge the log on the quarantine (a full disk): the
+			// record is lost either way; say so.
+			kept = "not kept: " + err.Error()
+		}
+	}
 	truncate := f.Truncate
 	if mutationKeepTornTail {
 		truncate = func(int64) error { return nil }
@@ -284,11 +305,75 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 			"file", path, "offset", base, "bytes", r.fileLen)
 		return s, nil
 	}
+	if damaged {
+		l.stats.DamagedTails++
+		l.stats.DamagedBytes += uint64(r.fileLen - r.size)
+		l.cfg.logger.Error("seglog: the final record was damaged after it was written whole (no sign of a torn write); "+
+			"its bytes are in the quarantine and the log goes on without it",
+			"file", path, "pos", r.size, "offset", r.next, "bytes", r.fileLen-r.size, "reason", r.bad.Error(), "quarantine", kept)
+		return s, nil
+	}
 	l.stats.TornTails++
 	l.stats.TornBytes += uint64(r.fileLen - r.size)
 	l.cfg.logger.Warn("seglog: truncated torn final record",
 		"file", path, "pos", r.size, "offset", r.next, "bytes", r.fileLen-r.size, "reason", r.bad.Error())
 	return s, nil
+}
+
+// sectorSize is the unit a torn write leaves unwritten: a crash between
+// a file's growth and its data reaching the disk reads back as zeros in
+// whole sectors (or pages, which are sectors too).
+const sectorSize = 512
+
+// damagedTail reports whether the bad final record r found was damaged
+// after it was written whole rather than torn by a crash: its header or
+// checksum is wrong, and no sector from it to the end of the file reads
+// as zeros (etcd's WAL tells its torn entries the same way). A crash can
+// cut a write short or leave zeros where data was not yet on disk; it
+// does not invent other bytes. A record cut short (errShort), an unwritten
+// header (errZero) and a whole record at the wrong offset (reuseActive,
+// above) stay torn.
+func damagedTail(f File, r scanResult) (bool, error) {
+	if !errors.Is(r.bad, errChecksum) && !errors.Is(r.bad, errHeader) {
+		return false, nil
+	}
+	rest := make([]byte, r.fileLen-r.size)
+	if _, err := f.ReadAt(rest, r.size); err != nil && err != io.EOF {
+		return false, err
+	}
+	return noZeroSector(rest, r.size), nil
+}
+
+// noZeroSector reports whether no sector that rest, the file's bytes from
+// pos to its end, overlaps reads as zeros (each clipped to rest).
+func noZeroSector(rest []byte, pos int64) bool {
+	end := pos + int64(len(rest))
+	for at := pos &^ (sectorSize - 1); at < end; at += sectorSize {
+		from, to := max(at, pos)-pos, min(at+sectorSize, end)-pos
+		if allZero(rest[from:to]) {
+			return false
+		}
+	}
+	return true
+}
+
+// quarantineTail copies the bytes [pos, end) of the segment at base into
+// the log's quarantine directory, as Repair does with damage, and returns
+// the copy's path.
+func (l *Log) quarantineTail(f File, base uint64, pos, end int64) (string, error) {
+	data := make([]byte, end-pos)
+	if _, err := f.ReadAt(data, pos); err != nil && err != io.EOF {
+		return "", err
+	}
+	qdir := filepath.Join(l.dir, "quarantine")
+	if err := l.cfg.fs.MkdirAll(qdir, 0o755); err != nil {
+		return "", err
+	}
+	path, err := writeNew(l.cfg.fs, qdir, fmt.Sprintf("%s.%d.broken", segmentName(base), pos), data)
+	if err != nil {
+		return "", err
+	}
+	return path, l.cfg.fs.SyncDir(qdir)
 }
 
 func (l *Log) createSegment(base uint64) (*segment, error) {

@@ -3,9 +3,13 @@ package seglog
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -50,6 +54,10 @@ func TestTornWrite(t *testing.T) {
 	golden := t.TempDir()
 	seg, pos, size := buildLog(t, golden, n)
 	segName := filepath.Base(seg)
+	goldenSeg, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	damage := map[string]func(path string, p int64){
 		"truncate": func(path string, p int64) { os.Truncate(path, p) },
 		"flip": func(path string, p int64) {
@@ -76,8 +84,23 @@ func TestTornWrite(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s at %d: open: %v", name, p, err)
 			}
-			if got := l.Stats().TornTails; got != 1 {
-				t.Fatalf("%s at %d: TornTails = %d", name, p, got)
+			st := l.Stats()
+			// A flipped byte of a record written whole is damage, not
+			// a torn write (damagedTail), unless it is in the length
+			// field and makes the record run past the file's end:
+			// quarantined, byte for byte.
+			if name == "flip" && p >= pos+4 {
+				if st.DamagedTails != 1 || st.TornTails != 0 {
+					t.Fatalf("%s at %d: DamagedTails = %d, TornTails = %d, want 1 and 0", name, p, st.DamagedTails, st.TornTails)
+				}
+				q, err := os.ReadFile(filepath.Join(dir, "quarantine", fmt.Sprintf("%s.%d.broken", segName, pos)))
+				want := slices.Clone(goldenSeg[pos : pos+size])
+				want[p-pos] ^= 0x5A
+				if err != nil || string(q) != string(want) {
+					t.Fatalf("%s at %d: the quarantine holds %d bytes, not the damaged record's %d (%v)", name, p, len(q), size, err)
+				}
+			} else if st.TornTails+st.DamagedTails != 1 || name != "flip" && st.TornTails != 1 {
+				t.Fatalf("%s at %d: TornTails = %d, DamagedTails = %d", name, p, st.TornTails, st.DamagedTails)
 			}
 			offs, vals := readAll(t, l, 0, 4096)
 			if len(offs) != n-1 {
@@ -259,5 +282,75 @@ func TestDamagedLengthDoesNotAllocateRecordLimit(t *testing.T) {
 	}
 	if a := after.TotalAlloc - before.TotalAlloc; a > 8<<20 {
 		t.Fatalf("Open allocated %d bytes for a record claiming 30 MiB in a %d-byte file", a, s.size)
+	}
+}
+
+// TestDamagedTailOnFullDisk: a final record damaged after it was written
+// whole is quarantined before it is cut off; when the quarantine cannot
+// be written (a full disk), Open still succeeds, counts it and says the
+// bytes were not kept: the log never wedges on the copy.
+func TestDamagedTailOnFullDisk(t *testing.T) {
+	const n = 20
+	dir := t.TempDir()
+	seg, pos, size := buildLog(t, dir, n)
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, pos+size-10)
+	b[0] ^= 0xFF
+	f.WriteAt(b, pos+size-10)
+	f.Close()
+	fs := &faultFS{budget: 0}
+	var logged strings.Builder
+	l, err := Open(dir, WithSegmentBytes(4096), WithFS(fs), WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	if err != nil {
+		t.Fatalf("open with the quarantine's disk full: %v", err)
+	}
+	if st := l.Stats(); st.DamagedTails != 1 || st.TornTails != 0 || st.DamagedBytes != uint64(size) {
+		t.Fatalf("DamagedTails %d (%d bytes), TornTails %d; want 1 (%d bytes), 0", st.DamagedTails, st.DamagedBytes, st.TornTails, size)
+	}
+	if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "not kept") {
+		t.Errorf("log does not say the damaged record's bytes were not kept:\n%s", logged.String())
+	}
+	if offs, _ := readAll(t, l, 0, 4096); len(offs) != n-1 {
+		t.Fatalf("%d records survive, want %d", len(offs), n-1)
+	}
+	fs.set(-1, false)
+	if off := appendT(t, l, []byte("after")); off != n-1 {
+		t.Fatalf("append after recovery at %d, want %d", off, n-1)
+	}
+	l.Close()
+}
+
+// TestCheckTellsDamagedFromTorn: Check calls a final record with a flipped
+// byte damaged (Open quarantines it) and one cut short or followed by
+// zeros torn, as Open does.
+func TestCheckTellsDamagedFromTorn(t *testing.T) {
+	const n = 20
+	golden := t.TempDir()
+	seg, pos, size := buildLog(t, golden, n)
+	for name, tc := range map[string]struct {
+		hurt    func(path string)
+		damaged bool
+	}{
+		"flip": {func(path string) {
+			f, _ := os.OpenFile(path, os.O_RDWR, 0)
+			f.WriteAt([]byte{'!'}, pos+headerSize+1)
+			f.Close()
+		}, true},
+		"cut":         {func(path string) { os.Truncate(path, pos+size-3) }, false},
+		"zero-extend": {func(path string) { os.Truncate(path, pos+headerSize+2); os.Truncate(path, pos+size+4096) }, false},
+	} {
+		dir := copyDir(t, golden)
+		tc.hurt(filepath.Join(dir, filepath.Base(seg)))
+		rep, err := Check(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(rep.Problems) != 1 || !rep.Problems[0].Torn || rep.Problems[0].Damaged != tc.damaged {
+			t.Fatalf("%s: problems %v, want one final record, damaged %v", name, rep.Problems, tc.damaged)
+		}
 	}
 }

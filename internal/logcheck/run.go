@@ -48,11 +48,14 @@ func Run(w io.Writer, given string, repair bool) error {
 	if rep.Gaps > 0 {
 		fmt.Fprintf(w, "%s no message (lost to damage)\n", cliflag.Plural(rep.Gaps, "offset holds", "offsets hold"))
 	}
-	torn := 0
+	torn, damaged := 0, 0
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, "problem:", p)
 		if p.Torn {
 			torn++
+		}
+		if p.Damaged {
+			damaged++
 		}
 	}
 	for _, q := range rep.Recovered {
@@ -65,6 +68,11 @@ func Run(w io.Writer, given string, repair bool) error {
 	case repair:
 		fmt.Fprintln(w, summary(rep))
 		fmt.Fprintf(w, "repaired: %s; the log now holds offsets [%d, %d)\n", cliflag.Plural(len(rep.Problems), "problem"), rep.First, rep.Next)
+		return nil
+	case torn == len(rep.Problems) && damaged > 0:
+		// Damaged after it was written whole: Open keeps its bytes in
+		// the quarantine and goes on without it, as a repair would.
+		fmt.Fprintln(w, "ok: only a damaged final record, which the next open copies to the quarantine and cuts off (its message is lost)")
 		return nil
 	case torn == len(rep.Problems):
 		// A torn final record is what a crash mid-append leaves (or, in a

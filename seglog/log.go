@@ -334,7 +334,7 @@ const sectorSize = 512
 // header (errZero) and a whole record at the wrong offset (reuseActive,
 // above) stay torn.
 func damagedTail(f File, r scanResult) (bool, error) {
-	if !errors.Is(r.bad, errChecksum) && !errors.Is(r.bad, errHeader) {
+	if mutationDamagedAsTorn || !errors.Is(r.bad, errChecksum) && !errors.Is(r.bad, errHeader) {
 		return false, nil
 	}
 	rest := make([]byte, r.fileLen-r.size)

@@ -1,4 +1,4 @@
-//go:build !mutation_crcskip && !mutation_keeptorntail
+//go:build !mutation_crcskip && !mutation_keeptorntail && !mutation_damagedastorn
 
 package seglog
 
@@ -7,6 +7,7 @@ package seglog
 // named test notices the guarantee gone. Constants, so the mutated
 // branches compile away.
 const (
-	mutationSkipCRC      = false
-	mutationKeepTornTail = false
+	mutationSkipCRC       = false
+	mutationKeepTornTail  = false
+	mutationDamagedAsTorn = false
 )

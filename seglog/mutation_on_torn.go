@@ -5,6 +5,7 @@ package seglog
 // Mutated build (scripts/mutate.sh): Open does not truncate a torn final
 // record. Killed by TestTornTailTruncatedBeforeAppend.
 const (
-	mutationSkipCRC      = false
-	mutationKeepTornTail = true
+	mutationSkipCRC       = false
+	mutationKeepTornTail  = true
+	mutationDamagedAsTorn = false
 )

@@ -354,3 +354,35 @@ func TestCheckTellsDamagedFromTorn(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedTailQuarantined: a byte of the final record flipped after it
+// was written whole (it may have been acknowledged): Open keeps the
+// record's bytes in the quarantine before it cuts them off, and counts it
+// as damage, not as a torn write (mutation_damagedastorn).
+func TestDamagedTailQuarantined(t *testing.T) {
+	const n = 20
+	dir := t.TempDir()
+	seg, pos, size := buildLog(t, dir, n)
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(data[pos : pos+size])
+	want[headerSize+2] ^= 0x01
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(want[headerSize+2:headerSize+3], pos+headerSize+2)
+	f.Close()
+	l, err := Open(dir, WithSegmentBytes(4096), quiet)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer l.Close()
+	q, err := os.ReadFile(filepath.Join(dir, "quarantine", fmt.Sprintf("%s.%d.broken", filepath.Base(seg), pos)))
+	if st := l.Stats(); err != nil || string(q) != string(want) || st.DamagedTails != 1 || st.TornTails != 0 {
+		t.Fatalf("INVARIANT quarantined: the damaged final record's %d bytes are not in the quarantine (%d bytes there, %v); damaged tails %d, torn %d",
+			size, len(q), err, st.DamagedTails, st.TornTails)
+	}
+}

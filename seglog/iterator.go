@@ -57,15 +57,18 @@ func (it *Iterator) Next() bool {
 				it.data = nil // cut by the budget: read on from this record
 				continue
 			}
-			if err == errChecksum && it.expect < it.next {
+			if size := frameSizeAt(it.data); err == errChecksum && it.expect < it.next && !(it.chunkAtEnd && size >= len(it.data)) {
 				// A damaged record before the one asked for, between
 				// the index entry and it. Only its checksum failed, so
-				// its header, length included, passed every check: step
-				// over it. What follows is checked on its own (checksum,
-				// and an offset one past this record's). Without this a
-				// reader that skipped the damaged record met it again on
-				// every record up to the next index entry.
-				size := frameSizeAt(it.data)
+				// its header passed every check: step over it by its
+				// length. The length may be what was damaged; then the
+				// step lands where no record starts, and the next
+				// decode fails as damage (a frame there must pass its
+				// checksum and hold the next offset), or at the end of
+				// the segment, which is damage too (here and in fill).
+				// Without this a reader that skipped the damaged record
+				// met it again on every record up to the next index
+				// entry.
 				it.data = it.data[size:]
 				it.dataPos += int64(size)
 				it.expect++
@@ -152,6 +155,12 @@ func (it *Iterator) fill() (bool, error) {
 		}
 	}
 	end := s.size
+	if pos >= end {
+		// The segment holds it.next (s.next > it.next), so a record
+		// should start here: a damaged length stepped past it (Next).
+		l.mu.Unlock()
+		return false, &CorruptionError{File: s.path, Pos: pos, Offset: expect, Reason: "no record where one should start"}
+	}
 	s.refs++
 	l.mu.Unlock()
 

@@ -176,7 +176,7 @@ func checkOnce(dir string, repair bool, cfg config) (*Report, error) {
 				var dmg bool
 				if final {
 					_, derr := decodeFrame(data[s.pos:], checkMaxBody)
-					dmg = (errors.Is(derr, errChecksum) || errors.Is(derr, errHeader)) && noZeroSector(data[s.pos:], s.pos)
+					dmg = damagedRecord(derr, data[s.pos:], s.pos)
 				}
 				rep.Problems = append(rep.Problems, Problem{File: path, Pos: s.pos, End: s.end,
 					Offset: s.first, Lost: s.next - s.first, Reason: s.reason, Torn: final, Damaged: dmg})
@@ -249,7 +249,7 @@ func repairSegment(cfg config, dir, qdir string, d damaged, rep *Report) error {
 		if !s.damaged || s.end == s.pos {
 			continue
 		}
-		name := fmt.Sprintf("%s.%d.broken", segmentName(d.base), s.pos)
+		name := quarantineName(segmentName(d.base), s.pos)
 		dst, err := writeNew(cfg.fs, qdir, name, data[s.pos:s.end])
 		if err != nil {
 			return fmt.Errorf("seglog: quarantine %s: %w", d.path, err)

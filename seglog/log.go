@@ -274,14 +274,14 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 	// (reuseActive), so they were consumed. Or a final record damaged
 	// after it was written whole (damagedTail): it may have been
 	// acknowledged, so its bytes are kept in the quarantine first.
-	damaged, err := damagedTail(f, r)
+	tail, damaged, err := damagedTail(f, r)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: read %s: %w", path, err)
 	}
 	var kept string
 	if damaged {
-		kept, err = l.quarantineTail(f, base, r.size, r.fileLen)
+		kept, err = l.quarantine(segmentName(base), r.size, tail)
 		if err != nil {
 			// Never wedge the log on the quarantine (a full disk): the
 			// record is lost either way; say so.
@@ -326,23 +326,33 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 const sectorSize = 512
 
 // damagedTail reports whether the bad final record r found was damaged
-// after it was written whole rather than torn by a crash: its header or
-// checksum is wrong, and no sector from it to the end of the file reads
-// as zeros (etcd's WAL tells its torn entries the same way). A crash can
-// cut a write short or leave zeros where data was not yet on disk; it
-// does not invent other bytes. A record cut short (errShort), an unwritten
-// header (errZero) and a whole record at the wrong offset (reuseActive,
-// above) stay torn.
-func damagedTail(f File, r scanResult) (bool, error) {
-	if mutationDamagedAsTorn || !errors.Is(r.bad, errChecksum) && !errors.Is(r.bad, errHeader) {
-		return false, nil
+// after it was written whole rather than torn by a crash (damagedRecord),
+// with the file's bytes from it to the end when it was.
+func damagedTail(f File, r scanResult) (tail []byte, damaged bool, err error) {
+	if mutationDamagedAsTorn || !damagedError(r.bad) {
+		return nil, false, nil
 	}
-	rest := make([]byte, r.fileLen-r.size)
-	if _, err := f.ReadAt(rest, r.size); err != nil && err != io.EOF {
-		return false, err
+	tail = make([]byte, r.fileLen-r.size)
+	if _, err := f.ReadAt(tail, r.size); err != nil && err != io.EOF {
+		return nil, false, err
 	}
-	return noZeroSector(rest, r.size), nil
+	return tail, damagedRecord(r.bad, tail, r.size), nil
 }
+
+// damagedRecord reports whether a bad final record, which failed with bad
+// and whose bytes to the end of the file are tail (from file position
+// pos), was damaged after it was written whole rather than torn by a
+// crash: its header or checksum is wrong, and no sector from it to the end
+// of the file reads as zeros (etcd's WAL tells its torn entries the same
+// way). A crash can cut a write short or leave zeros where data was not
+// yet on disk; it does not invent other bytes. A record cut short
+// (errShort), an unwritten header (errZero) and a whole record at the
+// wrong offset (reuseActive, above) stay torn. Open and Check both use it.
+func damagedRecord(bad error, tail []byte, pos int64) bool {
+	return damagedError(bad) && noZeroSector(tail, pos)
+}
+
+func damagedError(bad error) bool { return errors.Is(bad, errChecksum) || errors.Is(bad, errHeader) }
 
 // noZeroSector reports whether no sector that rest, the file's bytes from
 // pos to its end, overlaps reads as zeros (each clipped to rest).
@@ -357,19 +367,19 @@ func noZeroSector(rest []byte, pos int64) bool {
 	return true
 }
 
-// quarantineTail copies the bytes [pos, end) of the segment at base into
-// the log's quarantine directory, as Repair does with damage, and returns
-// the copy's path.
-func (l *Log) quarantineTail(f File, base uint64, pos, end int64) (string, error) {
-	data := make([]byte, end-pos)
-	if _, err := f.ReadAt(data, pos); err != nil && err != io.EOF {
-		return "", err
-	}
+// quarantineName is the name in the quarantine of the damaged bytes from
+// position pos of segment file seg (Open and Repair).
+func quarantineName(seg string, pos int64) string { return fmt.Sprintf("%s.%d.broken", seg, pos) }
+
+// quarantine writes data, the damaged bytes from position pos of segment
+// file seg, into the log's quarantine directory, as Repair does, and
+// returns the copy's path.
+func (l *Log) quarantine(seg string, pos int64, data []byte) (string, error) {
 	qdir := filepath.Join(l.dir, "quarantine")
 	if err := l.cfg.fs.MkdirAll(qdir, 0o755); err != nil {
 		return "", err
 	}
-	path, err := writeNew(l.cfg.fs, qdir, fmt.Sprintf("%s.%d.broken", segmentName(base), pos), data)
+	path, err := writeNew(l.cfg.fs, qdir, quarantineName(seg, pos), data)
 	if err != nil {
 		return "", err
 	}

@@ -101,12 +101,13 @@ type URL struct {
 	// their messages as Kafka records sections (codec.KafkaZstd) and puts
 	// their compressed bytes in the topic untouched (issue 27's
 	// Kafka-native hop). Only with the default zstd and headers=one. Off
-	// by default: agent and sink spend about a fifth less CPU per record,
-	// and `bench ingest` (b), bound by the two cores it shares with the
-	// broker, ran 1.15× the sink's own batches (docs/benchmarks.md, issue
-	// 27's twelfth pass), but every record's key and header survive the
-	// agent's zstd, 1.39× the bytes from agent to sink, which an agent on
-	// a slow link pays (docs/scaling.md). A small message is not a batch
+	// by default: agent and sink spend 10 to 18 % less CPU per record, but
+	// the broker spends about as much more on four times the batches (the
+	// machine's CPU per record in `bench ingest` (b) was 1.80 µs against
+	// 1.79, docs/benchmarks.md, issue 27's twelfth pass), and every
+	// record's key and header survive the agent's zstd, 1.39× the bytes
+	// from agent to sink, which an agent on a slow link pays
+	// (docs/scaling.md). A small message is not a batch
 	// of its own (agentBatchFits), so agents sealing little at a time
 	// still make full batches.
 	agentRecords bool

@@ -222,3 +222,30 @@ func TestLogCheckCountsRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestLogCheckFinalRecord: `sluice log check` answers ok (exit 0) for a
+// torn final record and for a damaged one, which the next open handles by
+// itself, and names which it is.
+func TestLogCheckFinalRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hurt func(path string, size int64)
+		want string
+	}{
+		{"torn", func(path string, size int64) { os.Truncate(path, size-3) }, "ok: only a torn final record"},
+		{"damaged", func(path string, size int64) { flipAt(t, path, size-10) }, "ok: only a damaged final record"},
+	} {
+		dir := t.TempDir()
+		writeLog(t, dir, 20)
+		seg := filepath.Join(dir, fmt.Sprintf("%020d.seg", 0))
+		fi, err := os.Stat(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.hurt(seg, fi.Size())
+		out, code := runLogCheck(t, dir)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d, want 0 and %q in\n%s", tc.name, code, tc.want, out)
+		}
+	}
+}

@@ -35,6 +35,7 @@ budget="${SIM_BUDGET:-10s}"
 mutants=(
 	"mutation_notimeoutrequeue|./internal/delivery/|TestTimeoutResendsLostMessage|lost"
 	"mutation_windowoverrun|./internal/delivery/|TestSenderStaysWithinWindow|window-exceeded"
+	"mutation_setasideany|./internal/delivery/|TestSetAsideSettlesOnlyParked|lost"
 	"mutation_nodedup|./internal/lab/sim/|TestSimulation|duplicated"
 	"mutation_ackbeforefsync|./internal/lab/sim/|TestSimulation|acked-before-durable"
 	"mutation_watermarkahead|./internal/agent/spool/|TestWatermarkPersistedIsTheAcked|lost"

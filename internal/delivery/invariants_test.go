@@ -67,3 +67,24 @@ func TestSenderStaysWithinWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAsideSettlesOnlyParked: SetAside settles a parked message (the
+// driver copied it to the dead-letter log) and nothing else: a stale one,
+// for a message in flight or queued again after a new stream unparked it,
+// must leave the watermark below it, or a message the sink never stored
+// would count as done (mutation_setasideany).
+func TestSetAsideSettlesOnlyParked(t *testing.T) {
+	s := newTestSender(t, tableSenderConfig)
+	stepAll(t, s, Connected(100, 1<<20, 0), Spooled(0, 10, 0), Spooled(1, 10, 0), Rejected(0, false, 0))
+	// 0 parked, 1 in flight. A new stream unparks 0 and sends it again.
+	stepAll(t, s, Disconnected(0.5, 0))
+	stepAll(t, s, Connected(100, 1<<20, 0))
+	stepAll(t, s, SetAside(0, 0), SetAside(1, 0))
+	if w := s.Watermark(); w != 0 {
+		t.Fatalf("INVARIANT lost: a stale SetAside moved the watermark to %d past messages in flight", w)
+	}
+	stepAll(t, s, Rejected(0, false, 0), SetAside(0, 0))
+	if w := s.Watermark(); w != 1 {
+		t.Fatalf("SetAside of the parked message 0: watermark %d, want 1", w)
+	}
+}

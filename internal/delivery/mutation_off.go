@@ -1,4 +1,4 @@
-//go:build !mutation_notimeoutrequeue && !mutation_windowoverrun
+//go:build !mutation_notimeoutrequeue && !mutation_windowoverrun && !mutation_setasideany
 
 package delivery
 
@@ -9,4 +9,5 @@ package delivery
 const (
 	mutationNoTimeoutRequeue = false
 	mutationWindowOverrun    = false
+	mutationSetAsideAny      = false
 )

@@ -7,4 +7,5 @@ package delivery
 const (
 	mutationNoTimeoutRequeue = true
 	mutationWindowOverrun    = false
+	mutationSetAsideAny      = false
 )

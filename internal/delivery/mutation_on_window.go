@@ -7,4 +7,5 @@ package delivery
 const (
 	mutationNoTimeoutRequeue = false
 	mutationWindowOverrun    = true
+	mutationSetAsideAny      = false
 )

@@ -170,6 +170,8 @@ func (s *Sender) Step(ev Event) error {
 		s.reject(ev.ID, ev.Retryable)
 	case EventTick:
 		s.tick()
+	case EventSetAside:
+		s.setAside(ev.ID)
 	}
 	s.sendWhatFits()
 	switch ev.Kind {
@@ -217,6 +219,10 @@ func (s *Sender) check(ev Event) error {
 	case EventRejected:
 		if ev.ID >= s.next {
 			return fmt.Errorf("%w: Rejected id %d never spooled", ErrInvalidEvent, ev.ID)
+		}
+	case EventSetAside:
+		if ev.ID >= s.next {
+			return fmt.Errorf("%w: SetAside id %d never spooled", ErrInvalidEvent, ev.ID)
 		}
 	case EventTick:
 	default:
@@ -284,6 +290,11 @@ func (s *Sender) ack(ranges []Range) {
 		s.win.onSample(s.now, rtt, s.rtt.srtt, s.now-sl.sentAt,
 			s.deliveredBytes-sl.deliveredBytes, s.deliveredMsgs-sl.deliveredMsgs, sl.appLimited)
 	}
+	s.advanceBase()
+}
+
+// advanceBase moves the watermark past the settled slots at its front.
+func (s *Sender) advanceBase() {
 	old := s.base
 	for s.ring.n > 0 && s.ring.at(0).state == slotAcked {
 		s.ring.pop()
@@ -293,6 +304,34 @@ func (s *Sender) ack(ranges []Range) {
 		s.fresh, s.scan = max(s.fresh, s.base), max(s.scan, s.base)
 		s.emit(Action{Kind: ActionMarkAcked, Watermark: s.base})
 	}
+}
+
+// setAside settles parked message id, which the driver copied out of the
+// spool (a dead letter): the sink refused it for good, and the segments
+// it holds below the watermark are needed. It is not delivered, so it
+// neither counts in the delivery-rate samples nor resets the back-off.
+func (s *Sender) setAside(id uint64) {
+	if id < s.base {
+		return
+	}
+	sl := s.slot(id)
+	if mutationSetAsideAny && sl.state != slotParked && sl.state != slotAcked {
+		if sl.state == slotInFlight {
+			s.leaveFlight(sl)
+		} else if sl.state == slotQueued && id < s.fresh {
+			s.resend--
+		}
+		sl.state = slotAcked
+		s.advanceBase()
+		return
+	}
+	if sl.state != slotParked {
+		return // acked since, or a new stream unparked it
+	}
+	s.parked--
+	sl.state = slotAcked
+	s.stats.SetAside++
+	s.advanceBase()
 }
 
 func (s *Sender) timeout(id uint64, attempt uint32) {
@@ -534,6 +573,18 @@ func (s *Sender) InFlight() (msgs int, bytes int64) { return s.inflightMsgs, s.i
 // the sink, or by the driver for one it cannot send) and wait for the
 // next: each holds the watermark below it.
 func (s *Sender) Parked() int { return s.parked }
+
+// AppendParked appends the ids of the parked messages to dst, ascending.
+func (s *Sender) AppendParked(dst []uint64) []uint64 {
+	found := 0
+	for id := s.base; found < s.parked && id < s.fresh; id++ {
+		if s.slot(id).state == slotParked {
+			dst = append(dst, id)
+			found++
+		}
+	}
+	return dst
+}
 
 // Outstanding returns the number of spooled messages at or above the
 // watermark: queued, in flight, parked, or acked above an unacked id. A

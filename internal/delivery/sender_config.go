@@ -99,4 +99,5 @@ type Stats struct {
 	Timeouts uint64 // live timeouts (stale ones are not counted)
 	Rejected uint64 // Rejected events for a message in flight
 	Parked   uint64 // of those, the non-retryable ones
+	SetAside uint64 // parked messages settled by SetAside (dead letters)
 }

@@ -33,6 +33,13 @@ const (
 	// resend timers (as Timeout would), the reconnect back-off (Dial) and
 	// the progress deadline (Stalled). See NextDeadline.
 	EventTick
+	// EventSetAside: the driver copied parked message ID out of the spool
+	// durably (a dead letter, kept for an operator), because the spool
+	// needs the room the parked message holds: every segment from it on
+	// stays on disk while it holds the watermark. The message is settled
+	// as if acknowledged, but not counted as delivered. Only a parked
+	// message is set aside; for any other id the event is stale.
+	EventSetAside
 )
 
 var eventKindNames = [...]string{
@@ -45,6 +52,7 @@ var eventKindNames = [...]string{
 	EventDisconnected: "Disconnected",
 	EventRejected:     "Rejected",
 	EventTick:         "Tick",
+	EventSetAside:     "SetAside",
 }
 
 func (k EventKind) String() string {
@@ -65,7 +73,7 @@ func (k EventKind) String() string {
 // different goroutines may reach Step slightly out of order.
 type Event struct {
 	Kind    EventKind
-	ID      uint64  // Spooled, Timeout, Rejected
+	ID      uint64  // Spooled, Timeout, Rejected, SetAside
 	Size    int64   // Spooled: body size in bytes; >= 0
 	Attempt uint32  // Timeout: the Attempt of the ArmTimer that fired
 	Ranges  []Range // Acked; read during Step only, never retained
@@ -127,6 +135,12 @@ func Rejected(id uint64, retryable bool, now int64) Event {
 	return Event{Kind: EventRejected, ID: id, Retryable: retryable, Now: now}
 }
 
+// SetAside returns an EventSetAside: parked message id is durably copied
+// out of the spool.
+func SetAside(id uint64, now int64) Event {
+	return Event{Kind: EventSetAside, ID: id, Now: now}
+}
+
 // Tick returns an EventTick.
 func Tick(now int64) Event { return Event{Kind: EventTick, Now: now} }
 
@@ -144,6 +158,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("Disconnected{Jitter:%g}", e.Jitter)
 	case EventRejected:
 		return fmt.Sprintf("Rejected{ID:%d Retryable:%t}", e.ID, e.Retryable)
+	case EventSetAside:
+		return fmt.Sprintf("SetAside{ID:%d}", e.ID)
 	}
 	return e.Kind.String()
 }

@@ -29,6 +29,12 @@ package delivery
 //     resets a stream with nothing in flight that makes no progress for a
 //     second, since a stream that can lose a Grant can starve (a real one
 //     cannot).
+//   - Poison: in half the seeds a message now and then is larger than the
+//     sink takes (the Receiver refuses it for good), and the Sender parks
+//     it. The driver sets parked messages aside a little later, as the
+//     agent does when its spool needs the room: it copies the message to
+//     a durable dead-letter log, then steps SetAside. A crash may come in
+//     between (the message is then refused and set aside again).
 //   - The sink: one Receiver per stream and a storage writer doing group
 //     commit: the first write opens a batch, committed a few ms later,
 //     then Stored per stream. Storage deduplicates by id but counts every
@@ -36,7 +42,8 @@ package delivery
 //     the open batch; storage persists.
 //
 // Safety, checked as the run goes: the watermark only grows and never
-// passes an id that is not durably stored; every Send is for an id still in
+// passes an id that is neither durably stored nor durably set aside; a
+// poison message is never stored; every Send is for an id still in
 // the spool; Sender and Receiver invariants (checkInvariants) hold after
 // every Step; a well-behaved agent never makes the sink Fail a stream.
 // Liveness, checked at the end: faults stop after a few virtual seconds,
@@ -148,6 +155,7 @@ type simStats struct {
 	Msgs, Steps, Resets, AgentCrashes, SinkCrashes, Stalls int
 	Sent, Resent, Timeouts, Rejected                       uint64
 	DuplicateWrites                                        int
+	Poison, SetAside                                       int
 }
 
 func (a *simStats) add(b simStats) {
@@ -162,6 +170,8 @@ func (a *simStats) add(b simStats) {
 	a.Timeouts += b.Timeouts
 	a.Rejected += b.Rejected
 	a.DuplicateWrites += b.DuplicateWrites
+	a.Poison += b.Poison
+	a.SetAside += b.SetAside
 }
 
 type simEvent struct {
@@ -225,6 +235,15 @@ type sim struct {
 	// The agent's durable state.
 	spool     []int64 // size by id
 	persisted uint64  // the watermark persisted by MarkAcked
+	// deadLetters counts the durable copies of each message set aside.
+	deadLetters map[uint64]int
+
+	// pPoison is the share of spooled messages larger than the sink
+	// takes; poison marks them.
+	pPoison float64
+	poison  map[uint64]bool
+	// setAsideArmed: a set-aside of the parked messages is scheduled.
+	setAsideArmed bool
 
 	// The agent process.
 	agentUp bool
@@ -251,7 +270,8 @@ type sim struct {
 
 func newSim(seed uint64, mode simMode) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0x5111ce))
-	s := &sim{seed: seed, mode: mode, rng: rng, stored: map[uint64]int{}}
+	s := &sim{seed: seed, mode: mode, rng: rng, stored: map[uint64]int{},
+		deadLetters: map[uint64]int{}, poison: map[uint64]bool{}}
 	s.total = 200 + rng.IntN(800)
 	s.faultsEnd = 2*sec + rng.Int64N(6*sec)
 	s.ingestGap = 2 * s.faultsEnd / int64(s.total)
@@ -282,6 +302,9 @@ func newSim(seed uint64, mode simMode) *sim {
 	case 2:
 		s.scfg.MaxInFlightMsgs = rng.IntN(64)
 		s.scfg.MaxInFlightBytes = 1<<10 + rng.Int64N(128<<10)
+	}
+	if rng.IntN(2) == 0 {
+		s.pPoison = 0.005 + 0.03*rng.Float64()
 	}
 	return s
 }
@@ -326,13 +349,26 @@ func (s *sim) run() error {
 		return s.err
 	}
 	for id := range uint64(s.total) {
+		if s.poison[id] {
+			if s.deadLetters[id] == 0 {
+				return fmt.Errorf("INVARIANT lost: poison id %d is neither stored nor set aside", id)
+			}
+			continue
+		}
 		if s.stored[id] == 0 {
 			return fmt.Errorf("id %d was spooled but never stored", id)
 		}
+		if s.deadLetters[id] != 0 {
+			return fmt.Errorf("id %d was stored and also set aside", id)
+		}
 		s.stats.DuplicateWrites += s.stored[id] - 1
 	}
-	if len(s.stored) != s.total {
-		return fmt.Errorf("storage holds %d ids, %d were spooled", len(s.stored), s.total)
+	if len(s.stored) != s.total-len(s.poison) {
+		return fmt.Errorf("storage holds %d ids, %d were spooled and %d of them poison", len(s.stored), s.total, len(s.poison))
+	}
+	s.stats.Poison = len(s.poison)
+	for _, n := range s.deadLetters {
+		s.stats.SetAside += n
 	}
 	s.stats.Msgs = s.total
 	s.addSenderStats()
@@ -375,7 +411,7 @@ func (s *sim) startAgent() {
 		return
 	}
 	s.sender, s.agentUp, s.conn = snd, true, nil
-	s.wakeArmed = false
+	s.wakeArmed, s.setAsideArmed = false, false
 	for id := s.persisted; id < uint64(len(s.spool)); id++ {
 		s.agentStep(Spooled(id, s.spool[id], s.now))
 	}
@@ -403,6 +439,9 @@ func (s *sim) ingest() {
 	if s.agentUp {
 		var size int64
 		switch r := s.rng.Float64(); {
+		case s.pPoison > 0 && r < s.pPoison: // larger than the sink takes: refused for good
+			size = s.rcfg.MaxMessageBytes + 1 + s.rng.Int64N(1<<10)
+			s.poison[uint64(len(s.spool))] = true
 		case r < 0.90:
 			size = s.rng.Int64N(2 << 10)
 		case r < 0.97:
@@ -440,7 +479,36 @@ func (s *sim) agentStep(ev Event) {
 	if w := s.sender.Watermark(); w != s.persisted {
 		s.fail("Sender watermark %d, last MarkAcked %d", w, s.persisted)
 	}
+	if s.sender.Parked() > 0 && !s.setAsideArmed {
+		s.setAsideArmed = true
+		inc := s.inc
+		s.at(s.now+s.rng.Int64N(100*ms), func() {
+			if s.inc == inc && s.agentUp {
+				s.setAsideArmed = false
+				s.setAside()
+			}
+		})
+	}
 	s.rearm()
+}
+
+// setAside copies every parked message to the dead-letter log (durable)
+// and then steps SetAside for it, as the agent's driver does when its
+// spool needs the room; a crash may come between the two.
+func (s *sim) setAside() {
+	for _, id := range s.sender.AppendParked(nil) {
+		if !simSetAsideWithoutCopy {
+			s.deadLetters[id]++
+		}
+		if s.faulty() && s.rng.Float64() < 10*s.pAgentCrash {
+			s.crashAgent() // after the copy, before SetAside
+			return
+		}
+		s.agentStep(SetAside(id, s.now))
+		if !s.agentUp || s.err != nil {
+			return
+		}
+	}
 }
 
 // rearm keeps the agent's only timer at the Sender's NextDeadline. A timer
@@ -508,8 +576,8 @@ func (s *sim) agentDo(a Action) {
 			return
 		}
 		for id := s.persisted; id < a.Watermark; id++ {
-			if s.stored[id] == 0 {
-				s.fail("watermark moves to %d past id %d, which is not stored", a.Watermark, id)
+			if s.stored[id] == 0 && s.deadLetters[id] == 0 {
+				s.fail("INVARIANT lost: watermark moves to %d past id %d, which is neither stored nor set aside", a.Watermark, id)
 				return
 			}
 		}
@@ -672,8 +740,8 @@ func (s *sim) sinkDo(c *simConn, a ReceiverAction) {
 		s.toAgent(c, true, func() { s.agentStep(Credits(m, b, s.now)) })
 	case ActionReject:
 		id, retry := a.ID, a.Reason.Retryable()
-		if !retry {
-			s.fail("Reject(%d, %v): the simulation never sends oversize messages", id, a.Reason)
+		if !retry && !s.poison[id] {
+			s.fail("Reject(%d, %v) for good of a message the sink takes", id, a.Reason)
 		}
 		s.toAgent(c, true, func() { s.agentStep(Rejected(id, retry, s.now)) })
 	case ActionFail:
@@ -706,6 +774,9 @@ func (s *sim) commit() {
 		if w.id >= uint64(len(s.spool)) {
 			s.fail("storage got id %d, never spooled", w.id)
 			return
+		}
+		if s.poison[w.id] {
+			s.fail("INVARIANT corrupted: poison id %d (larger than the sink takes) was stored", w.id)
 		}
 		s.stored[w.id]++
 	}
@@ -763,6 +834,11 @@ func (s *sim) faultTick() {
 	s.at(s.now+faultEvery, s.faultTick)
 }
 
+// simSetAsideWithoutCopy switches off the driver's copy of a parked
+// message to the dead-letter log before it steps SetAside (a mutation of
+// the simulated driver, for TestSimulationCatchesMutations).
+var simSetAsideWithoutCopy bool
+
 // TestSimulationCatchesMutations proves the simulation can fail: with a
 // guarantee switched off, some seed must break safety or liveness.
 func TestSimulationCatchesMutations(t *testing.T) {
@@ -771,6 +847,7 @@ func TestSimulationCatchesMutations(t *testing.T) {
 		flag *bool
 	}{
 		{"Tick drops expired resend timers without requeueing", &mutation.tickSkipsRequeue},
+		{"the driver sets a parked message aside without copying it", &simSetAsideWithoutCopy},
 	} {
 		t.Run(mu.name, func(t *testing.T) {
 			*mu.flag = true

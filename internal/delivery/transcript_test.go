@@ -79,6 +79,8 @@ var senderTable = machineTable{
 		{"Rejected, retryable", "Rejected", "the sink refused a message in flight, for now (over credit)"},
 		{"Rejected, final", "Rejected", "the sink refused a message in flight for good (oversize, bad body)"},
 		{"Rejected, stale", "Rejected", "a Rejected for a message no longer in flight on this stream"},
+		{"SetAside, parked", "SetAside", "the driver copied a parked message out of the spool (a dead letter)"},
+		{"SetAside, stale", "SetAside", "a SetAside for a message not parked (acked, or unparked by a new stream)"},
 		{rowInvalid, "", "non-contiguous or negative-size Spooled, an Acked range with First > Last, a Timeout never armed, jitter outside [0, 1), an unknown kind"},
 	},
 	impossible: map[cellKey]string{
@@ -97,6 +99,7 @@ var senderTable = machineTable{
 		{"*", "Credits"}:            "limits never shrink",
 		{"Disconnected", "Credits"}: "credits of the broken stream",
 		{"*", "Rejected, stale"}:    "the message is not in flight on this stream",
+		{"*", "SetAside, stale"}:    "the message is not parked",
 	},
 }
 
@@ -227,6 +230,11 @@ func senderRow(s *Sender, ev Event, now int64) string {
 			return "Rejected, retryable"
 		}
 		return "Rejected, final"
+	case EventSetAside:
+		if ev.ID >= s.base && ev.ID < s.next && s.slot(ev.ID).state == slotParked {
+			return "SetAside, parked"
+		}
+		return "SetAside, stale"
 	}
 	return ev.Kind.String()
 }
@@ -241,6 +249,9 @@ func senderOutcome(ev Event, before, after senderSnap, acts []Action) string {
 	}
 	if d(before.stats.Acked, after.stats.Acked) {
 		parts = append(parts, "settle")
+	}
+	if d(before.stats.SetAside, after.stats.SetAside) {
+		parts = append(parts, "set aside")
 	}
 	if d(before.stats.Timeouts, after.stats.Timeouts) {
 		w := "requeue"
@@ -259,7 +270,7 @@ func senderOutcome(ev Event, before, after senderSnap, acts []Action) string {
 	if ev.Kind == EventDisconnected && len(before.inflight) > 0 {
 		parts = append(parts, "requeue all")
 	}
-	if len(after.parked) < len(before.parked) && !d(before.stats.Acked, after.stats.Acked) {
+	if len(after.parked) < len(before.parked) && !d(before.stats.Acked, after.stats.Acked) && !d(before.stats.SetAside, after.stats.SetAside) {
 		parts = append(parts, "unpark")
 	}
 	if ev.Kind == EventCredits && (after.creditMsgs > before.creditMsgs || after.creditBytes > before.creditBytes) {
@@ -345,6 +356,7 @@ func dur(t testing.TB, s string) time.Duration {
 //	connect [msgs=N] [bytes=N]      Connected (default 100 msgs, 1 MiB)
 //	disconnect [jitter=F]           Disconnected (default 0.5: no spread)
 //	reject id=N [retryable]         Rejected
+//	setaside id=N                   SetAside
 func (h *senderHarness) events(t testing.TB, cmd string, args []datadriven.CmdArg) []Event {
 	t.Helper()
 	val := func(key, def string) string {
@@ -415,6 +427,8 @@ func (h *senderHarness) events(t testing.TB, cmd string, args []datadriven.CmdAr
 		return []Event{Disconnected(j, now)}
 	case "reject":
 		return []Event{Rejected(num("id", "0"), val("retryable", "") != "", now)}
+	case "setaside":
+		return []Event{SetAside(num("id", "0"), now)}
 	case "unknown":
 		return []Event{{Kind: 99, Now: now}}
 	}

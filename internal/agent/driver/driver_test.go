@@ -32,6 +32,9 @@ type sink struct {
 	// when set, ends a session once it has acknowledged message id.
 	codec    func(session int) protocol.Codec
 	endAfter func(session int, id uint64) bool
+	// refuse, when set, refuses message id for good (ERROR_CODE_OVERSIZE)
+	// instead of acknowledging it.
+	refuse func(session int, id uint64) bool
 
 	mu       sync.Mutex
 	sessions int
@@ -90,6 +93,12 @@ func (s *sink) ServeSend(c protocol.Conn) error {
 		s.frames = append(s.frames, protocol.Message{ID: m.ID, Records: m.Records, Codec: m.Codec, DictID: m.DictID})
 		s.mu.Unlock()
 		if s.drop != nil && s.drop(n, m.ID, k) {
+			continue
+		}
+		if s.refuse != nil && s.refuse(n, m.ID) {
+			if err := c.Send(&protocol.Error{MessageID: m.ID, Code: protocol.CodeOversize, Detail: "test: too large for the store"}); err != nil {
+				return nil
+			}
 			continue
 		}
 		if err := c.Send(&protocol.Ack{Ranges: []protocol.IDRange{{First: m.ID, Last: m.ID}}}); err != nil {

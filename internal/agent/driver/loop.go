@@ -1,9 +1,10 @@
 package driver
 
 import (
-	"github.com/sluicehq/sluice/internal/agent/spool"
 	"math/rand/v2"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/agent/spool"
 
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/protocol"
@@ -54,7 +55,17 @@ type loop struct {
 	// read back from the spool.
 	fresh      []freshRec
 	freshBytes int
+	// refusals holds why each parked message was refused, for its dead
+	// letter (see setAside); parkedIDs is setAside's scratch.
+	refusals  map[uint64]refusal
+	parkedIDs []uint64
+	// setAsideErr is the last error setting a message aside, logged once
+	// until it changes.
+	setAsideErr string
 }
+
+// refusal is why a message was refused for good.
+type refusal struct{ code, detail string }
 
 type freshRec struct {
 	id  uint64
@@ -292,6 +303,7 @@ func (l *loop) connEvent(ev connEvent) {
 		r := ev.refused
 		l.d.log.Error(r.reason+"; parked until the next session", "id", r.id, "code", r.code, "err", r.err)
 		l.d.metrics.Rejected.WithLabelValues(r.code).Inc()
+		l.refused(r.id, r.code, r.reason+": "+errString(r.err))
 		l.step(delivery.Rejected(r.id, false, now))
 	}
 }
@@ -344,6 +356,9 @@ func (l *loop) frame(f protocol.Frame, now int64) {
 		// The label keeps the wire enum's name (ERROR_CODE_OVERSIZE), as
 		// before the protocol layer existed, so dashboards keep working.
 		l.d.metrics.Rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
+		if !f.Retryable {
+			l.refused(f.MessageID, "ERROR_CODE_"+f.Code.String(), f.Detail)
+		}
 		l.step(delivery.Rejected(f.MessageID, f.Retryable, now))
 	default:
 		// A frame a Send session's sink does not send (a Welcome again):
@@ -380,6 +395,9 @@ func (l *loop) acked(first, last uint64, now int64) {
 // rate-limited: a watermark persisted late only causes resends, which the
 // sink deduplicates.
 func (l *loop) persist() {
+	if l.s.Parked() > 0 {
+		l.setAside()
+	}
 	if l.watermark == l.persisted {
 		return
 	}
@@ -388,4 +406,75 @@ func (l *loop) persist() {
 		return
 	}
 	l.persisted = l.watermark
+}
+
+// refused remembers why message id was refused for good, for its dead
+// letter. At most maxRefusals are kept: past that (a sink refusing
+// everything) the letter says only that the reason was not kept.
+func (l *loop) refused(id uint64, code, detail string) {
+	if l.refusals == nil {
+		l.refusals = map[uint64]refusal{}
+	}
+	if len(l.refusals) >= maxRefusals {
+		w := l.s.Watermark()
+		for k := range l.refusals {
+			if k < w {
+				delete(l.refusals, k) // acknowledged after all, or set aside
+			}
+		}
+		if len(l.refusals) >= maxRefusals {
+			return
+		}
+	}
+	l.refusals[id] = refusal{code, detail}
+}
+
+// maxRefusals bounds what refused keeps: parked messages are few unless a
+// sink refuses everything.
+const maxRefusals = 4096
+
+// setAside copies the parked messages to the dead-letter log and settles
+// them, when the spool needs the room they hold (spool.Pressed). A
+// parked message holds the watermark: every segment from it on stays,
+// however much of it the sink acknowledged, and once the quota or the
+// disk is full ingest refuses everything. Parked messages wait for the
+// next session otherwise (a sink fixed meanwhile takes them). A message
+// that cannot be read back stays parked: the spool reports itself
+// unhealthy for it (ReadFailed), and the repair at the next start decides.
+func (l *loop) setAside() {
+	if !l.d.spool.Pressed() {
+		return
+	}
+	l.parkedIDs = l.s.AppendParked(l.parkedIDs[:0])
+	for _, id := range l.parkedIDs {
+		r, ok := l.refusals[id]
+		if !ok {
+			r = refusal{code: "unknown", detail: "refused for good; the reason was not kept (over 4096 parked messages)"}
+		}
+		if r.code == refusedUnreadable {
+			continue
+		}
+		n, err := l.d.spool.SetAside(id, r.code, r.detail, time.Now())
+		if err != nil {
+			if msg := err.Error(); msg != l.setAsideErr {
+				l.setAsideErr = msg
+				l.d.log.Error("cannot set a parked message aside; it keeps holding the spool", "id", id, "err", err)
+			}
+			return
+		}
+		l.setAsideErr = ""
+		l.d.log.Error("the sink refused this message for good and the spool needs its room: set aside in the dead-letter log (sluice dead-letter list)",
+			"id", id, "code", r.code, "detail", r.detail, "bytes", n, "dir", l.d.spool.DeadLetterDir())
+		l.d.metrics.DeadLetters.Inc()
+		delete(l.refusals, id)
+		delete(l.meta, id)
+		l.step(delivery.SetAside(id, l.d.now()))
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -22,7 +22,10 @@ type Metrics struct {
 	ackedMsgs, ackedRecords           prometheus.Counter
 	Rejected                          *prometheus.CounterVec
 	Reconnects, SpoolFull, Duplicates prometheus.Counter
-	Fsync, ackLatency                 prometheus.Histogram
+	// DeadLetters counts parked messages set aside in the dead-letter
+	// log (internal/agent/deadletter).
+	DeadLetters       prometheus.Counter
+	Fsync, ackLatency prometheus.Histogram
 	// SpoolBytes reports the spool's size; set it once the spool is open.
 	SpoolBytes func() int64
 	// Now is the agent's clock (nanoseconds, the one spool.Spooled.At
@@ -109,6 +112,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "1 for the code of the newest sink connection failure while not connected (HandshakeTimeout, ProgressTimeout, VersionMismatch, BadAddress, TLS, Unimplemented or a protocol session status); no series while connected."}, []string{"code"}),
 		SpoolFull:  c("spool_full_total", "Ingest calls refused because the spool quota was reached."),
 		Duplicates: c("duplicate_requests_total", "Ingest retries of requests already spooled, answered without spooling again."),
+		DeadLetters: c("dead_letters_total", "Messages refused for good (parked_messages) that the agent copied to the spool's dead-letter log and settled, "+
+			"because the spool needed the room they held (half its quota in use, or its disk short of space): `sluice dead-letter list` prints them."),
 		Fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "spool_fsync_seconds", Help: "Latency of spool fdatasyncs.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "agent",
@@ -129,7 +134,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
-			m.ackedRecords, m.Rejected, m.Reconnects, m.SpoolFull, m.Duplicates, m.Fsync, m.ackLatency, m.inflightMsgs, m.parked,
+			m.ackedRecords, m.Rejected, m.Reconnects, m.SpoolFull, m.Duplicates, m.DeadLetters, m.Fsync, m.ackLatency, m.inflightMsgs, m.parked,
 			m.inflightBytes, m.winMsgs, m.winBytes, m.srtt, m.sent, m.resent, m.timeouts,
 			m.ConnectFailures, m.sinkUp, m.lastError, m.SealKafkaRecords,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",

@@ -17,9 +17,14 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/deadletter"
+	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/dirlock"
+	"github.com/sluicehq/sluice/internal/kafkarec"
 	"github.com/sluicehq/sluice/seglog"
 )
 
@@ -207,6 +212,12 @@ type Spool struct {
 	// unreadable is the first record the driver could not read back (see
 	// ReadFailed).
 	unreadable error
+
+	// opts are the log's options, which the dead-letter log shares (its
+	// filesystem, sync policy, record limit); dead is that log, opened by
+	// the first SetAside.
+	opts []seglog.Option
+	dead *seglog.Log
 }
 
 const (
@@ -228,7 +239,7 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 			lock.Release()
 		}
 	}()
-	s := &Spool{dir: dir, quota: quota, lock: lock, logger: logger}
+	s := &Spool{dir: dir, quota: quota, lock: lock, logger: logger, opts: opts}
 	id, err := seglog.ReadMeta(dir, agentIDFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -659,9 +670,56 @@ func (s *Spool) Warnings() []string { return s.warnings }
 // Close closes the log and releases the directory lock.
 func (s *Spool) Close() error {
 	err := s.seg.Close()
+	if s.dead != nil {
+		err = errors.Join(err, s.dead.Close())
+	}
 	s.lock.Release()
 	return err
 }
+
+// Pressed reports whether the spool needs the room that messages parked
+// below the watermark hold: half its quota is in use (the point where an
+// acknowledged active segment is no longer kept either), or its disk is
+// tight. The driver then sets parked messages aside (SetAside).
+func (s *Spool) Pressed() bool {
+	return s.quota > 0 && s.Size() >= s.quota/2 || s.diskTight()
+}
+
+// deadLetterSegmentBytes keeps the dead-letter log's segments small: it
+// holds a few messages, on a disk that may be nearly full.
+const deadLetterSegmentBytes = 4 << 20
+
+// SetAside copies spooled message id, which a sink refused for good
+// with code and detail, to the dead-letter log (DIR/dead-letter), and
+// returns once the copy is durable. The caller then settles the message
+// (delivery.SetAside); the segments it held go with the watermark.
+func (s *Spool) SetAside(id uint64, code, detail string, at time.Time) (int, error) {
+	it := s.seg.NewIterator(id, 64<<10)
+	if !it.Next() || it.Offset() != id {
+		err := it.Err()
+		if err == nil {
+			err = fmt.Errorf("message %d is not in the spool", id)
+		}
+		return 0, fmt.Errorf("agent: set message %d aside: %w", id, err)
+	}
+	if s.dead == nil {
+		opts := append(append([]seglog.Option(nil), s.opts...), seglog.WithSegmentBytes(deadLetterSegmentBytes),
+			seglog.WithSync(seglog.SyncAlways()), seglog.WithMaxRecordBytes(seglog.MaxRecordLimit))
+		dead, err := seglog.Open(filepath.Join(s.dir, deadletter.Dir), opts...)
+		if err != nil {
+			return 0, fmt.Errorf("agent: open the dead-letter log: %w", err)
+		}
+		s.dead = dead
+	}
+	rec := deadletter.Append(nil, deadletter.Letter{ID: id, At: at, Code: code, Detail: detail, Record: it.Value()})
+	if _, err := s.dead.Append([][]byte{rec}); err != nil {
+		return 0, fmt.Errorf("agent: set message %d aside: %w", id, err)
+	}
+	return len(rec), nil
+}
+
+// DeadLetterDir is the directory of the dead-letter log (see SetAside).
+func (s *Spool) DeadLetterDir() string { return filepath.Join(s.dir, deadletter.Dir) }
 
 // Release returns quota reserved for bytes that were never written.
 func (s *Spool) Release(n int64) {
@@ -678,4 +736,32 @@ func (s *Spool) Settle(reserved, written int64) {
 	s.reserved -= reserved
 	s.appended += written
 	s.mu.Unlock()
+}
+
+// Records calls fn with each record of message m, spooled as message id
+// by agent, in order. dec decodes the body (nil: a decoder of its own,
+// which a ZstdDict body cannot use: it needs the dictionary added). rec
+// aliases a buffer of Records': fn copies what it keeps.
+func Records(m Record, agent string, id uint64, dec *codec.Decoder, fn func(rec []byte) error) error {
+	if dec == nil {
+		dec = codec.NewDecoder(defaults.MaxMessage)
+	}
+	body, err := dec.Decode(nil, m.Body, m.Kind, m.DictID)
+	if err != nil {
+		return fmt.Errorf("message %d: %w", id, err)
+	}
+	if m.Kind == codec.KafkaZstd {
+		return kafkarec.Records(body, []byte(agent), id, int(m.Records), func(_ int, v []byte) error { return fn(v) })
+	}
+	return batch.Decode(body, fn)
+}
+
+// ReadAgentID returns the agent id of the spool in dir, without opening
+// (or locking) it: for tools that read a spool beside a running agent.
+func ReadAgentID(dir string) (string, error) {
+	id, err := seglog.ReadMeta(dir, agentIDFile)
+	if err != nil {
+		return "", fmt.Errorf("spool %s: %w", dir, err)
+	}
+	return string(id), nil
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
+)
+
+func init() {
+	register("dead-letter list", "print the messages an agent set aside because the sink refused them for good (--records: their records)", deadLetterList)
+}
+
+func deadLetterList(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dead-letter list", "[--records] [--dict FILE] SPOOL", stderr)
+	records := fs.Bool("records", false, "print the messages' records, one per line (for `sluice produce`), instead of one line per message")
+	dictFile := fs.String("dict", "", "the agent's --dict `FILE`, to decode messages compressed with it")
+	if err := parseFlagsArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError(fs, "give one SPOOL: the agent's --spool directory")
+	}
+	dec := codec.NewDecoder(defaults.MaxMessage)
+	if *dictFile != "" {
+		data, err := os.ReadFile(*dictFile)
+		if err == nil {
+			var d codec.Dictionary
+			if d, err = codec.ParseDictionary(data); err == nil {
+				err = dec.AddDictionary(d)
+			}
+		}
+		if err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("--dict %s: %v", *dictFile, err)}
+		}
+	}
+	letters, unreadable, err := spool.PrintDeadLetters(stdout, stderr, fs.Arg(0), *records, dec)
+	switch {
+	case err != nil:
+		return &exitError{code: 1, msg: err.Error()}
+	case unreadable > 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("%s of %d could not be read", cliflag.Plural(unreadable, "message"), letters)}
+	case letters == 0:
+		fmt.Fprintln(stderr, "no dead letters")
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/agent/deadletter"
+	"github.com/sluicehq/sluice/internal/agent/spool"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/sinktest"
+	"github.com/sluicehq/sluice/seglog"
+)
+
+// TestRefusedMessageDoesNotFillTheSpool: a real sink refuses one message
+// for good (a body that is no batch: spooled by an older or broken
+// agent, or damaged before it was spooled), the rest it takes. Before,
+// the refused message was parked and held the acknowledged watermark, so
+// the spool (4 MiB quota) kept every segment after it, filled, and
+// ingest answered 507 for good: the loop below never finished. Now the
+// agent sets the message aside in the dead-letter log once the spool is
+// half full, and 30 MiB of records go through the 4 MiB spool; every one
+// of them is stored exactly once, and the refused record is in the
+// dead-letter log, not in the store.
+func TestRefusedMessageDoesNotFillTheSpool(t *testing.T) {
+	dir := t.TempDir()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	const quota = 4 << 20
+	spoolDir := filepath.Join(dir, "spool")
+	bad := spool.Append(nil, spool.Record{Kind: codec.Plain, Records: 1, Body: []byte("no batch: the sink refuses it for good")})
+	sp, err := spool.Open(spoolDir, 0, "", quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Log().Append([][]byte{bad}); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	a := newTestAgent(t, spoolDir, func(c *Config) {
+		c.SinkAddr, c.SpoolQuota, c.SpoolSync = ts.Addr, quota, seglog.SyncNone()
+		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
+	})
+	defer a.Close()
+	ctx := context.Background()
+	const requests, perRequest, size = 120, 64, 4096 // 30 MiB: over seven quotas
+	want := map[string]bool{}
+	fulls := 0
+	deadline := time.Now().Add(90 * time.Second) // a bound on a broken run, not a measurement
+	for i := 0; i < requests; i++ {
+		recs := randomRecords(fmt.Sprint("req", i), perRequest, size)
+		for {
+			err := a.Ingest(ctx, recs)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrSpoolFull) {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			fulls++
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes, %d messages parked",
+					i, err, fulls, a.spool.Size(), a.Stats().Parked)
+			}
+			time.Sleep(5 * time.Millisecond) // wait for acks to free space
+		}
+		for _, r := range recs {
+			want[string(r[:16])] = true
+		}
+	}
+	t.Logf("%d refusals with 507 on the way", fulls)
+	waitAcked(t, a)
+	got := storedRecords(t, ts)
+	if len(got) != len(want) {
+		t.Errorf("store holds %d records, want %d", len(got), len(want))
+	}
+	for r, n := range got {
+		if n != 1 || !want[r[:16]] {
+			t.Fatalf("record %.16q stored %d times", r, n)
+		}
+	}
+	var letters []deadletter.Letter
+	if err := deadletter.Read(filepath.Join(spoolDir, deadletter.Dir), func(l deadletter.Letter) error {
+		letters = append(letters, l)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(letters) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(letters))
+	}
+	if l := letters[0]; l.ID != 0 || l.Code != "ERROR_CODE_BAD_PAYLOAD" || !bytes.Equal(l.Record, bad) {
+		t.Errorf("dead letter: message %d, code %q, record %q; want message 0, ERROR_CODE_BAD_PAYLOAD, the record as spooled",
+			l.ID, l.Code, l.Record)
+	}
+}

@@ -1,0 +1,67 @@
+package spool
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/agent/deadletter"
+	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
+)
+
+// PrintDeadLetters writes the dead-letter log of the spool in dir (see
+// SetAside) to w: one line per message (its id, when it was set aside,
+// the refusal's code, its records and bytes, the refusal's detail), or
+// with records the messages' records, one per line, as `sluice produce`
+// reads them. A message it cannot read is named on errw and counted in
+// unreadable. dec decodes the bodies (it must hold the agent's
+// dictionary for messages compressed with one). It only reads: it runs
+// beside the agent.
+func PrintDeadLetters(w, errw io.Writer, dir string, records bool, dec *codec.Decoder) (letters, unreadable int, err error) {
+	agentID, err := ReadAgentID(dir)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s is no agent spool: %w", dir, err)
+	}
+	if dec == nil {
+		dec = codec.NewDecoder(defaults.MaxMessage)
+	}
+	out := bufio.NewWriter(w)
+	// A crash after a letter was fsynced and before the watermark past it
+	// was persisted sets the message aside again after the restart: the
+	// same id, the same message. It is printed once.
+	seen := map[uint64]bool{}
+	err = deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+		if seen[l.ID] {
+			return nil
+		}
+		seen[l.ID] = true
+		letters++
+		m, err := Decode(l.Record)
+		if err != nil {
+			unreadable++
+			fmt.Fprintf(errw, "message %d: the letter holds no spooled message: %v\n", l.ID, err)
+			return nil
+		}
+		if !records {
+			_, err := fmt.Fprintf(out, "message %d\tset aside %s\t%s\t%s, %s\t%s\n", l.ID, l.At.UTC().Format(time.RFC3339),
+				l.Code, cliflag.Plural(m.Records, "record"), defaults.FormatSize(int64(len(m.Body))), l.Detail)
+			return err
+		}
+		if err := Records(m, agentID, l.ID, dec, func(rec []byte) error {
+			out.Write(rec)
+			return out.WriteByte('\n')
+		}); err != nil {
+			unreadable++
+			fmt.Fprintf(errw, "message %d: its records cannot be read (%s): %v\n", l.ID, l.Code, err)
+		}
+		return nil
+	})
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	return letters, unreadable, err
+}

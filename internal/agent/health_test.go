@@ -290,6 +290,9 @@ func TestReadyAndCounters(t *testing.T) {
 		if strings.HasSuffix(name, "_total") != (mf.GetType() == dto.MetricType_COUNTER) {
 			t.Errorf("%s is a %v: counters and only counters end in _total", name, mf.GetType())
 		}
+		if strings.ToLower(name) != name {
+			t.Errorf("%s: metric names are lower snake case (Prometheus' naming convention)", name)
+		}
 	}
 }
 

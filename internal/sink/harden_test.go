@@ -124,6 +124,9 @@ func TestMetricKinds(t *testing.T) {
 			if strings.HasSuffix(name, "_total") != (typ == dto.MetricType_COUNTER) {
 				t.Errorf("%s is a %v: only counters, and all of them, end in _total", name, typ)
 			}
+			if strings.ToLower(name) != name {
+				t.Errorf("%s: metric names are lower snake case", name)
+			}
 		}
 	}
 	for name := range embedded {

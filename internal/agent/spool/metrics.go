@@ -18,7 +18,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		NoSpace: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
 			Name: "spool_no_space_total", Help: "Ingest calls refused because the spool's disk was full (ENOSPC/EDQUOT)."}),
 		Lost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "agent",
-			Name: "spool_Lost_messages_total", Help: "Unacknowledged messages missing from the spool at startup (quarantined by a repair), never delivered."}),
+			Name: "spool_lost_messages_total", Help: "Unacknowledged messages missing from the spool at startup (quarantined by a repair), never delivered."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.NoSpace, m.Lost)

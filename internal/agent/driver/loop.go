@@ -62,7 +62,26 @@ type loop struct {
 	// setAsideErr is the last error setting a message aside, logged once
 	// until it changes.
 	setAsideErr string
+	// The ERROR line of set-aside messages comes at most once per
+	// setAsideLogEvery (a sink refusing everything would otherwise write
+	// one per message): unlogged counts the messages since the last line,
+	// lastAside is the newest of them, logAt when the last line was
+	// written (the agent's clock), logged whether one was.
+	unlogged  int
+	lastAside setAsideNote
+	logAt     int64
+	logged    bool
 }
+
+// setAsideNote is what the ERROR line says of the last message set aside.
+type setAsideNote struct {
+	id    uint64
+	r     refusal
+	bytes int
+}
+
+// setAsideLogEvery bounds the set-aside ERROR lines.
+const setAsideLogEvery = int64(time.Minute)
 
 // refusal is why a message was refused for good.
 type refusal struct{ code, detail string }
@@ -397,6 +416,8 @@ func (l *loop) acked(first, last uint64, now int64) {
 func (l *loop) persist() {
 	if l.s.Parked() > 0 {
 		l.setAside()
+	} else if l.unlogged > 0 {
+		l.logSetAside()
 	}
 	if l.watermark == l.persisted {
 		return
@@ -463,12 +484,25 @@ func (l *loop) setAside() {
 			return
 		}
 		l.setAsideErr = ""
-		l.d.log.Error("the sink refused this message for good and the spool needs its room: set aside in the dead-letter log (sluice dead-letter list)",
-			"id", id, "code", r.code, "detail", r.detail, "bytes", n, "dir", l.d.spool.DeadLetterDir())
+		l.unlogged++
+		l.lastAside = setAsideNote{id, r, n}
 		l.d.metrics.DeadLetters.Inc()
 		delete(l.refusals, id)
 		delete(l.meta, id)
 		l.step(delivery.SetAside(id, l.d.now()))
+	}
+	l.logSetAside()
+}
+
+// logSetAside writes the ERROR line of the messages set aside since the
+// last one, at most once per setAsideLogEvery.
+func (l *loop) logSetAside() {
+	if now := l.d.now(); l.unlogged > 0 && (!l.logged || now-l.logAt >= setAsideLogEvery) {
+		a := l.lastAside
+		l.d.log.Error("the sink refused messages for good and the spool needs their room: set aside in the dead-letter log (sluice dead-letter list)",
+			"messages", l.unlogged, "last_id", a.id, "code", a.r.code, "detail", a.r.detail, "bytes", a.bytes,
+			"dir", l.d.spool.DeadLetterDir())
+		l.unlogged, l.logAt, l.logged = 0, now, true
 	}
 }
 

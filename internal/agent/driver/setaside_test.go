@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/metrics"
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -30,6 +32,10 @@ type setAsideRig struct {
 }
 
 func newSetAsideRig(t *testing.T, quota int64) *setAsideRig {
+	return newSetAsideRigLog(t, quota, quiet, func(id uint64) bool { return id == 0 })
+}
+
+func newSetAsideRigLog(t *testing.T, quota int64, log *slog.Logger, refuse func(uint64) bool) *setAsideRig {
 	t.Helper()
 	dir := t.TempDir()
 	sp, err := spool.Open(dir, quota, "", quiet, seglog.WithSync(seglog.SyncNone()), seglog.WithSegmentBytes(16<<10))
@@ -41,10 +47,12 @@ func newSetAsideRig(t *testing.T, quota int64) *setAsideRig {
 		t.Fatal(err)
 	}
 	svc := newSink()
-	svc.refuse = func(_ int, id uint64) bool { return id == 0 }
+	svc.refuse = func(_ int, id uint64) bool { return refuse(id) }
 	m := metrics.New(nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	d := Start(ctx, memConfig(svc, sinceStart()), s, sp, m, nil)
+	cfg := memConfig(svc, sinceStart())
+	cfg.Logger = log
+	d := Start(ctx, cfg, s, sp, m, nil)
 	t.Cleanup(func() {
 		cancel()
 		<-d.Done()
@@ -158,4 +166,21 @@ func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
 		return -1
 	}
 	return out.GetCounter().GetValue()
+}
+
+// TestSetAsideLogIsRateLimited: a sink that refuses many messages for good
+// gets them all set aside under pressure, with one ERROR line that counts
+// them, not one per message.
+func TestSetAsideLogIsRateLimited(t *testing.T) {
+	var logBuf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelError}))
+	r := newSetAsideRigLog(t, 256<<10, log, func(id uint64) bool { return id%10 == 0 })
+	r.spoolN(t, 0, 200)
+	testwait.For(t, "the 20 refused messages set aside", func() bool {
+		return counterValue(r.m.DeadLetters) == 20 && r.sp.AckedWatermark() >= 200
+	})
+	out := logBuf.String()
+	if lines := strings.Count(out, "set aside in the dead-letter log"); lines != 1 {
+		t.Errorf("%d set-aside ERROR lines for 20 messages, want 1:\n%s", lines, out)
+	}
 }

@@ -598,10 +598,17 @@ func testChaosFreezeExactlyOnce(t *testing.T, transport string) {
 	if err := producer.wait(t, 2*time.Minute); err != nil {
 		t.Fatalf("produce: %v\n%s", err, producer.stderr)
 	}
+	wantStore(t, sinkAddr, want)
+}
+
+// wantStore waits until the sink's store holds as many records as want,
+// then checks that it holds exactly want.
+func wantStore(t *testing.T, sinkAddr string, want []string) {
+	t.Helper()
 	var got []string
 	testwait.For(t, "every record in the store", func() bool {
 		got = consumeAll(sinkAddr)
-		return len(got) >= n
+		return len(got) >= len(want)
 	})
 	exactMultiset(t, "store", got, want)
 }

@@ -2,9 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,43 +43,11 @@ func TestRefusedMessageDoesNotFillTheSpool(t *testing.T) {
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
 	})
 	defer a.Close()
-	ctx := context.Background()
-	const requests, perRequest, size = 120, 64, 4096 // 30 MiB: over seven quotas
-	want := map[string]bool{}
 	fulls := 0
-	deadline := time.Now().Add(90 * time.Second) // a bound on a broken run, not a measurement
-	for i := 0; i < requests; i++ {
-		recs := randomRecords(fmt.Sprint("req", i), perRequest, size)
-		for {
-			err := a.Ingest(ctx, recs)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, ErrSpoolFull) {
-				t.Fatalf("request %d: %v", i, err)
-			}
-			fulls++
-			if time.Now().After(deadline) {
-				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes, %d messages parked",
-					i, err, fulls, a.spool.Size(), a.Stats().Parked)
-			}
-			time.Sleep(5 * time.Millisecond) // wait for acks to free space
-		}
-		for _, r := range recs {
-			want[string(r[:16])] = true
-		}
-	}
+	want := ingestThroughFullSpool(t, a, func() { fulls++ })
 	t.Logf("%d refusals with 507 on the way", fulls)
 	waitAcked(t, a)
-	got := storedRecords(t, ts)
-	if len(got) != len(want) {
-		t.Errorf("store holds %d records, want %d", len(got), len(want))
-	}
-	for r, n := range got {
-		if n != 1 || !want[r[:16]] {
-			t.Fatalf("record %.16q stored %d times", r, n)
-		}
-	}
+	wantStoredOnce(t, ts, want)
 	var letters []deadletter.Letter
 	if err := deadletter.Read(filepath.Join(spoolDir, deadletter.Dir), func(l deadletter.Letter) error {
 		letters = append(letters, l)

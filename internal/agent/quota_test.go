@@ -22,6 +22,57 @@ import (
 	"github.com/sluicehq/sluice/seglog"
 )
 
+// ingestThroughFullSpool ingests 30 MiB (120 requests of 64 incompressible
+// 4 KiB records) into a, retrying each request the spool refuses as full
+// (ErrSpoolFull, 507) after 5 ms, and calling full each time; it fails
+// the test on any other error, or when a request is still refused after
+// 90 s (a bound on a broken run, not a measurement). It returns the
+// records' 16-byte tags.
+func ingestThroughFullSpool(t *testing.T, a *Agent, full func()) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	const requests, perRequest, size = 120, 64, 4096 // 30 MiB: over seven 4 MiB quotas
+	want := map[string]bool{}
+	deadline := time.Now().Add(90 * time.Second)
+	for i := 0; i < requests; i++ {
+		recs := randomRecords(fmt.Sprint("req", i), perRequest, size)
+		for refusals := 0; ; refusals++ {
+			err := a.Ingest(ctx, recs)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, ErrSpoolFull) {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			full()
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes, %d messages parked",
+					i, err, refusals+1, a.spool.Size(), a.Stats().Parked)
+			}
+			time.Sleep(5 * time.Millisecond) // wait for acks to free space
+		}
+		for _, r := range recs {
+			want[string(r[:16])] = true
+		}
+	}
+	return want
+}
+
+// wantStoredOnce checks that the sink's store holds exactly the records
+// tagged in want, each once.
+func wantStoredOnce(t *testing.T, ts *sinktest.Sink, want map[string]bool) {
+	t.Helper()
+	got := storedRecords(t, ts)
+	if len(got) != len(want) {
+		t.Fatalf("store holds %d records, want %d", len(got), len(want))
+	}
+	for r, n := range got {
+		if n != 1 || !want[r[:16]] {
+			t.Fatalf("record %.16q stored %d times", r, n)
+		}
+	}
+}
+
 // randomRecords returns n incompressible records of size bytes, each
 // starting with a unique tag.
 func randomRecords(tag string, n, size int) [][]byte {
@@ -56,48 +107,18 @@ func TestSmallQuotaKeepsFlowing(t *testing.T) {
 	if seg := a.cfg.spoolSegmentBytes(); seg > quota/2 {
 		t.Fatalf("segment of %d bytes for a quota of %d", seg, quota)
 	}
-	ctx := context.Background()
-	const requests, perRequest, size = 120, 64, 4096 // 30 MiB: over seven quotas
-	want := map[string]bool{}
 	fulls := 0
-	deadline := time.Now().Add(90 * time.Second)
-	for i := 0; i < requests; i++ {
-		recs := randomRecords(fmt.Sprint("req", i), perRequest, size)
-		for {
-			err := a.Ingest(ctx, recs)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, ErrSpoolFull) {
-				t.Fatalf("request %d: %v", i, err)
-			}
-			fulls++
-			if fulls == 1 {
-				ts.Restart()
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("request %d: still %v after %d refusals; spool holds %d bytes", i, err, fulls, a.spool.Size())
-			}
-			time.Sleep(5 * time.Millisecond) // wait for acks to free space
+	want := ingestThroughFullSpool(t, a, func() {
+		if fulls++; fulls == 1 {
+			ts.Restart()
 		}
-		for _, r := range recs {
-			want[string(r[:16])] = true
-		}
-	}
+	})
 	if fulls == 0 {
 		t.Fatal("the quota was never reached; the test proves nothing")
 	}
 	t.Logf("%d refusals with 507 on the way", fulls)
 	waitAcked(t, a)
-	got := storedRecords(t, ts)
-	if len(got) != len(want) {
-		t.Fatalf("store holds %d records, want %d", len(got), len(want))
-	}
-	for r, n := range got {
-		if n != 1 || !want[r[:16]] {
-			t.Fatalf("record %.16q stored %d times", r, n)
-		}
-	}
+	wantStoredOnce(t, ts, want)
 	// Everything acknowledged: at most the active segment is left.
 	if sz := a.spool.Size(); sz > a.cfg.spoolSegmentBytes() {
 		t.Errorf("spool holds %d bytes with everything acknowledged", sz)

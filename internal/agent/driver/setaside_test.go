@@ -2,8 +2,8 @@ package driver
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"

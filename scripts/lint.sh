@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The static checks CI runs (.ci/run), for anyone:
+#   - gofmt -l on every tracked Go file, failing on any it would change;
 #   - staticcheck ./... with its default checks, failing on any finding;
 #   - deadcode -test ./..., failing on any function that neither the
 #     commands nor the tests reach (a public option nobody exercises is
@@ -31,6 +32,15 @@ tool() {
 
 staticcheck=$(tool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION")
 deadcode=$(tool deadcode golang.org/x/tools/cmd/deadcode "$XTOOLS_VERSION")
+
+echo "== gofmt -l"
+unformatted=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
+if [ -n "$unformatted" ]; then
+  echo "not gofmt-formatted (run gofmt -w on them):"
+  echo "$unformatted"
+  exit 1
+fi
+echo "gofmt: all formatted"
 
 echo "== staticcheck $STATICCHECK_VERSION ./..."
 "$staticcheck" ./...

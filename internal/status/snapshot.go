@@ -75,6 +75,11 @@ type AgentStatus struct {
 	Resent               float64  `json:"resent"`
 	Timeouts             float64  `json:"timeouts"`
 	Reconnects           float64  `json:"reconnects"`
+	// Parked: messages the sink refused for good, waiting for the next
+	// session; DeadLetters: those set aside in the dead-letter log since
+	// the agent started (sluice dead-letter list).
+	Parked      float64 `json:"parked"`
+	DeadLetters float64 `json:"deadLetters"`
 }
 
 // SinkStatus is the sink's state.
@@ -158,6 +163,8 @@ func build(kind Kind, fs families) Snapshot {
 			Resent:           fs.sum("sluice_agent_resent_messages_total"),
 			Timeouts:         fs.sum("sluice_agent_resend_timeouts_total"),
 			Reconnects:       fs.sum("sluice_agent_reconnects_total"),
+			Parked:           fs.sum("sluice_agent_parked_messages"),
+			DeadLetters:      fs.sum("sluice_agent_dead_letters_total"),
 		}
 		s.Errors.Total = fs.sum("sluice_agent_connect_failures_total") + fs.sum("sluice_agent_rejected_messages_total") +
 			fs.sum("sluice_agent_spool_full_total")

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -80,13 +79,9 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		return cfg, fmt.Errorf("--compression-level: %w", err)
 	}
 	if f.dictFile != "" {
-		data, err := os.ReadFile(f.dictFile)
+		d, err := codec.ReadDictionaryFile(f.dictFile)
 		if err != nil {
-			return cfg, err
-		}
-		d, err := codec.ParseDictionary(data)
-		if err != nil {
-			return cfg, fmt.Errorf("--dict %s: %w", f.dictFile, err)
+			return cfg, fmt.Errorf("--dict: %w", err)
 		}
 		cfg.Dictionary, cfg.Compression = &d, codec.ZstdDict
 	}

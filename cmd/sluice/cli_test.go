@@ -23,7 +23,7 @@ func commandNames() []string { return app.Names() }
 
 // takesPositionals are the commands whose usage names arguments after the
 // flags; every other command takes flags only.
-var takesPositionals = map[string]bool{"dead-letter list": true, "dict train": true, "log check": true, "xfer send": true}
+var takesPositionals = map[string]bool{"dead-letter clear": true, "dead-letter list": true, "dict train": true, "log check": true, "xfer send": true}
 
 func TestHelpGoesToStdout(t *testing.T) {
 	for _, args := range [][]string{{}, {"help"}, {"-h"}, {"--help"}, {"-help"}} {

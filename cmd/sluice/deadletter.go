@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/cliflag"
@@ -13,6 +12,23 @@ import (
 
 func init() {
 	register("dead-letter list", "print the messages an agent set aside because the sink refused them for good (--records: their records)", deadLetterList)
+	register("dead-letter clear", "remove an agent's dead-letter log, once its messages were sent again (the agent stopped)", deadLetterClear)
+}
+
+func deadLetterClear(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dead-letter clear", "SPOOL", stderr)
+	if err := parseFlagsArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError(fs, "give one SPOOL: the agent's --spool directory")
+	}
+	n, err := spool.ClearDeadLetters(fs.Arg(0))
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	fmt.Fprintf(stdout, "removed %s\n", cliflag.Plural(n, "dead letter"))
+	return nil
 }
 
 func deadLetterList(args []string, stdout, stderr io.Writer) error {
@@ -27,15 +43,12 @@ func deadLetterList(args []string, stdout, stderr io.Writer) error {
 	}
 	dec := codec.NewDecoder(defaults.MaxMessage)
 	if *dictFile != "" {
-		data, err := os.ReadFile(*dictFile)
+		d, err := codec.ReadDictionaryFile(*dictFile)
 		if err == nil {
-			var d codec.Dictionary
-			if d, err = codec.ParseDictionary(data); err == nil {
-				err = dec.AddDictionary(d)
-			}
+			err = dec.AddDictionary(d)
 		}
 		if err != nil {
-			return &exitError{code: 1, msg: fmt.Sprintf("--dict %s: %v", *dictFile, err)}
+			return &exitError{code: 1, msg: "--dict: " + err.Error()}
 		}
 	}
 	letters, unreadable, err := spool.PrintDeadLetters(stdout, stderr, fs.Arg(0), *records, dec)

@@ -20,7 +20,8 @@ import (
 // line, ready for `sluice produce`; a letter whose body is no batch is
 // named on stderr and the exit status is 1. A message set aside twice
 // (a crash before the watermark past it was persisted) is printed once.
-// A spool without dead letters says so.
+// A spool without dead letters says so. `dead-letter clear` removes them,
+// and refuses while the agent has the spool open.
 func TestDeadLetterList(t *testing.T) {
 	dir := t.TempDir()
 	sp, err := spool.Open(dir, 0, "agent-test", slog.New(slog.DiscardHandler), seglog.WithSync(seglog.SyncNone()))
@@ -85,8 +86,20 @@ func TestDeadLetterList(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "message 1: its records cannot be read (ERROR_CODE_BAD_PAYLOAD)") {
 		t.Errorf("--records: exit %d, stderr %q; want 1 and message 1 named", code, errOut)
 	}
+	// clear refuses while the spool is open (the agent may be appending),
+	// and removes the log once it is not.
+	clear := exec.Command(sluiceBin, "dead-letter", "clear", dir)
+	if out, err := clear.CombinedOutput(); err == nil || !strings.Contains(string(out), "in use by another sluice process") {
+		t.Errorf("clear beside the agent: %v, %s; want a refusal naming the lock", err, out)
+	}
 	if err := sp.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := exec.Command(sluiceBin, "dead-letter", "clear", dir).CombinedOutput(); err != nil || string(out) != "removed 2 dead letters\n" {
+		t.Errorf("clear: %v, %q; want \"removed 2 dead letters\"", err, out)
+	}
+	if out, errOut, code := run(dir); code != 0 || out != "" || !strings.Contains(errOut, "no dead letters") {
+		t.Errorf("after clear: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if _, errOut, code := run(t.TempDir()); code != 1 || !strings.Contains(errOut, "is no agent spool") {
 		t.Errorf("not a spool: exit %d, %q", code, errOut)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -772,5 +774,36 @@ func TestEncoderOneDictionaryLessState(t *testing.T) {
 		if got, err := d.Decode(nil, frame, k, 0); err != nil || !bytes.Equal(got, src) {
 			t.Fatalf("message %d (%v): %v, equal %v", i, k, err, bytes.Equal(got, src))
 		}
+	}
+}
+
+// TestReadDictionaryFile: a missing file and one that is no dictionary
+// are errors naming the file; a trained one reads back with its id.
+func TestReadDictionaryFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadDictionaryFile(filepath.Join(dir, "none")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("not a dictionary"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDictionaryFile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("not a dictionary: %v, want an error naming %s", err, bad)
+	}
+	var samples [][]byte
+	for i := range 2000 {
+		samples = append(samples, fmt.Appendf(nil, `{"host":"h%d","metric":"cpu_seconds_total","value":%d}`, i%50, i))
+	}
+	d, err := Train(samples, 4<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, d.Data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadDictionaryFile(good); err != nil || got.ID != d.ID {
+		t.Errorf("trained dictionary: id %d, %v; want id %d", got.ID, err, d.ID)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"os"
 
 	"github.com/klauspost/compress/dict"
 	"github.com/klauspost/compress/zstd"
@@ -137,6 +138,21 @@ func ParseDictionary(data []byte) (Dictionary, error) {
 		return Dictionary{}, err
 	}
 	return Dictionary{ID: id, Data: bytes.Clone(data)}, nil
+}
+
+// ReadDictionaryFile reads a dictionary file (`sluice dict train`'s
+// output, an agent's --dict) and checks it as ParseDictionary does; the
+// errors name the file.
+func ReadDictionaryFile(path string) (Dictionary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Dictionary{}, err
+	}
+	d, err := ParseDictionary(data)
+	if err != nil {
+		return Dictionary{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
 }
 
 // inspect validates a zstd dictionary and returns its header id.

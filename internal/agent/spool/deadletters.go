@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
+	"github.com/sluicehq/sluice/internal/dirlock"
 )
 
 // PrintDeadLetters writes the dead-letter log of the spool in dir (see
@@ -64,4 +66,28 @@ func PrintDeadLetters(w, errw io.Writer, dir string, records bool, dec *codec.De
 		err = ferr
 	}
 	return letters, unreadable, err
+}
+
+// ClearDeadLetters removes the dead-letter log of the spool in dir, once
+// its messages were sent again or are not wanted, and returns how many
+// messages it held. It takes the spool's lock, so it refuses while the
+// agent runs (a *dirlock.BusyError): the agent may be appending.
+func ClearDeadLetters(dir string) (letters int, err error) {
+	if _, err := ReadAgentID(dir); err != nil {
+		return 0, fmt.Errorf("%s is no agent spool: %w", dir, err)
+	}
+	lock, err := dirlock.Acquire(dir, "spool")
+	if err != nil {
+		return 0, err
+	}
+	defer lock.Release()
+	dl := filepath.Join(dir, deadletter.Dir)
+	seen := map[uint64]bool{}
+	// A damaged log is removed all the same, as asked; the count is what
+	// could be read of it.
+	_ = deadletter.Read(dl, func(l deadletter.Letter) error { seen[l.ID] = true; return nil })
+	if err := os.RemoveAll(dl); err != nil {
+		return len(seen), err
+	}
+	return len(seen), nil
 }

@@ -56,3 +56,36 @@ func TestSetAsideOnFullDisk(t *testing.T) {
 		t.Errorf("the spool's log moved to %d", next)
 	}
 }
+
+// TestSetAsideLargeMessage: a message larger than SetAside's read budget
+// (64 KiB) is copied whole.
+func TestSetAsideLargeMessage(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := Open(dir, 0, "agent-large", slog.New(slog.DiscardHandler), seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	body := make([]byte, 3<<20)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	small := Append(nil, Record{Kind: codec.Plain, Records: 1, Body: []byte("before")})
+	large := Append(nil, Record{Kind: codec.Plain, Records: 1, Body: body})
+	if _, err := sp.Log().Append([][]byte{small, large}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.SetAside(1, "ERROR_CODE_OVERSIZE", "3 MiB", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+		got = append([]byte(nil), l.Record...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(large) {
+		t.Fatalf("letter of %d bytes, want the %d-byte message as spooled", len(got), len(large))
+	}
+}

@@ -38,6 +38,7 @@ mutants=(
 	"mutation_setasideany|./internal/delivery/|TestSetAsideSettlesOnlyParked|lost"
 	"mutation_nodedup|./internal/lab/sim/|TestSimulation|duplicated"
 	"mutation_ackbeforefsync|./internal/lab/sim/|TestSimulation|acked-before-durable"
+	"mutation_setasidenocopy|./internal/lab/sim/|TestSimulation|lost"
 	"mutation_watermarkahead|./internal/agent/spool/|TestWatermarkPersistedIsTheAcked|lost"
 	"mutation_noreencode|./internal/agent/ingest/|TestKafkaIDsAfterFailedAppend|wrong-id"
 	"mutation_crcskip|./seglog/|TestDamagedRecordIsNeverReturned|corrupted"

@@ -110,6 +110,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	sp.SetPressedAt(cfg.SetAsideAt)
 	sender, err := delivery.NewSender(delivery.SenderConfig{
 		Watermark:        sp.AckedWatermark(),
 		MaxInFlightMsgs:  cfg.MaxInFlightMsgs,

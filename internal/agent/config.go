@@ -102,6 +102,13 @@ type Config struct {
 	// field names the client. Put ingest behind TLS too, or tokens travel
 	// in clear text.
 	IngestTokens *auth.Tokens
+	// SetAsideAt is the spool size (bytes on disk) from which messages
+	// the sink refused for good are set aside in the spool's dead-letter
+	// log instead of waiting parked for the next session (docs/ingest.md,
+	// "Messages a sink refuses for good"). Default SpoolQuota/2; a disk
+	// with less free space than the spool holds sets them aside whatever
+	// it is. The simulation sets 1: at once.
+	SetAsideAt int64
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registry receives the agent's Prometheus metrics when set.
@@ -234,8 +241,8 @@ func (c *Config) validate() error {
 	if len(c.AgentID) > maxAgentIDLen || strings.IndexFunc(c.AgentID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
 		errs = append(errs, fmt.Errorf("AgentID %q: want at most %d printable bytes without whitespace", c.AgentID, maxAgentIDLen))
 	}
-	if c.SpoolQuota < 0 || c.Linger < 0 {
-		errs = append(errs, errors.New("negative SpoolQuota or Linger"))
+	if c.SpoolQuota < 0 || c.Linger < 0 || c.SetAsideAt < 0 {
+		errs = append(errs, errors.New("negative SpoolQuota, Linger or SetAsideAt"))
 	}
 	if minQuota := max(defaults.MinSpoolQuota, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
 		errs = append(errs, fmt.Errorf("SpoolQuota %d below %d (2 MiB and four messages)", c.SpoolQuota, minQuota))

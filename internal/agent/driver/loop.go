@@ -475,7 +475,11 @@ func (l *loop) setAside() {
 		if r.code == refusedUnreadable {
 			continue
 		}
-		n, err := l.d.spool.SetAside(id, r.code, r.detail, time.Now())
+		var n int
+		var err error
+		if !mutationSetAsideNoCopy {
+			n, err = l.d.spool.SetAside(id, r.code, r.detail, time.Now())
+		}
 		if err != nil {
 			if msg := err.Error(); msg != l.setAsideErr {
 				l.setAsideErr = msg

@@ -218,6 +218,8 @@ type Spool struct {
 	// the first SetAside.
 	opts []seglog.Option
 	dead *seglog.Log
+	// setAsideAt overrides the size at which the spool is Pressed.
+	setAsideAt int64
 }
 
 const (
@@ -679,11 +681,20 @@ func (s *Spool) Close() error {
 
 // Pressed reports whether the spool needs the room that messages parked
 // below the watermark hold: half its quota is in use (the point where an
-// acknowledged active segment is no longer kept either), or its disk is
-// tight. The driver then sets parked messages aside (SetAside).
+// acknowledged active segment is no longer kept either; SetPressedAt
+// changes it), or its disk is tight. The driver then sets parked
+// messages aside (SetAside).
 func (s *Spool) Pressed() bool {
-	return s.quota > 0 && s.Size() >= s.quota/2 || s.diskTight()
+	at := s.quota / 2
+	if s.setAsideAt > 0 {
+		at = s.setAsideAt
+	}
+	return at > 0 && s.Size() >= at || s.diskTight()
 }
+
+// SetPressedAt makes the spool Pressed from n bytes on (0: half the
+// quota). Call it before the driver starts.
+func (s *Spool) SetPressedAt(n int64) { s.setAsideAt = n }
 
 // deadLetterSegmentBytes keeps the dead-letter log's segments small: it
 // holds a few messages, on a disk that may be nearly full.

@@ -9,7 +9,12 @@
 // After the run it checks: every record the agent accepted (IngestMessage
 // returned nil, so it was fsynced to the spool) is in the sink's store
 // exactly once, under one (agent id, message id) that is itself stored
-// once, with the same content; nothing else is stored.
+// once, with the same content; nothing else is stored. In half the seeds
+// some messages are poison: the sink's side of the transport replaces
+// their payload with bytes that are no batch, so the sink refuses them
+// for good on every send; those must never be stored, and must end up in
+// the agent's dead-letter log (the agent sets refused messages aside at
+// once here: agent.Config.SetAsideAt 1).
 package sim
 
 import (
@@ -27,6 +32,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
+	"github.com/sluicehq/sluice/internal/agent/deadletter"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/dirlock"
@@ -61,7 +67,12 @@ type Result struct {
 	// records sections; KafkaSent how many messages the agent sent as
 	// such (the sink converts them for its embedded store).
 	KafkaSinks, KafkaSent int
-	Elapsed               time.Duration
+	// Poison is how many messages the sink was made to refuse for good;
+	// SetAside how many letters the agent's dead-letter log holds (a
+	// message set aside twice, after a crash between the copy and the
+	// watermark, counts twice).
+	Poison, SetAside int
+	Elapsed          time.Duration
 }
 
 // plan is everything drawn from the seed before the run starts.
@@ -73,6 +84,7 @@ type plan struct {
 	pSinkCrash  float64
 	pPause      float64
 	kafka       kafkaAsk
+	pPoison     float64
 }
 
 // kafkaAsk is whether the sink asks the agent for Kafka records sections
@@ -123,9 +135,15 @@ type world struct {
 	plan     plan
 	dec      *codec.Decoder
 	// krng draws the Kafka ask at each sink start, apart from rng so
-	// that the seeds' other draws are as before the ask existed.
+	// that the seeds' other draws are as before the ask existed; prng
+	// draws the poison messages, for the same reason.
 	krng      *rand.Rand
+	prng      *rand.Rand
 	kafkaSent atomic.Int64
+	// poisoned: record content → message index, of the poison messages.
+	poisoned map[string]int
+	// poisonIDs are the poison messages' ids.
+	poisonIDs map[uint64]bool
 }
 
 // The categories of a broken invariant. A failing seed's error is a
@@ -146,6 +164,9 @@ const (
 	// the store: the sink acknowledged what it then lost, and nothing will
 	// ever resend it. No waiting decides this, so it is never a budget.
 	InvariantAckedBeforeDurable = "acked-before-durable"
+	// InvariantLost: the agent's watermark passed a message that is
+	// neither stored nor in its dead-letter log.
+	InvariantLost = "lost"
 )
 
 // Violation is an invariant a seed broke.
@@ -194,6 +215,7 @@ func Run(seed uint64, opts Options) (res Result, err error) {
 		seed: seed, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x5eed)), dir: dir,
 		agentD: filepath.Join(dir, "spool"), sinkD: filepath.Join(dir, "data"),
 		produced: map[string]int{}, res: Result{Seed: seed},
+		poisoned: map[string]int{}, poisonIDs: map[uint64]bool{},
 	}
 	defer func() {
 		w.stop()
@@ -203,12 +225,16 @@ func Run(seed uint64, opts Options) (res Result, err error) {
 	}()
 	p := newPlan(w.rng)
 	w.krng = rand.New(rand.NewPCG(seed, 0xca7ca))
+	w.prng = rand.New(rand.NewPCG(seed, 0xdead1e77e5))
+	if w.prng.IntN(2) == 0 {
+		p.pPoison = 0.05 + 0.15*w.prng.Float64()
+	}
 	if p.compression == codec.Zstd {
 		// The agent seals Kafka records only when it compresses with zstd.
 		p.kafka = kafkaAsk(w.krng.IntN(3))
 	}
 	w.plan, w.dec = p, codec.NewDecoder(1<<20)
-	w.svc = &service{kafkaSent: &w.kafkaSent}
+	w.svc = &service{kafkaSent: &w.kafkaSent, poison: map[uint64]bool{}}
 	w.fd = &memconn.FaultDialer{Inner: &memconn.Dialer{Service: w.svc}, Seed: seed, Faults: p.faults}
 	if err := w.startSink(); err != nil {
 		return w.res, err
@@ -224,11 +250,24 @@ func Run(seed uint64, opts Options) (res Result, err error) {
 			r := fmt.Sprintf("s%d/m%d/r%d/", seed, i, j) + strings.Repeat("x", w.rng.IntN(200))
 			recs[j] = []byte(r)
 		}
+		poison := p.pPoison > 0 && w.prng.Float64() < p.pPoison
+		if poison {
+			// Ingest is sequential and one call is one message, so its
+			// id is the spool's next; it is poison before it can be sent.
+			id := w.agent.SpoolNext()
+			w.poisonIDs[id] = true
+			w.svc.setPoison(id)
+			w.res.Poison++
+		}
 		if err := w.agent.IngestMessage(ctx, recs); err != nil {
 			return w.res, fmt.Errorf("message %d: ingest: %w", i, err)
 		}
 		for _, r := range recs {
-			w.produced[string(r)] = i
+			if poison {
+				w.poisoned[string(r)] = i
+			} else {
+				w.produced[string(r)] = i
+			}
 		}
 		w.res.Messages++
 		w.res.Records += len(recs)
@@ -272,7 +311,10 @@ func (w *world) settle() error {
 			if m := (*missingError)(nil); errors.As(err, &m) {
 				return violation(InvariantAckedBeforeDurable, "every message is acknowledged, but %v", err)
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return w.checkDeadLetters()
 		}
 		if time.Now().After(deadline) {
 			st := w.agent.Progress()
@@ -332,6 +374,9 @@ func (w *world) check(final bool) (complete bool, err error) {
 		}
 		err = batch.Decode(body, func(rec []byte) error {
 			r := string(rec)
+			if i, ok := w.poisoned[r]; ok {
+				return violation(InvariantCorrupted, "store offset %d holds a record of poison message %d, which the sink refused for good", off, i)
+			}
 			if _, ok := w.produced[r]; !ok {
 				return violation(InvariantCorrupted, "store offset %d holds a record never accepted: %.60q", off, r)
 			}
@@ -363,6 +408,30 @@ func (w *world) check(final bool) (complete bool, err error) {
 	return false, nil
 }
 
+// checkDeadLetters reads the agent's dead-letter log: every poison
+// message must be in it (the watermark passed it, and it was never
+// stored: set aside, or lost), and nothing else.
+func (w *world) checkDeadLetters() error {
+	got := map[uint64]bool{}
+	err := deadletter.Read(filepath.Join(w.agentD, deadletter.Dir), func(l deadletter.Letter) error {
+		if !w.poisonIDs[l.ID] {
+			return violation(InvariantCorrupted, "message %d is in the dead-letter log, but the sink never refused it", l.ID)
+		}
+		got[l.ID] = true
+		w.res.SetAside++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for id := range w.poisonIDs {
+		if !got[id] {
+			return violation(InvariantLost, "poison message %d was acknowledged past, but is neither stored nor in the dead-letter log", id)
+		}
+	}
+	return nil
+}
+
 func (w *world) startAgent() error {
 	a, err := agent.New(agent.Config{
 		Dialer: w.fd, SpoolDir: w.agentD, SpoolSync: seglog.SyncAlways(),
@@ -372,7 +441,8 @@ func (w *world) startAgent() error {
 		// that lost a message and so hide a missing resend timer.
 		MinRTO: 5 * time.Millisecond, ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond,
 		HandshakeTimeout: 5 * time.Second, ProgressTimeout: time.Hour,
-		Logger: w.opts.Logger,
+		SetAsideAt: 1, // poison is set aside at once: no seed fills a spool
+		Logger:     w.opts.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("start agent: %w", err)
@@ -461,10 +531,13 @@ func (w *world) stop() {
 // ServeSend still running over memconn when Close closes the writer's
 // channel panics the sink, so the simulation ends them first.)
 type service struct {
-	mu    sync.Mutex
-	s     *sink.Sink
-	wg    sync.WaitGroup
-	conns map[protocol.Conn]struct{}
+	mu sync.Mutex
+	// poison holds the ids of the messages whose payload the sink is
+	// made to see as no batch (under mu).
+	poison map[uint64]bool
+	s      *sink.Sink
+	wg     sync.WaitGroup
+	conns  map[protocol.Conn]struct{}
 	// kafkaSent counts the messages received as Kafka records sections.
 	kafkaSent *atomic.Int64
 }
@@ -515,7 +588,19 @@ func (v *service) ServeSend(c protocol.Conn) error {
 		return err
 	}
 	defer v.done(c)
-	return s.ServeSend(&countingConn{Conn: c, kafka: v.kafkaSent})
+	return s.ServeSend(&countingConn{Conn: c, kafka: v.kafkaSent, v: v})
+}
+
+func (v *service) setPoison(id uint64) {
+	v.mu.Lock()
+	v.poison[id] = true
+	v.mu.Unlock()
+}
+
+func (v *service) isPoison(id uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.poison[id]
 }
 
 // countingConn counts the Kafka records messages a Send session
@@ -523,12 +608,20 @@ func (v *service) ServeSend(c protocol.Conn) error {
 type countingConn struct {
 	protocol.Conn
 	kafka *atomic.Int64
+	v     *service
 }
 
 func (c *countingConn) Recv() (protocol.Frame, error) {
 	f, err := c.Conn.Recv()
-	if m, ok := f.(*protocol.Message); ok && m.Codec == protocol.CodecKafkaZstd {
-		c.kafka.Add(1)
+	if m, ok := f.(*protocol.Message); ok {
+		if m.Codec == protocol.CodecKafkaZstd {
+			c.kafka.Add(1)
+		}
+		if c.v.isPoison(m.ID) {
+			// What the sink sees of a poison message, on every send: a
+			// body that is no batch, which it refuses for good.
+			m.Payload, m.Codec, m.DictID = []byte("sim: poison, no batch"), protocol.CodecPlain, 0
+		}
 	}
 	return f, err
 }

@@ -79,6 +79,8 @@ func TestSimulation(t *testing.T) {
 				total.Compressed += r.Compressed
 				total.KafkaSinks += r.KafkaSinks
 				total.KafkaSent += r.KafkaSent
+				total.Poison += r.Poison
+				total.SetAside += r.SetAside
 				total.Faults.Sessions += r.Faults.Sessions
 				total.Faults.Dropped += r.Faults.Dropped
 				total.Faults.Duplicated += r.Faults.Duplicated
@@ -99,10 +101,14 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes, %d stored (%d zstd); %d sink starts asked for Kafka records, %d messages sent so; faults %+v; slowest seed %d (%v)",
+	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes, %d stored (%d zstd); %d sink starts asked for Kafka records, %d messages sent so; %d poison messages, %d dead letters; faults %+v; slowest seed %d (%v)",
 		finished.Load(), len(failed), time.Since(start).Round(time.Millisecond), total.Messages, total.Records,
 		total.AgentCrashes, total.SinkCrashes, total.Stored, total.Compressed, total.KafkaSinks, total.KafkaSent,
-		total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
+		total.Poison, total.SetAside, total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
+	// Likewise the dead-letter path.
+	if total.Poison > 0 && total.SetAside < total.Poison && len(failed) == 0 {
+		t.Errorf("%d poison messages, %d dead letters", total.Poison, total.SetAside)
+	}
 	// The Kafka records path must have run, or the seeds that ask for it
 	// check nothing of it (an agent that stopped offering the codec, a
 	// sink that stopped asking, would pass unnoticed).

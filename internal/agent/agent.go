@@ -162,6 +162,7 @@ func New(cfg Config) (*Agent, error) {
 		metrics: m, spoolM: sm, origin: time.Now(), ctx: ctx, cancel: cancel,
 	}
 	m.SpoolBytes = sp.Size
+	m.DeadLetterMessages = sp.DeadLetters
 	m.Now = a.now
 	for i := range backlog {
 		backlog[i].At = a.now()

@@ -3,8 +3,11 @@ package agent
 import (
 	"bytes"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/agent/deadletter"
 	"github.com/sluicehq/sluice/internal/agent/spool"
@@ -61,5 +64,49 @@ func TestRefusedMessageDoesNotFillTheSpool(t *testing.T) {
 	if l := letters[0]; l.ID != 0 || l.Code != "ERROR_CODE_BAD_PAYLOAD" || !bytes.Equal(l.Record, bad) {
 		t.Errorf("dead letter: message %d, code %q, record %q; want message 0, ERROR_CODE_BAD_PAYLOAD, the record as spooled",
 			l.ID, l.Code, l.Record)
+	}
+}
+
+// TestDeadLettersCountedAtStart: an agent started on a spool whose
+// dead-letter log holds messages from an earlier run says so (a warning
+// naming the commands) and counts them in
+// sluice_agent_dead_letter_messages, which, unlike dead_letters_total,
+// survives restarts until `sluice dead-letter clear`.
+func TestDeadLettersCountedAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	sp, err := spool.Open(dir, 0, "", quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := spool.Append(nil, spool.Record{Kind: codec.Plain, Records: 1, Body: []byte("refused")})
+	if _, err := sp.Log().Append([][]byte{rec, rec}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{0, 1, 1} { // 1 twice: a crash before the watermark moved
+		if _, err := sp.SetAside(id, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sp.DeadLetters(); n != 2 {
+		t.Errorf("DeadLetters() = %d after setting 2 messages aside", n)
+	}
+	sp.Close()
+	sp, err = spool.Open(dir, 0, "", quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, w := range sp.Warnings() {
+		warned = warned || strings.Contains(w, "2 messages the sink refused for good") && strings.Contains(w, "sluice dead-letter list")
+	}
+	if !warned {
+		t.Errorf("no start-up warning of the dead letters: %q", sp.Warnings())
+	}
+	sp.Close()
+	reg := prometheus.NewRegistry()
+	a := newTestAgent(t, dir, func(c *Config) { c.Registry = reg })
+	defer a.Close()
+	if v, ok := value(t, reg, "sluice_agent_dead_letter_messages", nil); !ok || v != 2 {
+		t.Errorf("sluice_agent_dead_letter_messages = %v (%t), want 2", v, ok)
 	}
 }

@@ -44,7 +44,7 @@ var Metrics = []Metric{
 	{KindAgent, "sluice_agent_resend_timeouts_total", "agent", "agent.timeouts"},
 	{KindAgent, "sluice_agent_reconnects_total", "agent", "agent.reconnects"},
 	{KindAgent, "sluice_agent_parked_messages", "agent", "agent.parked"},
-	{KindAgent, "sluice_agent_dead_letters_total", "agent", "agent.deadLetters"},
+	{KindAgent, "sluice_agent_dead_letter_messages", "agent", "agent.deadLetters"},
 	{KindAgent, "sluice_agent_connect_failures_total", "errors", "errors.total"},
 	{KindAgent, "sluice_agent_rejected_messages_total", "errors", "errors.total"},
 	{KindAgent, "sluice_agent_spool_full_total", "errors", "errors.total"},

@@ -76,8 +76,8 @@ type AgentStatus struct {
 	Timeouts             float64  `json:"timeouts"`
 	Reconnects           float64  `json:"reconnects"`
 	// Parked: messages the sink refused for good, waiting for the next
-	// session; DeadLetters: those set aside in the dead-letter log since
-	// the agent started (sluice dead-letter list).
+	// session; DeadLetters: those in the spool's dead-letter log, set
+	// aside by this run or an earlier one (sluice dead-letter list).
 	Parked      float64 `json:"parked"`
 	DeadLetters float64 `json:"deadLetters"`
 }
@@ -164,7 +164,7 @@ func build(kind Kind, fs families) Snapshot {
 			Timeouts:         fs.sum("sluice_agent_resend_timeouts_total"),
 			Reconnects:       fs.sum("sluice_agent_reconnects_total"),
 			Parked:           fs.sum("sluice_agent_parked_messages"),
-			DeadLetters:      fs.sum("sluice_agent_dead_letters_total"),
+			DeadLetters:      fs.sum("sluice_agent_dead_letter_messages"),
 		}
 		s.Errors.Total = fs.sum("sluice_agent_connect_failures_total") + fs.sum("sluice_agent_rejected_messages_total") +
 			fs.sum("sluice_agent_spool_full_total")

@@ -28,6 +28,9 @@ type Metrics struct {
 	Fsync, ackLatency prometheus.Histogram
 	// SpoolBytes reports the spool's size; set it once the spool is open.
 	SpoolBytes func() int64
+	// DeadLetterMessages reports the messages in the spool's dead-letter
+	// log; set it once the spool is open.
+	DeadLetterMessages func() int
 	// Now is the agent's clock (nanoseconds, the one spool.Spooled.At
 	// uses), for the age of the oldest unacknowledged message.
 	Now func() int64
@@ -121,16 +124,17 @@ func New(reg prometheus.Registerer) *Metrics {
 		inflightMsgs: g("inflight_messages", "Messages sent and not yet acknowledged."),
 		parked: g("parked_messages", "Messages refused for good on this session (rejected_messages_total: by the sink, or local_* by the agent) and held for the next one; "+
 			"the acknowledged watermark stays below the oldest, so the spool keeps it and everything after it."),
-		inflightBytes: g("inflight_bytes", "Bytes sent and not yet acknowledged."),
-		winMsgs:       g("window_messages", "Current window in messages (0: unbounded in this dimension)."),
-		winBytes:      g("window_bytes", "Current window in bytes (0: unbounded in this dimension)."),
-		srtt:          g("srtt_seconds", "Smoothed round-trip time from send to ack."),
-		sent:          c("sent_messages_total", "Messages sent, resends included."),
-		resent:        c("resent_messages_total", "Messages sent again after a timeout, rejection or reconnect."),
-		timeouts:      c("resend_timeouts_total", "Resend timeouts (a message unacknowledged for an RTO)."),
-		SpoolBytes:    func() int64 { return 0 },
-		Now:           func() int64 { return time.Now().UnixNano() },
-		lat:           hdrhistogram.New(1, 3_600_000_000, 3),
+		inflightBytes:      g("inflight_bytes", "Bytes sent and not yet acknowledged."),
+		winMsgs:            g("window_messages", "Current window in messages (0: unbounded in this dimension)."),
+		winBytes:           g("window_bytes", "Current window in bytes (0: unbounded in this dimension)."),
+		srtt:               g("srtt_seconds", "Smoothed round-trip time from send to ack."),
+		sent:               c("sent_messages_total", "Messages sent, resends included."),
+		resent:             c("resent_messages_total", "Messages sent again after a timeout, rejection or reconnect."),
+		timeouts:           c("resend_timeouts_total", "Resend timeouts (a message unacknowledged for an RTO)."),
+		SpoolBytes:         func() int64 { return 0 },
+		DeadLetterMessages: func() int { return 0 },
+		Now:                func() int64 { return time.Now().UnixNano() },
+		lat:                hdrhistogram.New(1, 3_600_000_000, 3),
 	}
 	if reg != nil {
 		reg.MustRegister(m.ingestRecords, m.ingestBytes, m.spooledMsgs, m.rawBytes, m.wireBytes, m.ackedMsgs,
@@ -139,6 +143,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.ConnectFailures, m.sinkUp, m.lastError, m.SealKafkaRecords,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "spool_bytes",
 				Help: "Bytes of the spool on disk."}, func() float64 { return float64(m.SpoolBytes()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "dead_letter_messages",
+				Help: "Messages in the spool's dead-letter log, set aside by this run or an earlier one (`sluice dead-letter list SPOOL`; `sluice dead-letter clear SPOOL` removes them)."},
+				func() float64 { return float64(m.DeadLetterMessages()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "agent", Name: "oldest_unacked_seconds",
 				Help: "Age of the oldest message spooled and not yet acknowledged by the sink (0: none); a message spooled before the agent started counts from the start."},
 				func() float64 { m.mu.Lock(); defer m.mu.Unlock(); return m.oldestAge().Seconds() }))

@@ -220,6 +220,9 @@ type Spool struct {
 	dead *seglog.Log
 	// setAsideAt overrides the size at which the spool is Pressed.
 	setAsideAt int64
+	// deadIDs are the ids of the messages in the dead-letter log, from
+	// earlier runs too (under mu).
+	deadIDs map[uint64]bool
 }
 
 const (
@@ -317,6 +320,17 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 		s.watermark = first
 	}
 	s.measure()
+	s.deadIDs = map[uint64]bool{}
+	if err := deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+		s.deadIDs[l.ID] = true
+		return nil
+	}); err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("the dead-letter log cannot be read whole: %v", err))
+	}
+	if n := len(s.deadIDs); n > 0 {
+		s.warnings = append(s.warnings, fmt.Sprintf("%d messages the sink refused for good are in %s: `sluice dead-letter list %s` prints them, `sluice dead-letter clear %s` removes them",
+			n, filepath.Join(dir, deadletter.Dir), dir, dir))
+	}
 	return s, nil
 }
 
@@ -726,7 +740,18 @@ func (s *Spool) SetAside(id uint64, code, detail string, at time.Time) (int, err
 	if _, err := s.dead.Append([][]byte{rec}); err != nil {
 		return 0, fmt.Errorf("agent: set message %d aside: %w", id, err)
 	}
+	s.mu.Lock()
+	s.deadIDs[id] = true
+	s.mu.Unlock()
 	return len(rec), nil
+}
+
+// DeadLetters is how many messages the dead-letter log holds, set aside
+// by this run or an earlier one.
+func (s *Spool) DeadLetters() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.deadIDs)
 }
 
 // DeadLetterDir is the directory of the dead-letter log (see SetAside).

@@ -98,6 +98,21 @@ func Decode(b []byte) (Letter, error) {
 	return l, nil
 }
 
+// ReadUnique is Read with each message once: a crash after a letter was
+// fsynced and before the watermark past it was persisted sets the message
+// aside again after the restart (the same id, the same message), and only
+// its first letter is passed to fn.
+func ReadUnique(dir string, fn func(Letter) error) error {
+	seen := map[uint64]bool{}
+	return Read(dir, func(l Letter) error {
+		if seen[l.ID] {
+			return nil
+		}
+		seen[l.ID] = true
+		return fn(l)
+	})
+}
+
 // Read calls fn with every letter of the dead-letter log in dir, oldest
 // first. It only reads, so it is safe while the agent runs (it may miss a
 // letter being written); a letter that does not decode is an error, after

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
-
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/protocol"
 )
@@ -397,15 +396,31 @@ func (l *loop) acked(first, last uint64, now int64) {
 				delete(l.meta, id)
 			}
 		}
-		return
-	}
-	for id := first; ; id++ {
-		if m, ok := l.meta[id]; ok {
-			l.d.metrics.Acked(int(m.records), int(m.raw), int(m.payload), time.Duration(now-m.spooledAt))
-			delete(l.meta, id)
+	} else {
+		for id := first; ; id++ {
+			if m, ok := l.meta[id]; ok {
+				l.d.metrics.Acked(int(m.records), int(m.raw), int(m.payload), time.Duration(now-m.spooledAt))
+				delete(l.meta, id)
+			}
+			if id == last {
+				break
+			}
 		}
-		if id == last {
-			break
+	}
+	// A parked message the sink took after all (a later session): its
+	// refusal is no longer needed. Usually there are none.
+	if n := len(l.refusals); n > 0 && last-first < uint64(n) {
+		for id := first; ; id++ {
+			delete(l.refusals, id)
+			if id == last { // last may be the largest id: no id <= last loop
+				break
+			}
+		}
+	} else if n > 0 {
+		for id := range l.refusals {
+			if id >= first && id <= last {
+				delete(l.refusals, id)
+			}
 		}
 	}
 }
@@ -430,24 +445,16 @@ func (l *loop) persist() {
 }
 
 // refused remembers why message id was refused for good, for its dead
-// letter. At most maxRefusals are kept: past that (a sink refusing
-// everything) the letter says only that the reason was not kept.
+// letter, until it is set aside or acknowledged. At most maxRefusals are
+// kept: past that (a sink refusing everything while the spool has room)
+// the letter says only that the reason was not kept.
 func (l *loop) refused(id uint64, code, detail string) {
 	if l.refusals == nil {
 		l.refusals = map[uint64]refusal{}
 	}
-	if len(l.refusals) >= maxRefusals {
-		w := l.s.Watermark()
-		for k := range l.refusals {
-			if k < w {
-				delete(l.refusals, k) // acknowledged after all, or set aside
-			}
-		}
-		if len(l.refusals) >= maxRefusals {
-			return
-		}
+	if _, ok := l.refusals[id]; ok || len(l.refusals) < maxRefusals {
+		l.refusals[id] = refusal{code, detail}
 	}
-	l.refusals[id] = refusal{code, detail}
 }
 
 // maxRefusals bounds what refused keeps: parked messages are few unless a

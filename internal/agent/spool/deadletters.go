@@ -32,15 +32,7 @@ func PrintDeadLetters(w, errw io.Writer, dir string, records bool, dec *codec.De
 		dec = codec.NewDecoder(defaults.MaxMessage)
 	}
 	out := bufio.NewWriter(w)
-	// A crash after a letter was fsynced and before the watermark past it
-	// was persisted sets the message aside again after the restart: the
-	// same id, the same message. It is printed once.
-	seen := map[uint64]bool{}
-	err = deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
-		if seen[l.ID] {
-			return nil
-		}
-		seen[l.ID] = true
+	err = deadletter.ReadUnique(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
 		letters++
 		m, err := Decode(l.Record)
 		if err != nil {
@@ -82,12 +74,8 @@ func ClearDeadLetters(dir string) (letters int, err error) {
 	}
 	defer lock.Release()
 	dl := filepath.Join(dir, deadletter.Dir)
-	seen := map[uint64]bool{}
 	// A damaged log is removed all the same, as asked; the count is what
 	// could be read of it.
-	_ = deadletter.Read(dl, func(l deadletter.Letter) error { seen[l.ID] = true; return nil })
-	if err := os.RemoveAll(dl); err != nil {
-		return len(seen), err
-	}
-	return len(seen), nil
+	_ = deadletter.ReadUnique(dl, func(deadletter.Letter) error { letters++; return nil })
+	return letters, os.RemoveAll(dl)
 }

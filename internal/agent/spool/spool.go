@@ -218,8 +218,8 @@ type Spool struct {
 	// the first SetAside.
 	opts []seglog.Option
 	dead *seglog.Log
-	// setAsideAt overrides the size at which the spool is Pressed.
-	setAsideAt int64
+	// pressedAt overrides the size at which the spool is Pressed.
+	pressedAt int64
 	// deadIDs are the ids of the messages in the dead-letter log, from
 	// earlier runs too (under mu).
 	deadIDs map[uint64]bool
@@ -321,7 +321,7 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 	}
 	s.measure()
 	s.deadIDs = map[uint64]bool{}
-	if err := deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+	if err := deadletter.ReadUnique(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
 		s.deadIDs[l.ID] = true
 		return nil
 	}); err != nil {
@@ -700,15 +700,15 @@ func (s *Spool) Close() error {
 // messages aside (SetAside).
 func (s *Spool) Pressed() bool {
 	at := s.quota / 2
-	if s.setAsideAt > 0 {
-		at = s.setAsideAt
+	if s.pressedAt > 0 {
+		at = s.pressedAt
 	}
 	return at > 0 && s.Size() >= at || s.diskTight()
 }
 
 // SetPressedAt makes the spool Pressed from n bytes on (0: half the
 // quota). Call it before the driver starts.
-func (s *Spool) SetPressedAt(n int64) { s.setAsideAt = n }
+func (s *Spool) SetPressedAt(n int64) { s.pressedAt = n }
 
 // deadLetterSegmentBytes keeps the dead-letter log's segments small: it
 // holds a few messages, on a disk that may be nearly full.

@@ -1,8 +1,11 @@
 package spool
 
 import (
+	"bytes"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +90,82 @@ func TestSetAsideLargeMessage(t *testing.T) {
 	}
 	if string(got) != string(large) {
 		t.Fatalf("letter of %d bytes, want the %d-byte message as spooled", len(got), len(large))
+	}
+}
+
+// TestSetAsideAfterDamagedDeadLetters: a dead-letter log damaged before
+// its end (a flipped byte in its first letter), which seglog will not
+// open, does not stop the agent setting messages aside: the log is moved
+// aside whole (dead-letter.damaged-*) and a new one holds the next
+// letter. Refusing would let the parked messages fill the spool again.
+func TestSetAsideAfterDamagedDeadLetters(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	sp, err := Open(dir, 0, "agent-damaged", log, seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := [][]byte{
+		Append(nil, Record{Kind: codec.Plain, Records: 1, Body: []byte("first-refused")}),
+		Append(nil, Record{Kind: codec.Plain, Records: 1, Body: []byte("second-refused")}),
+		Append(nil, Record{Kind: codec.Plain, Records: 1, Body: []byte("third-refused")}),
+	}
+	if _, err := sp.Log().Append(recs); err != nil {
+		t.Fatal(err)
+	}
+	for id := range uint64(2) {
+		if _, err := sp.SetAside(id, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, deadletter.Dir, "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("dead-letter segments %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte("first-refused"))
+	if i < 0 {
+		t.Fatal("the first letter is not in the segment")
+	}
+	b[i] ^= 0xff
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Reading it (dead-letter list) gives the intact letter and names the
+	// damage.
+	var read []uint64
+	err = deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+		read = append(read, l.ID)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "damaged") || len(read) != 1 || read[0] != 1 {
+		t.Errorf("reading the damaged log: letters %v, %v; want message 1 and an error naming the damage", read, err)
+	}
+
+	sp, err = Open(dir, 0, "agent-damaged", log, seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if _, err := sp.SetAside(2, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil {
+		t.Fatalf("SetAside with a damaged dead-letter log: %v", err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, deadletter.Dir+".damaged-*"))
+	if len(aside) != 1 {
+		t.Fatalf("damaged logs moved aside: %v, want 1", aside)
+	}
+	if moved, _ := filepath.Glob(filepath.Join(aside[0], "*.seg")); len(moved) != 1 {
+		t.Errorf("the damaged log's segments were not kept: %v", moved)
+	}
+	var ids []uint64
+	if err := deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+		ids = append(ids, l.ID)
+		return nil
+	}); err != nil || len(ids) != 1 || ids[0] != 2 {
+		t.Errorf("the new dead-letter log holds %v (%v), want message 2", ids, err)
 	}
 }

@@ -728,9 +728,7 @@ func (s *Spool) SetAside(id uint64, code, detail string, at time.Time) (int, err
 		return 0, fmt.Errorf("agent: set message %d aside: %w", id, err)
 	}
 	if s.dead == nil {
-		opts := append(append([]seglog.Option(nil), s.opts...), seglog.WithSegmentBytes(deadLetterSegmentBytes),
-			seglog.WithSync(seglog.SyncAlways()), seglog.WithMaxRecordBytes(seglog.MaxRecordLimit))
-		dead, err := seglog.Open(filepath.Join(s.dir, deadletter.Dir), opts...)
+		dead, err := s.openDeadLetters()
 		if err != nil {
 			return 0, fmt.Errorf("agent: open the dead-letter log: %w", err)
 		}
@@ -744,6 +742,29 @@ func (s *Spool) SetAside(id uint64, code, detail string, at time.Time) (int, err
 	s.deadIDs[id] = true
 	s.mu.Unlock()
 	return len(rec), nil
+}
+
+// openDeadLetters opens the dead-letter log for appending. A log damaged
+// before its end (which seglog will not open) is moved aside whole, to
+// dead-letter.damaged-UNIXNANO for `sluice log check --repair`, and a new
+// one started: refusing to set messages aside would let the parked ones
+// fill the spool again.
+func (s *Spool) openDeadLetters() (*seglog.Log, error) {
+	dir := filepath.Join(s.dir, deadletter.Dir)
+	opts := append(append([]seglog.Option(nil), s.opts...), seglog.WithSegmentBytes(deadLetterSegmentBytes),
+		seglog.WithSync(seglog.SyncAlways()), seglog.WithMaxRecordBytes(seglog.MaxRecordLimit))
+	dead, err := seglog.Open(dir, opts...)
+	var ce *seglog.CorruptionError
+	if !errors.As(err, &ce) {
+		return dead, err
+	}
+	aside := fmt.Sprintf("%s.damaged-%d", dir, time.Now().UnixNano())
+	if rerr := os.Rename(dir, aside); rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	s.logger.Error("agent: the dead-letter log is damaged; moved aside whole and a new one started (sluice log check --repair on it keeps its intact letters)",
+		"damaged", aside, "segment", ce.File, "pos", ce.Pos, "reason", ce.Reason)
+	return seglog.Open(dir, opts...)
 }
 
 // DeadLetters is how many messages the dead-letter log holds, set aside

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/logutil"
@@ -36,6 +38,7 @@ type agentFlags struct {
 	spoolSync                    string
 	minRTO                       time.Duration
 	agentID                      string
+	deadLetterAt                 string
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -52,6 +55,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	d.String(&f.window, "window", "in-flight messages: auto (bandwidth-delay product) or a number")
 	d.String(&f.spoolSync, "spool-sync", "spool durability: always (fsync before answering ingest), none, or an interval")
 	d.Duration(&f.minRTO, "min-rto", "lower bound of the adaptive resend timeout")
+	d.String(&f.deadLetterAt, "dead-letter-at", "spool size on disk from which messages the sink refused for good are copied to SPOOL/dead-letter and their room freed (sluice dead-letter list): a size, or a share of --spool-quota such as 50%; a disk with less free space than the spool holds sets them aside at any size")
 	d.String(&f.agentID, "agent-id", "this agent's id at the sink, as named in the sink's tokens file (default: the id kept in the spool, created on first start); a spool never changes its id")
 }
 
@@ -85,6 +89,9 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		}
 		cfg.Dictionary, cfg.Compression = &d, codec.ZstdDict
 	}
+	if cfg.SetAsideAt, err = parseDeadLetterAt(f.deadLetterAt, cfg.SpoolQuota); err != nil {
+		return cfg, err
+	}
 	if f.window != "auto" {
 		n, err := strconv.Atoi(f.window)
 		if err != nil || n < 1 {
@@ -93,6 +100,32 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		cfg.MaxInFlightMsgs = n
 	}
 	return cfg, nil
+}
+
+// parseDeadLetterAt reads --dead-letter-at: a size, or a percentage of
+// quota, from 1 byte (at once) to the quota (only once ingest is about to
+// answer 507). There is no "never": a refused message kept parked holds
+// every spool segment after it, and the spool fills (docs/ingest.md,
+// "Messages a sink refuses for good").
+func parseDeadLetterAt(s string, quota int64) (int64, error) {
+	var at int64
+	if pct, ok := strings.CutSuffix(s, "%"); ok {
+		p, err := strconv.ParseFloat(pct, 64)
+		if err != nil || !(p > 0 && p <= 100) {
+			return 0, fmt.Errorf("--dead-letter-at %q: want a size or a share of --spool-quota above 0%% and up to 100%%", s)
+		}
+		at = max(int64(float64(quota)*p/100), 1)
+	} else {
+		n, err := cliflag.ParseSize(s)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("--dead-letter-at %q: want a size or a share of --spool-quota such as 50%%", s)
+		}
+		at = n
+	}
+	if at > quota {
+		return 0, fmt.Errorf("--dead-letter-at %s is more than --spool-quota %s: a refused message would hold the spool until ingest answers 507", formatSize(at), formatSize(quota))
+	}
+	return at, nil
 }
 
 // agentCmd holds the flags of `sluice agent`.

@@ -337,3 +337,41 @@ func TestSinkConnectionFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadLetterAtFlag: --dead-letter-at reaches agent.Config.SetAsideAt
+// as a size or a share of --spool-quota (before, only the code's default,
+// half the quota, could be had), and what would make the set-aside come
+// never or past the quota is refused with exit 2.
+func TestDeadLetterAtFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, defaults.SpoolQuota / 2},
+		{[]string{"--dead-letter-at", "10%"}, defaults.SpoolQuota / 10},
+		{[]string{"--dead-letter-at", "100%"}, defaults.SpoolQuota},
+		{[]string{"--dead-letter-at", "64MiB"}, 64 << 20},
+		{[]string{"--dead-letter-at", "1"}, 1},
+		{[]string{"--spool-quota", "8MiB", "--dead-letter-at", "25%"}, 2 << 20},
+	} {
+		fs, a := newAgentFlags(io.Discard)
+		if err := parseDaemonFlags(fs, c.args, &a.configFile, defaults.Agent); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := a.af.config("127.0.0.1:1", t.TempDir())
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if cfg.SetAsideAt != c.want {
+			t.Errorf("%v: SetAsideAt %d, want %d", c.args, cfg.SetAsideAt, c.want)
+		}
+	}
+	for _, v := range []string{"0", "0%", "101%", "-5%", "2GiB", "half", ""} {
+		var out bytes.Buffer
+		err := runAgent([]string{"--sink", "127.0.0.1:1", "--spool", t.TempDir(), "--dead-letter-at", v}, &out, &out)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(ee.msg, "--dead-letter-at") {
+			t.Errorf("--dead-letter-at %q: %v, want exit 2 naming the flag", v, err)
+		}
+	}
+}

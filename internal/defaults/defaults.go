@@ -38,6 +38,11 @@ const (
 	// MinSpoolQuota is the smallest spool quota (it must also hold four
 	// messages).
 	MinSpoolQuota = 2 << 20
+	// DeadLetterAt is the agent's default --dead-letter-at: messages the
+	// sink refused for good are set aside once the spool holds half its
+	// quota, the point where an acknowledged active segment is no longer
+	// kept either.
+	DeadLetterAt = "50%"
 	// SpoolSegmentMin and SpoolSegmentMax bound a spool segment, which is
 	// an eighth of the quota.
 	SpoolSegmentMin = 1 << 20

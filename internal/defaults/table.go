@@ -114,6 +114,7 @@ var Table = []Entry{
 	{Flag: "compression-level", Daemons: agentOnly, Value: CompressionLevel, Meaning: "zstd effort: default, fastest (agents short of CPU) or better (short of bandwidth)"},
 	{Flag: "config", Daemons: both, Value: "", Meaning: "YAML file of flag: value lines; flags on the command line override it"},
 	{Flag: "data", Daemons: sinkOnly, Value: "", Meaning: "data directory: store, dictionaries, group offsets, dedup checkpoint (required)"},
+	{Flag: "dead-letter-at", Daemons: agentOnly, Value: DeadLetterAt, Meaning: "spool size, or share of --spool-quota, from which messages the sink refused for good are set aside in SPOOL/dead-letter"},
 	{Flag: "dict", Daemons: agentOnly, Value: "", Meaning: "trained zstd dictionary file; implies --compression dict"},
 	{Flag: "export", Daemons: sinkOnly, Value: "", List: true, Meaning: "forward collectors' records to a backend: remote-write=URL or otlp=URL (repeatable; docs/export.md)"},
 	{Flag: "handshake-timeout", Daemons: agentOnly, Value: time.Duration(HandshakeTimeout), Meaning: "give up on a sink that does not answer the handshake within this long"},

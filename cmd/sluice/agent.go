@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
@@ -69,15 +68,8 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 	}
 	cfg.SpoolSync = pol
 	cfg.RSocketResume = f.rsocketResume
-	switch f.compression {
-	case "plain":
-		cfg.Compression = codec.Plain
-	case "zstd":
-		cfg.Compression = codec.Zstd
-	case "dict":
-		cfg.Compression = codec.ZstdDict
-	default:
-		return cfg, fmt.Errorf("--compression %q: want plain, zstd or dict", f.compression)
+	if cfg.Compression, err = codec.ParseAgentKind(f.compression); err != nil {
+		return cfg, err
 	}
 	if cfg.CompressionLevel, err = codec.ParseLevel(f.level); err != nil {
 		return cfg, fmt.Errorf("--compression-level: %w", err)
@@ -89,8 +81,9 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		}
 		cfg.Dictionary, cfg.Compression = &d, codec.ZstdDict
 	}
-	if cfg.SetAsideAt, err = parseDeadLetterAt(f.deadLetterAt, cfg.SpoolQuota); err != nil {
-		return cfg, err
+	// No "never": a message left parked holds the spool until it fills.
+	if cfg.SetAsideAt, err = cliflag.ParseSizeOrShare(f.deadLetterAt, cfg.SpoolQuota); err != nil || cfg.SetAsideAt < 1 || cfg.SetAsideAt > cfg.SpoolQuota {
+		return cfg, fmt.Errorf("--dead-letter-at %q: want a size up to --spool-quota (%s), or a share of it such as 50%%", f.deadLetterAt, formatSize(cfg.SpoolQuota))
 	}
 	if f.window != "auto" {
 		n, err := strconv.Atoi(f.window)
@@ -100,32 +93,6 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		cfg.MaxInFlightMsgs = n
 	}
 	return cfg, nil
-}
-
-// parseDeadLetterAt reads --dead-letter-at: a size, or a percentage of
-// quota, from 1 byte (at once) to the quota (only once ingest is about to
-// answer 507). There is no "never": a refused message kept parked holds
-// every spool segment after it, and the spool fills (docs/ingest.md,
-// "Messages a sink refuses for good").
-func parseDeadLetterAt(s string, quota int64) (int64, error) {
-	var at int64
-	if pct, ok := strings.CutSuffix(s, "%"); ok {
-		p, err := strconv.ParseFloat(pct, 64)
-		if err != nil || !(p > 0 && p <= 100) {
-			return 0, fmt.Errorf("--dead-letter-at %q: want a size or a share of --spool-quota above 0%% and up to 100%%", s)
-		}
-		at = max(int64(float64(quota)*p/100), 1)
-	} else {
-		n, err := cliflag.ParseSize(s)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("--dead-letter-at %q: want a size or a share of --spool-quota such as 50%%", s)
-		}
-		at = n
-	}
-	if at > quota {
-		return 0, fmt.Errorf("--dead-letter-at %s is more than --spool-quota %s: a refused message would hold the spool until ingest answers 507", formatSize(at), formatSize(quota))
-	}
-	return at, nil
 }
 
 // agentCmd holds the flags of `sluice agent`.

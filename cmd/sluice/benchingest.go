@@ -27,7 +27,7 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	java := fs.Bool("java", true, "also run Kafka's own Java producer (ProducerPerformance), without and with zstd")
 	javaRecords := fs.Int64("java-records", 0, "records per Java producer run (0: sized from the rates measured so far to last about --duration)")
 	runs := fs.String("runs", "abcde", "the rows to run, by letter: a subset of abcde (the Java rows d and e also need --java)")
-	sinkComp := fs.String("sink-compression", kafkastore.DefaultCompression, "codecs of the record batches the sink produces to Kafka, one (b) row each, comma-separated: "+strings.Join(kafkastore.Compressions, ", ")+", or "+ingestbench.AgentRecords+" (zstd with the store's agent-records=on: the agents' own compressed records)")
+	sinkComp := fs.String("sink-compression", kafkastore.DefaultCompression, "codecs of the record batches the sink produces to Kafka, one (b) row each, comma-separated: "+strings.Join(kafkastore.Compressions, ", ")+", "+ingestbench.AgentRecords+" (zstd with the store's agent-records=on: the agents' own compressed records), or "+ingestbench.PlainHop+" (zstd, the agents sending uncompressed: each record compressed once)")
 	openLoop := fs.Float64("open-loop", 0.8, "also run (b) open loop, offered this fraction of (b)'s measured rate, for its latency below saturation (0: no such run)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (agent and sink) over the runs to this file")
 	allocProfile := fs.String("allocprofile", "", "write an allocation profile of this process to this file after the runs")
@@ -46,8 +46,8 @@ func runBenchIngest(args []string, stdout, stderr io.Writer) error {
 	}
 	codecs := strings.Split(*sinkComp, ",")
 	for _, c := range codecs {
-		if !slices.Contains(kafkastore.Compressions, c) && c != ingestbench.AgentRecords {
-			return &exitError{code: 2, msg: fmt.Sprintf("--sink-compression: %q is none of %s, %s", c, strings.Join(kafkastore.Compressions, ", "), ingestbench.AgentRecords)}
+		if !slices.Contains(kafkastore.Compressions, c) && c != ingestbench.AgentRecords && c != ingestbench.PlainHop {
+			return &exitError{code: 2, msg: fmt.Sprintf("--sink-compression: %q is none of %s, %s, %s", c, strings.Join(kafkastore.Compressions, ", "), ingestbench.AgentRecords, ingestbench.PlainHop)}
 		}
 	}
 	ctx, stop := signalContext()

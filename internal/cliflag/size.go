@@ -49,6 +49,20 @@ func ParseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// ParseSizeOrShare reads a size (ParseSize) or a share of whole such as
+// 50% (more than 0 % and at most 100 %; at least one byte), in bytes.
+func ParseSizeOrShare(s string, whole int64) (int64, error) {
+	pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
+	if !ok {
+		return ParseSize(s)
+	}
+	p, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+	if err != nil || !(p > 0 && p <= 100) {
+		return 0, &ValueError{Value: s, Want: "want a size, or a share above 0% and up to 100%"}
+	}
+	return max(int64(float64(whole)*p/100), 1), nil
+}
+
 // SizeList is a comma-separated list of sizes.
 type SizeList []int
 

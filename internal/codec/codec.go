@@ -2,6 +2,7 @@ package codec
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -44,6 +45,20 @@ func (k Kind) String() string {
 		return "kafka_zstd"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseAgentKind reads an agent's --compression: "plain", "zstd", or
+// "dict" (ZstdDict; the names are the flag's, not String's).
+func ParseAgentKind(s string) (Kind, error) {
+	switch s {
+	case "plain":
+		return Plain, nil
+	case "zstd":
+		return Zstd, nil
+	case "dict":
+		return ZstdDict, nil
+	}
+	return 0, fmt.Errorf("--compression %q: want plain, zstd or dict", s)
 }
 
 // Errors of Decode, Encode and the dictionary functions. Returned errors wrap

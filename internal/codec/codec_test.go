@@ -807,3 +807,18 @@ func TestReadDictionaryFile(t *testing.T) {
 		t.Errorf("trained dictionary: id %d, %v; want id %d", got.ID, err, d.ID)
 	}
 }
+
+// TestParseAgentKind: the agent's --compression names, and a clear error
+// for any other.
+func TestParseAgentKind(t *testing.T) {
+	for s, want := range map[string]Kind{"plain": Plain, "zstd": Zstd, "dict": ZstdDict} {
+		if k, err := ParseAgentKind(s); err != nil || k != want {
+			t.Errorf("%q: %v, %v; want %v", s, k, err, want)
+		}
+	}
+	for _, s := range []string{"", "none", "zstd_dict", "ZSTD", "kafka_zstd"} {
+		if _, err := ParseAgentKind(s); err == nil || !strings.Contains(err.Error(), "want plain, zstd or dict") {
+			t.Errorf("%q: %v, want an error listing the names", s, err)
+		}
+	}
+}

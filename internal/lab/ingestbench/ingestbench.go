@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent"
+	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/benchkit"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -63,8 +64,8 @@ const (
 
 // viaKafkaName and openLoopName name the (b) and (b′) rows of the sink
 // producing record batches compressed with codec: the agent's messages to
-// the sink are zstd in every row, the codec is the Kafka hop's, like
-// (c)'s and (e)'s.
+// the sink are zstd in every row but PlainHop's, the codec is the Kafka
+// hop's, like (c)'s and (e)'s.
 func viaKafkaName(codec string) string {
 	return "(b) agent → sink → Kafka, acks=all, " + codec
 }
@@ -110,8 +111,11 @@ func (r *runner) sinkStore(codec string) func() string {
 	return func() string {
 		r.sinkTopics++
 		query := "compression=" + codec
-		if codec == AgentRecords {
+		switch codec {
+		case AgentRecords:
 			query = "compression=zstd&agent-records=on"
+		case PlainHop:
+			query = "compression=zstd"
 		}
 		return fmt.Sprintf("kafka://%s/%s-sink-%d?%s", r.Kafka, r.topic, r.sinkTopics, query)
 	}
@@ -122,6 +126,21 @@ func (r *runner) sinkStore(codec string) func() string {
 // sections and the sink puts their compressed bytes in the topic as they
 // are (zstd).
 const AgentRecords = "zstd-agent-records"
+
+// PlainHop, among SinkCompressions, is a (b) row whose agents send their
+// messages uncompressed (agent --compression none, as on a LAN) and whose
+// sink compresses the Kafka batches with zstd: each record is compressed
+// once, as franz-go's are, where the default row compresses it twice (the
+// agent for the network, the sink for Kafka).
+const PlainHop = "zstd-plain-hop"
+
+// agentCompression is the agents' codec in a (b) row of codec.
+func agentCompression(sinkCodec string) codec.Kind {
+	if sinkCodec == PlainHop {
+		return codec.Plain
+	}
+	return codec.Zstd
+}
 
 // Run starts Kafka if need be, measures, prints the table and writes the
 // report.
@@ -204,8 +223,8 @@ func (r *runner) allConfigs() []config {
 		{nameEmbedded, map[string]any{"store": "embedded", "compression": "zstd"}, r.pipe(func() string { return "" })},
 	}
 	for _, codec := range r.SinkCompressions {
-		configs = append(configs, config{viaKafkaName(codec), map[string]any{"store": "kafka", "compression": "zstd", "kafka_compression": codec},
-			r.pipe(r.sinkStore(codec))})
+		configs = append(configs, config{viaKafkaName(codec), map[string]any{"store": "kafka", "compression": agentCompression(codec).String(), "kafka_compression": codec},
+			r.pipeAs(agentCompression(codec), r.sinkStore(codec))})
 	}
 	configs = append(configs, []config{
 		{nameFranz, map[string]any{"producer": "franz-go", "compression": "zstd"}, r.franz(nil)},
@@ -213,7 +232,7 @@ func (r *runner) allConfigs() []config {
 	}...)
 	if r.OpenLoop > 0 && len(r.SinkCompressions) > 0 {
 		codec := r.SinkCompressions[0]
-		configs = append(configs, config{openLoopName(codec), map[string]any{"store": "kafka", "compression": "zstd", "kafka_compression": codec, "open_loop": r.OpenLoop},
+		configs = append(configs, config{openLoopName(codec), map[string]any{"store": "kafka", "compression": agentCompression(codec).String(), "kafka_compression": codec, "open_loop": r.OpenLoop},
 			r.openLoop(codec)})
 	}
 	if r.Java {
@@ -242,9 +261,14 @@ func (r *runner) franz(key []byte) func() (bench.Metrics, error) {
 	}
 }
 
-// pipe runs agent → sink into the Store that store returns for each run.
+// pipe runs agent → sink into the Store that store returns for each run,
+// the agents compressing with zstd; pipeAs with the agents' codec given.
 func (r *runner) pipe(store func() string) func() (bench.Metrics, error) {
-	return func() (bench.Metrics, error) { return r.runPipeline(sink.Config{Store: store()}, r.source) }
+	return r.pipeAs(codec.Zstd, store)
+}
+
+func (r *runner) pipeAs(kind codec.Kind, store func() string) func() (bench.Metrics, error) {
+	return func() (bench.Metrics, error) { return r.runPipeline(kind, sink.Config{Store: store()}, r.source) }
 }
 
 // openLoop runs (b) with codec offered OpenLoop times the median rate
@@ -259,7 +283,7 @@ func (r *runner) openLoop(codec string) func() (bench.Metrics, error) {
 		}
 		rate := r.OpenLoop * row.Stat("records_per_sec").Median
 		fmt.Fprintf(r.stderr, "  offering %.0f records/s\n", rate)
-		m, err := r.runPipeline(sink.Config{Store: r.sinkStore(codec)()}, pacedSource(r.source, rate/pipelineGenerators))
+		m, err := r.runPipeline(agentCompression(codec), sink.Config{Store: r.sinkStore(codec)()}, pacedSource(r.source, rate/pipelineGenerators))
 		if m != nil {
 			m["offered_records_per_sec"] = rate
 		}
@@ -293,9 +317,9 @@ func pacedSource(newSource func(int) bench.Source, rate float64) func(int) bench
 	}
 }
 
-func (r *runner) runPipeline(scfg sink.Config, source func(int) bench.Source) (bench.Metrics, error) {
+func (r *runner) runPipeline(kind codec.Kind, scfg sink.Config, source func(int) bench.Source) (bench.Metrics, error) {
 	p, err := bench.RunPipeline(r.ctx, bench.PipelineConfig{Duration: r.Duration, Feeders: r.Feeders, NewSource: source,
-		Generators: pipelineGenerators, Agent: agent.Config{MaxMessageBytes: r.MessageSize}, Sink: scfg, Progress: r.stderr, Drain: 2 * time.Minute})
+		Generators: pipelineGenerators, Agent: agent.Config{MaxMessageBytes: r.MessageSize, Compression: kind}, Sink: scfg, Progress: r.stderr, Drain: 2 * time.Minute})
 	if err == nil && !p.Drained {
 		err = errors.New("did not drain")
 	}

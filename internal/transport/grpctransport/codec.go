@@ -151,13 +151,15 @@ func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 				p.Zstd, req.Payload = v[:len(v):len(v)], p
 			case 11:
 				dictID, data, ok := idAndData(v)
-				if !ok {
+				if _, again := req.Payload.(*sluicev1.Request_ZstdDict); !ok || again {
+					// A message field given twice is merged by
+					// protobuf (FuzzServerCodecRequest): its reading.
 					return false
 				}
 				req.Payload = &sluicev1.Request_ZstdDict{ZstdDict: &sluicev1.ZstdDict{DictionaryId: dictID, Data: data}}
 			case 12:
 				dictID, data, ok := idAndData(v)
-				if !ok {
+				if _, again := req.Payload.(*sluicev1.Request_Dictionary); !ok || again {
 					return false
 				}
 				req.Payload = &sluicev1.Request_Dictionary{Dictionary: &sluicev1.Dictionary{Id: dictID, Data: data}}
@@ -173,6 +175,9 @@ func unmarshalRequest(b []byte, req *sluicev1.Request) bool {
 		}
 	}
 	req.Version, req.MessageId, req.RecordCount = version, id, count
+	if m := req.ProtoReflect(); len(m.GetUnknown()) > 0 {
+		m.SetUnknown(nil) // left by an earlier request decoded into req
+	}
 	return true
 }
 

@@ -132,6 +132,9 @@ type h2scan struct {
 	// the padding at the end of the frame.
 	padPending bool
 	pad        int
+	// collecting: the current frame's payload is gathered in collect,
+	// whose array is kept from frame to frame.
+	collecting bool
 	collect    []byte
 }
 
@@ -292,9 +295,11 @@ func (h *h2scan) scan(p []byte, frame func(h *h2scan) (collect bool), data func(
 			h.padPending = h.typ == h2Data && h.flags&h2FlagPadded != 0
 			h.pad = 0
 			h.collect = h.collect[:0]
-			if !frame(h) {
-				h.collect = nil
-			} else if h.collect == nil {
+			// A payload past h2MaxCollect is not collected at all, whatever
+			// the reads: kept in part, it would depend on where they cut
+			// it (FuzzStallScan).
+			h.collecting = frame(h) && h.left <= h2MaxCollect
+			if h.collecting && h.collect == nil {
 				h.collect = make([]byte, 0, h2MaxCollect)
 			}
 		} else {
@@ -315,12 +320,12 @@ func (h *h2scan) scan(p []byte, frame func(h *h2scan) (collect bool), data func(
 				if len(chunk) > 0 {
 					data(h, chunk)
 				}
-			} else if h.collect != nil && len(h.collect)+len(chunk) <= h2MaxCollect {
+			} else if h.collecting {
 				h.collect = append(h.collect, chunk...)
 			}
 		}
 		if h.hdrN == len(h.hdr) && h.left == 0 {
-			if h.collect != nil && payload != nil {
+			if h.collecting && payload != nil {
 				payload(h)
 			}
 			end(h)

@@ -1,9 +1,14 @@
-//go:build !mutation_watermarkahead
+//go:build !mutation_watermarkahead && !mutation_deadletterrecopy
 
 package spool
 
-// mutationWatermarkAhead is false in every real build; scripts/mutate.sh
-// flips it with -tags mutation_watermarkahead to show that
-// TestWatermarkPersistedIsTheAcked notices a persisted watermark one past
-// what the sink acknowledged. A constant, so the branch compiles away.
-const mutationWatermarkAhead = false
+// The mutation constants are false in every real build; scripts/mutate.sh
+// flips one at a time with its build tag (mutation_on_*.go) to show that
+// a named test notices the guarantee gone: TestWatermarkPersistedIsTheAcked
+// a persisted watermark one past what the sink acknowledged,
+// TestSetAsideOnceAfterCrash a message copied to the dead-letter log a
+// second time. Constants, so the mutated branches compile away.
+const (
+	mutationWatermarkAhead   = false
+	mutationDeadLetterRecopy = false
+)

@@ -168,4 +168,55 @@ func TestSetAsideAfterDamagedDeadLetters(t *testing.T) {
 	}); err != nil || len(ids) != 1 || ids[0] != 2 {
 		t.Errorf("the new dead-letter log holds %v (%v), want message 2", ids, err)
 	}
+	// Message 1's only letter is in the log moved aside: set aside again
+	// (a crash before the watermark passed it), it is copied into the new
+	// one, which `list` reads.
+	if n, err := sp.SetAside(1, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil || n == 0 {
+		t.Fatalf("SetAside of a message whose letter was moved aside: %d bytes, %v; want a copy", n, err)
+	}
+}
+
+// TestSetAsideOnceAfterCrash: a crash after a message's letter is
+// durable and before the watermark moved past it sets the message aside
+// again after the restart; the log, which already holds it, does not
+// take a second copy (before: two letters, which `list` printed once and
+// the log kept until `clear`).
+func TestSetAsideOnceAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	sp, err := Open(dir, 0, "agent-crash", log, seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Append(nil, Record{Kind: codec.Plain, Records: 1, Body: []byte("refused")})
+	if _, err := sp.Log().Append([][]byte{rec, rec}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sp.SetAside(0, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil || n == 0 {
+		t.Fatalf("SetAside: %d bytes, %v", n, err)
+	}
+	if n, err := sp.SetAside(0, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil || n != 0 {
+		t.Fatalf("INVARIANT duplicated: SetAside of a message already set aside: %d bytes, %v; want 0 and no error", n, err)
+	}
+	sp.Close() // the watermark never moved: as after a crash
+	sp, err = Open(dir, 0, "agent-crash", log, seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	for _, id := range []uint64{0, 1} {
+		if _, err := sp.SetAside(id, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []uint64
+	if err := deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error {
+		ids = append(ids, l.ID)
+		return nil
+	}); err != nil || len(ids) != 2 || ids[0] != 0 || ids[1] != 1 {
+		t.Errorf("INVARIANT duplicated: letters %v (%v), want messages 0 and 1 once each", ids, err)
+	}
+	if n := sp.DeadLetters(); n != 2 {
+		t.Errorf("DeadLetters %d, want 2", n)
+	}
 }

@@ -717,8 +717,16 @@ const deadLetterSegmentBytes = 4 << 20
 // SetAside copies spooled message id, which a sink refused for good
 // with code and detail, to the dead-letter log (DIR/dead-letter), and
 // returns once the copy is durable. The caller then settles the message
-// (delivery.SetAside); the segments it held go with the watermark.
+// (delivery.SetAside); the segments it held go with the watermark. A
+// message the log already holds (copied before a crash that came before
+// the watermark moved past it) is not copied again: it returns 0 bytes.
 func (s *Spool) SetAside(id uint64, code, detail string, at time.Time) (int, error) {
+	s.mu.Lock()
+	copied := s.deadIDs[id] && !mutationDeadLetterRecopy
+	s.mu.Unlock()
+	if copied {
+		return 0, nil
+	}
 	it := s.seg.NewIterator(id, 64<<10)
 	if !it.Next() || it.Offset() != id {
 		err := it.Err()
@@ -764,6 +772,11 @@ func (s *Spool) openDeadLetters() (*seglog.Log, error) {
 	}
 	s.logger.Error("agent: the dead-letter log is damaged; moved aside whole and a new one started (sluice log check --repair on it keeps its intact letters)",
 		"damaged", aside, "segment", ce.File, "pos", ce.Pos, "reason", ce.Reason)
+	// The new log holds none of them: a message among them set aside
+	// again is copied into it.
+	s.mu.Lock()
+	clear(s.deadIDs)
+	s.mu.Unlock()
 	return seglog.Open(dir, opts...)
 }
 

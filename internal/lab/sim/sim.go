@@ -410,12 +410,15 @@ func (w *world) check(final bool) (complete bool, err error) {
 
 // checkDeadLetters reads the agent's dead-letter log: every poison
 // message must be in it (the watermark passed it, and it was never
-// stored: set aside, or lost), and nothing else.
+// stored: set aside, or lost), once, and nothing else.
 func (w *world) checkDeadLetters() error {
 	got := map[uint64]bool{}
 	err := deadletter.Read(filepath.Join(w.agentD, deadletter.Dir), func(l deadletter.Letter) error {
 		if !w.poisonIDs[l.ID] {
 			return violation(InvariantCorrupted, "message %d is in the dead-letter log, but the sink never refused it", l.ID)
+		}
+		if got[l.ID] {
+			return violation(InvariantDuplicated, "message %d is in the dead-letter log twice", l.ID)
 		}
 		got[l.ID] = true
 		w.res.SetAside++

@@ -4,4 +4,7 @@ package spool
 
 // Mutated build (scripts/mutate.sh): Acknowledge persists a watermark one
 // past the acknowledged one, so a restart skips an unacknowledged message.
-const mutationWatermarkAhead = true
+const (
+	mutationWatermarkAhead   = true
+	mutationDeadLetterRecopy = false
+)

@@ -198,7 +198,11 @@ func (app *App) Names() []string {
 }
 
 func (app *App) listCommands(w io.Writer, names []string) {
+	width := 0
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-16s %s\n", n, app.commands[n].summary)
+		width = max(width, len(n))
+	}
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, app.commands[n].summary)
 	}
 }

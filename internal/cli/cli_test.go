@@ -1,6 +1,10 @@
 package cli
 
-import "testing"
+import (
+	"io"
+	"strings"
+	"testing"
+)
 
 func TestUnprefixed(t *testing.T) {
 	for _, c := range []struct{ name, msg, want string }{
@@ -12,6 +16,30 @@ func TestUnprefixed(t *testing.T) {
 	} {
 		if got := unprefixed(c.name, c.msg); got != c.want {
 			t.Errorf("unprefixed(%q, %q) = %q, want %q", c.name, c.msg, got, c.want)
+		}
+	}
+}
+
+// TestCommandListAligned: the summaries of the command list start in one
+// column however long the longest name (before: a fixed 16 columns, and
+// "bench remote-write" and "dead-letter clear" ran into their summaries).
+func TestCommandListAligned(t *testing.T) {
+	app := &App{Name: "x"}
+	nop := func([]string, io.Writer, io.Writer) error { return nil }
+	for _, n := range []string{"a", "dead-letter clear", "bench remote-write"} {
+		app.Register(n, "summary of "+n, nop)
+	}
+	var b strings.Builder
+	app.listCommands(&b, app.Names())
+	col := -1
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		i := strings.Index(line, "summary of ")
+		if i < 0 || (col >= 0 && i != col) {
+			t.Fatalf("summary not aligned in %q:\n%s", line, b.String())
+		}
+		col = i
+		if name := strings.TrimSpace(line[:i]); !strings.HasSuffix(line[:i], "  ") || name == "" {
+			t.Fatalf("name and summary not two spaces apart: %q", line)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package seglog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -284,7 +285,10 @@ func readSegment(fs FS, path string) ([]byte, error) {
 
 // writeNew writes data to a new file in dir named name (or name.1, name.2,
 // ... if taken, so an earlier repair's quarantine is never overwritten) and
-// syncs it.
+// syncs it. A file of those names that already holds exactly data is kept
+// and its path returned: the copy of an open or repair that crashed after
+// it and before cutting the bytes out of the segment, which the next one
+// would otherwise copy again.
 func writeNew(fs FS, dir, name string, data []byte) (string, error) {
 	for i := 0; i < 1000; i++ {
 		path := filepath.Join(dir, name)
@@ -293,6 +297,9 @@ func writeNew(fs FS, dir, name string, data []byte) (string, error) {
 		}
 		f, err := fs.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if errors.Is(err, os.ErrExist) {
+			if old, rerr := readSegment(fs, path); rerr == nil && bytes.Equal(old, data) {
+				return path, nil
+			}
 			continue
 		}
 		if err != nil {

@@ -438,3 +438,64 @@ func TestReadPastDamagedRecord(t *testing.T) {
 		t.Fatalf("record 10 read back as %q after a seek", it.Value())
 	}
 }
+
+// TestDamagedTailQuarantinedOnce: an Open that crashed after it copied a
+// damaged final record to the quarantine and before it cut the record
+// off leaves the same copy for the next Open, which keeps it rather than
+// writing a second (before: NAME.broken and NAME.broken.1, the same
+// bytes); a quarantine file of that name holding other bytes (an earlier
+// damage at the same place) is never overwritten.
+func TestDamagedTailQuarantinedOnce(t *testing.T) {
+	for _, earlier := range []string{"same copy", "other bytes"} {
+		t.Run(earlier, func(t *testing.T) {
+			dir := t.TempDir()
+			seg, pos, size := buildLog(t, dir, 20)
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(data[pos : pos+size])
+			want[headerSize+2] ^= 0x01
+			f, err := os.OpenFile(seg, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt(want[headerSize+2:headerSize+3], pos+headerSize+2)
+			f.Close()
+			qdir := filepath.Join(dir, "quarantine")
+			name := fmt.Sprintf("%s.%d.broken", filepath.Base(seg), pos)
+			prior := want
+			if earlier == "other bytes" {
+				prior = []byte("an earlier damage")
+			}
+			if err := os.MkdirAll(qdir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(qdir, name), prior, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Open(dir, WithSegmentBytes(4096), quiet)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer l.Close()
+			files, _ := os.ReadDir(qdir)
+			var names []string
+			for _, e := range files {
+				names = append(names, e.Name())
+			}
+			wantFiles := []string{name}
+			if earlier == "other bytes" {
+				wantFiles = []string{name, name + ".1"}
+			}
+			if !slices.Equal(names, wantFiles) {
+				t.Fatalf("quarantine holds %v, want %v", names, wantFiles)
+			}
+			got, _ := os.ReadFile(filepath.Join(qdir, wantFiles[len(wantFiles)-1]))
+			first, _ := os.ReadFile(filepath.Join(qdir, name))
+			if string(got) != string(want) || string(first) != string(prior) {
+				t.Fatalf("quarantine contents changed or lost: %q / %q", first, got)
+			}
+		})
+	}
+}

@@ -361,21 +361,9 @@ func TestCheckTellsDamagedFromTorn(t *testing.T) {
 // record's bytes in the quarantine before it cuts them off, and counts it
 // as damage, not as a torn write (mutation_damagedastorn).
 func TestDamagedTailQuarantined(t *testing.T) {
-	const n = 20
 	dir := t.TempDir()
-	seg, pos, size := buildLog(t, dir, n)
-	data, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := slices.Clone(data[pos : pos+size])
-	want[headerSize+2] ^= 0x01
-	f, err := os.OpenFile(seg, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(want[headerSize+2:headerSize+3], pos+headerSize+2)
-	f.Close()
+	seg, pos, want := damageFinalRecord(t, dir)
+	size := len(want)
 	l, err := Open(dir, WithSegmentBytes(4096), quiet)
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -449,19 +437,7 @@ func TestDamagedTailQuarantinedOnce(t *testing.T) {
 	for _, earlier := range []string{"same copy", "other bytes"} {
 		t.Run(earlier, func(t *testing.T) {
 			dir := t.TempDir()
-			seg, pos, size := buildLog(t, dir, 20)
-			data, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := slices.Clone(data[pos : pos+size])
-			want[headerSize+2] ^= 0x01
-			f, err := os.OpenFile(seg, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.WriteAt(want[headerSize+2:headerSize+3], pos+headerSize+2)
-			f.Close()
+			seg, pos, want := damageFinalRecord(t, dir)
 			qdir := filepath.Join(dir, "quarantine")
 			name := fmt.Sprintf("%s.%d.broken", filepath.Base(seg), pos)
 			prior := want
@@ -498,4 +474,27 @@ func TestDamagedTailQuarantinedOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// damageFinalRecord builds a log of 20 records in dir and flips a byte of
+// the final record's body, as a disk may after it was written whole; it
+// returns the segment, the record's position and its damaged bytes.
+func damageFinalRecord(t *testing.T, dir string) (seg string, pos int64, damaged []byte) {
+	t.Helper()
+	seg, pos, size := buildLog(t, dir, 20)
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged = slices.Clone(data[pos : pos+size])
+	damaged[headerSize+2] ^= 0x01
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(damaged[headerSize+2:headerSize+3], pos+headerSize+2); err != nil {
+		t.Fatal(err)
+	}
+	return seg, pos, damaged
 }

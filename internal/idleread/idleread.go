@@ -31,11 +31,14 @@ type Body struct {
 	idle time.Duration
 	why  atomic.Pointer[error] // set once: why reads stopped
 	eof  atomic.Bool           // the whole body was read
+	// left is what the body still has to bring by its Content-Length,
+	// -1 when it declared none (Remaining).
+	left int64
 }
 
 // New wraps r's body, whose connection w answers on.
 func New(w http.ResponseWriter, r *http.Request, idle time.Duration) *Body {
-	return &Body{r: r.Body, rc: http.NewResponseController(w), idle: idle}
+	return &Body{r: r.Body, rc: http.NewResponseController(w), idle: idle, left: r.ContentLength}
 }
 
 func (b *Body) Read(p []byte) (int, error) {
@@ -46,6 +49,9 @@ func (b *Body) Read(p []byte) (int, error) {
 		return 0, *why
 	}
 	n, err := b.r.Read(p)
+	if b.left >= 0 {
+		b.left = max(b.left-int64(n), 0)
+	}
 	switch {
 	case err == io.EOF:
 		// The whole body is in. net/http has cleared the deadline and
@@ -62,6 +68,12 @@ func (b *Body) Read(p []byte) (int, error) {
 
 // Close closes the request body.
 func (b *Body) Close() error { return b.r.Close() }
+
+// Remaining is how many bytes the body has still to bring by its
+// Content-Length; false when it declared none. A reader that hands what
+// it read on to other goroutines (the disk store's hasher) can tell the
+// body's last block by it. For the goroutine that reads.
+func (b *Body) Remaining() (int64, bool) { return b.left, b.left >= 0 }
 
 // Interrupt makes the reads fail with why, a blocked one too; from any
 // goroutine. The first reason sticks.

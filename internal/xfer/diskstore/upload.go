@@ -72,7 +72,7 @@ const (
 // hashPipe is the hashing goroutine of one upload. Only the writer (who
 // holds u.mu) starts and drains it; u.hash is the hasher's while it runs.
 type hashPipe struct {
-	in   chan []byte   // written blocks to hash; nil when no hasher runs
+	in   chan hashItem // what to hash, in file order; nil when no hasher runs
 	done chan struct{} // closed when the hasher has hashed all of in
 	// lag holds one token per block of this upload out (cur, a block
 	// being read into, blocks queued for or in the hasher): at most
@@ -130,22 +130,42 @@ func (u *Upload) dropCur() {
 	}
 }
 
+// hashItem is what the hasher takes: bytes p to hash, then, when block is
+// not nil, that block to give back to the budget (with its lag token).
+type hashItem struct {
+	p, block []byte
+}
+
+// bodyPiece is how much of a block a body (ReadFrom) reads before it
+// hands those bytes to the hasher: the hasher then works on a block while
+// the rest of it arrives, and at the body's end it has at most a piece
+// left to hash, not a whole block. A tus PATCH waits for that rest
+// before its answer (the checkpoint holds the hash state): at 1 MiB
+// PATCHes, a block's SHA-256 was about 0.5 ms of each 1.4 ms PATCH.
+const bodyPiece = 128 << 10
+
 // hashAsync hands a written block to the hasher, starting it if needed.
 // The hasher gives the block back to the budget once hashed.
-func (u *Upload) hashAsync(b []byte) {
+func (u *Upload) hashAsync(b []byte) { u.toHasher(hashItem{p: b, block: b}) }
+
+// toHasher hands it to the hasher, starting it if needed. Caller holds
+// u.mu.
+func (u *Upload) toHasher(it hashItem) {
 	hp := &u.hp
 	if hp.in == nil {
-		hp.in, hp.done = make(chan []byte, nBlocks), make(chan struct{})
-		go func(h hash.Hash, in <-chan []byte, lag <-chan struct{}, bufs *bufferBudget, done chan<- struct{}) {
-			for b := range in {
-				h.Write(b)
-				bufs.put(b)
-				<-lag
+		hp.in, hp.done = make(chan hashItem, nBlocks*blockSize/bodyPiece), make(chan struct{})
+		go func(h hash.Hash, in <-chan hashItem, lag <-chan struct{}, bufs *bufferBudget, done chan<- struct{}) {
+			for it := range in {
+				h.Write(it.p)
+				if it.block != nil {
+					bufs.put(it.block)
+					<-lag
+				}
 			}
 			close(done)
 		}(u.hash, hp.in, hp.lag, u.s.bufs, hp.done)
 	}
-	hp.in <- b
+	hp.in <- it
 }
 
 // drainHash waits until every written block is hashed: u.hash then
@@ -482,6 +502,23 @@ func (u *Upload) appendBlock(b []byte) error {
 	return u.flush()
 }
 
+// appendHashedBlock adds b, a block from u.block() whose bytes the caller
+// already handed to the hasher piece by piece (ReadFrom), after written:
+// one pwrite, then the block goes back to the budget once the hasher is
+// past it. cur is empty. A failed write returns the upload to its last
+// checkpoint (failWrite), which drains the hasher first.
+func (u *Upload) appendHashedBlock(b []byte) error {
+	u.s.Stats.BytesReceived.Add(int64(len(b)))
+	u.sinceSync += int64(len(b))
+	_, err := u.data.WriteAt(b, u.written)
+	u.written += int64(len(b))
+	u.toHasher(hashItem{block: b})
+	if err != nil {
+		return u.failWrite(err)
+	}
+	return nil
+}
+
 // flush writes cur and hands it to the hasher.
 func (u *Upload) flush() error {
 	if len(u.cur) == 0 {
@@ -559,20 +596,46 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 			b = (*stage)[:min(len(*stage), lim)]
 			lim = len(b)
 		}
-		n, err := io.ReadFull(r, b[:lim])
-		if n > 0 {
-			if sum != nil {
+		var n int
+		var err error
+		pieces := false
+		if buffered && lastBlock(r, lim) {
+			// In pieces, each hashed (on the hasher) as soon as it is
+			// read, so that at the body's end the hasher has at most a
+			// piece left; cur is empty (flushed above, and after every
+			// block).
+			for n < lim && err == nil {
+				var m int
+				m, err = io.ReadFull(r, b[n:min(n+bodyPiece, lim)])
+				if m > 0 {
+					if sum != nil {
+						sum.Write(b[n : n+m])
+					}
+					u.mu.Lock()
+					u.toHasher(hashItem{p: b[n : n+m]})
+					u.mu.Unlock()
+					n += m
+				}
+			}
+			pieces = true
+		} else {
+			n, err = io.ReadFull(r, b[:lim])
+			if n > 0 && sum != nil {
 				sum.Write(b[:n])
 			}
+		}
+		if n > 0 {
 			u.mu.Lock()
 			if err := u.check(u.written, int64(n)); err != nil {
+				rollback() // drains the hasher, which may be reading b
 				u.release(b, stage)
-				rollback()
 				u.mu.Unlock()
 				return start, err
 			}
 			var werr error
-			if buffered {
+			if pieces {
+				werr = u.appendHashedBlock(b[:n])
+			} else if buffered {
 				werr = u.appendBlock(b[:n])
 			} else {
 				u.s.Stats.BytesReceived.Add(int64(n))
@@ -614,6 +677,21 @@ func (u *Upload) ReadFrom(off int64, r io.Reader, sum hash.Hash, want []byte) (i
 		return u.written, err
 	}
 	return u.written, rerr
+}
+
+// lastBlock tells whether the body r will end within the next lim bytes,
+// when r knows its length (an HTTP body with a Content-Length: a tus
+// PATCH, a POST). Only that block is handed to the hasher piece by piece:
+// the earlier ones are hashed while the next arrives anyway, and each
+// piece may wake the hasher (a body of 128 MiB in pieces cost the POST
+// about a tenth more CPU per GB).
+func lastBlock(r io.Reader, lim int) bool {
+	s, ok := r.(interface{ Remaining() (int64, bool) })
+	if !ok {
+		return false
+	}
+	left, known := s.Remaining()
+	return known && left <= int64(lim)
 }
 
 // stagePool holds the 64 KiB buffers a body is read into when the

@@ -118,3 +118,45 @@ func TestInterruptAfterEOF(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestRemaining: a body with a Content-Length says how much of it is
+// still to come as it is read (the disk store hashes the last block of
+// a tus PATCH or POST as it arrives by it); a chunked body, whose length
+// is not known, says so.
+func TestRemaining(t *testing.T) {
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := New(w, r, time.Minute)
+		var steps []string
+		buf := make([]byte, 4)
+		for {
+			left, known := b.Remaining()
+			steps = append(steps, fmt.Sprintf("%d/%v", left, known))
+			if _, err := b.Read(buf); err != nil {
+				break
+			}
+		}
+		left, known := b.Remaining()
+		got <- strings.Join(append(steps, fmt.Sprintf("%d/%v", left, known)), " ")
+	}))
+	defer srv.Close()
+	post(t, srv.URL, strings.NewReader("0123456789"))
+	if s := <-got; !strings.HasPrefix(s, "10/true 6/true 2/true 0/true") {
+		t.Errorf("with a Content-Length: %s", s)
+	}
+	// A reader of unknown length makes the client send it chunked.
+	post(t, srv.URL, io.MultiReader(strings.NewReader("0123456789")))
+	if s := <-got; !strings.HasPrefix(s, "-1/false") {
+		t.Errorf("chunked: %s", s)
+	}
+}
+
+// post sends body to url and closes the answer.
+func post(t *testing.T, url string, body io.Reader) {
+	t.Helper()
+	resp, err := http.Post(url, "text/plain", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}

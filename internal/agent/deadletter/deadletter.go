@@ -98,10 +98,12 @@ func Decode(b []byte) (Letter, error) {
 	return l, nil
 }
 
-// ReadUnique is Read with each message once: a crash after a letter was
-// fsynced and before the watermark past it was persisted sets the message
-// aside again after the restart (the same id, the same message), and only
-// its first letter is passed to fn.
+// ReadUnique is Read with each message once: only its first letter is
+// passed to fn. The agent no longer copies a message its log already
+// holds (spool.SetAside), but a log written by an earlier release may
+// hold a message twice: a crash after its letter was fsynced and before
+// the watermark past it was persisted set it aside again after the
+// restart (the same id, the same message).
 func ReadUnique(dir string, fn func(Letter) error) error {
 	seen := map[uint64]bool{}
 	return Read(dir, func(l Letter) error {

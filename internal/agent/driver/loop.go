@@ -55,28 +55,32 @@ type loop struct {
 	fresh      []freshRec
 	freshBytes int
 	// refusals holds why each parked message was refused, for its dead
-	// letter (see setAside); parkedIDs is setAside's scratch.
+	// letter (see setAside); parkedIDs and aside are setAside's scratch.
 	refusals  map[uint64]refusal
 	parkedIDs []uint64
+	aside     []spool.Refused
 	// setAsideErr is the last error setting a message aside, logged once
 	// until it changes.
 	setAsideErr string
 	// The ERROR line of set-aside messages comes at most once per
 	// setAsideLogEvery (a sink refusing everything would otherwise write
 	// one per message): unlogged counts the messages since the last line,
-	// lastAside is the newest of them, logAt when the last line was
-	// written (the agent's clock), logged whether one was.
-	unlogged  int
-	lastAside setAsideNote
-	logAt     int64
-	logged    bool
+	// unloggedBytes the bytes of their letters, unloggedHeld those whose
+	// letter the log held already (a restart between the copy and the
+	// watermark), lastAside is the newest of them, logAt when the last
+	// line was written (the agent's clock), logged whether one was.
+	unlogged      int
+	unloggedBytes int
+	unloggedHeld  int
+	lastAside     setAsideNote
+	logAt         int64
+	logged        bool
 }
 
 // setAsideNote is what the ERROR line says of the last message set aside.
 type setAsideNote struct {
-	id    uint64
-	r     refusal
-	bytes int
+	id uint64
+	r  refusal
 }
 
 // setAsideLogEvery bounds the set-aside ERROR lines.
@@ -474,6 +478,7 @@ func (l *loop) setAside() {
 		return
 	}
 	l.parkedIDs = l.s.AppendParked(l.parkedIDs[:0])
+	l.aside = l.aside[:0]
 	for _, id := range l.parkedIDs {
 		r, ok := l.refusals[id]
 		if !ok {
@@ -482,25 +487,35 @@ func (l *loop) setAside() {
 		if r.code == refusedUnreadable {
 			continue
 		}
-		var n int
-		var err error
-		if !mutationSetAsideNoCopy {
-			n, err = l.d.spool.SetAside(id, r.code, r.detail, time.Now())
-		}
-		if err != nil {
-			if msg := err.Error(); msg != l.setAsideErr {
-				l.setAsideErr = msg
-				l.d.log.Error("cannot set a parked message aside; it keeps holding the spool", "id", id, "err", err)
-			}
-			return
-		}
-		l.setAsideErr = ""
+		l.aside = append(l.aside, spool.Refused{ID: id, Code: r.code, Detail: r.detail})
+	}
+	// One call for all of them: their letters are made durable a few
+	// megabytes per fsync, not one fsync each, so a sink refusing
+	// thousands holds this loop (and every ack and send) for a few fsyncs.
+	var res spool.SetAsideResult
+	var err error
+	if !mutationSetAsideNoCopy {
+		res, err = l.d.spool.SetAsideMany(l.aside, time.Now())
+	} else {
+		res.Done = len(l.aside)
+	}
+	for _, a := range l.aside[:res.Done] {
 		l.unlogged++
-		l.lastAside = setAsideNote{id, r, n}
+		l.lastAside = setAsideNote{a.ID, refusal{a.Code, a.Detail}}
 		l.d.metrics.DeadLetters.Inc()
-		delete(l.refusals, id)
-		delete(l.meta, id)
-		l.step(delivery.SetAside(id, l.d.now()))
+		delete(l.refusals, a.ID)
+		delete(l.meta, a.ID)
+		l.step(delivery.SetAside(a.ID, l.d.now()))
+	}
+	l.unloggedBytes += res.Copied
+	l.unloggedHeld += res.Held
+	if err != nil {
+		if msg := err.Error(); msg != l.setAsideErr {
+			l.setAsideErr = msg
+			l.d.log.Error("cannot set a parked message aside; it keeps holding the spool", "id", l.aside[res.Done].ID, "err", err)
+		}
+	} else if res.Done > 0 {
+		l.setAsideErr = ""
 	}
 	l.logSetAside()
 }
@@ -510,10 +525,15 @@ func (l *loop) setAside() {
 func (l *loop) logSetAside() {
 	if now := l.d.now(); l.unlogged > 0 && (!l.logged || now-l.logAt >= setAsideLogEvery) {
 		a := l.lastAside
+		args := []any{"messages", l.unlogged, "last_id", a.id, "code", a.r.code, "detail", a.r.detail, "bytes", l.unloggedBytes}
+		if l.unloggedHeld > 0 {
+			// Their letters were written before a restart: "bytes" counts
+			// only what this run wrote.
+			args = append(args, "already_in_log", l.unloggedHeld)
+		}
 		l.d.log.Error("the sink refused messages for good and the spool needs their room: set aside in the dead-letter log (sluice dead-letter list)",
-			"messages", l.unlogged, "last_id", a.id, "code", a.r.code, "detail", a.r.detail, "bytes", a.bytes,
-			"dir", l.d.spool.DeadLetterDir())
-		l.unlogged, l.logAt, l.logged = 0, now, true
+			append(args, "dir", l.d.spool.DeadLetterDir())...)
+		l.unlogged, l.unloggedBytes, l.unloggedHeld, l.logAt, l.logged = 0, 0, 0, now, true
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +184,27 @@ func TestSetAsideLogIsRateLimited(t *testing.T) {
 	out := logBuf.String()
 	if lines := strings.Count(out, "set aside in the dead-letter log"); lines != 1 {
 		t.Errorf("%d set-aside ERROR lines for 20 messages, want 1:\n%s", lines, out)
+	}
+	// The line counts the bytes of every letter it reports, not the last
+	// one's (before: "bytes" was the newest letter's size, and 0 when the
+	// log already held it).
+	if m := regexp.MustCompile(`messages=(\d+) .* bytes=(\d+)`).FindStringSubmatch(out); m == nil {
+		t.Errorf("no messages= and bytes= in the ERROR line:\n%s", out)
+	} else if n, _ := strconv.Atoi(m[1]); n > 0 {
+		if b, _ := strconv.Atoi(m[2]); b < n*1000 {
+			t.Errorf("the line reports %d messages in %d bytes, want at least 1000 each:\n%s", n, b, out)
+		}
+	}
+	letters := map[uint64]int{}
+	if err := deadletter.Read(filepath.Join(r.dir, deadletter.Dir), func(l deadletter.Letter) error {
+		letters[l.ID]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(0); id < 200; id += 10 {
+		if letters[id] != 1 {
+			t.Errorf("message %d has %d letters, want 1", id, letters[id])
+		}
 	}
 }

@@ -714,42 +714,119 @@ func (s *Spool) SetPressedAt(n int64) { s.pressedAt = n }
 // holds a few messages, on a disk that may be nearly full.
 const deadLetterSegmentBytes = 4 << 20
 
+// Refused is a parked message to set aside, and why the sink refused it
+// for good.
+type Refused struct {
+	ID           uint64
+	Code, Detail string
+}
+
 // SetAside copies spooled message id, which a sink refused for good
-// with code and detail, to the dead-letter log (DIR/dead-letter), and
-// returns once the copy is durable. The caller then settles the message
-// (delivery.SetAside); the segments it held go with the watermark. A
-// message the log already holds (copied before a crash that came before
-// the watermark moved past it) is not copied again: it returns 0 bytes.
+// with code and detail, to the dead-letter log: SetAsideMany of one. It
+// returns the letter's bytes, 0 for a message the log already held.
 func (s *Spool) SetAside(id uint64, code, detail string, at time.Time) (int, error) {
-	s.mu.Lock()
-	copied := s.deadIDs[id] && !mutationDeadLetterRecopy
-	s.mu.Unlock()
-	if copied {
-		return 0, nil
+	res, err := s.SetAsideMany([]Refused{{id, code, detail}}, at)
+	return res.Copied, err
+}
+
+// SetAsideMany copies spooled messages, which a sink refused for good, to
+// the dead-letter log (DIR/dead-letter), in rs's order, and returns once
+// the copies are durable (SetAsideResult says how many). The
+// caller then settles those messages (delivery.SetAside); the segments
+// they held go with the watermark. The letters go into the log as a
+// few appends of up to setAsideBatchBytes, one fsync each, not one per
+// message: a sink refusing thousands (a payload it will never take)
+// would otherwise hold the driver's loop for thousands of fsyncs. A
+// message the log already holds (copied before a crash that came
+// before the watermark moved past it) is not copied again. On an error,
+// the messages before the one that failed are done.
+func (s *Spool) SetAsideMany(rs []Refused, at time.Time) (SetAsideResult, error) {
+	var res SetAsideResult
+	if len(rs) == 0 {
+		return res, nil
 	}
-	it := s.seg.NewIterator(id, 64<<10)
-	if !it.Next() || it.Offset() != id {
+	// Opened first: a damaged log is moved aside when it is opened, and
+	// the ids it held are forgotten (openDeadLetters) before any is
+	// taken as held below.
+	if err := s.openDeadLettersOnce(); err != nil {
+		return res, err
+	}
+	var recs [][]byte
+	pending, size, held := 0, 0, 0 // rs[res.Done:res.Done+pending] are in recs, or held
+	flush := func() error {
+		if len(recs) > 0 {
+			if _, err := s.dead.Append(recs); err != nil {
+				return fmt.Errorf("agent: set %d messages aside: %w", len(recs), err)
+			}
+		}
+		s.mu.Lock()
+		for _, r := range rs[res.Done : res.Done+pending] {
+			s.deadIDs[r.ID] = true
+		}
+		s.mu.Unlock()
+		res.Done, res.Copied, res.Held = res.Done+pending, res.Copied+size, res.Held+held
+		recs, pending, size, held = recs[:0], 0, 0, 0
+		return nil
+	}
+	for _, r := range rs {
+		s.mu.Lock()
+		inLog := s.deadIDs[r.ID] && !mutationDeadLetterRecopy
+		s.mu.Unlock()
+		if !inLog {
+			rec, err := s.letter(r, at)
+			if err != nil {
+				return res, errors.Join(flush(), err)
+			}
+			recs = append(recs, rec)
+			size += len(rec)
+		} else {
+			held++
+		}
+		pending++
+		if size >= setAsideBatchBytes {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, flush()
+}
+
+// SetAsideResult is what SetAsideMany did.
+type SetAsideResult struct {
+	Done   int // messages of rs, from the first, the log now holds
+	Copied int // bytes of the letters written
+	Held   int // messages among Done the log already held, not copied again
+}
+
+// setAsideBatchBytes bounds the letters SetAsideMany holds in memory and
+// writes with one fsync.
+const setAsideBatchBytes = 4 << 20
+
+// letter reads message r.ID back from the spool as its dead letter.
+func (s *Spool) letter(r Refused, at time.Time) ([]byte, error) {
+	it := s.seg.NewIterator(r.ID, 64<<10)
+	if !it.Next() || it.Offset() != r.ID {
 		err := it.Err()
 		if err == nil {
-			err = fmt.Errorf("message %d is not in the spool", id)
+			err = fmt.Errorf("message %d is not in the spool", r.ID)
 		}
-		return 0, fmt.Errorf("agent: set message %d aside: %w", id, err)
+		return nil, fmt.Errorf("agent: set message %d aside: %w", r.ID, err)
 	}
-	if s.dead == nil {
-		dead, err := s.openDeadLetters()
-		if err != nil {
-			return 0, fmt.Errorf("agent: open the dead-letter log: %w", err)
-		}
-		s.dead = dead
+	return deadletter.Append(nil, deadletter.Letter{ID: r.ID, At: at, Code: r.Code, Detail: r.Detail, Record: it.Value()}), nil
+}
+
+// openDeadLettersOnce opens the dead-letter log for appending, once.
+func (s *Spool) openDeadLettersOnce() error {
+	if s.dead != nil {
+		return nil
 	}
-	rec := deadletter.Append(nil, deadletter.Letter{ID: id, At: at, Code: code, Detail: detail, Record: it.Value()})
-	if _, err := s.dead.Append([][]byte{rec}); err != nil {
-		return 0, fmt.Errorf("agent: set message %d aside: %w", id, err)
+	dead, err := s.openDeadLetters()
+	if err != nil {
+		return fmt.Errorf("agent: open the dead-letter log: %w", err)
 	}
-	s.mu.Lock()
-	s.deadIDs[id] = true
-	s.mu.Unlock()
-	return len(rec), nil
+	s.dead = dead
+	return nil
 }
 
 // openDeadLetters opens the dead-letter log for appending. A log damaged

@@ -23,11 +23,11 @@ func deadLetterClear(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageError(fs, "give one SPOOL: the agent's --spool directory")
 	}
-	n, err := spool.ClearDeadLetters(fs.Arg(0))
+	n, damaged, err := spool.ClearDeadLetters(fs.Arg(0))
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}
 	}
-	fmt.Fprintf(stdout, "removed %s\n", cliflag.Plural(n, "dead letter"))
+	fmt.Fprintln(stdout, spool.ClearedLine(n, damaged))
 	return nil
 }
 

@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/seglog"
@@ -147,4 +149,65 @@ func Read(dir string, fn func(Letter) error) error {
 		}
 	}
 	return nil
+}
+
+// DamagedPrefix names, after Dir, the logs the agent moved aside when it
+// found its dead-letter log damaged (spool.openDeadLetters):
+// SPOOL/dead-letter.damaged-UNIXNANO.
+const DamagedPrefix = Dir + ".damaged-"
+
+// Damaged lists the damaged dead-letter logs moved aside in spoolDir,
+// oldest first.
+func Damaged(spoolDir string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(spoolDir, DamagedPrefix+"*"))
+	slices.Sort(dirs) // the same number of digits: by time
+	return dirs, err
+}
+
+// ReadSpool calls fn with each message's first letter in the spool in
+// spoolDir: the intact letters of the damaged logs moved aside, oldest
+// first, then the log's. A message set aside again after its log was
+// moved aside has a letter in both; the first is passed. The letters of
+// a damaged log are those seglog.Check finds whole, before and after the
+// damage: the agent moved it aside so that none is lost, and `sluice
+// dead-letter list` shows them with the rest. It returns the damaged
+// logs it read; damage in the log itself is an error, as in Read.
+func ReadSpool(spoolDir string, fn func(Letter) error) (damaged []string, err error) {
+	damaged, err = Damaged(spoolDir)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint64]bool{}
+	first := func(l Letter) error {
+		if seen[l.ID] {
+			return nil
+		}
+		seen[l.ID] = true
+		return fn(l)
+	}
+	for _, d := range damaged {
+		if err := readIntact(d, first); err != nil {
+			return damaged, err
+		}
+	}
+	return damaged, Read(filepath.Join(spoolDir, Dir), first)
+}
+
+// readIntact calls fn with every letter of dir that is whole, whatever
+// damage lies between them; a record that is whole but no letter is
+// skipped too.
+func readIntact(dir string, fn func(Letter) error) error {
+	var ferr error
+	_, err := seglog.Check(dir, seglog.WithCheckVisitor(func(_ uint64, body []byte) {
+		if ferr != nil {
+			return
+		}
+		if l, err := Decode(body); err == nil {
+			ferr = fn(l)
+		}
+	}))
+	if ferr != nil {
+		return ferr
+	}
+	return err
 }

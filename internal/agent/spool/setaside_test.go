@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -168,11 +169,46 @@ func TestSetAsideAfterDamagedDeadLetters(t *testing.T) {
 	}); err != nil || len(ids) != 1 || ids[0] != 2 {
 		t.Errorf("the new dead-letter log holds %v (%v), want message 2", ids, err)
 	}
+	// Listed now, message 1's letter comes from the damaged log.
+	var early bytes.Buffer
+	if letters, _, err := PrintDeadLetters(&early, io.Discard, dir, false, nil); err != nil || letters != 2 || !strings.Contains(early.String(), "message 1\t") {
+		t.Errorf("list with message 1 only in the damaged log: %d letters, %v; want 2, message 1 among them:\n%s", letters, err, early.String())
+	}
 	// Message 1's only letter is in the log moved aside: set aside again
 	// (a crash before the watermark passed it), it is copied into the new
 	// one, which `list` reads.
 	if n, err := sp.SetAside(1, "ERROR_CODE_BAD_PAYLOAD", "test", time.Now()); err != nil || n == 0 {
 		t.Fatalf("SetAside of a message whose letter was moved aside: %d bytes, %v; want a copy", n, err)
+	}
+
+	// `dead-letter list` reads the damaged log's intact letters with the
+	// new log's, each message once (message 0's letter is the damage),
+	// and names the damaged log; `clear` removes both (before: list and
+	// clear saw only the new log, and the damaged one stayed in the spool
+	// for good, unmentioned).
+	var out, errw bytes.Buffer
+	letters, unreadable, err := PrintDeadLetters(&out, &errw, dir, false, nil)
+	if err != nil || unreadable != 0 || letters != 2 || strings.Contains(out.String(), "message 0\t") {
+		t.Fatalf("list: %d letters, %d unreadable, %v; want 2 (messages 1 and 2)\n%s%s", letters, unreadable, err, out.String(), errw.String())
+	}
+	for _, id := range []string{"message 1\t", "message 2\t"} {
+		if strings.Count(out.String(), id) != 1 {
+			t.Errorf("list printed %q %d times, want once:\n%s", id, strings.Count(out.String(), id), out.String())
+		}
+	}
+	if !strings.Contains(errw.String(), aside[0]) {
+		t.Errorf("list does not name the damaged log %s: %q", aside[0], errw.String())
+	}
+	sp.Close()
+	n, damaged, err := ClearDeadLetters(dir)
+	if err != nil || n != 2 || damaged != 1 {
+		t.Errorf("clear: %d letters, %d damaged logs, %v; want 2 and 1", n, damaged, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, deadletter.Dir+"*")); len(left) != 0 {
+		t.Errorf("left after clear: %v", left)
+	}
+	if got, want := ClearedLine(n, damaged), "removed 2 dead letters (with 1 damaged log moved aside)"; got != want {
+		t.Errorf("clear says %q, want %q", got, want)
 	}
 }
 

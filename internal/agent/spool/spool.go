@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -330,6 +331,10 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 	if n := len(s.deadIDs); n > 0 {
 		s.warnings = append(s.warnings, fmt.Sprintf("%d messages the sink refused for good are in %s: `sluice dead-letter list %s` prints them, `sluice dead-letter clear %s` removes them",
 			n, filepath.Join(dir, deadletter.Dir), dir, dir))
+	}
+	if damaged, _ := deadletter.Damaged(dir); len(damaged) > 0 {
+		s.warnings = append(s.warnings, fmt.Sprintf("%d damaged dead-letter logs were moved aside (%s): `sluice dead-letter list %s` prints their intact letters with the others, `sluice dead-letter clear %s` removes them",
+			len(damaged), strings.Join(damaged, ", "), dir, dir))
 	}
 	return s, nil
 }

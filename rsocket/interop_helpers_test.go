@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
+	"github.com/sluicehq/sluice/rsocket/frame"
 )
 
 // frameMeter follows the 24-bit length prefixes of one direction of a TCP
@@ -181,4 +182,33 @@ func serveResumableEcho(t *testing.T, ctx context.Context, tr string) (addr, pat
 		}
 	}()
 	return ln.Addr().String(), path, func() { cancel(); <-done }
+}
+
+// wantApplicationError asks the peer's echo responder for "error:boom" and
+// fails t unless the answer is APPLICATION_ERROR "boom", which it returns.
+func wantApplicationError(t *testing.T, ctx context.Context, c *rsocket.Conn) error {
+	t.Helper()
+	_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("error:boom")})
+	var e *rsocket.Error
+	if !errors.As(err, &e) || e.Code != frame.ErrorCodeApplicationError || e.Message != "boom" {
+		t.Fatalf("got %v, want APPLICATION_ERROR boom", err)
+	}
+	return err
+}
+
+// takeFiveThenCancel asks the peer for a stream of a million elements with
+// 5 credits, checks the five, and cancels: the peer then reports how many
+// its generator made.
+func takeFiveThenCancel(t *testing.T, ctx context.Context, c *rsocket.Conn) {
+	t.Helper()
+	s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("1000000")}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if p, err := s.Next(); err != nil || string(p.Data) != strconv.Itoa(i) {
+			t.Fatalf("element %d: %q, %v", i, p.Data, err)
+		}
+	}
+	s.Cancel()
 }

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -26,7 +25,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
-	"github.com/sluicehq/sluice/rsocket/frame"
 
 	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
@@ -301,24 +299,11 @@ func TestInteropPyServer(t *testing.T) {
 			return fmt.Sprintf("echoed %v, completed", got)
 		},
 		"error": func(t *testing.T, ctx context.Context) string {
-			_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("error:boom")})
-			var e *rsocket.Error
-			if !errors.As(err, &e) || e.Code != frame.ErrorCodeApplicationError || e.Message != "boom" {
-				t.Fatalf("got %v, want APPLICATION_ERROR boom", err)
-			}
+			err := wantApplicationError(t, ctx, c)
 			return err.Error()
 		},
 		"cancel": func(t *testing.T, ctx context.Context) string {
-			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("1000000")}, 5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < 5; i++ {
-				if p, err := s.Next(); err != nil || string(p.Data) != strconv.Itoa(i) {
-					t.Fatalf("element %d: %q, %v", i, p.Data, err)
-				}
-			}
-			s.Cancel()
+			takeFiveThenCancel(t, ctx, c)
 			ev, ok := nextEvent(events)
 			if !ok || ev.Event != "cancel" || ev.Sent >= 1000000 {
 				t.Fatalf("server event %+v (ok %v)", ev, ok)

@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -30,7 +29,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/peers"
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/echo"
-	"github.com/sluicehq/sluice/rsocket/frame"
 
 	"github.com/sluicehq/sluice/internal/testkit/testskip"
 )
@@ -442,24 +440,11 @@ func jsRunServer(t *testing.T, node, modules, tr string) {
 			return jsOutcome{jsPass, fmt.Sprintf("echoed %q, completed", got)}
 		},
 		"error": func(t *testing.T, ctx context.Context) jsOutcome {
-			_, err := c.RequestResponse(ctx, rsocket.Payload{Data: []byte("error:boom")})
-			var e *rsocket.Error
-			if !errors.As(err, &e) || e.Code != frame.ErrorCodeApplicationError || e.Message != "boom" {
-				t.Fatalf("got %v, want APPLICATION_ERROR boom", err)
-			}
+			err := wantApplicationError(t, ctx, c)
 			return jsOutcome{jsPass, err.Error()}
 		},
 		"cancel": func(t *testing.T, ctx context.Context) jsOutcome {
-			s, err := c.RequestStream(ctx, rsocket.Payload{Data: []byte("1000000")}, 5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < 5; i++ {
-				if p, err := s.Next(); err != nil || string(p.Data) != strconv.Itoa(i) {
-					t.Fatalf("element %d: %q, %v", i, p.Data, err)
-				}
-			}
-			s.Cancel()
+			takeFiveThenCancel(t, ctx, c)
 			ev, ok := events.wait("cancel")
 			if !ok || ev.Sent >= 1000000 {
 				t.Fatalf("server event %+v (ok %v)", ev, ok)

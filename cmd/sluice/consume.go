@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lines"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -98,7 +98,7 @@ func runConsume(args []string, stdout, stderr io.Writer) error {
 	if p.Any {
 		last = formatOffset(p.LastOffset)
 	}
-	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", cliflag.Plural(p.Records, "record"), cliflag.Plural(p.Bytes, "byte"), last)
+	fmt.Fprintf(stderr, "consume: %s, %s, last offset %s\n", defaults.Plural(p.Records, "record"), defaults.Plural(p.Bytes, "byte"), last)
 	return rerr
 }
 

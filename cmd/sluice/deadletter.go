@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
-	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
 )
@@ -56,7 +55,7 @@ func deadLetterList(args []string, stdout, stderr io.Writer) error {
 	case err != nil:
 		return &exitError{code: 1, msg: err.Error()}
 	case unreadable > 0:
-		return &exitError{code: 1, msg: fmt.Sprintf("%s of %d could not be read", cliflag.Plural(unreadable, "message"), letters)}
+		return &exitError{code: 1, msg: fmt.Sprintf("%s of %d could not be read", defaults.Plural(unreadable, "message"), letters)}
 	case letters == 0:
 		fmt.Fprintln(stderr, "no dead letters")
 	}

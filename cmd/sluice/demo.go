@@ -5,7 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/metricsgen"
@@ -54,13 +53,13 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	st := res.Agent
 	fmt.Fprintf(stdout, "\nsummary: %s (%s) delivered and durably stored in %s: %.0f records/s, %.1f MB/s\n",
-		cliflag.Plural(st.AckedRecords, "record"), humanSize(int64(st.AckedRawBytes)), res.Elapsed.Round(time.Millisecond), res.RecordsPerSec(), res.MBps())
+		defaults.Plural(st.AckedRecords, "record"), humanSize(int64(st.AckedRawBytes)), res.Elapsed.Round(time.Millisecond), res.RecordsPerSec(), res.MBps())
 	fmt.Fprintf(stdout, "         %s, compression %.2fx (%s on the wire), %d resent\n",
-		cliflag.Plural(st.AckedMessages, "message"), res.CompressionRatio(), humanSize(int64(st.AckedWireBytes)), st.Resent)
+		defaults.Plural(st.AckedMessages, "message"), res.CompressionRatio(), humanSize(int64(st.AckedWireBytes)), st.Resent)
 	fmt.Fprintf(stdout, "         spool → ack latency p50 %s, p99 %s, max %s\n",
 		st.LatencyP50, st.LatencyP99, st.LatencyMax)
 	if !res.Drained {
-		return &exitError{code: 1, msg: fmt.Sprintf("%s still unacknowledged after the drain timeout", cliflag.Plural(st.SpooledMessages-st.AckedMessages, "message"))}
+		return &exitError{code: 1, msg: fmt.Sprintf("%s still unacknowledged after the drain timeout", defaults.Plural(st.SpooledMessages-st.AckedMessages, "message"))}
 	}
 	return nil
 }

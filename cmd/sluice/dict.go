@@ -8,8 +8,8 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/batch"
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 )
 
@@ -58,7 +58,7 @@ func runDictTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "dictionary %d (%s) trained on %s of ≤ %s, written to %s\n",
-		d.ID, cliflag.Plural(len(d.Data), "byte"), cliflag.Plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
+		d.ID, defaults.Plural(len(d.Data), "byte"), defaults.Plural(len(train), "sample message"), bench.SizeName(int(msg)), *out)
 	if len(test) > 0 {
 		zstd, dict, err := bench.CompareDictionary(d, test)
 		if err != nil {

@@ -51,7 +51,7 @@ func runNetem(args []string, stdout, stderr io.Writer) error {
 	if *statsJSON {
 		return json.NewEncoder(stdout).Encode(st)
 	}
-	fmt.Fprintf(stderr, "netem: %s, %s up, %s down\n", cliflag.Plural(st.Accepted, "connection"), humanSize(st.BytesUp), humanSize(st.BytesDown))
+	fmt.Fprintf(stderr, "netem: %s, %s up, %s down\n", defaults.Plural(st.Accepted, "connection"), humanSize(st.BytesUp), humanSize(st.BytesDown))
 	return nil
 }
 

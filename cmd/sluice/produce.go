@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lines"
 )
 
@@ -61,7 +61,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", cliflag.Plural(read, "line"), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "produce: %s spooled in %s\n", defaults.Plural(read, "line"), time.Since(start).Round(time.Millisecond))
 	if why := p.SinkDown(); why != "" {
 		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
 	}
@@ -96,7 +96,7 @@ func progressEvery(on bool, stderr io.Writer) func(sent int) {
 	return func(sent int) {
 		if time.Since(last) >= time.Second {
 			last = time.Now()
-			fmt.Fprintf(stderr, "produce: %s spooled\n", cliflag.Plural(sent, "line"))
+			fmt.Fprintf(stderr, "produce: %s spooled\n", defaults.Plural(sent, "line"))
 		}
 	}
 }

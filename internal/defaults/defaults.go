@@ -10,6 +10,10 @@
 // the two daemons with the default found here (a test walks the FlagSets
 // and compares). This package imports nothing of sluice, so every package
 // may import it.
+//
+// It also holds how sizes and counts are written for people, the same in
+// every command's output and every package's messages: FormatSize,
+// HumanSize, Plural.
 package defaults
 
 import "time"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/wire"
 )
 
@@ -60,7 +60,7 @@ func ReportProgress(c *client.Consumer, w io.Writer) (stop func()) {
 			case <-t.C:
 				st := c.Stats()
 				fmt.Fprintf(w, "consume: reading: %s, %s, next offset %s\n",
-					cliflag.Plural(st.Messages, "message"), cliflag.Plural(st.Records, "record"), wire.FormatOffset(st.Position))
+					defaults.Plural(st.Messages, "message"), defaults.Plural(st.Records, "record"), wire.FormatOffset(st.Position))
 			}
 		}
 	}()

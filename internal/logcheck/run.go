@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/cliflag"
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/dirlock"
 	"github.com/sluicehq/sluice/seglog"
 )
@@ -44,9 +44,9 @@ func Run(w io.Writer, given string, repair bool) error {
 	// A log record is one message: a batch of the records consume counts,
 	// their number in the message's header.
 	fmt.Fprintf(w, "%s: %s, %s%s, %s, offsets [%d, %d)\n",
-		loc.Dir, cliflag.Plural(rep.Segments, "segment"), cliflag.Plural(rep.Records, "message"), recordsNote(&recs), cliflag.Plural(rep.Bytes, "byte"), rep.First, rep.Next)
+		loc.Dir, defaults.Plural(rep.Segments, "segment"), defaults.Plural(rep.Records, "message"), recordsNote(&recs), defaults.Plural(rep.Bytes, "byte"), rep.First, rep.Next)
 	if rep.Gaps > 0 {
-		fmt.Fprintf(w, "%s no message (lost to damage)\n", cliflag.Plural(rep.Gaps, "offset holds", "offsets hold"))
+		fmt.Fprintf(w, "%s no message (lost to damage)\n", defaults.Plural(rep.Gaps, "offset holds", "offsets hold"))
 	}
 	torn, damaged := 0, 0
 	for _, p := range rep.Problems {
@@ -67,7 +67,7 @@ func Run(w io.Writer, given string, repair bool) error {
 		return nil
 	case repair:
 		fmt.Fprintln(w, summary(rep))
-		fmt.Fprintf(w, "repaired: %s; the log now holds offsets [%d, %d)\n", cliflag.Plural(len(rep.Problems), "problem"), rep.First, rep.Next)
+		fmt.Fprintf(w, "repaired: %s; the log now holds offsets [%d, %d)\n", defaults.Plural(len(rep.Problems), "problem"), rep.First, rep.Next)
 		return nil
 	case torn == len(rep.Problems) && damaged > 0:
 		// Damaged after it was written whole: Open keeps its bytes in
@@ -81,14 +81,14 @@ func Run(w io.Writer, given string, repair bool) error {
 		return nil
 	default:
 		fmt.Fprintln(w, "repair would give:", summary(rep))
-		return fmt.Errorf("%s found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", cliflag.Plural(len(rep.Problems), "problem"), given)
+		return fmt.Errorf("%s found; stop the daemon and run `sluice log check --repair %s` to quarantine the damage", defaults.Plural(len(rep.Problems), "problem"), given)
 	}
 }
 
 // summary is rep.Summary() with the log's records named messages, as in
 // the check's first line.
 func summary(rep *seglog.Report) string {
-	return strings.Replace(rep.Summary(), fmt.Sprintf("kept %d records", rep.Records), "kept "+cliflag.Plural(rep.Records, "message"), 1)
+	return strings.Replace(rep.Summary(), fmt.Sprintf("kept %d records", rep.Records), "kept "+defaults.Plural(rep.Records, "message"), 1)
 }
 
 // recordsNote is " (N records)", or nothing when the count is not known.
@@ -97,5 +97,5 @@ func recordsNote(c *RecordCounter) string {
 	if !known {
 		return ""
 	}
-	return " (" + cliflag.Plural(n, "record") + ")"
+	return " (" + defaults.Plural(n, "record") + ")"
 }

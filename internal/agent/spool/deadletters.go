@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/agent/deadletter"
-	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/dirlock"
@@ -43,7 +42,7 @@ func PrintDeadLetters(w, errw io.Writer, dir string, records bool, dec *codec.De
 		}
 		if !records {
 			_, err := fmt.Fprintf(out, "message %d\tset aside %s\t%s\t%s, %s\t%s\n", l.ID, l.At.UTC().Format(time.RFC3339),
-				l.Code, cliflag.Plural(m.Records, "record"), defaults.FormatSize(int64(len(m.Body))), l.Detail)
+				l.Code, defaults.Plural(m.Records, "record"), defaults.FormatSize(int64(len(m.Body))), l.Detail)
 			return err
 		}
 		if err := Records(m, agentID, l.ID, dec, func(rec []byte) error {
@@ -95,9 +94,9 @@ func ClearDeadLetters(dir string) (letters, damaged int, err error) {
 // ClearedLine is what `sluice dead-letter clear` says of what
 // ClearDeadLetters removed.
 func ClearedLine(letters, damaged int) string {
-	s := "removed " + cliflag.Plural(letters, "dead letter")
+	s := "removed " + defaults.Plural(letters, "dead letter")
 	if damaged > 0 {
-		s += fmt.Sprintf(" (with %s moved aside)", cliflag.Plural(damaged, "damaged log"))
+		s += fmt.Sprintf(" (with %s moved aside)", defaults.Plural(damaged, "damaged log"))
 	}
 	return s
 }

@@ -200,6 +200,16 @@ func TestSetAsideAfterDamagedDeadLetters(t *testing.T) {
 		t.Errorf("list does not name the damaged log %s: %q", aside[0], errw.String())
 	}
 	sp.Close()
+	// An agent that starts on the spool says so (the log moved aside holds
+	// letters nobody may have listed).
+	sp, err = Open(dir, 0, "agent-damaged", log, seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(sp.Warnings(), "\n"); !strings.Contains(w, "1 damaged dead-letter log moved aside earlier ("+aside[0]+")") {
+		t.Errorf("start-up warnings do not name the damaged log %s:\n%s", aside[0], w)
+	}
+	sp.Close()
 	n, damaged, err := ClearDeadLetters(dir)
 	if err != nil || n != 2 || damaged != 1 {
 		t.Errorf("clear: %d letters, %d damaged logs, %v; want 2 and 1", n, damaged, err)

@@ -333,8 +333,8 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 			n, filepath.Join(dir, deadletter.Dir), dir, dir))
 	}
 	if damaged, _ := deadletter.Damaged(dir); len(damaged) > 0 {
-		s.warnings = append(s.warnings, fmt.Sprintf("%d damaged dead-letter logs were moved aside (%s): `sluice dead-letter list %s` prints their intact letters with the others, `sluice dead-letter clear %s` removes them",
-			len(damaged), strings.Join(damaged, ", "), dir, dir))
+		s.warnings = append(s.warnings, fmt.Sprintf("%s moved aside earlier (%s): `sluice dead-letter list %s` prints their intact letters with the others, `sluice dead-letter clear %s` removes them",
+			defaults.Plural(len(damaged), "damaged dead-letter log"), strings.Join(damaged, ", "), dir, dir))
 	}
 	return s, nil
 }

@@ -353,3 +353,58 @@ func TestSetAsideManyStopsAtMissing(t *testing.T) {
 		t.Errorf("the log holds %d messages, want 2", sp.DeadLetters())
 	}
 }
+
+// TestSetAsideManyDiskFullMidway: the disk fills after the first of a
+// batch's appends: the messages of that append are durable and counted
+// done, the rest are not (nothing of them in the log, nor taken as held),
+// the error is the disk's, and with room again they are copied once.
+func TestSetAsideManyDiskFullMidway(t *testing.T) {
+	dir := t.TempDir()
+	disk := testfs.New(64 << 20)
+	sp, err := Open(dir, 0, "agent-midway", slog.New(slog.DiscardHandler), seglog.WithFS(disk), seglog.WithSync(seglog.SyncNone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	const n = 1000
+	rec := Append(nil, Record{Kind: codec.Plain, Records: 1, Body: bytes.Repeat([]byte("m"), 10<<10)})
+	recs := make([][]byte, n)
+	for i := range recs {
+		recs[i] = rec
+	}
+	if _, err := sp.Log().Append(recs); err != nil {
+		t.Fatal(err)
+	}
+	disk.SetLimit(disk.Used() + 6<<20) // room for one 4 MiB append, not two
+	rs := make([]Refused, n)
+	for i := range rs {
+		rs[i] = Refused{ID: uint64(i), Code: "ERROR_CODE_BAD_PAYLOAD"}
+	}
+	res, err := sp.SetAsideMany(rs, time.Now())
+	if !IsNoSpace(err) || res.Done == 0 || res.Done == n {
+		t.Fatalf("SetAsideMany on a disk that fills: %d of %d done, %v; want some done and ENOSPC", res.Done, n, err)
+	}
+	count := func() map[uint64]int {
+		got := map[uint64]int{}
+		if err := deadletter.Read(filepath.Join(dir, deadletter.Dir), func(l deadletter.Letter) error { got[l.ID]++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := count(); len(got) != res.Done || sp.DeadLetters() != res.Done {
+		t.Fatalf("the log holds %d messages, the spool counts %d, SetAsideMany said %d", len(got), sp.DeadLetters(), res.Done)
+	}
+	disk.SetLimit(64 << 20)
+	again, err := sp.SetAsideMany(rs, time.Now())
+	if err != nil || again.Done != n || again.Held != res.Done {
+		t.Fatalf("with room: %d done, %d held, %v; want %d and %d", again.Done, again.Held, err, n, res.Done)
+	}
+	for id, c := range count() {
+		if c != 1 {
+			t.Fatalf("INVARIANT duplicated: message %d has %d letters", id, c)
+		}
+	}
+	if got := count(); len(got) != n {
+		t.Fatalf("%d messages in the log, want %d", len(got), n)
+	}
+}

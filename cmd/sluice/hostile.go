@@ -26,7 +26,7 @@ func runHostile(args []string, stdout, stderr io.Writer) error {
 	mode := fs.String("mode", "", "misbehaviour: "+strings.Join(modes, ", ")+" (docs/reliability.md, Hostile clients on every listener)")
 	conns := fs.Int("conns", 100, "connections misbehaving at once")
 	duration := fs.Duration("duration", 35*time.Second, "each connection is closed by then, if the server has not closed it")
-	maxRequests := fs.Int("max-requests", 10000, "requests or streams a flood sends, and resets, per connection, at most")
+	maxRequests := fs.Int("max-requests", 10000, "requests or streams a flood sends, and resets, per connection, at most; a flood's connection then stays open, unread, until --duration")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func runRSocketHostile(args []string, stdout, stderr io.Writer) error {
 	frameSize := byteSize(1 << 20)
 	fs.Var(&frameSize, "frame", "data of each frame the floods and half-frame send")
 	duration := fs.Duration("duration", 10*time.Second, "each connection is closed by then, if the server has not closed it")
-	maxFrames := fs.Int("max-frames", 100000, "frames a flood sends on one connection, at most")
+	maxFrames := fs.Int("max-frames", 100000, "frames a flood sends on one connection, at most; the connection then stays open, unread, until --duration")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

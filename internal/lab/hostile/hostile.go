@@ -57,13 +57,14 @@ const (
 	HugeLength Mode = "huge-length"
 	// Flood sends requests as fast as the server takes them and never
 	// reads: HTTP/1.1 pipelines Target.Flood; HTTP/2 opens streams
-	// (HEADERS, no END_STREAM) to Target.GRPCPath.
+	// (HEADERS, no END_STREAM) to Target.GRPCPath, then keeps the
+	// connection, and its streams, until the run ends (holdH2).
 	Flood Mode = "flood"
 	// NeverReads asks for answers and never reads them (HTTP/2: it
 	// grants a 2 GiB window and never sends WINDOW_UPDATE nor reads the
 	// socket; each stream sends Target.GRPCAsk, a request for a large
-	// answer where the service has one). HTTP/1.1: as Flood with one
-	// request.
+	// answer where the service has one), and keeps the connection as
+	// Flood does. HTTP/1.1: as Flood with one request.
 	NeverReads Mode = "never-reads"
 	// Reset sends half of a 1 MiB body (HTTP/2: of a 1 MiB gRPC
 	// message), then resets the connection (SO_LINGER 0), and again on a
@@ -235,15 +236,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		// A write failed: the server closed the connection, unless it
 		// was our own deadline.
-		return err != nil && err != errStop && !isTimeout(err) && ctx.Err() == nil
+		return err != nil && !isTimeout(err) && ctx.Err() == nil
 	})
 	rep.Requests, rep.Bytes = reqs.Load(), nbytes.Load()
 	return rep, nil
 }
 
 var (
-	// errStop ends a flood: its budget is spent.
-	errStop = errors.New("request budget spent")
 	// errAwait: the misbehaviour is sent, wait for the server to close.
 	errAwait = errors.New("await close")
 )
@@ -401,25 +400,24 @@ func (c *conn) http1(ctx context.Context, cfg Config, reqs *atomic.Int64) error 
 		}
 		reqs.Add(int64(len(batch) / len(req)))
 	}
-	if cfg.Mode == NeverReads {
-		// Without reading, only a write tells that the server closed
-		// the connection: a byte of the next request every 100 ms.
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for i := 0; i < len(req)-1; i++ {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-			if err := c.write(req[i : i+1]); err != nil {
-				return err
-			}
+	// Flood and NeverReads alike keep the connection, unread: closing
+	// it would free at once what the server holds for it. Without
+	// reading, only a write tells that the server closed the connection:
+	// a byte of the next request every 100 ms.
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; i < len(req)-1; i++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
-		<-ctx.Done()
-		return nil
+		if err := c.write(req[i : i+1]); err != nil {
+			return err
+		}
 	}
-	return errStop
+	<-ctx.Done()
+	return nil
 }
 
 // resets does Reset: half a body, then RST, on one new connection after
@@ -580,5 +578,29 @@ func (c *conn) h2(ctx context.Context, cfg Config, reqs *atomic.Int64) error {
 		}
 		reqs.Add(int64(n))
 	}
-	return errStop
+	return c.holdH2(ctx)
+}
+
+// holdH2 keeps a flood's or never-reads' connection, and the streams it
+// opened, until ctx ends, reading nothing. Without reading, only a write
+// tells that the server closed the connection: a PRIORITY frame every
+// 100 ms, which asks for no answer (RFC 9113 §6.3: a server ignores it).
+// Before, the connection was closed as soon as its streams were sent, so
+// the server saw a burst of streams and an EOF, and the streams were
+// freed at once, not held by a client that never reads.
+func (c *conn) holdH2(ctx context.Context) error {
+	var buf bytes.Buffer
+	_ = http2.NewFramer(&buf, nil).WritePriority(1, http2.PriorityParam{Weight: 15})
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := c.write(buf.Bytes()); err != nil {
+			return err
+		}
+	}
 }

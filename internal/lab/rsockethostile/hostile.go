@@ -240,9 +240,6 @@ func setup() []byte {
 	return f
 }
 
-// errStop ends a flood: its frame budget is spent.
-var errStop = errors.New("frame budget spent")
-
 // misbehave does cfg.Mode on c until ctx ends or the server closes c,
 // and reports the latter.
 func (c *rawConn) misbehave(ctx context.Context, cfg Config, frames, nbytes *atomic.Int64) (closed bool) {
@@ -284,11 +281,11 @@ func (c *rawConn) misbehave(ctx context.Context, cfg Config, frames, nbytes *ato
 	// A write failed: the server closed the connection, unless it was
 	// our own deadline (the write's, which may come a moment before
 	// ctx's end).
-	return err != nil && err != errStop && !isTimeout(err) && ctx.Err() == nil
+	return err != nil && !isTimeout(err) && ctx.Err() == nil
 }
 
 // flood writes the mode's frames until ctx ends, a write fails or
-// cfg.MaxFrames were written.
+// cfg.MaxFrames were written, and then keeps the connection (hold).
 func (c *rawConn) flood(ctx context.Context, cfg Config, data []byte, write func([]byte) error, frames *atomic.Int64) error {
 	if err := write(c.framed(setup())); err != nil {
 		return err
@@ -304,23 +301,7 @@ func (c *rawConn) flood(ctx context.Context, cfg Config, data []byte, write func
 			return err
 		}
 		frames.Add(1)
-		// Without reading, only a write can tell that the server closed
-		// the connection: a KEEPALIVE without R every 100 ms, which the
-		// server takes and does not answer.
-		ka, _ := frame.AppendKeepalive(nil, false, 0, nil)
-		ka = c.framed(ka)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-			if err := write(ka); err != nil {
-				return err
-			}
-		}
+		return c.hold(ctx, write)
 	case KeepaliveFlood:
 		f, err = frame.AppendKeepalive(nil, true, 0, data)
 	}
@@ -346,7 +327,30 @@ func (c *rawConn) flood(ctx context.Context, cfg Config, data []byte, write func
 		}
 		frames.Add(1)
 	}
-	return errStop
+	// The budget spent, the connection stays, still read by nobody:
+	// closing it would free at once what the server queued for it.
+	return c.hold(ctx, write)
+}
+
+// hold keeps the connection until ctx ends, reading nothing. Without
+// reading, only a write can tell that the server closed the connection:
+// a KEEPALIVE without R every 100 ms, which the server takes and does not
+// answer.
+func (c *rawConn) hold(ctx context.Context, write func([]byte) error) error {
+	ka, _ := frame.AppendKeepalive(nil, false, 0, nil)
+	ka = c.framed(ka)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := write(ka); err != nil {
+			return err
+		}
+	}
 }
 
 // awaitClose reads (and drops) what the server sends until it closes

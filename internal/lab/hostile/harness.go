@@ -3,6 +3,7 @@ package hostile
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -157,4 +158,59 @@ func Good(ask func(context.Context) error) (stop func() (int, error)) {
 		wg.Wait()
 		return answered, first
 	}
+}
+
+// Hold keeps a misbehaving connection, which reads nothing, until ctx
+// ends: closing it would free at once what the server holds for it.
+// Without reading, only a failed write tells that the server closed it,
+// so probe writes something the server takes without answering, every
+// 100 ms. It returns nil when ctx ends, else probe's error.
+func Hold(ctx context.Context, probe func() error) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := probe(); err != nil {
+			return err
+		}
+	}
+}
+
+// ClosingServer is for the harnesses' own tests (that a mode keeps its
+// connection until the server closes it): a loopback listener on which
+// read reads each connection, reporting whether the client closed its
+// side first, after which the connection is closed. clientFirst waits
+// for n connections to end and says how many the client closed first;
+// stop closes the listener.
+func ClosingServer(read func(net.Conn) (clientFirst bool)) (addr string, clientFirst func(n int) int, stop func(), err error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	ended := make(chan bool, 64)
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				ended <- read(c)
+			}()
+		}
+	}()
+	clientFirst = func(n int) (first int) {
+		for range n {
+			if <-ended {
+				first++
+			}
+		}
+		return first
+	}
+	return lis.Addr().String(), clientFirst, func() { lis.Close() }, nil
 }

@@ -37,43 +37,27 @@ func TestFloodsHoldTheConnection(t *testing.T) {
 		{"ingest", hostile.NeverReads, 1, readRequestsThenClose},
 	} {
 		t.Run(c.target+"/"+string(c.mode), func(t *testing.T) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			addr, clientFirst, stop, err := hostile.ClosingServer(func(nc net.Conn) bool { return c.read(nc, c.requests) })
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer lis.Close()
-			eofs := make(chan bool, conns)
-			go func() {
-				for {
-					nc, err := lis.Accept()
-					if err != nil {
-						return
-					}
-					go func() { eofs <- c.read(nc, c.requests) }()
-				}
-			}()
-			rep, err := hostile.Run(context.Background(), hostile.Config{Addr: lis.Addr().String(), Target: target(t, c.target),
+			defer stop()
+			rep, err := hostile.Run(context.Background(), hostile.Config{Addr: addr, Target: target(t, c.target),
 				Mode: c.mode, Conns: conns, Duration: time.Minute, MaxRequests: c.requests})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range conns {
-				if <-eofs {
-					t.Errorf("the client closed its connection before the server did")
-				}
-			}
-			if rep.Closed != conns {
-				t.Errorf("%+v: the server closed %d of %d connections as seen by the client, want all", rep, rep.Closed, conns)
+			if n := clientFirst(conns); n > 0 || rep.Closed != conns {
+				t.Errorf("%+v: the client closed %d connections first, the server closed %d as the client saw it; want 0 and %d", rep, n, rep.Closed, conns)
 			}
 		})
 	}
 }
 
 // readStreamsThenClose reads the HTTP/2 client preface and frames until
-// n streams were opened, then closes c; it reports whether the client
-// closed its side first.
+// n streams were opened; it reports whether the client closed its side
+// first.
 func readStreamsThenClose(c net.Conn, n int) (eof bool) {
-	defer c.Close()
 	if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
 		return true
 	}
@@ -91,10 +75,9 @@ func readStreamsThenClose(c net.Conn, n int) (eof bool) {
 }
 
 // readRequestsThenClose reads n HTTP/1.1 request heads (the floods'
-// requests have no body), then closes c; it reports whether the client
-// closed its side first.
+// requests have no body); it reports whether the client closed its side
+// first.
 func readRequestsThenClose(c net.Conn, n int) (eof bool) {
-	defer c.Close()
 	br := bufio.NewReader(c)
 	for heads := 0; heads < n; {
 		line, err := br.ReadBytes('\n')

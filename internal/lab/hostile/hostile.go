@@ -400,24 +400,17 @@ func (c *conn) http1(ctx context.Context, cfg Config, reqs *atomic.Int64) error 
 		}
 		reqs.Add(int64(len(batch) / len(req)))
 	}
-	// Flood and NeverReads alike keep the connection, unread: closing
-	// it would free at once what the server holds for it. Without
-	// reading, only a write tells that the server closed the connection:
-	// a byte of the next request every 100 ms.
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for i := 0; i < len(req)-1; i++ {
-		select {
-		case <-ctx.Done():
+	// Flood and NeverReads alike keep the connection, unread (Hold),
+	// probing with a byte of a next request each time, all but its last
+	// (which would complete it), then with nothing.
+	sent := 0
+	return Hold(ctx, func() error {
+		if sent == len(req)-1 {
 			return nil
-		case <-t.C:
 		}
-		if err := c.write(req[i : i+1]); err != nil {
-			return err
-		}
-	}
-	<-ctx.Done()
-	return nil
+		sent++
+		return c.write(req[sent-1 : sent])
+	})
 }
 
 // resets does Reset: half a body, then RST, on one new connection after
@@ -582,25 +575,13 @@ func (c *conn) h2(ctx context.Context, cfg Config, reqs *atomic.Int64) error {
 }
 
 // holdH2 keeps a flood's or never-reads' connection, and the streams it
-// opened, until ctx ends, reading nothing. Without reading, only a write
-// tells that the server closed the connection: a PRIORITY frame every
-// 100 ms, which asks for no answer (RFC 9113 §6.3: a server ignores it).
+// opened, until ctx ends, reading nothing (Hold), probing with a PRIORITY
+// frame, which asks for no answer (RFC 9113 §6.3: a server ignores it).
 // Before, the connection was closed as soon as its streams were sent, so
 // the server saw a burst of streams and an EOF, and the streams were
 // freed at once, not held by a client that never reads.
 func (c *conn) holdH2(ctx context.Context) error {
 	var buf bytes.Buffer
 	_ = http2.NewFramer(&buf, nil).WritePriority(1, http2.PriorityParam{Weight: 15})
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if err := c.write(buf.Bytes()); err != nil {
-			return err
-		}
-	}
+	return Hold(ctx, func() error { return c.write(buf.Bytes()) })
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/lab/hostile"
 	"github.com/sluicehq/sluice/internal/lab/rsockethostile"
 )
 
@@ -20,43 +21,27 @@ func TestFloodsHoldTheConnection(t *testing.T) {
 	const conns, frames = 2, 5
 	for _, mode := range []rsockethostile.Mode{rsockethostile.KeepaliveFlood, rsockethostile.RequestFlood, rsockethostile.FNFFlood} {
 		t.Run(string(mode), func(t *testing.T) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			addr, clientFirst, stop, err := hostile.ClosingServer(func(c net.Conn) bool { return readFrames(c, 1+frames) })
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer lis.Close()
-			eofs := make(chan bool, conns)
-			go func() {
-				for {
-					c, err := lis.Accept()
-					if err != nil {
-						return
-					}
-					go func() { eofs <- readFramesThenClose(c, 1+frames) }()
-				}
-			}()
-			rep, err := rsockethostile.Run(context.Background(), rsockethostile.Config{URL: "tcp://" + lis.Addr().String(),
+			defer stop()
+			rep, err := rsockethostile.Run(context.Background(), rsockethostile.Config{URL: "tcp://" + addr,
 				Mode: mode, Conns: conns, FrameSize: 1 << 10, Duration: time.Minute, MaxFrames: frames})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range conns {
-				if <-eofs {
-					t.Errorf("the client closed its connection before the server did")
-				}
-			}
-			if rep.Closed != conns {
-				t.Errorf("%+v: the server closed %d of %d connections as seen by the client, want all", rep, rep.Closed, conns)
+			if n := clientFirst(conns); n > 0 || rep.Closed != conns {
+				t.Errorf("%+v: the client closed %d connections first, the server closed %d as the client saw it; want 0 and %d", rep, n, rep.Closed, conns)
 			}
 		})
 	}
 }
 
-// readFramesThenClose reads n length-prefixed RSocket frames (TCP
-// framing: a 24-bit length, then the frame), then closes c; it reports
-// whether the client closed its side first.
-func readFramesThenClose(c net.Conn, n int) (eof bool) {
-	defer c.Close()
+// readFrames reads n length-prefixed RSocket frames (TCP framing: a
+// 24-bit length, then the frame); it reports whether the client closed its
+// side first.
+func readFrames(c net.Conn, n int) (eof bool) {
 	var head [3]byte
 	for range n {
 		if _, err := io.ReadFull(c, head[:]); err != nil {

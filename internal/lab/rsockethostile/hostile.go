@@ -332,25 +332,13 @@ func (c *rawConn) flood(ctx context.Context, cfg Config, data []byte, write func
 	return c.hold(ctx, write)
 }
 
-// hold keeps the connection until ctx ends, reading nothing. Without
-// reading, only a write can tell that the server closed the connection:
-// a KEEPALIVE without R every 100 ms, which the server takes and does not
-// answer.
+// hold keeps the connection until ctx ends, reading nothing
+// (hostile.Hold), probing with a KEEPALIVE without R, which the server
+// takes and does not answer.
 func (c *rawConn) hold(ctx context.Context, write func([]byte) error) error {
 	ka, _ := frame.AppendKeepalive(nil, false, 0, nil)
 	ka = c.framed(ka)
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if err := write(ka); err != nil {
-			return err
-		}
-	}
+	return hostile.Hold(ctx, func() error { return write(ka) })
 }
 
 // awaitClose reads (and drops) what the server sends until it closes

@@ -185,7 +185,8 @@ func Hold(ctx context.Context, probe func() error) error {
 // read reads each connection, reporting whether the client closed its
 // side first, after which the connection is closed. clientFirst waits
 // for n connections to end and says how many the client closed first;
-// stop closes the listener.
+// stop closes the listener. Up to 64 ended connections wait to be
+// counted; a test of more calls clientFirst as it goes.
 func ClosingServer(read func(net.Conn) (clientFirst bool)) (addr string, clientFirst func(n int) int, stop func(), err error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

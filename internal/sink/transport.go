@@ -29,10 +29,11 @@ func (s *Sink) Serving() serving.Host {
 			}
 			return pc, true
 		},
-		NoteError:    s.noteError,
-		Attach:       s.attach,
-		Closing:      s.closing,
-		StalledConns: s.m.stalledConns, StreamCapReached: s.m.connStreamCap,
+		ConsumerRefusal: s.consumerRefusal,
+		NoteError:       s.noteError,
+		Attach:          s.attach,
+		Closing:         s.closing,
+		StalledConns:    s.m.stalledConns, StreamCapReached: s.m.connStreamCap,
 		WaitingRefused: s.m.refused.WithLabelValues(refusedWaitingStreams),
 	}
 }

@@ -146,6 +146,9 @@ func (c *readClient) Peer() protocol.PeerInfo  { return peerInfo(c.stream.Contex
 // SendMethod is the full gRPC method name of an agent's Send stream.
 const SendMethod = sluicev1.Sink_Send_FullMethodName
 
+// ReadMethod is the full name of the consumers' Read stream.
+const ReadMethod = sluicev1.Sink_Read_FullMethodName
+
 // Register serves svc as the Sink service of s.
 func Register(s *grpc.Server, svc protocol.Service) {
 	sluicev1.RegisterSinkServer(s, &server{svc: svc})

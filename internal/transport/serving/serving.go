@@ -48,6 +48,12 @@ type Host struct {
 	// connection caps and returns it (possibly wrapped), or false when it
 	// must be closed (the service counted and logged the refusal).
 	Admit func(net.Conn) (net.Conn, bool)
+	// ConsumerRefusal, if set, is the error a Read stream from the
+	// address remote would be refused with now (the service's consumer
+	// shares), counted as a refusal, or nil: a server that can refuses
+	// the stream with it before starting a handler for it. The service
+	// still admits each stream it serves itself.
+	ConsumerRefusal func(remote string) error
 	// NoteError records a failure for the service's status page.
 	NoteError func(format string, args ...any)
 	// Attach registers a server with the service, which stops it first

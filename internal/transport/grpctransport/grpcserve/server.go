@@ -7,6 +7,7 @@
 package grpcserve
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/tap"
 
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
@@ -80,7 +83,8 @@ func New(h serving.Host) *Server {
 	}
 	// First in the interceptor chain: a Send refused by the token check
 	// is counted out of the waiting streams too.
-	sopts = append(sopts, s.waitingLimit().ServerOptions()...)
+	wl := s.waitingLimit()
+	sopts = append(sopts, grpc.InTapHandle(s.tap(wl)), grpc.ChainStreamInterceptor(wl.StreamInterceptor))
 	if h.Tokens != nil {
 		sopts = append(sopts, grpc.ChainStreamInterceptor(grpctransport.TokenStreamInterceptor(h.Tokens)),
 			grpc.ChainUnaryInterceptor(grpctransport.TokenUnaryInterceptor(h.Tokens)))
@@ -104,6 +108,25 @@ func (s *Server) waitingLimit() *firstmsg.Limit {
 		},
 		Logger:  s.h.Logger,
 		Warning: "sink: a connection opened more Send streams than it sent Hellos; refusing the new ones"})
+}
+
+// tap refuses a Read stream that the service would refuse
+// (serving.Host.ConsumerRefusal) before gRPC starts a handler goroutine
+// for it, then applies wl's tap. gRPC answers a refusal in the tap with
+// its status and no handler; like wl's refusals, these count towards
+// the 50 queued responses past which gRPC stops reading a connection
+// that does not read.
+func (s *Server) tap(wl *firstmsg.Limit) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if info.FullMethodName == grpctransport.ReadMethod && s.h.ConsumerRefusal != nil {
+			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+				if err := s.h.ConsumerRefusal(p.Addr.String()); err != nil {
+					return nil, grpctransport.StatusError(err)
+				}
+			}
+		}
+		return wl.Tap(ctx, info)
+	}
 }
 
 // serverKeepalivePolicy lets clients ping as often as every MinTime, with

@@ -45,6 +45,7 @@ mutants=(
 	"mutation_crcskip|./seglog/|TestDamagedRecordIsNeverReturned|corrupted"
 	"mutation_keeptorntail|./seglog/|TestTornTailTruncatedBeforeAppend|torn-tail"
 	"mutation_damagedastorn|./seglog/|TestDamagedTailQuarantined|quarantined"
+	"mutation_reusedamagedoffset|./seglog/|TestDamagedTailKeepsItsOffset|offset-reused"
 	"mutation_ignorerequestn|./rsocket/conn/|TestCreditsSaturateButCount|request-n"
 	"mutation_resumeoffbyone|./rsocket/conn/|TestResumeSimEveryBoundary|duplicated"
 	"mutation_ignorelease|./rsocket/conn/|TestLease|lease"

@@ -292,9 +292,33 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 	if mutationKeepTornTail {
 		truncate = func(int64) error { return nil }
 	}
-	if err := truncate(r.size); err != nil {
+	end, gapErr := r.size, error(nil)
+	if damaged && !mutationReuseDamagedOffset {
+		// The damaged record was written whole, so its offset may have
+		// been handed out (a message id a sink holds, a store offset a
+		// consumer group has passed): never give it to another record.
+		// A gap frame in its place keeps it taken, as Repair's do. It is
+		// written over the damaged bytes before they are cut off (no new
+		// space needed, and a crash between the two leaves the gap and
+		// bytes after it that the next Open handles), or after the cut
+		// when the record was shorter than a gap.
+		gap := appendGap(nil, r.next, 1)
+		if int64(len(gap)) > r.fileLen-r.size {
+			if err := truncate(r.size); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("seglog: truncate torn tail of %s: %w", path, err)
+			}
+		}
+		if _, gapErr = f.WriteAt(gap, r.size); gapErr == nil {
+			end = r.size + int64(len(gap))
+		}
+	}
+	if err := truncate(end); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seglog: truncate torn tail of %s: %w", path, err)
+	}
+	if end > r.size {
+		s.size, s.next = end, r.next+1
 	}
 	if err := f.Datasync(); err != nil {
 		f.Close()
@@ -308,9 +332,14 @@ func (l *Log) openSegment(base uint64, last bool) (*segment, error) {
 	if damaged {
 		l.stats.DamagedTails++
 		l.stats.DamagedBytes += uint64(r.fileLen - r.size)
+		offsetKept := "kept: a gap holds it, the next record takes the offset after it"
+		if gapErr != nil {
+			offsetKept = "NOT kept (writing the gap failed: " + gapErr.Error() + "): the next record takes it"
+		}
 		l.cfg.logger.Error("seglog: the final record was damaged after it was written whole (no sign of a torn write); "+
 			"its bytes are in the quarantine and the log goes on without it",
-			"file", path, "pos", r.size, "offset", r.next, "bytes", r.fileLen-r.size, "reason", r.bad.Error(), "quarantine", kept)
+			"file", path, "pos", r.size, "offset", r.next, "bytes", r.fileLen-r.size, "reason", r.bad.Error(), "quarantine", kept,
+			"its_offset", offsetKept)
 		return s, nil
 	}
 	l.stats.TornTails++

@@ -1,4 +1,4 @@
-//go:build !mutation_crcskip && !mutation_keeptorntail && !mutation_damagedastorn
+//go:build !mutation_crcskip && !mutation_keeptorntail && !mutation_damagedastorn && !mutation_reusedamagedoffset
 
 package seglog
 
@@ -7,7 +7,8 @@ package seglog
 // named test notices the guarantee gone. Constants, so the mutated
 // branches compile away.
 const (
-	mutationSkipCRC       = false
-	mutationKeepTornTail  = false
-	mutationDamagedAsTorn = false
+	mutationSkipCRC            = false
+	mutationKeepTornTail       = false
+	mutationDamagedAsTorn      = false
+	mutationReuseDamagedOffset = false
 )

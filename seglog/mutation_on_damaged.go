@@ -6,7 +6,8 @@ package seglog
 // after it was written whole for a torn write and drops its bytes without
 // keeping them in the quarantine. Killed by TestDamagedTailQuarantined.
 const (
-	mutationSkipCRC       = false
-	mutationKeepTornTail  = false
-	mutationDamagedAsTorn = true
+	mutationSkipCRC            = false
+	mutationKeepTornTail       = false
+	mutationDamagedAsTorn      = true
+	mutationReuseDamagedOffset = false
 )

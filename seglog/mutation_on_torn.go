@@ -5,7 +5,8 @@ package seglog
 // Mutated build (scripts/mutate.sh): Open does not truncate a torn final
 // record. Killed by TestTornTailTruncatedBeforeAppend.
 const (
-	mutationSkipCRC       = false
-	mutationKeepTornTail  = true
-	mutationDamagedAsTorn = false
+	mutationSkipCRC            = false
+	mutationKeepTornTail       = true
+	mutationDamagedAsTorn      = false
+	mutationReuseDamagedOffset = false
 )

@@ -161,3 +161,70 @@ func TestSpoolMissingHeadStarts(t *testing.T) {
 		t.Fatalf("backlog of %d records, want %d", len(got), 100-first)
 	}
 }
+
+// TestDamagedFinalMessageKeepsItsID: the spool's final message, delivered
+// and stored by the sink, is damaged on disk while the agent is stopped,
+// and its acknowledgement was not yet persisted (the watermark is saved
+// at a rate). At the next start the agent quarantines it and must not
+// give its id to a new message: the sink holds that id and would drop
+// the new message as a duplicate of the lost one, though the producer
+// was told it was accepted. Before, it did (found by hand: "NEW-A"
+// answered 200 and never stored).
+func TestDamagedFinalMessageKeepsItsID(t *testing.T) {
+	dir := t.TempDir()
+	spoolDir := filepath.Join(dir, "spool")
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	defer ts.Stop()
+	connect := func(c *Config) {
+		c.Compression = codec.Plain
+		c.SinkAddr, c.ReconnectMin, c.ReconnectMax = ts.Addr, 10*time.Millisecond, 100*time.Millisecond
+	}
+	a := newTestAgent(t, spoolDir, connect)
+	ctx := context.Background()
+	const n = 5
+	for i := range n {
+		if err := a.IngestMessage(ctx, [][]byte{[]byte(fmt.Sprintf("old message %03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAcked(t, a)
+	a.Close()
+	// The sink stored 0..4; the persisted watermark is behind, at 3.
+	if err := spool.WriteState(spoolDir, 3); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(spoolDir, "log", fmt.Sprintf("%020d.seg", 0))
+	info, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := info.Size() / n // equal messages, equal frames
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, (n-1)*frame+frame/2)
+	b[0] ^= 0x5A
+	f.WriteAt(b, (n-1)*frame+frame/2) // inside the final message's body
+	f.Close()
+
+	a = newTestAgent(t, spoolDir, connect)
+	defer a.Close()
+	if next := a.spool.Log().NextOffset(); next != n {
+		t.Fatalf("after the damaged final message %d the next id is %d, want %d: a new message would take an id the sink holds", n-1, next, n)
+	}
+	if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAcked(t, a)
+	got := storedRecords(t, ts)
+	if got["new record"] != 1 {
+		t.Fatalf("the new record after the damage is stored %d times, want once: %v", got["new record"], got)
+	}
+	for i := range n {
+		if r := fmt.Sprintf("old message %03d", i); got[r] != 1 {
+			t.Fatalf("%q stored %d times, want once: %v", r, got[r], got)
+		}
+	}
+}

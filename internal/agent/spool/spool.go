@@ -233,6 +233,21 @@ const (
 	stateFile = "delivery-state"
 )
 
+// hasHistory reports whether the spool directory holds a delivery state
+// or a segment: it has been used by an agent.
+func hasHistory(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+		return true
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "log"))
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".seg") {
+			return true
+		}
+	}
+	return false
+}
+
 func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...seglog.Option) (sp *Spool, err error) {
 	// One process per spool: a second writer would interleave appends
 	// and break checksums, and acknowledge records the other never sent.
@@ -249,6 +264,15 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 	id, err := seglog.ReadMeta(dir, agentIDFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		if wantID == "" && hasHistory(dir) {
+			// A new identity on a spool that delivered before: the sink
+			// would store every unacknowledged message again under it.
+			return nil, fmt.Errorf("agent: spool %s holds messages or a delivery state but no %s file (deleted, or lost): "+
+				"under a new id the sink would store its unacknowledged messages a second time. "+
+				"Start it with --agent-id set to the id it had (its own earlier logs say \"agent started agent_id=ID\", the sink's say agent_id=ID), "+
+				"which is written back; or, to start over under a new id, move %s and %s out of the directory",
+				dir, agentIDFile, filepath.Join(dir, "log"), filepath.Join(dir, stateFile))
+		}
 		id = []byte(wantID)
 		if wantID == "" {
 			var b [12]byte

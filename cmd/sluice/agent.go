@@ -121,7 +121,7 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	d.String(&c.ingestKey, "ingest-tls-key", "key of --ingest-tls-cert (PEM)")
 	d.String(&c.ingestTokens, "ingest-tokens", "require \"Authorization: Bearer TOKEN\" on ingest, with tokens from this file (lines \"TOKEN CLIENT_NAME\"); 401 otherwise")
 	d.String(&c.metricsAddr, "metrics", status.MetricsHelp(true, "127.0.0.1:9401", "--ingest-tokens"))
-	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
+	cliflag.LogLevelVar(fs, &c.logLevel, "log-level", defaults.LogLevel, "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	c.af.register(fs)
 	c.cf.register(fs)

@@ -204,3 +204,35 @@ func TestReadmeTestCommandIsCI(t *testing.T) {
 		t.Errorf("README.md and .ci/run should both run %q", cmd)
 	}
 }
+
+// TestLogLevelChecked: a --log-level that is not a level is a flag error
+// (exit 2, nothing started, nothing created), on the command line of
+// every daemon and client that has one and in a config file. Before, it
+// logged at info without a word (found by hand: --log-level verbose).
+func TestLogLevelChecked(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	conf := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(conf, []byte("sink: 127.0.0.1:1\nspool: "+spool+"\nlog-level: loud\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"agent", "--sink", "127.0.0.1:1", "--spool", spool, "--log-level", "verbose"},
+		{"agent", "--config", conf},
+		{"sink", "--data", filepath.Join(dir, "data"), "--log-level", "7"},
+		{"xfer", "serve", "--dir", filepath.Join(dir, "files"), "--log-level", "loud"},
+		{"xfer", "send", "--to", "grpc://127.0.0.1:1", "--log-level", "", conf},
+		{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--log-level", "verbose"},
+		{"demo", "--log-level", "verbose"},
+	} {
+		code, _, errOut := run(args...)
+		if code != 2 || !strings.Contains(errOut, "want debug, info, warn or error") {
+			t.Errorf("sluice %q: exit %d, stderr %q; want exit 2 naming the levels", args, code, errOut)
+		}
+	}
+	for _, d := range []string{spool, filepath.Join(dir, "data"), filepath.Join(dir, "files")} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s was created by a command refused for its --log-level", d)
+		}
+	}
+}

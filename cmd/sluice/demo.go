@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/lab/bench"
 	"github.com/sluicehq/sluice/internal/lab/metricsgen"
@@ -21,7 +22,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	feeders := fs.Int("feeders", defaults.DemoFeeders, "concurrent producers calling the agent")
 	hosts := fs.Int("hosts", metricsgen.DefaultHosts, "simulated hosts (about 320 series each)")
 	dir := fs.String("dir", "", "where the spool and store go (default: a temporary directory, removed afterwards)")
-	logLevel := fs.String("log-level", defaults.DemoLogLevel, "log level of the embedded agent and sink")
+	logLevel := cliflag.LogLevel(fs, defaults.DemoLogLevel, "log level of the embedded agent and sink")
 	var af agentFlags
 	af.register(fs)
 	if err := parseFlags(fs, args); err != nil {

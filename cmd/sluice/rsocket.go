@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsocketcall"
@@ -74,7 +75,7 @@ func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&serverBudget, "server-outbound-budget", "output all connections of one listener may queue together; past it connections with output queued stop reading")
 	writeTimeout := fs.Duration("write-timeout", rsocket.DefaultWriteTimeout, "close a connection whose peer accepted no output for this long; 0: never")
 	metrics := fs.String("metrics", "", status.MetricsHelp(false, "", ""))
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := cliflag.LogLevel(fs, "info", "debug, info, warn or error")
 	setupTimeout := fs.Duration("setup-timeout", 10*time.Second, "close a connection whose SETUP (or RESUME) has not come by then")
 	frameStall := fs.Duration("frame-stall-timeout", 30*time.Second, "close a connection whose started frame stops arriving for this long (silence within a frame, not its total time)")
 	var memLimit rsocketd.MemoryLimit

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
 	"github.com/sluicehq/sluice/internal/rsproxy"
@@ -32,7 +33,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	affinity := fs.Bool("affinity", true, "route each RESUME to the server that holds its session (rendezvous hashing of the resume token); false: round-robin, as a plain TCP balancer would (for comparison)")
 	maxTokens := fs.Int("max-tokens", rsproxy.DefaultMaxTokens, "resume tokens whose server is remembered; beyond, the oldest fall back to hashing")
 	metrics := fs.String("metrics", "", status.MetricsHelp(false, "", ""))
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := cliflag.LogLevel(fs, "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

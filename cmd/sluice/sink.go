@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/export"
 	"github.com/sluicehq/sluice/internal/logutil"
@@ -78,7 +79,7 @@ func newSinkFlags(stderr io.Writer) (*flag.FlagSet, *sinkCmd) {
 	fs.Var(&c.export, "export", "forward the records collectors sent (Prometheus remote-write, OTLP) to a backend, `PROTOCOL=URL`:\n"+
 		"remote-write=URL (a remote-write receiver) or otlp=URL (an OTLP/HTTP receiver; /v1/metrics, /v1/logs,\n"+
 		"/v1/traces are added); repeatable; each keeps its own position in the store (docs/export.md)")
-	d.String(&c.logLevel, "log-level", "debug, info, warn or error")
+	cliflag.LogLevelVar(fs, &c.logLevel, "log-level", defaults.LogLevel, "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	return fs, c
 }

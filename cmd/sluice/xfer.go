@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/progress"
-
+	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
+	"github.com/sluicehq/sluice/internal/progress"
 	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/diskstore"
@@ -51,7 +51,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	idle := fs.Duration("idle-timeout", diskstore.DefaultIdleTimeout, "end a tus PATCH whose body sends nothing for this long, freeing its upload")
 	maxPartials := fs.Int("max-partials", diskstore.DefaultMaxPartials, "keep at most this many partial uploads in --dir (a new one beyond it removes the one idle the longest; its client starts again), and as many finished tus uploads' records")
 	metrics := fs.String("metrics", "", status.MetricsHelp(true, "", ""))
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := cliflag.LogLevel(fs, "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&rate, "rate", "send at most this many bytes per second, e.g. 10MiB (0: no limit)")
 	attempts := fs.Int("attempts", 20, "how often to resume after a retryable failure before giving up")
 	sha := fs.String("sha256", "", "FILE's SHA-256 in hex, when you have it (a manifest): FILE is then read once and not hashed; the server still hashes what it receives and refuses the file if the two differ")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := cliflag.LogLevel(fs, "warn", "debug, info, warn or error")
 	// FILE may come before or after the flags.
 	var files []string
 	for rest := args; ; {

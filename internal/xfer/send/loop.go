@@ -16,11 +16,12 @@ import (
 // uploadOnce is one pass of the upload loop: ask the server's offset, begin
 // from it (from zero when the server has no upload of this size), send
 // the chunks, finish, and check the server's SHA-256 against ours.
-func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size int64, what string, o *Options) ([]byte, error) {
+func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size int64, what string, o *Options, reached *bool) ([]byte, error) {
 	off, ssize, exists, err := tr.Offset(ctx, o.Name)
 	if err != nil {
 		return nil, err
 	}
+	*reached = true // the server answered: from now on a refusal is a restart under the upload
 	from := int64(0)
 	if exists && ssize == size && off <= size {
 		from = off

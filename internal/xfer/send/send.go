@@ -74,6 +74,8 @@ type Options struct {
 	// corrupt, in tests, flips a bit of the chunk at off before it is
 	// sent, once per offset it returns true for.
 	corrupt func(off int64) bool
+	// after, in tests, replaces time.After for the back-off.
+	after func(time.Duration) <-chan time.Time
 }
 
 // maxRefusals is how many refused connections in a row end an upload: with
@@ -170,12 +172,17 @@ func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp s
 // or has made o.Attempts attempts; to names the server in messages.
 func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, size int64, what string, o *Options) ([]byte, error) {
 	backoff := 100 * time.Millisecond
-	// reached: some attempt got past the connection. A server that
-	// refuses after that is restarting under an upload, which gets every
-	// attempt; one that never answered is most likely not there.
+	// reached: the server answered some attempt (its offset), or failed
+	// one past the connection. A server that refuses after that is
+	// restarting under an upload, which gets every attempt; one that
+	// never answered is most likely not there. Set by the answer, not
+	// only by the error that ended an attempt: over tus each PATCH is a
+	// new request, so the first error a killed server gives is a
+	// refused connection (before, such an upload gave up after 5 tries,
+	// 1.5 s into the restart; gRPC and RSocket saw a reset first).
 	refusals, reached := 0, false
 	for attempt := 1; ; attempt++ {
-		sum, err := uploadOnce(ctx, tr, src, size, what, o)
+		sum, err := uploadOnce(ctx, tr, src, size, what, o, &reached)
 		if err == nil {
 			return sum, nil
 		}
@@ -210,8 +217,12 @@ func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, s
 		if !errors.As(err, &re) {
 			tr.Reset() // a transport failure: start from a fresh connection
 		}
+		after := time.After
+		if o.after != nil {
+			after = o.after
+		}
 		select {
-		case <-time.After(backoff):
+		case <-after(backoff):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/defaults"
@@ -146,21 +147,21 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	cfg.Logger, cfg.Registry = log, reg
 	// Every listener first: a port in use ends the agent before it
 	// creates a spool and an agent id (issue 24).
-	lis, err := listenFlag("--ingest", c.ingest)
+	lis, err := cli.ListenFlag("--ingest", c.ingest)
 	if err != nil {
 		return err
 	}
 	defer lis.Close()
 	var otlpLis net.Listener
 	if c.otlpGRPC != "" {
-		if otlpLis, err = listenFlag("--otlp-grpc", c.otlpGRPC); err != nil {
+		if otlpLis, err = cli.ListenFlag("--otlp-grpc", c.otlpGRPC); err != nil {
 			return err
 		}
 		defer otlpLis.Close()
 	}
 	var metricsLis net.Listener
 	if c.metricsAddr != "" {
-		if metricsLis, err = listenFlag("--metrics", c.metricsAddr); err != nil {
+		if metricsLis, err = cli.ListenFlag("--metrics", c.metricsAddr); err != nil {
 			return err
 		}
 		defer metricsLis.Close()

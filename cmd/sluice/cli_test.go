@@ -236,3 +236,30 @@ func TestLogLevelChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestBadAddressesRefusedFirst: an empty listen address (which Listen
+// takes for every interface and a random port) and a sink address gRPC
+// would never reach (no port: it dials 443; another scheme) end the
+// agent before it creates its spool (found by hand: `--ingest ""` served
+// an open ingest on [::]:46375; `--sink 127.0.0.1` retried for ever).
+func TestBadAddressesRefusedFirst(t *testing.T) {
+	dir := t.TempDir()
+	spool := filepath.Join(dir, "spool")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--sink", "127.0.0.1:1", "--ingest", ""}, 2, "--ingest: empty address"},
+		{[]string{"--sink", "127.0.0.1", "--ingest", "127.0.0.1:0"}, 1, "want HOST:PORT (the port is required)"},
+		{[]string{"--sink", "tcp://127.0.0.1:1", "--ingest", "127.0.0.1:0"}, 1, "tcp:// is not a sink address"},
+	} {
+		code, _, errOut := run(append([]string{"agent", "--spool", spool}, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("sluice agent %q: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+		if _, err := os.Stat(spool); err == nil {
+			t.Fatalf("sluice agent %q created its spool before refusing", c.args)
+		}
+	}
+}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/status"
 )
 
@@ -47,29 +46,12 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	if addr == "" {
 		return nil
 	}
-	lis, err := listenFlag("--metrics", addr)
+	lis, err := cli.ListenFlag("--metrics", addr)
 	if err != nil {
 		return err
 	}
 	serveMetricsOn(ctx, lis, reg, log, ready, healthy, page...)
 	return nil
-}
-
-// listenFlag binds addr, the value of flag, and names both in the error:
-// "--ingest 127.0.0.1:7401: address already in use". Daemons bind every
-// listener before they create state (a spool, an agent id, a store), so
-// a port in use ends them before anything is on disk (issue 24).
-func listenFlag(flag, addr string) (net.Listener, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err == nil {
-		return lis, nil
-	}
-	cause := err
-	var se *os.SyscallError
-	if errors.As(err, &se) {
-		cause = se.Err
-	}
-	return nil, &exitError{code: 1, msg: fmt.Sprintf("%s %s: %v", flag, addr, cause)}
 }
 
 // serveMetricsOn is serveMetrics on a bound listener (nil: none).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/export"
@@ -211,18 +212,18 @@ func (c *sinkCmd) config(log *slog.Logger) (sink.Config, error) {
 // bind binds --listen and --metrics, and checks --listen-rsocket's port
 // (rsockettransport.Start binds it later: in use now, in use later).
 func (c *sinkCmd) bind() (lis, metricsLis net.Listener, err error) {
-	if lis, err = listenFlag("--listen", c.listen); err != nil {
+	if lis, err = cli.ListenFlag("--listen", c.listen); err != nil {
 		return nil, nil, err
 	}
 	if c.metrics != "" {
-		if metricsLis, err = listenFlag("--metrics", c.metrics); err != nil {
+		if metricsLis, err = cli.ListenFlag("--metrics", c.metrics); err != nil {
 			lis.Close()
 			return nil, nil, err
 		}
 	}
 	if c.listenRSocket != "" {
 		if u, perr := url.Parse(c.listenRSocket); perr == nil && u.Host != "" {
-			l, err := listenFlag("--listen-rsocket", u.Host)
+			l, err := cli.ListenFlag("--listen-rsocket", u.Host)
 			if err != nil {
 				lis.Close()
 				if metricsLis != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
@@ -76,7 +77,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if l.addr == "" || strings.HasSuffix(l.addr, ":0") {
 			continue
 		}
-		lis, err := listenFlag(l.flag, l.addr)
+		lis, err := cli.ListenFlag(l.flag, l.addr)
 		if err != nil {
 			return err
 		}

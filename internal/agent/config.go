@@ -229,6 +229,17 @@ func (c *Config) validate() error {
 	if c.SpoolDir == "" {
 		errs = append(errs, errors.New("SpoolDir is required"))
 	}
+	if c.Dialer == nil {
+		// Before the spool exists: a typo in --sink is an error at once,
+		// not a spool made and a sink retried for ever.
+		for _, a := range strings.Split(c.SinkAddr, ",") {
+			if a = strings.TrimSpace(a); a != "" && !strings.HasPrefix(a, RSocketScheme) {
+				if err := grpctransport.CheckAddr(a); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
 	if c.MaxMessageBytes < defaults.MinAgentMaxMessage || c.MaxMessageBytes > MaxMessageLimit {
 		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1 KiB, 4 MiB]", c.MaxMessageBytes))
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -106,6 +108,9 @@ func ConnectParams(max time.Duration) grpc.ConnectParams {
 // lazily: an unreachable sink shows up as the first session's error, a
 // malformed address here.
 func Connect(addr string, o ClientOptions) (*Dialer, io.Closer, error) {
+	if err := CheckAddr(addr); err != nil {
+		return nil, nil, err
+	}
 	opts, err := o.DialOptions()
 	if err != nil {
 		return nil, nil, err
@@ -115,4 +120,25 @@ func Connect(addr string, o ClientOptions) (*Dialer, io.Closer, error) {
 		return nil, nil, fmt.Errorf("sink address %q: %w", addr, err)
 	}
 	return NewDialer(cc), cc, nil
+}
+
+// CheckAddr refuses a sink address gRPC would take and never reach, so
+// that a typo is an error at start-up, not a client retrying for ever
+// with "the sink is down or unreachable": HOST without a port (gRPC
+// dials port 443), and a URL of another scheme (http://, tcp://: gRPC
+// takes the whole URL for a host name). A gRPC resolver scheme (dns:,
+// unix:, passthrough:, ipv4:, ipv6:) stays the user's choice.
+func CheckAddr(addr string) error {
+	for _, scheme := range []string{"dns:", "unix:", "unix-abstract:", "passthrough:", "ipv4:", "ipv6:"} {
+		if strings.HasPrefix(addr, scheme) {
+			return nil
+		}
+	}
+	if scheme, _, ok := strings.Cut(addr, "://"); ok {
+		return fmt.Errorf("sink address %q: %s:// is not a sink address: give HOST:PORT for gRPC, or rsocket+tcp://HOST:PORT where the client takes RSocket", addr, scheme)
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return fmt.Errorf("sink address %q: want HOST:PORT (the port is required)", addr)
+	}
+	return nil
 }

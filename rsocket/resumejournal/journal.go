@@ -9,6 +9,7 @@
 package resumejournal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -322,9 +323,14 @@ type journalRecord struct {
 	tail                 []byte
 }
 
-// image is an image record as a conn.ResumeImage (sharing the tail).
+// image is an image record as a conn.ResumeImage, sharing nothing with
+// the record: r aliases the journal reader's buffer, which the next
+// records overwrite. (The token was shared until 2026-11-29: a session
+// restored from a journal where more records followed its image had its
+// token overwritten, its Adopt failed with "resume token in use", and
+// its client waited for ever; found by hand.)
 func (r *journalRecord) image() conn.ResumeImage {
-	return conn.ResumeImage{Token: r.token, KeepaliveInterval: r.keepalive, MaxLifetime: r.maxLifetime, Lease: r.lease,
+	return conn.ResumeImage{Token: bytes.Clone(r.token), KeepaliveInterval: r.keepalive, MaxLifetime: r.maxLifetime, Lease: r.lease,
 		SentPos: r.sent, RecvPos: r.recv, RetainedStart: r.tailStart, Retained: append([]byte(nil), r.tail...),
 		NextID: r.nextID, Streams: r.streams}
 }

@@ -681,3 +681,24 @@ func TestResumeJournalRealDiskFull(t *testing.T) {
 		t.Fatalf("store after the restart: %+v, want the session restored", st)
 	}
 }
+
+// TestImageOwnsItsBytes: the image of a parsed record shares nothing
+// with the buffer it was parsed from, which the journal's reader reuses
+// for the records after it. Before, the token was shared: a session
+// whose image was followed by enough records had its token overwritten
+// at Open, the restore failed ("resume token in use") and the client,
+// whose RESUME had been taken, waited for ever.
+func TestImageOwnsItsBytes(t *testing.T) {
+	token := []byte("0123456789abcdef")
+	r := journalRecord{kind: recordImage, token: token, seq: 1, peer: "p", sent: 10, recv: 20, tailStart: 10, tail: []byte("frames")}
+	b := append(appendJournalHead(nil, &r), r.tail...)
+	parsed, err := parseJournalRecord(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := parsed.image()
+	clear(b) // the reader's buffer, reused
+	if string(img.Token) != string(token) || string(img.Retained) != "frames" {
+		t.Fatalf("image after its buffer was reused: token %q, retained %q; want %q, %q", img.Token, img.Retained, token, "frames")
+	}
+}

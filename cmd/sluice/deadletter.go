@@ -32,7 +32,7 @@ func deadLetterClear(args []string, stdout, stderr io.Writer) error {
 
 func deadLetterList(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dead-letter list", "[--records] [--dict FILE] SPOOL", stderr)
-	records := fs.Bool("records", false, "print the messages' records, one per line (for `sluice produce`), instead of one line per message")
+	records := fs.Bool("records", false, "print the messages' records, one per line (what sluice produce reads), instead of one line per message")
 	dictFile := fs.String("dict", "", "the agent's --dict `FILE`, to decode messages compressed with it")
 	if err := parseFlagsArgs(fs, args); err != nil {
 		return err

@@ -24,8 +24,15 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up when the agent has been unreachable or refusing (spool full, restarting) this long;\n"+
 		"until then produce retries and counts down on stderr (e.g. --timeout 5s to fail fast)")
 	progress := fs.Bool("progress", false, "print progress to stderr every second")
+	var cf clientFlags // to the agent's ingest here: its --ingest-tls-cert, --ingest-tokens
+	cf.register(fs)
+	fs.Lookup("token").Usage, fs.Lookup("tls-ca").Usage = "bearer token, one of the agent's --ingest-tokens", "connect with HTTPS, trusting this CA bundle (PEM)"
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	creds, err := cf.clientOptions()
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
 	}
 	if *timeout <= 0 {
 		return &exitError{code: 2, msg: "--timeout must be positive"}
@@ -45,8 +52,11 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	// retry of a batch the agent spooled before crashing is not spooled
 	// twice; the client reports an unreachable agent at once and counts
 	// down while it retries, so it never looks like a hang.
-	p, err := client.NewHTTPProducer("http://"+*addr, client.RetryTimeout(*timeout),
-		client.ProducerID("produce-"+hex.EncodeToString(id[:])), client.OnRetryStatus(retryReporter(stderr)))
+	opts := []client.HTTPOpt{client.RetryTimeout(*timeout), client.ProducerID("produce-" + hex.EncodeToString(id[:])), client.OnRetryStatus(retryReporter(stderr))}
+	for _, o := range creds {
+		opts = append(opts, o.(client.HTTPOpt)) // TLS and Token are options of every client
+	}
+	p, err := client.NewHTTPProducer(*addr, opts...)
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}

@@ -2,7 +2,11 @@ package seglogstore
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/codec"
@@ -107,5 +111,39 @@ func TestReader(t *testing.T) {
 	defer s.Close()
 	if pos, ok, err := s.Committed("g"); !ok || err != nil || pos != 1 {
 		t.Fatalf("group g after reopen: %d %v %v, want 1", pos, ok, err)
+	}
+}
+
+// TestDamagedStoreNamesTheRepair: a store damaged before its last record
+// is refused at open with the segment, the byte and the one command that
+// goes on from it, as the agent says of its spool. Before, the sink said
+// only "open store: ... corrupt record" (found by hand).
+func TestDamagedStoreNamesTheRepair(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
+	s, _, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := s.Append([]*store.Message{{Agent: "edge-1", AgentB: []byte("edge-1"), ID: uint64(i), Codec: codec.Plain, Records: 1, Body: []byte("a record of some length")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	seg := filepath.Join(dir, "store", fmt.Sprintf("%020d.seg", 0))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	f.ReadAt(b, 60)
+	b[0] ^= 0x5A
+	f.WriteAt(b, 60) // inside an early record
+	f.Close()
+	_, _, err = Open(o)
+	abs, _ := filepath.Abs(filepath.Join(dir, "store"))
+	if err == nil || !strings.Contains(err.Error(), "sluice log check --repair "+abs+"\n") || !strings.Contains(err.Error(), seg) {
+		t.Fatalf("open of a damaged store: %v\nwant the segment %s and the command for %s", err, seg, abs)
 	}
 }

@@ -284,6 +284,16 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 		if err := seglog.WriteMeta(dir, agentIDFile, id); err != nil {
 			return nil, err
 		}
+	case errors.Is(err, seglog.ErrMetaCorrupt) && wantID != "":
+		// The id given is the way out of a damaged file (below).
+		if err := seglog.WriteMeta(dir, agentIDFile, []byte(wantID)); err != nil {
+			return nil, err
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("the %s file was damaged (%v); rewritten with --agent-id %q", agentIDFile, err, wantID))
+		id = []byte(wantID)
+	case errors.Is(err, seglog.ErrMetaCorrupt):
+		return nil, fmt.Errorf("agent: spool %s: %w.\nStart it with --agent-id set to the id it had (its own earlier logs say \"agent started agent_id=ID\", "+
+			"the sink's say agent_id=ID), which is written back; a new id would have the sink store its unacknowledged messages a second time", dir, err)
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
 	case wantID != "" && string(id) != wantID:
@@ -295,15 +305,25 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 	}
 	s.id = string(id)
 	state, err := seglog.ReadMeta(dir, stateFile)
+	if err == nil {
+		s.watermark, s.producers, err = decodeState(state)
+	}
+	stateLost := ""
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		s.producers = map[string]Progress{}
+	case errors.Is(err, seglog.ErrMetaCorrupt) || err != nil && state != nil:
+		// Never wedge on it: the log says what is spooled, and the sink
+		// drops what it has. The state is moved aside, and every message
+		// in the spool is sent again (below, once the log is open).
+		aside := fmt.Sprintf("%s.damaged-%d", stateFile, time.Now().UnixNano())
+		if rerr := os.Rename(filepath.Join(dir, stateFile), filepath.Join(dir, aside)); rerr != nil {
+			return nil, fmt.Errorf("agent: spool %s: %s is damaged (%v) and cannot be moved aside: %w", dir, stateFile, err, rerr)
+		}
+		stateLost = fmt.Sprintf("%s was damaged (%v) and is moved to %s", stateFile, err, aside)
+		s.watermark, s.producers = 0, map[string]Progress{}
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
-	default:
-		if s.watermark, s.producers, err = decodeState(state); err != nil {
-			return nil, fmt.Errorf("agent: spool %s: %s: %w", dir, stateFile, err)
-		}
 	}
 	logDir := filepath.Join(dir, "log")
 	s.seg, err = seglog.Open(logDir, opts...)
@@ -318,6 +338,11 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 				dir, ce.File, ce.Pos, ce.Reason, abs, filepath.Join(abs, "quarantine"))
 		}
 		return nil, err
+	}
+	if stateLost != "" {
+		s.watermark = s.seg.FirstOffset()
+		s.warnings = append(s.warnings, stateLost+fmt.Sprintf(": every message in the spool, from id %d, is sent again (the sink stores each once); "+
+			"the producers' retry marks are lost, so an ingest request retried across this restart may be spooled twice", s.watermark))
 	}
 	if next := s.seg.NextOffset(); s.watermark > next {
 		// The log lost records the sink had acknowledged (a repair cut it

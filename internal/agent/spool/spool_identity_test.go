@@ -45,3 +45,56 @@ func TestMissingIDOnUsedSpoolRefused(t *testing.T) {
 	}
 	sp.Close()
 }
+
+// TestDamagedMetaFiles: a damaged delivery-state never wedges the spool:
+// it is moved aside, the spool opens with every message of its log to be
+// sent again (the sink drops those it has) and says so; a damaged
+// agent-id is refused with the way out (--agent-id), and with it given
+// the file is rewritten. Before, both refused to start with a bare
+// "corrupt metadata file" and `log check` answered ok (found by hand).
+func TestDamagedMetaFiles(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := Open(dir, 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := sp.Log().Append([][]byte{[]byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := sp.ID()
+	sp.Close()
+	if err := WriteState(dir, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte("SLMTgarbage-garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sp, err = Open(dir, 0, "", nil)
+	if err != nil {
+		t.Fatalf("open with a damaged %s: %v", stateFile, err)
+	}
+	if w := sp.AckedWatermark(); w != 0 || !strings.Contains(strings.Join(sp.Warnings(), "\n"), "is sent again") {
+		t.Fatalf("watermark %d, warnings %q; want 0 (every message sent again) and a warning", w, sp.Warnings())
+	}
+	sp.Close()
+	if m, _ := filepath.Glob(filepath.Join(dir, stateFile+".damaged-*")); len(m) != 1 {
+		t.Fatalf("the damaged state moved aside: %v", m)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, agentIDFile), []byte("SLMT"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, 0, "", nil); err == nil || !strings.Contains(err.Error(), "--agent-id") {
+		t.Fatalf("open with a damaged %s: %v; want a refusal naming --agent-id", agentIDFile, err)
+	}
+	if sp, err = Open(dir, 0, id, nil); err != nil || sp.ID() != id {
+		t.Fatalf("open with the id given: %v", err)
+	}
+	sp.Close()
+	if sp, err = Open(dir, 0, "", nil); err != nil || sp.ID() != id {
+		t.Fatalf("reopen after the id was rewritten: %v", err)
+	}
+	sp.Close()
+}

@@ -221,6 +221,10 @@ type Spool struct {
 	dead *seglog.Log
 	// pressedAt overrides the size at which the spool is Pressed.
 	pressedAt int64
+	// appendFailed is the last append's failure other than a full disk or
+	// a broken log, until an append succeeds or the log directory takes a
+	// file again (Writable); under mu.
+	appendFailed error
 	// deadIDs are the ids of the messages in the dead-letter log, from
 	// earlier runs too (under mu).
 	deadIDs map[uint64]bool
@@ -567,11 +571,17 @@ func (s *Spool) AppendDone(err error) {
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
-		s.noSpace = nil
+		s.noSpace, s.appendFailed = nil, nil
 	case IsNoSpace(err):
 		s.noSpace = err
 	case errors.Is(err, seglog.ErrBroken):
 		s.broken = err
+	default:
+		// Any other failure (a segment the directory's permissions do not
+		// let it create, an I/O error): not ready until the log directory
+		// takes a file again (Writable), else ready said 200 while every
+		// ingest got 500 (found by hand).
+		s.appendFailed = err
 	}
 }
 
@@ -606,10 +616,25 @@ func (s *Spool) Unreadable() error {
 // Writable is nil when an append can be expected to succeed.
 func (s *Spool) Writable(headroom int64) error {
 	s.mu.Lock()
-	broken, noSpace := s.broken, s.noSpace
+	broken, noSpace, failed := s.broken, s.noSpace, s.appendFailed
 	s.mu.Unlock()
 	if broken != nil {
 		return fmt.Errorf("spool %s cannot be written until the agent restarts: %w", s.dir, broken)
+	}
+	if failed != nil {
+		// Ready again once the directory takes a new file (a segment is
+		// one), so a probe does not keep traffic away after the fix.
+		f, err := os.CreateTemp(filepath.Join(s.dir, "log"), ".writable-*")
+		if err != nil {
+			return fmt.Errorf("spool %s: the last append failed (%v), and its log directory takes no new file: %w", s.dir, failed, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+		s.mu.Lock()
+		if s.appendFailed == failed {
+			s.appendFailed = nil
+		}
+		s.mu.Unlock()
 	}
 	if noSpace != nil {
 		// Ready again once the disk has room for a few messages, so a

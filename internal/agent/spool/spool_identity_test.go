@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,4 +98,42 @@ func TestDamagedMetaFiles(t *testing.T) {
 		t.Fatalf("reopen after the id was rewritten: %v", err)
 	}
 	sp.Close()
+}
+
+// TestAppendFailureNotReady: an append that fails for another reason
+// than a full disk (a segment the directory's permissions do not let it
+// create) makes the spool not writable for readiness until its log
+// directory takes a file again, instead of ready while every ingest gets
+// 500 (found by hand: --spool-quota 4MiB, log/ read-only, /readyz 200).
+func TestAppendFailureNotReady(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := Open(dir, 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	logDir, away := filepath.Join(dir, "log"), filepath.Join(dir, "log-away")
+	sp.AppendDone(errors.New("seglog: create segment: permission denied"))
+	// The directory gone stands for one the agent may not write (root
+	// writes a read-only directory).
+	if err := os.Rename(logDir, away); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Writable(1 << 10); err == nil || !strings.Contains(err.Error(), "the last append failed") {
+		t.Fatalf("writable after a failed append, its directory taking no file: %v", err)
+	}
+	if err := os.Rename(away, logDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Writable(1 << 10); err != nil {
+		t.Fatalf("writable once the directory takes files again: %v", err)
+	}
+	if err := os.Rename(logDir, away); err != nil {
+		t.Fatal(err)
+	}
+	err = sp.Writable(1 << 10)
+	os.Rename(away, logDir)
+	if err != nil {
+		t.Fatalf("the failure was cleared by the probe, yet: %v", err)
+	}
 }

@@ -133,6 +133,12 @@ func Open(dir string, o Options) (*Uploads, error) {
 	if o.BufferBytes <= 0 {
 		o.BufferBytes = DefaultBufferBytes
 	}
+	if held, pid := dirlock.Held(dir); held {
+		// A running agent's spool or sink's data: uploads named LOCK or
+		// agent-id would replace its files (found by hand: a second agent
+		// then started on the spool).
+		return nil, fmt.Errorf("xfer: %s is in use by another sluice process (pid %d), a spool or a sink's data: give xfer serve a directory of its own", dir, pid)
+	}
 	partial := filepath.Join(dir, PartialDir)
 	if err := o.FS.MkdirAll(partial, 0o755); err != nil {
 		return nil, err

@@ -290,6 +290,11 @@ func (p *HTTPProducer) post(ctx context.Context, producer string, seq uint64, bo
 		if err == nil && status != http.StatusInsufficientStorage && status != http.StatusServiceUnavailable {
 			return false, &HTTPError{Status: status, Message: string(msg)}
 		}
+		if err != nil && wrongProtocol(err) {
+			// Not an agent's ingest (a gRPC port, TLS against plain
+			// text): every retry gets the same answer.
+			return false, fmt.Errorf("client: %s does not answer as an agent's ingest does (HTTP/1.1%s): %w", p.addr, map[bool]string{true: " over TLS", false: ""}[strings.HasPrefix(p.url, "https:")], err)
+		}
 		cause := fmt.Sprintf("answered %d %s", status, msg)
 		if err != nil {
 			cause = "cannot reach it: " + err.Error()
@@ -434,4 +439,16 @@ func (p *HTTPProducer) Close() error {
 	close(p.stop)
 	p.wg.Wait()
 	return nil
+}
+
+// wrongProtocol reports whether err is an answer in another protocol than
+// the request's: HTTP/2 or gRPC to HTTP/1.1, plain text to TLS or back.
+func wrongProtocol(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"malformed HTTP response", "server gave HTTP response to HTTPS client", "first record does not look like a TLS handshake"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }

@@ -55,3 +55,36 @@ func TestConsumeSinkIsHTTP(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
 	}
 }
+
+// produce --agent at an HTTP/2 port (the sink's gRPC listener) says so
+// and ends at once: it said "answers HTTP/1.1", printed the raw frame,
+// and retried the same answer for --timeout (10 minutes by default;
+// found by hand).
+func TestProduceAgentIsGRPC(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			// An HTTP/2 server's first bytes: an empty SETTINGS frame.
+			c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
+			c.Close()
+		}
+	}()
+	addr := lis.Addr().String()
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run("produce", "--agent", addr, "--file", in, "--timeout", "10m")
+	want := addr + " answers HTTP/2 (a gRPC listener, such as the sink's); --agent takes the agent's --ingest address"
+	if code != 1 || out != "" || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+	}
+}

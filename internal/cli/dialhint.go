@@ -20,6 +20,9 @@ func DialHint(err error, what, addr, flag, listen string) error {
 	}
 	s := err.Error()
 	switch {
+	case strings.Contains(s, `malformed HTTP response "\x00\x00`):
+		// An HTTP/1.1 client read an HTTP/2 frame (the server's SETTINGS).
+		return &hinted{err, fmt.Sprintf("%s answers HTTP/2 (a gRPC listener, such as the sink's); %s takes %s", addr, flag, listen)}
 	case strings.Contains(s, "frame header looked like an HTTP/1.1 header"),
 		strings.Contains(s, "error reading server preface: http2: frame too large"), // an HTTP/1.0 answer
 		strings.Contains(s, "malformed HTTP response"):

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testkit/testpki"
 )
 
 // A dial that nothing answers says which server should be there (issue
@@ -86,5 +88,22 @@ func TestProduceAgentIsGRPC(t *testing.T) {
 	want := addr + " answers HTTP/2 (a gRPC listener, such as the sink's); --agent takes the agent's --ingest address"
 	if code != 1 || out != "" || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+	}
+}
+
+// consume --sink at a TLS sink without --tls-ca: the sink drops the
+// plain-text client without a word, and the hint says to add --tls-ca
+// (before: the bare "error reading server preface: EOF"; found by hand).
+func TestConsumePlainTextToTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := testpki.SelfSigned(t, dir)
+	addr := freeAddr(t)
+	sink := start(t, "sink", "sink", "--listen", addr, "--data", filepath.Join(dir, "data"), "--metrics", freeAddr(t),
+		"--tls-cert", certFile, "--tls-key", keyFile)
+	listening(t, addr)
+	_ = sink
+	code, _, errOut := run("consume", "--sink", addr)
+	if code != 1 || !strings.Contains(errOut, "if it serves TLS, add --tls-ca") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the --tls-ca hint", code, errOut)
 	}
 }

@@ -27,6 +27,10 @@ func DialHint(err error, what, addr, flag, listen string) error {
 		strings.Contains(s, "error reading server preface: http2: frame too large"), // an HTTP/1.0 answer
 		strings.Contains(s, "malformed HTTP response"):
 		return &hinted{err, fmt.Sprintf("%s answers HTTP/1.1; %s takes %s", addr, flag, listen)}
+	case strings.Contains(s, "error reading server preface: EOF"), strings.Contains(s, "error reading server preface") && strings.Contains(s, "connection reset"):
+		// A TLS listener drops a plain-text HTTP/2 client without a word
+		// (EOF, or a reset when the client's preface is still unread).
+		return &hinted{err, fmt.Sprintf("%v (%s closed the connection before answering: if it serves TLS, add --tls-ca)", err, addr)}
 	case strings.Contains(s, "connection refused"):
 		return &hinted{err, fmt.Sprintf("%v (is the %s running at %s?)", err, what, addr)}
 	}

@@ -70,6 +70,12 @@ func classify(err error) failure {
 		if strings.Contains(msg, "authentication handshake failed") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509") {
 			return failure{code: "TLS", permanent: true, hint: "check the TLS flags (--tls-ca, --tls-cert, --tls-server-name)"}
 		}
+		if strings.Contains(msg, "error reading server preface: EOF") || strings.Contains(msg, "error reading server preface") && strings.Contains(msg, "connection reset") {
+			// A TLS listener closes a connection that speaks plain
+			// HTTP/2 to it without a word (found by hand: the same
+			// "down or unreachable" as a stopped sink).
+			return failure{code: st.String(), hint: "the sink closed the connection before answering: if it serves TLS, add --tls-ca; retrying"}
+		}
 		return failure{code: st.String(), hint: "the sink is down or unreachable; retrying"}
 	}
 	return failure{code: st.String(), permanent: !protocol.IsRetryable(err) && st != protocol.StatusCanceled, hint: "retrying"}

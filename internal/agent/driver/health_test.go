@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/protocol"
@@ -49,5 +50,16 @@ func TestHumanBytes(t *testing.T) {
 		if got := humanBytes(tc.n); got != tc.want {
 			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestClassifyPlainTextToTLS: a sink serving TLS drops an agent speaking
+// plain HTTP/2 to it ("error reading server preface: EOF"); the hint says
+// to add --tls-ca, not that the sink is down (found by hand). It stays
+// retryable: a sink restarting reads the same way.
+func TestClassifyPlainTextToTLS(t *testing.T) {
+	f := classify(protocol.Errorf(protocol.StatusUnavailable, `connection error: desc = "error reading server preface: EOF"`))
+	if f.permanent || !strings.Contains(f.hint, "--tls-ca") {
+		t.Fatalf("classify: %+v, want a retryable failure whose hint names --tls-ca", f)
 	}
 }

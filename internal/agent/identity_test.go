@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -26,17 +27,24 @@ func TestSecondAgentOnSpoolFails(t *testing.T) {
 }
 
 // TestAgentIDConfigured: a configured id is persisted on first start, kept
-// when later starts omit it, and a different id is refused.
+// when later starts omit it, and a different id is refused once the spool
+// has held a message; before that (an agent started without --agent-id,
+// whose token the sink refused for its random id) the new id is taken.
 func TestAgentIDConfigured(t *testing.T) {
 	dir := t.TempDir()
-	a := newTestAgent(t, dir, func(c *Config) { c.AgentID = "edge-7" })
+	a := newTestAgent(t, dir, nil)
+	a.Close()
+	a = newTestAgent(t, dir, func(c *Config) { c.AgentID = "edge-7" })
 	if a.ID() != "edge-7" {
-		t.Fatalf("id %q", a.ID())
+		t.Fatalf("id %q, want edge-7 taken on a spool that never held a message", a.ID())
 	}
 	a.Close()
 	a = newTestAgent(t, dir, nil)
 	if a.ID() != "edge-7" {
 		t.Fatalf("id after restart without AgentID: %q", a.ID())
+	}
+	if err := a.IngestMessage(context.Background(), [][]byte{[]byte("held")}); err != nil {
+		t.Fatal(err)
 	}
 	a.Close()
 	_, err := New(Config{SinkAddr: "127.0.0.1:1", SpoolDir: dir, Logger: quietLog, AgentID: "edge-8",

@@ -43,6 +43,11 @@ func classify(err error) failure {
 	msg := err.Error()
 	switch st {
 	case protocol.StatusPermissionDenied, protocol.StatusUnauthenticated:
+		if strings.Contains(msg, "may not send as agent") {
+			// The token is good, the id is not its: an agent started
+			// without --agent-id took a random one (found by hand).
+			return failure{code: st.String(), permanent: true, hint: "the token belongs to another agent id: start the agent with --agent-id set to the id the sink's tokens file gives it"}
+		}
 		return failure{code: st.String(), permanent: true, hint: "check the agent's token (--token/--token-file) and the sink's token list"}
 	case protocol.StatusAborted:
 		// The sink keeps one session per agent id: a newer Hello with this

@@ -63,3 +63,13 @@ func TestClassifyPlainTextToTLS(t *testing.T) {
 		t.Fatalf("classify: %+v, want a retryable failure whose hint names --tls-ca", f)
 	}
 }
+
+// TestClassifyTokenOfAnotherID: a token refused for the agent's id (one
+// made at random because --agent-id was not given) says to set
+// --agent-id, not to check the token (found by hand).
+func TestClassifyTokenOfAnotherID(t *testing.T) {
+	f := classify(protocol.Errorf(protocol.StatusPermissionDenied, `this token may not send as agent "agent-c66e"`))
+	if !f.permanent || !strings.Contains(f.hint, "--agent-id") {
+		t.Fatalf("classify: %+v, want a permanent failure whose hint names --agent-id", f)
+	}
+}

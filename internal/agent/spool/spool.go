@@ -238,14 +238,18 @@ const (
 )
 
 // hasHistory reports whether the spool directory holds a delivery state
-// or a segment: it has been used by an agent.
+// or a record: an agent has spooled under its id. (The empty first
+// segment a start creates is no history.)
 func hasHistory(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
 		return true
 	}
 	entries, _ := os.ReadDir(filepath.Join(dir, "log"))
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".seg") {
+		if !strings.HasSuffix(e.Name(), ".seg") {
+			continue
+		}
+		if info, err := e.Info(); err != nil || info.Size() > 0 || e.Name() != fmt.Sprintf("%020d.seg", 0) {
 			return true
 		}
 	}
@@ -300,6 +304,14 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 			"the sink's say agent_id=ID), which is written back; a new id would have the sink store its unacknowledged messages a second time", dir, err)
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
+	case wantID != "" && string(id) != wantID && !hasHistory(dir):
+		// Nothing was ever spooled under the old id (an agent started
+		// without --agent-id, its token refused for it): take the new one.
+		if err := seglog.WriteMeta(dir, agentIDFile, []byte(wantID)); err != nil {
+			return nil, err
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("agent id changed from %q to %q: the spool never held a message under the old one", id, wantID))
+		id = []byte(wantID)
 	case wantID != "" && string(id) != wantID:
 		// The sink deduplicates by (agent id, message id): under a new id
 		// every unacknowledged message would be stored again, and message

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -29,6 +30,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	acfg, err := af.config("", "")
+	if err == nil && (*dur <= 0 || *feeders < 1 || *hosts < 1) {
+		err = errors.New("--duration, --feeders and --hosts must be positive")
+	}
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runNetem(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("netem", "--listen ADDR --target HOST:PORT [--rate 1Gbit] [--delay 75ms]", stderr)
+	fs := newFlags("netem", "--listen ADDR --target HOST:PORT [--rate RATE] [--delay D] [flags]", stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address clients connect to")
 	target := fs.String("target", "", "the server every connection is forwarded to, HOST:PORT")
 	rateFlag := fs.String("rate", "0", "bottleneck rate per direction shared by all connections: e.g. 1Gbit, 40Mbit, 25MB (bytes/s); 0 = unlimited")

@@ -126,7 +126,7 @@ func storeFlags(fs *flag.FlagSet, dir, store string) (s3store.Location, error) {
 	case dir != "" && store != "":
 		return s3store.Location{}, usageError(fs, "give --dir or --store, not both")
 	case store == "":
-		return s3store.Location{}, requireFlags(fs, "dir", dir)
+		return s3store.Location{}, requireFlags(fs, "dir (a directory) or --store (s3://BUCKET)", dir)
 	}
 	loc, err := s3store.ParseURL(store)
 	if err != nil {

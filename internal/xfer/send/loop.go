@@ -21,7 +21,9 @@ func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size in
 	if err != nil {
 		return nil, err
 	}
-	*reached = true // the server answered: from now on a refusal is a restart under the upload
+	if exists {
+		*reached = true // the server knows the upload: from now on a refusal is a restart under it
+	}
 	from := int64(0)
 	if exists && ssize == size && off <= size {
 		from = off
@@ -43,6 +45,9 @@ func uploadOnce(ctx context.Context, tr xfer.Transport, src io.ReaderAt, size in
 	if err != nil {
 		return nil, err
 	}
+	// The server took the upload (tus: a POST answered; an Offset with no
+	// upload known may not have asked it anything).
+	*reached = true
 	defer st.Close()
 	var end int64 // of the last chunk sent
 	if err := j.chunks(func(c xfer.Chunk) error { end = c.Off + int64(len(c.Data)); return st.Chunk(c) }); err != nil {

@@ -220,21 +220,8 @@ func TestProduceReportsUnreachableAgent(t *testing.T) {
 	}
 
 	// An agent that accepts connections and never answers is reported too.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	r := startBG(t, strings.NewReader("x\n"), "produce", "--agent", lis.Addr().String(), "--timeout", "30s")
+	silent := acceptEach(t, func(c net.Conn) { t.Cleanup(func() { c.Close() }) })
+	r := startBG(t, strings.NewReader("x\n"), "produce", "--agent", silent, "--timeout", "30s")
 	testwait.For(t, "produce to report the silent agent", func() bool {
 		return strings.Contains(r.stderr.String(), "no answer")
 	})

@@ -63,23 +63,11 @@ func TestConsumeSinkIsHTTP(t *testing.T) {
 // and retried the same answer for --timeout (10 minutes by default;
 // found by hand).
 func TestProduceAgentIsGRPC(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			// An HTTP/2 server's first bytes: an empty SETTINGS frame.
-			c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
-			c.Close()
-		}
-	}()
-	addr := lis.Addr().String()
+	addr := acceptEach(t, func(c net.Conn) {
+		// An HTTP/2 server's first bytes: an empty SETTINGS frame.
+		c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
+		c.Close()
+	})
 	in := filepath.Join(t.TempDir(), "in")
 	if err := os.WriteFile(in, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -106,4 +94,25 @@ func TestConsumePlainTextToTLS(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "if it serves TLS, add --tls-ca") {
 		t.Errorf("exit %d, stderr %q; want exit 1 and the --tls-ca hint", code, errOut)
 	}
+}
+
+// acceptEach listens on loopback and hands every connection to handle
+// (on its accept loop) until the test ends; it returns the address.
+func acceptEach(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
+	return lis.Addr().String()
 }

@@ -15,23 +15,15 @@ import (
 // stored twice). With the old id given, it opens and writes it back.
 func TestMissingIDOnUsedSpoolRefused(t *testing.T) {
 	dir := t.TempDir()
-	sp, err := Open(dir, 0, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sp.Log().Append([][]byte{[]byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	id := sp.ID()
-	sp.Close()
+	id := usedSpool(t, dir, 1)
 	if err := os.Remove(filepath.Join(dir, agentIDFile)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(dir, 0, "", nil)
+	_, err := Open(dir, 0, "", nil)
 	if err == nil || !strings.Contains(err.Error(), "no agent-id file") || !strings.Contains(err.Error(), "--agent-id") {
 		t.Fatalf("open of a used spool without its agent-id file: %v; want a refusal naming --agent-id", err)
 	}
-	sp, err = Open(dir, 0, id, nil)
+	sp, err := Open(dir, 0, id, nil)
 	if err != nil {
 		t.Fatalf("open with the old id given: %v", err)
 	}
@@ -55,24 +47,14 @@ func TestMissingIDOnUsedSpoolRefused(t *testing.T) {
 // "corrupt metadata file" and `log check` answered ok (found by hand).
 func TestDamagedMetaFiles(t *testing.T) {
 	dir := t.TempDir()
-	sp, err := Open(dir, 0, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if _, err := sp.Log().Append([][]byte{[]byte("x")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := sp.ID()
-	sp.Close()
+	id := usedSpool(t, dir, 3)
 	if err := WriteState(dir, 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte("SLMTgarbage-garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sp, err = Open(dir, 0, "", nil)
+	sp, err := Open(dir, 0, "", nil)
 	if err != nil {
 		t.Fatalf("open with a damaged %s: %v", stateFile, err)
 	}
@@ -136,4 +118,21 @@ func TestAppendFailureNotReady(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the failure was cleared by the probe, yet: %v", err)
 	}
+}
+
+// usedSpool opens a new spool in dir, appends n records and closes it; it
+// returns the spool's agent id.
+func usedSpool(t *testing.T, dir string, n int) string {
+	t.Helper()
+	sp, err := Open(dir, 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	for range n {
+		if _, err := sp.Log().Append([][]byte{[]byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sp.ID()
 }

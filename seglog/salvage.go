@@ -15,6 +15,7 @@ type span struct {
 	records     int    // data records in an intact span
 	gaps        uint64 // offsets covered by gap frames in an intact span
 	reason      string // why the damage starts where it does
+	err         error  // the decoding error behind reason
 }
 
 // salvage classifies every byte of one segment. base is the segment's first
@@ -62,7 +63,7 @@ func salvage(data []byte, base, limit uint64, bounded bool, maxBody int) []span 
 		}
 		closeGood()
 		q, fr, found := resync(data, pos, expect, limit, bounded, maxBody)
-		bad := span{pos: pos, end: size, first: expect, next: expect, damaged: true, reason: err.Error()}
+		bad := span{pos: pos, end: size, first: expect, next: expect, damaged: true, reason: err.Error(), err: err}
 		if !found {
 			if bounded {
 				bad.next = limit
@@ -130,7 +131,9 @@ func resync(data []byte, pos int64, expect, limit uint64, bounded bool, maxBody 
 // rebuild returns the salvaged content of a segment: every intact span as
 // it was, and a gap frame for the lost offsets of every damaged span except
 // a torn tail (damage at the very end of the last segment, which Open
-// truncates without a gap, as it does for a crash mid-append).
+// truncates without a gap, as it does for a crash mid-append). A final
+// record damaged after it was written whole keeps its offset with a gap,
+// as Open keeps it (damagedRecord).
 func rebuild(data []byte, spans []span, last bool) []byte {
 	out := make([]byte, 0, len(data)+32)
 	for i, s := range spans {
@@ -139,6 +142,9 @@ func rebuild(data []byte, spans []span, last bool) []byte {
 			continue
 		}
 		if last && i == len(spans)-1 {
+			if !mutationReuseDamagedOffset && s.err != nil && damagedRecord(s.err, data[s.pos:s.end], s.pos) {
+				out = appendGap(out, s.first, 1)
+			}
 			break
 		}
 		if s.next > s.first {

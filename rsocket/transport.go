@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -252,8 +253,8 @@ const tlsHandshakeTimeout = 10 * time.Second
 // that does not verify fails Dial.
 func Dial(ctx context.Context, rawURL string, opts ...Option) (*Conn, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
+	if err != nil || !strings.Contains(rawURL, "://") {
+		return nil, fmt.Errorf("rsocket: bad URL %q: want tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH", rawURL)
 	}
 	o := buildOptions(conn.Client, opts)
 	if o.err != nil {
@@ -397,8 +398,10 @@ func ServeWebSocket(ctx context.Context, ln net.Listener, path string, r Respond
 // or ServeWebSocket for tls:// and wss://.
 func Listen(rawURL string) (net.Listener, string, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, "", fmt.Errorf("rsocket: bad URL %q: %w", rawURL, err)
+	if err != nil || !strings.Contains(rawURL, "://") {
+		// "127.0.0.1:7878" parses badly ("first path segment in URL
+		// cannot contain colon"); say what is wanted instead.
+		return nil, "", fmt.Errorf("rsocket: bad URL %q: want tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH", rawURL)
 	}
 	switch u.Scheme {
 	case "tcp", "tls":

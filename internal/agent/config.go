@@ -241,10 +241,10 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.MaxMessageBytes < defaults.MinAgentMaxMessage || c.MaxMessageBytes > MaxMessageLimit {
-		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1 KiB, 4 MiB]", c.MaxMessageBytes))
+		errs = append(errs, fmt.Errorf("MaxMessageBytes (--max-message) %s outside 1KiB to 4MiB", defaults.FormatSize(int64(c.MaxMessageBytes))))
 	}
 	if c.MaxRecordBytes < 1 || c.MaxRecordBytes > c.MaxMessageBytes-batchOverhead {
-		errs = append(errs, fmt.Errorf("MaxRecordBytes %d outside [1, MaxMessageBytes-%d]", c.MaxRecordBytes, batchOverhead))
+		errs = append(errs, fmt.Errorf("MaxRecordBytes (--max-record) %s outside 1B to %s (--max-message less %d bytes of framing)", defaults.FormatSize(int64(c.MaxRecordBytes)), defaults.FormatSize(int64(c.MaxMessageBytes-batchOverhead)), batchOverhead))
 	}
 	if c.Compression == codec.ZstdDict && c.Dictionary == nil {
 		errs = append(errs, errors.New("dictionary compression needs a Dictionary"))
@@ -256,7 +256,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("negative SpoolQuota, Linger or SetAsideAt"))
 	}
 	if minQuota := max(defaults.MinSpoolQuota, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
-		errs = append(errs, fmt.Errorf("SpoolQuota %d below %d (2 MiB and four messages)", c.SpoolQuota, minQuota))
+		errs = append(errs, fmt.Errorf("SpoolQuota (--spool-quota) %s below %s (at least 2MiB and four --max-message)", defaults.FormatSize(c.SpoolQuota), defaults.FormatSize(minQuota)))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("agent: invalid config: %w", errors.Join(errs...))

@@ -325,3 +325,24 @@ func TestRequestOverHalfQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestConfigErrorsNameFlags: the range errors of the agent's config say
+// the flag and human-readable sizes as well as the field, since the CLI
+// passes them on as they are (found by hand: "SpoolQuota 1048576 below
+// 2097152").
+func TestConfigErrorsNameFlags(t *testing.T) {
+	for _, c := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.SpoolQuota = 1 << 20 }, "SpoolQuota (--spool-quota) 1MiB below 2MiB"},
+		{func(c *Config) { c.MaxMessageBytes = 8 << 20 }, "MaxMessageBytes (--max-message) 8MiB outside 1KiB to 4MiB"},
+	} {
+		cfg := Config{SinkAddr: "127.0.0.1:1", SpoolDir: t.TempDir()}
+		cfg.setDefaults()
+		c.mod(&cfg)
+		if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("validate: %v, want %q", err, c.want)
+		}
+	}
+}

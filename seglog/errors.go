@@ -3,6 +3,7 @@ package seglog
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 )
 
 var (
@@ -32,6 +33,20 @@ type CorruptionError struct {
 
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("seglog: corrupt record in %s at byte %d (expected offset %d): %s", e.File, e.Pos, e.Offset, e.Reason)
+}
+
+// RepairAdvice names the damage in the log at dir and the one command that
+// goes on from it, for the daemons that refuse to start on it (the agent's
+// spool, the sink's store): "segment S, byte N: REASON.", then the
+// `sluice log check --repair` line with dir made absolute, on a line of
+// its own so that it can be copied.
+func (e *CorruptionError) RepairAdvice(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return fmt.Sprintf("segment %s, byte %d: %s.\nStop here and run\n\tsluice log check --repair %s\n"+
+		"which moves the damage to %s and keeps every readable record at its offset",
+		e.File, e.Pos, e.Reason, dir, filepath.Join(dir, "quarantine"))
 }
 
 // Unwrap lets errors.Is(err, ErrCorrupt) match.

@@ -87,15 +87,7 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 	}
 	log, err := seglog.Open(storeDir, opts...)
 	if ce, bad := seglog.IsCorrupt(err); bad {
-		// As the agent says of its spool: the damage, and the one command
-		// that goes on from it.
-		abs, aerr := filepath.Abs(storeDir)
-		if aerr != nil {
-			abs = storeDir
-		}
-		return nil, nil, fmt.Errorf("sink: the store %s is damaged: segment %s, byte %d: %s.\nStop here and run\n\tsluice log check --repair %s\n"+
-			"which moves the damage to %s and keeps every readable record at its offset; then start the sink again",
-			storeDir, ce.File, ce.Pos, ce.Reason, abs, filepath.Join(abs, "quarantine"))
+		return nil, nil, fmt.Errorf("sink: the store %s is damaged: %s; then start the sink again", storeDir, ce.RepairAdvice(storeDir))
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("sink: open store: %w", err)

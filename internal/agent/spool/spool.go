@@ -270,17 +270,22 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 	}()
 	s := &Spool{dir: dir, quota: quota, lock: lock, logger: logger, opts: opts}
 	id, err := seglog.ReadMeta(dir, agentIDFile)
+	// lost: the spool was used under an id its agent-id file no longer
+	// gives (deleted, or damaged). A new id would have the sink store its
+	// unacknowledged messages a second time; the old one, given with
+	// --agent-id, is written back.
+	lost := errors.Is(err, seglog.ErrMetaCorrupt) || errors.Is(err, os.ErrNotExist) && hasHistory(dir)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if wantID == "" && hasHistory(dir) {
-			// A new identity on a spool that delivered before: the sink
-			// would store every unacknowledged message again under it.
-			return nil, fmt.Errorf("agent: spool %s holds messages or a delivery state but no %s file (deleted, or lost): "+
-				"under a new id the sink would store its unacknowledged messages a second time. "+
-				"Start it with --agent-id set to the id it had (its own earlier logs say \"agent started agent_id=ID\", the sink's say agent_id=ID), "+
-				"which is written back; or, to start over under a new id, move %s and %s out of the directory",
-				dir, agentIDFile, filepath.Join(dir, "log"), filepath.Join(dir, stateFile))
+	case lost && wantID == "":
+		why := fmt.Sprintf("holds messages or a delivery state but no %s file (deleted, or lost)", agentIDFile)
+		if !errors.Is(err, os.ErrNotExist) {
+			why = err.Error()
 		}
+		return nil, fmt.Errorf("agent: spool %s %s: under a new id the sink would store its unacknowledged messages a second time. "+
+			"Start it with --agent-id set to the id it had (its own earlier logs say \"agent started agent_id=ID\", the sink's say agent_id=ID), "+
+			"which is written back; or, to start over under a new id, move %s and %s out of the directory",
+			dir, why, filepath.Join(dir, "log"), filepath.Join(dir, stateFile))
+	case lost || errors.Is(err, os.ErrNotExist):
 		id = []byte(wantID)
 		if wantID == "" {
 			var b [12]byte
@@ -289,19 +294,12 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 			}
 			id = []byte("agent-" + hex.EncodeToString(b[:]))
 		}
-		if err := seglog.WriteMeta(dir, agentIDFile, id); err != nil {
-			return nil, err
+		if werr := seglog.WriteMeta(dir, agentIDFile, id); werr != nil {
+			return nil, werr
 		}
-	case errors.Is(err, seglog.ErrMetaCorrupt) && wantID != "":
-		// The id given is the way out of a damaged file (below).
-		if err := seglog.WriteMeta(dir, agentIDFile, []byte(wantID)); err != nil {
-			return nil, err
+		if lost {
+			s.warnings = append(s.warnings, fmt.Sprintf("the %s file was lost (%v); written again with --agent-id %q", agentIDFile, err, wantID))
 		}
-		s.warnings = append(s.warnings, fmt.Sprintf("the %s file was damaged (%v); rewritten with --agent-id %q", agentIDFile, err, wantID))
-		id = []byte(wantID)
-	case errors.Is(err, seglog.ErrMetaCorrupt):
-		return nil, fmt.Errorf("agent: spool %s: %w.\nStart it with --agent-id set to the id it had (its own earlier logs say \"agent started agent_id=ID\", "+
-			"the sink's say agent_id=ID), which is written back; a new id would have the sink store its unacknowledged messages a second time", dir, err)
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
 	case wantID != "" && string(id) != wantID && !hasHistory(dir):
@@ -344,14 +342,9 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 	logDir := filepath.Join(dir, "log")
 	s.seg, err = seglog.Open(logDir, opts...)
 	if err != nil {
-		var ce *seglog.CorruptionError
-		if errors.As(err, &ce) {
-			abs, aerr := filepath.Abs(logDir)
-			if aerr != nil {
-				abs = logDir
-			}
-			return nil, fmt.Errorf("agent: spool %s is damaged: segment %s, byte %d: %s.\nStop here and run\n\tsluice log check --repair %s\nwhich moves the damage to %s and keeps every readable record; then start the agent again (records acknowledged by the sink are not needed again)",
-				dir, ce.File, ce.Pos, ce.Reason, abs, filepath.Join(abs, "quarantine"))
+		if ce, bad := seglog.IsCorrupt(err); bad {
+			return nil, fmt.Errorf("agent: spool %s is damaged: %s; then start the agent again (records acknowledged by the sink are not needed again)",
+				dir, ce.RepairAdvice(logDir))
 		}
 		return nil, err
 	}

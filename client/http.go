@@ -293,7 +293,7 @@ func (p *HTTPProducer) post(ctx context.Context, producer string, seq uint64, bo
 		if err != nil && wrongProtocol(err) {
 			// Not an agent's ingest (a gRPC port, TLS against plain
 			// text): every retry gets the same answer.
-			return false, fmt.Errorf("client: %s does not answer as an agent's ingest does (HTTP/1.1%s): %w", p.addr, map[bool]string{true: " over TLS", false: ""}[strings.HasPrefix(p.url, "https:")], err)
+			return false, fmt.Errorf("client: %s does not answer as an agent's ingest does (%s): %w", p.addr, p.url, err)
 		}
 		cause := fmt.Sprintf("answered %d %s", status, msg)
 		if err != nil {

@@ -110,9 +110,12 @@ func (s *Sink) admitConsumer(peer protocol.PeerInfo) (func(), error) {
 	s.consumers.Add(1)
 	s.m.consumers.Inc()
 	return func() {
+		// The slot first: once the gauge says a consumer went, its slot
+		// is free (a test waiting on the gauge read slots still taken
+		// by streams queued on the slots' lock).
+		s.slots.give(ip)
 		s.consumers.Add(-1)
 		s.m.consumers.Dec()
-		s.slots.give(ip)
 	}, nil
 }
 

@@ -46,6 +46,7 @@ mutants=(
 	"mutation_keeptorntail|./seglog/|TestTornTailTruncatedBeforeAppend|torn-tail"
 	"mutation_damagedastorn|./seglog/|TestDamagedTailQuarantined|quarantined"
 	"mutation_reusedamagedoffset|./seglog/|TestDamagedTailKeepsItsOffset|offset-reused"
+	"mutation_ignorereservation|./seglog/|TestReservationSurvivesLostTail|offset-reused"
 	"mutation_ignorerequestn|./rsocket/conn/|TestCreditsSaturateButCount|request-n"
 	"mutation_resumeoffbyone|./rsocket/conn/|TestResumeSimEveryBoundary|duplicated"
 	"mutation_ignorelease|./rsocket/conn/|TestLease|lease"

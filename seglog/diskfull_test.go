@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/testfs"
 	"github.com/sluicehq/sluice/internal/testkit/testtmpfs"
@@ -40,6 +41,10 @@ func TestDiskFullScenarios(t *testing.T) {
 			for _, seg := range []int64{64 << 10, 1 << 20} {
 				diskFullRecovers(t, d.disk, seg)
 			}
+			// The reservation file is rewritten every 4 records, on
+			// the full disk too (an append then fails, with nothing
+			// appended, until there is room).
+			diskFullRecovers(t, d.disk, 64<<10, seglog.WithSync(seglog.SyncInterval(time.Hour)), seglog.WithOffsetReservation(4))
 		})
 	}
 }
@@ -47,9 +52,10 @@ func TestDiskFullScenarios(t *testing.T) {
 // diskFullRecovers fills the disk until an append fails with ENOSPC,
 // consumes everything (RemoveBefore at the end), and checks that appends
 // work again at once and that a reopen goes on at the right offset.
-func diskFullRecovers(t *testing.T, disk disk, segmentBytes int64) {
+func diskFullRecovers(t *testing.T, disk disk, segmentBytes int64, extra ...seglog.Option) {
 	dir, opts := disk(t)
 	opts = append(opts, seglog.WithSegmentBytes(segmentBytes), seglog.WithLogger(slog.New(slog.DiscardHandler)))
+	opts = append(opts, extra...)
 	l, err := seglog.Open(dir, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,13 @@
 // SyncNone — handed to the OS, synced only on seal and Close (unsafe on power
 // failure). Readers see a record only once Append would return for it.
 //
+// Under SyncInterval and SyncNone readers may pass an offset on (a message
+// id) before it is durable, and a power failure then loses it: the next
+// records would take the lost offsets. WithOffsetReservation prevents that:
+// the log persists a reservation ahead of every offset it publishes, and
+// Open skips to it, behind a gap frame, when the log ends before it
+// (SkippedAtOpen).
+//
 // A failed write (ENOSPC, EIO) is undone: the segment is truncated back to its
 // last complete record, every append of the failed and the queued batches gets
 // the error, and the log stays usable, so a later append succeeds once space

@@ -54,6 +54,10 @@ type Log struct {
 	notify  chan struct{}
 	waiters bool
 
+	// reserved: offsets below it may have been handed out
+	// (WithOffsetReservation); skipFrom, skipTo: what Open skipped.
+	reserved, skipFrom, skipTo uint64
+
 	stats     Stats
 	stopSync  chan struct{}
 	syncerRun sync.WaitGroup
@@ -167,6 +171,12 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	if err := l.recover(); err != nil {
 		l.closeFiles()
 		return nil, err
+	}
+	if cfg.reserveStep > 0 {
+		if err := l.skipReserved(); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
 	}
 	if cfg.sync.mode == syncInterval {
 		l.stopSync = make(chan struct{})
@@ -549,11 +559,27 @@ func (l *Log) flush() {
 	active := l.segs[len(l.segs)-1]
 	activeSize := active.size
 	sync := l.cfg.sync.mode == syncAlways
+	// Offsets published before they are durable are reserved first.
+	reserve := uint64(0)
+	if end := b.from + uint64(b.n); l.cfg.reserveStep > 0 && !sync && end > l.reserved {
+		reserve = end + l.cfg.reserveStep
+	}
 	l.mu.Unlock()
 
-	created, werr := l.write(b, active, activeSize, sync)
+	var created []*segment
+	werr := error(nil)
+	if reserve > 0 {
+		werr = l.writeReservation(reserve)
+	}
+	reserved := reserve > 0 && werr == nil
+	if werr == nil {
+		created, werr = l.write(b, active, activeSize, sync)
+	}
 
 	l.mu.Lock()
+	if reserved {
+		l.reserved = reserve
+	}
 	l.flushing = false
 	l.spare = b
 	l.completed = b.seq
@@ -1018,6 +1044,12 @@ func (l *Log) Close() error {
 	var err error
 	if l.broken == nil && l.unsynced && l.cfg.sync.mode != syncNone {
 		err = l.segs[len(l.segs)-1].f.Datasync()
+	}
+	if err == nil && l.broken == nil && l.reserved > l.next && l.cfg.sync.mode == syncInterval {
+		// Everything is durable: a clean restart need skip nothing.
+		if rerr := l.writeReservation(l.next); rerr != nil {
+			l.cfg.logger.Warn("seglog: the offset reservation was not lowered; the next Open skips to it", "dir", l.dir, "err", rerr)
+		}
 	}
 	if cerr := l.closeFiles(); err == nil {
 		err = cerr

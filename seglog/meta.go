@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -58,8 +59,12 @@ func writeMeta(fs FS, dir, name string, data []byte) error {
 // ReadMeta returns the contents of dir/name written by WriteMeta. A missing
 // file gives an error matching os.ErrNotExist.
 func ReadMeta(dir, name string) ([]byte, error) {
+	return readMeta(osFS{}, dir, name)
+}
+
+func readMeta(fs FS, dir, name string) ([]byte, error) {
 	path := filepath.Join(dir, name)
-	buf, err := os.ReadFile(path)
+	buf, err := readWhole(fs, path)
 	if err != nil {
 		return nil, err
 	}
@@ -75,4 +80,25 @@ func ReadMeta(dir, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s: checksum mismatch", ErrMetaCorrupt, path)
 	}
 	return data, nil
+}
+
+// readWhole reads the small file path through fs.
+func readWhole(fs FS, path string) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if n > 1<<20 {
+		return nil, fmt.Errorf("%w: %s: %d bytes", ErrMetaCorrupt, path, n)
+	}
+	buf := make([]byte, n)
+	if got, err := f.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && int64(got) == n) {
+		return nil, err
+	}
+	return buf, nil
 }

@@ -1,4 +1,4 @@
-//go:build !mutation_crcskip && !mutation_keeptorntail && !mutation_damagedastorn && !mutation_reusedamagedoffset
+//go:build !mutation_crcskip && !mutation_keeptorntail && !mutation_damagedastorn && !mutation_reusedamagedoffset && !mutation_ignorereservation
 
 package seglog
 
@@ -11,4 +11,5 @@ const (
 	mutationKeepTornTail       = false
 	mutationDamagedAsTorn      = false
 	mutationReuseDamagedOffset = false
+	mutationIgnoreReservation  = false
 )

@@ -9,4 +9,5 @@ const (
 	mutationKeepTornTail       = false
 	mutationDamagedAsTorn      = false
 	mutationReuseDamagedOffset = false
+	mutationIgnoreReservation  = false
 )

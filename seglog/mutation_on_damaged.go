@@ -10,4 +10,5 @@ const (
 	mutationKeepTornTail       = false
 	mutationDamagedAsTorn      = true
 	mutationReuseDamagedOffset = false
+	mutationIgnoreReservation  = false
 )

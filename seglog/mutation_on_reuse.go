@@ -10,4 +10,5 @@ const (
 	mutationKeepTornTail       = false
 	mutationDamagedAsTorn      = false
 	mutationReuseDamagedOffset = true
+	mutationIgnoreReservation  = false
 )

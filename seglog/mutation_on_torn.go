@@ -9,4 +9,5 @@ const (
 	mutationKeepTornTail       = true
 	mutationDamagedAsTorn      = false
 	mutationReuseDamagedOffset = false
+	mutationIgnoreReservation  = false
 )

@@ -80,6 +80,7 @@ type config struct {
 	onSync         func(time.Duration)
 	fs             FS
 	visit          func(offset uint64, body []byte)
+	reserveStep    uint64
 }
 
 func defaultConfig() config {
@@ -164,3 +165,17 @@ func WithSyncObserver(f func(time.Duration)) Option {
 // Default OSFS(). Every call of the log goes through fs, so the appends
 // cost one interface call per write as with the default.
 func WithFS(fs FS) Option { return optionFunc(func(c *config) { c.fs = fs }) }
+
+// WithOffsetReservation makes the log never give an offset twice, even
+// when a machine crash under SyncInterval or SyncNone loses records whose
+// offsets were already handed out: before it publishes an offset at or
+// above its reservation it persists a new one step offsets further on (a
+// small fsynced file, ReservationFile, once per step), and Open skips to
+// the reservation, behind a gap frame, when the log ends before it (see
+// SkippedAtOpen). A clean Close lowers the reservation to the end of the
+// log first, except under SyncNone, whose Close does not sync. Under
+// SyncAlways nothing is reserved, but a reservation left by an earlier
+// run is honoured. Default off (step 0).
+func WithOffsetReservation(step uint64) Option {
+	return optionFunc(func(c *config) { c.reserveStep = step })
+}

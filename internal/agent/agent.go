@@ -4,17 +4,19 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/agent/collect"
-	"github.com/sluicehq/sluice/internal/agent/driver"
-	"github.com/sluicehq/sluice/internal/agent/ingest"
-	"github.com/sluicehq/sluice/internal/agent/metrics"
-	"github.com/sluicehq/sluice/internal/agent/spool"
 	"io"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/collect"
+	"github.com/sluicehq/sluice/internal/agent/driver"
+	"github.com/sluicehq/sluice/internal/agent/ingest"
+	"github.com/sluicehq/sluice/internal/agent/metrics"
+	"github.com/sluicehq/sluice/internal/agent/spool"
+
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/seglog"
@@ -104,6 +106,7 @@ func New(cfg Config) (*Agent, error) {
 	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
 		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
+		seglog.WithOffsetReservation(defaults.SpoolIDReservation),
 		seglog.WithMaxRecordBytes(MaxMessageLimit+1024),
 		seglog.WithLogger(cfg.Logger),
 		seglog.WithSyncObserver(func(d time.Duration) { m.Fsync.Observe(d.Seconds()) }))
@@ -145,11 +148,20 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	if len(lost) > 0 {
-		for _, r := range lost {
+		missing, skipped := splitSkipped(lost, sp.Log())
+		for _, r := range missing {
 			sm.Lost.Add(float64(r.Last - r.First + 1))
 		}
-		cfg.Logger.Error("agent: unacknowledged messages are missing from the spool (quarantined by a repair); the rest is delivered",
-			"spool", cfg.SpoolDir, "missing", fmt.Sprint(lost))
+		if len(missing) > 0 {
+			cfg.Logger.Error("agent: unacknowledged messages are missing from the spool (quarantined by a repair); the rest is delivered",
+				"spool", cfg.SpoolDir, "missing", fmt.Sprint(missing))
+		}
+		if skipped.Last >= skipped.First {
+			cfg.Logger.Warn("agent: message ids reserved by the last run are skipped, so that none the sink may hold is given again "+
+				"(the last run did not stop cleanly; after a machine crash with --spool-sync interval or none, "+
+				"the messages it had not yet fsynced are lost)",
+				"spool", cfg.SpoolDir, "first_id", skipped.First, "last_id", skipped.Last)
+		}
 		if backlog, err = skipLost(sender, sp.Acknowledge, backlog, lost); err != nil {
 			closeAll()
 			sp.Close()
@@ -233,6 +245,32 @@ func readBacklog(sp *spool.Spool) ([]spool.Spooled, []delivery.Range, error) {
 		lost = append(lost, delivery.Range{First: expect, Last: next - 1})
 	}
 	return out, lost, nil
+}
+
+// splitSkipped parts the holes readBacklog found into those of lost
+// messages and the ids the log skipped at open because an earlier run
+// reserved them (seglog.Log.SkippedAtOpen): those are ids never used, or
+// used by messages lost with the unsynced tail of a machine crash, which
+// nothing can count. The skip is the log's end, so it is the end of the
+// last hole.
+func splitSkipped(lost []delivery.Range, l *seglog.Log) (missing []delivery.Range, skipped delivery.Range) {
+	from, to := l.SkippedAtOpen()
+	skipped = delivery.Range{First: 1, Last: 0} // empty
+	if from == to {
+		return lost, skipped
+	}
+	for _, r := range lost {
+		switch {
+		case r.Last < from:
+			missing = append(missing, r)
+		case r.First >= from:
+			skipped = delivery.Range{First: r.First, Last: r.Last}
+		default:
+			missing = append(missing, delivery.Range{First: r.First, Last: from - 1})
+			skipped = delivery.Range{First: from, Last: r.Last}
+		}
+	}
+	return missing, skipped
 }
 
 // skipLost settles the missing ids in the Sender, which wants every id

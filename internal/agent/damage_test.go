@@ -3,13 +3,15 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/agent/spool"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/agent/spool"
+
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/sink"
@@ -226,5 +228,80 @@ func TestDamagedFinalMessageKeepsItsID(t *testing.T) {
 		if r := fmt.Sprintf("old message %03d", i); got[r] != 1 {
 			t.Fatalf("%q stored %d times, want once: %v", r, got[r], got)
 		}
+	}
+}
+
+// TestPowerCutKeepsIDs: with --spool-sync none (or an interval) the agent
+// sends messages before they are fsynced. A machine crash then loses the
+// spool's unsynced tail although the sink stored those messages; the
+// messages after the restart must not take their ids, or the sink drops
+// them as duplicates although their producers had a 200. The crash is
+// made by hand: the spool's reservation file as it was, its segment cut
+// back to the first 2 of 5 messages, and the persisted watermark either
+// ahead of the cut log (the sink's acks were persisted) or behind it.
+func TestPowerCutKeepsIDs(t *testing.T) {
+	for _, watermark := range []uint64{5, 1} {
+		t.Run(fmt.Sprintf("watermark-%d", watermark), func(t *testing.T) {
+			dir := t.TempDir()
+			spoolDir := filepath.Join(dir, "spool")
+			ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+			defer ts.Stop()
+			connect := func(c *Config) {
+				c.Compression, c.SpoolSync = codec.Plain, seglog.SyncNone()
+				c.SinkAddr, c.ReconnectMin, c.ReconnectMax = ts.Addr, 10*time.Millisecond, 100*time.Millisecond
+			}
+			a := newTestAgent(t, spoolDir, connect)
+			ctx := context.Background()
+			const n = 5
+			for i := range n {
+				if err := a.IngestMessage(ctx, [][]byte{[]byte(fmt.Sprintf("old message %03d", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitAcked(t, a)
+			logDir := filepath.Join(spoolDir, "log")
+			reservation, err := os.ReadFile(filepath.Join(logDir, seglog.ReservationFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Close()
+			if err := os.WriteFile(filepath.Join(logDir, seglog.ReservationFile), reservation, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := spool.WriteState(spoolDir, watermark); err != nil {
+				t.Fatal(err)
+			}
+			seg := filepath.Join(logDir, fmt.Sprintf("%020d.seg", 0))
+			info, err := os.Stat(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(seg, info.Size()/n*2); err != nil { // equal messages, equal frames
+				t.Fatal(err)
+			}
+
+			a = newTestAgent(t, spoolDir, connect)
+			defer a.Close()
+			if next := a.spool.Log().NextOffset(); next < n {
+				t.Fatalf("after the power cut the next id is %d: a new message would take an id the sink holds (%d..%d)", next, 2, n-1)
+			}
+			if err := a.Ingest(ctx, [][]byte{[]byte("new record")}); err != nil {
+				t.Fatal(err)
+			}
+			waitAcked(t, a)
+			got := storedRecords(t, ts)
+			if got["new record"] != 1 {
+				t.Fatalf("the record after the power cut is stored %d times, want once: %v", got["new record"], got)
+			}
+			for i := range n {
+				if r := fmt.Sprintf("old message %03d", i); got[r] != 1 {
+					t.Fatalf("%q stored %d times, want once: %v", r, got[r], got)
+				}
+			}
+			var lost dto.Metric
+			if err := a.spoolM.Lost.Write(&lost); err != nil || lost.GetCounter().GetValue() != 0 {
+				t.Fatalf("the skipped ids were counted as %v lost messages (%v)", lost.GetCounter().GetValue(), err)
+			}
+		})
 	}
 }

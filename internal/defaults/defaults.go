@@ -62,6 +62,12 @@ const (
 	Window = "auto"
 	// SpoolSync is the spool's default durability (seglog.ParseSyncPolicy).
 	SpoolSync = "always"
+	// SpoolIDReservation is how many message ids the spool reserves at a
+	// time under --spool-sync interval or none (seglog's
+	// WithOffsetReservation): one small fsynced file per this many
+	// messages, and at most this many ids skipped by a restart after a
+	// crash, so that no id the sink may hold is given to a new message.
+	SpoolIDReservation = 1 << 14
 	// InitialRTO, MinRTO and MaxRTO are RFC 6298's: over one ordered
 	// stream a timeout only fires if the sink lost a message without
 	// breaking the stream, so resending early buys little.

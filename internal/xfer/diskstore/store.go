@@ -332,6 +332,7 @@ func (s *Uploads) load(id string) (*Upload, error) {
 		return nil, err
 	}
 	u.written = u.rec.Offset
+	u.unverified = u.rec.Offset > 0
 	u.closeFiles() // reopened by its next writer (reopen): an idle partial holds no descriptor
 	u.slim()
 	return u, nil
@@ -373,6 +374,7 @@ func (s *Uploads) Stat(name string) (xfer.Info, error) {
 	if u == nil {
 		return xfer.Info{}, xfer.ErrNotFound
 	}
+	s.verifyIdle(u)
 	return u.Info(), nil
 }
 
@@ -385,6 +387,7 @@ func (s *Uploads) StatID(id string) (xfer.Info, error) {
 	f := s.finishedLocked(id)
 	s.mu.Unlock()
 	if u != nil {
+		s.verifyIdle(u)
 		return u.Info(), nil
 	}
 	if f != nil {
@@ -402,7 +405,7 @@ func (s *Uploads) StatID(id string) (xfer.Info, error) {
 // An empty name with fresh names the upload by its id (tus without a
 // filename).
 func (s *Uploads) Begin(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
-	return upload(s.begin(name, size, sha, meta, fresh, false))
+	return upload(verified(s.begin(name, size, sha, meta, fresh, false)))
 }
 
 // BeginKept is Begin for an upload whose description is kept once it is
@@ -410,7 +413,7 @@ func (s *Uploads) Begin(name string, size int64, sha []byte, meta string, fresh 
 // clients ask for an upload's offset again by its URL, and an upload
 // they find gone is sent again whole.
 func (s *Uploads) BeginKept(name string, size int64, sha []byte, meta string, fresh bool) (xfer.BackendUpload, error) {
-	return upload(s.begin(name, size, sha, meta, fresh, true))
+	return upload(verified(s.begin(name, size, sha, meta, fresh, true)))
 }
 
 // upload is u as an xfer.BackendUpload: nil, not a nil *Upload, on error.
@@ -501,7 +504,7 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 // the same). A *xfer.BusyError when the writer cannot be interrupted or does
 // not let go in time, or ctx ends.
 func (s *Uploads) Acquire(ctx context.Context, id string) (xfer.BackendUpload, error) {
-	return upload(s.acquire(ctx, id))
+	return upload(verified(s.acquire(ctx, id)))
 }
 
 func (s *Uploads) acquire(ctx context.Context, id string) (*Upload, error) {

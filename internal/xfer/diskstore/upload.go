@@ -50,6 +50,10 @@ type Upload struct {
 	// after a server restart (recover), a new Begin of the same name or a
 	// takeover of a frozen writer. Guarded by s.mu.
 	resumed bool
+	// unverified: the partial's bytes were loaded from disk after a
+	// restart and not yet checked against the sidecar's hash state
+	// (verifyAtRest). Guarded by mu.
+	unverified bool
 	// idleAt is u's place in s.idle while no one writes it (bound.go).
 	// Guarded by s.mu.
 	idleAt *list.Element

@@ -51,7 +51,6 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	d.String(&f.compression, "compression", "plain, zstd, or dict (zstd with --dict)")
 	d.String(&f.dictFile, "dict", "trained zstd dictionary file (see sluice dict train); implies --compression dict")
 	d.String(&f.level, "compression-level", "zstd effort: default, fastest (agents short of CPU) or better (short of bandwidth)")
-	d.Bool(&f.rsocketResume, "rsocket-resume", "resume RSocket connections to rsocket+ sinks: a broken connection is dialled again and the session goes on, nothing resent (the sink needs --rsocket-resume)")
 	d.String(&f.window, "window", "in-flight messages: auto (bandwidth-delay product) or a number")
 	d.String(&f.spoolSync, "spool-sync", "spool durability: always (fsync before answering ingest), none, or an interval")
 	d.Duration(&f.minRTO, "min-rto", "lower bound of the adaptive resend timeout")
@@ -65,7 +64,7 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		AgentID: f.agentID}
 	pol, err := seglog.ParseSyncPolicy(f.spoolSync)
 	if err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("--spool-sync %q: want always, none, or an interval such as 100ms", f.spoolSync)
 	}
 	cfg.SpoolSync = pol
 	cfg.RSocketResume = f.rsocketResume
@@ -81,6 +80,9 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 			return cfg, fmt.Errorf("--dict: %w", err)
 		}
 		cfg.Dictionary, cfg.Compression = &d, codec.ZstdDict
+	}
+	if cfg.SpoolQuota < 1 {
+		return cfg, fmt.Errorf("--spool-quota %s: want a positive size such as %s", formatSize(cfg.SpoolQuota), defaults.FormatSize(defaults.SpoolQuota))
 	}
 	// No "never": a message left parked holds the spool until it fills.
 	if cfg.SetAsideAt, err = cliflag.ParseSizeOrShare(f.deadLetterAt, cfg.SpoolQuota); err != nil || cfg.SetAsideAt < 1 || cfg.SetAsideAt > cfg.SpoolQuota {
@@ -125,6 +127,8 @@ func newAgentFlags(stderr io.Writer) (*flag.FlagSet, *agentCmd) {
 	cliflag.LogLevelVar(fs, &c.logLevel, "log-level", defaults.LogLevel, "debug, info, warn or error")
 	d.configFlag(&c.configFile)
 	c.af.register(fs)
+	// Not in demo, whose agent and sink talk gRPC in one process.
+	d.Bool(&c.af.rsocketResume, "rsocket-resume", "resume RSocket connections to rsocket+ sinks: a broken connection is dialled again and the session goes on, nothing resent (the sink needs --rsocket-resume)")
 	c.cf.register(fs)
 	c.lf.register(fs)
 	return fs, c

@@ -26,7 +26,7 @@ func commandNames() []string { return app.Names() }
 var takesPositionals = map[string]bool{"dead-letter clear": true, "dead-letter list": true, "dict train": true, "log check": true, "xfer send": true}
 
 func TestHelpGoesToStdout(t *testing.T) {
-	for _, args := range [][]string{{}, {"help"}, {"-h"}, {"--help"}, {"-help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help"}} {
 		code, out, errOut := run(args...)
 		if code != 0 || !strings.Contains(out, "Commands:") || !strings.Contains(out, "  agent ") || errOut != "" {
 			t.Errorf("sluice %q: exit %d, stdout %q, stderr %q; want exit 0 and the command list on stdout only", args, code, out, errOut)
@@ -39,6 +39,7 @@ func TestUnknownCommand(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{}, `give a command`},
 		{[]string{"nosuch"}, `unknown command "nosuch"`},
 		{[]string{"nosuch", "--flag"}, `unknown command "nosuch"`},
 		{[]string{"bench", "nosuch"}, `unknown command "bench nosuch"`},
@@ -242,6 +243,33 @@ func TestLogLevelChecked(t *testing.T) {
 // would never reach (no port: it dials 443; another scheme) end the
 // agent before it creates its spool (found by hand: `--ingest ""` served
 // an open ingest on [::]:46375; `--sink 127.0.0.1` retried for ever).
+// TestFlagValuesChecked: values a flag cannot take are usage errors that
+// name the flag (exit 2), before anything is created. Found by hand
+// (2026-11-29): --spool-quota 0 was reported as a --dead-letter-at error,
+// --spool-sync named the seglog package, --expire -1s was taken, and
+// every transport was held to gRPC's chunk bound.
+func TestFlagValuesChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--spool-quota", "0"}, "--spool-quota 0B: want a positive size"},
+		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--spool-sync", "sometimes"}, `--spool-sync "sometimes": want always, none, or an interval`},
+		{[]string{"xfer", "serve", "--dir", filepath.Join(dir, "a"), "--grpc", "127.0.0.1:0", "--expire", "-1s"}, "--expire must be positive, or 0 (never)"},
+		{[]string{"xfer", "send", filepath.Join(dir, "a"), "--to", "grpc://127.0.0.1:1", "--chunk", "16MiB"}, "gRPC and RSocket take 1B .. 8MiB (tus up to 64MiB)"},
+		{[]string{"xfer", "send", filepath.Join(dir, "a"), "--to", "http://127.0.0.1:1/files/", "--chunk", "65MiB"}, "64MiB for tus"},
+	} {
+		code, _, errOut := run(c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("sluice %q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errOut, c.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+			t.Fatalf("sluice %q created its directory before refusing", c.args)
+		}
+	}
+}
+
 func TestBadAddressesRefusedFirst(t *testing.T) {
 	dir := t.TempDir()
 	spool := filepath.Join(dir, "spool")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/cliflag"
 	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/memrelease"
@@ -150,7 +149,7 @@ func rsocketClient(model string) func(args []string, stdout, stderr io.Writer) e
 func rsocketRequest(ctx context.Context, model string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("rsocket "+model, "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [flags]", stderr)
 	url := fs.String("url", "", "server URL: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH; several, comma-separated, are load-balanced")
-	tlsc := addRSocketTLSFlags(fs)
+	tlsc := cli.AddRSocketTLS(fs)
 	byteCredits := fs.Uint("byte-credits", 0, "offer the byte-credits extension, granting each stream this many bytes (docs/rsocket.md); 0: off")
 	data := fs.String("data", "", "request data")
 	metadata := fs.String("metadata", "", "request metadata (with --route: a text/plain entry of the composite metadata)")
@@ -209,7 +208,7 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	if *resume {
 		opts = append(opts, rsocket.WithResume(rsocket.ResumeConfig{}))
 	}
-	topt, err := tlsc.option(*url)
+	topt, err := tlsc.Option(*url)
 	if err != nil {
 		return err
 	}
@@ -221,43 +220,6 @@ func rsocketRequest(ctx context.Context, model string, args []string, stdout, st
 	defer c.Close()
 	call := rsocketcall.Call{Model: model, Payload: rsocket.Payload{Metadata: md, Data: []byte(*data)}, HasData: hasData, N: uint32(*requestN), Stdin: rsocketStdin}
 	return rsocketFailed(call.Do(ctx, c, stdout, stderr), stderr)
-}
-
-// rsocketTLSFlags are a client command's TLS flags: the server is
-// verified against a CA, never skipped.
-type rsocketTLSFlags struct{ ca, cert, key, serverName *string }
-
-func addRSocketTLSFlags(fs *flag.FlagSet) *rsocketTLSFlags {
-	return &rsocketTLSFlags{
-		ca:         fs.String("tls-ca", "", "for tls:// and wss://: trust this CA bundle (PEM) instead of the system's roots"),
-		cert:       fs.String("tls-cert", "", "client certificate (PEM) for mutual TLS"),
-		key:        fs.String("tls-key", "", "client key (PEM) for mutual TLS"),
-		serverName: fs.String("tls-server-name", "", "name expected in the server's certificate (default: the URL's host)"),
-	}
-}
-
-// option returns the rsocket.WithTLS option for url (none for tcp:// and
-// ws:// without TLS flags; with them, Dial refuses the clear-text URL).
-func (f *rsocketTLSFlags) option(url string) ([]rsocket.Option, error) {
-	set := *f.ca != "" || *f.cert != "" || *f.key != "" || *f.serverName != ""
-	// url may be a comma-separated list (load-balanced): TLS if any is.
-	if !set && !strings.Contains(url, "tls://") && !strings.Contains(url, "wss://") {
-		return nil, nil
-	}
-	cfg, err := f.config()
-	if err != nil {
-		return nil, err
-	}
-	return []rsocket.Option{rsocket.WithTLS(cfg)}, nil
-}
-
-// config is the client TLS configuration the flags describe.
-func (f *rsocketTLSFlags) config() (*tls.Config, error) {
-	cfg, err := auth.ClientTLS(*f.ca, *f.cert, *f.key, *f.serverName)
-	if err != nil {
-		return nil, &exitError{code: 2, msg: fmt.Sprintf("--tls-*: %v", err)}
-	}
-	return cfg, nil
 }
 
 // rsocketFailed prints the server's ERROR alone on stderr (exit 1).

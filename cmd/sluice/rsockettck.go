@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/rsocket/tck"
 )
 
@@ -25,7 +26,7 @@ func runRSocketTCK(args []string, stdout, stderr io.Writer) error {
 func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("rsocket tck", "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [--json FILE] [--markdown] [--timeout D] [--quiet D] [--only ID,ID]", stderr)
 	url := fs.String("url", "", "server URL: tcp://, tls://, ws:// or wss://")
-	tlsc := addRSocketTLSFlags(fs)
+	tlsc := cli.AddRSocketTLS(fs)
 	jsonFile := fs.String("json", "", "also write the results as JSON to FILE")
 	markdown := fs.Bool("markdown", false, "print a Markdown table instead of the aligned one")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on each check")
@@ -52,10 +53,10 @@ func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			cfg.Only = append(cfg.Only, id)
 		}
 	}
-	if topt, err := tlsc.option(*url); err != nil {
+	if topt, err := tlsc.Option(*url); err != nil {
 		return err
 	} else if len(topt) > 0 {
-		c, err := tlsc.config()
+		c, err := tlsc.Config()
 		if err != nil {
 			return err
 		}

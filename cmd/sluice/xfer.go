@@ -60,11 +60,8 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if *maxPartials <= 0 {
-		return &exitError{code: 2, msg: "--max-partials must be positive"}
-	}
-	if *idle <= 0 {
-		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
+	if err := checkServeLimits(*maxPartials, *idle, *expire); err != nil {
+		return err
 	}
 	if *grpcAddr == "" && *rsAddr == "" && *tusAddr == "" && *httpAddr == "" {
 		return &exitError{code: 2, msg: "give at least one of --grpc, --rsocket, --tus, --http"}
@@ -119,6 +116,19 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return err2
 }
 
+// checkServeLimits refuses limits xfer serve cannot work with (exit 2).
+func checkServeLimits(maxPartials int, idle, expire time.Duration) error {
+	switch {
+	case maxPartials <= 0:
+		return &exitError{code: 2, msg: "--max-partials must be positive"}
+	case idle <= 0:
+		return &exitError{code: 2, msg: "--idle-timeout must be positive"}
+	case expire < 0:
+		return &exitError{code: 2, msg: "--expire must be positive, or 0 (never)"}
+	}
+	return nil
+}
+
 // storeFlags checks that exactly one of --dir and --store is given, and
 // parses --store's URL (the zero Location for --dir).
 func storeFlags(fs *flag.FlagSet, dir, store string) (s3store.Location, error) {
@@ -154,8 +164,8 @@ func (c *chunkFlag) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	if n < 1 || n > xfer.MaxChunk {
-		return fmt.Errorf("chunk size %s out of range (1B .. %s, or auto)", s, formatSize(xfer.MaxChunk))
+	if n < 1 || n > send.MaxTUSChunk {
+		return fmt.Errorf("chunk size %s out of range (1B .. %s for gRPC and RSocket, %s for tus, or auto)", s, formatSize(xfer.MaxChunk), formatSize(send.MaxTUSChunk))
 	}
 	*c = chunkFlag(n)
 	return nil
@@ -201,6 +211,9 @@ func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := requireFlags(fs, "to", *to); err != nil {
 		return err
+	}
+	if err := send.CheckChunk(*to, int(chunk)); err != nil {
+		return usageError(fs, "--chunk %s: %v", chunk.String(), err)
 	}
 	o := send.Options{Name: *name, Chunk: int(chunk), Attempts: *attempts, Rate: int64(rate), Log: logutil.NewLogger(stderr, *logLevel)}
 	if *sha != "" {

@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,6 +48,10 @@ type ExitCoder interface {
 	ExitCode() int
 }
 
+// ExitInterrupted is the exit status of a command that a signal ended
+// (its error is context.Canceled).
+const ExitInterrupted = 130
+
 // ErrUsage marks an error caused by how the binary was invoked (exit
 // status 2).
 var ErrUsage = errors.New("usage")
@@ -60,11 +65,15 @@ func (e *HelpError) Error() string        { return "help requested" }
 func (e *HelpError) Is(target error) bool { return target == flag.ErrHelp }
 
 // Main runs the binary with args (without the program name) and returns
-// the exit status: 0 success or help asked for, 1 failure, 2 bad invocation.
+// the exit status: 0 success or help asked for, 1 failure, 2 bad
+// invocation, ExitInterrupted when a signal ended the command.
 func (app *App) Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		app.usage(stdout)
-		return 0
+		// Nothing asked for: a usage mistake, as a missing subcommand is
+		// (help that was asked for goes to stdout with 0).
+		fmt.Fprintf(stderr, "%s: give a command\n\n", app.Name)
+		app.usage(stderr)
+		return 2
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
@@ -98,6 +107,11 @@ func (app *App) finish(name string, err error, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, context.Canceled):
+		// Interrupted (Ctrl-C, SIGTERM): what the user asked for, so no
+		// message, but not a success either: the shell's 130 for SIGINT
+		// tells a script the output may be incomplete.
+		return ExitInterrupted
 	case errors.As(err, &ee):
 		if msg := ee.Error(); msg != "" {
 			fmt.Fprintln(stderr, app.Name+" "+name+":", unprefixed(name, msg))

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -41,5 +43,20 @@ func TestCommandListAligned(t *testing.T) {
 		if name := strings.TrimSpace(line[:i]); !strings.HasSuffix(line[:i], "  ") || name == "" {
 			t.Fatalf("name and summary not two spaces apart: %q", line)
 		}
+	}
+}
+
+// TestInterruptedExits130: a command a signal ended (its error is
+// context.Canceled, as from signal.NotifyContext) exits 130 with no
+// message. Before, Ctrl-C of `sluice rsocket stream` printed "context
+// canceled" and exited 1, as a failure does.
+func TestInterruptedExits130(t *testing.T) {
+	app := &App{Name: "x"}
+	app.Register("stream", "s", func([]string, io.Writer, io.Writer) error {
+		return fmt.Errorf("reading: %w", context.Canceled)
+	})
+	var out, errOut strings.Builder
+	if code := app.Main([]string{"stream"}, &out, &errOut); code != ExitInterrupted || errOut.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want %d and nothing", code, errOut.String(), ExitInterrupted)
 	}
 }

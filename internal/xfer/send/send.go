@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/xfer"
 	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
 	"github.com/sluicehq/sluice/internal/xfer/rsocketxfer"
@@ -42,7 +43,25 @@ const (
 	AutoChunk        = 512 << 10
 	AutoRSocketChunk = 128 << 10
 	AutoTUSChunk     = 16 << 20
+	// MaxTUSChunk bounds a tus PATCH: a body the server streams into the
+	// file, not a message either end holds whole as gRPC and RSocket
+	// chunks are (xfer.MaxChunk), but one the sender reads into memory.
+	MaxTUSChunk = 64 << 20
 )
+
+// CheckChunk says whether chunk (0: auto) is a chunk size the transport
+// of to takes: up to xfer.MaxChunk over gRPC and RSocket, MaxTUSChunk
+// over tus.
+func CheckChunk(to string, chunk int) error {
+	limit, over := xfer.MaxChunk, "gRPC and RSocket take"
+	if strings.HasPrefix(to, "http://") || strings.HasPrefix(to, "https://") {
+		limit, over = MaxTUSChunk, "tus takes"
+	}
+	if chunk < 0 || chunk > limit {
+		return fmt.Errorf("chunk size %s out of range: %s 1B .. %s (tus up to %s)", defaults.FormatSize(int64(chunk)), over, defaults.FormatSize(int64(limit)), defaults.FormatSize(MaxTUSChunk))
+	}
+	return nil
+}
 
 // Options configure File and Bytes.
 type Options struct {
@@ -151,8 +170,8 @@ func run(ctx context.Context, to string, src io.ReaderAt, size int64, what, fp s
 	if o.SHA256 != nil && len(o.SHA256) != sha256.Size {
 		return nil, fmt.Errorf("Options.SHA256 has %d bytes, want %d", len(o.SHA256), sha256.Size)
 	}
-	if o.Chunk < 0 || o.Chunk > xfer.MaxChunk {
-		return nil, fmt.Errorf("chunk size %d out of range (1 B .. %d MiB)", o.Chunk, xfer.MaxChunk>>20)
+	if err := CheckChunk(to, o.Chunk); err != nil {
+		return nil, err
 	}
 	if o.Attempts <= 0 {
 		o.Attempts = 20

@@ -375,3 +375,37 @@ func TestDeadLetterAtFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigurationDocSampleError: the error docs/configuration.md shows
+// for a typo in its sample file is the one sluice prints for that file
+// with the typo (before, the doc gave line 3 for a key on line 4).
+func TestConfigurationDocSampleError(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "```yaml\n# /etc/sluice/agent.yaml\n")
+	if i < 0 {
+		t.Fatal("docs/configuration.md: no sample agent.yaml")
+	}
+	sample := s[i+len("```yaml\n"):]
+	sample = sample[:strings.Index(sample, "```")]
+	j := strings.Index(s, "      sluice agent: /etc/sluice/agent.yaml:")
+	if j < 0 {
+		t.Fatal("docs/configuration.md: no sample error")
+	}
+	want := strings.TrimSpace(s[j : j+strings.Index(s[j:], "\n")])
+	if !strings.Contains(sample, "spool-quota:") || !strings.Contains(want, `"spool-qouta"`) {
+		t.Fatalf("the sample or its error changed: %q", want)
+	}
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(p, []byte(strings.Replace(sample, "spool-quota:", "spool-qouta:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run("agent", "--config", p)
+	got := strings.TrimSpace(strings.ReplaceAll(errOut, p, "/etc/sluice/agent.yaml"))
+	if code != 2 || got != want {
+		t.Fatalf("exit %d, stderr %q; docs/configuration.md shows %q", code, got, want)
+	}
+}

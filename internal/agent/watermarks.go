@@ -10,3 +10,8 @@ func (a *Agent) SpoolNext() uint64 { return a.spool.Log().NextOffset() }
 // below it is acknowledged by the sink. It trails the acks by at most the
 // loop's persist interval (100ms), never leads them.
 func (a *Agent) AckedWatermark() uint64 { return a.spool.AckedWatermark() }
+
+// SkippedIDs are the message ids [from, to) the spool skipped when this
+// agent started, because the run before reserved them and did not stop
+// cleanly (seglog.Log.SkippedAtOpen); from == to when none.
+func (a *Agent) SkippedIDs() (from, to uint64) { return a.spool.Log().SkippedAtOpen() }

@@ -81,6 +81,8 @@ func TestSimulation(t *testing.T) {
 				total.KafkaSent += r.KafkaSent
 				total.Poison += r.Poison
 				total.SetAside += r.SetAside
+				total.PowerCuts += r.PowerCuts
+				total.Skipped += r.Skipped
 				total.Faults.Sessions += r.Faults.Sessions
 				total.Faults.Dropped += r.Faults.Dropped
 				total.Faults.Duplicated += r.Faults.Duplicated
@@ -101,10 +103,15 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes, %d sink crashes, %d stored (%d zstd); %d sink starts asked for Kafka records, %d messages sent so; %d poison messages, %d dead letters; faults %+v; slowest seed %d (%v)",
+	t.Logf("%d seeds (%d failed) in %v: %d messages, %d records, %d agent crashes (%d of them power cuts, %d ids skipped after them), %d sink crashes, %d stored (%d zstd); %d sink starts asked for Kafka records, %d messages sent so; %d poison messages, %d dead letters; faults %+v; slowest seed %d (%v)",
 		finished.Load(), len(failed), time.Since(start).Round(time.Millisecond), total.Messages, total.Records,
-		total.AgentCrashes, total.SinkCrashes, total.Stored, total.Compressed, total.KafkaSinks, total.KafkaSent,
+		total.AgentCrashes, total.PowerCuts, total.Skipped, total.SinkCrashes, total.Stored, total.Compressed, total.KafkaSinks, total.KafkaSent,
 		total.Poison, total.SetAside, total.Faults, slowest.Seed, slowest.Elapsed.Round(time.Millisecond))
+	// The power cuts must have run (and skipped ids), or the seeds that
+	// cut power check nothing of the reservation.
+	if total.PowerCuts > 0 && total.Skipped == 0 && len(failed) == 0 {
+		t.Errorf("%d power cuts, and no restarted spool skipped a reserved id", total.PowerCuts)
+	}
 	// Likewise the dead-letter path.
 	if total.Poison > 0 && total.SetAside < total.Poison && len(failed) == 0 {
 		t.Errorf("%d poison messages, %d dead letters", total.Poison, total.SetAside)

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -310,14 +311,17 @@ func (l *loop) connEvent(ev connEvent) {
 		}
 		cr := w.Credits
 		if max := w.MaxMessageBytes; max > 0 && uint64(l.d.cfg.MaxMessageBytes) > max {
-			l.d.log.Error("the sink accepts smaller messages than this agent builds; they will be refused",
-				"sink_max", humanBytes(max), "agent_max", humanBytes(l.d.cfg.MaxMessageBytes))
+			// Byte fields are numbers, as every *_bytes field of the logs;
+			// the message says the sizes for people.
+			l.d.log.Error(fmt.Sprintf("the sink accepts messages up to %s, smaller than the %s this agent builds; they will be refused",
+				humanBytes(max), humanBytes(l.d.cfg.MaxMessageBytes)),
+				"sink_max_bytes", max, "agent_max_bytes", l.d.cfg.MaxMessageBytes)
 		}
 		if f := l.d.connectedTo(ev.addr); f != nil {
 			l.d.log.Info("sink connection recovered", "sink", ev.addr, "after", f.code)
 		}
 		l.d.log.Info("connected to sink", "sink", ev.addr, "session", w.SessionID,
-			"credit_messages", cr.Messages, "credit_bytes", humanBytes(cr.Bytes))
+			"credit_messages", cr.Messages, "credit_bytes", cr.Bytes)
 		l.step(delivery.Connected(cr.Messages, cr.Bytes, now))
 	case ev.frame != nil:
 		l.frame(ev.frame, now)

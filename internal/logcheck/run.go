@@ -46,7 +46,7 @@ func Run(w io.Writer, given string, repair bool) error {
 	fmt.Fprintf(w, "%s: %s, %s%s, %s, offsets [%d, %d)\n",
 		loc.Dir, defaults.Plural(rep.Segments, "segment"), defaults.Plural(rep.Records, "message"), recordsNote(&recs), defaults.Plural(rep.Bytes, "byte"), rep.First, rep.Next)
 	if rep.Gaps > 0 {
-		fmt.Fprintf(w, "%s no message (lost to damage)\n", defaults.Plural(rep.Gaps, "offset holds", "offsets hold"))
+		fmt.Fprintf(w, "%s no message (gaps: records taken out for damage, or ids skipped after a stop that was not clean under --spool-sync interval or none)\n", defaults.Plural(rep.Gaps, "offset holds", "offsets hold"))
 	}
 	torn, damaged := 0, 0
 	for _, p := range rep.Problems {

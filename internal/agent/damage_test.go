@@ -184,12 +184,7 @@ func TestDamagedFinalMessageKeepsItsID(t *testing.T) {
 	a := newTestAgent(t, spoolDir, connect)
 	ctx := context.Background()
 	const n = 5
-	for i := range n {
-		if err := a.IngestMessage(ctx, [][]byte{[]byte(fmt.Sprintf("old message %03d", i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitAcked(t, a)
+	deliverOld(t, a, n)
 	a.Close()
 	// The sink stored 0..4; the persisted watermark is behind, at 3.
 	if err := spool.WriteState(spoolDir, 3); err != nil {
@@ -220,15 +215,7 @@ func TestDamagedFinalMessageKeepsItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAcked(t, a)
-	got := storedRecords(t, ts)
-	if got["new record"] != 1 {
-		t.Fatalf("the new record after the damage is stored %d times, want once: %v", got["new record"], got)
-	}
-	for i := range n {
-		if r := fmt.Sprintf("old message %03d", i); got[r] != 1 {
-			t.Fatalf("%q stored %d times, want once: %v", r, got[r], got)
-		}
-	}
+	storedOnce(t, ts, n, "new record")
 }
 
 // TestPowerCutKeepsIDs: with --spool-sync none (or an interval) the agent
@@ -253,12 +240,7 @@ func TestPowerCutKeepsIDs(t *testing.T) {
 			a := newTestAgent(t, spoolDir, connect)
 			ctx := context.Background()
 			const n = 5
-			for i := range n {
-				if err := a.IngestMessage(ctx, [][]byte{[]byte(fmt.Sprintf("old message %03d", i))}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			waitAcked(t, a)
+			deliverOld(t, a, n)
 			logDir := filepath.Join(spoolDir, "log")
 			reservation, err := os.ReadFile(filepath.Join(logDir, seglog.ReservationFile))
 			if err != nil {
@@ -289,19 +271,38 @@ func TestPowerCutKeepsIDs(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitAcked(t, a)
-			got := storedRecords(t, ts)
-			if got["new record"] != 1 {
-				t.Fatalf("the record after the power cut is stored %d times, want once: %v", got["new record"], got)
-			}
-			for i := range n {
-				if r := fmt.Sprintf("old message %03d", i); got[r] != 1 {
-					t.Fatalf("%q stored %d times, want once: %v", r, got[r], got)
-				}
-			}
+			storedOnce(t, ts, n, "new record")
 			var lost dto.Metric
 			if err := a.spoolM.Lost.Write(&lost); err != nil || lost.GetCounter().GetValue() != 0 {
 				t.Fatalf("the skipped ids were counted as %v lost messages (%v)", lost.GetCounter().GetValue(), err)
 			}
 		})
+	}
+}
+
+// deliverOld ingests n one-record messages "old message NNN" and waits
+// until the sink acknowledged them all.
+func deliverOld(t *testing.T, a *Agent, n int) {
+	t.Helper()
+	for i := range n {
+		if err := a.IngestMessage(context.Background(), [][]byte{[]byte(fmt.Sprintf("old message %03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAcked(t, a)
+}
+
+// storedOnce checks that the sink holds each of deliverOld's n records
+// and the record latest exactly once.
+func storedOnce(t *testing.T, ts *sinktest.Sink, n int, latest string) {
+	t.Helper()
+	got := storedRecords(t, ts)
+	if got[latest] != 1 {
+		t.Fatalf("%q (after the damage or the cut) is stored %d times, want once: %v", latest, got[latest], got)
+	}
+	for i := range n {
+		if r := fmt.Sprintf("old message %03d", i); got[r] != 1 {
+			t.Fatalf("%q stored %d times, want once: %v", r, got[r], got)
+		}
 	}
 }

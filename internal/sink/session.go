@@ -153,6 +153,15 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	// The connection has proven an identity: it no longer counts against
 	// MaxConnsPerPeer while this session lasts (limits.go).
 	defer s.peers.identified(peer)()
+	// The agent sends no id below its watermark again: those ids count
+	// as stored from now on, so the gaps below it (messages set aside,
+	// ids skipped after an unclean stop) stop costing the index a run
+	// each (store.Dedup.Settle).
+	if s.dedup != nil {
+		s.dedup.Lock()
+		s.dedup.Settle(agent, hello.Watermark)
+		s.dedup.Unlock()
+	}
 	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
 		QueueMsgs: s.cfg.QueueMessages, QueueBytes: s.cfg.QueueBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
 	})

@@ -179,6 +179,14 @@ func New(cfg Config) (*Sink, error) {
 		s.store, s.reader, s.seg, s.dedup = e, e, e.Log(), d
 	}
 	s.w = newWriter(s, s.dedup)
+	dedup := s.dedup
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "sink", Name: "dedup_gaps",
+		Help: "Gaps between message ids the dedup index keeps, over all agents (an agent's Hello settles those below its watermark)."},
+		func() float64 {
+			dedup.Lock()
+			defer dedup.Unlock()
+			return float64(dedup.Runs())
+		}))
 	go s.w.run()
 
 	ok = true

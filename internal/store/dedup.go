@@ -74,6 +74,65 @@ func (s *IDSet) add(id uint64) {
 	// it, so wm+1 never wraps.
 }
 
+// settle records that no id below w will be added or asked about as new:
+// the agent's watermark passed them (a sink acknowledged them, or the
+// agent skipped them: set aside for good, lost to damage, or reserved by
+// a run that did not stop cleanly). The ids below w that were never
+// stored then count as stored, so their gaps stop costing a run each:
+// without it, every gap an agent leaves (one per unclean restart under
+// --spool-sync interval or none) would be kept for ever.
+func (s *IDSet) settle(w uint64) {
+	if w <= s.wm {
+		return
+	}
+	i := 0
+	for i < len(s.runs) && s.runs[i].last < w {
+		i++
+	}
+	s.runs = s.runs[:copy(s.runs, s.runs[i:])]
+	s.wm = w
+	if len(s.runs) == 0 || s.runs[0].first > w {
+		return
+	}
+	// The first run reaches w or past it: it joins the watermark, except
+	// one that ends at MaxUint64, which never does (see add): the
+	// watermark then stays just below it (not stored: runs are apart).
+	r := s.runs[0]
+	if r.last == math.MaxUint64 {
+		s.wm = r.first - 1
+		return
+	}
+	s.wm = r.last + 1
+	s.runs = s.runs[:copy(s.runs, s.runs[1:])]
+}
+
+// Settle records that agent will never send an id below w again (its
+// watermark, from its Hello): see IDSet.settle. Messages below w of which
+// only some records were seen are dropped from pending: a sink
+// acknowledged them, so they are whole somewhere. The caller holds the
+// lock.
+func (d *Dedup) Settle(agent string, w uint64) {
+	if w == 0 {
+		return
+	}
+	d.set(agent).settle(w)
+	for k := range d.pending {
+		if k.agent == agent && k.id < w {
+			delete(d.pending, k)
+		}
+	}
+}
+
+// Runs is the number of gaps the index keeps, over all agents: what
+// Settle bounds.
+func (d *Dedup) Runs() int {
+	n := 0
+	for _, s := range d.agents {
+		n += len(s.runs)
+	}
+	return n
+}
+
 // Dedup is the set of (agent id, message id) pairs in the store, and
 // the store offset up to which it is complete. The storage writer and, with
 // the Kafka store, the tailer share it under mu.

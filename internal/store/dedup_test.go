@@ -96,3 +96,55 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatal("trailing byte accepted")
 	}
 }
+
+// TestIDSetSettle checks settle against a map on random adds, gaps and
+// settles: an id below a settled watermark counts as stored, the
+// invariants hold, and a settle past every gap leaves no run.
+func TestIDSetSettle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 200 {
+		var s IDSet
+		ref := map[uint64]bool{}
+		settled := uint64(0)
+		next := uint64(0)
+		for range 300 {
+			switch rng.IntN(12) {
+			case 0: // the agent's Hello: its watermark, at most what it sent
+				w := uint64(rng.Int64N(int64(next) + 1))
+				s.settle(w)
+				settled = max(settled, w)
+			case 1: // a gap: ids skipped
+				next += uint64(1 + rng.IntN(20))
+			default:
+				s.add(next)
+				ref[next] = true
+				next++
+			}
+			if len(s.runs) > 0 && s.runs[0].first <= s.wm {
+				t.Fatalf("round %d: first run %v at or below wm %d", round, s.runs[0], s.wm)
+			}
+		}
+		for id := range next + 5 {
+			if want := ref[id] || id < settled; s.has(id) != want {
+				t.Fatalf("round %d: has(%d) = %v, want %v (settled below %d)", round, id, s.has(id), want, settled)
+			}
+		}
+		for i, r := range s.runs {
+			if r.first > r.last || r.first <= s.wm || (i > 0 && r.first <= s.runs[i-1].last+1) {
+				t.Fatalf("round %d: runs %v break the invariant (wm %d)", round, s.runs, s.wm)
+			}
+		}
+		s.settle(next)
+		if len(s.runs) != 0 || s.wm != next {
+			t.Fatalf("round %d: after settling at %d: wm %d, runs %v", round, next, s.wm, s.runs)
+		}
+	}
+	// A run that reaches MaxUint64 stays a run.
+	var s IDSet
+	s.add(5)
+	s.add(math.MaxUint64)
+	s.settle(math.MaxUint64)
+	if !s.has(math.MaxUint64) || !s.has(7) || s.wm != math.MaxUint64-1 || len(s.runs) != 1 {
+		t.Fatalf("settle at MaxUint64: wm %d, runs %v", s.wm, s.runs)
+	}
+}

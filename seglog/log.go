@@ -627,11 +627,11 @@ func (l *Log) write(b *batch, active *segment, pos int64, sync bool) (created []
 		if i == len(b.splits) {
 			break
 		}
-		// Seal cur: its data must be durable before a later segment exists.
-		if l.cfg.sync.mode != syncNone {
-			if err := l.timedSync(cur); err != nil {
-				return created, err
-			}
+		// Seal cur: its data must be durable before a later segment exists,
+		// under every policy (SyncNone too: a torn record in a segment that
+		// is not the last is corruption, and Sync syncs only the last).
+		if err := l.timedSync(cur); err != nil {
+			return created, err
 		}
 		next, err := l.createSegment(b.splits[i].base)
 		if err != nil {
@@ -887,7 +887,7 @@ func (l *Log) RemoveBefore(offset uint64) (int, error) {
 	// reuse: the active segment's own file becomes the new segment (see
 	// reuseActive) instead of a new file replacing it.
 	reuse := gap
-	if roll && !gap && l.unsynced && l.cfg.sync.mode != syncNone {
+	if roll && !gap && l.unsynced {
 		// As when a segment is sealed: its data must be durable before a
 		// later segment exists, or a crash could leave a torn record in a
 		// segment that is no longer the last.
@@ -1042,10 +1042,10 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var err error
-	if l.broken == nil && l.unsynced && l.cfg.sync.mode != syncNone {
+	if l.broken == nil && l.unsynced {
 		err = l.segs[len(l.segs)-1].f.Datasync()
 	}
-	if err == nil && l.broken == nil && l.reserved > l.next && l.cfg.sync.mode == syncInterval {
+	if err == nil && l.broken == nil && l.reserved > l.next {
 		// Everything is durable: a clean restart need skip nothing.
 		if rerr := l.writeReservation(l.next); rerr != nil {
 			l.cfg.logger.Warn("seglog: the offset reservation was not lowered; the next Open skips to it", "dir", l.dir, "err", rerr)

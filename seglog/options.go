@@ -30,9 +30,9 @@ func SyncAlways() SyncPolicy { return SyncPolicy{mode: syncAlways} }
 // power failure can lose the last d of appends.
 func SyncInterval(d time.Duration) SyncPolicy { return SyncPolicy{mode: syncInterval, interval: d} }
 
-// SyncNone never fdatasyncs except when a segment is sealed or the log is
-// closed. Unsafe on power failure; meant for benchmarks and data that can be
-// regenerated.
+// SyncNone fdatasyncs only when a segment is sealed, on Sync, and when the
+// log is closed. Unsafe on power failure; meant for benchmarks and data
+// that can be regenerated.
 func SyncNone() SyncPolicy { return SyncPolicy{mode: syncNone} }
 
 func (p SyncPolicy) String() string {
@@ -172,8 +172,8 @@ func WithFS(fs FS) Option { return optionFunc(func(c *config) { c.fs = fs }) }
 // above its reservation it persists a new one step offsets further on (a
 // small fsynced file, ReservationFile, once per step), and Open skips to
 // the reservation, behind a gap frame, when the log ends before it (see
-// SkippedAtOpen). A clean Close lowers the reservation to the end of the
-// log first, except under SyncNone, whose Close does not sync. Under
+// SkippedAtOpen). A clean Close syncs and lowers the reservation to the
+// end of the log, so a clean restart skips nothing. Under
 // SyncAlways nothing is reserved, but a reservation left by an earlier
 // run is honoured. Default off (step 0).
 func WithOffsetReservation(step uint64) Option {

@@ -20,9 +20,9 @@ const ReservationFile = "offsets-reserved"
 // before it publishes any offset at or above the reservation, a new
 // reservation step offsets further on (one small fsynced file per step),
 // and Open, finding the log shorter than the reservation, writes a gap
-// frame up to it: no offset is ever given twice. A clean Close under
-// SyncInterval syncs and then lowers the reservation to the end of the
-// log, so a clean restart skips nothing; after a crash the skipped offsets
+// frame up to it: no offset is ever given twice. A clean Close syncs and
+// then lowers the reservation to the end of the log, so a clean restart
+// skips nothing; after a crash the skipped offsets
 // are the unsynced records lost (if the machine crashed) and offsets never
 // used. Under SyncAlways nothing is reserved (an offset is published only
 // once durable), but a reservation left by an earlier run is honoured.

@@ -523,7 +523,8 @@ func activeSegment(dir string) (string, int64) {
 
 // powerCut stops the agent as a machine crash would under SyncNone: the
 // spool's active segment keeps what its start synced and a seeded part
-// of what was written since; every record accepted so far may be gone.
+// of what was written since (segments sealed since are synced and kept);
+// every record accepted so far may be gone.
 // Files written by WriteMeta (the watermark, the id reservation) are
 // fsynced and renamed: they keep their newest version, which a real cut
 // may also leave.
@@ -531,11 +532,20 @@ func (w *world) powerCut() error {
 	w.res.AgentCrashes++
 	w.res.PowerCuts++
 	w.fd.CutAll()
-	seg, size := activeSegment(filepath.Join(w.agentD, "log"))
-	if err := w.agent.Close(); err != nil { // SyncNone: Close syncs nothing
+	logDir := filepath.Join(w.agentD, "log")
+	seg, size := activeSegment(logDir)
+	// Close syncs and lowers the id reservation (a clean stop); the cut
+	// comes before it: the reservation file is put back as it was.
+	reservation, rerr := os.ReadFile(filepath.Join(logDir, seglog.ReservationFile))
+	if err := w.agent.Close(); err != nil {
 		return fmt.Errorf("agent power cut: close: %w", err)
 	}
 	w.agent = nil
+	if rerr == nil {
+		if err := os.WriteFile(filepath.Join(logDir, seglog.ReservationFile), reservation, 0o644); err != nil {
+			return fmt.Errorf("agent power cut: %w", err)
+		}
+	}
 	floor := int64(0)
 	if seg == w.seg {
 		floor = w.segFloor

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/storedmsg"
 	"github.com/sluicehq/sluice/seglog"
@@ -79,7 +80,13 @@ func Open(o Options) (*Store, *store.Dedup, error) {
 	opts := []seglog.Option{
 		seglog.WithSync(syncPolicy()),
 		seglog.WithLogger(o.Logger),
-		seglog.WithMaxRecordBytes(int(o.MaxMessageBytes) + storedmsg.HeaderSize + store.MaxAgentID),
+		// The largest message any sink may have stored, not this run's
+		// --max-message: Open would take a record over the limit for a
+		// damaged one and quarantine it (or refuse the store when records
+		// follow it), so a sink restarted with a smaller --max-message
+		// lost acknowledged messages (found by hand, 2026-11-29). New
+		// messages are held to MaxMessageBytes when they are received.
+		seglog.WithMaxRecordBytes(int(max(o.MaxMessageBytes, defaults.SinkMaxMessageLimit)) + storedmsg.HeaderSize + store.MaxAgentID),
 		seglog.WithSyncObserver(o.OnSync),
 	}
 	if o.SegmentBytes > 0 {

@@ -147,3 +147,42 @@ func TestDamagedStoreNamesTheRepair(t *testing.T) {
 		t.Fatalf("open of a damaged store: %v\nwant the segment %s and the command for %s", err, seg, abs)
 	}
 }
+
+// TestSmallerMaxMessageKeepsStoredMessages: a store reopened with a
+// smaller MaxMessageBytes (a sink restarted with a smaller --max-message)
+// keeps the larger messages it stored, whether the last one or followed
+// by others. Before, Open took them for damage: the last was quarantined
+// (acknowledged data gone), an earlier one made the store refuse to open
+// with advice (`log check --repair`) that changed nothing.
+func TestSmallerMaxMessageKeepsStoredMessages(t *testing.T) {
+	for _, last := range []bool{true, false} {
+		t.Run(fmt.Sprintf("last=%v", last), func(t *testing.T) {
+			dir := t.TempDir()
+			quiet := slog.New(slog.DiscardHandler)
+			s, _, err := Open(Options{DataDir: dir, MaxMessageBytes: 1 << 20, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			big := strings.Repeat("b", 200_000)
+			msgs := []*store.Message{{Agent: "a", AgentB: []byte("a"), ID: 0, Codec: codec.Plain, Records: 1, Body: []byte(big)}}
+			if !last {
+				msgs = append(msgs, &store.Message{Agent: "a", AgentB: []byte("a"), ID: 1, Codec: codec.Plain, Records: 1, Body: []byte("small")})
+			}
+			if _, err := s.Append(msgs); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s, d, err := Open(Options{DataDir: dir, MaxMessageBytes: 16 << 10, Logger: quiet})
+			if err != nil {
+				t.Fatalf("reopened with a smaller MaxMessageBytes: %v", err)
+			}
+			defer s.Close()
+			if !d.Has("a", 0) || s.Log().NextOffset() != uint64(len(msgs)) {
+				t.Fatalf("the large message is gone: next offset %d", s.Log().NextOffset())
+			}
+			if _, err := os.Stat(filepath.Join(dir, "store", "quarantine")); err == nil {
+				t.Fatal("a stored message was quarantined")
+			}
+		})
+	}
+}

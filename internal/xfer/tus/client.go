@@ -33,6 +33,9 @@ type Client struct {
 	// algorithms, so a PATCH carries the CRC32C the upload loop computed
 	// for the chunk anyway instead of a SHA-256 of it (see checksum).
 	crc32c bool
+	// finishedSum: the SHA-256 (hex) a HEAD answered for a finished
+	// upload (Offset), which the server verified and landed.
+	finishedSum string
 }
 
 // NewClient makes a client of the tus endpoint at `to`
@@ -159,6 +162,7 @@ func (t *Client) Offset(ctx context.Context, name string) (int64, int64, bool, e
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, false, httpError(resp, "HEAD")
 	}
+	t.finishedSum = resp.Header.Get(headerSHA256)
 	off, err1 := strconv.ParseInt(resp.Header.Get("Upload-Offset"), 10, 64)
 	size, err2 := strconv.ParseInt(resp.Header.Get("Upload-Length"), 10, 64)
 	if err1 != nil || err2 != nil {
@@ -218,13 +222,14 @@ func (t *Client) Begin(ctx context.Context, out xfer.Outgoing) (xfer.Stream, err
 			return nil, err
 		}
 	}
-	return &upload{t: t, ctx: ctx}, nil
+	return &upload{t: t, ctx: ctx, size: out.Size}, nil
 }
 
 // upload is one upload's PATCHes, one per chunk.
 type upload struct {
 	t         *Client
 	ctx       context.Context
+	size      int64
 	serverSum string // the SHA-256 the completing PATCH answered
 }
 
@@ -257,16 +262,50 @@ func (u *upload) Chunk(c xfer.Chunk) error {
 // Cause is err: every PATCH has its own answer.
 func (u *upload) Cause(err error) error { return err }
 
-// Finish sends nothing (the last PATCH completed the upload) and forgets
-// the upload URL.
+// Finish returns the SHA-256 the server verified and landed the file
+// with: the completing PATCH's answer, or the HEAD's of an upload found
+// finished. Without either (a resumed upload that had all its bytes, an
+// empty file), an empty PATCH at the end asks the server to complete it,
+// and answers its error if the file cannot land: the hash is printed only
+// for a file in place. Before, such an upload was taken for done with the
+// client's own hash although its Finish had failed on the server (found
+// by hand, 2026-11-29). A server that is not sluice's answers no hash:
+// tus has none, and the client's is returned. It forgets the URL once the
+// upload is done.
 func (u *upload) Finish(sum []byte) ([]byte, error) {
-	u.t.forget()
+	t := u.t
+	if u.serverSum == "" && t.finishedSum != "" {
+		u.serverSum = t.finishedSum
+	}
+	if u.serverSum == "" && t.url != "" {
+		if err := u.complete(); err != nil {
+			return nil, err
+		}
+	}
+	t.forget()
 	if u.serverSum == "" {
-		// An empty file, or a server that is not sluice: tus has no
-		// whole-file hash.
 		return sum, nil
 	}
 	return hex.DecodeString(u.serverSum)
+}
+
+// complete sends the empty PATCH at the upload's end that has the server
+// finish an upload whose bytes all arrived.
+func (u *upload) complete() error {
+	t := u.t
+	resp, err := t.do(u.ctx, http.MethodPatch, t.url, bytes.NewReader(nil), 0, map[string]string{
+		"Content-Type":  "application/offset+octet-stream",
+		"Upload-Offset": strconv.FormatInt(u.size, 10),
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return httpError(resp, "PATCH")
+	}
+	u.serverSum = resp.Header.Get(headerSHA256)
+	return nil
 }
 
 func (u *upload) Close() {}

@@ -364,3 +364,38 @@ func TestTUSFinishedUpload(t *testing.T) {
 		t.Fatal("an expired finished upload came back after a restart")
 	}
 }
+
+// TestTUSHeadLandsAFullUpload: HEAD of an upload whose bytes all arrived
+// but which did not land (its name was taken by a directory when the
+// last PATCH finished it) lands it, or answers why not: Upload-Offset =
+// Upload-Length would tell any tus client the upload is done. Before,
+// HEAD answered 200 at the length and the file never landed.
+func TestTUSHeadLandsAFullUpload(t *testing.T) {
+	c := newTUS(t, diskstore.Options{})
+	data := []byte("all bytes here, nowhere to land")
+	meta := "filename " + b64([]byte("blocked"))
+	r := c.do("POST", "/files/", nil, "Upload-Length", strconv.Itoa(len(data)), "Upload-Metadata", meta)
+	c.want(r, 201)
+	loc := r.Header.Get("Location")
+	if err := os.Mkdir(filepath.Join(c.dir, "blocked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.do("PATCH", loc, data, "Content-Type", octet, "Upload-Offset", "0"); r.StatusCode < 500 {
+		t.Fatalf("PATCH completing an upload that cannot land: %d, want 5xx", r.StatusCode)
+	}
+	if r := c.do("HEAD", loc, nil); r.StatusCode < 500 {
+		t.Fatalf("HEAD while the name is still taken: %d (Upload-Offset %s), want 5xx", r.StatusCode, r.Header.Get("Upload-Offset"))
+	}
+	if err := os.Remove(filepath.Join(c.dir, "blocked")); err != nil {
+		t.Fatal(err)
+	}
+	r = c.do("HEAD", loc, nil)
+	c.want(r, 200)
+	sum := sha256.Sum256(data)
+	if r.Header.Get("Upload-Offset") != strconv.Itoa(len(data)) || r.Header.Get("Sluice-Sha256") != hex.EncodeToString(sum[:]) {
+		t.Fatalf("HEAD once the name is free: offset %q, hash %q", r.Header.Get("Upload-Offset"), r.Header.Get("Sluice-Sha256"))
+	}
+	if got, err := os.ReadFile(filepath.Join(c.dir, "blocked")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the file did not land: %q, %v", got, err)
+	}
+}

@@ -1,0 +1,50 @@
+package send
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testkit/xfertest"
+	"github.com/sluicehq/sluice/internal/xfer/diskstore"
+)
+
+// TestHashOnlyForALandedFile: a file whose bytes all reached the server
+// but which could not land (a directory holds its name) makes `send`
+// fail, over every transport, and the next send, once the name is free,
+// lands it. Before, over tus, the second send found the upload's offset
+// at its length, took it for done and printed the client's own hash with
+// exit 0: the file never landed (found by hand, 2026-11-29).
+func TestHashOnlyForALandedFile(t *testing.T) {
+	e := startEnv(t, diskstore.Options{SyncEvery: 1 << 20})
+	data := xfertest.RandBytes(1<<20+77, 12)
+	src := xfertest.TempFile(t, data)
+	for tr, to := range e.URLs() {
+		t.Run(tr, func(t *testing.T) {
+			name := "obstructed-" + tr
+			target := filepath.Join(e.Dir, name)
+			if err := os.Mkdir(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			state := t.TempDir() // the tus client's URL memory, shared by both sends
+			if sum, err := File(xfertest.Ctx(t), to, src, Options{Name: name, Chunk: 256 << 10, Attempts: 1, StateDir: state}); err == nil {
+				t.Fatalf("a send whose file could not land succeeded with %x", sum)
+			}
+			if err := os.Remove(target); err != nil {
+				t.Fatal(err)
+			}
+			sum, err := File(xfertest.Ctx(t), to, src, Options{Name: name, Chunk: 256 << 10, Attempts: 3, StateDir: state})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(target)
+			if err != nil {
+				t.Fatalf("send printed %x, but the file did not land: %v", sum, err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatal("the landed file differs from what was sent")
+			}
+		})
+	}
+}

@@ -451,7 +451,11 @@ func (s *Sink) Error(err error) error {
 		}
 		code, msg := toError(err)
 		e := s.c.machine.SendError(st.id, code, msg)
-		st.cancel()
+		// An ERROR ends the stream both ways: Next returns err from now
+		// on. Before, a requester channel's Next, whose stream was gone
+		// from the map, waited for ever (found by hand, 2026-11-29:
+		// `rsocket channel` hung on a stdin line too long).
+		st.fail(err)
 		delete(s.c.streams, st.id)
 		return e
 	})

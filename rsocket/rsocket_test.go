@@ -543,3 +543,29 @@ func TestHandlerPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelErrorEndsNext: a requester that ends its channel with
+// Sink.Error has its Next end with that error, on every transport.
+// Before, the stream left the connection's map without waking Next,
+// which waited for ever.
+func TestChannelErrorEndsNext(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			c, _ := pair(t, tr)
+			ch, err := c.RequestChannel(tctx(t), Payload{Data: []byte("a")}, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err := ch.Next(); err != nil || string(p.Data) != "a" {
+				t.Fatalf("first echo: %q, %v", p.Data, err)
+			}
+			bad := errors.New("stdin broke")
+			if err := ch.Error(bad); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ch.Next(); !errors.Is(err, bad) {
+				t.Fatalf("Next after Error: %v, want %v", err, bad)
+			}
+		})
+	}
+}

@@ -192,3 +192,23 @@ func TestRSocketHostileCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestRSocketChannelLineTooLong: a stdin line longer than a frame ends
+// `rsocket channel` with exit 1 and names the line, the first line too.
+// Before, the scan stopped there and the channel completed: exit 0, the
+// rest of stdin unsent (found by hand, 2026-11-29).
+func TestRSocketChannelLineTooLong(t *testing.T) {
+	tcpURL, _ := startRSocketServe(t)
+	long := strings.Repeat("x", 17<<20)
+	for _, tc := range []struct{ stdin, line string }{
+		{"first\n" + long + "\nlast\n", "stdin line 2"},
+		{long + "\nlast\n", "stdin line 1"},
+	} {
+		rsocketStdin = strings.NewReader(tc.stdin)
+		code, _, errs := run("rsocket", "channel", "--url", tcpURL)
+		if code != 1 || !strings.Contains(errs, tc.line) || !strings.Contains(errs, "token too long") {
+			t.Errorf("exit %d, stderr %.200q; want 1 and %q", code, errs, tc.line)
+		}
+	}
+	rsocketStdin = strings.NewReader("")
+}

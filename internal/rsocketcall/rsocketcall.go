@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/rsocket"
 	"github.com/sluicehq/sluice/rsocket/balance"
@@ -83,23 +84,49 @@ func (call Call) Do(ctx context.Context, c balance.Requester, stdout, stderr io.
 	case "channel":
 		lines := bufio.NewScanner(call.Stdin)
 		lines.Buffer(make([]byte, 64<<10), frame.MaxFrameSize)
-		first := call.HasData
-		if !first && lines.Scan() {
-			p.Data, first = append([]byte(nil), lines.Bytes()...), true
+		read := 0 // lines read from stdin
+		// A line over the scanner's bound ends the channel with an error
+		// that names it: before, the scan stopped there and the channel
+		// completed, exit 0, the rest of stdin unsent (found by hand,
+		// 2026-11-29).
+		tooLong := func() error {
+			if err := lines.Err(); err != nil {
+				return fmt.Errorf("stdin line %d: %w (an element is one line, at most %s)", read+1, err, bytesOf(frame.MaxFrameSize))
+			}
+			return nil
+		}
+		if !call.HasData {
+			if lines.Scan() {
+				p.Data, read = append([]byte(nil), lines.Bytes()...), 1
+			} else if err := tooLong(); err != nil {
+				return err
+			}
 		}
 		ch, err := c.RequestChannel(ctx, p, n)
 		if err != nil {
 			return err
 		}
+		var stdinErr atomic.Pointer[error]
 		go func() {
 			for lines.Scan() {
+				read++
 				if ch.Send(rsocket.Payload{Data: append([]byte(nil), lines.Bytes()...)}) != nil {
 					return
 				}
 			}
+			if err := tooLong(); err != nil {
+				stdinErr.Store(&err)
+				ch.Error(err) // ends Next too
+				return
+			}
 			ch.Complete()
 		}()
-		return drain(&ch.Stream, print, w)
+		err = drain(&ch.Stream, print, w)
+		if e := stdinErr.Load(); e != nil {
+			w.Flush()
+			return *e
+		}
+		return err
 	}
 	return nil
 }

@@ -252,8 +252,9 @@ func TestLogLevelChecked(t *testing.T) {
 // TestFlagValuesChecked: values a flag cannot take are usage errors that
 // name the flag (exit 2), before anything is created. Found by hand
 // (2026-11-29): --spool-quota 0 was reported as a --dead-letter-at error,
-// --spool-sync named the seglog package, --expire -1s was taken, and
-// every transport was held to gRPC's chunk bound.
+// --spool-sync named the seglog package, --expire -1s was taken, every
+// transport was held to gRPC's chunk bound, and settings out of range
+// exited 1 naming Go fields only.
 func TestFlagValuesChecked(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -265,6 +266,11 @@ func TestFlagValuesChecked(t *testing.T) {
 		{[]string{"xfer", "serve", "--dir", filepath.Join(dir, "a"), "--grpc", "127.0.0.1:0", "--expire", "-1s"}, "--expire must be positive, or 0 (never)"},
 		{[]string{"xfer", "send", filepath.Join(dir, "a"), "--to", "grpc://127.0.0.1:1", "--chunk", "16MiB"}, "gRPC and RSocket take 1B .. 8MiB (tus up to 64MiB)"},
 		{[]string{"xfer", "send", filepath.Join(dir, "a"), "--to", "http://127.0.0.1:1/files/", "--chunk", "65MiB"}, "64MiB for tus"},
+		{[]string{"rsocket", "rr", "--url", "tcp://127.0.0.1:1", "--tls-ca", "/nonexistent.pem", "--data", "x"}, `--tls-* given for "tcp://127.0.0.1:1": use a tls:// or wss:// URL`},
+		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--spool-quota", "1KiB"}, "SpoolQuota (--spool-quota) 1KiB below 2MiB"},
+		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--linger", "-1s"}, "Linger (--linger) is negative"},
+		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--compression", "dict"}, "needs a Dictionary (--dict FILE"},
+		{[]string{"sink", "--data", filepath.Join(dir, "a"), "--listen", "127.0.0.1:0", "--max-message", "1GiB"}, "MaxMessageBytes (--max-message) 1GiB outside 1B to 256MiB"},
 	} {
 		code, _, errOut := run(c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {

@@ -27,7 +27,7 @@ func TestXferSendGivenSHA256(t *testing.T) {
 		checkXferLanded(t, dir, name, src, sum, out.String())
 		bad := "wrong-" + tr
 		cmd, out, errb = sendCmd(t, t.TempDir(), src, "--to", s.url(tr), "--name", bad, "--sha256", wrong)
-		if err := cmd.Run(); err == nil || !strings.Contains(errb.String(), "Options.SHA256 is not the SHA-256") || out.Len() != 0 {
+		if err := cmd.Run(); err == nil || !strings.Contains(errb.String(), "--sha256 or Options.SHA256, is not that of what was sent") || out.Len() != 0 {
 			t.Fatalf("%s: wrong hash: err %v, stderr %q, stdout %q", tr, err, errb, out)
 		}
 		if _, err := os.Stat(filepath.Join(dir, bad)); !os.IsNotExist(err) {

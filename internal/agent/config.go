@@ -247,19 +247,35 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("MaxRecordBytes (--max-record) %s outside 1B to %s (--max-message less %d bytes of framing)", defaults.FormatSize(int64(c.MaxRecordBytes)), defaults.FormatSize(int64(c.MaxMessageBytes-batchOverhead)), batchOverhead))
 	}
 	if c.Compression == codec.ZstdDict && c.Dictionary == nil {
-		errs = append(errs, errors.New("dictionary compression needs a Dictionary"))
+		errs = append(errs, errors.New("Compression dict (--compression dict) needs a Dictionary (--dict FILE, from sluice dict train)"))
 	}
 	if len(c.AgentID) > maxAgentIDLen || strings.IndexFunc(c.AgentID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
 		errs = append(errs, fmt.Errorf("AgentID %q: want at most %d printable bytes without whitespace", c.AgentID, maxAgentIDLen))
 	}
-	if c.SpoolQuota < 0 || c.Linger < 0 || c.SetAsideAt < 0 {
-		errs = append(errs, errors.New("negative SpoolQuota, Linger or SetAsideAt"))
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"SpoolQuota (--spool-quota)", c.SpoolQuota}, {"Linger (--linger)", int64(c.Linger)}, {"SetAsideAt (--dead-letter-at)", c.SetAsideAt}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s is negative", f.name))
+		}
 	}
 	if minQuota := max(defaults.MinSpoolQuota, 4*int64(c.MaxMessageBytes)); c.SpoolQuota > 0 && c.SpoolQuota < minQuota {
 		errs = append(errs, fmt.Errorf("SpoolQuota (--spool-quota) %s below %s (at least 2MiB and four --max-message)", defaults.FormatSize(c.SpoolQuota), defaults.FormatSize(minQuota)))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("agent: invalid config: %w", errors.Join(errs...))
+		return &ConfigError{fmt.Errorf("agent: invalid config: %w", errors.Join(errs...))}
 	}
 	return nil
 }
+
+// ConfigError is a Config that cannot run: a setting out of range or
+// missing. A command line gave it, so it exits 2 (cli.ExitCoder), as a
+// bad flag value does.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ExitCode is 2: a usage mistake.
+func (e *ConfigError) ExitCode() int { return 2 }

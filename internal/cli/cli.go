@@ -56,6 +56,17 @@ const ExitInterrupted = 130
 // status 2).
 var ErrUsage = errors.New("usage")
 
+// Usagef is a usage error (exit 2, errors.Is ErrUsage) whose message is
+// just the formatted text, without ErrUsage's own word.
+func Usagef(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string        { return e.msg }
+func (e usageError) Is(target error) bool { return target == ErrUsage }
+
 // HelpError is what a command returns for -h: the usage text, which Main
 // prints on stdout (help that was asked for is output, not an error). It
 // matches flag.ErrHelp for errors.Is.

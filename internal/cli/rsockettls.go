@@ -3,7 +3,6 @@ package cli
 import (
 	"crypto/tls"
 	"flag"
-	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/auth"
@@ -33,6 +32,15 @@ func (f *RSocketTLS) Option(url string) ([]rsocket.Option, error) {
 	if !set && !strings.Contains(url, "tls://") && !strings.Contains(url, "wss://") {
 		return nil, nil
 	}
+	if set {
+		// Every URL of the list must be a TLS one: rsocket.Dial refuses
+		// a clear-text URL with TLS options, naming its own option.
+		for u := range strings.SplitSeq(url, ",") {
+			if !strings.HasPrefix(u, "tls://") && !strings.HasPrefix(u, "wss://") {
+				return nil, Usagef("--tls-* given for %q: use a tls:// or wss:// URL (or drop the --tls-* flags)", u)
+			}
+		}
+	}
 	cfg, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -45,7 +53,7 @@ func (f *RSocketTLS) Option(url string) ([]rsocket.Option, error) {
 func (f *RSocketTLS) Config() (*tls.Config, error) {
 	cfg, err := auth.ClientTLS(*f.ca, *f.cert, *f.key, *f.serverName)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --tls-*: %v", ErrUsage, err)
+		return nil, Usagef("--tls-*: %v", err)
 	}
 	return cfg, nil
 }

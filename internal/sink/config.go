@@ -309,7 +309,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("queue capacity %d messages, %d bytes: both must be positive", c.QueueMessages, c.QueueBytes))
 	}
 	if c.MaxMessageBytes < 1 || c.MaxMessageBytes > MaxMessageBytesLimit {
-		errs = append(errs, fmt.Errorf("MaxMessageBytes %d outside [1, %d]", c.MaxMessageBytes, MaxMessageBytesLimit))
+		errs = append(errs, fmt.Errorf("MaxMessageBytes (--max-message) %s outside 1B to %s", defaults.FormatSize(c.MaxMessageBytes), defaults.FormatSize(MaxMessageBytesLimit)))
 	}
 	if _, _, err := parseStore(c.Store); err != nil {
 		errs = append(errs, err)
@@ -327,7 +327,18 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("negative interval, size or timeout"))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("sink: invalid config: %w", errors.Join(errs...))
+		return &ConfigError{fmt.Errorf("sink: invalid config: %w", errors.Join(errs...))}
 	}
 	return nil
 }
+
+// ConfigError is a Config that cannot run: a setting out of range or
+// missing. A command line gave it, so it exits 2 (cli.ExitCoder), as a
+// bad flag value does.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ExitCode is 2: a usage mistake.
+func (e *ConfigError) ExitCode() int { return 2 }

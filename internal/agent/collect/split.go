@@ -50,7 +50,7 @@ func splitRecords(body []byte, k telemetry.Kind, maxRecord int) ([][]byte, error
 			return nil, fmt.Errorf("%w: %v", errMalformed, protowire.ParseError(n))
 		}
 		if n > room {
-			return nil, fmt.Errorf("%w: one %s element of %d bytes, limit %d (raise --max-record)", ingest.ErrRecordTooLarge, unitName(k), n, room)
+			return nil, fmt.Errorf("%w: one %s element of %d bytes, limit %d (raise --max-message; --max-record follows it)", ingest.ErrRecordTooLarge, unitName(k), n, room)
 		}
 		if end+n-start > room {
 			out = append(out, appendRecord(k, body[start:end]))

@@ -79,7 +79,7 @@ func givenHashRefuted(o *Options, err error, atEnd bool) error {
 	if o.SHA256 == nil || !atEnd || !errors.Is(err, xfer.ErrChecksum) {
 		return err
 	}
-	return xfer.Permanent(fmt.Errorf("%w (Options.SHA256 is not the SHA-256 of what was sent: wrong, or the file changed)", err))
+	return xfer.Permanent(fmt.Errorf("%w (the SHA-256 given, --sha256 or Options.SHA256, is not that of what was sent: wrong, or the file changed)", err))
 }
 
 // job is one attempt at sending a file from an offset.

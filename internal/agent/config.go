@@ -247,7 +247,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("MaxRecordBytes (--max-record) %s outside 1B to %s (--max-message less %d bytes of framing)", defaults.FormatSize(int64(c.MaxRecordBytes)), defaults.FormatSize(int64(c.MaxMessageBytes-batchOverhead)), batchOverhead))
 	}
 	if c.Compression == codec.ZstdDict && c.Dictionary == nil {
-		errs = append(errs, errors.New("Compression dict (--compression dict) needs a Dictionary (--dict FILE, from sluice dict train)"))
+		errs = append(errs, errors.New("--compression dict needs a Dictionary (--dict FILE, from sluice dict train)"))
 	}
 	if len(c.AgentID) > maxAgentIDLen || strings.IndexFunc(c.AgentID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
 		errs = append(errs, fmt.Errorf("AgentID %q: want at most %d printable bytes without whitespace", c.AgentID, maxAgentIDLen))

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	dto "github.com/prometheus/client_model/go"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/store/seglogstore"
@@ -334,8 +335,11 @@ func TestRejections(t *testing.T) {
 			if cr.GetMessageLimit() != limit {
 				t.Fatalf("credits with the error %v, want message limit %d (the credit handed back)", cr, limit)
 			}
-			if !strings.Contains(h.logs.String(), "message_id="+itoa(tt.req.MessageId)) {
-				t.Fatalf("no log line about message %d", tt.req.MessageId)
+			// The first rejection of a session is logged; the others
+			// within the minute are counted in the next line's
+			// not_logged_since (TestRejectedLogRateLimited).
+			if first := tests[0].req.MessageId; !strings.Contains(h.logs.String(), "message_id="+itoa(first)) {
+				t.Fatalf("no log line about message %d, the session's first rejection", first)
 			}
 		})
 	}
@@ -669,5 +673,28 @@ func TestGarbage(t *testing.T) {
 	a.Collect(1000)
 	if got := h.stored(); !slices.Equal(got, []string{"edge-1/1000"}) {
 		t.Fatalf("store %v", got)
+	}
+}
+
+// TestRejectedLogRateLimited: a session's rejections are logged at most
+// once a minute, the next line saying how many it left out, while
+// sluice_sink_rejected_total counts each. Before, a line per rejection: an
+// agent re-offers every message refused for good at each session, 329
+// lines per session in the case found by hand (2026-11-29).
+func TestRejectedLogRateLimited(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.connect("edge-1")
+	for id := uint64(1); id <= 20; id++ {
+		a.Send(&sluicev1.Request{Version: 1, MessageId: id}) // no payload: refused for good
+		if e, _ := a.ErrorFor(id); e.Code != sluicev1.ErrorCode_ERROR_CODE_BAD_PAYLOAD {
+			t.Fatalf("message %d: %v", id, e)
+		}
+	}
+	if n := strings.Count(h.logs.String(), "message rejected"); n != 1 {
+		t.Fatalf("%d lines for 20 rejections in a minute, want 1", n)
+	}
+	var m dto.Metric
+	if err := h.s.m.rejected.WithLabelValues(reasonNoPayload).Write(&m); err != nil || m.GetCounter().GetValue() != 20 {
+		t.Fatalf("rejected_total %v (%v), want 20", m.GetCounter().GetValue(), err)
 	}
 }

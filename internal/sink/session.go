@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -36,11 +37,16 @@ import (
 // which never blocks, so a slow agent cannot hold up the writer; the
 // writer knows nothing else of the session.
 type session struct {
-	s       *Sink
-	conn    protocol.Conn
-	agent   string
-	agentB  []byte
-	session string
+	// rejectLog, rejectQuiet: the "message rejected" line is logged at
+	// most once a minute per session, with how many it left out (an agent
+	// re-offers every message refused for good at each session).
+	rejectLog   logutil.Every
+	rejectQuiet int
+	s           *Sink
+	conn        protocol.Conn
+	agent       string
+	agentB      []byte
+	session     string
 	// vouched names the credentials that proved the agent id (checkSend).
 	vouched string
 	log     *slog.Logger
@@ -445,8 +451,7 @@ func (st *session) handle(ctx context.Context, ev *inbound) error {
 	case inInvalid:
 		st.s.m.rejected.WithLabelValues(ev.rej.reason).Inc()
 		st.s.noteError("message %d of agent %s rejected (%s): %s", ev.id, st.agent, ev.rej.code, ev.rej.detail)
-		st.log.Warn("sink: message rejected", "message_id", ev.id, "code", ev.rej.code.String(),
-			"retryable", ev.rej.retryable, "detail", ev.rej.detail)
+		st.logRejected(ev.id, ev.rej)
 		st.reject(ev.id, ev.rej)
 		// The agent counted it as sent: the Receiver hands its credit back.
 		if err := st.rcv.Step(delivery.Discarded(ev.id, ev.size)); err != nil {
@@ -519,7 +524,7 @@ func (st *session) act(ctx context.Context, msg *store.Message) error {
 			rej.retryable = a.Reason.Retryable()
 			m.rejected.WithLabelValues(rej.reason).Inc()
 			st.s.noteError("message %d of agent %s rejected (%s): %s", a.ID, st.agent, rej.code, rej.detail)
-			st.log.Warn("sink: message rejected", "message_id", a.ID, "code", rej.code.String(), "retryable", rej.retryable, "detail", rej.detail)
+			st.logRejected(a.ID, rej)
 			st.reject(a.ID, rej)
 		case delivery.ActionFail:
 			switch a.Reason {
@@ -619,4 +624,16 @@ func (st *session) sendLoop() {
 			return
 		}
 	}
+}
+
+// logRejected logs a rejected message, at most once a minute per session
+// (sluice_sink_rejected_total counts every one).
+func (st *session) logRejected(id uint64, rej rejection) {
+	if !st.rejectLog.Due(time.Now(), time.Minute) {
+		st.rejectQuiet++
+		return
+	}
+	st.log.Warn("sink: message rejected", "message_id", id, "code", rej.code.String(), "retryable", rej.retryable,
+		"detail", rej.detail, "not_logged_since", st.rejectQuiet)
+	st.rejectQuiet = 0
 }

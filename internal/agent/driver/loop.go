@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/delivery"
+	"github.com/sluicehq/sluice/internal/logutil"
 	"github.com/sluicehq/sluice/internal/protocol"
 )
 
@@ -25,10 +26,14 @@ type msgMeta struct {
 // the Sender keeps the resend, reconnect and progress deadlines, and the
 // loop keeps one timer at the Sender's NextDeadline, which steps Tick.
 type loop struct {
-	d    *Driver
-	s    *delivery.Sender
-	conn *conn
-	gen  uint64
+	// refuseLog, refuseQuiet: a refusal is logged at most once a minute,
+	// with how many the line left out.
+	refuseLog   logutil.Every
+	refuseQuiet int
+	d           *Driver
+	s           *delivery.Sender
+	conn        *conn
+	gen         uint64
 	// attempts counts dials; attempt k goes to sink address k mod n, so
 	// failover walks the list whatever gen does.
 	attempts uint64
@@ -377,11 +382,28 @@ func (l *loop) frame(f protocol.Frame, now int64) {
 			l.d.log.Warn("sink store status", "available", st.Available, "detail", st.Detail)
 		}
 	case *protocol.Error:
-		l.d.log.Warn("sink refused a message", "id", f.MessageID, "code", f.Code.String(),
-			"detail", f.Detail, "retryable", f.Retryable)
-		// The label keeps the wire enum's name (ERROR_CODE_OVERSIZE), as
-		// before the protocol layer existed, so dashboards keep working.
-		l.d.metrics.Rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
+		// A message refused for good is logged and counted once: it is
+		// parked and offered again at each session, and refused again
+		// (before, a line and a count each time: 329 parked messages gave
+		// 658 after one sink restart); a retryable one is counted each
+		// time. Lines come at most once a minute, saying how many
+		// refusals they left out (rejected_messages_total has them all).
+		_, again := l.refusals[f.MessageID]
+		again = again && !f.Retryable
+		if !again {
+			if l.refuseLog.Due(time.Now(), time.Minute) {
+				l.d.log.Warn("sink refused a message", "id", f.MessageID, "code", f.Code.String(),
+					"detail", f.Detail, "retryable", f.Retryable, "refusals_not_logged", l.refuseQuiet)
+				l.refuseQuiet = 0
+			} else {
+				l.refuseQuiet++
+			}
+		}
+		if !again {
+			// The label keeps the wire enum's name (ERROR_CODE_OVERSIZE),
+			// as before the protocol layer existed, so dashboards work.
+			l.d.metrics.Rejected.WithLabelValues("ERROR_CODE_" + f.Code.String()).Inc()
+		}
 		if !f.Retryable {
 			l.refused(f.MessageID, "ERROR_CODE_"+f.Code.String(), f.Detail)
 		}

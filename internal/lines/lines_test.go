@@ -1,10 +1,15 @@
 package lines
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/telemetry"
 )
 
@@ -34,5 +39,26 @@ func TestRecordShowsMarkedRecordsReadably(t *testing.T) {
 	bad := telemetry.Append(nil, telemetry.RemoteWrite, []byte{0x0a, 0x7f})
 	if got := string(Record(nil, bad, 7)); !strings.HasPrefix(got, "# sluice: unreadable record in the message at offset 7:") {
 		t.Errorf("unreadable record printed as %q", got)
+	}
+}
+
+// TestSendCountsRecords: Send's count is of the records the agent gets,
+// empty lines left out. Before, `printf 'L1\n\nL3\n' | sluice produce`
+// said 3 lines spooled for 2 records (found by hand, 2026-11-29).
+func TestSendCountsRecords(t *testing.T) {
+	var got atomic.Int64
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Add(int64(len(Split(b))))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer agent.Close()
+	p, err := client.NewHTTPProducer(agent.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Send(p, strings.NewReader("L1\n\nL3\n\n\nL6\n"), 1<<20, func(_ int, err error) error { return err }, nil)
+	if err != nil || n != 3 || got.Load() != 3 {
+		t.Fatalf("Send counted %d lines (%v), the agent got %d records; want 3 and 3", n, err, got.Load())
 	}
 }

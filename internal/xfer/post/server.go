@@ -32,7 +32,7 @@ func Handler(s xfer.Backend) http.Handler {
 		}
 		u, err := s.Begin(name, r.ContentLength, nil, "", true)
 		if err != nil {
-			http.Error(w, xfer.EncodeRemote(err), http.StatusBadRequest)
+			http.Error(w, xfer.EncodeRemote(err), status(err, http.StatusBadRequest))
 			return
 		}
 		defer u.Release()
@@ -49,9 +49,29 @@ func Handler(s xfer.Backend) http.Handler {
 		}
 		sum, err := u.Finish(nil, "http")
 		if err != nil {
-			http.Error(w, xfer.EncodeRemote(err), http.StatusInternalServerError)
+			// No resume over a POST: the partial is of no use (before,
+			// it stayed until --expire).
+			u.Remove()
+			http.Error(w, xfer.EncodeRemote(err), status(err, http.StatusInternalServerError))
 			return
 		}
 		fmt.Fprintln(w, hex.EncodeToString(sum))
 	})
+}
+
+// status is the HTTP answer to a store error, as tus answers the same
+// ones (a busy name 409, too large 413, no space 507); other errors get
+// otherwise. Before, every refusal of Begin was a 400.
+func status(err error, otherwise int) int {
+	switch xfer.CodeOf(err) {
+	case xfer.CodeBusy:
+		return http.StatusConflict
+	case xfer.CodeTooLarge, xfer.CodeOverSize:
+		return http.StatusRequestEntityTooLarge
+	case xfer.CodeNoSpace:
+		return http.StatusInsufficientStorage
+	case xfer.CodeBadName:
+		return http.StatusBadRequest
+	}
+	return otherwise
 }

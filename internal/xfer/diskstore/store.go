@@ -444,6 +444,9 @@ func (s *Uploads) begin(name string, size int64, sha []byte, meta string, fresh,
 	if sha != nil && len(sha) != 32 {
 		return nil, fmt.Errorf("sha256 of %d bytes, want 32", len(sha))
 	}
+	if err := s.notADirectory(name); err != nil {
+		return nil, err
+	}
 	// Files of the partials this one evicts are removed after the store's
 	// lock is let go (deferred calls run last in, first out): unlinking is
 	// a filesystem call every other upload's Begin, Acquire and Release
@@ -621,4 +624,16 @@ func newID() string {
 		panic(err) // crypto/rand never fails on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// notADirectory refuses a name that a directory holds in the store's
+// directory: no upload of it can land (its rename fails every time).
+// Before, the whole file was received and then refused, and the client,
+// told "internal", sent its end again for a minute (found by hand,
+// 2026-11-29).
+func (s *Uploads) notADirectory(name string) error {
+	if fi, err := os.Stat(filepath.Join(s.dir, name)); err == nil && fi.IsDir() {
+		return &xfer.NameError{Name: name, Why: "a directory holds it in " + s.dir + ": an upload of it cannot land"}
+	}
+	return nil
 }

@@ -461,3 +461,32 @@ func TestIdlePartialIsSlim(t *testing.T) {
 		t.Fatalf("landed file: %v, %d bytes", err, len(got))
 	}
 }
+
+// TestDirectoryNameRefused: a name a directory holds in the store's
+// directory is refused when the upload begins (bad_name, which no client
+// retries), and at the rename if the directory appeared meanwhile.
+// Before, the whole file was received and its rename failed as
+// "internal", which clients sent again for a minute (found by hand,
+// 2026-11-29).
+func TestDirectoryNameRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin("d", 3, nil, "", false); !errors.Is(err, xfer.ErrBadName) {
+		t.Fatalf("Begin of a directory's name: %v, want ErrBadName", err)
+	}
+	u, err := s.Begin("later", 3, nil, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, u, []byte("abc"), 0, 3)
+	if err := os.Mkdir(filepath.Join(dir, "later"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Finish(nil, "test"); !errors.Is(err, xfer.ErrBadName) {
+		t.Fatalf("Finish onto a directory: %v, want ErrBadName", err)
+	}
+	u.Release()
+}

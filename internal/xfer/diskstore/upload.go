@@ -788,6 +788,12 @@ func (u *Upload) Finish(clientSHA []byte, via string) ([]byte, error) {
 	dataPath, metaPath := u.s.paths(u.rec.ID)
 	final := filepath.Join(u.s.dir, u.rec.Name)
 	if err := u.s.o.FS.Rename(dataPath, final); err != nil {
+		if derr := u.s.notADirectory(u.rec.Name); derr != nil {
+			// The same answer every time: the client stops (bad_name)
+			// instead of sending the end again for a minute.
+			u.s.log.Warn("an upload cannot land: its name is a directory", "name", u.rec.Name, "dir", u.s.dir)
+			return nil, derr
+		}
 		return nil, fmt.Errorf("moving the upload into place: %w", err)
 	}
 	if mutationRenameBeforeFsync {

@@ -15,7 +15,8 @@ import (
 // name 409, too large 413), and a file that cannot land (its name taken
 // by a directory) answers 500 and leaves no partial. Before, every
 // refusal was a 400 and the partial stayed until --expire (found by
-// hand, 2026-11-29).
+// hand, 2026-11-29). (A directory holding the name is now refused when
+// the upload begins, with 400.)
 func TestPostAnswers(t *testing.T) {
 	dir := t.TempDir()
 	s, err := diskstore.Open(dir, diskstore.Options{MaxSize: 1 << 20})
@@ -48,8 +49,8 @@ func TestPostAnswers(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "taken"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got := post("taken", []byte("cannot land")); got != http.StatusInternalServerError {
-		t.Errorf("a name taken by a directory: %d, want 500", got)
+	if got := post("taken", []byte("cannot land")); got != http.StatusBadRequest {
+		t.Errorf("a name taken by a directory: %d, want 400", got)
 	}
 	if s.Partials() != 1 { // busy's, released, kept for its client
 		t.Errorf("%d partial uploads left, want only the released one", s.Partials())

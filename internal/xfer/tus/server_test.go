@@ -380,11 +380,11 @@ func TestTUSHeadLandsAFullUpload(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(c.dir, "blocked"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.do("PATCH", loc, data, "Content-Type", octet, "Upload-Offset", "0"); r.StatusCode < 500 {
-		t.Fatalf("PATCH completing an upload that cannot land: %d, want 5xx", r.StatusCode)
+	if r := c.do("PATCH", loc, data, "Content-Type", octet, "Upload-Offset", "0"); r.StatusCode < 400 {
+		t.Fatalf("PATCH completing an upload that cannot land: %d, want an error", r.StatusCode)
 	}
-	if r := c.do("HEAD", loc, nil); r.StatusCode < 500 {
-		t.Fatalf("HEAD while the name is still taken: %d (Upload-Offset %s), want 5xx", r.StatusCode, r.Header.Get("Upload-Offset"))
+	if r := c.do("HEAD", loc, nil); r.StatusCode < 400 {
+		t.Fatalf("HEAD while the name is still taken: %d (Upload-Offset %s), want an error", r.StatusCode, r.Header.Get("Upload-Offset"))
 	}
 	if err := os.Remove(filepath.Join(c.dir, "blocked")); err != nil {
 		t.Fatal(err)

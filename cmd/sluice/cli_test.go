@@ -271,6 +271,7 @@ func TestFlagValuesChecked(t *testing.T) {
 		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--linger", "-1s"}, "Linger (--linger) is negative"},
 		{[]string{"agent", "--sink", "127.0.0.1:1", "--spool", filepath.Join(dir, "a"), "--compression", "dict"}, "needs a Dictionary (--dict FILE"},
 		{[]string{"sink", "--data", filepath.Join(dir, "a"), "--listen", "127.0.0.1:0", "--max-message", "1GiB"}, "MaxMessageBytes (--max-message) 1GiB outside 1B to 256MiB"},
+		{[]string{"sink", "--data", filepath.Join(dir, "a"), "--listen", "127.0.0.1:0", "--listen-rsocket", "foo://x"}, `--listen-rsocket: rsocket listen "foo://x": want tcp://HOST:PORT or ws://HOST:PORT/PATH`},
 	} {
 		code, _, errOut := run(c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {

@@ -168,6 +168,9 @@ func (c *sinkCmd) check(fs *flag.FlagSet) error {
 	if err := sink.CheckStore(c.store); err != nil {
 		return &exitError{code: 2, msg: "--store: " + err.Error()}
 	}
+	if _, err := rsockettransport.CheckListenURL(c.listenRSocket); err != nil && c.listenRSocket != "" {
+		return &exitError{code: 2, msg: "--listen-rsocket: " + err.Error()}
+	}
 	targets, err := export.ParseTargets(c.export)
 	if err != nil {
 		return &exitError{code: 2, msg: "--export: " + err.Error()}

@@ -28,12 +28,9 @@ type peerKey struct{}
 // svc there until ctx ends. ready, if not nil, is called with the
 // listener's address once it listens (":0" picks a port).
 func ServeURL(ctx context.Context, rawURL string, svc protocol.Service, ready func(net.Addr), opts ...Option) error {
-	u, err := url.Parse(rawURL)
+	u, err := CheckListenURL(rawURL)
 	if err != nil {
-		return fmt.Errorf("rsocket listen %q: %w", rawURL, err)
-	}
-	if u.Scheme != "tcp" && u.Scheme != "ws" {
-		return fmt.Errorf("rsocket listen %q: scheme must be tcp or ws", rawURL)
+		return err
 	}
 	ln, err := net.Listen("tcp", u.Host)
 	if err != nil {
@@ -217,3 +214,13 @@ func (c *serverConn) Peer() protocol.PeerInfo  { return c.peer }
 // PayloadsOwned: a received payload is the RSocket connection's copy of
 // the frame's bytes, never reused, so a receiver may keep it.
 func (c *serverConn) PayloadsOwned() bool { return true }
+
+// CheckListenURL parses a listen URL: tcp://HOST:PORT or
+// ws://HOST:PORT/PATH, a port required.
+func CheckListenURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "tcp" && u.Scheme != "ws") || u.Port() == "" {
+		return nil, fmt.Errorf("rsocket listen %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH", rawURL)
+	}
+	return u, nil
+}

@@ -93,7 +93,7 @@ func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if st.Disk != nil {
 		page.Providers = []status.Provider{status.Uploads(st.Disk)}
 	}
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil, page); err != nil {
+	if err := serveMetrics(ctx, *metrics, reg, log, st.Ready, nil, page); err != nil {
 		return err
 	}
 	srv, err := serve.Start(st.Backend, serve.Listen{GRPC: *grpcAddr, RSocket: *rsAddr, TUS: *tusAddr, HTTP: *httpAddr, Log: log})

@@ -78,6 +78,8 @@ const DefaultIdleTimeout = 60 * time.Second
 // Uploads keeps the uploads of one directory.
 type Uploads struct {
 	dir, partial string
+	// partialInfo is partial's identity at Open (Ready).
+	partialInfo os.FileInfo
 	o            Options
 	lock         *dirlock.Lock
 	log          *slog.Logger
@@ -150,6 +152,7 @@ func Open(dir string, o Options) (*Uploads, error) {
 	}
 	s := &Uploads{dir: dir, partial: partial, o: o, lock: lock, log: o.Log,
 		byID: map[string]*Upload{}, byName: map[string]*Upload{}, done: map[string]*list.Element{}, stopExp: make(chan struct{})}
+	s.partialInfo, _ = os.Stat(partial)
 	s.bufs = newBufferBudget(o.BufferBytes, &s.Stats)
 	if err := s.recover(); err != nil {
 		lock.Release()
@@ -634,6 +637,19 @@ func newID() string {
 func (s *Uploads) notADirectory(name string) error {
 	if fi, err := os.Stat(filepath.Join(s.dir, name)); err == nil && fi.IsDir() {
 		return &xfer.NameError{Name: name, Why: "a directory holds it in " + s.dir + ": an upload of it cannot land"}
+	}
+	return nil
+}
+
+// Ready reports whether the store can take uploads: its directory is the
+// one it opened and locked. Removed or replaced under a running server
+// (rm -rf DIR), every upload failed while /readyz said ready, and a
+// second server could start on a recreated DIR, the lock being on the
+// deleted one (found by hand, 2026-11-29).
+func (s *Uploads) Ready() error {
+	fi, err := os.Stat(s.partial)
+	if err != nil || s.partialInfo == nil || !os.SameFile(fi, s.partialInfo) {
+		return fmt.Errorf("the upload directory %s is gone or was replaced since xfer serve opened it: restart xfer serve", s.dir)
 	}
 	return nil
 }

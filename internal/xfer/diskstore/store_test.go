@@ -490,3 +490,26 @@ func TestDirectoryNameRefused(t *testing.T) {
 	}
 	u.Release()
 }
+
+// TestReadyWhenDirGone: a store whose directory was removed, or removed
+// and made again, under it is not ready (xfer serve's /readyz answers
+// 503): every upload would fail, and the lock is on the old directory.
+func TestReadyWhenDirGone(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	if err := s.Ready(); err != nil {
+		t.Fatalf("a fresh store: %v", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(); err == nil {
+		t.Fatal("ready with its directory removed")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, PartialDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "restart xfer serve") {
+		t.Fatalf("ready with its directory made again: %v", err)
+	}
+}

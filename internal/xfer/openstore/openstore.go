@@ -29,6 +29,8 @@ type Store struct {
 	Disk *diskstore.Uploads
 	// Close releases it (the directory's lock, idle timers).
 	Close func() error
+	// Ready is for /readyz: nil when the store is ready (always, for S3).
+	Ready func() error
 }
 
 // Open opens the directory store at c.Dir, or the S3 store at c.S3
@@ -40,7 +42,7 @@ func Open(c Config) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Store{Backend: disk, Where: c.Dir, Disk: disk, Close: disk.Close}, nil
+		return &Store{Backend: disk, Where: c.Dir, Disk: disk, Close: disk.Close, Ready: disk.Ready}, nil
 	}
 	client, err := s3store.Client(c.S3)
 	if err != nil {
@@ -50,7 +52,7 @@ func Open(c Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{Backend: s3, Where: c.S3.String(), Close: s3.Close}, nil
+	return &Store{Backend: s3, Where: c.S3.String(), Close: s3.Close, Ready: func() error { return nil }}, nil
 }
 
 // Summary is the slog attributes of what a run did and what it leaves for

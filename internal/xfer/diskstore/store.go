@@ -80,11 +80,11 @@ type Uploads struct {
 	dir, partial string
 	// partialInfo is partial's identity at Open (Ready).
 	partialInfo os.FileInfo
-	o            Options
-	lock         *dirlock.Lock
-	log          *slog.Logger
-	Stats        xfer.Stats
-	bufs         *bufferBudget
+	o           Options
+	lock        *dirlock.Lock
+	log         *slog.Logger
+	Stats       xfer.Stats
+	bufs        *bufferBudget
 
 	mu     sync.Mutex
 	byID   map[string]*Upload

@@ -21,7 +21,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", "[flags]", stderr)
 	dur := fs.Duration("duration", defaults.DemoDuration, "how long the generator feeds the agent")
 	feeders := fs.Int("feeders", defaults.DemoFeeders, "concurrent producers calling the agent")
-	hosts := fs.Int("hosts", metricsgen.DefaultHosts, "simulated hosts (about 320 series each)")
+	hosts := fs.Int("hosts", metricsgen.DefaultHosts, "simulated hosts (about 350 series each)")
 	dir := fs.String("dir", "", "where the spool and store go (default: a temporary directory, removed afterwards)")
 	logLevel := cliflag.LogLevel(fs, defaults.DemoLogLevel, "log level of the embedded agent and sink")
 	var af agentFlags

@@ -148,7 +148,7 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 		errs string
 	}{
 		{[]string{"rsocket", "rr", "--data", "x"}, 2, "--url is required"},
-		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 1, "scheme must be tcp, tls, ws or wss"},
+		{[]string{"rsocket", "rr", "--url", "udp://127.0.0.1:1"}, 2, `bad --url "udp://127.0.0.1:1": want tcp://HOST:PORT or ws://HOST:PORT/PATH (tls:// and wss:// with TLS)`},
 		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--data", "1", "--request-n", "0"}, 2, "--request-n must be in"},
 		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
 		{[]string{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--frame-stall-timeout", "0s"}, 2, "must be positive"},

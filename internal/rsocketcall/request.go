@@ -2,6 +2,8 @@ package rsocketcall
 
 import (
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/rsocket/extension"
@@ -41,9 +43,19 @@ func CheckURLs(urls string) error {
 			continue
 		}
 		scheme, rest, ok := strings.Cut(u, "://")
-		if !ok || rest == "" || strings.ContainsAny(scheme, ":/") {
+		pu, err := url.Parse(u)
+		known := scheme == "tcp" || scheme == "tls" || scheme == "ws" || scheme == "wss"
+		// A port is required, and must be one: before, these reached the
+		// dial and failed there with exit 1 (found by hand, 2026-11-29).
+		if !ok || rest == "" || !known || err != nil || !validPort(pu.Port()) {
 			return fmt.Errorf("bad --url %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH (tls:// and wss:// with TLS)", u)
 		}
 	}
 	return nil
+}
+
+// validPort reports whether p is a port number, 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }

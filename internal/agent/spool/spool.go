@@ -655,7 +655,7 @@ func (s *Spool) Writable(headroom int64) error {
 	if s.quota > 0 && s.Size()+headroom > s.quota {
 		s.reclaim()
 		if sz := s.Size(); sz+headroom > s.quota {
-			return fmt.Errorf("%w (%d bytes on disk, quota %d)", ErrFull, sz, s.quota)
+			return fmt.Errorf("%w (%d bytes on disk, quota %d: no room for %d more)", ErrFull, sz, s.quota, headroom)
 		}
 	}
 	return nil

@@ -295,8 +295,8 @@ func TestBadAddressesRefusedFirst(t *testing.T) {
 		want string
 	}{
 		{[]string{"--sink", "127.0.0.1:1", "--ingest", ""}, 2, "--ingest: empty address"},
-		{[]string{"--sink", "127.0.0.1", "--ingest", "127.0.0.1:0"}, 1, "want HOST:PORT (the port is required)"},
-		{[]string{"--sink", "tcp://127.0.0.1:1", "--ingest", "127.0.0.1:0"}, 1, "tcp:// is not a sink address"},
+		{[]string{"--sink", "127.0.0.1", "--ingest", "127.0.0.1:0"}, 2, "want HOST:PORT (the port is required)"},
+		{[]string{"--sink", "tcp://127.0.0.1:1", "--ingest", "127.0.0.1:0"}, 2, "tcp:// is not a sink address"},
 	} {
 		code, _, errOut := run(append([]string{"agent", "--spool", spool}, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

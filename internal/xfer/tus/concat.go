@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/xfer"
@@ -160,8 +159,8 @@ func (t *tusServer) uploadLength(w http.ResponseWriter, r *http.Request) (int64,
 		tusError(w, http.StatusBadRequest, "Upload-Defer-Length is not supported (creation-defer-length is not an extension of this server)")
 		return 0, false
 	}
-	size, err := strconv.ParseInt(r.Header.Get("Upload-Length"), 10, 64)
-	if err != nil || size < 0 {
+	size, err := parseNonNegative(r.Header.Get("Upload-Length"))
+	if err != nil {
 		tusError(w, http.StatusBadRequest, "Upload-Length must be a non-negative integer")
 		return 0, false
 	}

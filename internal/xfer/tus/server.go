@@ -158,6 +158,10 @@ func parseMetadata(s string) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("Upload-Metadata %s: bad base64", k)
 		}
+		if _, dup := m[k]; dup {
+			// tus 1.0.0: "All keys MUST be unique" (before, the last won).
+			return nil, fmt.Errorf("Upload-Metadata: key %s given twice", k)
+		}
 		m[k] = string(b)
 	}
 	return m, nil
@@ -330,8 +334,8 @@ func (t *tusServer) patch(w http.ResponseWriter, r *http.Request, id string) {
 		tusError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/offset+octet-stream")
 		return
 	}
-	off, err := strconv.ParseInt(r.Header.Get("Upload-Offset"), 10, 64)
-	if err != nil || off < 0 {
+	off, err := parseNonNegative(r.Header.Get("Upload-Offset"))
+	if err != nil {
 		tusError(w, http.StatusBadRequest, "Upload-Offset must be a non-negative integer")
 		return
 	}
@@ -423,3 +427,13 @@ func (t *tusServer) delete(w http.ResponseWriter, r *http.Request, id string) {
 
 // errTakeover stops a PATCH whose upload a newer request took over.
 var errTakeover = errors.New("a newer request for this upload took it over")
+
+// parseNonNegative parses a header tus defines as a non-negative integer:
+// decimal digits only (strconv.ParseInt also takes a sign: "+5" was an
+// offset of 5).
+func parseNonNegative(v string) (int64, error) {
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not a non-negative integer", v)
+	}
+	return strconv.ParseInt(v, 10, 64)
+}

@@ -399,3 +399,18 @@ func TestTUSHeadLandsAFullUpload(t *testing.T) {
 		t.Fatalf("the file did not land: %q, %v", got, err)
 	}
 }
+
+// TestTUSStrictHeaders: Upload-Offset and Upload-Length take digits only,
+// and an Upload-Metadata key given twice is refused, as tus 1.0.0 says
+// (found by hand, 2026-11-29: "+5" was taken for 5, and the last of two
+// filename keys won).
+func TestTUSStrictHeaders(t *testing.T) {
+	c := newTUS(t, diskstore.Options{})
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "+3", "Upload-Metadata", "filename "+b64([]byte("a"))), 400)
+	c.want(c.do("POST", "/files/", nil, "Upload-Length", "3", "Upload-Metadata", "filename "+b64([]byte("a"))+",filename "+b64([]byte("b"))), 400)
+	r := c.do("POST", "/files/", nil, "Upload-Length", "3", "Upload-Metadata", "filename "+b64([]byte("a")))
+	c.want(r, 201)
+	loc := r.Header.Get("Location")
+	c.want(c.do("PATCH", loc, []byte("abc"), "Content-Type", octet, "Upload-Offset", "+0"), 400)
+	c.want(c.do("PATCH", loc, []byte("abc"), "Content-Type", octet, "Upload-Offset", "0"), 204)
+}

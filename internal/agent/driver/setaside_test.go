@@ -39,6 +39,14 @@ func newSetAsideRig(t *testing.T, quota int64) *setAsideRig {
 
 func newSetAsideRigLog(t *testing.T, quota int64, log *slog.Logger, refuse func(uint64) bool) *setAsideRig {
 	t.Helper()
+	svc := newSink()
+	svc.refuse = func(_ int, id uint64) bool { return refuse(id) }
+	return newSetAsideRigSvc(t, quota, log, svc)
+}
+
+// newSetAsideRigSvc is the rig over svc, set up by the caller.
+func newSetAsideRigSvc(t *testing.T, quota int64, log *slog.Logger, svc *sink) *setAsideRig {
+	t.Helper()
 	dir := t.TempDir()
 	sp, err := spool.Open(dir, quota, "", quiet, seglog.WithSync(seglog.SyncNone()), seglog.WithSegmentBytes(16<<10))
 	if err != nil {
@@ -48,8 +56,6 @@ func newSetAsideRigLog(t *testing.T, quota int64, log *slog.Logger, refuse func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := newSink()
-	svc.refuse = func(_ int, id uint64) bool { return refuse(id) }
 	m := metrics.New(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := memConfig(svc, sinceStart())
@@ -206,5 +212,33 @@ func TestSetAsideLogIsRateLimited(t *testing.T) {
 		if letters[id] != 1 {
 			t.Errorf("message %d has %d letters, want 1", id, letters[id])
 		}
+	}
+}
+
+// TestRefusedOnceAcrossSessions: a message the sink refuses for good is
+// counted in rejected_messages_total once, however many sessions re-offer
+// it, and the refusals are logged at most once a minute. Before, a line
+// and a count per re-offer: the count doubled at each sink restart (found
+// by hand, 2026-11-29: 329 parked messages, 658 after one restart).
+func TestRefusedOnceAcrossSessions(t *testing.T) {
+	var logBuf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc := newSink()
+	svc.refuse = func(_ int, id uint64) bool { return id%10 == 0 }
+	// Session 1 ends after the last message: the next re-offers the
+	// parked ones.
+	svc.endAfter = func(session int, id uint64) bool { return session == 1 && id == 49 }
+	r := newSetAsideRigSvc(t, 1<<30, log, svc) // no pressure: they stay parked
+	r.spoolN(t, 0, 50)
+	testwait.For(t, "two sessions, the parked messages offered in each", func() bool {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		return svc.sessions >= 2 && svc.copies[0] >= 2 && svc.copies[40] >= 2
+	})
+	if v := rejected(r.m, "ERROR_CODE_OVERSIZE"); v != 5 {
+		t.Errorf("rejected_messages_total = %v for 5 messages each refused in 2 sessions, want 5", v)
+	}
+	if n := strings.Count(logBuf.String(), "sink refused a message"); n != 1 {
+		t.Errorf("%d refusal lines within a minute, want 1:\n%s", n, logBuf.String())
 	}
 }

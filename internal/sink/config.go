@@ -327,18 +327,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("negative interval, size or timeout"))
 	}
 	if len(errs) > 0 {
-		return &ConfigError{fmt.Errorf("sink: invalid config: %w", errors.Join(errs...))}
+		return defaults.InvalidConfig("sink", errs)
 	}
 	return nil
 }
-
-// ConfigError is a Config that cannot run: a setting out of range or
-// missing. A command line gave it, so it exits 2 (cli.ExitCoder), as a
-// bad flag value does.
-type ConfigError struct{ Err error }
-
-func (e *ConfigError) Error() string { return e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// ExitCode is 2: a usage mistake.
-func (e *ConfigError) ExitCode() int { return 2 }

@@ -52,7 +52,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 	// retry of a batch the agent spooled before crashing is not spooled
 	// twice; the client reports an unreachable agent at once and counts
 	// down while it retries, so it never looks like a hang.
-	opts := []client.HTTPOpt{client.RetryTimeout(*timeout), client.ProducerID("produce-" + hex.EncodeToString(id[:])), client.OnRetryStatus(retryReporter(stderr))}
+	opts := []client.HTTPOpt{client.RetryTimeout(*timeout), client.ProducerID("produce-" + hex.EncodeToString(id[:])), client.OnRetryStatus(lines.RetryReporter(stderr))}
 	for _, o := range creds {
 		opts = append(opts, o.(client.HTTPOpt)) // TLS and Token are options of every client
 	}
@@ -70,7 +70,7 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 			err = fmt.Errorf("%w (requests are up to --batch-bytes, %s)", err, batchBytes.String())
 		}
 		return fmt.Errorf("after %d lines: %w", sent, cli.DialHint(err, "agent", *addr, "--agent", "the agent's --ingest address"))
-	}, progressEvery(*progress, stderr))
+	}, lines.ProgressEvery(*progress, stderr))
 	if err != nil {
 		return err
 	}
@@ -79,41 +79,4 @@ func runProduce(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "produce: the agent at %s is %s; the lines wait in its spool and are delivered once it reaches the sink\n", *addr, why)
 	}
 	return nil
-}
-
-// retryReporter says on stderr when the agent fails and when it answers
-// again, counting down to --timeout, so that a retry never looks like a
-// hang: at 2, 4, 8 and 16 s of failing, then every 30 s (the client
-// reports every 2 s; 300 lines in a 10-minute outage buried the cause).
-func retryReporter(stderr io.Writer) func(client.RetryStatus) {
-	next := 2 * time.Second
-	return func(st client.RetryStatus) {
-		switch {
-		case !st.Failing:
-			fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
-		case st.First:
-			next = 2 * time.Second
-			fmt.Fprintf(stderr, "produce: agent at %s: %v; retrying, giving up in %s (--timeout)\n", st.Agent,
-				cli.DialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), st.GiveUpIn.Round(time.Second))
-		case st.For >= next:
-			next = min(2*next, st.For+30*time.Second)
-			fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); retrying, giving up in %s (--timeout)\n",
-				st.Agent, st.For.Round(time.Second), st.Cause, st.GiveUpIn.Round(time.Second))
-		}
-	}
-}
-
-// progressEvery is produce's --progress: a line on stderr at most once a
-// second with the lines spooled so far (nil: no progress).
-func progressEvery(on bool, stderr io.Writer) func(sent int) {
-	if !on {
-		return nil
-	}
-	last := time.Now()
-	return func(sent int) {
-		if time.Since(last) >= time.Second {
-			last = time.Now()
-			fmt.Fprintf(stderr, "produce: %s spooled\n", defaults.Plural(sent, "line"))
-		}
-	}
 }

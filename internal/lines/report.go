@@ -1,12 +1,14 @@
 package lines
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/wire"
 )
@@ -65,4 +67,50 @@ func ReportProgress(c *client.Consumer, w io.Writer) (stop func()) {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// RetryReporter is produce's report of the agent's failures: it says on
+// stderr when the agent fails and when it answers again, counting down to
+// --timeout, so that a retry never looks like a hang: at 2, 4, 8 and 16 s of failing, then every 30 s (the client
+// reports every 2 s; 300 lines in a 10-minute outage buried the cause).
+func RetryReporter(stderr io.Writer) func(client.RetryStatus) {
+	next := 2 * time.Second
+	return func(st client.RetryStatus) {
+		switch {
+		case !st.Failing:
+			fmt.Fprintf(stderr, "produce: agent at %s answers again after %s\n", st.Agent, st.For.Round(time.Second))
+		case st.First:
+			next = 2 * time.Second
+			fmt.Fprintf(stderr, "produce: agent at %s: %v; %s\n", st.Agent,
+				cli.DialHint(errors.New(st.Cause), "agent", st.Agent, "--agent", "the agent's --ingest address"), givingUp(st.GiveUpIn))
+		case st.For >= next && st.GiveUpIn >= time.Second:
+			next = min(2*next, st.For+30*time.Second)
+			fmt.Fprintf(stderr, "produce: agent at %s still failing after %s (%s); %s\n",
+				st.Agent, st.For.Round(time.Second), st.Cause, givingUp(st.GiveUpIn))
+		}
+	}
+}
+
+// givingUp ends a retry line: the time left before --timeout, or that it
+// is up (the call's own error follows), never "giving up in 0s".
+func givingUp(left time.Duration) string {
+	if left < time.Second {
+		return "--timeout reached, giving up"
+	}
+	return fmt.Sprintf("retrying, giving up in %s (--timeout)", left.Round(time.Second))
+}
+
+// ProgressEvery is produce's --progress: a line on stderr at most once a
+// second with the lines spooled so far (nil: no progress).
+func ProgressEvery(on bool, stderr io.Writer) func(sent int) {
+	if !on {
+		return nil
+	}
+	last := time.Now()
+	return func(sent int) {
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			fmt.Fprintf(stderr, "produce: %s spooled\n", defaults.Plural(sent, "line"))
+		}
+	}
 }

@@ -68,6 +68,9 @@ func TestParseTargets(t *testing.T) {
 	if e := ts[1].endpoint(3); e != "https://collector:4318/v1/logs" {
 		t.Errorf("OTLP logs endpoint %q", e)
 	}
+	if _, err := ParseTargets([]string{"otlp=http://a/", "remote-write=http://a/", "otlp=http://a/p", "otlp=http://a:81/"}); err != nil {
+		t.Errorf("different receivers refused: %v", err)
+	}
 	ts, err = ParseTargets([]string{"remote-write=http://a/w,otlp=http://b/?x=1,2"})
 	if err != nil || len(ts) != 2 || ts[1].URL.RawQuery != "x=1,2" {
 		t.Errorf("a comma-joined list (a --config YAML list): %v, %v", ts, err)
@@ -75,6 +78,12 @@ func TestParseTargets(t *testing.T) {
 	for _, bad := range [][]string{
 		{"remote-write"}, {"kafka=http://x"}, {"otlp=ftp://x"}, {"otlp=http://"}, {"otlp=:bad"},
 		{"otlp=http://a:1", "otlp=http://a:1"},
+		// One receiver written two ways (found by hand: a trailing "/"
+		// made a second exporter sending every record again).
+		{"otlp=http://a:1", "otlp=http://a:1/"},
+		{"remote-write=http://h/api/v1/write", "remote-write=http://h/api/v1/write/"},
+		{"remote-write=http://H:80/w", "remote-write=http://h/w"},
+		{"otlp=https://u:p@c:443/x", "otlp=https://c/x/"},
 	} {
 		if _, err := ParseTargets(bad); err == nil {
 			t.Errorf("ParseTargets(%q) accepted", bad)

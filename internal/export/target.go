@@ -75,7 +75,9 @@ func ParseTarget(s string) (Target, error) {
 }
 
 // ParseTargets parses every --export value and refuses two with the same
-// name (they would share one committed position). A value may hold
+// name (they would share one committed position) or the same receiver
+// written two ways (they would send it every record twice): a trailing
+// "/", the host's case, a default port or user info. A value may hold
 // several, separated by commas (a --config file's YAML list arrives
 // so): a comma followed by "remote-write=" or "otlp=" starts the next,
 // any other comma belongs to the URL.
@@ -87,10 +89,10 @@ func ParseTargets(specs []string) ([]Target, error) {
 		if err != nil {
 			return nil, err
 		}
-		if seen[t.Group()] {
+		if seen[t.Group()] || seen[t.receiver()] {
 			return nil, fmt.Errorf("%q is given twice", t.Name())
 		}
-		seen[t.Group()] = true
+		seen[t.Group()], seen[t.receiver()] = true, true
 		ts = append(ts, t)
 	}
 	return ts, nil
@@ -110,6 +112,18 @@ func (t Target) Group() string {
 		g = g[:255]
 	}
 	return g
+}
+
+// receiver is the receiver t sends to, for ParseTargets to find one
+// given twice: protocol, scheme, host lowercased without its scheme's
+// default port, path without a trailing "/", and query.
+func (t Target) receiver() string {
+	host, port := strings.ToLower(t.URL.Hostname()), t.URL.Port()
+	if (t.URL.Scheme == "http" && port == "80") || (t.URL.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	return fmt.Sprintf("receiver %s %s://%s:%s%s?%s", t.Protocol, strings.ToLower(t.URL.Scheme), host, port,
+		strings.TrimRight(t.URL.EscapedPath(), "/"), t.URL.RawQuery)
 }
 
 // endpoint is the URL a record of kind k is posted to.

@@ -41,6 +41,7 @@ mutants=(
 	"mutation_setasidenocopy|./internal/lab/sim/|TestSimulation|lost"
 	"mutation_watermarkahead|./internal/agent/spool/|TestWatermarkPersistedIsTheAcked|lost"
 	"mutation_deadletterrecopy|./internal/agent/spool/|TestSetAsideOnceAfterCrash|duplicated"
+	"mutation_nosentbound|./internal/agent/|TestSentBoundSurvivesRestart|refused"
 	"mutation_noreencode|./internal/agent/ingest/|TestKafkaIDsAfterFailedAppend|wrong-id"
 	"mutation_crcskip|./seglog/|TestDamagedRecordIsNeverReturned|corrupted"
 	"mutation_keeptorntail|./seglog/|TestTornTailTruncatedBeforeAppend|torn-tail"

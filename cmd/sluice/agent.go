@@ -34,6 +34,7 @@ type agentFlags struct {
 	linger                       time.Duration
 	compression, dictFile, level string
 	rsocketResume                bool
+	changeAgentID                bool
 	window                       string
 	spoolSync                    string
 	minRTO                       time.Duration
@@ -56,6 +57,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	d.Duration(&f.minRTO, "min-rto", "lower bound of the adaptive resend timeout")
 	d.String(&f.deadLetterAt, "dead-letter-at", "spool size on disk from which messages the sink refused for good are copied to SPOOL/dead-letter and their room freed (sluice dead-letter list): a size, or a share of --spool-quota such as 50%; a disk with less free space than the spool holds sets them aside at any size")
 	d.String(&f.agentID, "agent-id", "this agent's id at the sink, as named in the sink's tokens file (default: the id kept in the spool, created on first start); a spool never changes its id")
+	d.Bool(&f.changeAgentID, "change-agent-id", "let --agent-id replace the id of a spool that holds messages, whose unacknowledged messages then go to the sink under it: for a spool whose sink refuses its id as taken by another spool")
 }
 
 func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
@@ -67,7 +69,7 @@ func (f *agentFlags) config(sink, spool string) (agent.Config, error) {
 		return cfg, fmt.Errorf("--spool-sync %q: want always, none, or an interval such as 100ms", f.spoolSync)
 	}
 	cfg.SpoolSync = pol
-	cfg.RSocketResume = f.rsocketResume
+	cfg.RSocketResume, cfg.ChangeAgentID = f.rsocketResume, f.changeAgentID
 	if cfg.Compression, err = codec.ParseAgentKind(f.compression); err != nil {
 		return cfg, err
 	}

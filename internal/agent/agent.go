@@ -103,7 +103,11 @@ func New(cfg Config) (*Agent, error) {
 	cfg.fitSegmentToDisk()
 	m := metrics.New(cfg.Registry)
 	sm := spool.NewMetrics(cfg.Registry)
-	sp, err := spool.Open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
+	open := spool.Open
+	if cfg.ChangeAgentID {
+		open = spool.OpenChangingID
+	}
+	sp, err := open(cfg.SpoolDir, cfg.SpoolQuota, cfg.AgentID, cfg.Logger,
 		seglog.WithSegmentBytes(cfg.spoolSegmentBytes()),
 		seglog.WithSync(cfg.SpoolSync),
 		seglog.WithOffsetReservation(defaults.SpoolIDReservation),

@@ -37,6 +37,11 @@ type Config struct {
 	// already persisted, since the sink deduplicates by (agent id, message
 	// id). At most 255 bytes, no whitespace.
 	AgentID string
+	// ChangeAgentID lets AgentID replace the id a spool holding messages
+	// was created with (spool.OpenChangingID), where New would refuse it:
+	// the way out for a spool whose sink holds ids another spool numbered
+	// under its id (the sink refuses it, protocol.IDsTakenDetail).
+	ChangeAgentID bool
 	// SpoolQuota bounds the spool's size on disk; ingest beyond it fails
 	// with ErrSpoolFull (HTTP 507) until the sink catches up. Default 1 GiB;
 	// at least 2 MiB and four messages. Spool segments are sized from it
@@ -251,6 +256,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.AgentID) > maxAgentIDLen || strings.IndexFunc(c.AgentID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
 		errs = append(errs, fmt.Errorf("AgentID %q: want at most %d printable bytes without whitespace", c.AgentID, maxAgentIDLen))
+	}
+	if c.ChangeAgentID && c.AgentID == "" {
+		errs = append(errs, errors.New("--change-agent-id needs --agent-id: the id the spool is to take"))
 	}
 	for _, f := range []struct {
 		name string

@@ -4,35 +4,40 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 )
 
-// TestTwoAgentsOneID documents what happens when two agents share one
-// agent id (issue 23): the sink keeps one live session per id, so each
-// new session ends the other's with Aborted; the replaced agent redials
-// after ReconnectMax (not ReconnectMin), so they alternate, and both get
-// every message acknowledged. Their message ids collide in the sink's
-// dedup by (agent id, message id): messages of the second agent whose
-// ids the first already used are acked as duplicates and never stored.
-// Sharing an id is a misconfiguration; the sink and the agents say so
-// (Warn and streams_cut_total{reason="replaced"} on the sink, ERROR with
-// code Aborted on the agents).
+// TestTwoAgentsOneID: a second agent given the id of one that has
+// delivered (the same --agent-id on two agents, or on a spool recreated
+// or restored) is refused by the sink: its spool never sent the ids the
+// sink holds under that id (Hello.SentBelow), and its messages with those
+// ids would be acknowledged as the first's duplicates and never stored
+// (before: the first's 20 records stored, the second's 0 of 20, all
+// acknowledged). Its messages wait in its spool; restarted with its own
+// id (--change-agent-id) it delivers every one. The first agent is not
+// disturbed. Two agents that both start before either sent anything are
+// not told apart (docs/reliability.md).
 func TestTwoAgentsOneID(t *testing.T) {
 	dir := t.TempDir()
-	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink")}, "127.0.0.1:0")
+	reg := prometheus.NewRegistry()
+	ts := sinktest.Start(t, sink.Config{DataDir: filepath.Join(dir, "sink"), Registry: reg}, "127.0.0.1:0")
 	defer ts.Stop()
 	cfg := func(c *Config) {
 		c.SinkAddr, c.AgentID = ts.Addr, "twin"
 		c.ReconnectMin, c.ReconnectMax = 10*time.Millisecond, 200*time.Millisecond
 	}
 	ctx := context.Background()
-	feed := func(a *Agent, name string) map[string]bool {
+	feed := func(a *Agent, name string, from int) map[string]bool {
 		want := map[string]bool{}
-		for i := range 20 {
+		for i := from; i < from+20; i++ {
 			r := fmt.Sprintf("%s record %d", name, i)
 			want[r] = true
 			if _, err := a.IngestFrom(ctx, name, uint64(i)+1, [][]byte{[]byte(r)}); err != nil {
@@ -43,38 +48,73 @@ func TestTwoAgentsOneID(t *testing.T) {
 	}
 	a := newTestAgent(t, filepath.Join(dir, "a"), cfg)
 	defer a.Close()
-	wantA := feed(a, "A")
+	wantA := feed(a, "A", 0)
 	waitAcked(t, a)
-	b := newTestAgent(t, filepath.Join(dir, "b"), cfg)
-	defer b.Close()
-	wantB := feed(b, "B")
-	waitAcked(t, b)
-	waitAcked(t, a)
-
-	for _, ag := range ts.Agents() {
-		if ag.ID == "twin" && ag.Connected > 1 {
-			t.Errorf("agent twin has %d live sessions, want at most 1", ag.Connected)
-		}
+	bDir := filepath.Join(dir, "b")
+	b := newTestAgent(t, bDir, cfg)
+	wantB := feed(b, "B", 0)
+	waitRefusedIDsTaken(t, b)
+	if st := b.Stats(); st.AckedMessages != 0 || st.Unacked != 20 {
+		t.Fatalf("the second agent: %d acknowledged, %d waiting; want 0 and 20 (refused, kept in its spool)", st.AckedMessages, st.Unacked)
 	}
+	// The first agent goes on delivering meanwhile.
+	for r := range feed(a, "A", 20) {
+		wantA[r] = true
+	}
+	waitAcked(t, a)
+	b.Close()
+	b = newTestAgent(t, bDir, func(c *Config) {
+		cfg(c)
+		c.AgentID, c.ChangeAgentID = "twin-b", true
+	})
+	defer b.Close()
+	waitAcked(t, b)
+
 	got := storedRecords(t, ts)
-	storedA, storedB := 0, 0
 	for r, n := range got {
 		if n != 1 {
 			t.Errorf("record %q stored %d times", r, n)
 		}
-		switch {
-		case wantA[r]:
-			storedA++
-		case wantB[r]:
-			storedB++
+	}
+	for _, want := range []map[string]bool{wantA, wantB} {
+		for r := range want {
+			if got[r] != 1 {
+				t.Errorf("record %q stored %d times, want once", r, got[r])
+			}
 		}
 	}
-	if storedA != len(wantA) {
-		t.Errorf("%d of the first agent's %d records stored, want all", storedA, len(wantA))
+	if n := refusedIDsTaken(t, reg); n < 1 {
+		t.Errorf("sluice_sink_refused_total{reason=\"ids_taken\"} = %v, want at least 1", n)
 	}
-	if storedB == len(wantB) {
-		t.Errorf("all %d of the second agent's records stored: the message ids did not collide as documented", storedB)
+}
+
+// waitRefusedIDsTaken waits until a's sink refused it because its ids
+// were taken by another spool.
+func waitRefusedIDsTaken(t *testing.T, a *Agent) {
+	t.Helper()
+	if !testwait.Until(func() bool { return strings.Contains(a.Stats().LastError, "IDsTaken") }) {
+		t.Fatalf("not refused as IDsTaken: %+v", a.Stats())
 	}
-	t.Logf("two agents with one id: first %d/%d records stored, second %d/%d (the rest acked as duplicates)",
-		storedA, len(wantA), storedB, len(wantB))
+}
+
+// refusedIDsTaken is sluice_sink_refused_total{reason="ids_taken"} in reg.
+func refusedIDsTaken(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_sink_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "ids_taken" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -109,6 +109,7 @@ var (
 // flag name, then daemon.
 var Table = []Entry{
 	{Flag: "agent-id", Daemons: agentOnly, Value: "", Meaning: "the agent's id at the sink (empty: the id kept in the spool, created on first start)"},
+	{Flag: "change-agent-id", Daemons: agentOnly, Value: false, Meaning: "let --agent-id replace the id of a spool that holds messages (its unacknowledged messages go to the sink under it)"},
 	{Flag: "client-ca", Daemons: sinkOnly, Value: "", Meaning: "require client certificates signed by these CAs (PEM): mutual TLS"},
 	{Flag: "compression", Daemons: agentOnly, Value: Compression, Meaning: "plain, zstd, or dict (zstd with --dict)"},
 	{Flag: "compression-level", Daemons: agentOnly, Value: CompressionLevel, Meaning: "zstd effort: default, fastest (agents short of CPU) or better (short of bandwidth)"},

@@ -53,7 +53,9 @@ const (
 	StatusInternal                 // a bug or an unexpected local failure
 	// StatusFailedPrecondition: the peer asked for something the session's
 	// state cannot give (a consumer closing its side without the credit to
-	// read to the end); appended so the values above keep their numbers.
+	// read to the end; an agent whose spool never sent ids the sink holds
+	// under its agent id, detail starting with IDsTakenDetail); appended
+	// so the values above keep their numbers.
 	StatusFailedPrecondition
 	// StatusAborted: the sink ended this Send session because a newer
 	// session of the same agent id replaced it (one live session per
@@ -62,6 +64,11 @@ const (
 	// stream. Appended, like FailedPrecondition.
 	StatusAborted
 )
+
+// IDsTakenDetail starts the detail of the sink's FailedPrecondition for a
+// Hello whose SentBelow is at or below an id the sink holds under its
+// agent id: another spool numbered and sent those ids.
+const IDsTakenDetail = "message ids taken under agent id"
 
 var statusNames = [...]string{"Unknown", "Canceled", "Invalid", "Unauthenticated", "PermissionDenied", "ResourceExhausted", "OutOfRange", "Unavailable", "DeadlineExceeded", "Internal", "FailedPrecondition", "Aborted"}
 

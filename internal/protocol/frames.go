@@ -67,6 +67,13 @@ type Hello struct {
 	Codecs        []Codec
 	DictionaryIDs []uint32
 	Watermark     uint64
+	// SentBelow, when HasSentBelow, bounds the ids the agent's spool has
+	// sent under this agent id: every one is below it (the spool persists
+	// it ahead of what it sends). A sink holding an id at or above it
+	// under the agent id refuses the session: another spool numbered that
+	// id. Agents before it send none.
+	SentBelow    uint64
+	HasSentBelow bool
 }
 
 // Message is one batch of records under its delivery id.

@@ -154,6 +154,7 @@ func TestKafka(t *testing.T) {
 	t.Run("GroupCommit", func(t *testing.T) { testKafkaGroupCommit(t, b) })
 	t.Run("RestartDedup", func(t *testing.T) { testKafkaRestartDedup(t, b) })
 	t.Run("TwoSinks", func(t *testing.T) { testKafkaTwoSinks(t, b) })
+	t.Run("SentBelowAfterGate", func(t *testing.T) { testKafkaSentBelowAfterGate(t, b) })
 	t.Run("Read", func(t *testing.T) { testKafkaRead(t, b) })
 	t.Run("Partitions", func(t *testing.T) { testKafkaPartitions(t, b) })
 	t.Run("Partial", func(t *testing.T) { testKafkaPartial(t, b) })
@@ -311,6 +312,37 @@ func testKafkaTwoSinks(t *testing.T, b *kafkatest.Broker) {
 	sendAll(a, msgs, 5, 6, 7, 8, 9)
 	msgs2 := maps(msgs)
 	checkTopic(t, b.Addr, topic, "edge-1", msgs2)
+}
+
+// testKafkaSentBelowAfterGate: a sink that has not yet read the topic
+// when a Hello arrives cannot know the ids other sinks stored; once its
+// gate opens it checks the Hello's bound on sent ids against all of them,
+// and ends the session of a spool that never sent ids another sink stored
+// under its agent id (FailedPrecondition), before storing any of its
+// messages.
+func testKafkaSentBelowAfterGate(t *testing.T, b *kafkatest.Broker) {
+	topic := newTopic(t)
+	ha := kafkaHarness(t, b, topic, nil)
+	msgs := map[uint64][]string{}
+	for id := range uint64(5) {
+		msgs[id] = sinkclient.Records(id, 2)
+	}
+	a := ha.connect("edge-9")
+	sendAll(a, msgs, 0, 1, 2, 3, 4)
+	a.Cancel()
+	hold := make(chan struct{})
+	hb := kafkaHarness(t, b, topic, func(c *Config) { c.tailHold = hold })
+	bb := sinkclient.OpenAgent(t, hb.client)
+	bb.Send(helloSentBelow("edge-9", 2))
+	if w := bb.Next().GetWelcome(); w == nil {
+		t.Fatal("no Welcome before the gate")
+	}
+	bb.Send(sinkclient.PlainRequest(0, "another spool's message 0"))
+	close(hold)
+	if err := bb.Status(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "message ids taken") {
+		t.Fatalf("after the gate: %v, want FailedPrecondition", err)
+	}
+	checkTopic(t, b.Addr, topic, "edge-9", maps(msgs))
 }
 
 func maps(m map[uint64][]string) map[uint64][]string {

@@ -69,7 +69,7 @@ type metrics struct {
 }
 
 // Reasons of sluice_sink_refused_total: a connection or stream refused
-// because a bound was reached.
+// because a bound was reached, or a session whose ids another spool took.
 const (
 	refusedConnsPerPeer = "conns_per_peer"
 	refusedConsumers    = "max_consumers"
@@ -79,6 +79,9 @@ const (
 	// refusedWaitingStreams: a Send stream refused because its connection
 	// had internal/firstmsg.DefaultMax Send streams waiting for a Hello.
 	refusedWaitingStreams = "waiting_streams"
+	// refusedIDsTaken: a Send session whose agent's spool never sent an
+	// id the sink holds under its agent id (checkSentBelow).
+	refusedIDsTaken = "ids_taken"
 )
 
 // Reasons of sluice_sink_streams_cut_total: a stream the sink ended because
@@ -159,7 +162,7 @@ func newMetrics(reg prometheus.Registerer, kafka bool) *metrics {
 	}
 	m.streams.WithLabelValues("send")
 	m.streams.WithLabelValues("read")
-	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConsumersPerPeer, refusedConns, refusedWaitingStreams} {
+	for _, r := range []string{refusedConnsPerPeer, refusedConsumers, refusedConsumersPerPeer, refusedConns, refusedWaitingStreams, refusedIDsTaken} {
 		m.refused.WithLabelValues(r)
 	}
 	for _, r := range []string{cutHelloTimeout, cutOutOfWindow, cutReplaced} {

@@ -45,6 +45,7 @@ type session struct {
 	s           *Sink
 	conn        protocol.Conn
 	agent       string
+	hello       protocol.Hello // as received, for checkSentBelow once a gate opens
 	agentB      []byte
 	session     string
 	// vouched names the credentials that proved the agent id (checkSend).
@@ -165,8 +166,14 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	// each (store.Dedup.Settle).
 	if s.dedup != nil {
 		s.dedup.Lock()
-		s.dedup.Settle(agent, hello.Watermark)
+		err := s.checkSentBelow(hello)
+		if err == nil {
+			s.dedup.Settle(agent, hello.Watermark)
+		}
 		s.dedup.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	rcv, err := delivery.NewReceiver(delivery.ReceiverConfig{
 		QueueMsgs: s.cfg.QueueMessages, QueueBytes: s.cfg.QueueBytes, MaxMessageBytes: s.cfg.MaxMessageBytes,
@@ -212,7 +219,7 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	}
 	po, _ := c.(protocol.PayloadOwner)
 	st := &session{
-		s: s, conn: c, agent: agent, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
+		s: s, conn: c, agent: agent, hello: *hello, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
 		acks:            store.NewAcks(),
 		ownPayloads:     po != nil && po.PayloadsOwned(),
 		storeTakesKafka: takesKafka,
@@ -325,6 +332,11 @@ func (st *session) loop(ctx context.Context) error {
 			st.locked(st.handedOff)
 		case <-st.kick:
 		case <-st.gate:
+			// The index now holds what every sink had stored at the
+			// Hello: check the agent's bound on sent ids against all of it.
+			if err := st.s.checkSentBelowLocked(st.hello); err != nil {
+				return err
+			}
 			st.locked(func() { st.gate, st.gated = nil, false })
 		case ss := <-st.statusCh:
 			err = st.stepped(ctx, func() error {

@@ -74,6 +74,17 @@ func (s *IDSet) add(id uint64) {
 	// it, so wm+1 never wraps.
 }
 
+// highest is the highest id in s; ok is false when s holds none.
+func (s *IDSet) highest() (id uint64, ok bool) {
+	if n := len(s.runs); n > 0 {
+		return s.runs[n-1].last, true
+	}
+	if s.wm > 0 {
+		return s.wm - 1, true
+	}
+	return 0, false
+}
+
 // settle records that no id below w will be added or asked about as new:
 // the agent's watermark passed them (a sink acknowledged them, or the
 // agent skipped them: set aside for good, lost to damage, or reserved by
@@ -207,6 +218,16 @@ func (d *Dedup) set(agent string) *IDSet {
 		d.agents[agent] = s
 	}
 	return s
+}
+
+// Highest is the highest id of agent's that the index holds (stored, or
+// settled below a watermark); ok is false when it holds none. The caller
+// holds the lock.
+func (d *Dedup) Highest(agent string) (id uint64, ok bool) {
+	if s := d.agents[agent]; s != nil {
+		return s.highest()
+	}
+	return 0, false
 }
 
 func (d *Dedup) Has(agent string, id uint64) bool {

@@ -377,7 +377,16 @@ type Hello struct {
 	// Lowest message_id the agent has not yet seen acked (everything below
 	// it is acked). Informational: it lets the sink log how far behind the
 	// agent is and spot agents whose spool was lost or reset.
-	Watermark     uint64 `protobuf:"varint,5,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	Watermark uint64 `protobuf:"varint,5,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	// Every message id this agent's spool has sent, or may have sent, to
+	// any sink under this agent id is below it: the spool persists it ahead
+	// of what it sends (agents before this field leave it unset). A sink
+	// already holding an id at or above it under this agent id knows that
+	// another spool numbered and sent that id (the same --agent-id on a
+	// spool recreated or restored from a backup, or on two agents) and
+	// refuses the session with FAILED_PRECONDITION, rather than acknowledge
+	// this agent's messages with those ids as that spool's duplicates.
+	SentBelow     *uint64 `protobuf:"varint,6,opt,name=sent_below,json=sentBelow,proto3,oneof" json:"sent_below,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,6 +452,13 @@ func (x *Hello) GetDictionaryIds() []uint32 {
 func (x *Hello) GetWatermark() uint64 {
 	if x != nil {
 		return x.Watermark
+	}
+	return 0
+}
+
+func (x *Hello) GetSentBelow() uint64 {
+	if x != nil && x.SentBelow != nil {
+		return *x.SentBelow
 	}
 	return 0
 }
@@ -1584,13 +1600,16 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"dictionary\x12\x1f\n" +
 	"\n" +
 	"kafka_zstd\x18\r \x01(\fH\x00R\tkafkaZstdB\t\n" +
-	"\apayload\"\xbc\x01\n" +
+	"\apayload\"\xef\x01\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12)\n" +
 	"\x10protocol_version\x18\x02 \x01(\rR\x0fprotocolVersion\x12(\n" +
 	"\x06codecs\x18\x03 \x03(\x0e2\x10.sluice.v1.CodecR\x06codecs\x12%\n" +
 	"\x0edictionary_ids\x18\x04 \x03(\rR\rdictionaryIds\x12\x1c\n" +
-	"\twatermark\x18\x05 \x01(\x04R\twatermark\"C\n" +
+	"\twatermark\x18\x05 \x01(\x04R\twatermark\x12\"\n" +
+	"\n" +
+	"sent_below\x18\x06 \x01(\x04H\x00R\tsentBelow\x88\x01\x01B\r\n" +
+	"\v_sent_below\"C\n" +
 	"\bZstdDict\x12#\n" +
 	"\rdictionary_id\x18\x01 \x01(\rR\fdictionaryId\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"0\n" +
@@ -1757,6 +1776,7 @@ func file_sluice_v1_sluice_proto_init() {
 		(*Request_Dictionary)(nil),
 		(*Request_KafkaZstd)(nil),
 	}
+	file_sluice_v1_sluice_proto_msgTypes[1].OneofWrappers = []any{}
 	file_sluice_v1_sluice_proto_msgTypes[4].OneofWrappers = []any{
 		(*Response_Ack)(nil),
 		(*Response_Info)(nil),

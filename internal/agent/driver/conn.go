@@ -149,7 +149,12 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 		fail(nil, err)
 		return
 	}
-	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: d.spool.AckedWatermark()}
+	// SentBelow lets the sink refuse this session when it holds ids under
+	// this agent id that this spool never sent: another spool numbered
+	// them, and our messages with those ids would be taken for its.
+	sentBelow, known := d.spool.SentBelow()
+	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: d.spool.AckedWatermark(),
+		SentBelow: sentBelow, HasSentBelow: known}
 	if d.cfg.Dictionary != nil {
 		hello.DictionaryIDs = []uint32{d.cfg.Dictionary.ID}
 	}
@@ -239,6 +244,15 @@ func (d *Driver) writeLoop(c *conn) {
 		}
 		for i, q := range ids {
 			id := q.id
+			// The bound on sent ids covers id before it goes out: sent
+			// past a bound that is not on disk, a restart's Hello would
+			// tell the sink this spool never sent an id it holds, and
+			// the sink would refuse it (spool.ReserveSent).
+			if err := d.spool.ReserveSent(id); err != nil {
+				d.log.Error("agent: cannot persist the bound on sent message ids; reconnecting", "err", err)
+				c.close()
+				return
+			}
 			var rec []byte
 			if q.rec != nil {
 				rec = *q.rec // fresh: sent from memory, not read back

@@ -56,6 +56,12 @@ func classify(err error) failure {
 		return failure{code: st.String(), permanent: true, hint: "a newer session with this agent id replaced this one on the sink: " +
 			"another agent uses the same --agent-id (give each its own; two agents with one id also lose each other's messages " +
 			"as duplicates); reconnecting after --reconnect-max"}
+	case protocol.StatusFailedPrecondition:
+		if strings.Contains(msg, protocol.IDsTakenDetail) {
+			return failure{code: "IDsTaken", permanent: true, hint: "the sink holds messages numbered by another spool under this agent id " +
+				"(this spool recreated or restored under the same --agent-id, or the id given to two agents); its messages stay in the spool: " +
+				"give this agent its own id (restart it with a new --agent-id and --change-agent-id); reconnecting after --reconnect-max"}
+		}
 	case protocol.StatusInvalid:
 		return failure{code: st.String(), permanent: true, hint: "the sink refuses this agent's requests: check that agent and sink versions match"}
 	case protocol.StatusUnknown:

@@ -31,6 +31,7 @@ func TestClassify(t *testing.T) {
 		{protocol.Errorf(protocol.StatusResourceExhausted, "too many sessions"), "ResourceExhausted", false},
 		{protocol.Errorf(protocol.StatusCanceled, "context canceled"), "Canceled", false},
 		{protocol.Errorf(protocol.StatusAborted, `replaced by a newer session of agent "a"`), "Aborted", true},
+		{protocol.Errorf(protocol.StatusFailedPrecondition, protocol.IDsTakenDetail+` "a": this sink holds message ids up to 4 under it`), "IDsTaken", true},
 	} {
 		f := classify(tc.err)
 		if f.code != tc.code || f.permanent != tc.permanent {

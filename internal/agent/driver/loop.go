@@ -351,10 +351,11 @@ func (l *loop) lose(addr string, err error, now int64) {
 	}
 	l.d.failed(addr, err)
 	l.gen++ // nothing more from this connection is relevant
-	if protocol.StatusOf(err) == protocol.StatusAborted {
+	if st := protocol.StatusOf(err); st == protocol.StatusAborted || st == protocol.StatusFailedPrecondition {
 		// A newer session of this agent id took over on the sink: another
-		// agent with this id (see classify). Back off fully rather than
-		// take the id back at once.
+		// agent with this id (see classify); or the sink holds ids another
+		// spool numbered under it, which nothing here changes. Back off
+		// fully rather than retry at once.
 		l.step(delivery.Replaced(rand.Float64(), now))
 		return
 	}

@@ -1,4 +1,4 @@
-//go:build !mutation_watermarkahead && !mutation_deadletterrecopy
+//go:build !mutation_watermarkahead && !mutation_deadletterrecopy && !mutation_nosentbound
 
 package spool
 
@@ -7,8 +7,10 @@ package spool
 // a named test notices the guarantee gone: TestWatermarkPersistedIsTheAcked
 // a persisted watermark one past what the sink acknowledged,
 // TestSetAsideOnceAfterCrash a message copied to the dead-letter log a
-// second time. Constants, so the mutated branches compile away.
+// second time, TestSentBoundSurvivesRestart (internal/agent) a bound on
+// sent ids that does not cover the id sent. Constants, so the mutated branches compile away.
 const (
 	mutationWatermarkAhead   = false
 	mutationDeadLetterRecopy = false
+	mutationNoSentBound      = false
 )

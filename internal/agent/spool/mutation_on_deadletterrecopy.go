@@ -8,4 +8,5 @@ package spool
 const (
 	mutationWatermarkAhead   = false
 	mutationDeadLetterRecopy = true
+	mutationNoSentBound      = false
 )

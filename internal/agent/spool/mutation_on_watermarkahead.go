@@ -7,4 +7,5 @@ package spool
 const (
 	mutationWatermarkAhead   = true
 	mutationDeadLetterRecopy = false
+	mutationNoSentBound      = false
 )

@@ -219,6 +219,17 @@ type Spool struct {
 	// the first SetAside.
 	opts []seglog.Option
 	dead *seglog.Log
+
+	// sentBelow bounds the ids sent under the agent id, persisted in
+	// sentFile (sent.go); sentKnown is false while a spool that sent
+	// messages has no readable bound.
+	sentMu      sync.Mutex
+	sentBelow   uint64
+	sentKnown   bool
+	sentRetryAt uint64   // while unknown for want of space: the id at which to try the file again
+	sentF       *os.File // the file, open from the first write
+	sentSlot    int      // the slot holding sentBelow
+	sentSeq     uint32   // its sequence number
 	// pressedAt overrides the size at which the spool is Pressed.
 	pressedAt int64
 	// appendFailed is the last append's failure other than a full disk or
@@ -257,6 +268,21 @@ func hasHistory(dir string) bool {
 }
 
 func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...seglog.Option) (sp *Spool, err error) {
+	return open(dir, quota, wantID, false, logger, opts...)
+}
+
+// OpenChangingID is Open, except that a spool holding messages under
+// another id takes wantID (when not empty) instead of refusing it: its
+// messages not yet acknowledged go to the sink again under wantID. For a
+// spool whose sink refuses its id because another spool numbered
+// messages under it (protocol.IDsTakenDetail): under the old id they
+// would never be stored; under a new one they are, once, or twice for any
+// the old id had stored.
+func OpenChangingID(dir string, quota int64, wantID string, logger *slog.Logger, opts ...seglog.Option) (*Spool, error) {
+	return open(dir, quota, wantID, true, logger, opts...)
+}
+
+func open(dir string, quota int64, wantID string, changeID bool, logger *slog.Logger, opts ...seglog.Option) (sp *Spool, err error) {
 	// One process per spool: a second writer would interleave appends
 	// and break checksums, and acknowledge records the other never sent.
 	lock, err := dirlock.Acquire(dir, "spool")
@@ -269,6 +295,7 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 		}
 	}()
 	s := &Spool{dir: dir, quota: quota, lock: lock, logger: logger, opts: opts}
+	fresh := !hasHistory(dir)
 	id, err := seglog.ReadMeta(dir, agentIDFile)
 	// lost: the spool was used under an id its agent-id file no longer
 	// gives (deleted, or damaged). A new id would have the sink store its
@@ -302,6 +329,19 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 		}
 	case err != nil:
 		return nil, fmt.Errorf("agent: spool %s: %w", dir, err)
+	case wantID != "" && string(id) != wantID && changeID:
+		// Nothing was sent under the new id: the bound starts again, and
+		// a sink holding ids under it from another spool refuses this one
+		// too. Written first: a crash between the two leaves the old id
+		// with a bound of 0, which a sink refuses, never one too high.
+		if err := resetSent(dir); err != nil {
+			return nil, err
+		}
+		if err := seglog.WriteMeta(dir, agentIDFile, []byte(wantID)); err != nil {
+			return nil, err
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("agent id changed from %q to %q (--change-agent-id): the messages not yet acknowledged go to the sink under the new id", id, wantID))
+		id = []byte(wantID)
 	case wantID != "" && string(id) != wantID && !hasHistory(dir):
 		// Nothing was ever spooled under the old id (an agent started
 		// without --agent-id, its token refused for it): take the new one.
@@ -314,10 +354,12 @@ func Open(dir string, quota int64, wantID string, logger *slog.Logger, opts ...s
 		// The sink deduplicates by (agent id, message id): under a new id
 		// every unacknowledged message would be stored again, and message
 		// ids restart their meaning.
-		return nil, fmt.Errorf("agent: spool %s belongs to agent id %q, not %q: changing an agent's identity breaks deduplication at the sink; use a new spool directory for a new id, or drop the agent id setting to keep %q",
+		return nil, fmt.Errorf("agent: spool %s belongs to agent id %q, not %q: changing an agent's identity breaks deduplication at the sink; use a new spool directory for a new id, or drop the agent id setting to keep %q "+
+			"(or add --change-agent-id to send its unacknowledged messages under the new id: for a spool whose sink refuses its id as taken by another spool)",
 			dir, id, wantID, id)
 	}
 	s.id = string(id)
+	s.loadSent(fresh)
 	state, err := seglog.ReadMeta(dir, stateFile)
 	if err == nil {
 		s.watermark, s.producers, err = decodeState(state)
@@ -769,7 +811,7 @@ func (s *Spool) Warnings() []string { return s.warnings }
 
 // Close closes the log and releases the directory lock.
 func (s *Spool) Close() error {
-	err := s.seg.Close()
+	err := errors.Join(s.seg.Close(), s.closeSent())
 	if s.dead != nil {
 		err = errors.Join(err, s.dead.Close())
 	}

@@ -23,10 +23,14 @@ func RequestFromFrame(req *sluicev1.Request, f protocol.Frame) error {
 		for i, c := range f.Codecs {
 			codecs[i] = sluicev1.Codec(c)
 		}
-		req.Payload = &sluicev1.Request_Hello{Hello: &sluicev1.Hello{
+		h := &sluicev1.Hello{
 			AgentId: f.AgentID, ProtocolVersion: f.Version, Codecs: codecs,
 			DictionaryIds: f.DictionaryIDs, Watermark: f.Watermark,
-		}}
+		}
+		if f.HasSentBelow {
+			h.SentBelow = &f.SentBelow
+		}
+		req.Payload = &sluicev1.Request_Hello{Hello: h}
 	case *protocol.Message:
 		req.MessageId, req.RecordCount = f.ID, f.Records
 		switch f.Codec {
@@ -66,7 +70,7 @@ func FrameFromRequest(req *sluicev1.Request) (protocol.Frame, error) {
 			codecs[i] = protocol.Codec(c)
 		}
 		return &protocol.Hello{AgentID: h.GetAgentId(), Version: h.GetProtocolVersion(), Codecs: codecs,
-			DictionaryIDs: h.GetDictionaryIds(), Watermark: h.GetWatermark()}, nil
+			DictionaryIDs: h.GetDictionaryIds(), Watermark: h.GetWatermark(), SentBelow: h.GetSentBelow(), HasSentBelow: h.SentBelow != nil}, nil
 	case *sluicev1.Request_Plain:
 		return &protocol.Message{ID: req.GetMessageId(), Records: req.GetRecordCount(), Codec: protocol.CodecPlain, Payload: p.Plain}, nil
 	case *sluicev1.Request_Zstd:

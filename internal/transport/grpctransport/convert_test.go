@@ -50,3 +50,35 @@ func TestKafkaZstdConverts(t *testing.T) {
 		t.Fatalf("FramesFromResponse: %#v, want %#v", frames, w)
 	}
 }
+
+// TestHelloNextIDConverts: Hello's optional next id survives the trip
+// through the protobuf types, zero included, and an agent that sends none
+// (before the field) reads as having none.
+func TestHelloNextIDConverts(t *testing.T) {
+	for _, h := range []*protocol.Hello{
+		{AgentID: "a", Version: protocol.Version, Watermark: 3, SentBelow: 9, HasSentBelow: true},
+		{AgentID: "fresh", Version: protocol.Version, HasSentBelow: true},
+		{AgentID: "old", Version: protocol.Version, Watermark: 3},
+	} {
+		var req sluicev1.Request
+		if err := RequestFromFrame(&req, h); err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back sluicev1.Request
+		if err := proto.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		f, err := FrameFromRequest(&back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f.(*protocol.Hello)
+		if got.AgentID != h.AgentID || got.SentBelow != h.SentBelow || got.HasSentBelow != h.HasSentBelow || got.Watermark != h.Watermark {
+			t.Errorf("%+v came back as %+v", h, got)
+		}
+	}
+}

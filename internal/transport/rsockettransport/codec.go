@@ -65,6 +65,9 @@ func Encode(dst []byte, f protocol.Frame) (header, body []byte, err error) {
 		}
 		dst = appendIDs(dst, f.DictionaryIDs)
 		dst = binary.AppendUvarint(dst, f.Watermark)
+		if f.HasSentBelow { // optional: agents before it end at the watermark
+			dst = binary.AppendUvarint(dst, f.SentBelow)
+		}
 		return dst, nil, nil
 	case *protocol.Message:
 		dst = append(dst, typeMessage)
@@ -205,6 +208,9 @@ func Decode(header, body []byte) (protocol.Frame, error) {
 		}
 		h.DictionaryIDs = ids(&d)
 		h.Watermark = d.Uvarint()
+		if d.Err() == nil && len(d.Rest()) > 0 {
+			h.SentBelow, h.HasSentBelow = d.Uvarint(), true
+		}
 		f = h
 	case typeMessage:
 		m := &protocol.Message{ID: d.Uvarint(), Records: d.Uint32(), Codec: protocol.Codec(d.Byte()), DictID: d.Uint32(), Payload: body}

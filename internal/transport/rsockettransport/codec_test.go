@@ -13,6 +13,8 @@ import (
 var frames = []protocol.Frame{
 	&protocol.Hello{AgentID: "agent-1", Version: protocol.Version, Codecs: []protocol.Codec{protocol.CodecPlain, protocol.CodecZstdDict}, DictionaryIDs: []uint32{1, 1 << 31}, Watermark: 1<<63 + 5},
 	&protocol.Hello{AgentID: "a"},
+	&protocol.Hello{AgentID: "fresh", Version: protocol.Version, HasSentBelow: true},
+	&protocol.Hello{AgentID: "b", Version: protocol.Version, Watermark: 7, SentBelow: 1<<64 - 1, HasSentBelow: true},
 	&protocol.Message{ID: 42, Records: 3, Codec: protocol.CodecZstdDict, DictID: 9, Payload: []byte("batch bytes")},
 	&protocol.Dictionary{ID: 9, Data: []byte("dict")},
 	&protocol.Welcome{Version: 1, Credits: protocol.Credits{Messages: 64, Bytes: 1 << 30}, MaxMessageBytes: 4 << 20, DictionaryIDs: []uint32{9}, SessionID: "s-1"},
@@ -63,11 +65,12 @@ func TestPayloadNotCopied(t *testing.T) {
 
 func TestDecodeRejects(t *testing.T) {
 	hello, _, _ := Encode(nil, frames[0])
+	helloNext, _, _ := Encode(nil, frames[3]) // the optional next id is its last field
 	for name, c := range map[string][2][]byte{
 		"empty":              {nil, nil},
 		"unknown type":       {{99}, nil},
 		"truncated":          {hello[:len(hello)-1], nil},
-		"trailing bytes":     {append(append([]byte(nil), hello...), 0), nil},
+		"trailing bytes":     {append(append([]byte(nil), helloNext...), 0), nil},
 		"body on hello":      {hello, []byte("x")},
 		"huge count":         {{typeAck, 0xff, 0xff, 0xff, 0xff, 0x0f}, nil},
 		"ack overflow":       {{typeAck, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 2}, nil},

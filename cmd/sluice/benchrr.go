@@ -18,7 +18,7 @@ func init() {
 }
 
 func runBenchRR(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench rr", "[--protocols LIST] [--mode burst|open|closed] [--rate N] [--inflight LIST] [--duration D] [--reps N] [--payload SIZE] [--split] [--json FILE] [--svg FILE]", stderr)
+	fs := newFlags("bench rr", "[--protocols LIST] [--mode burst|open|closed] [--rate N] [--inflight LIST] [--duration D] [--reps N] [--payload SIZE] [--split] [--json FILE] [--svg FILE] [flags]", stderr)
 	protos := fs.String("protocols", rr.ProtocolNames(), "comma-separated contestants (tcp is the coalescing raw TCP limit every row is reported against, tcp-naive one write per request)")
 	modes := fs.String("mode", "open", "burst, open or closed (comma-separated for several)")
 	rate := fs.Float64("rate", 100, "open loop: intended requests per second")

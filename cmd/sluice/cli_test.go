@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // run calls runMain as the binary would and returns its exit status and
@@ -118,6 +120,18 @@ func TestCommandHelp(t *testing.T) {
 	}
 	if code, out, _ := run("help", "bench"); code != 0 || !strings.Contains(out, "bench wan") || !strings.Contains(out, "bench delivery") {
 		t.Errorf("sluice help bench: exit %d, %q; want the bench commands", code, out)
+	}
+}
+
+// TestUsageLinesNameFlags: every command's usage line names only its
+// flags, and all of them unless it says [flags] (cli.UsageFindings), so
+// it cannot drift from the flag set (`xfer serve -h` omitted five).
+func TestUsageLinesNameFlags(t *testing.T) {
+	for _, name := range commandNames() {
+		_, out, _ := run(append(strings.Fields(name), "-h")...)
+		if msg := cli.UsageFindings(out); msg != "" {
+			t.Errorf("sluice %s -h: %s\n%s", name, msg, strings.SplitN(out, "\n", 2)[0])
+		}
 	}
 }
 

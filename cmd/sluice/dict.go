@@ -18,7 +18,7 @@ func init() {
 }
 
 func runDictTrain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dict train", "--out FILE [--size 64KiB] [--message 16KiB] [INPUT ... | --records-from SINK]", stderr)
+	fs := newFlags("dict train", "--out FILE [--size 64KiB] [--message 16KiB] [INPUT ... | --records-from SINK] [flags]", stderr)
 	out := fs.String("out", "", "where to write the dictionary")
 	size := byteSize(64 << 10)
 	fs.Var(&size, "size", "dictionary size")

@@ -19,7 +19,7 @@ func runHostile(args []string, stdout, stderr io.Writer) error {
 	for i, t := range hostile.Targets {
 		targets[i] = t.Name
 	}
-	fs := newFlags("hostile", "--target "+strings.Join(targets, "|")+" --addr HOST:PORT --mode MODE [--conns N] [--duration D]", stderr)
+	fs := newFlags("hostile", "--target "+strings.Join(targets, "|")+" --addr HOST:PORT --mode MODE [--conns N] [--duration D] [flags]", stderr)
 	target := fs.String("target", "", "listener kind: "+strings.Join(targets, ", "))
 	addr := fs.String("addr", "", "listener address, HOST:PORT")
 	source := fs.String("source", "", "local IP the connections come from, e.g. 127.0.0.2 (default: any)")

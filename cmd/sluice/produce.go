@@ -16,7 +16,7 @@ import (
 )
 
 func runProduce(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("produce", "--agent HOST:PORT [--file F]", stderr)
+	fs := newFlags("produce", "--agent HOST:PORT [--file F] [flags]", stderr)
 	addr := fs.String("agent", "127.0.0.1:7401", "the agent's ingest address")
 	file := fs.String("file", "", "read lines from this file instead of stdin")
 	batchBytes := byteSize(1 << 20)

@@ -51,7 +51,7 @@ func runRSocketServe(args []string, stdout, stderr io.Writer) error {
 // rsocketServe runs `sluice rsocket serve` until ctx ends. It prints
 // "listening URL" on stdout for each listener, with the port resolved.
 func rsocketServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--resume [--resume-dir DIR]] [--metrics HOST:PORT] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]", stderr)
+	fs := newFlags("rsocket serve", "--listen tcp://HOST:PORT [--listen ws://HOST:PORT/rsocket ...] [--lease] [--resume [--resume-dir DIR]] [--metrics HOST:PORT] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [flags]", stderr)
 	var listen listFlag
 	fs.Var(&listen, "listen", "listen URL, tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT/PATH or wss://HOST:PORT/PATH (repeatable)")
 	tlsCert := fs.String("tls-cert", "", "server certificate (PEM) for tls:// and wss:// listeners")

@@ -16,7 +16,7 @@ func init() {
 
 func runRSocketHostile(args []string, stdout, stderr io.Writer) error {
 	names := hostile.Names(rsockethostile.Modes)
-	fs := newFlags("rsocket hostile", "--url tcp://HOST:PORT|ws://HOST:PORT/PATH --mode MODE [--conns N] [--frame SIZE] [--duration D]", stderr)
+	fs := newFlags("rsocket hostile", "--url tcp://HOST:PORT|ws://HOST:PORT/PATH --mode MODE [--conns N] [--frame SIZE] [--duration D] [flags]", stderr)
 	url := fs.String("url", "", "server URL: tcp://HOST:PORT or ws://HOST:PORT/PATH")
 	mode := fs.String("mode", "", "misbehaviour: "+strings.Join(names, ", ")+" (docs/rsocket.md, Hostile clients)")
 	conns := fs.Int("conns", 100, "connections misbehaving at once")

@@ -27,7 +27,7 @@ func runRSocketProxy(args []string, stdout, stderr io.Writer) error {
 // rsocketProxy runs `sluice rsocket proxy` until ctx ends. It prints
 // "listening tcp://HOST:PORT" on stdout once it accepts.
 func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rsocket proxy", "--listen tcp://HOST:PORT --backends tcp://A:PORT,tcp://B:PORT,... [--affinity=false] [--metrics HOST:PORT]", stderr)
+	fs := newFlags("rsocket proxy", "--listen tcp://HOST:PORT --backends tcp://A:PORT,tcp://B:PORT,... [--affinity=false] [--metrics HOST:PORT] [flags]", stderr)
 	listen := fs.String("listen", "", "listen URL, tcp://HOST:PORT (required)")
 	backends := fs.String("backends", "", "the RSocket servers, comma-separated tcp://HOST:PORT (required)")
 	affinity := fs.Bool("affinity", true, "route each RESUME to the server that holds its session (rendezvous hashing of the resume token); false: round-robin, as a plain TCP balancer would (for comparison)")

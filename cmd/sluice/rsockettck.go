@@ -24,7 +24,7 @@ func runRSocketTCK(args []string, stdout, stderr io.Writer) error {
 // rsocketTCK runs `sluice rsocket tck`: the conformance checks of package
 // rsocket/tck against --url, a table on stdout, exit 1 on any failure.
 func rsocketTCK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rsocket tck", "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [--json FILE] [--markdown] [--timeout D] [--quiet D] [--only ID,ID]", stderr)
+	fs := newFlags("rsocket tck", "--url tcp://HOST:PORT|tls://HOST:PORT|ws://HOST:PORT/PATH|wss://HOST:PORT/PATH [--json FILE] [--markdown] [--timeout D] [--quiet D] [--only ID,ID] [flags]", stderr)
 	url := fs.String("url", "", "server URL: tcp://, tls://, ws:// or wss://")
 	tlsc := cli.AddRSocketTLS(fs)
 	jsonFile := fs.String("json", "", "also write the results as JSON to FILE")

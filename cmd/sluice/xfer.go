@@ -39,7 +39,7 @@ func runXferServe(args []string, stdout, stderr io.Writer) error {
 // "listening TRANSPORT ADDRESS" on stdout for each transport, with the
 // port resolved.
 func xferServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("xfer serve", "--dir DIR | --store s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] [--grpc HOST:PORT] [--rsocket tcp://HOST:PORT] [--tus HOST:PORT] [--max-size SIZE] [--metrics HOST:PORT]", stderr)
+	fs := newFlags("xfer serve", "--dir DIR | --store s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] [--grpc HOST:PORT] [--rsocket tcp://HOST:PORT] [--tus HOST:PORT] [--http HOST:PORT] [--max-size SIZE] [--expire D] [--idle-timeout D] [--max-partials N] [--metrics HOST:PORT] [--log-level LEVEL]", stderr)
 	dir := fs.String("dir", "", "directory completed uploads land in (partial ones under DIR/.partial)")
 	storeURL := fs.String("store", "", "keep uploads in an S3 object store instead of --dir: s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any server on the same store resumes any upload")
 	grpcAddr := fs.String("grpc", "", "serve the gRPC Xfer service on HOST:PORT")
@@ -184,7 +184,7 @@ func runXferSend(args []string, stdout, stderr io.Writer) error {
 }
 
 func xferSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("xfer send", "FILE --to grpc://HOST:PORT | tcp://HOST:PORT | http://HOST:PORT/files/ [--name NAME] [--chunk SIZE|auto]", stderr)
+	fs := newFlags("xfer send", "FILE --to grpc://HOST:PORT | tcp://HOST:PORT | http://HOST:PORT/files/ [--name NAME] [--chunk SIZE|auto] [flags]", stderr)
 	to := fs.String("to", "", "server: grpc://HOST:PORT, tcp://HOST:PORT (RSocket) or http://HOST:PORT/files/ (tus)")
 	name := fs.String("name", "", "name on the server (default: FILE's base name)")
 	var chunk chunkFlag

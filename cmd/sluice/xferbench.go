@@ -17,7 +17,7 @@ func init() {
 }
 
 func runBenchUpload(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench upload", "[--size 64MiB] [--chunks 16B,...,2MiB] [--transports grpc,rsocket,tus,http1,h2c] [--source memory,disk] [--reps 1] [--json FILE] [--svg FILE] | --store s3://BUCKET[/PREFIX]?endpoint=URL [--size 1GiB] [--reps 3] [--json FILE]", stderr)
+	fs := newFlags("bench upload", "[--size 64MiB] [--chunks 16B,...,2MiB] [--transports grpc,rsocket,tus,http1,h2c] [--source memory,disk] [--reps 1] [--json FILE] [--svg FILE] | --store s3://BUCKET[/PREFIX]?endpoint=URL [--size 1GiB] [--reps 3] [--json FILE] [flags]", stderr)
 	store := fs.String("store", "", "instead of the sweep: upload --size into this S3 store through one and two `xfer serve --store` processes (gRPC), against the S3 SDK's own multipart upload straight to it; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	size := byteSize(64 << 20)
 	fs.Var(&size, "size", "file size (\"Sending files via gRPC\" used 143MiB)")

@@ -152,7 +152,12 @@ func TestRSocketCLIBadInvocation(t *testing.T) {
 		{[]string{"rsocket", "stream", "--url", "tcp://127.0.0.1:1", "--data", "1", "--request-n", "0"}, 2, "--request-n must be in"},
 		{[]string{"rsocket", "serve"}, 2, "--listen is required"},
 		{[]string{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0", "--frame-stall-timeout", "0s"}, 2, "must be positive"},
-		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 1, "scheme must be tcp, tls, ws or wss"},
+		{[]string{"rsocket", "serve", "--listen", "http://127.0.0.1:0"}, 2, `--listen "http://127.0.0.1:0": want tcp://HOST:PORT`},
+		// Each would serve other than it says (rsocketd.CheckListen):
+		// before, the path was ignored and the same URL served twice.
+		{[]string{"rsocket", "serve", "--listen", "tcp://127.0.0.1:0/rsocket"}, 2, "--listen tcp://127.0.0.1:0/rsocket: tcp:// takes no path"},
+		{[]string{"rsocket", "serve", "--listen", "ws://127.0.0.1:0/a", "--listen", "ws://127.0.0.1:0/a"}, 2, "--listen ws://127.0.0.1:0/a given twice"},
+		{[]string{"rsocket", "serve", "--listen", "127.0.0.1:7878"}, 2, `--listen "127.0.0.1:7878": want tcp://HOST:PORT`},
 	} {
 		code, _, errs := run(tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.errs) {
@@ -211,4 +216,22 @@ func TestRSocketChannelLineTooLong(t *testing.T) {
 		}
 	}
 	rsocketStdin = strings.NewReader("")
+}
+
+// TestRSocketServeWebSocketWithoutPath: --listen ws://HOST:PORT without a
+// path is taken, not refused: it serves RSocket on every path, and says
+// so by the "/" of its listening line (docs/rsocket.md, CLI).
+func TestRSocketServeWebSocketWithoutPath(t *testing.T) {
+	u := startListening(t, "serve", 1, func(ctx context.Context, stdout io.Writer) error {
+		return rsocketServe(ctx, []string{"--listen", "ws://127.0.0.1:0", "--log-level", "error"}, stdout, io.Discard)
+	})[0]
+	if !strings.HasPrefix(u, "ws://127.0.0.1:") || !strings.HasSuffix(u, "/") {
+		t.Fatalf("listening %s, want ws://127.0.0.1:PORT/", u)
+	}
+	base := strings.TrimSuffix(u, "/")
+	for _, url := range []string{base, u, base + "/rsocket"} {
+		if code, out, errs := run("rsocket", "rr", "--data", "hi", "--url", url); code != 0 || out != "hi\n" {
+			t.Errorf("rr to %s: exit %d, stdout %q, stderr %q; want hi", url, code, out, errs)
+		}
+	}
 }

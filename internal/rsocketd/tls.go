@@ -8,10 +8,14 @@ import (
 	"github.com/sluicehq/sluice/internal/auth"
 )
 
-// ListenerTLS is the server TLS of the certificate, key and client CA
-// files (nil: none given), refusing a tls:// or wss:// listener without
-// it: a secure scheme must not serve in clear text.
+// ListenerTLS checks the --listen URLs (CheckListen) and returns the
+// server TLS of the certificate, key and client CA files (nil: none
+// given), refusing a tls:// or wss:// listener without it: a secure
+// scheme must not serve in clear text.
 func ListenerTLS(listen []string, cert, key, clientCA string) (*tls.Config, error) {
+	if err := CheckListen(listen); err != nil {
+		return nil, err
+	}
 	var tlsCfg *tls.Config
 	if cert != "" || key != "" || clientCA != "" {
 		cfg, err := auth.ServerTLS(cert, key, clientCA)

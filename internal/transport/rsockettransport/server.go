@@ -216,10 +216,11 @@ func (c *serverConn) Peer() protocol.PeerInfo  { return c.peer }
 func (c *serverConn) PayloadsOwned() bool { return true }
 
 // CheckListenURL parses a listen URL: tcp://HOST:PORT or
-// ws://HOST:PORT/PATH, a port required.
+// ws://HOST:PORT/PATH, a port required; a path or query on tcp:// (which
+// would be ignored) is refused.
 func CheckListenURL(rawURL string) (*url.URL, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "tcp" && u.Scheme != "ws") || u.Port() == "" {
+	if err != nil || (u.Scheme != "tcp" && u.Scheme != "ws") || u.Port() == "" || (u.Scheme == "tcp" && (u.Path != "" || u.RawQuery != "")) {
 		return nil, fmt.Errorf("rsocket listen %q: want tcp://HOST:PORT or ws://HOST:PORT/PATH", rawURL)
 	}
 	return u, nil

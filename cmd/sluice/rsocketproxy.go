@@ -63,7 +63,7 @@ func rsocketProxy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	reg := newRegistry()
 	rsproxy.RegisterMetrics(reg, p)
-	if err := serveMetrics(ctx, *metrics, reg, log, nil, nil); err != nil {
+	if err := serveMetrics(ctx, *metrics, reg, log, p.Ready, nil); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", host)

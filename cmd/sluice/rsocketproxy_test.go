@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,5 +77,51 @@ func TestRSocketProxyFlags(t *testing.T) {
 		if code, _, errs := run(tc.args...); code != 2 || !strings.Contains(errs, tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.msg)
 		}
+	}
+}
+
+// TestRSocketProxyNoServer: with no server reachable, the proxy's
+// /readyz answers 503 naming the server and why, and a client's SETUP is
+// answered REJECTED_SETUP naming it, which the client prints (before: /readyz 200, and the client
+// saw its connection reset); with a server up, /readyz answers 200.
+func TestRSocketProxyNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	readyz := func(backend string) (int, string) {
+		t.Helper()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics := l.Addr().String()
+		l.Close()
+		proxy := startRSocketProxy(t, []string{backend}, "--metrics", metrics)
+		// The metrics listener is bound before the proxy's, whose line
+		// startRSocketProxy waited for.
+		resp, err := http.Get("http://" + metrics + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if backend == "tcp://"+dead {
+			code, _, errs := run("rsocket", "rr", "--data", "x", "--url", "tcp://"+proxy)
+			if code != 1 || !strings.Contains(errs, "no RSocket server reachable: "+dead) {
+				t.Errorf("rr through the proxy of a down server: exit %d, stderr %q; want the proxy's answer naming %s", code, errs, dead)
+			}
+		}
+		return resp.StatusCode, string(body)
+	}
+	if code, body := readyz("tcp://" + dead); code != http.StatusServiceUnavailable || !strings.Contains(body, dead+": connect: connection refused") ||
+		strings.Count(strings.TrimSpace(body), "\n") != 0 {
+		t.Errorf("/readyz with the only server down: %d %q; want 503 and one line naming it", code, body)
+	}
+	live, _ := startRSocketServe(t)
+	if code, body := readyz(live); code != http.StatusOK {
+		t.Errorf("/readyz with the server up: %d %q; want 200", code, body)
 	}
 }

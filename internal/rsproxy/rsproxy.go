@@ -27,7 +27,17 @@
 // RESUME's connection is closed without an answer: the client redials
 // with backoff, and its session's lifetime bounds the wait, rather than a
 // REJECTED_RESUME that would end a session a restarting server might
-// still hold.
+// still hold (any ERROR answering a RESUME ends the session in sluice's
+// client). A SETUP that no server can be dialled for is answered
+// ERROR[REJECTED_SETUP] naming the servers and why, rather than a reset
+// without a hint: the spec's code for a valid SETUP the server will not
+// take; the client may try again later.
+//
+// Ready (the daemon's /readyz) is nil while some server is reachable as
+// far as the proxy knows: the last dial to it succeeded and no
+// connection to it was since ended by the server. While none is, Ready
+// dials the servers itself, so that it turns nil once one comes back
+// without a client failing first; while one is, it dials nothing.
 //
 // TLS cannot be balanced this way (the first frame is encrypted); the
 // proxy speaks plain TCP on both sides.
@@ -41,6 +51,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,9 +101,19 @@ type Stats struct {
 	// Refused: first frames that were neither SETUP nor RESUME, too long,
 	// malformed or too late, and connections beyond MaxPending.
 	Refused uint64
-	// DialFailures: dials to a server that failed.
+	// DialFailures: dials to a server that failed (Ready's included).
 	DialFailures uint64
+	// RejectedSetups: SETUPs answered ERROR[REJECTED_SETUP] because no
+	// server could be dialled.
+	RejectedSetups uint64
 }
+
+// Server states, as far as the proxy knows (Proxy.state).
+const (
+	stateUnknown = iota // never dialled, or a connection to it was ended by the server
+	stateUp             // the last dial succeeded
+	stateDown           // the last dial failed (Proxy.lastErr)
+)
 
 // Proxy routes RSocket connections to Config.Backends.
 type Proxy struct {
@@ -107,8 +128,16 @@ type Proxy struct {
 	// pending (capacity MaxPending) holds a slot per connection whose
 	// first frame is being read.
 	pending chan struct{}
+	// state and lastErr, per server, under mu: what the last dial to it
+	// found (stateUp, stateDown and why), or stateUnknown.
+	state   []int
+	lastErr []error
+	// probing serializes Ready's dials: at most one round at a time.
+	probing sync.Mutex
+	// dialer dials a server (tests replace it).
+	dialer func(ctx context.Context, addr string) (net.Conn, error)
 
-	setups, resumableSetups, resumes, remembered, refused, dialFailures atomic.Uint64
+	setups, resumableSetups, resumes, remembered, refused, dialFailures, rejected atomic.Uint64
 }
 
 // New returns a proxy for cfg.
@@ -134,13 +163,129 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{cfg: cfg, log: cfg.Logger, routes: map[string]int{}, pending: make(chan struct{}, cfg.MaxPending)}, nil
+	d := net.Dialer{Timeout: cfg.DialTimeout}
+	return &Proxy{cfg: cfg, log: cfg.Logger, routes: map[string]int{}, pending: make(chan struct{}, cfg.MaxPending),
+		state: make([]int, len(cfg.Backends)), lastErr: make([]error, len(cfg.Backends)),
+		dialer: func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }}, nil
 }
 
 // Stats returns the proxy's counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{Setups: p.setups.Load(), ResumableSetups: p.resumableSetups.Load(), Resumes: p.resumes.Load(),
-		ResumesRemembered: p.remembered.Load(), Refused: p.refused.Load(), DialFailures: p.dialFailures.Load()}
+		ResumesRemembered: p.remembered.Load(), Refused: p.refused.Load(), DialFailures: p.dialFailures.Load(),
+		RejectedSetups: p.rejected.Load()}
+}
+
+// Ready is nil while a server is reachable as far as the proxy knows;
+// otherwise it dials every server not known reachable (one round at a
+// time; concurrent callers wait for it) and returns nil if one answered,
+// or an error naming each server and why it cannot be reached.
+func (p *Proxy) Ready() error {
+	if p.anyUp() {
+		return nil
+	}
+	p.probing.Lock()
+	defer p.probing.Unlock()
+	if p.anyUp() { // a client's dial, or the round we waited for, found one
+		return nil
+	}
+	var wg sync.WaitGroup
+	for i := range p.cfg.Backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s, err := p.dial(context.Background(), i); err == nil {
+				s.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if p.anyUp() {
+		return nil
+	}
+	return p.downError(nil)
+}
+
+// anyUp reports whether the last dial to some server succeeded.
+func (p *Proxy) anyUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.state {
+		if st == stateUp {
+			return true
+		}
+	}
+	return false
+}
+
+// downError names why the servers (all, or those of idx) cannot be
+// reached, from their last dials, on one line.
+func (p *Proxy) downError(idx []int) error {
+	if idx == nil {
+		idx = make([]int, len(p.cfg.Backends))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("no RSocket server reachable: ")
+	for k, i := range idx {
+		if k > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.cfg.Backends[i])
+		if err := p.lastErr[i]; err != nil && p.state[i] == stateDown {
+			b.WriteString(": ")
+			b.WriteString(dialReason(err))
+		} else {
+			b.WriteString(": not dialled yet")
+		}
+	}
+	return errors.New(b.String())
+}
+
+// dialReason is a dial error without the "dial tcp ADDR:" the message
+// already names.
+func dialReason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// dial dials server i, recording what it found.
+func (p *Proxy) dial(ctx context.Context, i int) (net.Conn, error) {
+	s, err := p.dialer(ctx, p.cfg.Backends[i])
+	if ctx.Err() != nil {
+		// Shutdown, not the server: nothing learnt.
+		return s, err
+	}
+	p.mu.Lock()
+	if err == nil {
+		p.state[i], p.lastErr[i] = stateUp, nil
+	} else {
+		p.state[i], p.lastErr[i] = stateDown, err
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.dialFailures.Add(1)
+		p.log.Warn("rsproxy: cannot dial server", "server", p.cfg.Backends[i], "err", err)
+	}
+	return s, err
+}
+
+// serverEnded records that server i ended a proxied connection: it may
+// have gone, so the next Ready dials it again rather than trust the
+// last dial (unless another server is known up).
+func (p *Proxy) serverEnded(i int) {
+	p.mu.Lock()
+	if p.state[i] == stateUp {
+		p.state[i] = stateUnknown
+	}
+	p.mu.Unlock()
 }
 
 // Serve accepts connections on ln until ctx ends (then it closes ln and
@@ -189,19 +334,20 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 		return
 	}
 	var s net.Conn
+	server := -1
 	for _, i := range candidates {
-		d := net.Dialer{Timeout: p.cfg.DialTimeout}
-		s, err = d.DialContext(ctx, "tcp", p.cfg.Backends[i])
-		if err == nil {
+		if s, err = p.dial(ctx, i); err == nil {
 			if token != nil {
 				p.remember(token, i)
 			}
+			server = i
 			break
 		}
-		p.dialFailures.Add(1)
-		p.log.Warn("rsproxy: cannot dial server", "server", p.cfg.Backends[i], "err", err)
 	}
 	if s == nil {
+		if h, _ := frame.ParseHeader(first); h.Type == frame.TypeSetup && ctx.Err() == nil {
+			p.rejectSetup(c, p.downError(candidates))
+		}
 		return
 	}
 	defer s.Close()
@@ -211,9 +357,15 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 	}
 	// Shutdown (which closes c, above) or either side ending ends both:
 	// the RSocket peers see a broken connection and resume.
+	// The server's side ending first (before the proxy closes it) is
+	// recorded before the client's side closes.
 	done := make(chan struct{}, 2)
+	var ended atomic.Bool
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
+		if !ended.Swap(true) && src == s && ctx.Err() == nil {
+			p.serverEnded(server)
+		}
 		dst.Close()
 		src.Close()
 		done <- struct{}{}
@@ -222,6 +374,42 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 	go pipe(c, s)
 	<-done
 	<-done
+}
+
+// rejectSetup answers a SETUP that no server could be dialled for with
+// ERROR[REJECTED_SETUP] and why, then ends the connection: its side
+// first, then, once the client closes its own (or after a bounded wait
+// and amount), the rest, so that frames the client sent after its SETUP
+// and the proxy never read do not turn the close into a reset that
+// could discard the ERROR before the client reads it. The wait takes a
+// MaxPending slot, as a first frame's does; with none free the
+// connection is closed at once.
+func (p *Proxy) rejectSetup(c net.Conn, why error) {
+	p.rejected.Add(1)
+	p.log.Warn("rsproxy: SETUP rejected", "client", c.RemoteAddr().String(), "err", why)
+	msg := "rsproxy: " + why.Error()
+	if len(msg) > 1024 {
+		msg = strings.ToValidUTF8(msg[:1024], "")
+	}
+	f, err := frame.AppendError(nil, 0, frame.ErrorCodeRejectedSetup, msg)
+	if err != nil {
+		return
+	}
+	prefix, _ := frame.AppendLengthPrefix(make([]byte, 0, frame.LengthPrefixSize+len(f)), len(f))
+	_ = c.SetWriteDeadline(time.Now().Add(p.cfg.FirstFrameTimeout))
+	if _, err := c.Write(append(prefix, f...)); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	select {
+	case p.pending <- struct{}{}:
+		_ = c.SetReadDeadline(time.Now().Add(p.cfg.FirstFrameTimeout))
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, int64(p.cfg.MaxFirstFrame)))
+		<-p.pending
+	default:
+	}
 }
 
 // route returns, for a connection whose first frame is first, the servers

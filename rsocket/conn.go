@@ -202,9 +202,10 @@ type Conn struct {
 	// (writeBusy) made no progress since writeProgressAt for the timeout.
 	writeTimer      *time.Timer
 	writeBusy       atomic.Bool
-	writeTimerArmed atomic.Bool  // writeTimer is armed
-	writeProgressAt atomic.Int64 // c.now() of the last progress
-	writeStalled    atomic.Bool  // writeWatch closed the transport (reset by swapTransport)
+	writeTimerArmed atomic.Bool      // writeTimer is armed
+	writeProgressAt atomic.Int64     // c.now() of the last progress
+	writeStalled    atomic.Bool      // writeWatch closed the transport (reset by swapTransport)
+	notRSocket      *NotRSocketError // the peer did not speak RSocket (foreign.go): its streams' errors wrap it
 
 	budgetWaits atomic.Int32 // readers waiting for the server's budget before a large frame (readbudget.go)
 }
@@ -273,6 +274,9 @@ func (c *Conn) tick() {
 }
 
 func (c *Conn) closedErr() error {
+	if nr, ok := c.err.(*NotRSocketError); ok {
+		return fmt.Errorf("%w: %w", ErrClosed, nr) // errors.As finds it, as in the streams' errors
+	}
 	if c.err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, c.err)
 	}
@@ -463,7 +467,11 @@ func (c *Conn) event(ev *conn.Event) bool {
 		if st == nil {
 			return false
 		}
-		st.fail(&Error{Code: ev.Code, Message: ev.Message})
+		e := &Error{Code: ev.Code, Message: ev.Message}
+		if ev.Local && c.notRSocket != nil {
+			e.cause = c.notRSocket
+		}
+		st.fail(e)
 		delete(c.streams, st.id)
 	case conn.EventMetadataPush:
 		md := clone(ev.Metadata)

@@ -43,6 +43,11 @@ func (c *Conn) readLoop(tr transport) {
 			if c.writeStalled.Load() {
 				err = ErrWriteTimeout // writeWatch closed the transport under us
 			}
+			if nr, ok := err.(*NotRSocketError); ok {
+				// Its streams' errors wrap it (EventError).
+				c.notRSocket = nr
+				c.opts.log.Debug("rsocket: closing a connection whose peer does not speak RSocket", "peer", nr.Peer, "looks", nr.Looks)
+			}
 			c.machine.TransportClosed(err)
 			c.release()
 			return
@@ -142,6 +147,15 @@ type frameReader struct {
 	// budget and lends their buffers (readbudget.go); nil (a resumable
 	// listener's first frame): plain allocations.
 	budget *readBudget
+	// sniff: the first bytes are checked for another protocol's
+	// (foreign.go) until that is decided. peer names the other end in a
+	// NotRSocketError: the URL a client dialled, the address a server's
+	// connection comes from. scheme is a client's URL's ("": not dialled
+	// by URL, and no NotRSocketError for a close before the first
+	// frame); framed: a frame came, or began (readHuge).
+	sniff        sniffRole
+	peer, scheme string
+	framed       bool
 }
 
 const (
@@ -211,6 +225,11 @@ func (f *frameReader) buffered() bool {
 // valid until the next call.
 func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 	for {
+		if f.sniff != sniffOff {
+			if err := f.sniffFirst(); err != nil {
+				return nil, err
+			}
+		}
 		if f.w-f.r >= frame.LengthPrefixSize {
 			b := f.buf[f.r:f.w]
 			n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
@@ -218,9 +237,12 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 			if len(b) >= end {
 				f.r += end
 				f.afterHuge = false
+				f.framed = true
+				f.sniff = sniffOff
 				return b[frame.LengthPrefixSize:end:end], nil
 			}
-			if end > largeRead {
+			if end > largeRead && f.sniff == sniffOff {
+				f.framed = true
 				f.afterHuge = true
 				return f.readHuge(dst, n)
 			}
@@ -258,9 +280,34 @@ func (f *frameReader) readFrame(dst []byte) ([]byte, error) {
 			if err == io.EOF && f.w > f.r {
 				err = io.ErrUnexpectedEOF
 			}
+			if !f.framed && f.scheme != "" && closedEarly(err) {
+				// The server closed the connection before its first frame.
+				err = &NotRSocketError{Peer: f.peer, Hint: schemeHint(f.scheme)}
+			}
 			return nil, err
 		}
 	}
+}
+
+// sniffFirst checks the first bytes for another protocol's (foreign.go):
+// a *NotRSocketError when they are, and no more checks once decided.
+func (f *frameReader) sniffFirst() error {
+	looks, decided := foreign(f.buf[f.r:f.w], f.sniff)
+	if !decided {
+		return nil
+	}
+	role := f.sniff
+	f.sniff = sniffOff
+	if looks == "" {
+		return nil
+	}
+	e := &NotRSocketError{Peer: f.peer, Looks: looks}
+	if role == sniffClient {
+		e.Hint = schemeHint(f.scheme)
+	} else {
+		e.Hint = "this is an RSocket listener"
+	}
+	return e
 }
 
 // readHuge reads a frame of n bytes that does not fit the large buffer:

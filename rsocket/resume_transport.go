@@ -83,7 +83,7 @@ func serveResumableConn(ctx context.Context, nc net.Conn, r Responder, opts []Op
 		st := tc.ConnectionState()
 		tlsState = &st
 	}
-	tr := newStreamTransport(nc)
+	tr := newServerStreamTransport(nc)
 	o := buildOptions(conn.Server, opts)
 	tr.r.stall.d = o.frameStallOrDefault()
 	serveResumable(ctx, tr, func() ([]byte, error) {

@@ -46,9 +46,16 @@ type Payload struct {
 type Error struct {
 	Code    frame.ErrorCode
 	Message string
+	// cause: a *NotRSocketError, for the streams of a connection whose
+	// peer did not speak RSocket (foreign.go).
+	cause error
 }
 
 func (e *Error) Error() string { return "rsocket: " + e.Code.String() + ": " + e.Message }
+
+// Unwrap is a *NotRSocketError when the connection failed because its
+// peer does not speak RSocket, else nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // ApplicationError returns an ERROR[APPLICATION_ERROR] for a handler to return.
 func ApplicationError(format string, args ...any) *Error {

@@ -233,7 +233,19 @@ func ClientConn(ctx context.Context, nc net.Conn, opts ...Option) (*Conn, error)
 
 // ServeConn runs the server end over an established byte stream.
 func ServeConn(ctx context.Context, nc net.Conn, r Responder, opts ...Option) (*Conn, error) {
-	return start(ctx, newStreamTransport(nc), conn.Server, append([]Option{WithResponder(r)}, opts...))
+	return start(ctx, newServerStreamTransport(nc), conn.Server, append([]Option{WithResponder(r)}, opts...))
+}
+
+// newServerStreamTransport is a server's stream transport, which closes
+// at once a connection whose first bytes are another protocol's
+// (foreign.go).
+func newServerStreamTransport(nc net.Conn) *streamTransport {
+	t := newStreamTransport(nc)
+	t.r.sniff = sniffServer
+	if a := nc.RemoteAddr(); a != nil {
+		t.r.peer = a.String()
+	}
+	return t
 }
 
 // WithTLS makes Dial speak TLS for tls:// and wss:// URLs with cfg (nil:
@@ -288,9 +300,22 @@ func dialTransport(ctx context.Context, rawURL string, u *url.URL, o options) (t
 			nc, err = d.DialContext(ctx, "tcp", u.Host)
 		}
 		if err != nil {
+			if u.Scheme == "tls" && closedEarly(err) {
+				// No answer to our ClientHello: a plain listener (this
+				// package's closes at once) or one of another protocol.
+				return nil, fmt.Errorf("rsocket: %w", &NotRSocketError{Peer: rawURL, Hint: schemeHint(u.Scheme)})
+			}
 			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
 		}
-		return newStreamTransport(nc), nil
+		t := newStreamTransport(nc)
+		t.r.sniff, t.r.peer = sniffClient, rawURL
+		if o.resume == nil {
+			// A resumable client's server may close a connection
+			// unanswered on purpose (a stopping server: resume_accept.go):
+			// that is no mismatch.
+			t.r.scheme = u.Scheme
+		}
+		return t, nil
 	case "ws", "wss":
 		var do *websocket.DialOptions
 		if u.Scheme == "wss" && o.tls != nil {
@@ -300,6 +325,12 @@ func dialTransport(ctx context.Context, rawURL string, u *url.URL, o options) (t
 		}
 		wc, _, err := websocket.Dial(ctx, rawURL, do)
 		if err != nil {
+			if closedEarly(err) {
+				// No HTTP answer: a plain RSocket listener (with this
+				// package's: closed at our request line) or one of
+				// another protocol.
+				return nil, fmt.Errorf("rsocket: %w", &NotRSocketError{Peer: rawURL, Hint: schemeHint(u.Scheme)})
+			}
 			return nil, fmt.Errorf("rsocket: dial %s: %w", rawURL, err)
 		}
 		return newWSTransport(wc), nil

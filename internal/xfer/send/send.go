@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/xfer/grpcxfer"
 	"github.com/sluicehq/sluice/internal/xfer/rsocketxfer"
 	"github.com/sluicehq/sluice/internal/xfer/tus"
+	"github.com/sluicehq/sluice/rsocket"
 )
 
 // Chunk sizes --chunk auto picks, from the measured sweeps
@@ -107,9 +108,44 @@ func refused(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused")
 }
 
+// maxUnanswered is how many connections closed before any answer
+// (unanswered) end an upload that never reached the server.
+const maxUnanswered = 2
+
+// unanswered tells a connection the server accepted and closed before
+// answering anything: the RSocket client's *rsocket.NotRSocketError
+// without Looks, gRPC's "error reading server preface" at its EOF or
+// reset. An RSocket server closes at once a gRPC, HTTP or TLS client
+// (rsocket/foreign.go), and a TLS one a plain-text client, so a client at
+// the wrong listener sees this; before, gRPC at the RSocket port waited
+// for the server's setup timeout, 10 s, and was retried 20 times.
+func unanswered(err error) bool {
+	var nr *rsocket.NotRSocketError
+	if errors.As(err, &nr) {
+		return nr.Looks == ""
+	}
+	s := err.Error()
+	return strings.Contains(s, "error reading server preface: EOF") ||
+		strings.Contains(s, "error reading server preface") && strings.Contains(s, "connection reset by peer")
+}
+
+// unansweredHint says what an unanswered connection likely means.
+func unansweredHint(err error, to string) error {
+	if errors.As(err, new(*rsocket.NotRSocketError)) {
+		// It names the URL and the listener it should be.
+		return fmt.Errorf("%w (is `sluice xfer serve` listening there for RSocket?)", err)
+	}
+	return fmt.Errorf("%w: %s closed the connection before answering: is it a gRPC listener (`sluice xfer serve --grpc`), not the RSocket or an HTTP one?", err, to)
+}
+
 // mismatch tells an answer in another protocol than the one spoken (TLS
-// to plain text or back, HTTP/1 to gRPC): no retry changes it.
+// to plain text or back, HTTP/1 to gRPC, HTTP/1 or HTTP/2 to RSocket): no
+// retry changes it.
 func mismatch(err error) bool {
+	var nr *rsocket.NotRSocketError
+	if errors.As(err, &nr) && nr.Looks != "" {
+		return true
+	}
 	s := err.Error()
 	for _, m := range []string{
 		"server gave HTTP response to HTTPS client", "first record does not look like a TLS handshake",
@@ -199,7 +235,7 @@ func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, s
 	// new request, so the first error a killed server gives is a
 	// refused connection (before, such an upload gave up after 5 tries,
 	// 1.5 s into the restart; gRPC and RSocket saw a reset first).
-	refusals, reached := 0, false
+	refusals, silent, reached := 0, 0, false
 	for attempt := 1; ; attempt++ {
 		sum, err := uploadOnce(ctx, tr, src, size, what, o, &reached)
 		if err == nil {
@@ -210,15 +246,33 @@ func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, s
 		}
 		if mismatch(err) {
 			// A TLS or protocol mismatch: the same answer every time.
+			if errors.As(err, new(*rsocket.NotRSocketError)) {
+				return nil, xfer.Permanent(err) // it names the URL and the listener it should be
+			}
 			return nil, xfer.Permanent(fmt.Errorf("%w: %s does not speak this transport: is `sluice xfer serve` listening there for it?", err, to))
 		}
 		if !xfer.Retryable(err) {
 			return nil, err
 		}
-		if !refused(err) {
+		// early: accepted, then closed before any answer, by a server
+		// that never answered this upload. Most likely another
+		// protocol's listener (ours close at once what is not theirs:
+		// rsocket/foreign.go). A server being stopped does that too, to
+		// a connection left in its listen backlog: so one more try, not
+		// none, and a refusal after it counts as a restart's.
+		early := !reached && unanswered(err)
+		if !refused(err) && !early {
 			reached = true
 		}
-		if refused(err) && !reached {
+		switch {
+		case early:
+			silent++
+			hint := unansweredHint(err, to)
+			if silent >= maxUnanswered || attempt >= o.Attempts {
+				return nil, xfer.Permanent(hint)
+			}
+			o.Log.Warn("the server closed the connection before answering; retrying once", "attempt", attempt, "err", hint)
+		case refused(err) && !reached:
 			// Nothing was sent: no upload to resume. A server being
 			// (re)started gets a few tries; none at all is a mistake.
 			refusals++
@@ -227,9 +281,9 @@ func retry(ctx context.Context, tr xfer.Transport, to string, src io.ReaderAt, s
 				return nil, hint
 			}
 			o.Log.Warn("cannot connect; retrying", "attempt", attempt, "err", hint)
-		} else if attempt >= o.Attempts {
+		case attempt >= o.Attempts:
 			return nil, err
-		} else {
+		default:
 			o.Log.Warn("upload interrupted; resuming from the server's offset", "attempt", attempt, "err", err)
 		}
 		var re *xfer.RemoteError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/agent/spool"
@@ -120,6 +121,14 @@ func (c *conn) take(buf []queued) (ids []queued, dict *codec.Dictionary, ok bool
 // it (Welcome.Codec; an agent whose compression is not zstd keeps its own).
 var codecs = []protocol.Codec{protocol.CodecPlain, protocol.CodecZstd, protocol.CodecZstdDict, protocol.CodecKafkaZstd}
 
+// olderSink reports whether err is a sink's refusal of a Hello carrying
+// SentBelow from a decoder that predates it: RSocket's Hello ended at the
+// watermark, and such a sink refuses the bytes after it as malformed
+// (protobuf, over gRPC, skips a field it does not know).
+func olderSink(err error) bool {
+	return protocol.StatusOf(err) == protocol.StatusInvalid && strings.Contains(err.Error(), "Hello: bytes after the fields")
+}
+
 // dial opens a session, performs the handshake and then relays the sink's
 // frames to the loop until the session ends.
 func (d *Driver) dial(gen uint64, attempt uint64) {
@@ -153,8 +162,9 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 	// this agent id that this spool never sent: another spool numbered
 	// them, and our messages with those ids would be taken for its.
 	sentBelow, known := d.spool.SentBelow()
+	_, older := d.olderSinks.Load(addr)
 	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: d.spool.AckedWatermark(),
-		SentBelow: sentBelow, HasSentBelow: known}
+		SentBelow: sentBelow, HasSentBelow: known && !older}
 	if d.cfg.Dictionary != nil {
 		hello.DictionaryIDs = []uint32{d.cfg.Dictionary.ID}
 	}
@@ -167,6 +177,11 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 	}
 	f, err := pc.Recv()
 	if err != nil {
+		if hello.HasSentBelow && olderSink(err) {
+			d.olderSinks.Store(addr, true)
+			d.log.Warn("agent: the sink refuses the bound on sent ids in the Hello (a sink older than it, over RSocket); "+
+				"its sessions go without it, so it cannot refuse another spool's ids under this agent id", "sink", addr)
+		}
 		fail(pc, fmt.Errorf("handshake: %w", err))
 		return
 	}

@@ -71,6 +71,11 @@ type Driver struct {
 	mu      sync.Mutex
 	loop    *loop
 	stopped bool
+
+	// olderSinks holds the addresses of sinks that refused a Hello
+	// carrying SentBelow as malformed (olderSink): their Hellos go
+	// without it.
+	olderSinks sync.Map
 }
 
 // Start delivers backlog (spooled before the start, not acknowledged)

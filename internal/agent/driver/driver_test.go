@@ -35,6 +35,9 @@ type sink struct {
 	// refuse, when set, refuses message id for good (ERROR_CODE_OVERSIZE)
 	// instead of acknowledging it.
 	refuse func(session int, id uint64) bool
+	// olderHello, when set, refuses a Hello that carries SentBelow with
+	// it as the error a sink from before the field answers (over RSocket).
+	olderHello error
 
 	mu       sync.Mutex
 	sessions int
@@ -64,6 +67,10 @@ func (s *sink) ServeSend(c protocol.Conn) error {
 		hc := *h
 		hc.Codecs = slices.Clone(h.Codecs)
 		s.hellos = append(s.hellos, hc)
+		if s.olderHello != nil && h.HasSentBelow {
+			s.mu.Unlock()
+			return s.olderHello
+		}
 	}
 	s.mu.Unlock()
 	w := &protocol.Welcome{Version: protocol.Version, Credits: protocol.Credits{Messages: 1 << 20, Bytes: 1 << 40}}

@@ -161,10 +161,14 @@ func (d *Driver) dial(gen uint64, attempt uint64) {
 	// SentBelow lets the sink refuse this session when it holds ids under
 	// this agent id that this spool never sent: another spool numbered
 	// them, and our messages with those ids would be taken for its.
+	// The bound is at least the watermark: the sink counts every id below
+	// the watermark as held (store.Dedup.Settle), and ids the spool skipped
+	// after a power cut are below it without ever having been sent.
 	sentBelow, known := d.spool.SentBelow()
+	watermark := d.spool.AckedWatermark()
 	_, older := d.olderSinks.Load(addr)
-	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: d.spool.AckedWatermark(),
-		SentBelow: sentBelow, HasSentBelow: known && !older}
+	hello := &protocol.Hello{AgentID: d.spool.ID(), Version: protocol.Version, Codecs: codecs, Watermark: watermark,
+		SentBelow: max(sentBelow, watermark), HasSentBelow: known && !older}
 	if d.cfg.Dictionary != nil {
 		hello.DictionaryIDs = []uint32{d.cfg.Dictionary.ID}
 	}

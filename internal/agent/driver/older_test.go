@@ -9,10 +9,10 @@ import (
 	"github.com/sluicehq/sluice/internal/agent/spool"
 	"github.com/sluicehq/sluice/internal/defaults"
 	"github.com/sluicehq/sluice/internal/delivery"
-	"github.com/sluicehq/sluice/internal/testkit/testwait"
-	"github.com/sluicehq/sluice/seglog"
 	"github.com/sluicehq/sluice/internal/protocol"
+	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/internal/transport/rsockettransport"
+	"github.com/sluicehq/sluice/seglog"
 )
 
 // TestOlderSinkGetsHelloWithoutBound: an RSocket sink from before

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/codec"
 	"github.com/sluicehq/sluice/internal/delivery"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/metrictest"
 	"github.com/sluicehq/sluice/internal/testkit/sinktest"
 	"github.com/sluicehq/sluice/internal/testkit/testwait"
 	"github.com/sluicehq/sluice/seglog"
@@ -317,18 +318,8 @@ func storedOnce(t *testing.T, ts *sinktest.Sink, n int, latest string) {
 	}
 }
 
-// sinkGauge reads the gauge name from the sink's registry.
+// sinkGauge is the value of the sink's gauge name.
 func sinkGauge(t *testing.T, ts *sinktest.Sink, name string) float64 {
 	t.Helper()
-	mfs, err := ts.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
+	return metrictest.Value(t, ts.Registry(), name)
 }

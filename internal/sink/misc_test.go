@@ -11,6 +11,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/auth"
+	"github.com/sluicehq/sluice/internal/testkit/metrictest"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/grpctransport"
@@ -150,27 +151,7 @@ func TestMetrics(t *testing.T) {
 // "name" or "name{label=value}".
 func metricValue(t *testing.T, h *harness, name string) float64 {
 	t.Helper()
-	base, label, _ := strings.Cut(strings.TrimSuffix(name, "}"), "{")
-	mfs, err := h.s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != base {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := label == ""
-			for _, lp := range m.GetLabel() {
-				match = match || lp.GetName()+"="+lp.GetValue() == label
-			}
-			if match {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
+	return metrictest.Value(t, h.s.Registry(), name)
 }
 
 // TestAgents: the per-agent rows count each agent's stored records and

@@ -7,6 +7,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/metrictest"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/testkit/syncbuf"
 	"github.com/sluicehq/sluice/internal/transport/serving"
@@ -82,19 +83,7 @@ func (h *harness) stop() {
 // metricValue returns the value of the sink's counter name.
 func metricValue(t *testing.T, h *harness, name string) float64 {
 	t.Helper()
-	mfs, err := h.s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return metrictest.Value(t, h.s.Registry(), name)
 }
 
 // connect opens a Send stream and completes the handshake: the test

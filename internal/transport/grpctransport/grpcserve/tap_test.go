@@ -11,6 +11,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/protocol"
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/internal/testkit/metrictest"
 	"github.com/sluicehq/sluice/internal/testkit/sinkclient"
 	"github.com/sluicehq/sluice/internal/transport/serving"
 )
@@ -69,21 +70,5 @@ func TestReadRefusedBeforeHandler(t *testing.T) {
 // refusedValue reads sluice_sink_refused_total{reason}.
 func refusedValue(t *testing.T, h *harness, reason string) float64 {
 	t.Helper()
-	mfs, err := h.s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_sink_refused_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metrictest.Value(t, h.s.Registry(), "sluice_sink_refused_total{reason="+reason+"}")
 }

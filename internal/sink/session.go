@@ -45,7 +45,7 @@ type session struct {
 	s           *Sink
 	conn        protocol.Conn
 	agent       string
-	hello       protocol.Hello // as received, for checkSentBelow once a gate opens
+	hello       protocol.Hello // its agent id and bound on sent ids, for checkSentBelow once a gate opens
 	agentB      []byte
 	session     string
 	// vouched names the credentials that proved the agent id (checkSend).
@@ -219,7 +219,7 @@ func (s *Sink) ServeSend(c protocol.Conn) error {
 	}
 	po, _ := c.(protocol.PayloadOwner)
 	st := &session{
-		s: s, conn: c, agent: agent, hello: *hello, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
+		s: s, conn: c, agent: agent, hello: protocol.Hello{AgentID: agent, SentBelow: hello.SentBelow, HasSentBelow: hello.HasSentBelow}, agentB: []byte(agent), session: welcome.SessionID, rcv: rcv, vouched: vouched,
 		acks:            store.NewAcks(),
 		ownPayloads:     po != nil && po.PayloadsOwned(),
 		storeTakesKafka: takesKafka,

@@ -194,23 +194,30 @@ func BenchmarkCompressionWorkers(b *testing.B) {
 func TestEncodersFollowConcurrency(t *testing.T) {
 	const workers = 8
 	g, _ := newPoolIngester(t, codec.Zstd, workers, 16<<10, true)
+	// A message sealed by the linger timer is compressed on the timer's
+	// goroutine, which gives its encoder back after the message's ingest
+	// call returned: each request waits until all are back, so that the
+	// requests come one at a time (without it, the next request could
+	// find the last encoder still out and take another: 2 warm, seen
+	// under -race on a loaded machine).
+	var free []*encoder
+	allBack := func() {
+		testwait.For(t, "every encoder back in the stack", func() bool {
+			g.encs.mu.Lock()
+			defer g.encs.mu.Unlock()
+			free = append(free[:0], g.encs.free...)
+			return len(free) == workers
+		})
+	}
 	for seq := 1; seq <= 4*workers; seq++ {
 		recs := [][]byte{poolRecord(0, seq, 0), poolRecord(0, seq, 1)}
 		if _, err := g.IngestFrom(context.Background(), "trickle", uint64(seq), recs); err != nil {
 			t.Fatal(err)
 		}
+		allBack()
 	}
 	g.Close()
-	// A message sealed by the linger timer is compressed on the timer's
-	// goroutine, which gives its encoder back after the message's ingest
-	// call returned: wait until all are back.
-	var free []*encoder
-	testwait.For(t, "every encoder back in the stack", func() bool {
-		g.encs.mu.Lock()
-		defer g.encs.mu.Unlock()
-		free = append(free[:0], g.encs.free...)
-		return len(free) == workers
-	})
+	allBack()
 	warm := 0
 	for _, e := range free {
 		if e.States() > 0 {

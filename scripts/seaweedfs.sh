@@ -167,20 +167,10 @@ start_watchdog() {
 		</dev/null >/dev/null 2>&1 9>&- &
 }
 
-cmd_start() {
-	mkdir -p "$RUN_DIR"
-	if [[ ! -f "$RUN_DIR/$MARKER" ]]; then
-		[[ -z "$(ls -A "$RUN_DIR")" ]] || die "--dir $RUN_DIR is neither empty nor a seaweedfs.sh run dir (no $MARKER file)"
-		echo "run dir of scripts/seaweedfs.sh; 'scripts/seaweedfs.sh stop --dir DIR' removes it" >"$RUN_DIR/$MARKER"
-	fi
-	local pid
-	if pid="$(running_pid)"; then
-		start_watchdog
-		cat "$RUN_DIR/endpoint"
-		return 0
-	fi
-	cmd_build >/dev/null
-	local port p=()
+# launch_weed starts weed mini on free ports, its pid in $RUN_DIR/weed.pid
+# and its S3 endpoint in $RUN_DIR/endpoint; sets pid and port.
+launch_weed() {
+	local p=()
 	port="$(free_port)"
 	# Every other server weed mini runs gets a free port too: their
 	# defaults (master 9333, volume 8080, filer 8888, admin 12535, and
@@ -188,6 +178,7 @@ cmd_start() {
 	# runs packages in parallel) or two checkouts start their own weed.
 	for _ in 1 2 3 4 5 6 7 8 9; do p+=("$(free_port)"); done
 	mkdir -p "$RUN_DIR/data"
+	rm -f "$RUN_DIR/weed.pid"
 	echo "http://127.0.0.1:$port" >"$RUN_DIR/endpoint"
 	# -ip and -ip.bind: without them weed binds every interface and
 	# advertises a non-loopback address. Telemetry, WebDAV, the admin UI
@@ -199,24 +190,56 @@ cmd_start() {
 		-filer.port="${p[5]}" -filer.port.grpc="${p[6]}" -admin.port="${p[7]}" -admin.port.grpc="${p[8]}" -admin.port.legacy=0 \
 		-master.telemetry=false -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 \
 		-bucket="$BUCKET" </dev/null >>"$RUN_DIR/weed.log" 2>&1 9>&- &
-	local i deadline=$((SECONDS + READY_TIMEOUT))
+	local i
 	for ((i = 0; i < 100; i++)); do
 		[[ -s "$RUN_DIR/weed.pid" ]] && break
 		sleep 0.05
 	done
 	pid="$(cat "$RUN_DIR/weed.pid" 2>/dev/null)" || die "weed did not start (no pid file)"
-	start_watchdog
+}
+
+# wait_ready waits until weed's S3 API and bucket answer; it fails when
+# weed exits first, and dies when READY_TIMEOUT passes.
+wait_ready() {
+	local deadline=$((SECONDS + READY_TIMEOUT))
 	until s3_ready "$port" && bucket_ready "$port"; do
-		alive "$pid" || {
-			tail -n 20 "$RUN_DIR/weed.log" >&2
-			die "weed exited during startup (log: $RUN_DIR/weed.log)"
-		}
+		alive "$pid" || return 1
 		((SECONDS < deadline)) || {
 			tail -n 20 "$RUN_DIR/weed.log" >&2
 			stop_weed
 			die "weed's S3 API not ready within ${READY_TIMEOUT}s (log: $RUN_DIR/weed.log)"
 		}
 		sleep 0.2
+	done
+}
+
+cmd_start() {
+	mkdir -p "$RUN_DIR"
+	if [[ ! -f "$RUN_DIR/$MARKER" ]]; then
+		[[ -z "$(ls -A "$RUN_DIR")" ]] || die "--dir $RUN_DIR is neither empty nor a seaweedfs.sh run dir (no $MARKER file)"
+		echo "run dir of scripts/seaweedfs.sh; 'scripts/seaweedfs.sh stop --dir DIR' removes it" >"$RUN_DIR/$MARKER"
+	fi
+	local pid port
+	if pid="$(running_pid)"; then
+		start_watchdog
+		cat "$RUN_DIR/endpoint"
+		return 0
+	fi
+	cmd_build >/dev/null
+	# A port free_port found may be taken by another process before weed
+	# binds it (go test runs packages in parallel, each may start its
+	# own): weed then exits at once with "Port allocation failed", and
+	# the start is tried again with fresh ports, up to 3 times.
+	local attempt watching=""
+	for attempt in 1 2 3; do
+		launch_weed
+		[[ -n "$watching" ]] || { start_watchdog; watching=1; }
+		wait_ready && break
+		((attempt < 3)) && grep -q "Port allocation failed" "$RUN_DIR/weed.log" || {
+			tail -n 20 "$RUN_DIR/weed.log" >&2
+			die "weed exited during startup (log: $RUN_DIR/weed.log)"
+		}
+		log "a port weed was given was taken meanwhile; starting it again with other ports"
 	done
 	log "ready (pid $pid, log $RUN_DIR/weed.log)"
 	cat "$RUN_DIR/endpoint"

@@ -15,28 +15,16 @@ import (
 // the message is reported under its own payload name.
 func TestKafkaZstdConverts(t *testing.T) {
 	msg := &protocol.Message{ID: 12, Records: 3, Codec: protocol.CodecKafkaZstd, Payload: []byte("section")}
-	var req sluicev1.Request
-	if err := RequestFromFrame(&req, msg); err != nil {
-		t.Fatal(err)
-	}
-	req.Version = protocol.Version
-	b, err := proto.Marshal(&req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back sluicev1.Request
-	if err := proto.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if got := payloadName(&back); got != "kafka_zstd" {
+	back := wireRequest(t, msg)
+	if got := payloadName(back); got != "kafka_zstd" {
 		t.Errorf("payload name %q", got)
 	}
-	f, err := FrameFromRequest(&back)
+	f, err := FrameFromRequest(back)
 	if err != nil || !reflect.DeepEqual(f, msg) {
 		t.Fatalf("FrameFromRequest: %#v, %v; want %#v", f, err, msg)
 	}
 	var m protocol.Message
-	if !messageFromRequest(&m, &back) || !reflect.DeepEqual(&m, msg) {
+	if !messageFromRequest(&m, back) || !reflect.DeepEqual(&m, msg) {
 		t.Fatalf("messageFromRequest: %#v", m)
 	}
 
@@ -51,28 +39,16 @@ func TestKafkaZstdConverts(t *testing.T) {
 	}
 }
 
-// TestHelloNextIDConverts: Hello's optional next id survives the trip
-// through the protobuf types, zero included, and an agent that sends none
-// (before the field) reads as having none.
-func TestHelloNextIDConverts(t *testing.T) {
+// TestHelloSentBelowConverts: Hello's optional bound on sent ids
+// survives the trip through the protobuf types, zero included, and an
+// agent that sends none (before the field) reads as having none.
+func TestHelloSentBelowConverts(t *testing.T) {
 	for _, h := range []*protocol.Hello{
 		{AgentID: "a", Version: protocol.Version, Watermark: 3, SentBelow: 9, HasSentBelow: true},
 		{AgentID: "fresh", Version: protocol.Version, HasSentBelow: true},
 		{AgentID: "old", Version: protocol.Version, Watermark: 3},
 	} {
-		var req sluicev1.Request
-		if err := RequestFromFrame(&req, h); err != nil {
-			t.Fatal(err)
-		}
-		b, err := proto.Marshal(&req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back sluicev1.Request
-		if err := proto.Unmarshal(b, &back); err != nil {
-			t.Fatal(err)
-		}
-		f, err := FrameFromRequest(&back)
+		f, err := FrameFromRequest(wireRequest(t, h))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,4 +57,23 @@ func TestHelloNextIDConverts(t *testing.T) {
 			t.Errorf("%+v came back as %+v", h, got)
 		}
 	}
+}
+
+// wireRequest is f as a Request after the trip through the wire encoding.
+func wireRequest(t *testing.T, f protocol.Frame) *sluicev1.Request {
+	t.Helper()
+	var req sluicev1.Request
+	if err := RequestFromFrame(&req, f); err != nil {
+		t.Fatal(err)
+	}
+	req.Version = protocol.Version
+	b, err := proto.Marshal(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back sluicev1.Request
+	if err := proto.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return &back
 }

@@ -65,7 +65,7 @@ func TestPayloadNotCopied(t *testing.T) {
 
 func TestDecodeRejects(t *testing.T) {
 	hello, _, _ := Encode(nil, frames[0])
-	helloNext, _, _ := Encode(nil, frames[3]) // the optional next id is its last field
+	helloNext, _, _ := Encode(nil, frames[3]) // the optional bound on sent ids is its last field
 	for name, c := range map[string][2][]byte{
 		"empty":              {nil, nil},
 		"unknown type":       {{99}, nil},

@@ -68,8 +68,11 @@ func (s *Spool) loadSent(fresh bool) {
 		}
 		return
 	}
-	if errors.Is(err, os.ErrNotExist) && fresh {
+	switch {
+	case errors.Is(err, os.ErrNotExist) && fresh:
 		s.sentBelow, s.sentKnown = 0, true
+	case !errors.Is(err, os.ErrNotExist):
+		s.warnings = append(s.warnings, fmt.Sprintf("the %s file cannot be read (%v); a new one is written before the next send", sentFile, err))
 	}
 }
 
@@ -87,13 +90,14 @@ func (s *Spool) SentBelow() (below uint64, known bool) {
 // ReserveSent makes the durable bound cover id before the caller sends it:
 // past the bound, it writes a new one defaults.SpoolIDReservation ids
 // beyond both id and every id the log ever gave (which also covers what
-// was sent while the bound was unknown). When the disk has no room for it
-// (the file is new, or the filesystem copies on write), the file is
-// removed and the bound is unknown, so id may go (a Hello without a bound
-// is not checked): sending, to have messages acknowledged and their room
-// freed, is the way out of a full disk, and must not wedge on the bound.
-// It is tried again a step later. Any other failure means id must not be
-// sent.
+// was sent while the bound was unknown). When it cannot be written (no
+// room on the disk for a new file, or a filesystem that copies on write;
+// something else at its path), the file is removed and the bound is
+// unknown, so id may go (a Hello without a bound is not checked):
+// sending, to have messages acknowledged and their room freed, is the way
+// out of a full disk, and must not wedge on the bound. It is tried again
+// a step later. Only when the file cannot be removed either must id not
+// be sent.
 func (s *Spool) ReserveSent(id uint64) error {
 	s.sentMu.Lock()
 	defer s.sentMu.Unlock()
@@ -109,17 +113,19 @@ func (s *Spool) ReserveSent(id uint64) error {
 		s.sentBelow, s.sentKnown = below, true
 		return nil
 	}
-	if IsNoSpace(err) {
-		// A bound left on disk below the ids now sent would have a restart
-		// refused: remove it (which frees room rather than taking any).
-		if s.sentF != nil {
-			s.sentF.Close()
-			s.sentF = nil
+	// A bound left on disk below the ids now sent would have a restart
+	// refused: remove it (on a full disk that frees room rather than
+	// taking any). With none left, a Hello carries none, so id may go.
+	if s.sentF != nil {
+		s.sentF.Close()
+		s.sentF = nil
+	}
+	if rerr := os.Remove(filepath.Join(s.dir, sentFile)); rerr == nil || errors.Is(rerr, os.ErrNotExist) {
+		if !IsNoSpace(err) && s.logger != nil {
+			s.logger.Warn("agent: cannot write the bound on sent message ids; going on without it, tried again later", "err", err)
 		}
-		if rerr := os.Remove(filepath.Join(s.dir, sentFile)); rerr == nil || errors.Is(rerr, os.ErrNotExist) {
-			s.sentKnown, s.sentRetryAt = false, below
-			return nil
-		}
+		s.sentKnown, s.sentRetryAt = false, below
+		return nil
 	}
 	return fmt.Errorf("agent: persisting the bound on sent message ids: %w", err)
 }

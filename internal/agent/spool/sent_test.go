@@ -130,6 +130,31 @@ func TestSentBoundDamaged(t *testing.T) {
 		}
 		sp.Close()
 	}
+	// Something else at its path (an empty directory): unreadable, and it
+	// cannot be written. It is removed and the id goes, the bound unknown
+	// (no Hello carries one), never wedging delivery; a step later the
+	// bound is written.
+	os.Remove(path)
+	os.Mkdir(path, 0o755)
+	if sp, err = Open(dir, 0, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if len(sp.Warnings()) == 0 {
+		t.Error("no warning for an unreadable bound")
+	}
+	if err := sp.ReserveSent(0); err != nil {
+		t.Fatalf("ReserveSent with a directory in the way: %v", err)
+	}
+	if _, known := sp.SentBelow(); known {
+		t.Fatal("bound known although it could not be written")
+	}
+	if err := sp.ReserveSent(sp.Log().NextOffset() + defaults.SpoolIDReservation); err != nil {
+		t.Fatal(err)
+	}
+	if _, known := sp.SentBelow(); !known {
+		t.Fatal("bound not written a step later, with the path free")
+	}
 }
 
 // TestSentBoundFullDisk: on a disk with no room, sending never waits for
